@@ -1,0 +1,157 @@
+// Tokenizers compatible with Hugging Face fast tokenizers (the `tokenizers` Rust library): the same
+// tokens, ids and offsets, the same special-token templates, truncation and padding.
+#ifndef ATTNSCOPE_MODELS_TOKENIZER_H_
+#define ATTNSCOPE_MODELS_TOKENIZER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace attnscope {
+
+// A half-open span [start, end) into the input text.
+struct Offset {
+  int64_t start = 0;
+  int64_t end = 0;
+  bool operator==(const Offset& other) const {
+    return start == other.start && end == other.end;
+  }
+};
+
+// One text tokenized without special tokens. All vectors have one entry per token.
+struct TokenizedText {
+  std::vector<int64_t> ids;
+  std::vector<std::string> tokens;
+  // [start, end) in Unicode code points of the original text; characters the normaliser drops belong
+  // to the kept character before them (Hugging Face NormalizedString alignment).
+  std::vector<Offset> offsets;
+  // The same spans in UTF-8 bytes of the original text.
+  std::vector<Offset> byte_offsets;
+  // Index of the pre-tokenized word each token came from (0-based, per text).
+  std::vector<int64_t> word_ids;
+
+  size_t size() const { return ids.size(); }
+};
+
+// A model-ready encoding of one text or one text pair, with special tokens, truncation and padding
+// applied. All vectors have one entry per position (including padding).
+struct Encoding {
+  std::vector<int64_t> input_ids;
+  std::vector<std::string> tokens;
+  std::vector<int64_t> token_type_ids;
+  // 1 for real tokens (including special tokens), 0 for padding.
+  std::vector<int64_t> attention_mask;
+  // 1 for special tokens and padding, 0 for tokens of the texts.
+  std::vector<int64_t> special_tokens_mask;
+  // Code-point and byte offsets into the text the token came from; {0, 0} for special tokens/padding.
+  std::vector<Offset> offsets;
+  std::vector<Offset> byte_offsets;
+  // Word index within its text, -1 for special tokens and padding.
+  std::vector<int64_t> word_ids;
+  // 0 for the first text, 1 for the second, -1 for special tokens and padding.
+  std::vector<int64_t> sequence_ids;
+
+  size_t size() const { return input_ids.size(); }
+  // Number of positions with attention_mask 1.
+  int64_t num_real_tokens() const;
+};
+
+// Truncation strategies of Hugging Face fast tokenizers (tokenizers::utils::truncation).
+enum class Truncation {
+  kNone,
+  // Removes tokens from the longer text first; for a pair, the shorter text is kept whole when it
+  // fits in half the budget, otherwise both are cut to half (the second text gets the odd token).
+  kLongestFirst,
+  kOnlyFirst,
+  kOnlySecond,
+};
+
+// Parses "none" / "longest_first" / "only_first" / "only_second". InvalidArgument otherwise.
+absl::StatusOr<Truncation> ParseTruncation(std::string_view name);
+
+struct EncodeOptions {
+  bool add_special_tokens = true;
+  Truncation truncation = Truncation::kNone;
+  // Total length budget including special tokens when truncation is on; 0 means the tokenizer's
+  // model_max_length.
+  int64_t max_length = 0;
+  // Right-pads with the pad token to this many positions (0: no padding). Never truncates.
+  int64_t pad_to = 0;
+};
+
+// Which file format a tokenizer was loaded from.
+enum class TokenizerKind { kWordPiece, kSentencePiece };
+
+// One position of a post-processing template (Hugging Face TemplateProcessing).
+struct TemplatePiece {
+  enum class Kind { kSpecial, kFirst, kSecond };
+  Kind kind = Kind::kSpecial;
+  int64_t id = 0;      // for kSpecial
+  std::string token;   // for kSpecial
+  int64_t type_id = 0;
+};
+
+// The special-token layout of single texts and pairs, e.g. BERT's "[CLS] $A [SEP]" and
+// "[CLS] $A [SEP] $B:1 [SEP]:1".
+struct PostProcessorTemplate {
+  std::vector<TemplatePiece> single;
+  std::vector<TemplatePiece> pair;
+};
+
+// A loaded tokenizer. Immutable after construction and safe to use from many threads at once.
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Tokenizes one text without special tokens.
+  // InvalidArgument: `text` is not valid UTF-8 (the message gives the byte offset).
+  virtual absl::StatusOr<TokenizedText> Tokenize(std::string_view text) const = 0;
+
+  // Tokenizes `text`, adds special tokens, truncates and pads as `options` say.
+  // InvalidArgument: invalid UTF-8; a budget smaller than the special tokens.
+  absl::StatusOr<Encoding> Encode(std::string_view text, const EncodeOptions& options) const;
+
+  // Encodes a text pair with the pair template ([CLS] a [SEP] b [SEP] for BERT).
+  // InvalidArgument: invalid UTF-8; a strategy that cannot fit the budget (only_first with a first
+  // text too short to cut, for example), naming the lengths and the option to change.
+  absl::StatusOr<Encoding> EncodePair(std::string_view text, std::string_view text_pair,
+                                      const EncodeOptions& options) const;
+
+  // Joins tokens back into text, dropping special tokens when `skip_special_tokens`.
+  virtual std::string Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const = 0;
+
+  virtual TokenizerKind kind() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  // The token string of `id`, or "" when out of range.
+  virtual std::string IdToToken(int64_t id) const = 0;
+
+  int64_t pad_token_id() const { return pad_token_id_; }
+  int64_t model_max_length() const { return model_max_length_; }
+  const PostProcessorTemplate& post_processor() const { return template_; }
+
+ protected:
+  Tokenizer(PostProcessorTemplate post_processor, int64_t pad_token_id, int64_t model_max_length)
+      : template_(std::move(post_processor)),
+        pad_token_id_(pad_token_id),
+        model_max_length_(model_max_length) {}
+
+ private:
+  PostProcessorTemplate template_;
+  int64_t pad_token_id_;
+  int64_t model_max_length_;
+};
+
+// Loads the tokenizer of a Hugging Face checkpoint directory, trying in order: tokenizer.json with a
+// WordPiece model, vocab.txt (+ tokenizer_config.json), tokenizer.model (SentencePiece, + config.json
+// and tokenizer_config.json for BOS/EOS handling).
+// NotFound: none of those files exist. InvalidArgument: a file is malformed or of an unsupported
+// kind; the message names the file and field.
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir);
+
+}  // namespace attnscope
+
+#endif  // ATTNSCOPE_MODELS_TOKENIZER_H_
