@@ -4,6 +4,7 @@
 #define ATTNSCOPE_MODELS_TOKENIZER_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -83,6 +84,10 @@ struct EncodeOptions {
   int64_t pad_to = 0;
 };
 
+// model_max_length of a tokenizer whose files set no limit (Hugging Face's VERY_LARGE_INTEGER):
+// truncation to the model maximum then never cuts.
+inline constexpr int64_t kNoMaxLength = std::numeric_limits<int64_t>::max();
+
 // Which file format a tokenizer was loaded from.
 enum class TokenizerKind { kWordPiece, kSentencePiece };
 
@@ -140,6 +145,11 @@ class Tokenizer {
         model_max_length_(model_max_length) {}
 
  private:
+  // Truncates (budget = max_length minus the template's special tokens), applies the template and
+  // pads. `second` is null for a single text.
+  absl::StatusOr<Encoding> Assemble(TokenizedText first, TokenizedText* second,
+                                    const EncodeOptions& options) const;
+
   PostProcessorTemplate template_;
   int64_t pad_token_id_;
   int64_t model_max_length_;
