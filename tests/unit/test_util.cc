@@ -16,9 +16,9 @@ std::string EnvOr(const char* name, const std::string& fallback) {
 
 }  // namespace
 
-std::string SharedDir() { return EnvOr("ATTNSCOPE_SHARED_DIR", "../shared"); }
+std::string SharedDir() { return EnvOr("ATTNSCOPE_SHARED_DIR", ATTNSCOPE_DEFAULT_SHARED_DIR); }
 
-std::string TestDataDir() { return EnvOr("ATTNSCOPE_TEST_DATA", "tests/data"); }
+std::string TestDataDir() { return EnvOr("ATTNSCOPE_TEST_DATA", ATTNSCOPE_DEFAULT_TEST_DATA); }
 
 std::string MakeTempDir() {
   std::string pattern = ::testing::TempDir() + "attnscope_XXXXXX";

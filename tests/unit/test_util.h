@@ -9,9 +9,9 @@
 
 namespace attnscope::testing {
 
-// ../shared as given by ATTNSCOPE_SHARED_DIR (set by CTest), without a trailing slash.
+// ../shared, or ATTNSCOPE_SHARED_DIR when set; no trailing slash.
 std::string SharedDir();
-// tests/data as given by ATTNSCOPE_TEST_DATA (set by CTest).
+// tests/data, or ATTNSCOPE_TEST_DATA when set.
 std::string TestDataDir();
 // A fresh, empty temporary directory, removed by the OS eventually.
 std::string MakeTempDir();

@@ -1,0 +1,213 @@
+// BERT (Devlin et al. 2019) as Hugging Face transformers' BertModel / BertForSequenceClassification
+// compute it in eval mode: embeddings (word + position + token type) -> LayerNorm, then post-LayerNorm
+// encoder blocks with exact-erf GELU, an additive attention mask of float32's lowest value on padded
+// keys, the tanh pooler on [CLS] and a linear classifier.
+#include <cmath>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "models/status_macros.h"
+#include "models/transformer.h"
+
+namespace attnscope {
+namespace {
+
+struct Linear {
+  torch::Tensor weight;  // [out, in]
+  torch::Tensor bias;    // [out]
+  torch::Tensor operator()(const torch::Tensor& x) const { return torch::linear(x, weight, bias); }
+};
+
+struct LayerNorm {
+  torch::Tensor weight;
+  torch::Tensor bias;
+};
+
+struct BertLayer {
+  Linear query, key, value, attention_output, intermediate, output;
+  LayerNorm attention_norm, output_norm;
+};
+
+class BertModel : public TransformerModel {
+ public:
+  BertModel(ModelConfig config, const Checkpoint& checkpoint, const std::string& prefix,
+            bool has_pooler, bool has_classifier)
+      : TransformerModel(std::move(config)),
+        has_pooler_(has_pooler),
+        has_classifier_(has_classifier) {
+    auto get = [&](const std::string& name) { return checkpoint.Get(prefix + name); };
+    auto linear = [&](const std::string& name) {
+      return Linear{get(name + ".weight"), get(name + ".bias")};
+    };
+    auto norm = [&](const std::string& name) {
+      return LayerNorm{get(name + ".weight"), get(name + ".bias")};
+    };
+    word_embeddings_ = get("embeddings.word_embeddings.weight");
+    position_embeddings_ = get("embeddings.position_embeddings.weight");
+    token_type_embeddings_ = get("embeddings.token_type_embeddings.weight");
+    embedding_norm_ = norm("embeddings.LayerNorm");
+    for (int64_t i = 0; i < this->config().num_hidden_layers; ++i) {
+      const std::string layer = absl::StrCat("encoder.layer.", i, ".");
+      layers_.push_back(BertLayer{
+          linear(layer + "attention.self.query"), linear(layer + "attention.self.key"),
+          linear(layer + "attention.self.value"), linear(layer + "attention.output.dense"),
+          linear(layer + "intermediate.dense"), linear(layer + "output.dense"),
+          norm(layer + "attention.output.LayerNorm"), norm(layer + "output.LayerNorm")});
+    }
+    if (has_pooler_) pooler_ = linear("pooler.dense");
+    if (has_classifier_) {
+      classifier_ = Linear{checkpoint.Get("classifier.weight"), checkpoint.Get("classifier.bias")};
+    }
+  }
+
+  bool has_classifier() const override { return has_classifier_; }
+
+  absl::StatusOr<ForwardOutput> Forward(const ForwardInput& raw_input,
+                                        const ForwardOptions& options) const override {
+    ATTNSCOPE_ASSIGN_OR_RETURN(ForwardInput input, CheckInput(raw_input));
+    try {
+      torch::InferenceMode guard;
+      return Run(input, options);
+    } catch (const c10::Error& error) {
+      return absl::InternalError(
+          absl::StrCat("bert forward failed: ", error.what_without_backtrace()));
+    }
+  }
+
+ private:
+  absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
+                                    const ForwardOptions& options) const {
+    const ModelConfig& cfg = config();
+    const int64_t batch = input.input_ids.size(0);
+    const int64_t length = input.input_ids.size(1);
+    const int64_t heads = cfg.num_attention_heads;
+    const int64_t head_dim = cfg.head_dim;
+    const double eps = cfg.layer_norm_eps;
+    const std::vector<int64_t> hidden_shape = {cfg.hidden_size};
+
+    ForwardOutput out;
+    torch::Tensor hidden = torch::embedding(word_embeddings_, input.input_ids)
+                               .add_(position_embeddings_.narrow(0, 0, length))
+                               .add_(torch::embedding(token_type_embeddings_, input.token_type_ids));
+    hidden = torch::layer_norm(hidden, hidden_shape, embedding_norm_.weight,
+                               embedding_norm_.bias, eps);
+    if (options.output_hidden_states) out.hidden_states.push_back(hidden);
+
+    // [B, 1, 1, S]: 0 for real keys, float32's lowest value for padding, as transformers'
+    // get_extended_attention_mask; exp() of it after the row maximum is subtracted is exactly 0.
+    const torch::Tensor additive_mask =
+        (1.0 - input.attention_mask.to(torch::kFloat32)).mul_(std::numeric_limits<float>::lowest())
+            .view({batch, 1, 1, length});
+    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+
+    auto split_heads = [&](const torch::Tensor& x) {
+      return x.view({batch, length, heads, head_dim}).transpose(1, 2);
+    };
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const BertLayer& layer = layers_[i];
+      const torch::Tensor query = split_heads(layer.query(hidden));
+      const torch::Tensor key = split_heads(layer.key(hidden));
+      const torch::Tensor value = split_heads(layer.value(hidden));
+      torch::Tensor scores = torch::matmul(query, key.transpose(-1, -2)).mul_(scale);
+      torch::Tensor probs = torch::softmax(scores + additive_mask, /*dim=*/-1);
+      const torch::Tensor context =
+          torch::matmul(probs, value).transpose(1, 2).reshape({batch, length, cfg.hidden_size});
+      const torch::Tensor attended =
+          torch::layer_norm(layer.attention_output(context).add_(hidden), hidden_shape,
+                            layer.attention_norm.weight, layer.attention_norm.bias, eps);
+      const torch::Tensor intermediate = torch::gelu(layer.intermediate(attended));
+      hidden = torch::layer_norm(layer.output(intermediate).add_(attended), hidden_shape,
+                                 layer.output_norm.weight, layer.output_norm.bias, eps);
+      if (options.output_attentions) out.attentions.push_back(std::move(probs));
+      if (options.output_attention_scores) out.attention_scores.push_back(std::move(scores));
+      if (options.output_hidden_states) out.hidden_states.push_back(hidden);
+      if (options.on_layer_done) {
+        ATTNSCOPE_RETURN_IF_ERROR(options.on_layer_done(static_cast<int64_t>(i)));
+      }
+    }
+    out.last_hidden_state = hidden;
+    if (has_pooler_) {
+      out.pooler_output = torch::tanh(pooler_(hidden.select(/*dim=*/1, /*index=*/0)));
+      if (has_classifier_ && options.output_logits) out.logits = classifier_(out.pooler_output);
+    }
+    return out;
+  }
+
+  bool has_pooler_;
+  bool has_classifier_;
+  torch::Tensor word_embeddings_;
+  torch::Tensor position_embeddings_;
+  torch::Tensor token_type_embeddings_;
+  LayerNorm embedding_norm_;
+  std::vector<BertLayer> layers_;
+  Linear pooler_;
+  Linear classifier_;
+};
+
+void AddLinear(std::vector<TensorSpec>& specs, const std::string& name, int64_t out, int64_t in) {
+  specs.push_back({name + ".weight", {out, in}});
+  specs.push_back({name + ".bias", {out}});
+}
+
+void AddNorm(std::vector<TensorSpec>& specs, const std::string& name, int64_t size) {
+  specs.push_back({name + ".weight", {size}});
+  specs.push_back({name + ".bias", {size}});
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig config,
+                                                                  const Checkpoint& checkpoint) {
+  // BertForSequenceClassification and BertForPreTraining checkpoints nest the encoder under "bert.";
+  // a saved BertModel does not.
+  const std::string prefix =
+      checkpoint.Contains("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+  const bool has_classifier = checkpoint.Contains("classifier.weight");
+  const bool has_pooler = checkpoint.Contains(prefix + "pooler.dense.weight") || has_classifier;
+  const int64_t hidden = config.hidden_size;
+  int64_t num_labels = 0;
+  if (has_classifier) {
+    const torch::Tensor classifier = checkpoint.Get("classifier.weight");
+    num_labels = classifier.defined() && classifier.dim() == 2 ? classifier.size(0) : 0;
+    if (num_labels <= 0 || (config.num_labels > 0 && config.num_labels != num_labels)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor 'classifier.weight' in '", checkpoint.FileOf("classifier.weight"),
+          "': expected shape [num_labels, ", hidden, "] with num_labels = ", config.num_labels,
+          " (config.json id2label), got ", classifier.defined() ? absl::StrJoin(classifier.sizes(), "x") : "an integer tensor"));
+    }
+    config.num_labels = num_labels;
+  } else {
+    config.num_labels = 0;
+  }
+
+  std::vector<TensorSpec> specs;
+  specs.push_back({prefix + "embeddings.word_embeddings.weight", {config.vocab_size, hidden}});
+  specs.push_back(
+      {prefix + "embeddings.position_embeddings.weight", {config.max_position_embeddings, hidden}});
+  specs.push_back(
+      {prefix + "embeddings.token_type_embeddings.weight", {config.type_vocab_size, hidden}});
+  AddNorm(specs, prefix + "embeddings.LayerNorm", hidden);
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    const std::string layer = absl::StrCat(prefix, "encoder.layer.", i, ".");
+    AddLinear(specs, layer + "attention.self.query", hidden, hidden);
+    AddLinear(specs, layer + "attention.self.key", hidden, hidden);
+    AddLinear(specs, layer + "attention.self.value", hidden, hidden);
+    AddLinear(specs, layer + "attention.output.dense", hidden, hidden);
+    AddNorm(specs, layer + "attention.output.LayerNorm", hidden);
+    AddLinear(specs, layer + "intermediate.dense", config.intermediate_size, hidden);
+    AddLinear(specs, layer + "output.dense", hidden, config.intermediate_size);
+    AddNorm(specs, layer + "output.LayerNorm", hidden);
+  }
+  if (has_pooler) AddLinear(specs, prefix + "pooler.dense", hidden, hidden);
+  if (has_classifier) AddLinear(specs, "classifier", num_labels, hidden);
+  // position_ids is a buffer some checkpoints store; cls.* are the pre-training heads (masked LM,
+  // next sentence), which attnscope does not serve.
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.Validate(
+      specs, /*ignored_prefixes=*/{prefix + "embeddings.position_ids", "cls."}));
+  return std::unique_ptr<TransformerModel>(
+      new BertModel(std::move(config), checkpoint, prefix, has_pooler, has_classifier));
+}
+
+}  // namespace attnscope

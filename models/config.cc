@@ -1,0 +1,195 @@
+#include "models/config.h"
+
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "models/file_util.h"
+#include "models/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace attnscope {
+namespace {
+
+using Json = nlohmann::json;
+
+// Reads config.json fields with one error style: "config 'file': field 'x': expected Y, got Z".
+class FieldReader {
+ public:
+  FieldReader(const Json& json, absl::string_view source) : json_(json), source_(source) {}
+
+  absl::Status Error(absl::string_view field, absl::string_view expected,
+                     absl::string_view got) const {
+    return absl::InvalidArgumentError(absl::StrCat("config '", source_, "': field '", field,
+                                                   "': expected ", expected, ", got ", got));
+  }
+
+  // A positive integer that must be present.
+  absl::StatusOr<int64_t> RequiredPositive(const char* field) const {
+    ATTNSCOPE_ASSIGN_OR_RETURN(std::optional<int64_t> value, OptionalInt(field));
+    if (!value.has_value()) return Error(field, "a positive integer", "nothing (field missing)");
+    if (*value <= 0) return Error(field, "a positive integer", std::to_string(*value));
+    return *value;
+  }
+
+  absl::StatusOr<std::optional<int64_t>> OptionalInt(const char* field) const {
+    auto it = json_.find(field);
+    if (it == json_.end() || it->is_null()) return std::optional<int64_t>();
+    if (!it->is_number_integer()) return Error(field, "an integer", it->dump());
+    return std::optional<int64_t>(it->get<int64_t>());
+  }
+
+  absl::StatusOr<int64_t> IntOr(const char* field, int64_t fallback) const {
+    ATTNSCOPE_ASSIGN_OR_RETURN(std::optional<int64_t> value, OptionalInt(field));
+    return value.value_or(fallback);
+  }
+
+  absl::StatusOr<double> DoubleOr(const char* field, double fallback) const {
+    auto it = json_.find(field);
+    if (it == json_.end() || it->is_null()) return fallback;
+    if (!it->is_number()) return Error(field, "a number", it->dump());
+    return it->get<double>();
+  }
+
+  absl::StatusOr<bool> BoolOr(const char* field, bool fallback) const {
+    auto it = json_.find(field);
+    if (it == json_.end() || it->is_null()) return fallback;
+    if (!it->is_boolean()) return Error(field, "true or false", it->dump());
+    return it->get<bool>();
+  }
+
+  absl::StatusOr<std::string> StringOr(const char* field, std::string fallback) const {
+    auto it = json_.find(field);
+    if (it == json_.end() || it->is_null()) return fallback;
+    if (!it->is_string()) return Error(field, "a string", it->dump());
+    return it->get<std::string>();
+  }
+
+ private:
+  const Json& json_;
+  absl::string_view source_;
+};
+
+}  // namespace
+
+absl::string_view ArchitectureName(Architecture architecture) {
+  switch (architecture) {
+    case Architecture::kBert:
+      return "bert";
+    case Architecture::kLlama:
+      return "llama";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
+                                             absl::string_view source) {
+  Json json = Json::parse(json_text, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config '", source, "': expected a JSON object, got malformed JSON"));
+  }
+  FieldReader reader(json, source);
+  ModelConfig config;
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.model_type, reader.StringOr("model_type", ""));
+  if (config.model_type == "bert") {
+    config.architecture = Architecture::kBert;
+  } else if (config.model_type == "llama") {
+    config.architecture = Architecture::kLlama;
+  } else {
+    return reader.Error("model_type", "one of the supported architectures \"bert\", \"llama\"",
+                        absl::StrCat("\"", config.model_type, "\""));
+  }
+  if (auto it = json.find("architectures"); it != json.end() && it->is_array()) {
+    for (const Json& name : *it) {
+      if (name.is_string()) config.architectures.push_back(name.get<std::string>());
+    }
+  }
+  const bool is_bert = config.architecture == Architecture::kBert;
+
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.RequiredPositive("vocab_size"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_size, reader.RequiredPositive("hidden_size"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_hidden_layers,
+                             reader.RequiredPositive("num_hidden_layers"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_attention_heads,
+                             reader.RequiredPositive("num_attention_heads"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.intermediate_size,
+                             reader.RequiredPositive("intermediate_size"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.max_position_embeddings,
+                             reader.IntOr("max_position_embeddings", is_bert ? 512 : 2048));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_key_value_heads,
+                             reader.IntOr("num_key_value_heads", config.num_attention_heads));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.type_vocab_size, reader.IntOr("type_vocab_size", 2));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.layer_norm_eps, reader.DoubleOr("layer_norm_eps", 1e-12));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.rms_norm_eps, reader.DoubleOr("rms_norm_eps", 1e-6));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.rope_theta, reader.DoubleOr("rope_theta", 10000.0));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act, reader.StringOr("hidden_act", is_bert ? "gelu" : "silu"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
+                             reader.BoolOr("tie_word_embeddings", /*fallback=*/!is_bert));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.pad_token_id, reader.IntOr("pad_token_id", is_bert ? 0 : -1));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.bos_token_id, reader.IntOr("bos_token_id", -1));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.eos_token_id, reader.IntOr("eos_token_id", -1));
+
+  if (config.max_position_embeddings <= 0) {
+    return reader.Error("max_position_embeddings", "a positive integer",
+                        std::to_string(config.max_position_embeddings));
+  }
+  if (config.hidden_size % config.num_attention_heads != 0) {
+    return reader.Error("hidden_size", absl::StrCat("a multiple of num_attention_heads (",
+                                                    config.num_attention_heads, ")"),
+                        std::to_string(config.hidden_size));
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.head_dim, reader.IntOr("head_dim", config.hidden_size / config.num_attention_heads));
+  if (config.head_dim <= 0) {
+    return reader.Error("head_dim", "a positive integer", std::to_string(config.head_dim));
+  }
+  if (config.num_key_value_heads <= 0 ||
+      config.num_attention_heads % config.num_key_value_heads != 0) {
+    return reader.Error("num_key_value_heads",
+                        absl::StrCat("a positive divisor of num_attention_heads (",
+                                     config.num_attention_heads, ")"),
+                        std::to_string(config.num_key_value_heads));
+  }
+  if (is_bert && config.num_key_value_heads != config.num_attention_heads) {
+    return reader.Error("num_key_value_heads",
+                        absl::StrCat("num_attention_heads (", config.num_attention_heads,
+                                     ") for bert"),
+                        std::to_string(config.num_key_value_heads));
+  }
+  if (is_bert && config.head_dim * config.num_attention_heads != config.hidden_size) {
+    return reader.Error("head_dim", "hidden_size / num_attention_heads for bert",
+                        std::to_string(config.head_dim));
+  }
+  if (config.architecture == Architecture::kLlama && config.head_dim % 2 != 0) {
+    return reader.Error("head_dim", "an even number (RoPE rotates pairs of dimensions)",
+                        std::to_string(config.head_dim));
+  }
+  if (is_bert ? config.hidden_act != "gelu" : config.hidden_act != "silu") {
+    return reader.Error("hidden_act", is_bert ? "\"gelu\"" : "\"silu\"",
+                        absl::StrCat("\"", config.hidden_act, "\""));
+  }
+
+  if (auto it = json.find("id2label"); it != json.end() && it->is_object()) {
+    for (const auto& [key, label] : it->items()) {
+      int64_t index = 0;
+      if (!absl::SimpleAtoi(key, &index) || index < 0 || !label.is_string()) {
+        return reader.Error("id2label", "an object of \"index\": \"label\"",
+                            absl::StrCat("\"", key, "\": ", label.dump()));
+      }
+      config.id2label[index] = label.get<std::string>();
+    }
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_labels,
+                             reader.IntOr("num_labels", static_cast<int64_t>(config.id2label.size())));
+  return config;
+}
+
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
+  const std::string path = JoinPath(model_dir, "config.json");
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  return ParseModelConfig(text, path);
+}
+
+}  // namespace attnscope

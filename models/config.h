@@ -1,0 +1,62 @@
+// Typed view of a Hugging Face config.json.
+#ifndef ATTNSCOPE_MODELS_CONFIG_H_
+#define ATTNSCOPE_MODELS_CONFIG_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace attnscope {
+
+enum class Architecture { kBert, kLlama };
+
+// "bert" or "llama".
+absl::string_view ArchitectureName(Architecture architecture);
+
+// The fields of config.json that the supported architectures read, with the defaults of the
+// transformers configuration classes (BertConfig, LlamaConfig) where config.json omits a field.
+struct ModelConfig {
+  std::string model_type;  // as written in config.json, e.g. "bert"
+  Architecture architecture = Architecture::kBert;
+  std::vector<std::string> architectures;  // e.g. {"BertForSequenceClassification"}
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  // Grouped-query attention (Llama): heads that share one key/value head = heads / kv heads.
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;  // hidden_size / num_attention_heads unless config.json says otherwise
+  int64_t intermediate_size = 0;
+  int64_t max_position_embeddings = 0;
+  int64_t type_vocab_size = 0;      // BERT token type embeddings
+  double layer_norm_eps = 1e-12;    // BERT LayerNorm
+  double rms_norm_eps = 1e-6;       // Llama RMSNorm
+  std::string hidden_act;           // "gelu" (exact erf) for BERT, "silu" for Llama
+  double rope_theta = 10000.0;      // RoPE base (Llama)
+  bool tie_word_embeddings = false; // lm_head shares the input embedding matrix
+  int64_t pad_token_id = -1;        // -1: not set
+  int64_t bos_token_id = -1;
+  int64_t eos_token_id = -1;
+  // Classifier labels of *ForSequenceClassification checkpoints, by class index.
+  std::map<int64_t, std::string> id2label;
+  int64_t num_labels = 0;  // id2label size, or num_labels, or 0 when there is no classifier
+
+  int64_t num_queries_per_kv() const { return num_attention_heads / num_key_value_heads; }
+};
+
+// Parses the text of a config.json. `source` names the file in error messages.
+// InvalidArgument: malformed JSON, a missing or mistyped required field, inconsistent sizes (for
+// example hidden_size not divisible by num_attention_heads), or an unsupported model_type (the
+// message lists the supported ones).
+absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::string_view source);
+
+// Reads and parses `<model_dir>/config.json`. NotFound when the file does not exist.
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir);
+
+}  // namespace attnscope
+
+#endif  // ATTNSCOPE_MODELS_CONFIG_H_

@@ -1,0 +1,86 @@
+#include "models/transformer.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "models/blas_check.h"
+#include "models/status_macros.h"
+
+namespace attnscope {
+namespace {
+
+std::string ShapeOf(const torch::Tensor& tensor) {
+  return absl::StrCat("[", absl::StrJoin(tensor.sizes(), ", "), "]");
+}
+
+absl::Status CheckIds(const torch::Tensor& tensor, const char* name,
+                      const std::vector<int64_t>& shape, int64_t limit, const char* limit_name) {
+  if (tensor.dim() != 2 || tensor.sizes().vec() != shape || tensor.scalar_type() != torch::kInt64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": expected int64 [", absl::StrJoin(shape, ", "), "], got ",
+        c10::toString(tensor.scalar_type()), " ", ShapeOf(tensor)));
+  }
+  if (tensor.numel() == 0) return absl::OkStatus();
+  const int64_t low = tensor.min().item<int64_t>();
+  const int64_t high = tensor.max().item<int64_t>();
+  if (low < 0 || high >= limit) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": expected values in [0, ", limit, ") (",
+                                                   limit_name, "), got values in [", low, ", ",
+                                                   high, "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ForwardInput> TransformerModel::CheckInput(const ForwardInput& input) const {
+  const torch::Tensor& ids = input.input_ids;
+  if (!ids.defined() || ids.dim() != 2 || ids.size(0) == 0 || ids.size(1) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input_ids: expected a non-empty int64 [batch, sequence] tensor, got ",
+        ids.defined() ? ShapeOf(ids) : "nothing"));
+  }
+  const std::vector<int64_t> shape = ids.sizes().vec();
+  if (shape[1] > config_.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input_ids: expected at most ", config_.max_position_embeddings,
+        " tokens (max_position_embeddings), got ", shape[1], "; enable truncation"));
+  }
+  ForwardInput checked;
+  checked.input_ids = ids;
+  ATTNSCOPE_RETURN_IF_ERROR(
+      CheckIds(ids, "input_ids", shape, config_.vocab_size, "vocab_size"));
+  if (input.attention_mask.defined()) {
+    ATTNSCOPE_RETURN_IF_ERROR(
+        CheckIds(input.attention_mask, "attention_mask", shape, 2, "0 or 1"));
+    checked.attention_mask = input.attention_mask;
+  } else {
+    checked.attention_mask = torch::ones_like(ids);
+  }
+  if (input.token_type_ids.defined()) {
+    ATTNSCOPE_RETURN_IF_ERROR(CheckIds(input.token_type_ids, "token_type_ids", shape,
+                                       std::max<int64_t>(config_.type_vocab_size, 1),
+                                       "type_vocab_size"));
+    checked.token_type_ids = input.token_type_ids;
+  } else {
+    checked.token_type_ids = torch::zeros_like(ids);
+  }
+  return checked;
+}
+
+absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
+    const ModelOptions& options) {
+  CheckBlasSpeedOnce();
+  ATTNSCOPE_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(options.model_dir));
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint,
+                             Checkpoint::Open(options.model_dir));
+  switch (config.architecture) {
+    case Architecture::kBert:
+      return CreateBertModel(std::move(config), *checkpoint);
+    case Architecture::kLlama:
+      return CreateLlamaModel(std::move(config), *checkpoint);
+  }
+  return absl::InternalError("unhandled architecture");
+}
+
+}  // namespace attnscope
