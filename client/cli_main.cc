@@ -1,0 +1,604 @@
+// attnscope: the command-line client of attnscope-server. Prints JSON on stdout (tokens, offsets,
+// shapes and tensor values as nested arrays, or with --npy_dir the paths of .npy files holding the
+// tensors). When a call fails it prints the gRPC code and the server's message on stderr and exits
+// 1; a malformed command line exits 2.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "client/npy.h"
+
+namespace attnscope {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr char kUsage[] = R"(usage: attnscope COMMAND [--flag=value | --flag value]...
+
+Commands:
+  models      the loaded models
+  info        one model's description (--model)
+  tokenize    tokens, ids and offsets (--text [--text_pair])
+  attention   GetAttention: attention of one text or text pair
+  stream      the same request over StreamAttention (no size cap), same output
+  encode      hidden states and pooled vectors (--text repeatable, one input each)
+  cross       query-to-document attention (--query, --document repeatable)
+  health      grpc.health.v1 status; exits 0 only when SERVING
+
+Connection:  --server=127.0.0.1:50051  --timeout=60s (or seconds)  --max_response_bytes=67108864
+Input:       --model NAME  --text T  --text_pair T  --truncation=none|longest_first|only_first|
+             only_second  --max_length N  --skip_special_tokens
+Attention:   --layers=0,-1  --heads=0,2  --aggregate=none|mean|max  --rollout  --scores
+             --dtype=float32|float16|bfloat16  --top_k K  --window=QS,QE,KS,KE (end 0 = to the end)
+Encode:      --hidden_states  --pooling=none|cls|mean  --normalize  --dtype
+Cross:       --query Q  --document D (repeatable)  --doc_to_query  --layers --heads --aggregate
+Health:      --service NAME
+Output:      --npy_dir DIR  writes each tensor as DIR/<name>.npy (float32 '<f4' or int32 '<i4')
+             and the JSON gives its path instead of its values
+)";
+
+// Flags that take no value.
+const std::set<std::string>& BoolFlags() {
+  static const auto* flags = new std::set<std::string>{
+      "rollout", "scores", "normalize", "hidden_states", "doc_to_query", "skip_special_tokens"};
+  return *flags;
+}
+
+// Flags that take a value; the repeatable ones keep every occurrence.
+const std::set<std::string>& ValueFlags() {
+  static const auto* flags = new std::set<std::string>{"server",
+                                                       "model",
+                                                       "text",
+                                                       "text_pair",
+                                                       "layers",
+                                                       "heads",
+                                                       "aggregate",
+                                                       "dtype",
+                                                       "top_k",
+                                                       "window",
+                                                       "truncation",
+                                                       "max_length",
+                                                       "query",
+                                                       "document",
+                                                       "pooling",
+                                                       "timeout",
+                                                       "npy_dir",
+                                                       "service",
+                                                       "max_response_bytes"};
+  return *flags;
+}
+
+const std::set<std::string>& RepeatableFlags() {
+  static const auto* flags = new std::set<std::string>{"text", "text_pair", "document"};
+  return *flags;
+}
+
+struct CommandLine {
+  std::string command;
+  std::map<std::string, std::vector<std::string>> values;
+
+  bool Has(const std::string& name) const { return values.count(name) > 0; }
+  std::string Get(const std::string& name, const std::string& fallback = "") const {
+    auto it = values.find(name);
+    return it == values.end() ? fallback : it->second.back();
+  }
+  std::vector<std::string> GetAll(const std::string& name) const {
+    auto it = values.find(name);
+    return it == values.end() ? std::vector<std::string>() : it->second;
+  }
+};
+
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
+  if (argc < 2) return absl::InvalidArgumentError("missing COMMAND");
+  CommandLine line;
+  line.command = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", arg, "'"));
+    }
+    arg = arg.substr(2);
+    std::string name = arg;
+    std::optional<std::string> value;
+    if (const size_t equals = arg.find('='); equals != std::string::npos) {
+      name = arg.substr(0, equals);
+      value = arg.substr(equals + 1);
+    }
+    if (BoolFlags().count(name)) {
+      if (value.has_value() && *value != "true" && *value != "false") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " takes no value (or =true / =false)"));
+      }
+      if (value.value_or("true") == "true") line.values[name].push_back("true");
+      continue;
+    }
+    if (!ValueFlags().count(name)) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+    }
+    if (!value.has_value()) {
+      if (i + 1 >= argc)
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      value = argv[++i];
+    }
+    if (line.values.count(name) && !RepeatableFlags().count(name)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " given twice"));
+    }
+    line.values[name].push_back(*value);
+  }
+  return line;
+}
+
+absl::StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& text) {
+  int64_t value;
+  if (!absl::SimpleAtoi(text, &value)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", text, "' is not an integer"));
+  }
+  return value;
+}
+
+absl::StatusOr<std::vector<int32_t>> ParseIntList(const std::string& flag,
+                                                  const std::string& text) {
+  std::vector<int32_t> values;
+  for (absl::string_view piece : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int32_t value;
+    if (!absl::SimpleAtoi(piece, &value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, ": '", piece, "' is not an integer; pass a comma-separated list like 0,-1"));
+    }
+    values.push_back(value);
+  }
+  return values;
+}
+
+absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text) {
+  double seconds;
+  if (absl::SimpleAtod(text, &seconds)) return absl::Seconds(seconds);
+  absl::Duration duration;
+  if (absl::ParseDuration(text, &duration)) return duration;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--timeout: '", text, "' is neither seconds nor a duration like 500ms or 2m"));
+}
+
+absl::StatusOr<v1::DType> ParseDType(const std::string& text) {
+  if (text.empty() || text == "float32") return v1::DTYPE_FLOAT32;
+  if (text == "float16") return v1::DTYPE_FLOAT16;
+  if (text == "bfloat16") return v1::DTYPE_BFLOAT16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--dtype: '", text, "' is not one of float32, float16, bfloat16"));
+}
+
+absl::StatusOr<v1::HeadAggregation> ParseAggregation(const std::string& text) {
+  if (text.empty() || text == "none") return v1::HEAD_AGGREGATION_NONE;
+  if (text == "mean") return v1::HEAD_AGGREGATION_MEAN;
+  if (text == "max") return v1::HEAD_AGGREGATION_MAX;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--aggregate: '", text, "' is not one of none, mean, max"));
+}
+
+absl::StatusOr<v1::TokenizationOptions> ParseTokenization(const CommandLine& line) {
+  v1::TokenizationOptions options;
+  const std::string truncation = line.Get("truncation");
+  if (truncation == "none") {
+    options.set_truncation(v1::TRUNCATION_NONE);
+  } else if (truncation == "longest_first") {
+    options.set_truncation(v1::TRUNCATION_LONGEST_FIRST);
+  } else if (truncation == "only_first") {
+    options.set_truncation(v1::TRUNCATION_ONLY_FIRST);
+  } else if (truncation == "only_second") {
+    options.set_truncation(v1::TRUNCATION_ONLY_SECOND);
+  } else if (!truncation.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--truncation: '", truncation,
+                     "' is not one of none, longest_first, only_first, only_second"));
+  }
+  if (line.Has("max_length")) {
+    absl::StatusOr<int64_t> max_length = ParseInt("max_length", line.Get("max_length"));
+    if (!max_length.ok()) return max_length.status();
+    options.set_max_length(static_cast<int32_t>(*max_length));
+  }
+  options.set_skip_special_tokens(line.Has("skip_special_tokens"));
+  return options;
+}
+
+absl::StatusOr<std::string> RequiredFlag(const CommandLine& line, const std::string& name) {
+  if (!line.Has(name)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", line.command, "' needs --", name));
+  }
+  return line.Get(name);
+}
+
+json OffsetsToJson(const google::protobuf::RepeatedPtrField<v1::Offset>& offsets) {
+  json out = json::array();
+  for (const v1::Offset& offset : offsets) out.push_back({offset.start(), offset.end()});
+  return out;
+}
+
+json TokensToJson(const v1::Tokens& tokens) {
+  return {
+      {"tokens", std::vector<std::string>(tokens.tokens().begin(), tokens.tokens().end())},
+      {"input_ids", std::vector<int64_t>(tokens.input_ids().begin(), tokens.input_ids().end())},
+      {"token_type_ids",
+       std::vector<int64_t>(tokens.token_type_ids().begin(), tokens.token_type_ids().end())},
+      {"special_tokens_mask", std::vector<int32_t>(tokens.special_tokens_mask().begin(),
+                                                   tokens.special_tokens_mask().end())},
+      {"offsets", OffsetsToJson(tokens.offsets())},
+      {"byte_offsets", OffsetsToJson(tokens.byte_offsets())},
+      {"word_ids", std::vector<int64_t>(tokens.word_ids().begin(), tokens.word_ids().end())},
+      {"sequence_ids",
+       std::vector<int32_t>(tokens.sequence_ids().begin(), tokens.sequence_ids().end())},
+  };
+}
+
+json ModelInfoToJson(const v1::ModelInfo& info) {
+  return {
+      {"name", info.name()},
+      {"architecture", info.architecture()},
+      {"architectures",
+       std::vector<std::string>(info.architectures().begin(), info.architectures().end())},
+      {"num_hidden_layers", info.num_hidden_layers()},
+      {"num_attention_heads", info.num_attention_heads()},
+      {"num_key_value_heads", info.num_key_value_heads()},
+      {"hidden_size", info.hidden_size()},
+      {"head_dim", info.head_dim()},
+      {"vocab_size", info.vocab_size()},
+      {"max_position_embeddings", info.max_position_embeddings()},
+      {"tokenizer_kind", info.tokenizer_kind()},
+      {"has_classifier", info.has_classifier()},
+      {"labels", std::vector<std::string>(info.labels().begin(), info.labels().end())},
+      {"weights_checksum", info.weights_checksum()},
+      {"is_causal", info.is_causal()},
+  };
+}
+
+// Values of dimension `dim` onwards starting at flat index `offset`, as nested arrays.
+template <typename T>
+json Nest(const std::vector<T>& values, const std::vector<int64_t>& shape, size_t dim,
+          int64_t offset) {
+  if (dim == shape.size()) return values[offset];
+  int64_t stride = 1;
+  for (size_t i = dim + 1; i < shape.size(); ++i) stride *= shape[i];
+  json out = json::array();
+  for (int64_t i = 0; i < shape[dim]; ++i)
+    out.push_back(Nest(values, shape, dim + 1, offset + i * stride));
+  return out;
+}
+
+// Renders tensors inline or, with --npy_dir, as .npy files named after their role.
+class TensorWriter {
+ public:
+  explicit TensorWriter(std::string npy_dir) : npy_dir_(std::move(npy_dir)) {}
+
+  absl::StatusOr<json> Render(const DecodedTensor& tensor, const std::string& name) const {
+    json out = {{"shape", tensor.shape},
+                {"dim_names", tensor.dim_names},
+                {"dtype", DTypeName(tensor.wire_dtype)}};
+    if (npy_dir_.empty()) {
+      out["values"] = tensor.is_int() ? Nest(tensor.int_values, tensor.shape, 0, 0)
+                                      : Nest(tensor.values, tensor.shape, 0, 0);
+      return out;
+    }
+    const std::string path = (std::filesystem::path(npy_dir_) / (name + ".npy")).string();
+    absl::Status status = WriteNpy(tensor, path);
+    if (!status.ok()) return status;
+    out["npy"] = path;
+    return out;
+  }
+
+ private:
+  std::string npy_dir_;
+};
+
+json AttentionToJson(const AttentionResult& result, const TensorWriter& writer,
+                     absl::Status& status) {
+  json out = {{"model", result.model},
+              {"tokens", TokensToJson(result.tokens)},
+              {"layers", result.layers},
+              {"heads", result.heads},
+              {"query_start", result.query_start},
+              {"key_start", result.key_start}};
+  auto add = [&](const std::optional<DecodedTensor>& tensor, const std::string& name) {
+    if (!tensor.has_value() || !status.ok()) return;
+    absl::StatusOr<json> rendered = writer.Render(*tensor, name);
+    if (!rendered.ok()) {
+      status = rendered.status();
+      return;
+    }
+    out[name] = *std::move(rendered);
+  };
+  add(result.attentions, "attentions");
+  add(result.scores, "scores");
+  add(result.top_k_indices, "top_k_indices");
+  add(result.rollout, "rollout");
+  return out;
+}
+
+absl::StatusOr<v1::GetAttentionRequest> AttentionRequest(const CommandLine& line) {
+  v1::GetAttentionRequest request;
+  request.set_model(line.Get("model"));
+  absl::StatusOr<std::string> text = RequiredFlag(line, "text");
+  if (!text.ok()) return text.status();
+  request.set_text(*text);
+  if (line.Has("text_pair")) request.set_text_pair(line.Get("text_pair"));
+  absl::StatusOr<v1::TokenizationOptions> tokenization = ParseTokenization(line);
+  if (!tokenization.ok()) return tokenization.status();
+  *request.mutable_tokenization() = *tokenization;
+  absl::StatusOr<std::vector<int32_t>> layers = ParseIntList("layers", line.Get("layers"));
+  if (!layers.ok()) return layers.status();
+  request.mutable_layers()->Add(layers->begin(), layers->end());
+  absl::StatusOr<std::vector<int32_t>> heads = ParseIntList("heads", line.Get("heads"));
+  if (!heads.ok()) return heads.status();
+  request.mutable_heads()->Add(heads->begin(), heads->end());
+  absl::StatusOr<v1::HeadAggregation> aggregation = ParseAggregation(line.Get("aggregate"));
+  if (!aggregation.ok()) return aggregation.status();
+  request.set_head_aggregation(*aggregation);
+  request.set_rollout(line.Has("rollout"));
+  request.set_include_scores(line.Has("scores"));
+  absl::StatusOr<v1::DType> dtype = ParseDType(line.Get("dtype"));
+  if (!dtype.ok()) return dtype.status();
+  request.set_dtype(*dtype);
+  if (line.Has("top_k")) {
+    absl::StatusOr<int64_t> top_k = ParseInt("top_k", line.Get("top_k"));
+    if (!top_k.ok()) return top_k.status();
+    request.set_top_k(static_cast<int32_t>(*top_k));
+  }
+  if (line.Has("window")) {
+    absl::StatusOr<std::vector<int32_t>> window = ParseIntList("window", line.Get("window"));
+    if (!window.ok()) return window.status();
+    if (window->size() != 4) {
+      return absl::InvalidArgumentError(
+          "--window takes four integers QUERY_START,QUERY_END,KEY_START,KEY_END (end 0 = to the "
+          "end of the sequence)");
+    }
+    v1::Window* out = request.mutable_window();
+    out->set_query_start((*window)[0]);
+    out->set_query_end((*window)[1]);
+    out->set_key_start((*window)[2]);
+    out->set_key_end((*window)[3]);
+  }
+  return request;
+}
+
+absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const CallOptions& call,
+                                const TensorWriter& writer) {
+  const std::string& command = line.command;
+  if (command == "models") {
+    absl::StatusOr<std::vector<v1::ModelInfo>> models = client.ListModels(call);
+    if (!models.ok()) return models.status();
+    json out = {{"models", json::array()}};
+    for (const v1::ModelInfo& info : *models) out["models"].push_back(ModelInfoToJson(info));
+    return out;
+  }
+  if (command == "info") {
+    absl::StatusOr<v1::ModelInfo> info = client.GetModelInfo(line.Get("model"), call);
+    if (!info.ok()) return info.status();
+    return ModelInfoToJson(*info);
+  }
+  if (command == "tokenize") {
+    v1::TokenizeRequest request;
+    request.set_model(line.Get("model"));
+    absl::StatusOr<std::string> text = RequiredFlag(line, "text");
+    if (!text.ok()) return text.status();
+    request.set_text(*text);
+    if (line.Has("text_pair")) request.set_text_pair(line.Get("text_pair"));
+    absl::StatusOr<v1::TokenizationOptions> tokenization = ParseTokenization(line);
+    if (!tokenization.ok()) return tokenization.status();
+    *request.mutable_tokenization() = *tokenization;
+    absl::StatusOr<v1::TokenizeResponse> response = client.Tokenize(request, call);
+    if (!response.ok()) return response.status();
+    return json{{"model", response->model()}, {"tokens", TokensToJson(response->tokens())}};
+  }
+  if (command == "attention" || command == "stream") {
+    absl::StatusOr<v1::GetAttentionRequest> request = AttentionRequest(line);
+    if (!request.ok()) return request.status();
+    absl::StatusOr<AttentionResult> result = command == "attention"
+                                                 ? client.GetAttention(*request, call)
+                                                 : client.StreamAttention(*request, call);
+    if (!result.ok()) return result.status();
+    absl::Status status;
+    json out = AttentionToJson(*result, writer, status);
+    if (!status.ok()) return status;
+    return out;
+  }
+  if (command == "encode") {
+    v1::EncodeRequest request;
+    request.set_model(line.Get("model"));
+    const std::vector<std::string> texts = line.GetAll("text");
+    const std::vector<std::string> pairs = line.GetAll("text_pair");
+    if (texts.empty()) return absl::InvalidArgumentError("'encode' needs --text (repeatable)");
+    if (!pairs.empty() && pairs.size() != texts.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'encode' got ", texts.size(), " --text but ", pairs.size(),
+                       " --text_pair; give one --text_pair per --text or none"));
+    }
+    for (size_t i = 0; i < texts.size(); ++i) {
+      v1::EncodeInput* input = request.add_inputs();
+      input->set_text(texts[i]);
+      if (!pairs.empty()) input->set_text_pair(pairs[i]);
+    }
+    absl::StatusOr<v1::TokenizationOptions> tokenization = ParseTokenization(line);
+    if (!tokenization.ok()) return tokenization.status();
+    *request.mutable_tokenization() = *tokenization;
+    request.set_output_hidden_states(line.Has("hidden_states"));
+    const std::string pooling = line.Get("pooling", "none");
+    if (pooling == "none") {
+      request.set_pooling(v1::POOLING_NONE);
+    } else if (pooling == "cls") {
+      request.set_pooling(v1::POOLING_CLS);
+    } else if (pooling == "mean") {
+      request.set_pooling(v1::POOLING_MEAN);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--pooling: '", pooling, "' is not one of none, cls, mean"));
+    }
+    request.set_normalize(line.Has("normalize"));
+    absl::StatusOr<v1::DType> dtype = ParseDType(line.Get("dtype"));
+    if (!dtype.ok()) return dtype.status();
+    request.set_dtype(*dtype);
+    absl::StatusOr<EncodeResponse> response = client.Encode(request, call);
+    if (!response.ok()) return response.status();
+    json out = {{"model", response->model}, {"results", json::array()}};
+    for (size_t i = 0; i < response->results.size(); ++i) {
+      const EncodeResult& result = response->results[i];
+      json item = {{"tokens", TokensToJson(result.tokens)}};
+      const std::string prefix = absl::StrCat("input", i, "_");
+      absl::StatusOr<json> rendered =
+          writer.Render(result.last_hidden_state, prefix + "last_hidden_state");
+      if (!rendered.ok()) return rendered.status();
+      item["last_hidden_state"] = *std::move(rendered);
+      if (result.hidden_states.has_value()) {
+        rendered = writer.Render(*result.hidden_states, prefix + "hidden_states");
+        if (!rendered.ok()) return rendered.status();
+        item["hidden_states"] = *std::move(rendered);
+      }
+      if (result.pooled.has_value()) {
+        rendered = writer.Render(*result.pooled, prefix + "pooled");
+        if (!rendered.ok()) return rendered.status();
+        item["pooled"] = *std::move(rendered);
+      }
+      out["results"].push_back(std::move(item));
+    }
+    return out;
+  }
+  if (command == "cross") {
+    v1::CrossAttentionRequest request;
+    request.set_model(line.Get("model"));
+    absl::StatusOr<std::string> query = RequiredFlag(line, "query");
+    if (!query.ok()) return query.status();
+    request.set_query(*query);
+    for (const std::string& document : line.GetAll("document")) request.add_documents(document);
+    if (request.documents().empty()) {
+      return absl::InvalidArgumentError("'cross' needs --document (repeatable)");
+    }
+    absl::StatusOr<v1::TokenizationOptions> tokenization = ParseTokenization(line);
+    if (!tokenization.ok()) return tokenization.status();
+    // Only send tokenization when asked, so that the server's documented default (longest_first at
+    // the model's maximum) applies otherwise.
+    if (line.Has("truncation") || line.Has("max_length") || line.Has("skip_special_tokens")) {
+      *request.mutable_tokenization() = *tokenization;
+    }
+    absl::StatusOr<std::vector<int32_t>> layers = ParseIntList("layers", line.Get("layers"));
+    if (!layers.ok()) return layers.status();
+    request.mutable_layers()->Add(layers->begin(), layers->end());
+    absl::StatusOr<std::vector<int32_t>> heads = ParseIntList("heads", line.Get("heads"));
+    if (!heads.ok()) return heads.status();
+    request.mutable_heads()->Add(heads->begin(), heads->end());
+    absl::StatusOr<v1::HeadAggregation> aggregation = ParseAggregation(line.Get("aggregate"));
+    if (!aggregation.ok()) return aggregation.status();
+    request.set_head_aggregation(*aggregation);
+    request.set_include_document_to_query(line.Has("doc_to_query"));
+    absl::StatusOr<v1::DType> dtype = ParseDType(line.Get("dtype"));
+    if (!dtype.ok()) return dtype.status();
+    request.set_dtype(*dtype);
+    absl::StatusOr<CrossAttentionResult> response = client.CrossAttention(request, call);
+    if (!response.ok()) return response.status();
+    json out = {{"model", response->model},
+                {"layers", response->layers},
+                {"heads", response->heads},
+                {"documents", json::array()}};
+    for (size_t i = 0; i < response->documents.size(); ++i) {
+      const DocumentAttentionResult& document = response->documents[i];
+      json item = {{"tokens", TokensToJson(document.tokens)},
+                   {"query_positions", document.query_positions},
+                   {"document_positions", document.document_positions},
+                   {"logits", document.logits}};
+      if (document.relevance_score.has_value()) item["relevance_score"] = *document.relevance_score;
+      const std::string prefix = absl::StrCat("document", i, "_");
+      absl::StatusOr<json> rendered =
+          writer.Render(document.query_to_document, prefix + "query_to_document");
+      if (!rendered.ok()) return rendered.status();
+      item["query_to_document"] = *std::move(rendered);
+      if (document.document_to_query.has_value()) {
+        rendered = writer.Render(*document.document_to_query, prefix + "document_to_query");
+        if (!rendered.ok()) return rendered.status();
+        item["document_to_query"] = *std::move(rendered);
+      }
+      out["documents"].push_back(std::move(item));
+    }
+    return out;
+  }
+  if (command == "health") {
+    absl::StatusOr<ServingStatus> status = client.Health(line.Get("service"), call);
+    if (!status.ok()) return status.status();
+    return json{{"status", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(*status)}};
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown command '", command, "'"));
+}
+
+int Main(int argc, char** argv) {
+  if (argc >= 2 && (std::strcmp(argv[1], "help") == 0 || std::strcmp(argv[1], "--help") == 0)) {
+    std::cout << kUsage;
+    return 0;
+  }
+  absl::StatusOr<CommandLine> line = ParseCommandLine(argc, argv);
+  ClientOptions options;
+  CallOptions call;
+  if (line.ok()) {
+    options.target = line->Get("server", options.target);
+    if (line->Has("max_response_bytes")) {
+      absl::StatusOr<int64_t> bytes =
+          ParseInt("max_response_bytes", line->Get("max_response_bytes"));
+      if (!bytes.ok()) {
+        line = bytes.status();
+      } else {
+        options.max_response_bytes = *bytes;
+      }
+    }
+  }
+  if (line.ok() && line->Has("timeout")) {
+    absl::StatusOr<absl::Duration> timeout = ParseTimeout(line->Get("timeout"));
+    if (!timeout.ok()) {
+      line = timeout.status();
+    } else {
+      call.timeout = *timeout;
+    }
+  }
+  if (!line.ok()) {
+    std::cerr << "attnscope: " << line.status().message() << "\n\n" << kUsage;
+    return 2;
+  }
+  const std::string npy_dir = line->Get("npy_dir");
+  if (!npy_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(npy_dir, error);
+    if (error) {
+      std::cerr << "attnscope: cannot create --npy_dir '" << npy_dir << "': " << error.message()
+                << "\n";
+      return 2;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
+  if (!client.ok()) {
+    std::cerr << "attnscope: " << client.status().message() << "\n";
+    return 2;
+  }
+  absl::StatusOr<json> out = RunCommand(*line, **client, call, TensorWriter(npy_dir));
+  if (!out.ok()) {
+    std::cerr << "attnscope: " << absl::StatusCodeToString(out.status().code()) << ": "
+              << out.status().message() << "\n";
+    return 1;
+  }
+  // Token strings come from the server; a stray invalid UTF-8 byte must not abort the output.
+  std::cout << out->dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+  if (line->command == "health" && (*out)["status"] != "SERVING") return 1;
+  return 0;
+}
+
+}  // namespace
+}  // namespace attnscope
+
+int main(int argc, char** argv) { return attnscope::Main(argc, argv); }

@@ -1,0 +1,379 @@
+#include "client/client.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace attnscope {
+namespace {
+
+// Room above max_response_bytes for the non-tensor part of a response; see ClientOptions.
+constexpr int64_t kEnvelopeBytes = int64_t{1} << 20;
+// gRPC message sizes are ints.
+constexpr int64_t kMaxChannelMessageBytes = int64_t{2147483647};
+
+// Service-config durations are decimal seconds with an "s" suffix.
+std::string ConfigDuration(absl::Duration duration) {
+  return absl::StrCat(absl::ToDoubleSeconds(duration), "s");
+}
+
+absl::StatusOr<std::optional<DecodedTensor>> DecodeOptional(bool present,
+                                                            const v1::Tensor& tensor) {
+  if (!present) return std::optional<DecodedTensor>();
+  absl::StatusOr<DecodedTensor> decoded = DecodeTensor(tensor);
+  if (!decoded.ok()) return decoded.status();
+  return std::optional<DecodedTensor>(*std::move(decoded));
+}
+
+absl::Status StreamError(absl::string_view what) {
+  return absl::InternalError(absl::StrCat("StreamAttention: the server's stream ", what));
+}
+
+// Reassembles a stream: the header fixes the full shape, each layer message fills one [head, ...]
+// slice along the layer dimension of preallocated buffers.
+class StreamAssembler {
+ public:
+  absl::Status Add(v1::StreamAttentionResponse& message) {
+    switch (message.message_case()) {
+      case v1::StreamAttentionResponse::kHeader:
+        return AddHeader(*message.mutable_header());
+      case v1::StreamAttentionResponse::kLayer:
+        return AddLayer(message.layer());
+      case v1::StreamAttentionResponse::kRollout: {
+        if (!have_header_) return StreamError("sent the rollout before the header");
+        absl::StatusOr<DecodedTensor> rollout = DecodeTensor(message.rollout());
+        if (!rollout.ok()) return rollout.status();
+        result_.rollout = *std::move(rollout);
+        return absl::OkStatus();
+      }
+      default:
+        return StreamError("sent an empty message");
+    }
+  }
+
+  absl::StatusOr<AttentionResult> Finish() {
+    if (!have_header_) return StreamError("ended without a header");
+    if (next_layer_ != result_.layers.size()) {
+      return StreamError(
+          absl::StrCat("ended after ", next_layer_, " of ", result_.layers.size(), " layers"));
+    }
+    return std::move(result_);
+  }
+
+ private:
+  absl::Status AddHeader(v1::StreamAttentionHeader& header) {
+    if (have_header_) return StreamError("sent two headers");
+    have_header_ = true;
+    result_.model = header.model();
+    result_.tokens = std::move(*header.mutable_tokens());
+    result_.layers.assign(header.layers().begin(), header.layers().end());
+    result_.heads.assign(header.heads().begin(), header.heads().end());
+    result_.query_start = header.query_start();
+    result_.key_start = header.key_start();
+    DecodedTensor& attentions = result_.attentions;
+    attentions.shape.assign(header.attentions_shape().begin(), header.attentions_shape().end());
+    attentions.dim_names.assign(header.dim_names().begin(), header.dim_names().end());
+    attentions.wire_dtype = header.dtype();
+    if (attentions.shape.empty() ||
+        attentions.shape[0] != static_cast<int64_t>(result_.layers.size())) {
+      return StreamError(absl::StrCat("header has attentions_shape [",
+                                      absl::StrJoin(attentions.shape, ", "), "] for ",
+                                      result_.layers.size(), " layers"));
+    }
+    slice_elements_ = 1;
+    for (size_t i = 1; i < attentions.shape.size(); ++i) {
+      if (attentions.shape[i] < 0) return StreamError("header has a negative dimension");
+      slice_elements_ *= attentions.shape[i];
+    }
+    attentions.values.resize(slice_elements_ * attentions.shape[0]);
+    return absl::OkStatus();
+  }
+
+  // Checks that a layer's tensor is one [head, ...] slice of the full shape and decodes it into
+  // `target` at the current layer, allocating the target on the first layer.
+  absl::Status AddSlice(const v1::Tensor& tensor, const char* name, DecodedTensor& target) {
+    const DecodedTensor& full = result_.attentions;
+    const std::vector<int64_t> slice_shape(full.shape.begin() + 1, full.shape.end());
+    if (!std::equal(tensor.shape().begin(), tensor.shape().end(), slice_shape.begin(),
+                    slice_shape.end())) {
+      return StreamError(absl::StrCat("sent layer ", next_layer_, " ", name, " of shape [",
+                                      absl::StrJoin(tensor.shape(), ", "), "], expected [",
+                                      absl::StrJoin(slice_shape, ", "), "]"));
+    }
+    if (target.shape.empty()) {
+      target.shape = full.shape;
+      target.dim_names = full.dim_names;
+      target.wire_dtype = tensor.dtype();
+      if (tensor.dtype() == v1::DTYPE_INT32) {
+        target.int_values.resize(full.values.size());
+      } else {
+        target.values.resize(full.values.size());
+      }
+    } else if (target.wire_dtype != tensor.dtype()) {
+      return StreamError(absl::StrCat("sent layer ", next_layer_, " ", name, " as ",
+                                      DTypeName(tensor.dtype()), ", expected ",
+                                      DTypeName(target.wire_dtype)));
+    }
+    const int64_t offset = static_cast<int64_t>(next_layer_) * slice_elements_;
+    return DecodeTensorDataInto(tensor, slice_elements_,
+                                target.is_int() ? nullptr : target.values.data() + offset,
+                                target.is_int() ? target.int_values.data() + offset : nullptr);
+  }
+
+  absl::Status AddLayer(const v1::StreamAttentionLayer& layer) {
+    if (!have_header_) return StreamError("sent a layer before the header");
+    if (next_layer_ >= result_.layers.size()) {
+      return StreamError(
+          absl::StrCat("sent more than the ", result_.layers.size(), " layers of its header"));
+    }
+    if (layer.layer() != result_.layers[next_layer_]) {
+      return StreamError(absl::StrCat("sent layer ", layer.layer(), " where the header announced ",
+                                      result_.layers[next_layer_]));
+    }
+    // Each layer's slice is decoded straight into the tensor preallocated from the header.
+    absl::Status status = AddSlice(layer.attentions(), "attentions", result_.attentions);
+    if (!status.ok()) return status;
+    if (layer.has_scores()) {
+      if (!result_.scores.has_value()) result_.scores.emplace();
+      status = AddSlice(layer.scores(), "scores", *result_.scores);
+      if (!status.ok()) return status;
+    }
+    if (layer.has_top_k_indices()) {
+      if (!result_.top_k_indices.has_value()) result_.top_k_indices.emplace();
+      status = AddSlice(layer.top_k_indices(), "top_k_indices", *result_.top_k_indices);
+      if (!status.ok()) return status;
+    }
+    ++next_layer_;
+    return absl::OkStatus();
+  }
+
+  AttentionResult result_;
+  bool have_header_ = false;
+  size_t next_layer_ = 0;
+  int64_t slice_elements_ = 0;
+};
+
+}  // namespace
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+std::string ServiceConfigJson(const ClientOptions& options) {
+  // gRPC rejects a retryPolicy with maxAttempts < 2; one attempt simply means no policy.
+  std::string retry_policy;
+  if (options.max_attempts >= 2) {
+    retry_policy = absl::StrCat(R"(,"retryPolicy":{"maxAttempts":)", options.max_attempts,
+                                R"(,"initialBackoff":")", ConfigDuration(options.initial_backoff),
+                                R"(","maxBackoff":")", ConfigDuration(options.max_backoff),
+                                R"(","backoffMultiplier":)", options.backoff_multiplier,
+                                R"(,"retryableStatusCodes":["UNAVAILABLE"]})");
+  }
+  return absl::StrCat(
+      R"({"loadBalancingConfig":[{"round_robin":{}}],"methodConfig":[{"name":[)",
+      R"({"service":"attnscope.v1.AttentionService"},{"service":"grpc.health.v1.Health"}])",
+      retry_policy, "}]}");
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
+  if (options.target.empty()) {
+    return absl::InvalidArgumentError("ClientOptions.target is empty; pass e.g. 127.0.0.1:50051");
+  }
+  if (options.max_attempts < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions.max_attempts is ", options.max_attempts, "; it must be >= 1"));
+  }
+  if (options.max_response_bytes < 1 ||
+      options.max_response_bytes > kMaxChannelMessageBytes - kEnvelopeBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions.max_response_bytes is ", options.max_response_bytes,
+                     "; it must be in [1, ", kMaxChannelMessageBytes - kEnvelopeBytes, "]"));
+  }
+  if (options.default_timeout <= absl::ZeroDuration() ||
+      options.initial_backoff <= absl::ZeroDuration() ||
+      options.max_backoff <= absl::ZeroDuration() || options.backoff_multiplier <= 0) {
+    return absl::InvalidArgumentError(
+        "ClientOptions.default_timeout, initial_backoff, max_backoff and backoff_multiplier must "
+        "be positive");
+  }
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(static_cast<int>(options.max_response_bytes + kEnvelopeBytes));
+  arguments.SetServiceConfigJSON(ServiceConfigJson(options));
+  arguments.SetInt(GRPC_ARG_ENABLE_RETRIES, 1);
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(options.target, credentials, arguments);
+  return std::unique_ptr<Client>(new Client(options, std::move(channel)));
+}
+
+Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
+    : options_(std::move(options)),
+      channel_(std::move(channel)),
+      stub_(v1::AttentionService::NewStub(channel_)),
+      health_stub_(grpc::health::v1::Health::NewStub(channel_)) {}
+
+void Client::PrepareContext(const CallOptions& call, grpc::ClientContext* context) const {
+  const absl::Duration timeout = call.timeout.value_or(options_.default_timeout);
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+absl::StatusOr<std::vector<v1::ModelInfo>> Client::ListModels(const CallOptions& call) {
+  grpc::ClientContext context;
+  PrepareContext(call, &context);
+  v1::ListModelsResponse response;
+  absl::Status status =
+      FromGrpcStatus(stub_->ListModels(&context, v1::ListModelsRequest(), &response));
+  if (!status.ok()) return status;
+  return std::vector<v1::ModelInfo>(response.models().begin(), response.models().end());
+}
+
+absl::StatusOr<v1::ModelInfo> Client::GetModelInfo(const std::string& model,
+                                                   const CallOptions& call) {
+  grpc::ClientContext context;
+  PrepareContext(call, &context);
+  v1::GetModelInfoRequest request;
+  request.set_model(model);
+  v1::ModelInfo response;
+  absl::Status status = FromGrpcStatus(stub_->GetModelInfo(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::TokenizeResponse> Client::Tokenize(const v1::TokenizeRequest& request,
+                                                      const CallOptions& call) {
+  grpc::ClientContext context;
+  PrepareContext(call, &context);
+  v1::TokenizeResponse response;
+  absl::Status status = FromGrpcStatus(stub_->Tokenize(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<AttentionResult> Client::GetAttention(const v1::GetAttentionRequest& request,
+                                                     const CallOptions& call) {
+  grpc::ClientContext context;
+  PrepareContext(call, &context);
+  v1::GetAttentionResponse response;
+  absl::Status status = FromGrpcStatus(stub_->GetAttention(&context, request, &response));
+  if (!status.ok()) return status;
+  AttentionResult result;
+  result.model = response.model();
+  result.tokens = std::move(*response.mutable_tokens());
+  result.layers.assign(response.layers().begin(), response.layers().end());
+  result.heads.assign(response.heads().begin(), response.heads().end());
+  result.query_start = response.query_start();
+  result.key_start = response.key_start();
+  absl::StatusOr<DecodedTensor> attentions = DecodeTensor(response.attentions());
+  if (!attentions.ok()) return attentions.status();
+  result.attentions = *std::move(attentions);
+  absl::StatusOr<std::optional<DecodedTensor>> optional =
+      DecodeOptional(response.has_scores(), response.scores());
+  if (!optional.ok()) return optional.status();
+  result.scores = *std::move(optional);
+  optional = DecodeOptional(response.has_top_k_indices(), response.top_k_indices());
+  if (!optional.ok()) return optional.status();
+  result.top_k_indices = *std::move(optional);
+  optional = DecodeOptional(response.has_rollout(), response.rollout());
+  if (!optional.ok()) return optional.status();
+  result.rollout = *std::move(optional);
+  return result;
+}
+
+absl::StatusOr<AttentionResult> Client::StreamAttention(const v1::GetAttentionRequest& request,
+                                                        const CallOptions& call) {
+  grpc::ClientContext context;
+  PrepareContext(call, &context);
+  std::unique_ptr<grpc::ClientReader<v1::StreamAttentionResponse>> reader =
+      stub_->StreamAttention(&context, request);
+  StreamAssembler assembler;
+  v1::StreamAttentionResponse message;
+  absl::Status assembly_status;
+  while (reader->Read(&message)) {
+    assembly_status = assembler.Add(message);
+    if (!assembly_status.ok()) {
+      // Stop the server's work and drain the stream so that Finish() returns promptly.
+      context.TryCancel();
+      while (reader->Read(&message)) {
+      }
+      break;
+    }
+  }
+  const absl::Status call_status = FromGrpcStatus(reader->Finish());
+  if (!assembly_status.ok()) return assembly_status;
+  if (!call_status.ok()) return call_status;
+  return assembler.Finish();
+}
+
+absl::StatusOr<EncodeResponse> Client::Encode(const v1::EncodeRequest& request,
+                                              const CallOptions& call) {
+  grpc::ClientContext context;
+  PrepareContext(call, &context);
+  v1::EncodeResponse response;
+  absl::Status status = FromGrpcStatus(stub_->Encode(&context, request, &response));
+  if (!status.ok()) return status;
+  EncodeResponse result;
+  result.model = response.model();
+  for (v1::EncodeResult& input : *response.mutable_results()) {
+    EncodeResult& decoded = result.results.emplace_back();
+    decoded.tokens = std::move(*input.mutable_tokens());
+    absl::StatusOr<DecodedTensor> last = DecodeTensor(input.last_hidden_state());
+    if (!last.ok()) return last.status();
+    decoded.last_hidden_state = *std::move(last);
+    absl::StatusOr<std::optional<DecodedTensor>> optional =
+        DecodeOptional(input.has_hidden_states(), input.hidden_states());
+    if (!optional.ok()) return optional.status();
+    decoded.hidden_states = *std::move(optional);
+    optional = DecodeOptional(input.has_pooled(), input.pooled());
+    if (!optional.ok()) return optional.status();
+    decoded.pooled = *std::move(optional);
+  }
+  return result;
+}
+
+absl::StatusOr<CrossAttentionResult> Client::CrossAttention(
+    const v1::CrossAttentionRequest& request, const CallOptions& call) {
+  grpc::ClientContext context;
+  PrepareContext(call, &context);
+  v1::CrossAttentionResponse response;
+  absl::Status status = FromGrpcStatus(stub_->CrossAttention(&context, request, &response));
+  if (!status.ok()) return status;
+  CrossAttentionResult result;
+  result.model = response.model();
+  result.layers.assign(response.layers().begin(), response.layers().end());
+  result.heads.assign(response.heads().begin(), response.heads().end());
+  for (v1::DocumentAttention& document : *response.mutable_documents()) {
+    DocumentAttentionResult& decoded = result.documents.emplace_back();
+    decoded.tokens = std::move(*document.mutable_tokens());
+    decoded.query_positions.assign(document.query_positions().begin(),
+                                   document.query_positions().end());
+    decoded.document_positions.assign(document.document_positions().begin(),
+                                      document.document_positions().end());
+    absl::StatusOr<DecodedTensor> block = DecodeTensor(document.query_to_document());
+    if (!block.ok()) return block.status();
+    decoded.query_to_document = *std::move(block);
+    absl::StatusOr<std::optional<DecodedTensor>> optional =
+        DecodeOptional(document.has_document_to_query(), document.document_to_query());
+    if (!optional.ok()) return optional.status();
+    decoded.document_to_query = *std::move(optional);
+    decoded.logits.assign(document.logits().begin(), document.logits().end());
+    if (document.has_relevance_score()) decoded.relevance_score = document.relevance_score();
+  }
+  return result;
+}
+
+absl::StatusOr<ServingStatus> Client::Health(const std::string& service, const CallOptions& call) {
+  grpc::ClientContext context;
+  PrepareContext(call, &context);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  absl::Status status = FromGrpcStatus(health_stub_->Check(&context, request, &response));
+  if (!status.ok()) return status;
+  return response.status();
+}
+
+}  // namespace attnscope
