@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config ninja-build
   libtorch-dev libopenblas0-pthread libopenblas-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev prometheus-cpp-dev libcurl4-openssl-dev
+  libabsl-dev prometheus-cpp-dev libcurl4-openssl-dev libssl-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libutf8proc-dev libsentencepiece-dev
   python3-torch python3-numpy

@@ -1,0 +1,190 @@
+#include "models/engine.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "models/file_util.h"
+#include "models/status_macros.h"
+
+namespace attnscope {
+namespace {
+
+std::string_view ToStd(absl::string_view text) { return {text.data(), text.size()}; }
+
+absl::Status Prefixed(absl::string_view model, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat("model '", model, "': ", status.message()));
+}
+
+// The files Checkpoint::Open reads, in its order of preference: model.safetensors, the shards of a
+// sharded safetensors checkpoint (every *.safetensors file), or pytorch_model.bin.
+std::vector<std::string> WeightFiles(const std::string& model_dir) {
+  const std::string single = JoinPath(model_dir, "model.safetensors");
+  if (FileExists(single)) return {single};
+  std::vector<std::string> shards;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(model_dir, error)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".safetensors") {
+      shards.push_back(entry.path().string());
+    }
+  }
+  std::sort(shards.begin(), shards.end());
+  if (!shards.empty()) return shards;
+  return {JoinPath(model_dir, "pytorch_model.bin")};
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> Sha256OfFiles(const std::vector<std::string>& paths) {
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
+                                                                  &EVP_MD_CTX_free);
+  if (context == nullptr || EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr) != 1) {
+    return absl::InternalError("SHA-256: OpenSSL could not initialise the digest");
+  }
+  std::vector<char> buffer(1 << 20);
+  for (const std::string& path : paths) {
+    std::ifstream file(path, std::ios::binary);
+    if (!file) return absl::NotFoundError(absl::StrCat("cannot open '", path, "' for hashing"));
+    while (file) {
+      file.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      if (file.gcount() > 0) {
+        EVP_DigestUpdate(context.get(), buffer.data(), static_cast<size_t>(file.gcount()));
+      }
+    }
+    if (!file.eof()) return absl::InternalError(absl::StrCat("error reading '", path, "'"));
+  }
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest;
+  unsigned int length = 0;
+  if (EVP_DigestFinal_ex(context.get(), digest.data(), &length) != 1) {
+    return absl::InternalError("SHA-256: OpenSSL could not finish the digest");
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) {
+    hex.push_back(kHex[digest[i] >> 4]);
+    hex.push_back(kHex[digest[i] & 0xf]);
+  }
+  return hex;
+}
+
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Create(const Options& options) {
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<LoadedModel> loaded(new LoadedModel());
+  loaded->name_ = options.name;
+  loaded->model_dir_ = options.model_dir;
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(options.model_dir);
+  if (!tokenizer.ok()) return Prefixed(options.name, tokenizer.status());
+  loaded->tokenizer_ = *std::move(tokenizer);
+  absl::StatusOr<std::unique_ptr<TransformerModel>> model =
+      LoadTransformerModel(ModelOptions{options.model_dir});
+  if (!model.ok()) return Prefixed(options.name, model.status());
+  loaded->model_ = *std::move(model);
+  const int64_t model_max = loaded->model_->max_positions();
+  loaded->max_tokens_ =
+      options.max_tokens > 0 ? std::min(options.max_tokens, model_max) : model_max;
+  absl::StatusOr<std::string> checksum = Sha256OfFiles(WeightFiles(options.model_dir));
+  if (!checksum.ok()) return Prefixed(options.name, checksum.status());
+  loaded->weights_checksum_ = *std::move(checksum);
+
+  // One full pass touches every weight page and lets LibTorch allocate its buffers before the first
+  // request, so that the first caller does not pay for it.
+  absl::StatusOr<Encoding> warm_up_input =
+      loaded->Encode("attnscope warm-up pass", std::nullopt, TextOptions());
+  if (!warm_up_input.ok()) return Prefixed(options.name, warm_up_input.status());
+  ForwardOptions warm_up;
+  warm_up.output_hidden_states = true;
+  warm_up.output_attention_scores = true;
+  absl::StatusOr<BatchOutput> warm_up_output = loaded->Run({*std::move(warm_up_input)}, warm_up);
+  if (!warm_up_output.ok()) {
+    return absl::InternalError(absl::StrCat("model '", options.name,
+                                            "': warm-up pass failed: ",
+                                            warm_up_output.status().message()));
+  }
+  loaded->load_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return loaded;
+}
+
+absl::StatusOr<Encoding> LoadedModel::Encode(absl::string_view text,
+                                             std::optional<absl::string_view> text_pair,
+                                             const TextOptions& options) const {
+  EncodeOptions encode;
+  encode.add_special_tokens = options.add_special_tokens;
+  encode.truncation = options.truncation;
+  if (options.truncation != Truncation::kNone) {
+    if (options.max_length < 0 || options.max_length > max_tokens_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tokenization.max_length ", options.max_length, ": expected a value in [0, ",
+          max_tokens_, "] for model '", name_, "' (0 = the model's limit of ", max_tokens_,
+          " tokens), got ", options.max_length, "; lower `tokenization.max_length`"));
+    }
+    encode.max_length = options.max_length > 0 ? options.max_length : max_tokens_;
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      Encoding encoding, text_pair.has_value()
+                             ? tokenizer_->EncodePair(ToStd(text), ToStd(*text_pair), encode)
+                             : tokenizer_->Encode(ToStd(text), encode));
+  const int64_t length = static_cast<int64_t>(encoding.size());
+  if (length > max_tokens_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input of model '", name_, "': expected at most ", max_tokens_,
+        " tokens (special tokens included), got ", length,
+        "; set `tokenization.truncation` (e.g. TRUNCATION_LONGEST_FIRST) or shorten the text"));
+  }
+  if (length == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input of model '", name_, "': the text gave no tokens and no special tokens were added; "
+        "give a longer text or leave `tokenization.skip_special_tokens` unset"));
+  }
+  return encoding;
+}
+
+absl::StatusOr<BatchOutput> LoadedModel::Run(std::vector<Encoding> encodings,
+                                             ForwardOptions options) const {
+  if (encodings.empty()) return absl::InvalidArgumentError("expected at least one input, got none");
+  int64_t length = 0;
+  for (const Encoding& encoding : encodings) {
+    length = std::max(length, static_cast<int64_t>(encoding.size()));
+  }
+  const int64_t batch = static_cast<int64_t>(encodings.size());
+  const int64_t pad_id = std::max<int64_t>(tokenizer_->pad_token_id(), 0);
+  std::vector<int64_t> ids(batch * length, pad_id);
+  std::vector<int64_t> mask(batch * length, 0);
+  std::vector<int64_t> types(batch * length, 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    const Encoding& encoding = encodings[b];
+    for (size_t i = 0; i < encoding.size(); ++i) {
+      ids[b * length + i] = encoding.input_ids[i];
+      mask[b * length + i] = 1;
+      types[b * length + i] = encoding.token_type_ids[i];
+    }
+  }
+  BatchOutput output;
+  ForwardInput input;
+  try {
+    input.input_ids = torch::tensor(ids, torch::kInt64).view({batch, length});
+    input.attention_mask = torch::tensor(mask, torch::kInt64).view({batch, length});
+    // Segment ids exist only in architectures with token type embeddings (BERT); Llama's pair
+    // template still numbers its second text 1, which the model must not see.
+    if (config().type_vocab_size > 0) {
+      input.token_type_ids = torch::tensor(types, torch::kInt64).view({batch, length});
+    }
+  } catch (const c10::Error& error) {
+    return absl::InternalError(
+        absl::StrCat("building the input batch failed: ", error.what_without_backtrace()));
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(output.forward, model_->Forward(input, options));
+  output.attention_mask = input.attention_mask;
+  output.encodings = std::move(encodings);
+  return output;
+}
+
+}  // namespace attnscope
