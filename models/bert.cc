@@ -8,16 +8,20 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "models/gemm.h"
 #include "models/status_macros.h"
 #include "models/transformer.h"
 
 namespace attnscope {
 namespace {
 
-struct Linear {
+struct Dense {
   torch::Tensor weight;  // [out, in]
   torch::Tensor bias;    // [out]
-  torch::Tensor operator()(const torch::Tensor& x) const { return torch::linear(x, weight, bias); }
+  torch::Tensor operator()(const torch::Tensor& x,
+                           const torch::Tensor& residual = torch::Tensor()) const {
+    return attnscope::Linear(x, weight, bias, residual);
+  }
 };
 
 struct LayerNorm {
@@ -26,7 +30,7 @@ struct LayerNorm {
 };
 
 struct BertLayer {
-  Linear query, key, value, attention_output, intermediate, output;
+  Dense query, key, value, attention_output, intermediate, output;
   LayerNorm attention_norm, output_norm;
 };
 
@@ -39,7 +43,7 @@ class BertModel : public TransformerModel {
         has_classifier_(has_classifier) {
     auto get = [&](const std::string& name) { return checkpoint.Get(prefix + name); };
     auto linear = [&](const std::string& name) {
-      return Linear{get(name + ".weight"), get(name + ".bias")};
+      return Dense{get(name + ".weight"), get(name + ".bias")};
     };
     auto norm = [&](const std::string& name) {
       return LayerNorm{get(name + ".weight"), get(name + ".bias")};
@@ -58,7 +62,7 @@ class BertModel : public TransformerModel {
     }
     if (has_pooler_) pooler_ = linear("pooler.dense");
     if (has_classifier_) {
-      classifier_ = Linear{checkpoint.Get("classifier.weight"), checkpoint.Get("classifier.bias")};
+      classifier_ = Dense{checkpoint.Get("classifier.weight"), checkpoint.Get("classifier.bias")};
     }
   }
 
@@ -100,25 +104,47 @@ class BertModel : public TransformerModel {
     const torch::Tensor additive_mask =
         (1.0 - input.attention_mask.to(torch::kFloat32)).mul_(std::numeric_limits<float>::lowest())
             .view({batch, 1, 1, length});
-    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
 
-    auto split_heads = [&](const torch::Tensor& x) {
-      return x.view({batch, length, heads, head_dim}).transpose(1, 2);
-    };
     for (size_t i = 0; i < layers_.size(); ++i) {
       const BertLayer& layer = layers_[i];
-      const torch::Tensor query = split_heads(layer.query(hidden));
-      const torch::Tensor key = split_heads(layer.key(hidden));
-      const torch::Tensor value = split_heads(layer.value(hidden));
-      torch::Tensor scores = torch::matmul(query, key.transpose(-1, -2)).mul_(scale);
+      const torch::Tensor query = layer.query(hidden);
+      const torch::Tensor key = layer.key(hidden);
+      const torch::Tensor value = layer.value(hidden);
+      torch::Tensor scores = torch::empty({batch, heads, length, length}, hidden.options());
+      torch::Tensor context = torch::empty_like(hidden);
+      const float* q = query.data_ptr<float>();
+      const float* k = key.data_ptr<float>();
+      const float* v = value.data_ptr<float>();
+      float* s = scores.data_ptr<float>();
+      float* c = context.data_ptr<float>();
+      const int64_t hidden_size = cfg.hidden_size;
+      // Head h of sequence b reads columns [h * head_dim, (h + 1) * head_dim) of the [token, hidden]
+      // projections in place (leading dimension hidden_size): no split-heads copies.
+      auto head_offset = [&](int64_t bh) {
+        return (bh / heads) * length * hidden_size + (bh % heads) * head_dim;
+      };
+      at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t bh = begin; bh < end; ++bh) {
+          Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, length, length, head_dim, scale,
+                q + head_offset(bh), hidden_size, k + head_offset(bh), hidden_size, /*beta=*/0.0f,
+                s + bh * length * length, length);
+        }
+      });
       torch::Tensor probs = torch::softmax(scores + additive_mask, /*dim=*/-1);
-      const torch::Tensor context =
-          torch::matmul(probs, value).transpose(1, 2).reshape({batch, length, cfg.hidden_size});
+      const float* p = probs.data_ptr<float>();
+      at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t bh = begin; bh < end; ++bh) {
+          Sgemm(/*transpose_a=*/false, /*transpose_b=*/false, length, head_dim, length, 1.0f,
+                p + bh * length * length, length, v + head_offset(bh), hidden_size, /*beta=*/0.0f,
+                c + head_offset(bh), hidden_size);
+        }
+      });
       const torch::Tensor attended =
-          torch::layer_norm(layer.attention_output(context).add_(hidden), hidden_shape,
+          torch::layer_norm(layer.attention_output(context, /*residual=*/hidden), hidden_shape,
                             layer.attention_norm.weight, layer.attention_norm.bias, eps);
       const torch::Tensor intermediate = torch::gelu(layer.intermediate(attended));
-      hidden = torch::layer_norm(layer.output(intermediate).add_(attended), hidden_shape,
+      hidden = torch::layer_norm(layer.output(intermediate, /*residual=*/attended), hidden_shape,
                                  layer.output_norm.weight, layer.output_norm.bias, eps);
       if (options.output_attentions) out.attentions.push_back(std::move(probs));
       if (options.output_attention_scores) out.attention_scores.push_back(std::move(scores));
@@ -129,7 +155,7 @@ class BertModel : public TransformerModel {
     }
     out.last_hidden_state = hidden;
     if (has_pooler_) {
-      out.pooler_output = torch::tanh(pooler_(hidden.select(/*dim=*/1, /*index=*/0)));
+      out.pooler_output = torch::tanh(pooler_(hidden.select(/*dim=*/1, /*index=*/0).contiguous()));
       if (has_classifier_ && options.output_logits) out.logits = classifier_(out.pooler_output);
     }
     return out;
@@ -142,8 +168,8 @@ class BertModel : public TransformerModel {
   torch::Tensor token_type_embeddings_;
   LayerNorm embedding_norm_;
   std::vector<BertLayer> layers_;
-  Linear pooler_;
-  Linear classifier_;
+  Dense pooler_;
+  Dense classifier_;
 };
 
 void AddLinear(std::vector<TensorSpec>& specs, const std::string& name, int64_t out, int64_t in) {

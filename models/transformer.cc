@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "models/blas_check.h"
+#include "models/gemm.h"
 #include "models/status_macros.h"
 
 namespace attnscope {
@@ -70,7 +71,10 @@ absl::StatusOr<ForwardInput> TransformerModel::CheckInput(const ForwardInput& in
 
 absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
     const ModelOptions& options) {
+  // The BLAS check runs first, on LibTorch's own default threads: OpenBLAS's pthreads and OpenMP
+  // threads would otherwise compete for the cores during the measurement.
   CheckBlasSpeedOnce();
+  ConfigureIntraOpThreads(options.intra_op_threads);
   ATTNSCOPE_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(options.model_dir));
   ATTNSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint,
                              Checkpoint::Open(options.model_dir));

@@ -86,11 +86,14 @@ class TransformerModel {
 struct ModelOptions {
   // A Hugging Face checkpoint directory: config.json plus weights.
   std::string model_dir;
+  // Threads of LibTorch's and oneDNN's OpenMP regions, 0 = every core. Process-wide: the first
+  // model loaded in a process sets it (see ConfigureIntraOpThreads in gemm.h).
+  int intra_op_threads = 0;
 };
 
 // Loads config.json and the weights of options.model_dir, validates every tensor against the
 // architecture and builds the model. Also measures the BLAS speed once per process (see
-// blas_check.h). NotFound / InvalidArgument as Checkpoint::Open, ParseModelConfig and
+// blas_check.h) and sets the intra-op thread count. NotFound / InvalidArgument as Checkpoint::Open, ParseModelConfig and
 // Checkpoint::Validate.
 absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(const ModelOptions& options);
 

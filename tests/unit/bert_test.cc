@@ -195,6 +195,8 @@ TEST_F(BertGoldenTest, IsDeterministicAndThreadSafe) {
   for (const ForwardOutput& out : outputs) {
     EXPECT_TRUE(torch::equal(out.last_hidden_state, first.last_hidden_state));
     EXPECT_TRUE(torch::equal(out.attentions.back(), first.attentions.back()));
+    // Logits too: a forward pass that wrote into its weights would drift from call to call.
+    EXPECT_TRUE(torch::equal(out.logits, first.logits));
   }
 }
 

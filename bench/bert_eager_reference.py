@@ -1,0 +1,204 @@
+#!/usr/bin/python3
+"""Eager PyTorch reference for bench/engine_bench: a BERT-base-shaped model on the same weights.
+
+Makes (once) a random BERT checkpoint in Hugging Face layout in --out (config.json, model.safetensors,
+input_ids.json), then times an eager forward pass that returns every layer's attention probabilities,
+written the way transformers' BertModel eager path is (nn.Linear per projection, view/permute,
+matmul, softmax, LayerNorm), and prints one JSON line with the timings and a few output values so the
+C++ engine can be checked against it.
+
+Run with Debian's interpreter (python3-torch): /usr/bin/python3 bench/bert_eager_reference.py --out DIR
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import struct
+import sys
+import time
+
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data"))
+from make_tiny_bert import write_safetensors  # noqa: E402  (the project's hand-written writer)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (size,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + size])
+    base = 8 + size
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = entry["data_offsets"]
+        tensors[name] = torch.frombuffer(bytearray(data[base + begin:base + end]),
+                                         dtype=torch.float32).view(entry["shape"])
+    return tensors
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads, self.head_dim = heads, hidden // heads
+        self.query, self.key, self.value = (nn.Linear(hidden, hidden) for _ in range(3))
+
+    def split(self, x):
+        return x.view(x.shape[0], x.shape[1], self.heads, self.head_dim).permute(0, 2, 1, 3)
+
+    def forward(self, x, mask):
+        q, k, v = self.split(self.query(x)), self.split(self.key(x)), self.split(self.value(x))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim) + mask
+        probs = torch.softmax(scores, dim=-1)
+        context = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous()
+        return context.view(x.shape), probs
+
+
+class Layer(nn.Module):
+    def __init__(self, hidden, heads, intermediate, eps):
+        super().__init__()
+        self.attention = SelfAttention(hidden, heads)
+        self.attention_output = nn.Linear(hidden, hidden)
+        self.attention_norm = nn.LayerNorm(hidden, eps=eps)
+        self.intermediate = nn.Linear(hidden, intermediate)
+        self.output = nn.Linear(intermediate, hidden)
+        self.output_norm = nn.LayerNorm(hidden, eps=eps)
+
+    def forward(self, x, mask):
+        context, probs = self.attention(x, mask)
+        x = self.attention_norm(self.attention_output(context) + x)
+        x = self.output_norm(self.output(nn.functional.gelu(self.intermediate(x))) + x)
+        return x, probs
+
+
+class Bert(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden_size"]
+        self.word = nn.Embedding(cfg["vocab_size"], h)
+        self.position = nn.Embedding(cfg["max_position_embeddings"], h)
+        self.token_type = nn.Embedding(cfg["type_vocab_size"], h)
+        self.norm = nn.LayerNorm(h, eps=cfg["layer_norm_eps"])
+        self.layers = nn.ModuleList(
+            Layer(h, cfg["num_attention_heads"], cfg["intermediate_size"], cfg["layer_norm_eps"])
+            for _ in range(cfg["num_hidden_layers"]))
+
+    def forward(self, input_ids, attention_mask):
+        positions = torch.arange(input_ids.shape[1]).unsqueeze(0)
+        x = self.norm(self.word(input_ids) + self.position(positions) +
+                      self.token_type(torch.zeros_like(input_ids)))
+        mask = (1.0 - attention_mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        attentions = []
+        for layer in self.layers:
+            x, probs = layer(x, mask)
+            attentions.append(probs)
+        return x, attentions
+
+    def load_hf(self, tensors):
+        def copy(param, name):
+            param.data.copy_(tensors[name])
+        copy(self.word.weight, "embeddings.word_embeddings.weight")
+        copy(self.position.weight, "embeddings.position_embeddings.weight")
+        copy(self.token_type.weight, "embeddings.token_type_embeddings.weight")
+        copy(self.norm.weight, "embeddings.LayerNorm.weight")
+        copy(self.norm.bias, "embeddings.LayerNorm.bias")
+        for i, layer in enumerate(self.layers):
+            p = f"encoder.layer.{i}."
+            pairs = [(layer.attention.query, "attention.self.query"),
+                     (layer.attention.key, "attention.self.key"),
+                     (layer.attention.value, "attention.self.value"),
+                     (layer.attention_output, "attention.output.dense"),
+                     (layer.attention_norm, "attention.output.LayerNorm"),
+                     (layer.intermediate, "intermediate.dense"),
+                     (layer.output, "output.dense"),
+                     (layer.output_norm, "output.LayerNorm")]
+            for module, name in pairs:
+                copy(module.weight, p + name + ".weight")
+                copy(module.bias, p + name + ".bias")
+
+
+def make_checkpoint(out, args):
+    cfg = {"architectures": ["BertModel"], "model_type": "bert", "vocab_size": 30522,
+           "hidden_size": args.hidden, "num_hidden_layers": args.layers,
+           "num_attention_heads": args.heads, "intermediate_size": args.intermediate,
+           "hidden_act": "gelu", "max_position_embeddings": 512, "type_vocab_size": 2,
+           "layer_norm_eps": 1e-12, "pad_token_id": 0, "torch_dtype": "float32"}
+    torch.manual_seed(0)
+    model = Bert(cfg)
+    # Export under Hugging Face BertModel names.
+    hf = {}
+    hf["embeddings.word_embeddings.weight"] = model.word.weight
+    hf["embeddings.position_embeddings.weight"] = model.position.weight
+    hf["embeddings.token_type_embeddings.weight"] = model.token_type.weight
+    hf["embeddings.LayerNorm.weight"] = model.norm.weight
+    hf["embeddings.LayerNorm.bias"] = model.norm.bias
+    for i, layer in enumerate(model.layers):
+        p = f"encoder.layer.{i}."
+        for module, name in [(layer.attention.query, "attention.self.query"),
+                             (layer.attention.key, "attention.self.key"),
+                             (layer.attention.value, "attention.self.value"),
+                             (layer.attention_output, "attention.output.dense"),
+                             (layer.attention_norm, "attention.output.LayerNorm"),
+                             (layer.intermediate, "intermediate.dense"),
+                             (layer.output, "output.dense"),
+                             (layer.output_norm, "output.LayerNorm")]:
+            hf[p + name + ".weight"] = module.weight
+            hf[p + name + ".bias"] = module.bias
+    with torch.no_grad():
+        for name, t in hf.items():
+            if "LayerNorm" not in name:
+                t.normal_(0.0, 0.02)
+    write_safetensors(os.path.join(out, "model.safetensors"),
+                      {n: t.detach().contiguous() for n, t in hf.items()})
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    ids = torch.randint(1000, 30000, (args.tokens,), generator=torch.Generator().manual_seed(1))
+    with open(os.path.join(out, "input_ids.json"), "w") as f:
+        json.dump(ids.tolist(), f)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--hidden", type=int, default=768)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--intermediate", type=int, default=3072)
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    if not os.path.exists(os.path.join(args.out, "model.safetensors")):
+        make_checkpoint(args.out, args)
+    with open(os.path.join(args.out, "config.json")) as f:
+        cfg = json.load(f)
+    with open(os.path.join(args.out, "input_ids.json")) as f:
+        ids = torch.tensor(json.load(f)).unsqueeze(0)
+    model = Bert(cfg)
+    model.load_hf(read_safetensors(os.path.join(args.out, "model.safetensors")))
+    model.eval()
+    mask = torch.ones_like(ids)
+    times = []
+    with torch.inference_mode():
+        for _ in range(2):
+            model(ids, mask)
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            last, attentions = model(ids, mask)
+            times.append(time.perf_counter() - start)
+    print(json.dumps({
+        "eager_seconds_median": statistics.median(times),
+        "eager_seconds_min": min(times),
+        "torch_threads": torch.get_num_threads(),
+        "torch_version": torch.__version__,
+        "last_hidden_state_row0": last[0, 0, :16].tolist(),
+        "attention_last_layer_head0_row0": attentions[-1][0, 0, 0, :16].tolist(),
+    }))
+
+
+if __name__ == "__main__":
+    main()

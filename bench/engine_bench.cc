@@ -1,0 +1,197 @@
+// Engine benchmark: a BERT-base-shaped forward pass with attentions, timed against an eager PyTorch
+// forward of the same weights (bench/bert_eager_reference.py, run by this tool in the same run) and
+// against the machine's measured GEMM rate; plus the load time and resident memory of the 440 MB
+// float32 safetensors checkpoint.
+//
+// Usage: engine_bench [--dir DIR] [--tokens 128] [--repeats 10] [--threads 0]
+//                     [--python /usr/bin/python3]
+// DIR keeps the generated checkpoint between runs (default /tmp/attnscope-bench-bert-base).
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "models/blas_check.h"
+#include "models/gemm.h"
+#include "models/transformer.h"
+#include "nlohmann/json.hpp"
+
+namespace attnscope {
+namespace {
+
+struct BenchOptions {
+  std::string dir = "/tmp/attnscope-bench-bert-base";
+  int64_t tokens = 128;
+  int repeats = 10;
+  std::string python = "/usr/bin/python3";
+  int threads = 0;  // intra-op threads of the engine, 0 = every core
+};
+
+// kB values of "RssAnon:" / "RssFile:" in /proc/self/status.
+int64_t StatusKb(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + key.size());
+  }
+  return -1;
+}
+
+double Seconds(std::chrono::steady_clock::duration duration) {
+  return std::chrono::duration<double>(duration).count();
+}
+
+// Best-of-`repeats` rate of an n x n x n Sgemm (oneDNN), in GFLOP/s.
+double MeasureSgemmGflops(int64_t n, int repeats) {
+  const torch::Tensor a = torch::randn({n, n});
+  const torch::Tensor b = torch::randn({n, n});
+  torch::Tensor c = torch::empty({n, n});
+  double best = 1e30;
+  for (int i = 0; i <= repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    Sgemm(false, false, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(), n, 0.0f,
+          c.data_ptr<float>(), n);
+    if (i > 0) best = std::min(best, Seconds(std::chrono::steady_clock::now() - start));
+  }
+  return 2.0 * n * n * n / best / 1e9;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+int Run(const BenchOptions& options) {
+  const std::string script = std::string(ATTNSCOPE_SOURCE_DIR) + "/bench/bert_eager_reference.py";
+  const std::string command = options.python + " " + script + " --out " + options.dir +
+                              " --tokens " + std::to_string(options.tokens) + " --repeats " +
+                              std::to_string(options.repeats);
+  std::fprintf(stderr, "running the eager PyTorch reference: %s\n", command.c_str());
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return 1;
+  std::string output;
+  std::array<char, 4096> buffer;
+  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) output += buffer.data();
+  if (pclose(pipe) != 0) {
+    std::fprintf(stderr, "the reference script failed:\n%s\n", output.c_str());
+    return 1;
+  }
+  const nlohmann::json reference = nlohmann::json::parse(output);
+
+  // Load: time and resident memory beyond the mapped file (anonymous pages).
+  const int64_t anon_before = StatusKb("RssAnon:");
+  const int64_t file_before = StatusKb("RssFile:");
+  const auto load_start = std::chrono::steady_clock::now();
+  auto model =
+      LoadTransformerModel({.model_dir = options.dir, .intra_op_threads = options.threads});
+  const double load_seconds = Seconds(std::chrono::steady_clock::now() - load_start);
+  if (!model.ok()) {
+    std::fprintf(stderr, "load failed: %s\n", model.status().ToString().c_str());
+    return 1;
+  }
+  const int64_t anon_after_load = StatusKb("RssAnon:");
+  const int64_t file_after_load = StatusKb("RssFile:");
+
+  std::ifstream ids_file(options.dir + "/input_ids.json");
+  const std::vector<int64_t> ids = nlohmann::json::parse(ids_file).get<std::vector<int64_t>>();
+  ForwardInput input;
+  input.input_ids = torch::tensor(ids, torch::kInt64).unsqueeze(0);
+  ForwardOptions forward;
+  forward.output_attentions = true;
+
+  ForwardOutput out;
+  for (int i = 0; i < 2; ++i) out = *(*model)->Forward(input, forward);
+  std::vector<double> times;
+  for (int i = 0; i < options.repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    out = *(*model)->Forward(input, forward);
+    times.push_back(Seconds(std::chrono::steady_clock::now() - start));
+  }
+  const double engine_seconds = Median(times);
+  const double engine_min = *std::min_element(times.begin(), times.end());
+
+  // Agreement with the reference on the same weights and ids.
+  double max_diff = 0;
+  const auto hidden = reference["last_hidden_state_row0"].get<std::vector<double>>();
+  const auto row = reference["attention_last_layer_head0_row0"].get<std::vector<double>>();
+  for (size_t i = 0; i < hidden.size(); ++i) {
+    max_diff = std::max(max_diff, std::abs(out.last_hidden_state[0][0][i].item<double>() - hidden[i]));
+  }
+  for (size_t i = 0; i < row.size(); ++i) {
+    max_diff = std::max(max_diff, std::abs(out.attentions.back()[0][0][0][i].item<double>() - row[i]));
+  }
+
+  // GEMM-bound time: the model's multiply-adds at the measured float32 GEMM rate.
+  const ModelConfig& cfg = (*model)->config();
+  const double s = static_cast<double>(ids.size());
+  const double h = static_cast<double>(cfg.hidden_size);
+  const double inner = static_cast<double>(cfg.intermediate_size);
+  const double flops = static_cast<double>(cfg.num_hidden_layers) *
+                       (2 * s * (4 * h * h + 2 * h * inner) + 2 * 2 * s * s * h);
+  // The best of the machine's two float32 GEMMs: torch::mm (OpenBLAS) and oneDNN's sgemm.
+  const double gemm_gflops = std::max({MeasureMatmulGflops(/*n=*/768, /*repeats=*/20),
+                                       MeasureMatmulGflops(/*n=*/1024, /*repeats=*/10),
+                                       MeasureSgemmGflops(/*n=*/768, /*repeats=*/20),
+                                       MeasureSgemmGflops(/*n=*/1024, /*repeats=*/10)});
+  const double gemm_bound_seconds = flops / (gemm_gflops * 1e9);
+  const double eager_seconds = reference["eager_seconds_median"].get<double>();
+
+  std::printf("BERT-base shape: %lld layers, hidden %lld, %lld heads, %lld tokens, %.2f GFLOP\n",
+              static_cast<long long>(cfg.num_hidden_layers),
+              static_cast<long long>(cfg.hidden_size),
+              static_cast<long long>(cfg.num_attention_heads),
+              static_cast<long long>(ids.size()), flops / 1e9);
+  std::printf("threads: libtorch %d, python torch %d\n", at::get_num_threads(),
+              reference["torch_threads"].get<int>());
+  std::printf("engine forward (with attentions): median %.1f ms, min %.1f ms\n",
+              engine_seconds * 1e3, engine_min * 1e3);
+  std::printf("eager PyTorch forward:            median %.1f ms, min %.1f ms\n",
+              eager_seconds * 1e3, reference["eager_seconds_min"].get<double>() * 1e3);
+  std::printf("measured GEMM rate: %.1f GFLOP/s -> GEMM-bound time %.1f ms\n", gemm_gflops,
+              gemm_bound_seconds * 1e3);
+  std::printf("ratio engine / eager PyTorch: %.3f (target <= 0.8)\n", engine_seconds / eager_seconds);
+  std::printf("ratio engine / GEMM-bound:    %.3f (target <= 1.3)\n",
+              engine_seconds / gemm_bound_seconds);
+  std::printf("max |engine - reference| on sampled outputs: %.2e\n", max_diff);
+  std::printf("load: %.3f s; resident memory added: anonymous %.1f MB, file-backed %.1f MB "
+              "(checkpoint file %.1f MB)\n",
+              load_seconds, (anon_after_load - anon_before) / 1024.0,
+              (file_after_load - file_before) / 1024.0,
+              static_cast<double>(std::filesystem::file_size(options.dir + "/model.safetensors")) / 1e6);
+  return 0;
+}
+
+}  // namespace
+}  // namespace attnscope
+
+int main(int argc, char** argv) {
+  attnscope::BenchOptions options;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const std::string value = argv[i + 1];
+    if (flag == "--dir") {
+      options.dir = value;
+    } else if (flag == "--tokens") {
+      options.tokens = std::atoll(value.c_str());
+    } else if (flag == "--repeats") {
+      options.repeats = std::atoi(value.c_str());
+    } else if (flag == "--threads") {
+      options.threads = std::atoi(value.c_str());
+    } else if (flag == "--python") {
+      options.python = value;
+    } else {
+      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  return attnscope::Run(options);
+}

@@ -1,0 +1,33 @@
+// Float32 matrix products of the forward passes, on oneDNN's sgemm (dnnl_sgemm, the library LibTorch
+// itself links). It reads row-major operands with arbitrary leading dimensions, so attention heads
+// are multiplied in place inside the [token, hidden] projections without permute copies, and on this
+// CPU its AVX-512 kernels outrun the AVX2 OpenBLAS kernels that torch::mm reaches.
+#ifndef ATTNSCOPE_MODELS_GEMM_H_
+#define ATTNSCOPE_MODELS_GEMM_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace attnscope {
+
+// C = alpha * op(A) * op(B) + beta * C for row-major float32 matrices, op(X) = X or X^T; C is
+// [m, n], op(A) [m, k], op(B) [k, n]. Throws c10::Error when oneDNN reports a failure (callers in
+// models/ catch it at their Forward boundary).
+void Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+           int64_t ldc);
+
+// nn.Linear: x [..., in] times weight [out, in] transposed, plus bias [out] (may be undefined), plus
+// `residual` [..., out] when defined (fused into the product's accumulation). float32, contiguous
+// x; returns a new contiguous [..., out] tensor.
+torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                     const torch::Tensor& residual = torch::Tensor());
+
+// Sets the number of threads LibTorch's and oneDNN's OpenMP regions use (0 = every core), once
+// per process; later calls do nothing. Returns the number in effect.
+int ConfigureIntraOpThreads(int num_threads);
+
+}  // namespace attnscope
+
+#endif  // ATTNSCOPE_MODELS_GEMM_H_
