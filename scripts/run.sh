@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The run command: installs what is missing, builds the server and the CLI, starts attnscope-server
+# on its default model, answers GetAttention and CrossAttention requests on Vietnamese, Korean and
+# English text through the CLI, prints them, and keeps serving until Ctrl-C.
+#
+#   scripts/run.sh           serve on 127.0.0.1:50051 (metrics on :9464) after the demo requests
+#   scripts/run.sh --once    exit after the demo requests
+#
+# The model: models/default when present (the built-in model); otherwise the real trained
+# stories260K weights from ../shared when this checkout has them; otherwise the small random BERT
+# cross-encoder in tests/data/tiny-bert. Set ATTNSCOPE_MODEL_DIR to serve another checkpoint.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+once=false
+[ "${1:-}" = "--once" ] && once=true
+
+bash "$root/scripts/build.sh" --target attnscope-server attnscope >&2
+
+model_dir=${ATTNSCOPE_MODEL_DIR:-}
+if [ -z "$model_dir" ]; then
+  for candidate in "$root/models/default" "$root/../shared/models/stories260K" "$root/tests/data/tiny-bert"; do
+    if [ -f "$candidate/config.json" ]; then model_dir=$candidate; break; fi
+  done
+fi
+model_name=$(basename "$model_dir")
+address=${ATTNSCOPE_LISTEN:-127.0.0.1:50051}
+
+"$root/build/server/attnscope-server" --model "$model_name=$model_dir" --listen "$address" &
+server_pid=$!
+trap 'kill -TERM $server_pid 2>/dev/null; wait $server_pid 2>/dev/null' EXIT INT TERM
+
+cli=("$root/build/client/attnscope" --server "$address" --model "$model_name")
+for _ in $(seq 1 120); do
+  if "${cli[@]}" health >/dev/null 2>&1; then break; fi
+  kill -0 $server_pid 2>/dev/null || { echo "attnscope-server exited during start-up" >&2; exit 1; }
+  sleep 0.5
+done
+"${cli[@]}" health >/dev/null
+
+show() {
+  echo
+  echo "\$ attnscope $*"
+  "${cli[@]}" "$@"
+}
+show info
+for text in "Tôi yêu Việt Nam quá" "나는 오늘 랭체인을 공부한다"; do
+  show attention --text "$text" --layers=-1 --aggregate mean
+done
+show cross --query "what is the capital of france" \
+  --document "paris is the capital city of france" --document "i love to read books" \
+  --layers=-1 --aggregate mean
+
+if ! $once; then
+  echo
+  echo "attnscope-server is serving $model_name on $address (metrics: http://127.0.0.1:9464/metrics); Ctrl-C stops it."
+  wait $server_pid
+fi
