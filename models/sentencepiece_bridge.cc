@@ -66,6 +66,8 @@ Processor::Processor() = default;
 
 Processor::~Processor() = default;
 
+bool Processor::LoadModule(std::string* error) { return LoadFactory(error) != nullptr; }
+
 bool Processor::Load(const std::string& path, std::string* error) {
   if (impl_ == nullptr) {
     Factory factory = LoadFactory(error);

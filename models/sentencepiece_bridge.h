@@ -36,6 +36,11 @@ class Processor {
   Processor(const Processor&) = delete;
   Processor& operator=(const Processor&) = delete;
 
+  // Loads the attnscope_sentencepiece module once per process; false with `error` naming the paths
+  // tried and ATTNSCOPE_SENTENCEPIECE_MODULE when it cannot be loaded (an installation problem,
+  // not a bad model file).
+  static bool LoadModule(std::string* error);
+
   bool Load(const std::string& path, std::string* error);
   bool Encode(std::string_view text, std::vector<Piece>* pieces, std::string* error) const;
   bool Decode(const std::vector<int>& ids, std::string* text, std::string* error) const;

@@ -38,8 +38,12 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::
     return absl::NotFoundError(
         absl::StrCat("tokenizer.model '", model_path, "': expected a file, got nothing there"));
   }
-  auto processor = std::make_unique<sentencepiece_bridge::Processor>();
   std::string error;
+  if (!sentencepiece_bridge::Processor::LoadModule(&error)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "tokenizer.model '", model_path, "': SentencePiece support is not installed: ", error));
+  }
+  auto processor = std::make_unique<sentencepiece_bridge::Processor>();
   if (!processor->Load(model_path, &error)) {
     return absl::InvalidArgumentError(
         absl::StrCat("tokenizer.model '", model_path,

@@ -158,7 +158,8 @@ class Tokenizer {
 // Loads the tokenizer of a Hugging Face checkpoint directory, trying in order: tokenizer.json with a
 // WordPiece model, vocab.txt (+ tokenizer_config.json), tokenizer.model (SentencePiece, + config.json
 // and tokenizer_config.json for BOS/EOS handling).
-// NotFound: none of those files exist. InvalidArgument: a file is malformed or of an unsupported
+// NotFound: none of those files exist. FailedPrecondition: a tokenizer.model but no loadable
+// libattnscope_sentencepiece module (see sentencepiece_module.h). InvalidArgument: a file is malformed or of an unsupported
 // kind; the message names the file and field.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir);
 
