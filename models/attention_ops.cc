@@ -52,15 +52,16 @@ absl::StatusOr<AttentionWindow> ResolveWindow(const AttentionWindow& window, int
   if (resolved.key_end == 0) resolved.key_end = length;
   auto check = [length](absl::string_view axis, int64_t start, int64_t end) -> absl::Status {
     if (start < 0 || start >= end || end > length) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "window ", axis, " positions [", start, ", ", end, "): expected 0 <= ", axis,
-          "_start < ", axis, "_end <= ", length, " (the sequence has ", length,
-          " tokens; an end of 0 means the end), got start ", start, " and end ", end,
-          "; fix `window.", axis, "_start` / `window.", axis, "_end`"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("window ", axis, " positions [", start, ", ", end, "): expected 0 <= ", axis,
+                       "_start < ", axis, "_end <= ", length, " (the sequence has ", length,
+                       " tokens; an end of 0 means the end), got start ", start, " and end ", end,
+                       "; fix `window.", axis, "_start` / `window.", axis, "_end`"));
     }
     return absl::OkStatus();
   };
-  if (absl::Status status = check("query", resolved.query_start, resolved.query_end); !status.ok()) {
+  if (absl::Status status = check("query", resolved.query_start, resolved.query_end);
+      !status.ok()) {
     return status;
   }
   if (absl::Status status = check("key", resolved.key_start, resolved.key_end); !status.ok()) {
@@ -108,11 +109,10 @@ absl::StatusOr<torch::Tensor> SelectHeads(const torch::Tensor& layer,
 absl::StatusOr<torch::Tensor> AttentionRollout(const std::vector<torch::Tensor>& layers) {
   if (layers.empty()) return absl::InvalidArgumentError("rollout: expected at least one layer");
   for (const torch::Tensor& layer : layers) {
-    if (layer.dim() != 3 || layer.size(1) != layer.size(2) ||
-        layer.sizes() != layers[0].sizes()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rollout: expected layers of one shape [head, S, S], got ", ShapeOf(layer), " and ",
-          ShapeOf(layers[0])));
+    if (layer.dim() != 3 || layer.size(1) != layer.size(2) || layer.sizes() != layers[0].sizes()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rollout: expected layers of one shape [head, S, S], got ", ShapeOf(layer),
+                       " and ", ShapeOf(layers[0])));
     }
   }
   try {
@@ -134,10 +134,10 @@ absl::StatusOr<torch::Tensor> AttentionRollout(const std::vector<torch::Tensor>&
 absl::StatusOr<RowTopK> TopKPerRow(const torch::Tensor& rows, int64_t k, int64_t key_offset) {
   const int64_t row_length = rows.dim() == 0 ? 0 : rows.size(-1);
   if (k <= 0 || k > row_length) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "top_k ", k, ": expected a value in [1, ", row_length, "] (the row has ", row_length,
-        " keys after the window), got ", k, "; set `top_k` to at most ", row_length,
-        " or 0 for dense attention"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("top_k ", k, ": expected a value in [1, ", row_length, "] (the row has ",
+                     row_length, " keys after the window), got ", k, "; set `top_k` to at most ",
+                     row_length, " or 0 for dense attention"));
   }
   try {
     // A stable sort keeps equal values (common: the zeros above a causal diagonal) in key order,
@@ -184,8 +184,7 @@ absl::StatusOr<torch::Tensor> L2Normalize(const torch::Tensor& vectors) {
   }
 }
 
-std::vector<int64_t> PositionsOfSequence(absl::Span<const int64_t> sequence_ids,
-                                         int64_t sequence) {
+std::vector<int64_t> PositionsOfSequence(absl::Span<const int64_t> sequence_ids, int64_t sequence) {
   std::vector<int64_t> positions;
   for (size_t i = 0; i < sequence_ids.size(); ++i) {
     if (sequence_ids[i] == sequence) positions.push_back(static_cast<int64_t>(i));

@@ -1,6 +1,6 @@
 // Post-processing of the engine's attention tensors for serving: padding removal, layer and head
-// selection, head aggregation, attention rollout, windows, per-row top-k, pooling and cross-attention
-// blocks.
+// selection, head aggregation, attention rollout, windows, per-row top-k, pooling and
+// cross-attention blocks.
 //
 // Shapes: heads N, sequence S (real tokens only once padding is stripped), query rows Q, key
 // columns K, hidden H. Every tensor is float32 on CPU unless stated. Functions return views of
@@ -54,8 +54,9 @@ enum class HeadAggregation {
 
 // Selects `heads` of one layer [N, S, S] (or a block [N, Q', K']), aggregates them and cuts
 // `window` (from ResolveWindow; an end of 0 again means the end, so AttentionWindow{} keeps
-// everything): [heads.size(), Q, K] for kNone, [1, Q, K] otherwise. A view of `layer` when every head is
-// selected in order without aggregation. Works for probabilities and pre-softmax scores alike.
+// everything): [heads.size(), Q, K] for kNone, [1, Q, K] otherwise. A view of `layer` when every
+// head is selected in order without aggregation. Works for probabilities and pre-softmax scores
+// alike.
 absl::StatusOr<torch::Tensor> SelectHeads(const torch::Tensor& layer,
                                           const std::vector<int64_t>& heads,
                                           HeadAggregation aggregation,

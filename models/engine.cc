@@ -104,9 +104,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Create(const Options& 
   warm_up.output_attention_scores = true;
   absl::StatusOr<BatchOutput> warm_up_output = loaded->Run({*std::move(warm_up_input)}, warm_up);
   if (!warm_up_output.ok()) {
-    return absl::InternalError(absl::StrCat("model '", options.name,
-                                            "': warm-up pass failed: ",
-                                            warm_up_output.status().message()));
+    return absl::InternalError(absl::StrCat(
+        "model '", options.name, "': warm-up pass failed: ", warm_up_output.status().message()));
   }
   loaded->load_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -122,16 +121,16 @@ absl::StatusOr<Encoding> LoadedModel::Encode(absl::string_view text,
   if (options.truncation != Truncation::kNone) {
     if (options.max_length < 0 || options.max_length > max_tokens_) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "tokenization.max_length ", options.max_length, ": expected a value in [0, ",
-          max_tokens_, "] for model '", name_, "' (0 = the model's limit of ", max_tokens_,
-          " tokens), got ", options.max_length, "; lower `tokenization.max_length`"));
+          "tokenization.max_length ", options.max_length, ": expected a value in [0, ", max_tokens_,
+          "] for model '", name_, "' (0 = the model's limit of ", max_tokens_, " tokens), got ",
+          options.max_length, "; lower `tokenization.max_length`"));
     }
     encode.max_length = options.max_length > 0 ? options.max_length : max_tokens_;
   }
-  ATTNSCOPE_ASSIGN_OR_RETURN(
-      Encoding encoding, text_pair.has_value()
-                             ? tokenizer_->EncodePair(ToStd(text), ToStd(*text_pair), encode)
-                             : tokenizer_->Encode(ToStd(text), encode));
+  ATTNSCOPE_ASSIGN_OR_RETURN(Encoding encoding,
+                             text_pair.has_value()
+                                 ? tokenizer_->EncodePair(ToStd(text), ToStd(*text_pair), encode)
+                                 : tokenizer_->Encode(ToStd(text), encode));
   const int64_t length = static_cast<int64_t>(encoding.size());
   if (length > max_tokens_) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -140,9 +139,10 @@ absl::StatusOr<Encoding> LoadedModel::Encode(absl::string_view text,
         "; set `tokenization.truncation` (e.g. TRUNCATION_LONGEST_FIRST) or shorten the text"));
   }
   if (length == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input of model '", name_, "': the text gave no tokens and no special tokens were added; "
-        "give a longer text or leave `tokenization.skip_special_tokens` unset"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("input of model '", name_,
+                     "': the text gave no tokens and no special tokens were added; "
+                     "give a longer text or leave `tokenization.skip_special_tokens` unset"));
   }
   return encoding;
 }

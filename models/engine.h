@@ -29,8 +29,8 @@ struct TextOptions {
 };
 
 // A batch of encodings run through the model. Inputs are right-padded to the longest encoding;
-// output tensors keep the padded length S, and `encodings[b].size()` (padding excluded) says how many
-// positions of item b are real (see StripPadding in attention_ops.h).
+// output tensors keep the padded length S, and `encodings[b].size()` (padding excluded) says how
+// many positions of item b are real (see StripPadding in attention_ops.h).
 struct BatchOutput {
   std::vector<Encoding> encodings;  // unpadded, one per input
   ForwardOutput forward;            // [B, ...] tensors, padded to S
@@ -58,7 +58,8 @@ class LoadedModel {
   // InvalidArgument: invalid UTF-8 (with the byte offset); without truncation, more tokens than
   // max_tokens() (naming the count, the limit and the `tokenization.truncation` fix); a max_length
   // above max_tokens().
-  absl::StatusOr<Encoding> Encode(absl::string_view text, std::optional<absl::string_view> text_pair,
+  absl::StatusOr<Encoding> Encode(absl::string_view text,
+                                  std::optional<absl::string_view> text_pair,
                                   const TextOptions& options) const;
 
   // Runs `encodings` as one right-padded batch. `on_layer_done` (may be empty) is called after each

@@ -89,8 +89,8 @@ TEST(AttentionRolloutTest, MatchesAHandComputedTwoLayerCase) {
     for (int q = 0; q < 3; ++q) {
       double row_sum = 0;
       for (int k = 0; k < 3; ++k) {
-        mixed[l][q][k] = 0.5 * (attention[l][0][q][k] + attention[l][1][q][k]) / 2 +
-                         (q == k ? 0.5 : 0.0);
+        mixed[l][q][k] =
+            0.5 * (attention[l][0][q][k] + attention[l][1][q][k]) / 2 + (q == k ? 0.5 : 0.0);
         row_sum += mixed[l][q][k];
       }
       for (int k = 0; k < 3; ++k) mixed[l][q][k] /= row_sum;
@@ -126,8 +126,8 @@ TEST(AttentionRolloutTest, RejectsNoLayersAndMixedShapes) {
 }
 
 TEST(TopKPerRowTest, DescendingValuesWithAbsoluteIndicesAndStableTies) {
-  const torch::Tensor rows = torch::tensor({0.1f, 0.3f, 0.3f, 0.2f, 0.0f, 0.0f, 1.0f, 0.0f})
-                                 .view({1, 1, 2, 4});
+  const torch::Tensor rows =
+      torch::tensor({0.1f, 0.3f, 0.3f, 0.2f, 0.0f, 0.0f, 1.0f, 0.0f}).view({1, 1, 2, 4});
   const RowTopK top = *TopKPerRow(rows, 3, /*key_offset=*/5);
   EXPECT_THAT(top.values.sizes(), ElementsAre(1, 1, 2, 3));
   EXPECT_THAT(Values(top.values), ElementsAre(0.3f, 0.3f, 0.2f, 1.0f, 0.0f, 0.0f));
@@ -170,8 +170,7 @@ TEST(CrossAttentionTest, BlockOfQueryRowsAndDocumentColumns) {
   const torch::Tensor layer = torch::arange(2 * 8 * 8, torch::kFloat32).view({2, 8, 8});
   const torch::Tensor block = *AttentionBlock(layer, query, document);
   EXPECT_THAT(block.sizes(), ElementsAre(2, 2, 3));
-  EXPECT_THAT(Values(block),
-              ElementsAre(12, 13, 14, 20, 21, 22, 76, 77, 78, 84, 85, 86));
+  EXPECT_THAT(Values(block), ElementsAre(12, 13, 14, 20, 21, 22, 76, 77, 78, 84, 85, 86));
   EXPECT_EQ(AttentionBlock(layer, {}, document).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(AttentionBlock(layer, {8}, document).status().code(),
