@@ -1,0 +1,100 @@
+// attnscope-server: serves attention of transformer checkpoints over gRPC. Every flag is defined
+// here; the rest of the server takes Options structs.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "server/server.h"
+
+namespace {
+
+// The value of the repeatable --model flag: every NAME=DIR given so far. Abseil replaces a flag's
+// value on each occurrence, so the parser accumulates the occurrences itself (commas also separate
+// entries).
+struct ModelSpecs {
+  std::vector<std::string> specs;
+};
+
+std::vector<std::string>& AllModelSpecs() {
+  static auto* specs = new std::vector<std::string>();
+  return *specs;
+}
+
+bool AbslParseFlag(absl::string_view text, ModelSpecs* value, std::string* /*error*/) {
+  for (absl::string_view spec : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    AllModelSpecs().emplace_back(spec);
+  }
+  value->specs = AllModelSpecs();
+  return true;
+}
+
+std::string AbslUnparseFlag(const ModelSpecs& value) { return absl::StrJoin(value.specs, ","); }
+
+const attnscope::server::ServerOptions kDefaults;
+
+}  // namespace
+
+ABSL_FLAG(ModelSpecs, model, {},
+          "A model to serve as NAME=DIR (a Hugging Face checkpoint directory); repeatable. With "
+          "no --model and no --model_repository, the built-in models/default is served.");
+ABSL_FLAG(std::string, model_repository, "",
+          "A folder whose subdirectories containing a config.json are served, each named after "
+          "its subdirectory.");
+ABSL_FLAG(std::string, listen, kDefaults.listen,
+          "gRPC listen address host:port; port 0 picks a free port (printed at start-up).");
+ABSL_FLAG(int, metrics_port, kDefaults.metrics_port,
+          "Port of the Prometheus /metrics endpoint; 0 disables it.");
+ABSL_FLAG(int64_t, max_response_bytes, kDefaults.service.max_response_bytes,
+          "Largest unary response in bytes; bigger ones fail with RESOURCE_EXHAUSTED. Clients "
+          "need a receive limit at least this large.");
+ABSL_FLAG(int64_t, max_tokens, 0,
+          "Longest accepted input in tokens, special tokens included; 0 = each model's "
+          "max_position_embeddings (a larger value is capped to it).");
+ABSL_FLAG(int, worker_threads, kDefaults.worker_threads,
+          "Most gRPC threads serving calls; 0 = gRPC's default.");
+ABSL_FLAG(int, max_concurrent_requests, kDefaults.service.max_concurrent_requests,
+          "Calls handled at once; more fail with RESOURCE_EXHAUSTED. 0 = no limit.");
+ABSL_FLAG(double, shutdown_grace_seconds, kDefaults.shutdown_grace_seconds,
+          "After SIGTERM/SIGINT, how long in-flight calls may run before they are cancelled.");
+
+int main(int argc, char** argv) {
+  // Before any thread exists, so that every thread inherits the mask and only RunServer's
+  // sigwait sees the shutdown signals.
+  attnscope::server::BlockShutdownSignals();
+  absl::SetProgramUsageMessage(
+      "Serves transformer attention over gRPC.\n"
+      "  attnscope-server --model bert=/models/bert [--model NAME=DIR ...] [--listen HOST:PORT]");
+  absl::ParseCommandLine(argc, argv);
+
+  attnscope::server::ModelSources sources;
+  sources.specs = absl::GetFlag(FLAGS_model).specs;
+  sources.repository = absl::GetFlag(FLAGS_model_repository);
+  sources.default_dir = ATTNSCOPE_DEFAULT_MODEL_DIR;
+  sources.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+  absl::StatusOr<std::vector<attnscope::LoadedModel::Options>> models =
+      attnscope::server::ResolveModels(sources);
+  if (!models.ok()) {
+    std::fprintf(stderr, "attnscope-server: %s\n", std::string(models.status().message()).c_str());
+    return 2;
+  }
+
+  attnscope::server::ServerOptions options;
+  options.models = *std::move(models);
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.service.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
+  options.service.max_concurrent_requests = absl::GetFlag(FLAGS_max_concurrent_requests);
+  options.worker_threads = absl::GetFlag(FLAGS_worker_threads);
+  options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
+  const absl::Status status = attnscope::server::RunServer(options);
+  if (!status.ok()) {
+    std::fprintf(stderr, "attnscope-server: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,140 @@
+#include "server/metrics.h"
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace attnscope::server {
+namespace {
+
+const prometheus::Histogram::BucketBoundaries& DurationBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+  return *buckets;
+}
+
+prometheus::Histogram::BucketBoundaries PowersOf(double base, double first, int count) {
+  prometheus::Histogram::BucketBoundaries buckets;
+  for (double bound = first; count-- > 0; bound *= base) buckets.push_back(bound);
+  return buckets;
+}
+
+// attnscope_process_resident_memory_bytes, read from /proc/self/statm when scraped so that the
+// value is never stale and nothing runs between scrapes.
+class ResidentMemoryCollectable : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    int64_t size_pages = 0;
+    int64_t resident_pages = 0;
+    std::ifstream statm("/proc/self/statm");
+    statm >> size_pages >> resident_pages;
+    prometheus::MetricFamily family;
+    family.name = "attnscope_process_resident_memory_bytes";
+    family.help = "Resident set size of the server process in bytes (/proc/self/statm).";
+    family.type = prometheus::MetricType::Gauge;
+    prometheus::ClientMetric metric;
+    metric.gauge.value = static_cast<double>(resident_pages) * sysconf(_SC_PAGESIZE);
+    family.metric.push_back(std::move(metric));
+    return {std::move(family)};
+  }
+};
+
+}  // namespace
+
+const std::vector<std::string>& Metrics::RpcNames() {
+  static const auto* names = new std::vector<std::string>{
+      "ListModels",      "GetModelInfo", "Tokenize",      "GetAttention",
+      "StreamAttention", "Encode",       "CrossAttention"};
+  return *names;
+}
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      memory_(std::make_shared<ResidentMemoryCollectable>()) {
+  requests_ = &prometheus::BuildCounter()
+                   .Name("attnscope_requests_total")
+                   .Help("RPCs finished, by method and gRPC status code.")
+                   .Register(*registry_);
+  auto& request_duration = prometheus::BuildHistogram()
+                               .Name("attnscope_request_duration_seconds")
+                               .Help("Wall time of an RPC in the handler, by method.")
+                               .Register(*registry_);
+  for (const std::string& rpc : RpcNames()) {
+    request_duration_[rpc] = &request_duration.Add({{"rpc", rpc}}, DurationBuckets());
+  }
+  tokenization_duration_ = &prometheus::BuildHistogram()
+                                .Name("attnscope_tokenization_duration_seconds")
+                                .Help("Time to tokenize one input (text or text pair).")
+                                .Register(*registry_)
+                                .Add({}, DurationBuckets());
+  inference_family_ = &prometheus::BuildHistogram()
+                           .Name("attnscope_inference_duration_seconds")
+                           .Help("Time of one forward pass (one batch), by model.")
+                           .Register(*registry_);
+  input_tokens_ = &prometheus::BuildHistogram()
+                       .Name("attnscope_input_tokens")
+                       .Help("Tokens per input, special tokens included.")
+                       .Register(*registry_)
+                       .Add({}, PowersOf(2, 8, 10));
+  inflight_ = &prometheus::BuildGauge()
+                   .Name("attnscope_inflight_requests")
+                   .Help("RPCs being handled right now.")
+                   .Register(*registry_)
+                   .Add({});
+  response_bytes_ = &prometheus::BuildHistogram()
+                         .Name("attnscope_response_bytes")
+                         .Help("Serialized size of a unary response or a whole stream, in bytes.")
+                         .Register(*registry_)
+                         .Add({}, PowersOf(4, 1024, 12));
+  model_load_seconds_ = &prometheus::BuildGauge()
+                             .Name("attnscope_model_load_seconds")
+                             .Help("Time to load, validate and warm up a model at start-up.")
+                             .Register(*registry_);
+  model_info_ = &prometheus::BuildGauge()
+                     .Name("attnscope_model_info")
+                     .Help("1 for each loaded model, with its architecture and sizes as labels.")
+                     .Register(*registry_);
+}
+
+std::vector<std::shared_ptr<prometheus::Collectable>> Metrics::Collectables() const {
+  return {registry_, memory_};
+}
+
+void Metrics::AddModel(const LoadedModel& model) {
+  const ModelConfig& config = model.config();
+  model_info_
+      ->Add({{"model", model.name()},
+             {"architecture", std::string(ArchitectureName(config.architecture))},
+             {"layers", absl::StrCat(config.num_hidden_layers)},
+             {"heads", absl::StrCat(config.num_attention_heads)}})
+      .Set(1);
+  model_load_seconds_->Add({{"model", model.name()}}).Set(model.load_seconds());
+  inference_duration_[model.name()] =
+      &inference_family_->Add({{"model", model.name()}}, DurationBuckets());
+}
+
+void Metrics::RecordRequest(absl::string_view rpc, absl::string_view code, double seconds) {
+  requests_->Add({{"rpc", std::string(rpc)}, {"code", std::string(code)}}).Increment();
+  if (auto it = request_duration_.find(rpc); it != request_duration_.end()) {
+    it->second->Observe(seconds);
+  }
+}
+
+void Metrics::RecordTokenization(double seconds, int64_t tokens) {
+  tokenization_duration_->Observe(seconds);
+  input_tokens_->Observe(static_cast<double>(tokens));
+}
+
+void Metrics::RecordInference(const std::string& model, double seconds) {
+  if (auto it = inference_duration_.find(model); it != inference_duration_.end()) {
+    it->second->Observe(seconds);
+  }
+}
+
+void Metrics::RecordResponseBytes(int64_t bytes) {
+  response_bytes_->Observe(static_cast<double>(bytes));
+}
+
+}  // namespace attnscope::server

@@ -1,0 +1,68 @@
+// Prometheus metrics of the service (prometheus-cpp). Every metric family is registered once, when
+// Metrics is constructed; per-model series are added once per model at start-up. Requests only
+// look series up and update them.
+#ifndef ATTNSCOPE_SERVER_METRICS_H_
+#define ATTNSCOPE_SERVER_METRICS_H_
+
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "models/engine.h"
+
+namespace attnscope::server {
+
+class Metrics {
+ public:
+  // The RPC names used as the `rpc` label, e.g. "GetAttention".
+  static const std::vector<std::string>& RpcNames();
+
+  Metrics();
+
+  // The series to expose: the registry plus the process memory collector.
+  std::vector<std::shared_ptr<prometheus::Collectable>> Collectables() const;
+
+  // Adds attnscope_model_info{model,architecture,layers,heads} = 1,
+  // attnscope_model_load_seconds{model} and the model's inference histogram. Call at start-up.
+  void AddModel(const LoadedModel& model);
+
+  // attnscope_requests_total{rpc,code} and attnscope_request_duration_seconds{rpc}. `code` is the
+  // gRPC code name, e.g. "OK", "INVALID_ARGUMENT".
+  void RecordRequest(absl::string_view rpc, absl::string_view code, double seconds);
+  // attnscope_tokenization_duration_seconds and attnscope_input_tokens, once per encoded input.
+  void RecordTokenization(double seconds, int64_t tokens);
+  // attnscope_inference_duration_seconds{model}: one forward pass (a batch counts once).
+  void RecordInference(const std::string& model, double seconds);
+  // attnscope_response_bytes: serialized size of a unary response or of a whole stream.
+  void RecordResponseBytes(int64_t bytes);
+  // attnscope_inflight_requests.
+  prometheus::Gauge& inflight() { return *inflight_; }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Collectable> memory_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  std::map<std::string, prometheus::Histogram*, std::less<>> request_duration_;
+  prometheus::Histogram* tokenization_duration_;
+  prometheus::Family<prometheus::Histogram>* inference_family_;
+  // Filled by AddModel before serving starts, read-only afterwards.
+  std::map<std::string, prometheus::Histogram*, std::less<>> inference_duration_;
+  prometheus::Histogram* input_tokens_;
+  prometheus::Gauge* inflight_;
+  prometheus::Histogram* response_bytes_;
+  prometheus::Family<prometheus::Gauge>* model_load_seconds_;
+  prometheus::Family<prometheus::Gauge>* model_info_;
+};
+
+}  // namespace attnscope::server
+
+#endif  // ATTNSCOPE_SERVER_METRICS_H_

@@ -1,0 +1,187 @@
+#include "server/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "models/blas_check.h"
+#include "models/file_util.h"
+#include "server/metrics.h"
+#include "server/metrics_http.h"
+
+namespace attnscope::server {
+namespace {
+
+sigset_t ShutdownSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  return signals;
+}
+
+// "HOST:PORT" with the port replaced by the one actually bound (--listen may ask for port 0).
+std::string BoundAddress(const std::string& listen, int port) {
+  const size_t colon = listen.rfind(':');
+  return absl::StrCat(colon == std::string::npos ? listen : listen.substr(0, colon), ":", port);
+}
+
+}  // namespace
+
+void BlockShutdownSignals() {
+  const sigset_t signals = ShutdownSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+}
+
+absl::StatusOr<std::vector<LoadedModel::Options>> ResolveModels(const ModelSources& sources) {
+  std::vector<LoadedModel::Options> models;
+  std::set<std::string> names;
+  auto add = [&](const std::string& name, const std::string& dir) -> absl::Status {
+    if (!names.insert(name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model name '", name,
+                       "' is given twice; give each --model (and each subdirectory of "
+                       "--model_repository) its own name"));
+    }
+    models.push_back({name, dir, sources.max_tokens});
+    return absl::OkStatus();
+  };
+  for (const std::string& spec : sources.specs) {
+    const size_t equals = spec.find('=');
+    if (equals == std::string::npos || equals == 0 || equals + 1 == spec.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--model '", spec, "': expected NAME=DIR, e.g. --model bert=/models/bert"));
+    }
+    if (absl::Status status = add(spec.substr(0, equals), spec.substr(equals + 1)); !status.ok()) {
+      return status;
+    }
+  }
+  if (!sources.repository.empty()) {
+    std::error_code error;
+    if (!std::filesystem::is_directory(sources.repository, error)) {
+      return absl::NotFoundError(absl::StrCat("--model_repository '", sources.repository,
+                                              "': not a directory; give a folder of checkpoint "
+                                              "directories"));
+    }
+    std::vector<std::filesystem::path> dirs;
+    for (const auto& entry : std::filesystem::directory_iterator(sources.repository, error)) {
+      if (entry.is_directory() && FileExists(JoinPath(entry.path().string(), "config.json"))) {
+        dirs.push_back(entry.path());
+      }
+    }
+    std::sort(dirs.begin(), dirs.end());
+    if (dirs.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--model_repository '", sources.repository,
+                       "': no subdirectory with a config.json; put each checkpoint in its own "
+                       "subdirectory"));
+    }
+    for (const auto& dir : dirs) {
+      if (absl::Status status = add(dir.filename().string(), dir.string()); !status.ok()) {
+        return status;
+      }
+    }
+  }
+  if (models.empty()) {
+    if (sources.default_dir.empty() || !FileExists(JoinPath(sources.default_dir, "config.json"))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "no model to serve: pass --model NAME=DIR (e.g. --model bert=/models/bert) or "
+          "--model_repository DIR; the built-in default model (",
+          sources.default_dir.empty() ? "none" : sources.default_dir, ") is not there"));
+    }
+    models.push_back({"default", sources.default_dir, sources.max_tokens});
+  }
+  return models;
+}
+
+absl::Status RunServer(const ServerOptions& options) {
+  Metrics metrics;
+  std::unique_ptr<MetricsHttpServer> metrics_server;
+  if (options.metrics_port > 0) {
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
+        MetricsHttpServer::Start(options.metrics_port, metrics.Collectables());
+    if (!started.ok()) return started.status();
+    metrics_server = *std::move(started);
+  }
+  const int metrics_port = metrics_server == nullptr ? 0 : metrics_server->port();
+
+  AttentionService service(options.service, &metrics);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  if (options.worker_threads > 0) {
+    grpc::ResourceQuota quota("attnscope-server");
+    quota.SetMaxThreads(options.worker_threads);
+    builder.SetResourceQuota(quota);
+  }
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "--listen '", options.listen,
+        "': cannot listen there (in use, or not a local address); choose another address or port"));
+  }
+  // Health answers during loading, NOT_SERVING until every model is ready; calls get UNAVAILABLE.
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(false);
+
+  std::fprintf(stderr, "attnscope-server: BLAS float32 GEMM at %.1f GFLOP/s\n",
+               CheckBlasSpeedOnce());
+  std::vector<std::unique_ptr<LoadedModel>> models;
+  for (const LoadedModel::Options& model_options : options.models) {
+    absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadedModel::Create(model_options);
+    if (!model.ok()) {
+      server->Shutdown();
+      return model.status();
+    }
+    const ModelConfig& config = (*model)->config();
+    std::fprintf(stderr,
+                 "attnscope-server: loaded model '%s' (%s, %lld layers, %lld heads, max %lld "
+                 "tokens) from %s in %.2f s, weights sha256 %s\n",
+                 (*model)->name().c_str(),
+                 std::string(ArchitectureName(config.architecture)).c_str(),
+                 static_cast<long long>(config.num_hidden_layers),
+                 static_cast<long long>(config.num_attention_heads),
+                 static_cast<long long>((*model)->max_tokens()), (*model)->model_dir().c_str(),
+                 (*model)->load_seconds(), (*model)->weights_checksum().c_str());
+    metrics.AddModel(**model);
+    models.push_back(*std::move(model));
+  }
+  service.SetModels(std::move(models));
+  health->SetServingStatus(true);
+  std::cout << "attnscope-server listening on " << BoundAddress(options.listen, port)
+            << (metrics_port > 0 ? absl::StrCat(" (metrics on :", metrics_port, ")")
+                                 : std::string(" (metrics disabled)"))
+            << std::endl;
+
+  const sigset_t signals = ShutdownSignals();
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::fprintf(stderr, "attnscope-server: %s received, draining for up to %.1f s\n",
+               signal_number == SIGTERM ? "SIGTERM" : "SIGINT", options.shutdown_grace_seconds);
+  health->SetServingStatus(false);
+  service.StartDraining();
+  server->Shutdown(std::chrono::system_clock::now() +
+                   std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                       std::chrono::duration<double>(options.shutdown_grace_seconds)));
+  server->Wait();
+  std::fprintf(stderr, "attnscope-server: stopped\n");
+  return absl::OkStatus();
+}
+
+}  // namespace attnscope::server

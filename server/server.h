@@ -1,0 +1,59 @@
+// Start-up and shutdown of attnscope-server: resolves the model list, starts the gRPC server
+// (AttentionService, grpc.health.v1, reflection) and the metrics endpoint, loads and warms up the
+// models, then serves until SIGTERM or SIGINT and drains.
+#ifndef ATTNSCOPE_SERVER_SERVER_H_
+#define ATTNSCOPE_SERVER_SERVER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/engine.h"
+#include "server/attention_service.h"
+
+namespace attnscope::server {
+
+// Where the models come from (flags --model, --model_repository).
+struct ModelSources {
+  // "NAME=DIR" entries.
+  std::vector<std::string> specs;
+  // A folder whose subdirectories with a config.json are models named after the subdirectory.
+  std::string repository;
+  // Used when neither of the above names a model; empty = none.
+  std::string default_dir;
+  // LoadedModel::Options::max_tokens for every model (0 = each model's maximum).
+  int64_t max_tokens = 0;
+};
+
+// The models to load, in flag order (specs first, then the repository in name order).
+// InvalidArgument: a spec without '=' or with an empty name or directory, a name given twice, no
+// model at all (the message names --model). NotFound: a repository that does not exist.
+absl::StatusOr<std::vector<LoadedModel::Options>> ResolveModels(const ModelSources& sources);
+
+struct ServerOptions {
+  std::vector<LoadedModel::Options> models;
+  // host:port; port 0 picks a free port, printed on the "listening" line.
+  std::string listen = "0.0.0.0:50051";
+  // Prometheus /metrics port; 0 disables the endpoint.
+  int metrics_port = 9464;
+  ServiceOptions service;
+  // gRPC threads serving calls; 0 = gRPC's default.
+  int worker_threads = 0;
+  // After SIGTERM / SIGINT, in-flight calls get this long to finish before they are cancelled.
+  double shutdown_grace_seconds = 15;
+};
+
+// Runs the server until SIGTERM or SIGINT, then drains and returns OK. The caller must block both
+// signals in every thread first (BlockShutdownSignals, before any thread starts). Prints
+// "attnscope-server listening on HOST:PORT (metrics on :PORT)" to stdout once every model is loaded
+// and health reports SERVING. Errors: a port that cannot be bound, a model that fails to load.
+absl::Status RunServer(const ServerOptions& options);
+
+// Blocks SIGTERM and SIGINT in the calling thread (and the threads it starts later) so that
+// RunServer can wait for them synchronously.
+void BlockShutdownSignals();
+
+}  // namespace attnscope::server
+
+#endif  // ATTNSCOPE_SERVER_SERVER_H_
