@@ -9,7 +9,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libcurl4-openssl-dev libssl-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libutf8proc-dev libsentencepiece-dev
+  nlohmann-json3-dev libcpp-httplib-dev libutf8proc-dev libsentencepiece-dev
   python3-torch python3-numpy
 )
 

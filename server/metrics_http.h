@@ -1,21 +1,23 @@
-// A minimal HTTP/1.1 endpoint serving GET /metrics in the Prometheus text format.
+// The HTTP endpoint serving GET /metrics in the Prometheus text format, on cpp-httplib.
 //
 // Why not prometheus::Exposer: its civetweb worker threads get a fixed 100 KiB stack, and in a
 // process that loads LibTorch the static TLS of libopenblas, libglog and libtorch_cpu alone is
-// larger, so civetweb cannot start a single thread ("Cannot create first worker thread"). This
-// server's thread has the default stack size. Scrapes are rare and tiny, so one thread answers them
-// in turn.
+// larger, so civetweb cannot start a single thread ("Cannot create first worker thread").
+// cpp-httplib's workers are std::threads with the default stack size.
 #ifndef ATTNSCOPE_SERVER_METRICS_HTTP_H_
 #define ATTNSCOPE_SERVER_METRICS_HTTP_H_
 
 #include <prometheus/collectable.h>
 
-#include <atomic>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+
+namespace httplib {
+class Server;
+}  // namespace httplib
 
 namespace attnscope::server {
 
@@ -31,15 +33,10 @@ class MetricsHttpServer {
   int port() const { return port_; }
 
  private:
-  MetricsHttpServer(int fd, int port,
-                    std::vector<std::shared_ptr<prometheus::Collectable>> collectables);
-  void Serve();
-  void Answer(int client) const;
+  MetricsHttpServer(std::unique_ptr<httplib::Server> http, int port);
 
-  const int fd_;
+  std::unique_ptr<httplib::Server> http_;
   const int port_;
-  const std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
-  std::atomic<bool> stopping_{false};
   std::thread thread_;
 };
 
