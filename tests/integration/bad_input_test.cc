@@ -1,0 +1,238 @@
+// The bad-input table of issue 3 against the real server: each row gets its documented gRPC code
+// and a message naming the problem, and a normal request right after it still succeeds (bad input
+// never wedges the server).
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/integration_util.h"
+
+namespace attnscope::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Server limits of this test: small enough that a 40-token text overflows the response cap.
+constexpr int64_t kMaxTokens = 48;
+constexpr int64_t kMaxResponseBytes = 50000;
+
+// `count` whitespace-separated words that tiny-bert's vocabulary holds whole (one token each).
+std::string BertWords(int count) {
+  const std::vector<std::string> words = {"the", "capital", "of", "france", "is", "paris"};
+  std::vector<std::string> out;
+  for (int i = 0; i < count; ++i) out.push_back(words[i % words.size()]);
+  return absl::StrJoin(out, " ");
+}
+
+class BadInputTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ServerProcess::Options options;
+    options.models = {"bert=" + TinyBertDir(), "llama=" + Stories260kDir()};
+    options.max_tokens = kMaxTokens;
+    options.max_response_bytes = kMaxResponseBytes;
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr) << "the server did not start";
+    client_ = server_->NewClient(kMaxResponseBytes);
+  }
+
+  static v1::GetAttentionRequest Normal() {
+    v1::GetAttentionRequest request;
+    request.set_model("bert");
+    request.set_text("the capital of france is paris");
+    return request;
+  }
+
+  // Checks `status` against the row and that the server still answers a normal request exactly as
+  // before the bad one.
+  void ExpectRow(const std::string& row, const absl::Status& status, absl::StatusCode code,
+                 const std::vector<std::string>& message_parts) {
+    SCOPED_TRACE(row);
+    EXPECT_EQ(status.code(), code) << status;
+    const std::string message = absl::AsciiStrToLower(status.message());
+    for (const std::string& part : message_parts) {
+      EXPECT_THAT(message, HasSubstr(absl::AsciiStrToLower(part))) << status;
+    }
+    absl::StatusOr<AttentionResult> after = client_->GetAttention(Normal());
+    ASSERT_TRUE(after.ok()) << "normal request after '" << row << "': " << after.status();
+    EXPECT_EQ(after->attentions.shape, (std::vector<int64_t>{3, 4, 8, 8}));
+  }
+
+  static ServerProcess* server_;
+  std::unique_ptr<Client> client_;
+};
+
+ServerProcess* BadInputTest::server_ = nullptr;
+
+TEST_F(BadInputTest, EmptyText) {
+  v1::GetAttentionRequest request = Normal();
+  request.set_text("");
+  ExpectRow("GetAttention empty text", client_->GetAttention(request).status(),
+            absl::StatusCode::kInvalidArgument, {"text", "empty"});
+  ExpectRow("StreamAttention empty text", client_->StreamAttention(request).status(),
+            absl::StatusCode::kInvalidArgument, {"text", "empty"});
+  v1::TokenizeRequest tokenize;
+  tokenize.set_model("llama");
+  ExpectRow("Tokenize empty text", client_->Tokenize(tokenize).status(),
+            absl::StatusCode::kInvalidArgument, {"text"});
+  v1::CrossAttentionRequest cross;
+  cross.set_model("bert");
+  cross.set_query("paris");
+  cross.add_documents("");
+  ExpectRow("CrossAttention empty document", client_->CrossAttention(cross).status(),
+            absl::StatusCode::kInvalidArgument, {"document"});
+  cross.clear_documents();
+  ExpectRow("CrossAttention without documents", client_->CrossAttention(cross).status(),
+            absl::StatusCode::kInvalidArgument, {"document"});
+  v1::EncodeRequest encode;
+  encode.set_model("bert");
+  ExpectRow("Encode without inputs", client_->Encode(encode).status(),
+            absl::StatusCode::kInvalidArgument, {"input"});
+}
+
+TEST_F(BadInputTest, TooManyTokensWithoutTruncation) {
+  for (const std::string model : {"bert", "llama"}) {
+    v1::GetAttentionRequest request;
+    request.set_model(model);
+    request.set_text(BertWords(60));
+    ExpectRow(model + " over max_tokens", client_->GetAttention(request).status(),
+              absl::StatusCode::kInvalidArgument, {absl::StrCat(kMaxTokens), "truncation"});
+    // The fix the message names works.
+    request.mutable_tokenization()->set_truncation(v1::TRUNCATION_LONGEST_FIRST);
+    request.set_top_k(1);
+    absl::StatusOr<AttentionResult> truncated = client_->GetAttention(request);
+    ASSERT_TRUE(truncated.ok()) << truncated.status();
+    EXPECT_EQ(truncated->tokens.tokens_size(), kMaxTokens);
+  }
+}
+
+TEST_F(BadInputTest, UnknownModel) {
+  v1::GetAttentionRequest request = Normal();
+  request.set_model("no-such-model");
+  ExpectRow("GetAttention unknown model", client_->GetAttention(request).status(),
+            absl::StatusCode::kNotFound, {"no-such-model"});
+  ExpectRow("GetModelInfo unknown model", client_->GetModelInfo("no-such-model").status(),
+            absl::StatusCode::kNotFound, {"no-such-model"});
+  // A path is never a model name.
+  ExpectRow("GetModelInfo path", client_->GetModelInfo(TinyBertDir()).status(),
+            absl::StatusCode::kNotFound, {});
+}
+
+TEST_F(BadInputTest, LayerOrHeadOutOfRange) {
+  for (int layer : {3, -4, 100}) {
+    v1::GetAttentionRequest request = Normal();
+    request.add_layers(layer);
+    ExpectRow(absl::StrCat("layer ", layer), client_->GetAttention(request).status(),
+              absl::StatusCode::kInvalidArgument, {"layer", absl::StrCat(layer)});
+  }
+  for (int head : {4, -5}) {
+    v1::GetAttentionRequest request = Normal();
+    request.add_heads(head);
+    ExpectRow(absl::StrCat("head ", head), client_->GetAttention(request).status(),
+              absl::StatusCode::kInvalidArgument, {"head", absl::StrCat(head)});
+  }
+  v1::CrossAttentionRequest cross;
+  cross.set_model("bert");
+  cross.set_query("paris");
+  cross.add_documents("france");
+  cross.add_heads(9);
+  ExpectRow("CrossAttention head 9", client_->CrossAttention(cross).status(),
+            absl::StatusCode::kInvalidArgument, {"head", "9"});
+}
+
+TEST_F(BadInputTest, TopK) {
+  // The proto: top_k "when > 0" sparsifies, so 0 is the dense answer, not an error.
+  v1::GetAttentionRequest request = Normal();
+  request.set_top_k(0);
+  absl::StatusOr<AttentionResult> dense = client_->GetAttention(request);
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  EXPECT_EQ(dense->attentions.shape, (std::vector<int64_t>{3, 4, 8, 8}));
+  EXPECT_FALSE(dense->top_k_indices.has_value());
+
+  request.set_top_k(9);  // rows have 8 keys
+  ExpectRow("top_k 9 > 8 keys", client_->GetAttention(request).status(),
+            absl::StatusCode::kInvalidArgument, {"top_k", "9", "8"});
+  request.set_top_k(-1);
+  ExpectRow("top_k -1", client_->GetAttention(request).status(), absl::StatusCode::kInvalidArgument,
+            {"top_k"});
+  // "After the window": 3 keys in the window, so 4 is too many even though rows have 8.
+  request.set_top_k(4);
+  request.mutable_window()->set_key_start(2);
+  request.mutable_window()->set_key_end(5);
+  ExpectRow("top_k 4 > 3 windowed keys", client_->GetAttention(request).status(),
+            absl::StatusCode::kInvalidArgument, {"top_k", "4", "3"});
+  request.set_top_k(8);
+  request.clear_window();
+  absl::StatusOr<AttentionResult> whole_row = client_->GetAttention(request);
+  ASSERT_TRUE(whole_row.ok()) << whole_row.status();
+  EXPECT_EQ(whole_row->attentions.shape, (std::vector<int64_t>{3, 4, 8, 8}));
+}
+
+TEST_F(BadInputTest, WindowOutsideTheSequence) {
+  struct Row {
+    const char* name;
+    int query_start, query_end, key_start, key_end;
+  };
+  const std::vector<Row> rows = {
+      {"query_start past the end", 8, 0, 0, 0}, {"query_end past the end", 0, 9, 0, 0},
+      {"key_end past the end", 0, 0, 0, 20},    {"key_start after key_end", 0, 0, 5, 3},
+      {"negative query_start", -1, 0, 0, 0},
+  };
+  for (const Row& row : rows) {
+    v1::GetAttentionRequest request = Normal();
+    v1::Window* window = request.mutable_window();
+    window->set_query_start(row.query_start);
+    window->set_query_end(row.query_end);
+    window->set_key_start(row.key_start);
+    window->set_key_end(row.key_end);
+    ExpectRow(row.name, client_->GetAttention(request).status(), absl::StatusCode::kInvalidArgument,
+              {"window"});
+  }
+}
+
+TEST_F(BadInputTest, ResponseOverTheCap) {
+  v1::GetAttentionRequest request = Normal();
+  request.set_text(BertWords(38));  // 40 tokens: 3 x 4 x 40 x 40 float32 = 76800 bytes
+  const absl::Status status = client_->GetAttention(request).status();
+  ExpectRow("response over the cap", status, absl::StatusCode::kResourceExhausted,
+            {"StreamAttention", "float16", "top_k", absl::StrCat(kMaxResponseBytes)});
+  // Each fix the message names works.
+  absl::StatusOr<AttentionResult> streamed = client_->StreamAttention(request);
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_EQ(streamed->attentions.shape, (std::vector<int64_t>{3, 4, 40, 40}));
+  request.set_dtype(v1::DTYPE_FLOAT16);
+  EXPECT_TRUE(client_->GetAttention(request).ok());
+  request.set_dtype(v1::DTYPE_FLOAT32);
+  request.add_layers(0);
+  EXPECT_TRUE(client_->GetAttention(request).ok());
+}
+
+TEST_F(BadInputTest, OneMillisecondDeadline) {
+  v1::GetAttentionRequest request = Normal();
+  request.set_text(BertWords(38));
+  request.set_top_k(1);
+  CallOptions call;
+  call.timeout = absl::Milliseconds(1);
+  ExpectRow("GetAttention 1 ms", client_->GetAttention(request, call).status(),
+            absl::StatusCode::kDeadlineExceeded, {});
+  ExpectRow("StreamAttention 1 ms", client_->StreamAttention(request, call).status(),
+            absl::StatusCode::kDeadlineExceeded, {});
+}
+
+}  // namespace
+}  // namespace attnscope::testing

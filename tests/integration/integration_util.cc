@@ -1,0 +1,376 @@
+#include "tests/integration/integration_util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace attnscope::testing {
+namespace {
+
+std::string EnvOr(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << file.rdbuf();
+  return buffer.str();
+}
+
+// Forks and execs `argv` in a new process group with stdout/stderr sent to the given files. The
+// child dies with the test process (PR_SET_PDEATHSIG) so that even a crashed test leaks nothing.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& stdout_path,
+            const std::string& stderr_path) {
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    const int out = open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0 || err < 0) _exit(126);
+    dup2(out, STDOUT_FILENO);
+    dup2(err, STDERR_FILENO);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  if (pid > 0) setpgid(pid, pid);  // also from the parent, so a kill right after fork finds it
+  return pid;
+}
+
+// waitpid with a deadline, polling; nullopt when the child is still running.
+std::optional<int> WaitFor(pid_t pid, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    int status = 0;
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) return status;
+    if (done < 0) return -1;
+    if (absl::Now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// xorshift64*: fast, reproducible weights without <random>'s per-call overhead on 100M values.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  // Uniform in [-scale, scale).
+  float Uniform(float scale) {
+    state_ ^= state_ >> 12;
+    state_ ^= state_ << 25;
+    state_ ^= state_ >> 27;
+    const uint64_t bits = state_ * 0x2545F4914F6CDD1Dull;
+    return (static_cast<float>(bits >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f) * scale;
+  }
+
+ private:
+  uint64_t state_;
+};
+
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  // 'r' random, '1' ones, '0' zeros.
+  char fill;
+};
+
+}  // namespace
+
+std::string SharedDir() { return EnvOr("ATTNSCOPE_SHARED_DIR", ATTNSCOPE_DEFAULT_SHARED_DIR); }
+std::string TestDataDir() { return EnvOr("ATTNSCOPE_TEST_DATA", ATTNSCOPE_DEFAULT_TEST_DATA); }
+std::string ServerBinary() { return ATTNSCOPE_SERVER_PATH; }
+std::string CliBinary() { return ATTNSCOPE_CLI_PATH; }
+std::string Stories260kDir() { return SharedDir() + "/models/stories260K"; }
+std::string TinyBertDir() { return TestDataDir() + "/tiny-bert"; }
+
+TempDir::TempDir() {
+  std::string pattern = EnvOr("TMPDIR", "/tmp") + "/attnscope-it-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) std::abort();
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code error;
+  std::filesystem::remove_all(path_, error);
+}
+
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Options& options) {
+  std::unique_ptr<ServerProcess> server(new ServerProcess());
+  server->dir_ = std::make_unique<TempDir>();
+  std::vector<std::string> argv = {ServerBinary(), "--listen=127.0.0.1:0",
+                                   absl::StrCat("--metrics_port=", options.metrics_port)};
+  for (const std::string& model : options.models) argv.push_back("--model=" + model);
+  if (options.max_response_bytes) {
+    argv.push_back(absl::StrCat("--max_response_bytes=", *options.max_response_bytes));
+  }
+  if (options.max_tokens) argv.push_back(absl::StrCat("--max_tokens=", *options.max_tokens));
+  argv.insert(argv.end(), options.extra_flags.begin(), options.extra_flags.end());
+  const std::string stdout_path = server->dir_->path() + "/stdout";
+  server->pid_ = Spawn(argv, stdout_path, server->dir_->path() + "/stderr");
+  if (server->pid_ < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+
+  const std::string kPrefix = "attnscope-server listening on ";
+  const absl::Time deadline = absl::Now() + options.startup_timeout;
+  while (absl::Now() < deadline) {
+    const std::string out = ReadFileOrEmpty(stdout_path);
+    const size_t at = out.find(kPrefix);
+    const size_t line_end = at == std::string::npos ? at : out.find('\n', at);
+    if (line_end != std::string::npos) {
+      const std::string line = out.substr(at + kPrefix.size(), line_end - at - kPrefix.size());
+      server->address_ = line.substr(0, line.find(' '));
+      const size_t metrics = line.find("(metrics on :");
+      if (metrics != std::string::npos) {
+        server->metrics_port_ = std::atoi(line.c_str() + metrics + strlen("(metrics on :"));
+      }
+      return server;
+    }
+    if (std::optional<int> status = WaitFor(server->pid_, absl::ZeroDuration())) {
+      server->reaped_ = true;
+      return absl::UnavailableError(
+          absl::StrCat("attnscope-server exited with status ", *status,
+                       " before listening; argv: ", absl::StrJoin(argv, " "), "\n", server->Log()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return absl::UnavailableError(absl::StrCat("attnscope-server did not print its address within ",
+                                             absl::FormatDuration(options.startup_timeout), "\n",
+                                             server->Log()));
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ > 0 && !reaped_) {
+    kill(-pid_, SIGKILL);
+    WaitFor(pid_, absl::Seconds(30));
+  }
+}
+
+std::unique_ptr<Client> ServerProcess::NewClient(int64_t max_response_bytes,
+                                                 int max_attempts) const {
+  ClientOptions options;
+  options.target = address_;
+  options.max_response_bytes = max_response_bytes;
+  options.max_attempts = max_attempts;
+  options.default_timeout = absl::Seconds(120);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
+  if (!client.ok()) std::abort();
+  return *std::move(client);
+}
+
+void ServerProcess::Signal(int signal) const { kill(pid_, signal); }
+
+absl::StatusOr<int> ServerProcess::Wait(absl::Duration timeout) {
+  std::optional<int> status = WaitFor(pid_, timeout);
+  if (!status.has_value()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("attnscope-server still running after ", absl::FormatDuration(timeout)));
+  }
+  reaped_ = true;
+  return *status;
+}
+
+std::string ServerProcess::Log() const {
+  return "--- attnscope-server stderr ---\n" + ReadFileOrEmpty(dir_->path() + "/stderr");
+}
+
+int FreeTcpPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  timeval timeout{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    const std::string error = std::strerror(errno);
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("connect 127.0.0.1:", port, ": ", error));
+  }
+  // HTTP/1.0: the server closes the connection after the body, so reading to EOF is the framing.
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1:", port, "\r\n\r\n");
+  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return absl::UnavailableError("send failed");
+  }
+  std::string response;
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    response.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (body == std::string::npos) {
+    return absl::InternalError(absl::StrCat("malformed HTTP response: '", response, "'"));
+  }
+  const std::string status_line = response.substr(0, response.find("\r\n"));
+  if (status_line.find(" 200") == std::string::npos) {
+    return absl::InternalError(absl::StrCat("GET ", path, ": ", status_line));
+  }
+  return response.substr(body + 4);
+}
+
+CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration timeout) {
+  TempDir dir;
+  CommandResult result;
+  const pid_t pid = Spawn(argv, dir.path() + "/stdout", dir.path() + "/stderr");
+  std::optional<int> status = WaitFor(pid, timeout);
+  if (!status.has_value()) {
+    kill(-pid, SIGKILL);
+    WaitFor(pid, absl::Seconds(10));
+    result.stderr_text = "timed out\n";
+  } else if (WIFEXITED(*status)) {
+    result.exit_code = WEXITSTATUS(*status);
+  }
+  result.stdout_text = ReadFileOrEmpty(dir.path() + "/stdout");
+  result.stderr_text += ReadFileOrEmpty(dir.path() + "/stderr");
+  return result;
+}
+
+absl::Status WriteRandomBert(const BertShape& shape, const std::string& dir, uint64_t seed) {
+  const int64_t h = shape.hidden;
+  const std::string prefix = shape.classifier ? "bert." : "";
+  std::vector<TensorSpec> specs = {
+      {prefix + "embeddings.word_embeddings.weight", {shape.vocab, h}, 'r'},
+      {prefix + "embeddings.position_embeddings.weight", {shape.max_positions, h}, 'r'},
+      {prefix + "embeddings.token_type_embeddings.weight", {2, h}, 'r'},
+      {prefix + "embeddings.LayerNorm.weight", {h}, '1'},
+      {prefix + "embeddings.LayerNorm.bias", {h}, '0'},
+  };
+  auto linear = [&](const std::string& name, int64_t out, int64_t in) {
+    specs.push_back({name + ".weight", {out, in}, 'r'});
+    specs.push_back({name + ".bias", {out}, 'r'});
+  };
+  auto norm = [&](const std::string& name) {
+    specs.push_back({name + ".weight", {h}, '1'});
+    specs.push_back({name + ".bias", {h}, '0'});
+  };
+  for (int i = 0; i < shape.layers; ++i) {
+    const std::string layer = absl::StrCat(prefix, "encoder.layer.", i, ".");
+    linear(layer + "attention.self.query", h, h);
+    linear(layer + "attention.self.key", h, h);
+    linear(layer + "attention.self.value", h, h);
+    linear(layer + "attention.output.dense", h, h);
+    norm(layer + "attention.output.LayerNorm");
+    linear(layer + "intermediate.dense", shape.intermediate, h);
+    linear(layer + "output.dense", h, shape.intermediate);
+    norm(layer + "output.LayerNorm");
+  }
+  if (shape.classifier) {
+    linear(prefix + "pooler.dense", h, h);
+    linear("classifier", 1, h);
+  }
+
+  nlohmann::json header = {{"__metadata__", {{"format", "pt"}}}};
+  int64_t offset = 0;
+  for (const TensorSpec& spec : specs) {
+    int64_t count = 1;
+    for (int64_t size : spec.shape) count *= size;
+    header[spec.name] = {
+        {"dtype", "F32"}, {"shape", spec.shape}, {"data_offsets", {offset, offset + 4 * count}}};
+    offset += 4 * count;
+  }
+  std::string header_text = header.dump();
+  // Data start 8-byte aligned, as the Python writer pads it.
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');
+
+  std::ofstream weights(dir + "/model.safetensors", std::ios::binary | std::ios::trunc);
+  const uint64_t header_size = header_text.size();
+  for (int i = 0; i < 8; ++i) weights.put(static_cast<char>((header_size >> (8 * i)) & 0xFF));
+  weights << header_text;
+  Rng rng(seed);
+  std::vector<float> buffer;
+  for (const TensorSpec& spec : specs) {
+    int64_t count = 1;
+    for (int64_t size : spec.shape) count *= size;
+    buffer.resize(static_cast<size_t>(count));
+    for (float& value : buffer) {
+      value = spec.fill == 'r' ? rng.Uniform(0.05f) : spec.fill == '1' ? 1.0f : 0.0f;
+    }
+    // x86-64 is little-endian, the byte order safetensors requires.
+    weights.write(reinterpret_cast<const char*>(buffer.data()),
+                  static_cast<std::streamsize>(buffer.size() * sizeof(float)));
+  }
+  weights.close();
+  if (!weights) return absl::InternalError("cannot write " + dir + "/model.safetensors");
+
+  nlohmann::json config = {
+      {"architectures", {shape.classifier ? "BertForSequenceClassification" : "BertModel"}},
+      {"model_type", "bert"},
+      {"vocab_size", shape.vocab},
+      {"hidden_size", shape.hidden},
+      {"num_hidden_layers", shape.layers},
+      {"num_attention_heads", shape.heads},
+      {"intermediate_size", shape.intermediate},
+      {"hidden_act", "gelu"},
+      {"max_position_embeddings", shape.max_positions},
+      {"type_vocab_size", 2},
+      {"layer_norm_eps", 1e-12},
+      {"pad_token_id", 0},
+      {"torch_dtype", "float32"},
+  };
+  if (shape.classifier) {
+    config["id2label"] = {{"0", "LABEL_0"}};
+    config["label2id"] = {{"LABEL_0", 0}};
+  }
+  std::ofstream(dir + "/config.json") << config.dump(2);
+  std::ofstream vocab(dir + "/vocab.txt");
+  for (const char* special : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"})
+    vocab << special << "\n";
+  for (int i = 0; i < shape.vocab - 5; ++i) vocab << "w" << i << "\n";
+  std::ofstream(dir + "/tokenizer_config.json")
+      << R"({"do_lower_case": true, "model_max_length": )" << shape.max_positions << "}";
+  return absl::OkStatus();
+}
+
+std::string RandomBertText(const BertShape& shape, int tokens) {
+  std::vector<std::string> words;
+  for (int i = 0; i < tokens - 2; ++i)
+    words.push_back(absl::StrCat("w", (i * 7) % (shape.vocab - 5)));
+  return absl::StrJoin(words, " ");
+}
+
+}  // namespace attnscope::testing

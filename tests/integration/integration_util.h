@@ -1,0 +1,136 @@
+// Helpers of the integration tests: the real attnscope-server as an RAII child process on an
+// ephemeral loopback port, temporary directories, a plain-socket HTTP GET for /metrics, subprocess
+// runs of the CLI, and random BERT checkpoints written from scratch (config.json, a safetensors
+// file and vocab.txt) so that big models need no fixtures.
+#ifndef ATTNSCOPE_TESTS_INTEGRATION_INTEGRATION_UTIL_H_
+#define ATTNSCOPE_TESTS_INTEGRATION_INTEGRATION_UTIL_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+
+namespace attnscope::testing {
+
+// ../shared (the read-only fixtures), tests/data, and the built binaries, compiled in by CMake.
+std::string SharedDir();
+std::string TestDataDir();
+std::string ServerBinary();
+std::string CliBinary();
+// ../shared/models/stories260K and tests/data/tiny-bert.
+std::string Stories260kDir();
+std::string TinyBertDir();
+
+// A directory under $TMPDIR (or /tmp) removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// attnscope-server running as a child in its own process group. The destructor kills the whole
+// group (SIGKILL) and reaps it unless the test already stopped it, so a failing test never leaks a
+// server.
+class ServerProcess {
+ public:
+  struct Options {
+    // NAME=DIR pairs for --model.
+    std::vector<std::string> models;
+    // --metrics_port; 0 disables metrics.
+    int metrics_port = 0;
+    std::optional<int64_t> max_response_bytes;
+    std::optional<int64_t> max_tokens;
+    std::vector<std::string> extra_flags;
+    // How long to wait for the "listening on" line (model loading and warm-up included).
+    absl::Duration startup_timeout = absl::Seconds(120);
+  };
+
+  // Starts the server on 127.0.0.1:0 and waits until it prints
+  // "attnscope-server listening on ADDR (metrics on :PORT)". Unavailable when the binary exits or
+  // times out first; the message includes the server's stderr.
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(const Options& options);
+  ~ServerProcess();
+
+  // "127.0.0.1:PORT" as printed by the server.
+  const std::string& address() const { return address_; }
+  int metrics_port() const { return metrics_port_; }
+  pid_t pid() const { return pid_; }
+  // A client for this server with the given cap and a single attempt per call unless overridden.
+  std::unique_ptr<Client> NewClient(int64_t max_response_bytes = kDefaultMaxResponseBytes,
+                                    int max_attempts = 1) const;
+
+  // Sends `signal` to the server process.
+  void Signal(int signal) const;
+  // Waits up to `timeout` for the server to exit and returns its exit status as from waitpid
+  // (use WIFEXITED / WEXITSTATUS); DeadlineExceeded if it is still running.
+  absl::StatusOr<int> Wait(absl::Duration timeout);
+  // The server's stderr so far (for failure messages).
+  std::string Log() const;
+
+ private:
+  ServerProcess() = default;
+
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  std::string address_;
+  int metrics_port_ = 0;
+  std::unique_ptr<TempDir> dir_;
+};
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
+int FreeTcpPort();
+
+// HTTP/1.0 GET of http://127.0.0.1:port/path over a plain socket. Returns the body when the status
+// is 200; Unavailable when the connection fails, Internal on another status.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+
+// Result of running a command to completion.
+struct CommandResult {
+  int exit_code = -1;
+  std::string stdout_text;
+  std::string stderr_text;
+};
+
+// Runs `argv` (argv[0] is a path) with stdout and stderr captured in files, killing it after
+// `timeout`.
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         absl::Duration timeout = absl::Seconds(120));
+
+// Sizes of a random BERT checkpoint.
+struct BertShape {
+  int layers = 12;
+  int hidden = 768;
+  int heads = 12;
+  int intermediate = 3072;
+  int max_positions = 512;
+  // vocab.txt holds the five BERT specials, then words "w0".."w{vocab-6}".
+  int vocab = 1000;
+  // Add pooler + a one-label classifier (BertForSequenceClassification).
+  bool classifier = false;
+};
+
+// Writes config.json, model.safetensors (float32, uniform random weights of scale 0.05, LayerNorm
+// weights 1 and biases 0, all from a fixed seed) and vocab.txt into `dir`.
+absl::Status WriteRandomBert(const BertShape& shape, const std::string& dir, uint64_t seed = 1);
+
+// A text that the random BERT's tokenizer turns into exactly `tokens` tokens including [CLS] and
+// [SEP] (words "w0", "w1", ... that are whole vocabulary entries).
+std::string RandomBertText(const BertShape& shape, int tokens);
+
+}  // namespace attnscope::testing
+
+#endif  // ATTNSCOPE_TESTS_INTEGRATION_INTEGRATION_UTIL_H_

@@ -1,0 +1,165 @@
+// /metrics scraped over real HTTP (a plain socket GET) after a known number of calls: request
+// counters by rpc and code, latency and per-input histogram counts, inference passes by model,
+// model info and load time, in-flight gauge and process memory.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "client/client.h"
+#include "gtest/gtest.h"
+#include "tests/integration/integration_util.h"
+
+namespace attnscope::testing {
+namespace {
+
+struct Sample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+// Parses the Prometheus text exposition format (comments skipped; label values without escapes,
+// which holds for every label attnscope exports).
+std::vector<Sample> ParseMetrics(const std::string& text) {
+  std::vector<Sample> samples;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (line.empty() || line[0] == '#') continue;
+    Sample sample;
+    const size_t brace = line.find('{');
+    const size_t space = line.rfind(' ');
+    absl::string_view rest;
+    if (brace != absl::string_view::npos && brace < space) {
+      sample.name = std::string(line.substr(0, brace));
+      const size_t close = line.find('}', brace);
+      for (absl::string_view pair :
+           absl::StrSplit(line.substr(brace + 1, close - brace - 1), ',', absl::SkipEmpty())) {
+        const size_t equals = pair.find('=');
+        sample.labels[std::string(pair.substr(0, equals))] =
+            std::string(pair.substr(equals + 2, pair.size() - equals - 3));
+      }
+    } else {
+      sample.name = std::string(line.substr(0, space));
+    }
+    EXPECT_TRUE(absl::SimpleAtod(line.substr(space + 1), &sample.value)) << line;
+    samples.push_back(std::move(sample));
+  }
+  return samples;
+}
+
+// The samples named `name` whose labels include `labels`.
+std::vector<Sample> Find(const std::vector<Sample>& samples, const std::string& name,
+                         const std::map<std::string, std::string>& labels = {}) {
+  std::vector<Sample> out;
+  for (const Sample& sample : samples) {
+    if (sample.name != name) continue;
+    bool match = true;
+    for (const auto& [key, value] : labels) {
+      auto it = sample.labels.find(key);
+      match = match && it != sample.labels.end() && it->second == value;
+    }
+    if (match) out.push_back(sample);
+  }
+  return out;
+}
+
+// The value of the single matching series; a failure (and -1) when there is none or several.
+double Value(const std::vector<Sample>& samples, const std::string& name,
+             const std::map<std::string, std::string>& labels = {}) {
+  const std::vector<Sample> found = Find(samples, name, labels);
+  EXPECT_EQ(found.size(), 1u) << name;
+  return found.size() == 1 ? found[0].value : -1;
+}
+
+TEST(MetricsTest, CountersAndHistogramsMatchTheCallsMade) {
+  ServerProcess::Options options;
+  options.models = {"bert=" + TinyBertDir(), "llama=" + Stories260kDir()};
+  options.metrics_port = FreeTcpPort();
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_EQ((*server)->metrics_port(), options.metrics_port);
+  std::unique_ptr<Client> client = (*server)->NewClient();
+
+  v1::GetAttentionRequest attention;
+  attention.set_model("bert");
+  attention.set_text("the capital of france is paris");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(client->GetAttention(attention).ok());
+  ASSERT_TRUE(client->StreamAttention(attention).ok());
+  v1::GetAttentionRequest unknown = attention;
+  unknown.set_model("missing");
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(client->GetAttention(unknown).status().code(), absl::StatusCode::kNotFound);
+  }
+  v1::TokenizeRequest tokenize;
+  tokenize.set_model("llama");
+  tokenize.set_text("Once upon a time");
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(client->Tokenize(tokenize).ok());
+  v1::EncodeRequest encode;
+  encode.set_model("bert");
+  encode.add_inputs()->set_text("paris");
+  encode.add_inputs()->set_text("the river");
+  ASSERT_TRUE(client->Encode(encode).ok());
+  // Health checks are served by gRPC's own service and are not attnscope RPCs.
+  ASSERT_TRUE(client->Health().ok());
+
+  absl::StatusOr<std::string> body = HttpGet((*server)->metrics_port(), "/metrics");
+  ASSERT_TRUE(body.ok()) << body.status();
+  const std::vector<Sample> samples = ParseMetrics(*body);
+  ASSERT_FALSE(samples.empty());
+
+  const std::string requests = "attnscope_requests_total";
+  EXPECT_EQ(Value(samples, requests, {{"rpc", "GetAttention"}, {"code", "OK"}}), 3);
+  EXPECT_EQ(Value(samples, requests, {{"rpc", "GetAttention"}, {"code", "NOT_FOUND"}}), 2);
+  EXPECT_EQ(Value(samples, requests, {{"rpc", "StreamAttention"}, {"code", "OK"}}), 1);
+  EXPECT_EQ(Value(samples, requests, {{"rpc", "Tokenize"}, {"code", "OK"}}), 4);
+  EXPECT_EQ(Value(samples, requests, {{"rpc", "Encode"}, {"code", "OK"}}), 1);
+  double total = 0;
+  for (const Sample& sample : Find(samples, requests)) total += sample.value;
+  EXPECT_EQ(total, 11) << "no other RPC or code was counted";
+
+  const std::string duration = "attnscope_request_duration_seconds";
+  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "GetAttention"}}), 5);
+  EXPECT_EQ(Value(samples, duration + "_bucket", {{"rpc", "GetAttention"}, {"le", "+Inf"}}), 5);
+  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "StreamAttention"}}), 1);
+  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "Tokenize"}}), 4);
+  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "Encode"}}), 1);
+  EXPECT_GT(Value(samples, duration + "_sum", {{"rpc", "GetAttention"}}), 0);
+
+  // One tokenization per encoded input: 3 + 1 attention calls, 4 Tokenize, 2 Encode inputs (the
+  // NOT_FOUND calls never reach the tokenizer).
+  EXPECT_EQ(Value(samples, "attnscope_tokenization_duration_seconds_count"), 10);
+  EXPECT_EQ(Value(samples, "attnscope_input_tokens_count"), 10);
+  // 8 tokens x 4 attention calls + 2 x 3 for Encode ("[CLS] paris [SEP]", "[CLS] the river [SEP]"
+  // is 4) + the llama tokens.
+  absl::StatusOr<v1::TokenizeResponse> llama_tokens = client->Tokenize(tokenize);
+  ASSERT_TRUE(llama_tokens.ok());
+  EXPECT_EQ(Value(samples, "attnscope_input_tokens_sum"),
+            8 * 4 + 3 + 4 + 4 * llama_tokens->tokens().tokens_size());
+  // One forward pass per attention call and one for the Encode batch, all on bert.
+  EXPECT_EQ(Value(samples, "attnscope_inference_duration_seconds_count", {{"model", "bert"}}), 5);
+  EXPECT_EQ(Value(samples, "attnscope_inference_duration_seconds_count", {{"model", "llama"}}), 0);
+  // Every successful call has a response: 3 + 1 + 4 + 1.
+  EXPECT_EQ(Value(samples, "attnscope_response_bytes_count"), 9);
+  EXPECT_GT(Value(samples, "attnscope_response_bytes_sum"), 3 * 3 * 4 * 8 * 8 * 4);
+  EXPECT_EQ(Value(samples, "attnscope_inflight_requests"), 0);
+
+  EXPECT_EQ(Value(samples, "attnscope_model_info",
+                  {{"model", "bert"}, {"architecture", "bert"}, {"layers", "3"}, {"heads", "4"}}),
+            1);
+  EXPECT_EQ(Value(samples, "attnscope_model_info",
+                  {{"model", "llama"}, {"architecture", "llama"}, {"layers", "5"}, {"heads", "8"}}),
+            1);
+  EXPECT_GT(Value(samples, "attnscope_model_load_seconds", {{"model", "bert"}}), 0);
+  EXPECT_GT(Value(samples, "attnscope_model_load_seconds", {{"model", "llama"}}), 0);
+  EXPECT_GT(Value(samples, "attnscope_process_resident_memory_bytes"), 10e6);
+
+  // A second scrape sees the Tokenize call made after the first one.
+  body = HttpGet((*server)->metrics_port(), "/metrics");
+  ASSERT_TRUE(body.ok()) << body.status();
+  EXPECT_EQ(Value(ParseMetrics(*body), requests, {{"rpc", "Tokenize"}, {"code", "OK"}}), 5);
+}
+
+}  // namespace
+}  // namespace attnscope::testing

@@ -1,0 +1,126 @@
+// SIGTERM while clients keep sending requests: calls in flight when the signal arrives complete
+// with OK, calls made after it are refused with UNAVAILABLE, and the server exits 0 within its
+// grace period. A mid-sized random BERT at 512 tokens makes each call last long enough (hundreds of
+// ms) to be reliably in flight at the signal.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/client.h"
+#include "gtest/gtest.h"
+#include "tests/integration/integration_util.h"
+
+namespace attnscope::testing {
+namespace {
+
+struct CallRecord {
+  absl::Time start;
+  absl::Time end;
+  bool stream = false;
+  absl::Status status;
+};
+
+TEST(ShutdownTest, SigtermDrainsInFlightCallsRefusesNewOnesAndExitsZero) {
+  TempDir dir;
+  BertShape shape;
+  shape.layers = 12;
+  shape.hidden = 256;
+  shape.heads = 4;
+  shape.intermediate = 1024;
+  ASSERT_TRUE(WriteRandomBert(shape, dir.path()).ok());
+  ServerProcess::Options options;
+  options.models = {"mid=" + dir.path()};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  // One attempt per call: a refusal must be seen, not retried away.
+  std::unique_ptr<Client> client = server.NewClient(kDefaultMaxResponseBytes, /*max_attempts=*/1);
+
+  v1::GetAttentionRequest request;
+  request.set_model("mid");
+  request.set_text(RandomBertText(shape, 512));
+
+  std::mutex mutex;
+  std::vector<CallRecord> records;
+  std::atomic<int> completed_ok{0};
+  constexpr int kThreads = 3;
+  constexpr int kMaxCallsPerThread = 40;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kMaxCallsPerThread; ++i) {
+        CallRecord record;
+        record.stream = (t + i) % 2 == 1;
+        record.start = absl::Now();
+        record.status = record.stream ? client->StreamAttention(request).status()
+                                      : client->GetAttention(request).status();
+        record.end = absl::Now();
+        const bool ok = record.status.ok();
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          records.push_back(record);
+        }
+        if (!ok) return;  // refused: the server is going away
+        ++completed_ok;
+      }
+    });
+  }
+  // Signal once the server is busy: a few calls done, the threads' next ones under way.
+  for (int i = 0; i < 600 && completed_ok < kThreads; ++i) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_GE(completed_ok.load(), kThreads) << server.Log();
+  absl::SleepFor(absl::Milliseconds(100));
+  const absl::Time signal_time = absl::Now();
+  server.Signal(SIGTERM);
+
+  // Health stops reporting SERVING while the server drains (or the server is already gone).
+  bool saw_not_serving = false;
+  for (int i = 0; i < 100 && !saw_not_serving; ++i) {
+    absl::StatusOr<ServingStatus> health = client->Health();
+    saw_not_serving = !health.ok() || *health != grpc::health::v1::HealthCheckResponse::SERVING;
+    if (!saw_not_serving) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(saw_not_serving);
+
+  for (std::thread& thread : threads) thread.join();
+  absl::StatusOr<int> exit_status = server.Wait(absl::Seconds(60));
+  ASSERT_TRUE(exit_status.ok()) << exit_status.status() << server.Log();
+  ASSERT_TRUE(WIFEXITED(*exit_status)) << "status " << *exit_status << server.Log();
+  EXPECT_EQ(WEXITSTATUS(*exit_status), 0) << server.Log();
+
+  int in_flight_ok = 0;
+  int refused = 0;
+  for (const CallRecord& record : records) {
+    const std::string what =
+        absl::StrCat(record.stream ? "StreamAttention" : "GetAttention", " started ",
+                     absl::FormatDuration(record.start - signal_time),
+                     " after SIGTERM: ", record.status.ToString());
+    // A call is either served completely or refused; never cut off (CANCELLED, INTERNAL, ...).
+    EXPECT_TRUE(record.status.ok() || record.status.code() == absl::StatusCode::kUnavailable)
+        << what;
+    // Calls under way well before the signal (50 ms margin for the request to reach the server)
+    // must complete.
+    if (record.start < signal_time - absl::Milliseconds(50)) {
+      EXPECT_TRUE(record.status.ok()) << what;
+    }
+    if (record.start < signal_time && record.end > signal_time && record.status.ok())
+      ++in_flight_ok;
+    // 20 ms for the signal to be handled.
+    if (record.start > signal_time + absl::Milliseconds(20)) {
+      EXPECT_FALSE(record.status.ok()) << what;
+      if (record.status.code() == absl::StatusCode::kUnavailable) ++refused;
+    }
+  }
+  EXPECT_GE(in_flight_ok, 1) << "no call was in flight at SIGTERM; the test proved nothing";
+  EXPECT_GE(refused, 1) << "no call was made after SIGTERM";
+  // And after exit, nothing answers.
+  EXPECT_EQ(client->GetModelInfo("mid").status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace attnscope::testing
