@@ -121,6 +121,19 @@ TEST_F(BadInputTest, TooManyTokensWithoutTruncation) {
   }
 }
 
+TEST_F(BadInputTest, InvalidUtf8) {
+  v1::GetAttentionRequest request = Normal();
+  request.set_text(
+      "paris \xC3\x28 france");  // 0xC3 starts a 2-byte sequence; 0x28 cannot continue it
+  ExpectRow("invalid UTF-8", client_->GetAttention(request).status(),
+            absl::StatusCode::kInvalidArgument, {"utf-8", "6"});
+  v1::TokenizeRequest tokenize;
+  tokenize.set_model("llama");
+  tokenize.set_text("\xFF");
+  ExpectRow("invalid UTF-8 Tokenize", client_->Tokenize(tokenize).status(),
+            absl::StatusCode::kInvalidArgument, {"utf-8"});
+}
+
 TEST_F(BadInputTest, UnknownModel) {
   v1::GetAttentionRequest request = Normal();
   request.set_model("no-such-model");
@@ -176,8 +189,14 @@ TEST_F(BadInputTest, TopK) {
   request.mutable_window()->set_key_end(5);
   ExpectRow("top_k 4 > 3 windowed keys", client_->GetAttention(request).status(),
             absl::StatusCode::kInvalidArgument, {"top_k", "4", "3"});
-  request.set_top_k(8);
+  // The proto: top_k and include_scores together are contradictory.
+  request.set_top_k(2);
   request.clear_window();
+  request.set_include_scores(true);
+  ExpectRow("top_k with include_scores", client_->GetAttention(request).status(),
+            absl::StatusCode::kInvalidArgument, {"top_k", "include_scores"});
+  request.set_include_scores(false);
+  request.set_top_k(8);
   absl::StatusOr<AttentionResult> whole_row = client_->GetAttention(request);
   ASSERT_TRUE(whole_row.ok()) << whole_row.status();
   EXPECT_EQ(whole_row->attentions.shape, (std::vector<int64_t>{3, 4, 8, 8}));

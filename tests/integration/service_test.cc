@@ -133,6 +133,11 @@ class ServiceTest : public ::testing::Test {
         EXPECT_EQ(flat_full[row][column].item<float>(), flat_expected[row][j].item<float>())
             << "row " << row << " rank " << j << " index " << index;
         EXPECT_EQ(std::count(seen.begin(), seen.end(), index), 0) << "row " << row;
+        // The proto: equal values come in key order.
+        if (j > 0 &&
+            flat_expected[row][j].item<float>() == flat_expected[row][j - 1].item<float>()) {
+          EXPECT_GT(index, seen.back()) << "row " << row << " rank " << j;
+        }
         seen.push_back(index);
       }
     }
