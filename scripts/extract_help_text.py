@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""Builds the training and held-out text of the default model from LibreOffice help pages.
+
+Reads the HTML help of the Debian packages libreoffice-help-{en-us,vi,ko} with the standard library's
+HTML parser and writes, deterministically (no wall clock, no unseeded randomness):
+
+  OUT/train.jsonl        training examples, one JSON object a line:
+                           {"lang", "a", "label": -1}            a paragraph for masked-LM only
+                           {"lang", "a", "b", "label": 1 or 0}   query (title/heading) + paragraph
+  OUT/vocab_corpus.txt   every training text, one a line (input of `attnscope-train vocab`)
+  HELDOUT                the evaluation set, from pages the training never sees:
+                           {"kind": "pair", "lang", "query", "positive", "negative"}
+                           {"kind": "sentence", "lang", "text"}
+
+Pages are split by a hash of their path inside the language folder (text/scalc/01/x.html), so one
+page is held out in every language at once and no translation of it leaks into training.
+
+Vietnamese and Korean help is only partly translated: a text counts for a language only when its
+script says so (Hangul for Korean, Vietnamese letters for Vietnamese), untranslated English in
+those packages is dropped; English comes from the English package.
+"""
+import argparse
+import collections
+import hashlib
+import html.parser
+import json
+import os
+import random
+import re
+import sys
+
+HELP_ROOT = "/usr/share/libreoffice/help"
+LANG_DIRS = {"en": "en-US", "vi": "vi", "ko": "ko"}
+HELDOUT_PERCENT = 5
+SEED = 20261129
+HELDOUT_PAIRS_PER_LANG = 200
+HELDOUT_SENTENCES_PER_LANG = 150
+# Paragraphs shorter than this carry too little text to be a document or a masked-LM sentence.
+MIN_PARAGRAPH_WORDS = 4
+# A document is a heading's paragraphs joined up to about this many words.
+MAX_DOCUMENT_WORDS = 60
+MAX_QUERY_WORDS = 16
+# Training only: the title is also paired with up to this many of its page's paragraphs.
+EXTRA_TITLE_PARAGRAPHS = 4
+
+# Letters that exist in Vietnamese but not in English (precomposed; NFC text).
+VIETNAMESE_LETTERS = set(
+    "ăâđêôơưàáảãạằắẳẵặầấẩẫậèéẻẽẹềếểễệìíỉĩịòóỏõọồốổỗộờớởỡợùúủũụừứửữựỳýỷỹỵ")
+
+
+def is_hangul(ch):
+    code = ord(ch)
+    return 0xAC00 <= code <= 0xD7A3 or 0x1100 <= code <= 0x11FF or 0x3130 <= code <= 0x318F
+
+
+def detect_language(text):
+    """'ko', 'vi', 'en' or None (mixed or no letters), from the script of the letters."""
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return None
+    hangul = sum(1 for ch in letters if is_hangul(ch))
+    if hangul >= 0.3 * len(letters):
+        return "ko"
+    if hangul:
+        return None
+    words = re.findall(r"\w+", text.lower())
+    vietnamese = sum(1 for w in words if any(ch in VIETNAMESE_LETTERS for ch in w))
+    if vietnamese >= 0.15 * len(words):
+        return "vi"
+    if vietnamese == 0 and all(ord(ch) < 0x250 for ch in letters):
+        return "en"
+    return None
+
+
+class HelpPageParser(html.parser.HTMLParser):
+    """Collects the title (h1), headings (h2-h6) and paragraphs (p) of a help page's display area.
+
+    Stops at the "related topics" block and the footer; skips hidden alternatives (the macOS key
+    names) and scripts."""
+
+    BLOCKS = {"h1", "h2", "h3", "h4", "h5", "h6", "p", "pre"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.items = []  # (kind, text): kind is "title", "heading" or "paragraph"
+        self.in_display = False
+        self.done = False
+        self.block = None
+        self.text = []
+        self.skip_depth = 0  # depth inside hidden/script elements
+        self.stack = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if self.done:
+            return
+        if attrs.get("id") == "DisplayArea":
+            self.in_display = True
+            return
+        if not self.in_display:
+            return
+        if tag == "footer" or attrs.get("id") in ("SearchFrame", "DonationFrame") or \
+                attrs.get("class") == "related":
+            self.finish_block()
+            self.done = True
+            return
+        if tag in ("br", "img", "meta", "input", "hr"):
+            return
+        hidden = "hidden" in attrs or tag in ("script", "style")
+        self.stack.append((tag, hidden))
+        if hidden:
+            self.skip_depth += 1
+        if tag in self.BLOCKS:
+            self.finish_block()
+            self.block = tag
+            self.text = []
+
+    def handle_endtag(self, tag):
+        if self.done or not self.in_display:
+            return
+        # Pop to the matching open tag (HTML end tags may close several elements).
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i][0] == tag:
+                for _, hidden in self.stack[i:]:
+                    if hidden:
+                        self.skip_depth -= 1
+                del self.stack[i:]
+                break
+        if tag == self.block:
+            self.finish_block()
+
+    def handle_data(self, data):
+        if self.in_display and not self.done and self.block and self.skip_depth == 0:
+            self.text.append(data)
+
+    def finish_block(self):
+        if self.block:
+            text = " ".join("".join(self.text).split())
+            if text:
+                kind = {"h1": "title", "p": "paragraph", "pre": "paragraph"}.get(
+                    self.block, "heading")
+                self.items.append((kind, text))
+        self.block = None
+        self.text = []
+
+
+def word_count(text):
+    return len(text.split())
+
+
+def truncate_words(text, limit):
+    words = text.split()
+    return " ".join(words[:limit])
+
+
+def extract_page(path):
+    parser = HelpPageParser()
+    with open(path, encoding="utf-8") as f:
+        parser.feed(f.read())
+    parser.close()
+    parser.finish_block()
+    return parser.items
+
+
+def page_sections(items, lang):
+    """(query, document) pairs of one page: the title with the page's first paragraphs, each heading
+    with the paragraphs under it; extra positives for training (a heading with each of its
+    paragraphs alone, the title with further paragraphs of its page); every paragraph of the page's
+    language."""
+    sections = []  # [query, [paragraphs]]
+    paragraphs = []
+    for kind, text in items:
+        if kind in ("title", "heading"):
+            sections.append([text, []])
+        elif detect_language(text) == lang and word_count(text) >= MIN_PARAGRAPH_WORDS:
+            paragraphs.append(text)
+            if sections:
+                sections[-1][1].append(text)
+    # The title's document is the page's first paragraphs when the title has none of its own.
+    if sections and not sections[0][1] and paragraphs:
+        sections[0][1] = paragraphs[:2]
+    pairs, extra_pairs = [], []
+    for index, (query, docs) in enumerate(sections):
+        if not docs or detect_language(query) != lang or word_count(query) > MAX_QUERY_WORDS:
+            continue
+        document = []
+        for doc in docs:
+            if document and word_count(" ".join(document + [doc])) > MAX_DOCUMENT_WORDS:
+                break
+            document.append(doc)
+        pairs.append((query, truncate_words(" ".join(document), MAX_DOCUMENT_WORDS)))
+        own = docs if len(docs) > 1 else []
+        if index == 0:
+            own = own + [p for p in paragraphs[:EXTRA_TITLE_PARAGRAPHS] if p not in docs]
+        extra_pairs.extend((query, truncate_words(doc, MAX_DOCUMENT_WORDS)) for doc in own)
+    return pairs, extra_pairs, paragraphs
+
+
+def is_heldout(relative_path):
+    digest = hashlib.sha256(relative_path.encode()).hexdigest()
+    return int(digest[:8], 16) % 100 < HELDOUT_PERCENT
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="folder for train.jsonl and vocab_corpus.txt")
+    parser.add_argument("--heldout", required=True, help="path of the held-out JSONL file")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    rng = random.Random(SEED)
+    train, heldout = [], []
+    vocab_texts = []
+    for lang in ("en", "vi", "ko"):
+        root = os.path.join(HELP_ROOT, LANG_DIRS[lang])
+        files = []
+        for folder, _, names in os.walk(os.path.join(root, "text")):
+            files.extend(os.path.join(folder, n) for n in names if n.endswith(".html"))
+        if not files:
+            sys.exit(f"no help pages under {root}: install libreoffice-help-{LANG_DIRS[lang].lower()}")
+        files.sort()
+        pages = {"train": [], "heldout": []}
+        for path in files:
+            relative = os.path.relpath(path, root)
+            pairs, extra_pairs, paragraphs = page_sections(extract_page(path), lang)
+            if pairs or paragraphs:
+                split = "heldout" if is_heldout(relative) else "train"
+                if split == "train":
+                    pairs += extra_pairs
+                pages[split].append((relative, pairs, paragraphs))
+
+        for split, split_pages in pages.items():
+            # Generic headings ("Syntax", "Example") head many pages: such a query has no single
+            # relevant document, so it is dropped.
+            query_pages = collections.Counter()
+            for _, pairs, _ in split_pages:
+                query_pages.update({q.lower() for q, _ in pairs})
+            all_paragraphs = [(i, p) for i, (_, _, ps) in enumerate(split_pages) for p in ps]
+            examples = []
+            for page_index, (_, pairs, paragraphs) in enumerate(split_pages):
+                for query, document in pairs:
+                    if query_pages[query.lower()] > 1:
+                        continue
+                    while True:
+                        other_page, negative = rng.choice(all_paragraphs)
+                        if other_page != page_index:
+                            break
+                    negative = truncate_words(negative, MAX_DOCUMENT_WORDS)
+                    examples.append((query, document, negative))
+                if split == "train":
+                    for paragraph in paragraphs:
+                        train.append({"lang": lang, "a": paragraph, "label": -1})
+                        vocab_texts.append(paragraph)
+            if split == "train":
+                for query, document, negative in examples:
+                    train.append({"lang": lang, "a": query, "b": document, "label": 1})
+                    train.append({"lang": lang, "a": query, "b": negative, "label": 0})
+                    vocab_texts.append(query)
+            else:
+                rng.shuffle(examples)
+                for query, document, negative in examples[:HELDOUT_PAIRS_PER_LANG]:
+                    heldout.append({"kind": "pair", "lang": lang, "query": query,
+                                    "positive": document, "negative": negative})
+                sentences = [truncate_words(p, MAX_DOCUMENT_WORDS)
+                             for _, _, ps in split_pages for p in ps]
+                rng.shuffle(sentences)
+                for text in sentences[:HELDOUT_SENTENCES_PER_LANG]:
+                    heldout.append({"kind": "sentence", "lang": lang, "text": text})
+        counts = collections.Counter((e["lang"], e["label"]) for e in train if e["lang"] == lang)
+        print(f"{lang}: pages train {len(pages['train'])} held-out {len(pages['heldout'])}; "
+              f"train paragraphs {counts[(lang, -1)]}, pairs {counts[(lang, 1)]} positive "
+              f"+ {counts[(lang, 0)]} negative", file=sys.stderr)
+
+    with open(os.path.join(args.out, "train.jsonl"), "w", encoding="utf-8") as f:
+        for example in train:
+            f.write(json.dumps(example, ensure_ascii=False) + "\n")
+    with open(os.path.join(args.out, "vocab_corpus.txt"), "w", encoding="utf-8") as f:
+        for text in vocab_texts:
+            f.write(text + "\n")
+    with open(args.heldout, "w", encoding="utf-8") as f:
+        for example in heldout:
+            f.write(json.dumps(example, ensure_ascii=False) + "\n")
+    kinds = collections.Counter((e["lang"], e["kind"]) for e in heldout)
+    print("held-out: " + ", ".join(f"{l} {k} {n}" for (l, k), n in sorted(kinds.items())),
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
