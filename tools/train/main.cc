@@ -1,0 +1,225 @@
+// attnscope-train: builds the vocabulary of the default model and trains it (see
+// scripts/make_default_model.sh for the whole recipe).
+//
+//   attnscope-train vocab --corpus=vocab_corpus.txt --heldout=heldout.jsonl --model_dir=models/default
+//   attnscope-train train --data=train.jsonl --model_dir=models/default --steps=N
+//       --record_examples=tests/data/default-model-first-steps.jsonl
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "models/file_util.h"
+#include "models/status_macros.h"
+#include "models/tokenizer.h"
+#include "nlohmann/json.hpp"
+#include "tools/train/bert_trainer.h"
+#include "tools/train/vocab_builder.h"
+
+ABSL_FLAG(std::string, model_dir, "models/default", "the checkpoint directory written");
+ABSL_FLAG(std::string, corpus, "", "vocab: training texts, one a line");
+ABSL_FLAG(std::string, heldout, "",
+          "vocab: held-out JSONL whose texts the unknown-token rate is measured on");
+ABSL_FLAG(int64_t, vocab_size, 8000, "vocab: entries including special tokens");
+ABSL_FLAG(std::string, data, "", "train: train.jsonl from scripts/extract_help_text.py");
+ABSL_FLAG(int64_t, steps, 3500, "train: optimiser steps");
+ABSL_FLAG(int64_t, warmup_steps, 200, "train: linear warm-up steps");
+ABSL_FLAG(double, peak_lr, 1e-3, "train: learning rate at the end of the warm-up");
+ABSL_FLAG(int64_t, batch_size, 32, "train: sequences per step");
+ABSL_FLAG(int64_t, single_every, 3,
+          "train: keep every n-th single-text (masked-LM only) example; pairs are all kept, and "
+          "are masked too, so relevance gets most of a short training's steps");
+ABSL_FLAG(int32_t, threads, 1, "train: intra-op threads (fixed for reproducible sums)");
+ABSL_FLAG(int64_t, log_every, 20, "train: steps between progress lines");
+ABSL_FLAG(int64_t, save_every, 500, "train: steps between checkpoints (also saved at the end)");
+ABSL_FLAG(int64_t, record_steps, 8,
+          "train: steps whose losses (and examples) are recorded for the reproducibility test");
+ABSL_FLAG(std::string, record_examples, "",
+          "train: where the examples of the recorded steps go (default: not written)");
+
+namespace attnscope::train {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+absl::Status WriteText(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write '", path, "'"));
+  return absl::OkStatus();
+}
+
+// Fraction of [UNK] among the tokens of the held-out texts, per language, with the engine's own
+// tokenizer loaded from the directory just written.
+absl::Status ReportUnknownRate(const std::string& model_dir, const std::string& heldout) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadTokenizer(model_dir));
+  std::ifstream in(heldout);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open '", heldout, "'"));
+  std::map<std::string, std::pair<int64_t, int64_t>> counts;  // lang -> (unknown, total)
+  std::string line;
+  while (std::getline(in, line)) {
+    const json object = json::parse(line);
+    for (const char* field : {"query", "positive", "negative", "text"}) {
+      if (!object.contains(field)) continue;
+      ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText tokens,
+                                 tokenizer->Tokenize(object[field].get<std::string>()));
+      auto& [unknown, total] = counts[object["lang"].get<std::string>()];
+      total += static_cast<int64_t>(tokens.size());
+      unknown += std::count(tokens.tokens.begin(), tokens.tokens.end(), "[UNK]");
+    }
+  }
+  for (const auto& [lang, count] : counts) {
+    std::printf("held-out %s: %lld tokens, %lld unknown (%.3f%%)\n", lang.c_str(),
+                static_cast<long long>(count.second), static_cast<long long>(count.first),
+                100.0 * static_cast<double>(count.first) / static_cast<double>(count.second));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BuildVocab() {
+  const std::string model_dir = absl::GetFlag(FLAGS_model_dir);
+  std::ifstream in(absl::GetFlag(FLAGS_corpus));
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open --corpus '", absl::GetFlag(FLAGS_corpus), "'"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(WordCounter counter, WordCounter::Create());
+  std::string line;
+  while (std::getline(in, line)) ATTNSCOPE_RETURN_IF_ERROR(counter.Add(line));
+  const std::vector<std::string> vocab =
+      BuildWordPieceVocab(counter.counts(), absl::GetFlag(FLAGS_vocab_size));
+  std::string text;
+  for (const std::string& token : vocab) text += token + "\n";
+  ATTNSCOPE_RETURN_IF_ERROR(WriteText(JoinPath(model_dir, "vocab.txt"), text));
+  const json tokenizer_config = {{"do_lower_case", true},
+                                 {"model_max_length", 128},
+                                 {"tokenizer_class", "BertTokenizer"}};
+  ATTNSCOPE_RETURN_IF_ERROR(WriteText(JoinPath(model_dir, "tokenizer_config.json"),
+                                      tokenizer_config.dump(2) + "\n"));
+  std::printf("%zu distinct words -> vocabulary of %zu tokens in %s\n", counter.counts().size(),
+              vocab.size(), model_dir.c_str());
+  if (absl::GetFlag(FLAGS_heldout).empty()) return absl::OkStatus();
+  return ReportUnknownRate(model_dir, absl::GetFlag(FLAGS_heldout));
+}
+
+std::string FormatDuration(double seconds) {
+  const auto total = static_cast<int64_t>(seconds);
+  return absl::StrFormat("%d:%02d", total / 60, total % 60);
+}
+
+absl::Status Train() {
+  const std::string model_dir = absl::GetFlag(FLAGS_model_dir);
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadTokenizer(model_dir));
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::vector<Example> examples,
+                             ReadExamples(absl::GetFlag(FLAGS_data)));
+  TrainConfig config;
+  config.steps = absl::GetFlag(FLAGS_steps);
+  config.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  config.peak_lr = absl::GetFlag(FLAGS_peak_lr);
+  config.batch_size = absl::GetFlag(FLAGS_batch_size);
+  config.threads = absl::GetFlag(FLAGS_threads);
+  // The first pass goes through the data in a seeded order (the trainer reshuffles later passes).
+  std::mt19937_64 shuffle_rng(config.seed + 1);
+  std::shuffle(examples.begin(), examples.end(), shuffle_rng);
+  int64_t singles = 0;
+  examples.erase(std::remove_if(examples.begin(), examples.end(),
+                                [&](const Example& e) {
+                                  return e.b.empty() &&
+                                         singles++ % absl::GetFlag(FLAGS_single_every) != 0;
+                                }),
+                 examples.end());
+  std::printf("%zu examples; tokenizing\n", examples.size());
+  std::fflush(stdout);
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<BertTrainer> trainer,
+                             BertTrainer::Create(config, *tokenizer, std::move(examples)));
+  const int64_t record_steps = absl::GetFlag(FLAGS_record_steps);
+  if (!absl::GetFlag(FLAGS_record_examples).empty()) {
+    ATTNSCOPE_RETURN_IF_ERROR(WriteExamples(trainer->UpcomingExamples(record_steps),
+                                            absl::GetFlag(FLAGS_record_examples)));
+  }
+
+  json record = {{"config", trainer->config().ToJson()}, {"first_steps", json::array()}};
+  const Clock::time_point start = Clock::now();
+  int64_t window_tokens = 0;
+  Clock::time_point window_start = start;
+  double loss_sum = 0, mlm_sum = 0, relevance_sum = 0;
+  int64_t window_steps = 0;
+  for (int64_t step = 1; step <= config.steps; ++step) {
+    const StepStats stats = trainer->Step();
+    if (step <= record_steps) {
+      record["first_steps"].push_back({{"step", stats.step},
+                                       {"loss", stats.loss},
+                                       {"mlm_loss", stats.mlm_loss},
+                                       {"relevance_loss", stats.relevance_loss}});
+    }
+    window_tokens += stats.tokens;
+    loss_sum += stats.loss;
+    mlm_sum += stats.mlm_loss;
+    relevance_sum += stats.relevance_loss;
+    ++window_steps;
+    if (step % absl::GetFlag(FLAGS_log_every) == 0 || step == config.steps) {
+      const Clock::time_point now = Clock::now();
+      const double elapsed = std::chrono::duration<double>(now - start).count();
+      const double window = std::chrono::duration<double>(now - window_start).count();
+      const double left = elapsed / static_cast<double>(step) *
+                          static_cast<double>(config.steps - step);
+      std::printf(
+          "step %5lld/%lld  loss %.4f (mlm %.4f, relevance %.4f)  lr %.2e  %.0f tokens/s  "
+          "elapsed %s  left %s\n",
+          static_cast<long long>(step), static_cast<long long>(config.steps),
+          loss_sum / window_steps, mlm_sum / window_steps, relevance_sum / window_steps, stats.lr,
+          static_cast<double>(window_tokens) / window, FormatDuration(elapsed).c_str(),
+          FormatDuration(left).c_str());
+      std::fflush(stdout);
+      record["last_window"] = {{"step", step},
+                               {"loss", loss_sum / window_steps},
+                               {"mlm_loss", mlm_sum / window_steps},
+                               {"relevance_loss", relevance_sum / window_steps}};
+      window_tokens = 0;
+      window_start = now;
+      loss_sum = mlm_sum = relevance_sum = 0;
+      window_steps = 0;
+    }
+    if (step % absl::GetFlag(FLAGS_save_every) == 0 || step == config.steps) {
+      ATTNSCOPE_RETURN_IF_ERROR(trainer->Save(model_dir));
+      record["steps_done"] = step;
+      record["training_seconds"] =
+          std::chrono::duration<double>(Clock::now() - start).count();
+      ATTNSCOPE_RETURN_IF_ERROR(
+          WriteText(JoinPath(model_dir, "training_record.json"), record.dump(2) + "\n"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace attnscope::train
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "attnscope-train vocab|train [flags]: builds the default model's vocabulary or trains it");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  const std::string command = positional.size() == 2 ? positional[1] : "";
+  absl::Status status;
+  if (command == "vocab") {
+    status = attnscope::train::BuildVocab();
+  } else if (command == "train") {
+    status = attnscope::train::Train();
+  } else {
+    std::fprintf(stderr, "usage: attnscope-train vocab|train [flags] (--help for the flags)\n");
+    return 2;
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "attnscope-train %s: %s\n", command.c_str(), status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
