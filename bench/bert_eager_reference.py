@@ -2,9 +2,9 @@
 """Eager PyTorch reference for bench/engine_bench: a BERT-base-shaped model on the same weights.
 
 Makes (once) a random BERT checkpoint in Hugging Face layout in --out (config.json, model.safetensors,
-input_ids.json), then times an eager forward pass that returns every layer's attention probabilities,
-written the way transformers' BertModel eager path is (nn.Linear per projection, view/permute,
-matmul, softmax, LayerNorm), and prints one JSON line with the timings and a few output values so the
+a synthetic vocab.txt where "w<id>" is token <id>, input_ids.json), then times an eager forward pass
+that returns every layer's attention probabilities, written the way transformers' BertModel eager
+path is (nn.Linear per projection, view/permute, matmul, softmax, LayerNorm), and prints one JSON line with the timings and a few output values so the
 C++ engine can be checked against it.
 
 Run with Debian's interpreter (python3-torch): /usr/bin/python3 bench/bert_eager_reference.py --out DIR
@@ -106,19 +106,22 @@ class Bert(nn.Module):
         copy(self.token_type.weight, "embeddings.token_type_embeddings.weight")
         copy(self.norm.weight, "embeddings.LayerNorm.weight")
         copy(self.norm.bias, "embeddings.LayerNorm.bias")
+        for module, name in self.hf_layer_modules():
+            copy(module.weight, name + ".weight")
+            copy(module.bias, name + ".bias")
+
+    def hf_layer_modules(self):
+        """(module, Hugging Face name prefix) of every encoder Linear and LayerNorm."""
         for i, layer in enumerate(self.layers):
             p = f"encoder.layer.{i}."
-            pairs = [(layer.attention.query, "attention.self.query"),
-                     (layer.attention.key, "attention.self.key"),
-                     (layer.attention.value, "attention.self.value"),
-                     (layer.attention_output, "attention.output.dense"),
-                     (layer.attention_norm, "attention.output.LayerNorm"),
-                     (layer.intermediate, "intermediate.dense"),
-                     (layer.output, "output.dense"),
-                     (layer.output_norm, "output.LayerNorm")]
-            for module, name in pairs:
-                copy(module.weight, p + name + ".weight")
-                copy(module.bias, p + name + ".bias")
+            yield from [(layer.attention.query, p + "attention.self.query"),
+                        (layer.attention.key, p + "attention.self.key"),
+                        (layer.attention.value, p + "attention.self.value"),
+                        (layer.attention_output, p + "attention.output.dense"),
+                        (layer.attention_norm, p + "attention.output.LayerNorm"),
+                        (layer.intermediate, p + "intermediate.dense"),
+                        (layer.output, p + "output.dense"),
+                        (layer.output_norm, p + "output.LayerNorm")]
 
 
 def make_checkpoint(out, args):
@@ -136,18 +139,9 @@ def make_checkpoint(out, args):
     hf["embeddings.token_type_embeddings.weight"] = model.token_type.weight
     hf["embeddings.LayerNorm.weight"] = model.norm.weight
     hf["embeddings.LayerNorm.bias"] = model.norm.bias
-    for i, layer in enumerate(model.layers):
-        p = f"encoder.layer.{i}."
-        for module, name in [(layer.attention.query, "attention.self.query"),
-                             (layer.attention.key, "attention.self.key"),
-                             (layer.attention.value, "attention.self.value"),
-                             (layer.attention_output, "attention.output.dense"),
-                             (layer.attention_norm, "attention.output.LayerNorm"),
-                             (layer.intermediate, "intermediate.dense"),
-                             (layer.output, "output.dense"),
-                             (layer.output_norm, "output.LayerNorm")]:
-            hf[p + name + ".weight"] = module.weight
-            hf[p + name + ".bias"] = module.bias
+    for module, name in model.hf_layer_modules():
+        hf[name + ".weight"] = module.weight
+        hf[name + ".bias"] = module.bias
     with torch.no_grad():
         for name, t in hf.items():
             if "LayerNorm" not in name:
@@ -156,6 +150,14 @@ def make_checkpoint(out, args):
                       {n: t.detach().contiguous() for n, t in hf.items()})
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
+    # A synthetic WordPiece vocabulary so the server can tokenize: "w<id>" is token <id>.
+    vocab = [f"w{i}" for i in range(cfg["vocab_size"])]
+    for token, index in {"[PAD]": 0, "[UNK]": 100, "[CLS]": 101, "[SEP]": 102, "[MASK]": 103}.items():
+        vocab[index] = token
+    with open(os.path.join(out, "vocab.txt"), "w") as f:
+        f.write("\n".join(vocab) + "\n")
+    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+        json.dump({"do_lower_case": True, "model_max_length": 512}, f)
     ids = torch.randint(1000, 30000, (args.tokens,), generator=torch.Generator().manual_seed(1))
     with open(os.path.join(out, "input_ids.json"), "w") as f:
         json.dump(ids.tolist(), f)
@@ -170,10 +172,14 @@ def main():
     parser.add_argument("--hidden", type=int, default=768)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--intermediate", type=int, default=3072)
+    parser.add_argument("--prepare_only", action="store_true",
+                        help="make the checkpoint when missing, time nothing")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    if not os.path.exists(os.path.join(args.out, "model.safetensors")):
+    if not os.path.exists(os.path.join(args.out, "vocab.txt")):
         make_checkpoint(args.out, args)
+    if args.prepare_only:
+        return
     with open(os.path.join(args.out, "config.json")) as f:
         cfg = json.load(f)
     with open(os.path.join(args.out, "input_ids.json")) as f:

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "models/blas_check.h"
 #include "models/gemm.h"
 #include "models/transformer.h"
@@ -26,6 +27,9 @@
 
 namespace attnscope {
 namespace {
+
+using bench::Median;
+using bench::Seconds;
 
 struct BenchOptions {
   std::string dir = "/tmp/attnscope-bench-bert-base";
@@ -45,10 +49,6 @@ int64_t StatusKb(const std::string& key) {
   return -1;
 }
 
-double Seconds(std::chrono::steady_clock::duration duration) {
-  return std::chrono::duration<double>(duration).count();
-}
-
 // Best-of-`repeats` rate of an n x n x n Sgemm (oneDNN), in GFLOP/s.
 double MeasureSgemmGflops(int64_t n, int repeats) {
   const torch::Tensor a = torch::randn({n, n});
@@ -62,12 +62,6 @@ double MeasureSgemmGflops(int64_t n, int repeats) {
     if (i > 0) best = std::min(best, Seconds(std::chrono::steady_clock::now() - start));
   }
   return 2.0 * n * n * n / best / 1e9;
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 int Run(const BenchOptions& options) {
@@ -175,23 +169,12 @@ int Run(const BenchOptions& options) {
 
 int main(int argc, char** argv) {
   attnscope::BenchOptions options;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const std::string value = argv[i + 1];
-    if (flag == "--dir") {
-      options.dir = value;
-    } else if (flag == "--tokens") {
-      options.tokens = std::atoll(value.c_str());
-    } else if (flag == "--repeats") {
-      options.repeats = std::atoi(value.c_str());
-    } else if (flag == "--threads") {
-      options.threads = std::atoi(value.c_str());
-    } else if (flag == "--python") {
-      options.python = value;
-    } else {
-      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
-      return 2;
-    }
-  }
-  return attnscope::Run(options);
+  const bool parsed = attnscope::bench::ParseFlags(
+      argc, argv,
+      {{"--dir", [&](const std::string& v) { options.dir = v; }},
+       {"--tokens", [&](const std::string& v) { options.tokens = std::atoll(v.c_str()); }},
+       {"--repeats", [&](const std::string& v) { options.repeats = std::atoi(v.c_str()); }},
+       {"--threads", [&](const std::string& v) { options.threads = std::atoi(v.c_str()); }},
+       {"--python", [&](const std::string& v) { options.python = v; }}});
+  return parsed ? attnscope::Run(options) : 2;
 }

@@ -68,21 +68,9 @@ class BertModel : public TransformerModel {
 
   bool has_classifier() const override { return has_classifier_; }
 
-  absl::StatusOr<ForwardOutput> Forward(const ForwardInput& raw_input,
-                                        const ForwardOptions& options) const override {
-    ATTNSCOPE_ASSIGN_OR_RETURN(ForwardInput input, CheckInput(raw_input));
-    try {
-      torch::InferenceMode guard;
-      return Run(input, options);
-    } catch (const c10::Error& error) {
-      return absl::InternalError(
-          absl::StrCat("bert forward failed: ", error.what_without_backtrace()));
-    }
-  }
-
  private:
   absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
-                                    const ForwardOptions& options) const {
+                                    const ForwardOptions& options) const override {
     const ModelConfig& cfg = config();
     const int64_t batch = input.input_ids.size(0);
     const int64_t length = input.input_ids.size(1);

@@ -41,18 +41,6 @@ class LlamaModel : public TransformerModel {
                                      static_cast<double>(head_dim));
   }
 
-  absl::StatusOr<ForwardOutput> Forward(const ForwardInput& raw_input,
-                                        const ForwardOptions& options) const override {
-    ATTNSCOPE_ASSIGN_OR_RETURN(ForwardInput input, CheckInput(raw_input));
-    try {
-      torch::InferenceMode guard;
-      return Run(input, options);
-    } catch (const c10::Error& error) {
-      return absl::InternalError(
-          absl::StrCat("llama forward failed: ", error.what_without_backtrace()));
-    }
-  }
-
  private:
   torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight) const {
     const torch::Tensor variance = x.pow(2).mean(-1, /*keepdim=*/true);
@@ -65,7 +53,7 @@ class LlamaModel : public TransformerModel {
   }
 
   absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
-                                    const ForwardOptions& options) const {
+                                    const ForwardOptions& options) const override {
     const ModelConfig& cfg = config();
     const int64_t batch = input.input_ids.size(0);
     const int64_t length = input.input_ids.size(1);

@@ -69,6 +69,18 @@ absl::StatusOr<ForwardInput> TransformerModel::CheckInput(const ForwardInput& in
   return checked;
 }
 
+absl::StatusOr<ForwardOutput> TransformerModel::Forward(const ForwardInput& input,
+                                                        const ForwardOptions& options) const {
+  ATTNSCOPE_ASSIGN_OR_RETURN(const ForwardInput checked, CheckInput(input));
+  try {
+    torch::InferenceMode guard;
+    return Run(checked, options);
+  } catch (const c10::Error& error) {
+    return absl::InternalError(absl::StrCat(ArchitectureName(config_.architecture),
+                                            " forward failed: ", error.what_without_backtrace()));
+  }
+}
+
 absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
     const ModelOptions& options) {
   // The BLAS check runs first, on LibTorch's own default threads: OpenBLAS's pthreads and OpenMP

@@ -63,10 +63,10 @@ class TransformerModel {
   virtual ~TransformerModel() = default;
 
   // Runs the model under torch::InferenceMode. InvalidArgument: inputs of the wrong shape or dtype,
-  // ids outside the vocabulary, sequences longer than max_position_embeddings (BERT). Any status
+  // ids outside the vocabulary, sequences longer than max_position_embeddings. Any status
   // returned by options.on_layer_done. Internal: a LibTorch error (a bug).
-  virtual absl::StatusOr<ForwardOutput> Forward(const ForwardInput& input,
-                                                const ForwardOptions& options) const = 0;
+  absl::StatusOr<ForwardOutput> Forward(const ForwardInput& input,
+                                        const ForwardOptions& options) const;
 
   const ModelConfig& config() const { return config_; }
   // True for BertForSequenceClassification-style checkpoints (pooler + classifier weights).
@@ -76,10 +76,16 @@ class TransformerModel {
 
  protected:
   explicit TransformerModel(ModelConfig config) : config_(std::move(config)) {}
+
+  // The architecture's forward pass on checked inputs (every mask defined), called by Forward under
+  // InferenceMode; LibTorch exceptions it throws become Internal there.
+  virtual absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
+                                            const ForwardOptions& options) const = 0;
+
+ private:
   // Checks ids, masks and lengths shared by every architecture; fills defaults for undefined masks.
   absl::StatusOr<ForwardInput> CheckInput(const ForwardInput& input) const;
 
- private:
   ModelConfig config_;
 };
 

@@ -1,0 +1,124 @@
+// Service benchmark: GetAttention end to end through the client library against a real
+// attnscope-server on loopback (BERT-base shape, 128 tokens, every layer and head, float16), against
+// the engine's forward pass alone on the same weights and ids in this process, so the cost of the
+// service layer (tokenization, post-processing, float16 encoding, gRPC, client decoding) is known.
+// Engine and service calls alternate so that both see the same machine load.
+//
+// Usage: service_bench [--dir DIR] [--repeats 10] [--python /usr/bin/python3]
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "bench/bench_util.h"
+#include "models/tokenizer.h"
+#include "models/transformer.h"
+#include "tests/integration/integration_util.h"
+
+namespace attnscope {
+namespace {
+
+using bench::Median;
+using bench::Seconds;
+
+struct BenchOptions {
+  std::string dir = "/tmp/attnscope-bench-bert-base";
+  int repeats = 10;
+  std::string python = "/usr/bin/python3";
+};
+
+int Run(const BenchOptions& options) {
+  const std::string prepare = absl::StrCat(options.python, " ", ATTNSCOPE_SOURCE_DIR,
+                                           "/bench/bert_eager_reference.py --prepare_only --out ",
+                                           options.dir);
+  if (std::system(prepare.c_str()) != 0) {
+    std::fprintf(stderr, "could not prepare the checkpoint: %s\n", prepare.c_str());
+    return 1;
+  }
+  // 126 words of the synthetic vocabulary ("w<id>" is token <id>) + [CLS] and [SEP] = 128 tokens.
+  std::string text;
+  for (int i = 0; i < 126; ++i) absl::StrAppend(&text, i == 0 ? "" : " ", "w", 1000 + 7 * i);
+
+  testing::ServerProcess::Options server_options;
+  server_options.models = {"bert=" + options.dir};
+  auto server = testing::ServerProcess::Start(server_options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "server: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  const std::unique_ptr<Client> client = (*server)->NewClient();
+
+  auto model = LoadTransformerModel({.model_dir = options.dir});
+  auto tokenizer = LoadTokenizer(options.dir);
+  if (!model.ok() || !tokenizer.ok()) {
+    std::fprintf(stderr, "engine: %s %s\n", model.status().ToString().c_str(),
+                 tokenizer.status().ToString().c_str());
+    return 1;
+  }
+  auto encoding = (*tokenizer)->Encode(text, EncodeOptions());
+  if (!encoding.ok() || encoding->size() != 128) {
+    std::fprintf(stderr, "tokenization gave %zu tokens, expected 128\n",
+                 encoding.ok() ? encoding->size() : 0);
+    return 1;
+  }
+  ForwardInput input;
+  input.input_ids = torch::tensor(encoding->input_ids, torch::kInt64).unsqueeze(0);
+  ForwardOptions forward;
+  forward.output_attentions = true;
+
+  v1::GetAttentionRequest request;
+  request.set_model("bert");
+  request.set_text(text);
+  request.set_dtype(v1::DTYPE_FLOAT16);
+
+  std::vector<double> engine_times;
+  std::vector<double> service_times;
+  size_t attention_values = 0;
+  for (int i = 0; i < options.repeats + 2; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    auto out = (*model)->Forward(input, forward);
+    const double engine = Seconds(std::chrono::steady_clock::now() - start);
+    start = std::chrono::steady_clock::now();
+    auto answer = client->GetAttention(request);
+    const double service = Seconds(std::chrono::steady_clock::now() - start);
+    if (!out.ok() || !answer.ok()) {
+      std::fprintf(stderr, "call failed: %s %s\n", out.status().ToString().c_str(),
+                   answer.status().ToString().c_str());
+      return 1;
+    }
+    attention_values = answer->attentions.values.size();
+    if (i >= 2) {  // the first two of each are warm-up
+      engine_times.push_back(engine);
+      service_times.push_back(service);
+    }
+  }
+  const double engine = Median(engine_times);
+  const double service = Median(service_times);
+  std::printf("GetAttention, BERT-base shape, 128 tokens, 12 layers x 12 heads, float16\n");
+  std::printf("attention values per response: %zu (%.1f MB as float16)\n", attention_values,
+              attention_values * 2 / 1e6);
+  std::printf("engine forward alone:        median %.1f ms\n", engine * 1e3);
+  std::printf("GetAttention through client: median %.1f ms\n", service * 1e3);
+  std::printf("service overhead: %.1f ms, ratio service / engine %.3f (target <= 1.15)\n",
+              (service - engine) * 1e3, service / engine);
+  return 0;
+}
+
+}  // namespace
+}  // namespace attnscope
+
+int main(int argc, char** argv) {
+  attnscope::BenchOptions options;
+  const bool parsed = attnscope::bench::ParseFlags(
+      argc, argv,
+      {{"--dir", [&](const std::string& v) { options.dir = v; }},
+       {"--repeats", [&](const std::string& v) { options.repeats = std::atoi(v.c_str()); }},
+       {"--python", [&](const std::string& v) { options.python = v; }}});
+  return parsed ? attnscope::Run(options) : 2;
+}
