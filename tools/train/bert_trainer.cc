@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "models/file_util.h"
+#include "models/safetensors.h"
 #include "models/status_macros.h"
 
 namespace attnscope::train {
@@ -163,6 +164,12 @@ struct BertTrainer::Model : torch::nn::Module {
         parameter.zero_();
       }
     }
+    if (c.tied_query_key_init > 0) {
+      for (EncoderLayer& layer : layers) {
+        layer->key->weight.mul_(c.tied_query_key_init);
+        layer->query->weight.copy_(layer->key->weight);
+      }
+    }
   }
 
   // [B, S, H] last hidden state. mask: [B, S] 1 = real token.
@@ -235,6 +242,8 @@ json TrainConfig::ToJson() const {
               {"clip_grad_norm", clip_grad_norm},
               {"mask_prob", mask_prob},
               {"label_smoothing", label_smoothing},
+              {"relevance_weight", relevance_weight},
+              {"tied_query_key_init", tied_query_key_init},
               {"seed", seed},
               {"threads", threads}};
 }
@@ -258,6 +267,13 @@ absl::StatusOr<TrainConfig> TrainConfig::FromJson(const json& object) {
   ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "clip_grad_norm", &c.clip_grad_norm));
   ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "mask_prob", &c.mask_prob));
   ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "label_smoothing", &c.label_smoothing));
+  // Records written before relevance_weight existed trained with weight 1.
+  if (object.contains("relevance_weight")) {
+    ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "relevance_weight", &c.relevance_weight));
+  }
+  if (object.contains("tied_query_key_init")) {
+    ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "tied_query_key_init", &c.tied_query_key_init));
+  }
   ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "seed", &c.seed));
   ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "threads", &c.threads));
   return c;
@@ -428,7 +444,7 @@ StepStats BertTrainer::Step() {
     relevance_loss =
         torch::binary_cross_entropy_with_logits(scores.index({labeled}), targets);
   }
-  const torch::Tensor loss = mlm_loss + relevance_loss;
+  const torch::Tensor loss = mlm_loss + config_.relevance_weight * relevance_loss;
 
   const double step = static_cast<double>(step_);
   const double warmup = static_cast<double>(config_.warmup_steps);
@@ -446,6 +462,21 @@ StepStats BertTrainer::Step() {
   stats.mlm_loss = mlm_loss.item<double>();
   stats.relevance_loss = relevance_loss.item<double>();
   return stats;
+}
+
+absl::Status BertTrainer::LoadWeights(const std::string& dir) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                             SafetensorsFile::Open(JoinPath(dir, "model.safetensors")));
+  torch::NoGradGuard no_grad;
+  for (auto& [name, parameter] : model_->NamedTensors()) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(torch::Tensor loaded, file->LoadFloat(name));
+    if (loaded.sizes() != parameter.sizes()) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' in '", file->path(),
+                                                     "' has the wrong shape for this model"));
+    }
+    parameter.copy_(loaded);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status BertTrainer::Save(const std::string& dir) const {

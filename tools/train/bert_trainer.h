@@ -44,6 +44,13 @@ struct TrainConfig {
   double mask_prob = 0.15;
   // Relevance targets become 1 - s/2 and s/2.
   double label_smoothing = 0.1;
+  // Each layer's query projection starts as a copy of its key projection, both drawn with this
+  // times the usual 0.02 deviation (0: independent draws): a token then attends most to itself
+  // and its copies from the first step, the matching a cross-encoder needs between query and
+  // document, which a small model otherwise learns only after a long plateau.
+  double tied_query_key_init = 0;
+  // loss = mlm_loss + relevance_weight * relevance_loss.
+  double relevance_weight = 1.0;
   uint64_t seed = 20261129;
   // Fixed, so that float reductions split the same way on every run.
   int threads = 2;
@@ -68,7 +75,7 @@ absl::Status WriteExamples(const std::vector<Example>& examples, const std::stri
 
 struct StepStats {
   int64_t step = 0;  // 1-based
-  double loss = 0;   // mlm_loss + relevance_loss
+  double loss = 0;   // mlm_loss + relevance_weight * relevance_loss
   double mlm_loss = 0;
   double relevance_loss = 0;
   double lr = 0;
@@ -92,6 +99,11 @@ class BertTrainer {
   // The examples the next `steps` steps would consume, without consuming them (for the
   // reproducibility record).
   std::vector<Example> UpcomingExamples(int64_t steps) const;
+
+  // Replaces the weights with those of a checkpoint this class saved (model.safetensors in `dir`),
+  // to continue training in a further stage (the optimiser starts afresh). NotFound /
+  // InvalidArgument: a missing file, tensor or shape mismatch.
+  absl::Status LoadWeights(const std::string& dir);
 
   // Writes config.json, model.safetensors (float32; the masked-LM head under cls.predictions.*,
   // which the engine ignores) and tokenizer_config.json into `dir`. Internal on I/O errors.

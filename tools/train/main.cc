@@ -31,7 +31,7 @@ ABSL_FLAG(std::string, heldout, "",
           "vocab: held-out JSONL whose texts the unknown-token rate is measured on");
 ABSL_FLAG(int64_t, vocab_size, 8000, "vocab: entries including special tokens");
 ABSL_FLAG(std::string, data, "", "train: train.jsonl from scripts/extract_help_text.py");
-ABSL_FLAG(int64_t, steps, 3500, "train: optimiser steps");
+ABSL_FLAG(int64_t, steps, 2000, "train: optimiser steps");
 ABSL_FLAG(int64_t, warmup_steps, 200, "train: linear warm-up steps");
 ABSL_FLAG(double, peak_lr, 1e-3, "train: learning rate at the end of the warm-up");
 ABSL_FLAG(int64_t, batch_size, 32, "train: sequences per step");
@@ -39,6 +39,15 @@ ABSL_FLAG(int64_t, single_every, 3,
           "train: keep every n-th single-text (masked-LM only) example; pairs are all kept, and "
           "are masked too, so relevance gets most of a short training's steps");
 ABSL_FLAG(int32_t, threads, 1, "train: intra-op threads (fixed for reproducible sums)");
+ABSL_FLAG(double, tied_query_key_init, 0,
+          "train: start each query projection as a copy of the key projection, both with this "
+          "times the usual deviation (0: independent)");
+ABSL_FLAG(double, relevance_weight, 1.0, "train: weight of the relevance loss");
+ABSL_FLAG(std::string, init_from, "",
+          "train: start from this checkpoint's weights (a further stage) instead of the seeded "
+          "initialisation");
+ABSL_FLAG(std::string, record_name, "training_record.json",
+          "train: file in --model_dir for the recipe and recorded losses");
 ABSL_FLAG(int64_t, log_every, 20, "train: steps between progress lines");
 ABSL_FLAG(int64_t, save_every, 500, "train: steps between checkpoints (also saved at the end)");
 ABSL_FLAG(int64_t, record_steps, 8,
@@ -126,6 +135,8 @@ absl::Status Train() {
   config.peak_lr = absl::GetFlag(FLAGS_peak_lr);
   config.batch_size = absl::GetFlag(FLAGS_batch_size);
   config.threads = absl::GetFlag(FLAGS_threads);
+  config.relevance_weight = absl::GetFlag(FLAGS_relevance_weight);
+  config.tied_query_key_init = absl::GetFlag(FLAGS_tied_query_key_init);
   // The first pass goes through the data in a seeded order (the trainer reshuffles later passes).
   std::mt19937_64 shuffle_rng(config.seed + 1);
   std::shuffle(examples.begin(), examples.end(), shuffle_rng);
@@ -136,17 +147,24 @@ absl::Status Train() {
                                          singles++ % absl::GetFlag(FLAGS_single_every) != 0;
                                 }),
                  examples.end());
-  std::printf("%zu examples; tokenizing\n", examples.size());
+  const size_t example_count = examples.size();
+  std::printf("%zu examples; tokenizing\n", example_count);
   std::fflush(stdout);
   ATTNSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<BertTrainer> trainer,
                              BertTrainer::Create(config, *tokenizer, std::move(examples)));
+  if (!absl::GetFlag(FLAGS_init_from).empty()) {
+    ATTNSCOPE_RETURN_IF_ERROR(trainer->LoadWeights(absl::GetFlag(FLAGS_init_from)));
+  }
   const int64_t record_steps = absl::GetFlag(FLAGS_record_steps);
   if (!absl::GetFlag(FLAGS_record_examples).empty()) {
     ATTNSCOPE_RETURN_IF_ERROR(WriteExamples(trainer->UpcomingExamples(record_steps),
                                             absl::GetFlag(FLAGS_record_examples)));
   }
 
-  json record = {{"config", trainer->config().ToJson()}, {"first_steps", json::array()}};
+  json record = {{"config", trainer->config().ToJson()},
+                 {"init_from", absl::GetFlag(FLAGS_init_from)},
+                 {"examples", example_count},
+                 {"first_steps", json::array()}};
   const Clock::time_point start = Clock::now();
   int64_t window_tokens = 0;
   Clock::time_point window_start = start;
@@ -194,7 +212,7 @@ absl::Status Train() {
       record["training_seconds"] =
           std::chrono::duration<double>(Clock::now() - start).count();
       ATTNSCOPE_RETURN_IF_ERROR(
-          WriteText(JoinPath(model_dir, "training_record.json"), record.dump(2) + "\n"));
+          WriteText(JoinPath(model_dir, absl::GetFlag(FLAGS_record_name)), record.dump(2) + "\n"));
     }
   }
   return absl::OkStatus();

@@ -1,0 +1,322 @@
+// The committed default model (models/default), evaluated with the inference engine only
+// (LoadTransformerModel + LoadTokenizer, never the training code) on the held-out set
+// tests/data/default-model-heldout.jsonl: help pages the training never saw, in English, Vietnamese
+// and Korean. The figures printed here are the ones in models/default/MODEL_CARD.md.
+// ATTNSCOPE_DEFAULT_MODEL_DIR evaluates another checkpoint (a candidate being trained) instead.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "models/checkpoint.h"
+#include "models/file_util.h"
+#include "models/tokenizer.h"
+#include "models/transformer.h"
+#include "tests/unit/test_util.h"
+
+namespace attnscope {
+namespace {
+
+constexpr int64_t kMaxLength = 128;
+constexpr int64_t kBatch = 32;
+const char* const kLanguages[] = {"en", "vi", "ko"};
+
+std::string DefaultModelDir() {
+  const char* override_dir = std::getenv("ATTNSCOPE_DEFAULT_MODEL_DIR");
+  return override_dir != nullptr ? std::string(override_dir)
+                                 : testing::TestDataDir() + "/../../models/default";
+}
+
+class DefaultModelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string model_dir = DefaultModelDir();
+    if (!FileExists(JoinPath(model_dir, "model.safetensors"))) {
+      GTEST_SKIP() << model_dir << " has no trained weights yet: scripts/make_default_model.sh "
+                   << "makes them";
+    }
+    ModelOptions options;
+    options.model_dir = model_dir;
+    options.intra_op_threads = 2;
+    absl::StatusOr<std::unique_ptr<TransformerModel>> model = LoadTransformerModel(options);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = model->release();
+    absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(model_dir);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    tokenizer_ = tokenizer->release();
+    absl::StatusOr<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::Open(model_dir);
+    ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+    checkpoint_ = checkpoint->release();
+    heldout_ = new std::vector<nlohmann::json>(
+        testing::ReadJsonLines(testing::TestDataDir() + "/default-model-heldout.jsonl"));
+  }
+
+  // SetUpTestSuite skipped (no weights) or failed (reported there): nothing to evaluate.
+  void SetUp() override {
+    if (model_ == nullptr || tokenizer_ == nullptr || checkpoint_ == nullptr) GTEST_SKIP();
+  }
+
+  static void TearDownTestSuite() {
+    delete model_;
+    delete tokenizer_;
+    delete checkpoint_;
+    delete heldout_;
+  }
+
+  // Runs encodings (already padded to one length) through the engine.
+  static ForwardOutput Run(const std::vector<Encoding>& encodings, bool attentions) {
+    const auto rows = static_cast<int64_t>(encodings.size());
+    const auto cols = static_cast<int64_t>(encodings[0].size());
+    ForwardInput input;
+    input.input_ids = torch::empty({rows, cols}, torch::kLong);
+    input.attention_mask = torch::empty({rows, cols}, torch::kLong);
+    input.token_type_ids = torch::empty({rows, cols}, torch::kLong);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        input.input_ids[r][c] = encodings[r].input_ids[c];
+        input.attention_mask[r][c] = encodings[r].attention_mask[c];
+        input.token_type_ids[r][c] = encodings[r].token_type_ids[c];
+      }
+    }
+    ForwardOptions options;
+    options.output_attentions = attentions;
+    absl::StatusOr<ForwardOutput> output = model_->Forward(input, options);
+    EXPECT_TRUE(output.ok()) << output.status();
+    return output.ok() ? *std::move(output) : ForwardOutput();
+  }
+
+  static std::vector<nlohmann::json> Items(const std::string& kind, const std::string& lang) {
+    std::vector<nlohmann::json> out;
+    for (const nlohmann::json& item : *heldout_) {
+      if (item["kind"] == kind && item["lang"] == lang) out.push_back(item);
+    }
+    return out;
+  }
+
+  // Pads a group of encodings to their longest.
+  static void PadAll(std::vector<Encoding>* encodings) {
+    size_t longest = 0;
+    for (const Encoding& e : *encodings) longest = std::max(longest, e.size());
+    for (Encoding& e : *encodings) {
+      while (e.size() < longest) {
+        e.input_ids.push_back(tokenizer_->pad_token_id());
+        e.attention_mask.push_back(0);
+        e.token_type_ids.push_back(0);
+        e.tokens.push_back("[PAD]");
+        e.special_tokens_mask.push_back(1);
+      }
+    }
+  }
+
+  static EncodeOptions Truncating() {
+    EncodeOptions options;
+    options.truncation = Truncation::kLongestFirst;
+    options.max_length = kMaxLength;
+    return options;
+  }
+
+  static TransformerModel* model_;
+  static Tokenizer* tokenizer_;
+  static Checkpoint* checkpoint_;
+  static std::vector<nlohmann::json>* heldout_;
+};
+
+TransformerModel* DefaultModelTest::model_ = nullptr;
+Tokenizer* DefaultModelTest::tokenizer_ = nullptr;
+Checkpoint* DefaultModelTest::checkpoint_ = nullptr;
+std::vector<nlohmann::json>* DefaultModelTest::heldout_ = nullptr;
+
+// Needs only the committed vocabulary, so it runs even before the weights exist.
+TEST(DefaultModelTokenizerTest, FewUnknownTokensInEveryLanguage) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(DefaultModelDir());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const std::vector<nlohmann::json> heldout =
+      testing::ReadJsonLines(testing::TestDataDir() + "/default-model-heldout.jsonl");
+  for (const char* lang : kLanguages) {
+    int64_t unknown = 0;
+    int64_t total = 0;
+    for (const nlohmann::json& item : heldout) {
+      if (item["lang"] != lang) continue;
+      for (const char* field : {"query", "positive", "negative", "text"}) {
+        if (!item.contains(field)) continue;
+        absl::StatusOr<TokenizedText> tokens =
+            (*tokenizer)->Tokenize(item[field].get<std::string>());
+        ASSERT_TRUE(tokens.ok()) << tokens.status();
+        total += static_cast<int64_t>(tokens->size());
+        unknown += std::count(tokens->tokens.begin(), tokens->tokens.end(), "[UNK]");
+      }
+    }
+    const double rate = static_cast<double>(unknown) / static_cast<double>(total);
+    std::printf("%s: %lld held-out tokens, unknown %.3f%%\n", lang, static_cast<long long>(total),
+                100.0 * rate);
+    ASSERT_GT(total, 1000) << lang;
+    EXPECT_LE(rate, 0.01) << lang;
+  }
+}
+
+TEST_F(DefaultModelTest, RanksTheRelevantDocumentFirst) {
+  for (const char* lang : kLanguages) {
+    const std::vector<nlohmann::json> pairs = Items("pair", lang);
+    ASSERT_GE(pairs.size(), 100u) << lang;
+    int64_t correct = 0;
+    for (size_t begin = 0; begin < pairs.size(); begin += kBatch / 2) {
+      std::vector<Encoding> encodings;
+      const size_t end = std::min(pairs.size(), begin + kBatch / 2);
+      for (size_t i = begin; i < end; ++i) {
+        for (const char* document : {"positive", "negative"}) {
+          absl::StatusOr<Encoding> encoding = tokenizer_->EncodePair(
+              pairs[i]["query"].get<std::string>(), pairs[i][document].get<std::string>(),
+              Truncating());
+          ASSERT_TRUE(encoding.ok()) << encoding.status();
+          encodings.push_back(*std::move(encoding));
+        }
+      }
+      PadAll(&encodings);
+      const torch::Tensor logits = Run(encodings, /*attentions=*/false).logits.select(1, 0);
+      for (size_t i = 0; i < end - begin; ++i) {
+        correct += logits[2 * i].item<float>() > logits[2 * i + 1].item<float>();
+      }
+    }
+    const double accuracy = static_cast<double>(correct) / static_cast<double>(pairs.size());
+    std::printf("%s: relevance pairwise accuracy %.1f%% (%lld/%zu, chance 50%%)\n", lang,
+                100.0 * accuracy, static_cast<long long>(correct), pairs.size());
+    EXPECT_GE(accuracy, 0.85) << lang;
+  }
+}
+
+// Masks 15% of each held-out sentence's tokens (a fixed draw), predicts them with the masked-LM
+// head stored under cls.predictions.* (applied here to the engine's last hidden state, the decoder
+// being the word embeddings) and compares with the best unigram guess: the most frequent of the
+// masked tokens themselves, an upper bound of any context-free predictor.
+TEST_F(DefaultModelTest, PredictsMaskedTokensFarAboveUnigram) {
+  const torch::Tensor dense_w = checkpoint_->Get("cls.predictions.transform.dense.weight");
+  const torch::Tensor dense_b = checkpoint_->Get("cls.predictions.transform.dense.bias");
+  const torch::Tensor norm_w = checkpoint_->Get("cls.predictions.transform.LayerNorm.weight");
+  const torch::Tensor norm_b = checkpoint_->Get("cls.predictions.transform.LayerNorm.bias");
+  const torch::Tensor bias = checkpoint_->Get("cls.predictions.bias");
+  const torch::Tensor embeddings = checkpoint_->Get("bert.embeddings.word_embeddings.weight");
+  ASSERT_TRUE(dense_w.defined() && norm_w.defined() && bias.defined() && embeddings.defined());
+  const int64_t mask_id = [&] {
+    for (int64_t id = 0; id < tokenizer_->vocab_size(); ++id) {
+      if (tokenizer_->IdToToken(id) == "[MASK]") return id;
+    }
+    return int64_t{-1};
+  }();
+  ASSERT_GE(mask_id, 0);
+
+  for (const char* lang : kLanguages) {
+    const std::vector<nlohmann::json> sentences = Items("sentence", lang);
+    ASSERT_GE(sentences.size(), 100u) << lang;
+    std::mt19937_64 rng(7);
+    std::bernoulli_distribution masked(0.15);
+    int64_t correct = 0;
+    std::map<int64_t, int64_t> target_counts;
+    int64_t targets_total = 0;
+    for (size_t begin = 0; begin < sentences.size(); begin += kBatch) {
+      std::vector<Encoding> encodings;
+      std::vector<std::vector<std::pair<int64_t, int64_t>>> targets;  // (position, original id)
+      for (size_t i = begin; i < std::min(sentences.size(), begin + kBatch); ++i) {
+        absl::StatusOr<Encoding> encoding =
+            tokenizer_->Encode(sentences[i]["text"].get<std::string>(), Truncating());
+        ASSERT_TRUE(encoding.ok()) << encoding.status();
+        std::vector<std::pair<int64_t, int64_t>> chosen;
+        for (size_t p = 0; p < encoding->size(); ++p) {
+          if (encoding->special_tokens_mask[p] == 0 && masked(rng)) {
+            chosen.emplace_back(p, encoding->input_ids[p]);
+            encoding->input_ids[p] = mask_id;
+          }
+        }
+        encodings.push_back(*std::move(encoding));
+        targets.push_back(std::move(chosen));
+      }
+      PadAll(&encodings);
+      const torch::Tensor hidden = Run(encodings, /*attentions=*/false).last_hidden_state;
+      torch::NoGradGuard no_grad;
+      const torch::Tensor states =
+          torch::layer_norm(torch::gelu(torch::linear(hidden, dense_w, dense_b)),
+                            {hidden.size(2)}, norm_w, norm_b, 1e-12);
+      const torch::Tensor predictions =
+          (torch::matmul(states, embeddings.t()) + bias).argmax(-1);
+      for (size_t r = 0; r < targets.size(); ++r) {
+        for (const auto& [position, id] : targets[r]) {
+          correct += predictions[r][position].item<int64_t>() == id;
+          ++target_counts[id];
+          ++targets_total;
+        }
+      }
+    }
+    int64_t most_frequent = 0;
+    for (const auto& [id, count] : target_counts) most_frequent = std::max(most_frequent, count);
+    const double accuracy = static_cast<double>(correct) / static_cast<double>(targets_total);
+    const double unigram = static_cast<double>(most_frequent) / static_cast<double>(targets_total);
+    std::printf("%s: masked-token accuracy %.1f%% over %lld masked tokens, unigram baseline %.1f%%\n",
+                lang, 100.0 * accuracy, static_cast<long long>(targets_total), 100.0 * unigram);
+    EXPECT_GE(accuracy, 2.0 * unigram) << lang;
+    EXPECT_GE(accuracy, unigram + 0.1) << lang;
+  }
+}
+
+// Mean entropy of the attention rows of each head over the held-out sentences of all languages,
+// against the entropy of uniform attention over the same rows (log of the number of keys).
+TEST_F(DefaultModelTest, AttentionIsFarFromUniform) {
+  const int64_t layers = model_->config().num_hidden_layers;
+  const int64_t heads = model_->config().num_attention_heads;
+  torch::Tensor entropy_sum = torch::zeros({layers, heads}, torch::kDouble);
+  double uniform_sum = 0;
+  int64_t rows = 0;
+  for (const char* lang : kLanguages) {
+    const std::vector<nlohmann::json> sentences = Items("sentence", lang);
+    for (size_t begin = 0; begin < sentences.size(); begin += kBatch) {
+      std::vector<Encoding> encodings;
+      for (size_t i = begin; i < std::min(sentences.size(), begin + kBatch); ++i) {
+        absl::StatusOr<Encoding> encoding =
+            tokenizer_->Encode(sentences[i]["text"].get<std::string>(), Truncating());
+        ASSERT_TRUE(encoding.ok()) << encoding.status();
+        encodings.push_back(*std::move(encoding));
+      }
+      std::vector<int64_t> lengths;
+      for (const Encoding& e : encodings) lengths.push_back(static_cast<int64_t>(e.size()));
+      PadAll(&encodings);
+      const ForwardOutput output = Run(encodings, /*attentions=*/true);
+      torch::NoGradGuard no_grad;
+      for (int64_t layer = 0; layer < layers; ++layer) {
+        const torch::Tensor& probs = output.attentions[layer];  // [B, N, S, S]
+        for (size_t b = 0; b < lengths.size(); ++b) {
+          const int64_t n = lengths[b];
+          const torch::Tensor p =
+              probs[b].narrow(1, 0, n).narrow(2, 0, n).to(torch::kDouble);  // [N, n, n]
+          const torch::Tensor entropy = -(p * p.clamp_min(1e-30).log()).sum(-1);  // [N, n]
+          entropy_sum[layer] += entropy.sum(-1);
+          if (layer == 0) {
+            uniform_sum += static_cast<double>(n) * std::log(static_cast<double>(n));
+            rows += n;
+          }
+        }
+      }
+    }
+  }
+  const double uniform = uniform_sum / static_cast<double>(rows);
+  const torch::Tensor mean = entropy_sum / static_cast<double>(rows);
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    std::printf("layer %lld: mean entropy per head", static_cast<long long>(layer));
+    for (int64_t head = 0; head < heads; ++head) {
+      std::printf(" %.2f", mean[layer][head].item<double>());
+    }
+    std::printf(" nats (uniform %.2f)\n", uniform);
+  }
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    for (int64_t head = 0; head < heads; ++head) {
+      EXPECT_LE(mean[layer][head].item<double>(), 0.8 * uniform)
+          << "layer " << layer << " head " << head;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attnscope
