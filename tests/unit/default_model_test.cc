@@ -2,7 +2,7 @@
 // (LoadTransformerModel + LoadTokenizer, never the training code) on the held-out set
 // tests/data/default-model-heldout.jsonl: help pages the training never saw, in English, Vietnamese
 // and Korean. The figures printed here are the ones in models/default/MODEL_CARD.md.
-// ATTNSCOPE_DEFAULT_MODEL_DIR evaluates another checkpoint (a candidate being trained) instead.
+// ATTNSCOPE_EVAL_MODEL_DIR evaluates another checkpoint (a candidate being trained) instead.
 #include <torch/torch.h>
 
 #include <cmath>
@@ -28,7 +28,7 @@ constexpr int64_t kBatch = 32;
 const char* const kLanguages[] = {"en", "vi", "ko"};
 
 std::string DefaultModelDir() {
-  const char* override_dir = std::getenv("ATTNSCOPE_DEFAULT_MODEL_DIR");
+  const char* override_dir = std::getenv("ATTNSCOPE_EVAL_MODEL_DIR");
   return override_dir != nullptr ? std::string(override_dir)
                                  : testing::TestDataDir() + "/../../models/default";
 }

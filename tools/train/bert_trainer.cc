@@ -244,6 +244,7 @@ json TrainConfig::ToJson() const {
               {"label_smoothing", label_smoothing},
               {"relevance_weight", relevance_weight},
               {"tied_query_key_init", tied_query_key_init},
+              {"query_mask_prob", query_mask_prob},
               {"seed", seed},
               {"threads", threads}};
 }
@@ -270,6 +271,9 @@ absl::StatusOr<TrainConfig> TrainConfig::FromJson(const json& object) {
   // Records written before relevance_weight existed trained with weight 1.
   if (object.contains("relevance_weight")) {
     ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "relevance_weight", &c.relevance_weight));
+  }
+  if (object.contains("query_mask_prob")) {
+    ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "query_mask_prob", &c.query_mask_prob));
   }
   if (object.contains("tied_query_key_init")) {
     ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "tied_query_key_init", &c.tied_query_key_init));
@@ -410,7 +414,10 @@ StepStats BertTrainer::Step() {
       mask_a[r][c] = 1;
       type_a[r][c] = t.type_ids[c];
       ++stats.tokens;
-      if (t.maskable[c] && uniform(rng_) < config_.mask_prob) {
+      const bool query_token = t.label >= 0 && t.type_ids[c] == 0;
+      const double rate = query_token && config_.query_mask_prob > 0 ? config_.query_mask_prob
+                                                                     : config_.mask_prob;
+      if (t.maskable[c] && uniform(rng_) < rate) {
         label_a[r][c] = id;
         const double action = uniform(rng_);
         if (action < 0.8) {

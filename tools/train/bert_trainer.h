@@ -42,6 +42,10 @@ struct TrainConfig {
   double clip_grad_norm = 1.0;
   // Masked LM as BERT: 15% of the text tokens; of those 80% [MASK], 10% a random token, 10% kept.
   double mask_prob = 0.15;
+  // Masking rate of a pair's query tokens (0: mask_prob). Words of a relevant document's query
+  // mostly occur in the document, so predicting them teaches attention to match tokens across
+  // the two segments, which the relevance classifier builds on.
+  double query_mask_prob = 0;
   // Relevance targets become 1 - s/2 and s/2.
   double label_smoothing = 0.1;
   // Each layer's query projection starts as a copy of its key projection, both drawn with this

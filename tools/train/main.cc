@@ -42,6 +42,8 @@ ABSL_FLAG(int32_t, threads, 1, "train: intra-op threads (fixed for reproducible 
 ABSL_FLAG(double, tied_query_key_init, 0,
           "train: start each query projection as a copy of the key projection, both with this "
           "times the usual deviation (0: independent)");
+ABSL_FLAG(double, query_mask_prob, 0,
+          "train: masking rate of a pair's query tokens (0: the usual 15%)");
 ABSL_FLAG(double, relevance_weight, 1.0, "train: weight of the relevance loss");
 ABSL_FLAG(std::string, init_from, "",
           "train: start from this checkpoint's weights (a further stage) instead of the seeded "
@@ -137,6 +139,7 @@ absl::Status Train() {
   config.threads = absl::GetFlag(FLAGS_threads);
   config.relevance_weight = absl::GetFlag(FLAGS_relevance_weight);
   config.tied_query_key_init = absl::GetFlag(FLAGS_tied_query_key_init);
+  config.query_mask_prob = absl::GetFlag(FLAGS_query_mask_prob);
   // The first pass goes through the data in a seeded order (the trainer reshuffles later passes).
   std::mt19937_64 shuffle_rng(config.seed + 1);
   std::shuffle(examples.begin(), examples.end(), shuffle_rng);
