@@ -471,6 +471,15 @@ StepStats BertTrainer::Step() {
   return stats;
 }
 
+torch::Tensor BertTrainer::RelevanceLogits(const torch::Tensor& ids, const torch::Tensor& type_ids,
+                                           const torch::Tensor& mask) {
+  torch::NoGradGuard no_grad;
+  model_->eval();
+  const torch::Tensor hidden = model_->Encode(ids, type_ids, mask);
+  const torch::Tensor pooled = torch::tanh(model_->pooler(hidden.select(1, 0)));
+  return model_->classifier(pooled).squeeze(-1);
+}
+
 absl::Status BertTrainer::LoadWeights(const std::string& dir) {
   ATTNSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
                              SafetensorsFile::Open(JoinPath(dir, "model.safetensors")));

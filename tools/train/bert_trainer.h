@@ -104,6 +104,11 @@ class BertTrainer {
   // reproducibility record).
   std::vector<Example> UpcomingExamples(int64_t steps) const;
 
+  // The relevance logits [B] of a batch in evaluation mode (no dropout), as the saved checkpoint
+  // should give them in the engine. ids, type_ids, mask: [B, S] int64.
+  torch::Tensor RelevanceLogits(const torch::Tensor& ids, const torch::Tensor& type_ids,
+                                const torch::Tensor& mask);
+
   // Replaces the weights with those of a checkpoint this class saved (model.safetensors in `dir`),
   // to continue training in a further stage (the optimiser starts afresh). NotFound /
   // InvalidArgument: a missing file, tensor or shape mismatch.
