@@ -168,6 +168,8 @@ int Run(const BenchOptions& options) {
 }  // namespace attnscope
 
 int main(int argc, char** argv) {
+  // Measure under the same OpenMP wait policy as attnscope-server.
+  attnscope::ReexecWithPassiveOpenMpWait(argv);
   attnscope::BenchOptions options;
   const bool parsed = attnscope::bench::ParseFlags(
       argc, argv,

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "bench/bench_util.h"
+#include "models/gemm.h"
 #include "models/tokenizer.h"
 #include "models/transformer.h"
 #include "tests/integration/integration_util.h"
@@ -114,6 +115,8 @@ int Run(const BenchOptions& options) {
 }  // namespace attnscope
 
 int main(int argc, char** argv) {
+  // Measure under the same OpenMP wait policy as attnscope-server.
+  attnscope::ReexecWithPassiveOpenMpWait(argv);
   attnscope::BenchOptions options;
   const bool parsed = attnscope::bench::ParseFlags(
       argc, argv,

@@ -1,5 +1,11 @@
 #include "models/gemm.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -39,6 +45,15 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const 
   Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, rows, out, in, /*alpha=*/1.0f,
         x.data_ptr<float>(), in, weight.data_ptr<float>(), in, beta, result.data_ptr<float>(), out);
   return result;
+}
+
+void ReexecWithPassiveOpenMpWait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/1);
+  execv("/proc/self/exe", argv);
+  // exec failed: carry on with the default policy rather than not starting at all.
+  std::fprintf(stderr, "attnscope: could not re-execute with OMP_WAIT_POLICY=PASSIVE: %s\n",
+               std::strerror(errno));
 }
 
 int ConfigureIntraOpThreads(int num_threads) {

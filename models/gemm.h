@@ -24,6 +24,16 @@ void Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, 
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      const torch::Tensor& residual = torch::Tensor());
 
+// Re-executes the running program (/proc/self/exe, same argv) with OMP_WAIT_POLICY=PASSIVE unless
+// the environment already sets OMP_WAIT_POLICY; returns only when it does not re-execute (policy
+// already set, or exec failed). Call first thing in main().
+//
+// Why: libgomp's default lets idle OpenMP threads spin between parallel regions. When the cores
+// are shared (other requests, other processes, replicas on one host), a thread spinning at a
+// barrier burns the time slice its partner needs, and a BERT-base forward pass measured 3-4 times
+// slower here. libgomp reads the policy once, when it is loaded, before main(), hence the re-exec.
+void ReexecWithPassiveOpenMpWait(char** argv);
+
 // Sets the number of threads LibTorch's and oneDNN's OpenMP regions use (0 = every core), once
 // per process; later calls do nothing. Returns the number in effect.
 int ConfigureIntraOpThreads(int num_threads);

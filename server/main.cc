@@ -9,6 +9,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "models/gemm.h"
 #include "server/server.h"
 
 namespace {
@@ -63,6 +64,7 @@ ABSL_FLAG(double, shutdown_grace_seconds, kDefaults.shutdown_grace_seconds,
           "After SIGTERM/SIGINT, how long in-flight calls may run before they are cancelled.");
 
 int main(int argc, char** argv) {
+  attnscope::ReexecWithPassiveOpenMpWait(argv);
   // Before any thread exists, so that every thread inherits the mask and only RunServer's
   // sigwait sees the shutdown signals.
   attnscope::server::BlockShutdownSignals();
