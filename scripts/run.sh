@@ -29,18 +29,19 @@ address=${ATTNSCOPE_LISTEN:-127.0.0.1:50051}
 server_pid=$!
 trap 'kill -TERM $server_pid 2>/dev/null; wait $server_pid 2>/dev/null' EXIT INT TERM
 
-cli=("$root/build/client/attnscope" --server "$address" --model "$model_name")
+cli=$root/build/client/attnscope
 for _ in $(seq 1 120); do
-  if "${cli[@]}" health >/dev/null 2>&1; then break; fi
+  if "$cli" health --server "$address" >/dev/null 2>&1; then break; fi
   kill -0 $server_pid 2>/dev/null || { echo "attnscope-server exited during start-up" >&2; exit 1; }
   sleep 0.5
 done
-"${cli[@]}" health >/dev/null
+"$cli" health --server "$address" >/dev/null
 
+# attnscope COMMAND [flags]: the command comes first.
 show() {
   echo
-  echo "\$ attnscope $*"
-  "${cli[@]}" "$@"
+  echo "\$ attnscope $* --model $model_name"
+  "$cli" "$1" --server "$address" --model "$model_name" "${@:2}"
 }
 show info
 for text in "Tôi yêu Việt Nam quá" "나는 오늘 랭체인을 공부한다"; do
