@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency of attnscope from Debian 12 packages. Idempotent: packages
-# already present are skipped by apt, and apt-get update runs only when something is missing.
+# Installs every build and test dependency of attnscope from Debian 12 packages, plus any package
+# names given as arguments (recipes that need more, e.g. scripts/make_default_model.sh). Idempotent:
+# apt runs only when something is missing.
 set -euo pipefail
 
 packages=(
@@ -11,6 +12,7 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libutf8proc-dev libsentencepiece-dev
   python3-torch python3-numpy
+  "$@"
 )
 
 missing=()

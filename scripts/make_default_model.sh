@@ -17,18 +17,7 @@ heldout=tests/data/default-model-heldout.jsonl
 
 # Only this recipe needs the help pages, so they are not in scripts/install-deps.sh.
 help_packages=(libreoffice-help-en-us libreoffice-help-vi libreoffice-help-ko)
-scripts/install-deps.sh
-missing=()
-for p in "${help_packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo_cmd[@]}" apt-get update -q
-  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+bash scripts/install-deps.sh "${help_packages[@]}"
 
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
 nice -n 19 cmake --build "$build_dir" -j2 --target attnscope-train
