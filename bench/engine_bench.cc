@@ -170,6 +170,7 @@ int Run(const BenchOptions& options) {
 int main(int argc, char** argv) {
   // Measure under the same OpenMP wait policy as attnscope-server.
   attnscope::ReexecWithPassiveOpenMpWait(argv);
+  attnscope::RetainFreedHeapMemory();
   attnscope::BenchOptions options;
   const bool parsed = attnscope::bench::ParseFlags(
       argc, argv,

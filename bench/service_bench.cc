@@ -4,7 +4,7 @@
 // service layer (tokenization, post-processing, float16 encoding, gRPC, client decoding) is known.
 // Engine and service calls alternate so that both see the same machine load.
 //
-// Usage: service_bench [--dir DIR] [--repeats 10] [--python /usr/bin/python3]
+// Usage: service_bench [--dir DIR] [--repeats 30] [--python /usr/bin/python3]
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -30,7 +30,7 @@ using bench::Seconds;
 
 struct BenchOptions {
   std::string dir = "/tmp/attnscope-bench-bert-base";
-  int repeats = 10;
+  int repeats = 30;
   std::string python = "/usr/bin/python3";
 };
 
@@ -117,6 +117,7 @@ int Run(const BenchOptions& options) {
 int main(int argc, char** argv) {
   // Measure under the same OpenMP wait policy as attnscope-server.
   attnscope::ReexecWithPassiveOpenMpWait(argv);
+  attnscope::RetainFreedHeapMemory();
   attnscope::BenchOptions options;
   const bool parsed = attnscope::bench::ParseFlags(
       argc, argv,

@@ -1,17 +1,29 @@
 #include "models/gemm.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <thread>
 
 #include "dnnl.h"
 
 namespace attnscope {
+namespace {
+
+// Column blocks of Linear's per-thread products: whole AVX-512 vectors, and not so narrow that a
+// thread's product is dominated by its packing overhead.
+constexpr int64_t kColumnAlignment = 16;
+constexpr int64_t kMinColumnsPerThread = 64;
+// glibc's cap on M_MMAP_THRESHOLD (HEAP_MAX_SIZE / 2 on 64-bit): larger blocks are mapped anyway.
+constexpr int kLargestHeapBlock = 32 * 1024 * 1024;
+
+}  // namespace
 
 void Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
@@ -42,8 +54,22 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const 
   } else {
     result = torch::empty(shape, x.options());
   }
-  Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, rows, out, in, /*alpha=*/1.0f,
-        x.data_ptr<float>(), in, weight.data_ptr<float>(), in, beta, result.data_ptr<float>(), out);
+  const float* x_data = x.data_ptr<float>();
+  const float* weight_data = weight.data_ptr<float>();
+  float* result_data = result.data_ptr<float>();
+  // oneDNN splits a product over its m and n blocks only: with the few rows of one sequence it
+  // ran [128, 3072] x [3072, 768] on one thread, and the other products at 70-80% of two threads'
+  // rate. Each thread here takes whole output columns (contiguous rows of `weight`) and runs a
+  // one-thread product on them (oneDNN does not nest inside an OpenMP region).
+  const int64_t threads = at::get_num_threads();
+  const int64_t columns = (out + threads - 1) / threads;
+  const int64_t grain = threads > 1 && !at::in_parallel_region() && out >= kMinColumnsPerThread * 2
+                            ? (columns + kColumnAlignment - 1) / kColumnAlignment * kColumnAlignment
+                            : out;
+  at::parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
+    Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, rows, end - begin, in, /*alpha=*/1.0f,
+          x_data, in, weight_data + begin * in, in, beta, result_data + begin, out);
+  });
   return result;
 }
 
@@ -54,6 +80,12 @@ void ReexecWithPassiveOpenMpWait(char** argv) {
   // exec failed: carry on with the default policy rather than not starting at all.
   std::fprintf(stderr, "attnscope: could not re-execute with OMP_WAIT_POLICY=PASSIVE: %s\n",
                std::strerror(errno));
+}
+
+void RetainFreedHeapMemory() {
+  // Fixed values also switch off glibc's dynamic mmap threshold.
+  mallopt(M_MMAP_THRESHOLD, kLargestHeapBlock);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 }
 
 int ConfigureIntraOpThreads(int num_threads) {

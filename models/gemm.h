@@ -34,6 +34,17 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const 
 // slower here. libgomp reads the policy once, when it is loaded, before main(), hence the re-exec.
 void ReexecWithPassiveOpenMpWait(char** argv);
 
+// Makes glibc malloc keep freed memory for reuse instead of returning it to the kernel: blocks are
+// served from the heap at any size (no mmap per block) and the heap is never trimmed. Call first
+// thing in main(), in processes that run forward passes over and over.
+//
+// Why: a forward pass allocates the same few MB of activations every time. With glibc's defaults
+// large blocks are mapped and unmapped per call (and the top of the heap trimmed), so every call
+// page-faults all of them in again; on the virtual machines this runs on a page fault costs several
+// microseconds, and this made a BERT-base GetAttention 15-20 ms (about 10%) slower. The cost is
+// that the process keeps its peak heap size, as servers with tcmalloc or jemalloc do.
+void RetainFreedHeapMemory();
+
 // Sets the number of threads LibTorch's and oneDNN's OpenMP regions use (0 = every core), once
 // per process; later calls do nothing. Returns the number in effect.
 int ConfigureIntraOpThreads(int num_threads);

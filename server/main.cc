@@ -65,6 +65,7 @@ ABSL_FLAG(double, shutdown_grace_seconds, kDefaults.shutdown_grace_seconds,
 
 int main(int argc, char** argv) {
   attnscope::ReexecWithPassiveOpenMpWait(argv);
+  attnscope::RetainFreedHeapMemory();
   // Before any thread exists, so that every thread inherits the mask and only RunServer's
   // sigwait sees the shutdown signals.
   attnscope::server::BlockShutdownSignals();

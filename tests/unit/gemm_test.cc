@@ -1,0 +1,74 @@
+// Linear (models/gemm.h) against torch::linear, the nn.Linear reference, for the shapes where it
+// splits the output columns across threads (and where it does not).
+#include "models/gemm.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <tuple>
+
+namespace attnscope {
+namespace {
+
+// rows, in, out
+class LinearTest : public testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t>> {
+ protected:
+  void SetUp() override {
+    // Two threads at least, so that wide outputs take the column-split path.
+    ConfigureIntraOpThreads(/*num_threads=*/2);
+    torch::manual_seed(7);
+    const auto [rows, in, out] = GetParam();
+    x_ = torch::randn({rows, in});
+    // Scaled so that every output is of order 1 and one tolerance fits all depths.
+    weight_ = torch::randn({out, in}) / std::sqrt(static_cast<double>(in));
+    bias_ = torch::randn({out});
+    residual_ = torch::randn({rows, out});
+  }
+
+  torch::Tensor x_, weight_, bias_, residual_;
+};
+
+constexpr double kTolerance = 1e-4;
+
+TEST_P(LinearTest, MatchesTorchLinear) {
+  ASSERT_GE(at::get_num_threads(), 2);
+  const torch::Tensor expected = torch::linear(x_, weight_, bias_);
+  const torch::Tensor got = Linear(x_, weight_, bias_);
+  ASSERT_EQ(got.sizes(), expected.sizes());
+  EXPECT_LT((got - expected).abs().max().item<double>(), kTolerance);
+}
+
+TEST_P(LinearTest, WithoutBias) {
+  const torch::Tensor expected = torch::linear(x_, weight_);
+  EXPECT_LT((Linear(x_, weight_, torch::Tensor()) - expected).abs().max().item<double>(),
+            kTolerance);
+}
+
+TEST_P(LinearTest, FusesTheResidual) {
+  const torch::Tensor expected = torch::linear(x_, weight_, bias_) + residual_;
+  const torch::Tensor got = Linear(x_, weight_, bias_, residual_);
+  EXPECT_LT((got - expected).abs().max().item<double>(), kTolerance);
+  // The residual is read, not written.
+  EXPECT_FALSE(got.data_ptr() == residual_.data_ptr());
+}
+
+TEST_P(LinearTest, SameResultInsideAParallelRegion) {
+  // Inside at::parallel_for Linear runs one undivided product per call.
+  const torch::Tensor outside = Linear(x_, weight_, bias_);
+  torch::Tensor inside;
+  at::parallel_for(0, 1, 1, [&](int64_t, int64_t) { inside = Linear(x_, weight_, bias_); });
+  EXPECT_LT((inside - outside).abs().max().item<double>(), kTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, LinearTest,
+    testing::Values(std::make_tuple(int64_t{1}, int64_t{768}, int64_t{768}),    // one row
+                    std::make_tuple(int64_t{128}, int64_t{768}, int64_t{3072}),  // BERT-base FFN in
+                    std::make_tuple(int64_t{128}, int64_t{3072}, int64_t{768}),  // FFN out
+                    std::make_tuple(int64_t{37}, int64_t{64}, int64_t{200}),  // columns not aligned
+                    std::make_tuple(int64_t{9}, int64_t{32}, int64_t{100}),   // too narrow to split
+                    std::make_tuple(int64_t{4}, int64_t{16}, int64_t{1})));   // classifier logit
+
+}  // namespace
+}  // namespace attnscope
