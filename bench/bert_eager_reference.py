@@ -172,6 +172,8 @@ def main():
     parser.add_argument("--hidden", type=int, default=768)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--intermediate", type=int, default=3072)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="intra-op threads (torch.set_num_threads), 0 = PyTorch's default")
     parser.add_argument("--prepare_only", action="store_true",
                         help="make the checkpoint when missing, time nothing")
     args = parser.parse_args()
@@ -184,6 +186,8 @@ def main():
         cfg = json.load(f)
     with open(os.path.join(args.out, "input_ids.json")) as f:
         ids = torch.tensor(json.load(f)).unsqueeze(0)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     model = Bert(cfg)
     model.load_hf(read_safetensors(os.path.join(args.out, "model.safetensors")))
     model.eval()

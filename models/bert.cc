@@ -96,9 +96,12 @@ class BertModel : public TransformerModel {
 
     for (size_t i = 0; i < layers_.size(); ++i) {
       const BertLayer& layer = layers_[i];
-      const torch::Tensor query = layer.query(hidden);
-      const torch::Tensor key = layer.key(hidden);
-      const torch::Tensor value = layer.value(hidden);
+      const std::vector<torch::Tensor> projections =
+          LinearGroup(hidden, {layer.query.weight, layer.key.weight, layer.value.weight},
+                      {layer.query.bias, layer.key.bias, layer.value.bias});
+      const torch::Tensor& query = projections[0];
+      const torch::Tensor& key = projections[1];
+      const torch::Tensor& value = projections[2];
       torch::Tensor scores = torch::empty({batch, heads, length, length}, hidden.options());
       torch::Tensor context = torch::empty_like(hidden);
       const float* q = query.data_ptr<float>();

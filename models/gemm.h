@@ -8,6 +8,9 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
 
 namespace attnscope {
 
@@ -23,6 +26,14 @@ void Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, 
 // x; returns a new contiguous [..., out] tensor.
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      const torch::Tensor& residual = torch::Tensor());
+
+// Linear for several weights of one input at once (the query, key and value projections):
+// returns x * weights[i]^T + biases[i] for each i, [..., out_i]. A bias may be an undefined tensor;
+// `biases` has one entry per weight. The products share one split of their output columns across
+// threads, which is faster than separate calls for small products.
+std::vector<torch::Tensor> LinearGroup(const torch::Tensor& x,
+                                       absl::Span<const torch::Tensor> weights,
+                                       absl::Span<const torch::Tensor> biases);
 
 // Re-executes the running program (/proc/self/exe, same argv) with OMP_WAIT_POLICY=PASSIVE unless
 // the environment already sets OMP_WAIT_POLICY; returns only when it does not re-execute (policy

@@ -11,8 +11,10 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -254,13 +256,27 @@ class FakeService final : public v1::AttentionService::Service {
 
   grpc::Status StreamAttention(grpc::ServerContext*, const v1::GetAttentionRequest*,
                                grpc::ServerWriter<v1::StreamAttentionResponse>* writer) override {
-    for (const v1::StreamAttentionResponse& message : stream_) writer->Write(message);
+    // A copy: the client may give up on a corrupt stream and the test script the next one while
+    // this handler is still writing.
+    std::vector<v1::StreamAttentionResponse> stream;
+    {
+      std::lock_guard<std::mutex> lock(stream_mutex_);
+      stream = stream_;
+    }
+    for (const v1::StreamAttentionResponse& message : stream) writer->Write(message);
     return grpc::Status::OK;
+  }
+
+  void set_stream(std::vector<v1::StreamAttentionResponse> stream) {
+    std::lock_guard<std::mutex> lock(stream_mutex_);
+    stream_ = std::move(stream);
   }
 
   std::string name_ = "fake";
   int unavailable_calls_ = 0;
   std::atomic<int> calls_{0};
+ private:
+  std::mutex stream_mutex_;
   std::vector<v1::StreamAttentionResponse> stream_;
 };
 
@@ -323,10 +339,11 @@ std::vector<v1::StreamAttentionResponse> TwoLayerStream() {
 
 TEST(StreamAttentionTest, ReassemblesLayersIntoOneTensor) {
   FakeServer server;
-  server.service().stream_ = TwoLayerStream();
+  std::vector<v1::StreamAttentionResponse> stream = TwoLayerStream();
   v1::StreamAttentionResponse rollout;
   *rollout.mutable_rollout() = FloatTensor({2, 3}, {1, 0, 0, 0, 1, 0});
-  server.service().stream_.push_back(rollout);
+  stream.push_back(rollout);
+  server.service().set_stream(std::move(stream));
   std::unique_ptr<Client> client = MakeClient(server.address());
   absl::StatusOr<AttentionResult> result = client->StreamAttention(v1::GetAttentionRequest());
   ASSERT_TRUE(result.ok()) << result.status();
@@ -368,7 +385,7 @@ TEST(StreamAttentionTest, ProtocolViolationsAreInternalErrors) {
   for (const Case& c : cases) {
     std::vector<v1::StreamAttentionResponse> stream = TwoLayerStream();
     c.corrupt(stream);
-    server.service().stream_ = stream;
+    server.service().set_stream(stream);
     absl::StatusOr<AttentionResult> result = client->StreamAttention(v1::GetAttentionRequest());
     EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal) << c.name;
     EXPECT_THAT(result.status().message(), HasSubstr(c.message)) << c.name;

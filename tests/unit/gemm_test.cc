@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <tuple>
+#include <vector>
 
 namespace attnscope {
 namespace {
@@ -59,6 +60,31 @@ TEST_P(LinearTest, SameResultInsideAParallelRegion) {
   torch::Tensor inside;
   at::parallel_for(0, 1, 1, [&](int64_t, int64_t) { inside = Linear(x_, weight_, bias_); });
   EXPECT_LT((inside - outside).abs().max().item<double>(), kTolerance);
+}
+
+TEST(LinearGroupTest, EachProductMatchesTorchLinear) {
+  ConfigureIntraOpThreads(/*num_threads=*/2);
+  torch::manual_seed(11);
+  for (const std::vector<int64_t>& outs :
+       {std::vector<int64_t>{768, 768, 768}, {100, 37, 200}, {8, 8}, {1000}}) {
+    const int64_t in = 96;
+    const torch::Tensor x = torch::randn({2, 65, in});
+    std::vector<torch::Tensor> weights;
+    std::vector<torch::Tensor> biases;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      weights.push_back(torch::randn({outs[i], in}) / std::sqrt(static_cast<double>(in)));
+      // The second product has no bias.
+      biases.push_back(i == 1 ? torch::Tensor() : torch::randn({outs[i]}));
+    }
+    const std::vector<torch::Tensor> got = LinearGroup(x, weights, biases);
+    ASSERT_EQ(got.size(), outs.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const torch::Tensor expected = torch::linear(x, weights[i], biases[i]);
+      ASSERT_EQ(got[i].sizes(), expected.sizes());
+      EXPECT_LT((got[i] - expected).abs().max().item<double>(), kTolerance)
+          << "product " << i << " of " << outs.size();
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
