@@ -93,6 +93,8 @@ class BertModel : public TransformerModel {
         (1.0 - input.attention_mask.to(torch::kFloat32)).mul_(std::numeric_limits<float>::lowest())
             .view({batch, 1, 1, length});
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    // Adding the mask's zeros changes nothing: skip the pass over the scores when nothing is padded.
+    const bool has_padding = !input.attention_mask.all().item<bool>();
 
     for (size_t i = 0; i < layers_.size(); ++i) {
       const BertLayer& layer = layers_[i];
@@ -122,7 +124,8 @@ class BertModel : public TransformerModel {
                 s + bh * length * length, length);
         }
       });
-      torch::Tensor probs = torch::softmax(scores + additive_mask, /*dim=*/-1);
+      torch::Tensor probs =
+          torch::softmax(has_padding ? scores + additive_mask : scores, /*dim=*/-1);
       const float* p = probs.data_ptr<float>();
       at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
         for (int64_t bh = begin; bh < end; ++bh) {
