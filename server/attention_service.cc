@@ -269,13 +269,20 @@ absl::StatusOr<BatchOutput> AttentionService::Run(const LoadedModel& model,
                                                   std::vector<Encoding> encodings,
                                                   ForwardOptions options,
                                                   grpc::ServerContext* context) const {
-  ATTNSCOPE_RETURN_IF_ERROR(CheckCall(context, "before the forward pass"));
   options.on_layer_done = [context](int64_t layer) {
     return CheckCall(context, absl::StrCat("after layer ", layer));
   };
-  const Clock::time_point start = Clock::now();
-  absl::StatusOr<BatchOutput> output = model.Run(std::move(encodings), std::move(options));
-  if (output.ok()) metrics_->RecordInference(model.name(), SecondsSince(start));
+  absl::StatusOr<BatchOutput> output;
+  inference_thread_.Run([&] {
+    // Checked when the call's turn comes, not before it queues: it may expire while it waits.
+    if (absl::Status status = CheckCall(context, "before the forward pass"); !status.ok()) {
+      output = status;
+      return;
+    }
+    const Clock::time_point start = Clock::now();
+    output = model.Run(std::move(encodings), std::move(options));
+    if (output.ok()) metrics_->RecordInference(model.name(), SecondsSince(start));
+  });
   return output;
 }
 

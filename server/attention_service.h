@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "attnscope/v1/attnscope.grpc.pb.h"
 #include "models/engine.h"
+#include "server/inference_thread.h"
 #include "server/metrics.h"
 
 namespace attnscope::server {
@@ -75,7 +76,8 @@ class AttentionService final : public v1::AttentionService::Service {
                                       const std::string* text_pair,
                                       const v1::TokenizationOptions& options,
                                       Truncation default_truncation) const;
-  // Runs a batch with deadline / cancellation checks between layers; records inference time.
+  // Runs a batch on the inference thread, after the calls queued before it, with deadline /
+  // cancellation checks before the forward pass and between layers; records inference time.
   absl::StatusOr<BatchOutput> Run(const LoadedModel& model, std::vector<Encoding> encodings,
                                   ForwardOptions options, grpc::ServerContext* context) const;
   // Validates a GetAttention request, runs it and post-processes the attention. `unary` refuses
@@ -86,6 +88,8 @@ class AttentionService final : public v1::AttentionService::Service {
   const ServiceOptions options_;
   Metrics* const metrics_;
   std::vector<std::unique_ptr<LoadedModel>> models_;  // written once before ready_
+  // Every forward pass runs here (see inference_thread.h for why).
+  mutable InferenceThread inference_thread_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
   std::atomic<int> inflight_{0};

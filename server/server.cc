@@ -17,6 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "models/blas_check.h"
 #include "models/file_util.h"
 #include "server/metrics.h"
@@ -24,6 +26,10 @@
 
 namespace attnscope::server {
 namespace {
+
+// How long a draining server answers new calls with UNAVAILABLE before gRPC's Shutdown: longer
+// than a call takes to get from the socket to a handler thread on a busy machine.
+constexpr absl::Duration kDrainSettleTime = absl::Milliseconds(250);
 
 sigset_t ShutdownSignals() {
   sigset_t signals;
@@ -176,6 +182,10 @@ absl::Status RunServer(const ServerOptions& options) {
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT", options.shutdown_grace_seconds);
   health->SetServingStatus(false);
   service.StartDraining();
+  // gRPC's Shutdown fails calls that have arrived but not yet reached a handler thread with a bare
+  // CANCELLED. Handlers now answer every new call with UNAVAILABLE (retry elsewhere), so give the
+  // calls already on their way a moment to reach one first.
+  absl::SleepFor(kDrainSettleTime);
   server->Shutdown(std::chrono::system_clock::now() +
                    std::chrono::duration_cast<std::chrono::system_clock::duration>(
                        std::chrono::duration<double>(options.shutdown_grace_seconds)));
