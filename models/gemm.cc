@@ -3,10 +3,10 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -23,19 +23,6 @@ constexpr int64_t kColumnAlignment = 16;
 constexpr int64_t kMinColumnsPerThread = 64;
 // glibc's cap on M_MMAP_THRESHOLD (HEAP_MAX_SIZE / 2 on 64-bit): larger blocks are mapped anyway.
 constexpr int kLargestHeapBlock = 32 * 1024 * 1024;
-
-}  // namespace
-
-void Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
-           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-           int64_t ldc) {
-  const dnnl_status_t status = dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n,
-                                          k, alpha, a, lda, b, ldb, beta, c, ldc);
-  TORCH_CHECK(status == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(status),
-              " for m=", m, " n=", n, " k=", k);
-}
-
-namespace {
 
 // One x * weight^T product of a group, accumulated onto `result` (beta 1) or written (beta 0).
 struct Product {
@@ -109,6 +96,15 @@ void RunProducts(const torch::Tensor& x, const std::vector<Product>& products) {
 }
 
 }  // namespace
+
+void Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+           int64_t ldc) {
+  const dnnl_status_t status = dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n,
+                                          k, alpha, a, lda, b, ldb, beta, c, ldc);
+  TORCH_CHECK(status == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(status),
+              " for m=", m, " n=", n, " k=", k);
+}
 
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      const torch::Tensor& residual) {
