@@ -243,6 +243,7 @@ json TrainConfig::ToJson() const {
               {"mask_prob", mask_prob},
               {"label_smoothing", label_smoothing},
               {"relevance_weight", relevance_weight},
+              {"length_bucket_batches", length_bucket_batches},
               {"tied_query_key_init", tied_query_key_init},
               {"query_mask_prob", query_mask_prob},
               {"seed", seed},
@@ -271,6 +272,10 @@ absl::StatusOr<TrainConfig> TrainConfig::FromJson(const json& object) {
   // Records written before relevance_weight existed trained with weight 1.
   if (object.contains("relevance_weight")) {
     ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "relevance_weight", &c.relevance_weight));
+  }
+  if (object.contains("length_bucket_batches")) {
+    ATTNSCOPE_RETURN_IF_ERROR(
+        ReadField(object, "length_bucket_batches", &c.length_bucket_batches));
   }
   if (object.contains("query_mask_prob")) {
     ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "query_mask_prob", &c.query_mask_prob));
@@ -356,7 +361,8 @@ BertTrainer::BertTrainer(TrainConfig config, std::vector<Example> examples,
       examples_(std::move(examples)),
       tokenized_(std::move(tokenized)),
       mask_id_(mask_id),
-      rng_(config_.seed) {
+      rng_(config_.seed),
+      order_rng_(config_.seed + 2) {
   torch::set_num_threads(config_.threads);
   torch::manual_seed(config_.seed);
   order_.resize(tokenized_.size());
@@ -378,6 +384,34 @@ std::vector<Example> BertTrainer::UpcomingExamples(int64_t steps) const {
   return out;
 }
 
+void BertTrainer::BucketRemainingByLength() {
+  const auto batch_size = static_cast<size_t>(config_.batch_size);
+  const size_t window = batch_size * static_cast<size_t>(std::max<int64_t>(
+                                         1, config_.length_bucket_batches));
+  if (window <= batch_size) return;
+  const auto begin = order_.begin() + static_cast<std::ptrdiff_t>(next_);
+  std::shuffle(begin, order_.end(), order_rng_);
+  std::vector<std::vector<size_t>> batches;
+  for (size_t start = next_; start < order_.size(); start += window) {
+    const auto first = order_.begin() + static_cast<std::ptrdiff_t>(start);
+    const auto last =
+        order_.begin() + static_cast<std::ptrdiff_t>(std::min(order_.size(), start + window));
+    std::stable_sort(first, last, [&](size_t x, size_t y) {
+      return tokenized_[x].ids.size() < tokenized_[y].ids.size();
+    });
+    for (auto b = first; b < last;) {
+      const auto e = b + std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(batch_size), last - b);
+      batches.emplace_back(b, e);
+      b = e;
+    }
+  }
+  std::shuffle(batches.begin(), batches.end(), order_rng_);
+  size_t out = next_;
+  for (const std::vector<size_t>& batch : batches) {
+    for (size_t index : batch) order_[out++] = index;
+  }
+}
+
 StepStats BertTrainer::Step() {
   ++step_;
   std::vector<const Tokenized*> batch;
@@ -385,6 +419,7 @@ StepStats BertTrainer::Step() {
     if (next_ == order_.size()) {
       std::shuffle(order_.begin(), order_.end(), rng_);
       next_ = 0;
+      BucketRemainingByLength();
     }
     batch.push_back(&tokenized_[order_[next_++]]);
   }

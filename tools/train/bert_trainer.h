@@ -55,6 +55,10 @@ struct TrainConfig {
   double tied_query_key_init = 0;
   // loss = mlm_loss + relevance_weight * relevance_loss.
   double relevance_weight = 1.0;
+  // Batches are cut from windows of this many batches' worth of shuffled examples, sorted by
+  // length inside the window (1: no sorting). Texts vary from a few tokens to max_positions, so
+  // a random batch is mostly padding; sorting within a window keeps batches random in content.
+  int64_t length_bucket_batches = 1;
   uint64_t seed = 20261129;
   // Fixed, so that float reductions split the same way on every run.
   int threads = 2;
@@ -97,7 +101,13 @@ class BertTrainer {
                                                              std::vector<Example> examples);
   ~BertTrainer();
 
-  // One optimiser step on the next batch.
+  // Reorders the examples not yet consumed into length-bucketed batches
+  // (config.length_bucket_batches), drawing from a generator of its own so that the masking and
+  // dropout draws stay those of a trainer consuming the same examples in the resulting order.
+  void BucketRemainingByLength();
+
+  // One optimiser step on the next batch. When the examples run out they are reshuffled (and
+  // bucketed by length) for the next pass.
   StepStats Step();
 
   // The examples the next `steps` steps would consume, without consuming them (for the
@@ -140,6 +150,7 @@ class BertTrainer {
   int64_t mask_id_;
   int64_t step_ = 0;
   std::mt19937_64 rng_;
+  std::mt19937_64 order_rng_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
 };
