@@ -42,6 +42,10 @@ MAX_DOCUMENT_WORDS = 60
 MAX_QUERY_WORDS = 16
 # Training only: the title is also paired with up to this many of its page's paragraphs.
 EXTRA_TITLE_PARAGRAPHS = 4
+# Training only: each query is paired with this many irrelevant paragraphs (its relevant document
+# repeated as often, to keep the classes balanced). Fixed pairs repeated epoch after epoch let the
+# model memorise them: after 7000 steps it ranked 85% of training pairs but 77% of held-out ones.
+NEGATIVES_PER_QUERY = 4
 
 # Letters that exist in Vietnamese but not in English (precomposed; NFC text).
 VIETNAMESE_LETTERS = set(
@@ -209,6 +213,9 @@ def main():
     os.makedirs(args.out, exist_ok=True)
 
     rng = random.Random(SEED)
+    # The extra negatives draw from a generator of their own, so that the held-out set stays the
+    # same whatever NEGATIVES_PER_QUERY is.
+    extra_rng = random.Random(SEED + 1)
     train, heldout = [], []
     vocab_texts = []
     for lang in ("en", "vi", "ko"):
@@ -236,31 +243,37 @@ def main():
             for _, pairs, _ in split_pages:
                 query_pages.update({q.lower() for q, _ in pairs})
             all_paragraphs = [(i, p) for i, (_, _, ps) in enumerate(split_pages) for p in ps]
+            def draw_negative(generator, page_index):
+                while True:
+                    other_page, negative = generator.choice(all_paragraphs)
+                    if other_page != page_index:
+                        return truncate_words(negative, MAX_DOCUMENT_WORDS)
+
             examples = []
             for page_index, (_, pairs, paragraphs) in enumerate(split_pages):
                 for query, document in pairs:
                     if query_pages[query.lower()] > 1:
                         continue
-                    while True:
-                        other_page, negative = rng.choice(all_paragraphs)
-                        if other_page != page_index:
-                            break
-                    negative = truncate_words(negative, MAX_DOCUMENT_WORDS)
-                    examples.append((query, document, negative))
+                    negatives = [draw_negative(rng, page_index)]
+                    if split == "train":
+                        negatives += [draw_negative(extra_rng, page_index)
+                                      for _ in range(NEGATIVES_PER_QUERY - 1)]
+                    examples.append((query, document, negatives))
                 if split == "train":
                     for paragraph in paragraphs:
                         train.append({"lang": lang, "a": paragraph, "label": -1})
                         vocab_texts.append(paragraph)
             if split == "train":
-                for query, document, negative in examples:
-                    train.append({"lang": lang, "a": query, "b": document, "label": 1})
-                    train.append({"lang": lang, "a": query, "b": negative, "label": 0})
+                for query, document, negatives in examples:
+                    for negative in negatives:
+                        train.append({"lang": lang, "a": query, "b": document, "label": 1})
+                        train.append({"lang": lang, "a": query, "b": negative, "label": 0})
                     vocab_texts.append(query)
             else:
                 rng.shuffle(examples)
-                for query, document, negative in examples[:HELDOUT_PAIRS_PER_LANG]:
+                for query, document, negatives in examples[:HELDOUT_PAIRS_PER_LANG]:
                     heldout.append({"kind": "pair", "lang": lang, "query": query,
-                                    "positive": document, "negative": negative})
+                                    "positive": document, "negative": negatives[0]})
                 sentences = [truncate_words(p, MAX_DOCUMENT_WORDS)
                              for _, _, ps in split_pages for p in ps]
                 rng.shuffle(sentences)

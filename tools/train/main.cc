@@ -31,20 +31,22 @@ ABSL_FLAG(std::string, heldout, "",
           "vocab: held-out JSONL whose texts the unknown-token rate is measured on");
 ABSL_FLAG(int64_t, vocab_size, 8000, "vocab: entries including special tokens");
 ABSL_FLAG(std::string, data, "", "train: train.jsonl from scripts/extract_help_text.py");
-ABSL_FLAG(int64_t, steps, 2000, "train: optimiser steps");
-ABSL_FLAG(int64_t, warmup_steps, 200, "train: linear warm-up steps");
+ABSL_FLAG(int64_t, steps, 14000, "train: optimiser steps");
+ABSL_FLAG(int64_t, warmup_steps, 400, "train: linear warm-up steps");
 ABSL_FLAG(double, peak_lr, 1e-3, "train: learning rate at the end of the warm-up");
 ABSL_FLAG(int64_t, batch_size, 32, "train: sequences per step");
-ABSL_FLAG(int64_t, single_every, 3,
-          "train: keep every n-th single-text (masked-LM only) example; pairs are all kept, and "
-          "are masked too, so relevance gets most of a short training's steps");
+ABSL_FLAG(int64_t, single_every, 1,
+          "train: keep every n-th single-text (masked-LM only) example (1: all); pairs are all "
+          "kept, and are masked too");
+ABSL_FLAG(int64_t, length_bucket_batches, 64,
+          "train: sort windows of this many batches by length before batching (1: no sorting)");
 ABSL_FLAG(int32_t, threads, 1, "train: intra-op threads (fixed for reproducible sums)");
 ABSL_FLAG(double, tied_query_key_init, 0,
           "train: start each query projection as a copy of the key projection, both with this "
           "times the usual deviation (0: independent)");
 ABSL_FLAG(double, query_mask_prob, 0,
           "train: masking rate of a pair's query tokens (0: the usual 15%)");
-ABSL_FLAG(double, relevance_weight, 1.0, "train: weight of the relevance loss");
+ABSL_FLAG(double, relevance_weight, 2.0, "train: weight of the relevance loss");
 ABSL_FLAG(std::string, init_from, "",
           "train: start from this checkpoint's weights (a further stage) instead of the seeded "
           "initialisation");
@@ -140,6 +142,7 @@ absl::Status Train() {
   config.relevance_weight = absl::GetFlag(FLAGS_relevance_weight);
   config.tied_query_key_init = absl::GetFlag(FLAGS_tied_query_key_init);
   config.query_mask_prob = absl::GetFlag(FLAGS_query_mask_prob);
+  config.length_bucket_batches = absl::GetFlag(FLAGS_length_bucket_batches);
   // The first pass goes through the data in a seeded order (the trainer reshuffles later passes).
   std::mt19937_64 shuffle_rng(config.seed + 1);
   std::shuffle(examples.begin(), examples.end(), shuffle_rng);
@@ -155,6 +158,7 @@ absl::Status Train() {
   std::fflush(stdout);
   ATTNSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<BertTrainer> trainer,
                              BertTrainer::Create(config, *tokenizer, std::move(examples)));
+  trainer->BucketRemainingByLength();
   if (!absl::GetFlag(FLAGS_init_from).empty()) {
     ATTNSCOPE_RETURN_IF_ERROR(trainer->LoadWeights(absl::GetFlag(FLAGS_init_from)));
   }
