@@ -47,8 +47,10 @@ show info
 for text in "Tôi yêu Việt Nam quá" "나는 오늘 랭체인을 공부한다"; do
   show attention --text "$text" --layers=-1 --aggregate mean
 done
-show cross --query "what is the capital of france" \
-  --document "paris is the capital city of france" --document "i love to read books" \
+# The built-in model knows LibreOffice help text: the first document is the relevant one.
+show cross --query "insert a table" \
+  --document "To insert a new table into the document, choose Table - Insert Table." \
+  --document "Sets the left, right, top and bottom page margins." \
   --layers=-1 --aggregate mean
 
 if ! $once; then
