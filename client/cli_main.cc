@@ -540,7 +540,11 @@ absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const C
 }
 
 int Main(int argc, char** argv) {
-  if (argc >= 2 && (std::strcmp(argv[1], "help") == 0 || std::strcmp(argv[1], "--help") == 0)) {
+  bool help = argc >= 2 && std::strcmp(argv[1], "help") == 0;
+  for (int i = 1; i < argc; ++i) {
+    help = help || std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0;
+  }
+  if (help) {
     std::cout << kUsage;
     return 0;
   }

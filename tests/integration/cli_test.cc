@@ -284,6 +284,11 @@ TEST_F(CliTest, ErrorsPrintTheServersCodeAndMessageAndExitNonZero) {
   result = RunCommand({CliBinary(), "attention", "--no_such_flag"});
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.stderr_text, HasSubstr("unknown flag --no_such_flag"));
+
+  // --help after a command prints the usage, as it does first.
+  result = RunCommand({CliBinary(), "attention", "--text=paris", "--help"});
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_THAT(result.stdout_text, HasSubstr("usage: attnscope COMMAND"));
 }
 
 }  // namespace
