@@ -44,14 +44,16 @@ show() {
   "$cli" "$1" --server "$address" --model "$model_name" "${@:2}"
 }
 show info
-for text in "Tôi yêu Việt Nam quá" "나는 오늘 랭체인을 공부한다"; do
-  show attention --text "$text" --layers=-1 --aggregate mean
-done
-# The built-in model knows LibreOffice help text: the first document is the relevant one.
-show cross --query "insert a table" \
-  --document "To insert a new table into the document, choose Table - Insert Table." \
-  --document "Sets the left, right, top and bottom page margins." \
-  --layers=-1 --aggregate mean
+# One GetAttention and one CrossAttention request on each language. The built-in model knows
+# LibreOffice help text: in the English request the first document is the relevant one.
+show attention --text "Tôi yêu Việt Nam quá" --layers=-1 --aggregate mean
+show cross --query "Việt Nam" --document "Tôi yêu Việt Nam quá" --layers=-1 --aggregate mean
+show attention --text "나는 오늘 랭체인을 공부한다" --layers=-1 --aggregate mean
+show cross --query "랭체인 공부" --document "나는 오늘 랭체인을 공부한다" --layers=-1 --aggregate mean
+table="To insert a new table into the document, choose Table - Insert Table."
+show attention --text "insert a table" --text_pair "$table" --layers=-1 --aggregate mean
+show cross --query "insert a table" --document "$table" \
+  --document "Sets the left, right, top and bottom page margins." --layers=-1 --aggregate mean
 
 if ! $once; then
   echo
