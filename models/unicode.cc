@@ -14,8 +14,8 @@ namespace {
 
 absl::Status InvalidUtf8(std::string_view text, size_t offset, std::string_view what) {
   return absl::InvalidArgumentError(absl::StrFormat(
-      "text: expected valid UTF-8, got %s at byte offset %d (byte 0x%02X); the input must be "
-      "valid UTF-8",
+      "expected valid UTF-8, got %s at byte offset %d (byte 0x%02X); the input must be valid "
+      "UTF-8",
       what, offset, static_cast<unsigned char>(text[offset])));
 }
 

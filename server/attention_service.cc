@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "models/attention_ops.h"
 #include "models/status_macros.h"
+#include "models/unicode.h"
 #include "server/tensor_codec.h"
 
 namespace attnscope::server {
@@ -34,6 +35,10 @@ absl::Status CheckText(const std::string& text, absl::string_view field) {
   if (text.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         field, ": expected a non-empty UTF-8 text, got an empty one; set `", field, "`"));
+  }
+  // Checked here so that the message names the field (the tokenizer sees one text at a time).
+  if (absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(text); !decoded.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", decoded.status().message()));
   }
   return absl::OkStatus();
 }

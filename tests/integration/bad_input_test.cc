@@ -132,6 +132,11 @@ TEST_F(BadInputTest, InvalidUtf8) {
   tokenize.set_text("\xFF");
   ExpectRow("invalid UTF-8 Tokenize", client_->Tokenize(tokenize).status(),
             absl::StatusCode::kInvalidArgument, {"utf-8"});
+  // The message names the field that holds the bad bytes.
+  tokenize.set_text("hi");
+  tokenize.set_text_pair("ok \xFF");
+  ExpectRow("invalid UTF-8 text_pair", client_->Tokenize(tokenize).status(),
+            absl::StatusCode::kInvalidArgument, {"text_pair: expected valid utf-8", "offset 3"});
 }
 
 TEST_F(BadInputTest, UnknownModel) {
