@@ -151,6 +151,18 @@ absl::StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& tex
   return value;
 }
 
+// For the request fields that are int32 on the wire, so that a large value is refused rather than
+// wrapped.
+absl::StatusOr<int32_t> ParseInt32(const std::string& flag, const std::string& text) {
+  int32_t value;
+  if (!absl::SimpleAtoi(text, &value)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", text,
+                                                   "' is not an integer in [-2147483648, "
+                                                   "2147483647]"));
+  }
+  return value;
+}
+
 absl::StatusOr<std::vector<int32_t>> ParseIntList(const std::string& flag,
                                                   const std::string& text) {
   std::vector<int32_t> values;
@@ -207,9 +219,9 @@ absl::StatusOr<v1::TokenizationOptions> ParseTokenization(const CommandLine& lin
                      "' is not one of none, longest_first, only_first, only_second"));
   }
   if (line.Has("max_length")) {
-    absl::StatusOr<int64_t> max_length = ParseInt("max_length", line.Get("max_length"));
+    absl::StatusOr<int32_t> max_length = ParseInt32("max_length", line.Get("max_length"));
     if (!max_length.ok()) return max_length.status();
-    options.set_max_length(static_cast<int32_t>(*max_length));
+    options.set_max_length(*max_length);
   }
   options.set_skip_special_tokens(line.Has("skip_special_tokens"));
   return options;
@@ -352,9 +364,9 @@ absl::StatusOr<v1::GetAttentionRequest> AttentionRequest(const CommandLine& line
   if (!dtype.ok()) return dtype.status();
   request.set_dtype(*dtype);
   if (line.Has("top_k")) {
-    absl::StatusOr<int64_t> top_k = ParseInt("top_k", line.Get("top_k"));
+    absl::StatusOr<int32_t> top_k = ParseInt32("top_k", line.Get("top_k"));
     if (!top_k.ok()) return top_k.status();
-    request.set_top_k(static_cast<int32_t>(*top_k));
+    request.set_top_k(*top_k);
   }
   if (line.Has("window")) {
     absl::StatusOr<std::vector<int32_t>> window = ParseIntList("window", line.Get("window"));

@@ -285,6 +285,12 @@ TEST_F(CliTest, ErrorsPrintTheServersCodeAndMessageAndExitNonZero) {
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.stderr_text, HasSubstr("unknown flag --no_such_flag"));
 
+  // A value that does not fit the int32 field is refused, not wrapped.
+  result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
+                       "--text=paris", "--top_k=99999999999"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.stderr_text, HasSubstr("--top_k: '99999999999' is not an integer in"));
+
   // --help after a command prints the usage, as it does first.
   result = RunCommand({CliBinary(), "attention", "--text=paris", "--help"});
   EXPECT_EQ(result.exit_code, 0);
