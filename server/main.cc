@@ -7,6 +7,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "models/gemm.h"
@@ -69,6 +71,13 @@ int main(int argc, char** argv) {
   // Before any thread exists, so that every thread inherits the mask and only RunServer's
   // sigwait sees the shutdown signals.
   attnscope::server::BlockShutdownSignals();
+  // --help lists the flags of this file; absl's default looks for a file named after the binary.
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "server/main.cc");
+  };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
       "Serves transformer attention over gRPC.\n"
       "  attnscope-server --model bert=/models/bert [--model NAME=DIR ...] [--listen HOST:PORT]");

@@ -15,7 +15,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "models/file_util.h"
@@ -229,6 +231,13 @@ absl::Status Train() {
 }  // namespace attnscope::train
 
 int main(int argc, char** argv) {
+  // --help lists the flags of this file; absl's default looks for a file named after the binary.
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "tools/train/main.cc");
+  };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
       "attnscope-train vocab|train [flags]: builds the default model's vocabulary or trains it");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
