@@ -101,7 +101,12 @@ TEST(ShutdownTest, SigtermDrainsInFlightCallsRefusesNewOnesAndExitsZero) {
                      absl::FormatDuration(record.start - signal_time),
                      " after SIGTERM: ", record.status.ToString());
     // A call is either served completely or refused; never cut off (CANCELLED, INTERNAL, ...).
-    EXPECT_TRUE(record.status.ok() || record.status.code() == absl::StatusCode::kUnavailable)
+    // One exception: a call sent after SIGTERM that races gRPC's own Shutdown (its GOAWAY not
+    // yet at the client, the call not yet at a handler) is refused by gRPC with a bare CANCELLED.
+    const bool refused_by_grpc_shutdown =
+        record.start > signal_time && record.status.code() == absl::StatusCode::kCancelled;
+    EXPECT_TRUE(record.status.ok() || record.status.code() == absl::StatusCode::kUnavailable ||
+                refused_by_grpc_shutdown)
         << what;
     // Calls under way well before the signal (50 ms margin for the request to reach the server)
     // must complete.
