@@ -49,24 +49,19 @@ struct ServerTimes {
   double forward_seconds = 0;
 };
 
-// The value of the sample line that starts with `series` in a Prometheus text exposition.
-std::optional<double> SampleValue(const std::string& body, const std::string& series) {
-  const size_t at = body.find("\n" + series + " ");
-  if (at == std::string::npos) return std::nullopt;
-  return std::strtod(body.c_str() + at + series.size() + 2, nullptr);
-}
-
 ServerTimes ScrapeServerTimes(int metrics_port) {
-  ServerTimes times;
   const absl::StatusOr<std::string> body = testing::HttpGet(metrics_port, "/metrics");
-  if (!body.ok()) return times;
-  const auto count =
-      SampleValue(*body, R"(attnscope_request_duration_seconds_count{rpc="GetAttention"})");
-  const auto handler =
-      SampleValue(*body, R"(attnscope_request_duration_seconds_sum{rpc="GetAttention"})");
-  const auto forward =
-      SampleValue(*body, R"(attnscope_inference_duration_seconds_sum{model="bert"})");
-  if (!count || !handler || !forward) return times;
+  if (!body.ok()) return {};
+  const std::vector<testing::MetricSample> samples = testing::ParseMetrics(*body);
+  auto value = [&](const std::string& name, const std::string& label, const std::string& is) {
+    const std::vector<testing::MetricSample> found =
+        testing::FindSamples(samples, name, {{label, is}});
+    return found.size() == 1 ? std::optional<double>(found[0].value) : std::nullopt;
+  };
+  const auto count = value("attnscope_request_duration_seconds_count", "rpc", "GetAttention");
+  const auto handler = value("attnscope_request_duration_seconds_sum", "rpc", "GetAttention");
+  const auto forward = value("attnscope_inference_duration_seconds_sum", "model", "bert");
+  if (!count || !handler || !forward) return {};
   return {true, *count, *handler, *forward};
 }
 

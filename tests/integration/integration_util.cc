@@ -19,8 +19,11 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
 
 namespace attnscope::testing {
 namespace {
@@ -371,6 +374,47 @@ std::string RandomBertText(const BertShape& shape, int tokens) {
   for (int i = 0; i < tokens - 2; ++i)
     words.push_back(absl::StrCat("w", (i * 7) % (shape.vocab - 5)));
   return absl::StrJoin(words, " ");
+}
+
+std::vector<MetricSample> ParseMetrics(const std::string& text) {
+  std::vector<MetricSample> samples;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (line.empty() || line[0] == '#') continue;
+    MetricSample sample;
+    const size_t brace = line.find('{');
+    const size_t space = line.rfind(' ');
+    if (brace != absl::string_view::npos && brace < space) {
+      sample.name = std::string(line.substr(0, brace));
+      const size_t close = line.find('}', brace);
+      for (absl::string_view pair :
+           absl::StrSplit(line.substr(brace + 1, close - brace - 1), ',', absl::SkipEmpty())) {
+        const size_t equals = pair.find('=');
+        sample.labels[std::string(pair.substr(0, equals))] =
+            std::string(pair.substr(equals + 2, pair.size() - equals - 3));
+      }
+    } else {
+      sample.name = std::string(line.substr(0, space));
+    }
+    EXPECT_TRUE(absl::SimpleAtod(line.substr(space + 1), &sample.value)) << line;
+    samples.push_back(std::move(sample));
+  }
+  return samples;
+}
+
+std::vector<MetricSample> FindSamples(const std::vector<MetricSample>& samples,
+                                      const std::string& name,
+                                      const std::map<std::string, std::string>& labels) {
+  std::vector<MetricSample> out;
+  for (const MetricSample& sample : samples) {
+    if (sample.name != name) continue;
+    bool match = true;
+    for (const auto& [key, value] : labels) {
+      auto it = sample.labels.find(key);
+      match = match && it != sample.labels.end() && it->second == value;
+    }
+    if (match) out.push_back(sample);
+  }
+  return out;
 }
 
 }  // namespace attnscope::testing

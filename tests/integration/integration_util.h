@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -97,6 +98,23 @@ int FreeTcpPort();
 // HTTP/1.0 GET of http://127.0.0.1:port/path over a plain socket. Returns the body when the status
 // is 200; Unavailable when the connection fails, Internal on another status.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+
+// One sample line of a Prometheus text exposition.
+struct MetricSample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+// Parses the Prometheus text exposition format (comments skipped; label values without escapes,
+// which holds for every label attnscope exports). A line whose value does not parse is a test
+// failure.
+std::vector<MetricSample> ParseMetrics(const std::string& text);
+
+// The samples named `name` whose labels include `labels`.
+std::vector<MetricSample> FindSamples(const std::vector<MetricSample>& samples,
+                                      const std::string& name,
+                                      const std::map<std::string, std::string>& labels = {});
 
 // Result of running a command to completion.
 struct CommandResult {

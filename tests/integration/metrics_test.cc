@@ -6,8 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "gtest/gtest.h"
 #include "tests/integration/integration_util.h"
@@ -15,60 +13,10 @@
 namespace attnscope::testing {
 namespace {
 
-struct Sample {
-  std::string name;
-  std::map<std::string, std::string> labels;
-  double value = 0;
-};
-
-// Parses the Prometheus text exposition format (comments skipped; label values without escapes,
-// which holds for every label attnscope exports).
-std::vector<Sample> ParseMetrics(const std::string& text) {
-  std::vector<Sample> samples;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    if (line.empty() || line[0] == '#') continue;
-    Sample sample;
-    const size_t brace = line.find('{');
-    const size_t space = line.rfind(' ');
-    absl::string_view rest;
-    if (brace != absl::string_view::npos && brace < space) {
-      sample.name = std::string(line.substr(0, brace));
-      const size_t close = line.find('}', brace);
-      for (absl::string_view pair :
-           absl::StrSplit(line.substr(brace + 1, close - brace - 1), ',', absl::SkipEmpty())) {
-        const size_t equals = pair.find('=');
-        sample.labels[std::string(pair.substr(0, equals))] =
-            std::string(pair.substr(equals + 2, pair.size() - equals - 3));
-      }
-    } else {
-      sample.name = std::string(line.substr(0, space));
-    }
-    EXPECT_TRUE(absl::SimpleAtod(line.substr(space + 1), &sample.value)) << line;
-    samples.push_back(std::move(sample));
-  }
-  return samples;
-}
-
-// The samples named `name` whose labels include `labels`.
-std::vector<Sample> Find(const std::vector<Sample>& samples, const std::string& name,
-                         const std::map<std::string, std::string>& labels = {}) {
-  std::vector<Sample> out;
-  for (const Sample& sample : samples) {
-    if (sample.name != name) continue;
-    bool match = true;
-    for (const auto& [key, value] : labels) {
-      auto it = sample.labels.find(key);
-      match = match && it != sample.labels.end() && it->second == value;
-    }
-    if (match) out.push_back(sample);
-  }
-  return out;
-}
-
 // The value of the single matching series; a failure (and -1) when there is none or several.
-double Value(const std::vector<Sample>& samples, const std::string& name,
+double Value(const std::vector<MetricSample>& samples, const std::string& name,
              const std::map<std::string, std::string>& labels = {}) {
-  const std::vector<Sample> found = Find(samples, name, labels);
+  const std::vector<MetricSample> found = FindSamples(samples, name, labels);
   EXPECT_EQ(found.size(), 1u) << name;
   return found.size() == 1 ? found[0].value : -1;
 }
@@ -106,7 +54,7 @@ TEST(MetricsTest, CountersAndHistogramsMatchTheCallsMade) {
 
   absl::StatusOr<std::string> body = HttpGet((*server)->metrics_port(), "/metrics");
   ASSERT_TRUE(body.ok()) << body.status();
-  const std::vector<Sample> samples = ParseMetrics(*body);
+  const std::vector<MetricSample> samples = ParseMetrics(*body);
   ASSERT_FALSE(samples.empty());
 
   const std::string requests = "attnscope_requests_total";
@@ -116,7 +64,7 @@ TEST(MetricsTest, CountersAndHistogramsMatchTheCallsMade) {
   EXPECT_EQ(Value(samples, requests, {{"rpc", "Tokenize"}, {"code", "OK"}}), 4);
   EXPECT_EQ(Value(samples, requests, {{"rpc", "Encode"}, {"code", "OK"}}), 1);
   double total = 0;
-  for (const Sample& sample : Find(samples, requests)) total += sample.value;
+  for (const MetricSample& sample : FindSamples(samples, requests)) total += sample.value;
   EXPECT_EQ(total, 11) << "no other RPC or code was counted";
 
   const std::string duration = "attnscope_request_duration_seconds";
