@@ -89,7 +89,7 @@ void WidenHalvesWithTable(const unsigned char* bytes, int64_t count, float* out)
 // for bit, so groups of 8 holding an infinity or NaN (all-ones exponent) go through the table.
 // x86 is little-endian, so the wire's bytes are the instruction's operand as they are.
 __attribute__((target("avx,f16c"))) void WidenHalvesWithF16c(const unsigned char* bytes,
-                                                              int64_t count, float* out) {
+                                                             int64_t count, float* out) {
   const __m128i exponent_mask = _mm_set1_epi16(0x7C00);
   int64_t i = 0;
   for (; i + 8 <= count; i += 8) {
