@@ -16,9 +16,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "client/npy.h"
@@ -41,6 +43,7 @@ Commands:
   health      grpc.health.v1 status; exits 0 only when SERVING
 
 Connection:  --server=127.0.0.1:50051  --timeout=60s (or seconds)  --max_response_bytes=67108864
+             (the server's cap; the channel accepts 1 MiB more for the non-tensor fields)
 Input:       --model NAME  --text T  --text_pair T  --truncation=none|longest_first|only_first|
              only_second  --max_length N  --skip_special_tokens
 Attention:   --layers=0,-1  --heads=0,2  --aggregate=none|mean|max  --rollout  --scores
@@ -51,6 +54,20 @@ Health:      --service NAME
 Output:      --npy_dir DIR  writes each tensor as DIR/<name>.npy (float32 '<f4' or int32 '<i4')
              and the JSON gives its path instead of its values
 )";
+
+// The payload that marks a status as a mistake in the command line (exit 2) rather than a call
+// the server or the connection refused (exit 1).
+constexpr char kUsagePayload[] = "type.attnscope.dev/cli.usage";
+
+absl::Status UsageError(absl::string_view message) {
+  absl::Status status = absl::InvalidArgumentError(message);
+  status.SetPayload(kUsagePayload, absl::Cord());
+  return status;
+}
+
+bool IsUsageError(const absl::Status& status) {
+  return status.GetPayload(kUsagePayload).has_value();
+}
 
 // Flags that take no value.
 const std::set<std::string>& BoolFlags() {
@@ -104,13 +121,13 @@ struct CommandLine {
 };
 
 absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
-  if (argc < 2) return absl::InvalidArgumentError("missing COMMAND");
+  if (argc < 2) return UsageError("missing COMMAND");
   CommandLine line;
   line.command = argv[1];
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", arg, "'"));
+      return UsageError(absl::StrCat("unexpected argument '", arg, "'"));
     }
     arg = arg.substr(2);
     std::string name = arg;
@@ -121,22 +138,20 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
     }
     if (BoolFlags().count(name)) {
       if (value.has_value() && *value != "true" && *value != "false") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", name, " takes no value (or =true / =false)"));
+        return UsageError(absl::StrCat("--", name, " takes no value (or =true / =false)"));
       }
       if (value.value_or("true") == "true") line.values[name].push_back("true");
       continue;
     }
     if (!ValueFlags().count(name)) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+      return UsageError(absl::StrCat("unknown flag --", name));
     }
     if (!value.has_value()) {
-      if (i + 1 >= argc)
-        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      if (i + 1 >= argc) return UsageError(absl::StrCat("--", name, " needs a value"));
       value = argv[++i];
     }
     if (line.values.count(name) && !RepeatableFlags().count(name)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, " given twice"));
+      return UsageError(absl::StrCat("--", name, " given twice"));
     }
     line.values[name].push_back(*value);
   }
@@ -146,7 +161,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
 absl::StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& text) {
   int64_t value;
   if (!absl::SimpleAtoi(text, &value)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", text, "' is not an integer"));
+    return UsageError(absl::StrCat("--", flag, ": '", text, "' is not an integer"));
   }
   return value;
 }
@@ -156,9 +171,9 @@ absl::StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& tex
 absl::StatusOr<int32_t> ParseInt32(const std::string& flag, const std::string& text) {
   int32_t value;
   if (!absl::SimpleAtoi(text, &value)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", text,
-                                                   "' is not an integer in [-2147483648, "
-                                                   "2147483647]"));
+    return UsageError(absl::StrCat("--", flag, ": '", text,
+                                   "' is not an integer in [-2147483648, "
+                                   "2147483647]"));
   }
   return value;
 }
@@ -169,8 +184,8 @@ absl::StatusOr<std::vector<int32_t>> ParseIntList(const std::string& flag,
   for (absl::string_view piece : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     int32_t value;
     if (!absl::SimpleAtoi(piece, &value)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", flag, ": '", piece, "' is not an integer; pass a comma-separated list like 0,-1"));
+      return UsageError(absl::StrCat("--", flag, ": '", piece,
+                                     "' is not an integer; pass a comma-separated list like 0,-1"));
     }
     values.push_back(value);
   }
@@ -179,27 +194,32 @@ absl::StatusOr<std::vector<int32_t>> ParseIntList(const std::string& flag,
 
 absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text) {
   double seconds;
-  if (absl::SimpleAtod(text, &seconds)) return absl::Seconds(seconds);
   absl::Duration duration;
-  if (absl::ParseDuration(text, &duration)) return duration;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--timeout: '", text, "' is neither seconds nor a duration like 500ms or 2m"));
+  if (absl::SimpleAtod(text, &seconds)) {
+    duration = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(text, &duration)) {
+    return UsageError(
+        absl::StrCat("--timeout: '", text, "' is neither seconds nor a duration like 500ms or 2m"));
+  }
+  if (duration <= absl::ZeroDuration()) {
+    return UsageError(absl::StrCat("--timeout: expected a positive duration, got '", text,
+                                   "'; e.g. --timeout=30s"));
+  }
+  return duration;
 }
 
 absl::StatusOr<v1::DType> ParseDType(const std::string& text) {
   if (text.empty() || text == "float32") return v1::DTYPE_FLOAT32;
   if (text == "float16") return v1::DTYPE_FLOAT16;
   if (text == "bfloat16") return v1::DTYPE_BFLOAT16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--dtype: '", text, "' is not one of float32, float16, bfloat16"));
+  return UsageError(absl::StrCat("--dtype: '", text, "' is not one of float32, float16, bfloat16"));
 }
 
 absl::StatusOr<v1::HeadAggregation> ParseAggregation(const std::string& text) {
   if (text.empty() || text == "none") return v1::HEAD_AGGREGATION_NONE;
   if (text == "mean") return v1::HEAD_AGGREGATION_MEAN;
   if (text == "max") return v1::HEAD_AGGREGATION_MAX;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--aggregate: '", text, "' is not one of none, mean, max"));
+  return UsageError(absl::StrCat("--aggregate: '", text, "' is not one of none, mean, max"));
 }
 
 absl::StatusOr<v1::TokenizationOptions> ParseTokenization(const CommandLine& line) {
@@ -214,9 +234,8 @@ absl::StatusOr<v1::TokenizationOptions> ParseTokenization(const CommandLine& lin
   } else if (truncation == "only_second") {
     options.set_truncation(v1::TRUNCATION_ONLY_SECOND);
   } else if (!truncation.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--truncation: '", truncation,
-                     "' is not one of none, longest_first, only_first, only_second"));
+    return UsageError(absl::StrCat("--truncation: '", truncation,
+                                   "' is not one of none, longest_first, only_first, only_second"));
   }
   if (line.Has("max_length")) {
     absl::StatusOr<int32_t> max_length = ParseInt32("max_length", line.Get("max_length"));
@@ -227,11 +246,29 @@ absl::StatusOr<v1::TokenizationOptions> ParseTokenization(const CommandLine& lin
   return options;
 }
 
+// --text and --text_pair repeat only for 'encode' (one input each); elsewhere a second one would
+// silently replace the first.
+absl::Status CheckSingle(const CommandLine& line, const std::string& name) {
+  const size_t count = line.GetAll(name).size();
+  if (count <= 1) return absl::OkStatus();
+  return UsageError(absl::StrCat("'", line.command, "' takes one --", name, ", got ", count,
+                                 "; only 'encode' takes several (one input each)"));
+}
+
 absl::StatusOr<std::string> RequiredFlag(const CommandLine& line, const std::string& name) {
   if (!line.Has(name)) {
-    return absl::InvalidArgumentError(absl::StrCat("'", line.command, "' needs --", name));
+    return UsageError(absl::StrCat("'", line.command, "' needs --", name));
   }
+  if (absl::Status status = CheckSingle(line, name); !status.ok()) return status;
   return line.Get(name);
+}
+
+// The value of an optional single-valued flag, or nullopt when absent.
+absl::StatusOr<std::optional<std::string>> OptionalFlag(const CommandLine& line,
+                                                        const std::string& name) {
+  if (!line.Has(name)) return std::optional<std::string>();
+  if (absl::Status status = CheckSingle(line, name); !status.ok()) return status;
+  return std::optional<std::string>(line.Get(name));
 }
 
 json OffsetsToJson(const google::protobuf::RepeatedPtrField<v1::Offset>& offsets) {
@@ -345,7 +382,9 @@ absl::StatusOr<v1::GetAttentionRequest> AttentionRequest(const CommandLine& line
   absl::StatusOr<std::string> text = RequiredFlag(line, "text");
   if (!text.ok()) return text.status();
   request.set_text(*text);
-  if (line.Has("text_pair")) request.set_text_pair(line.Get("text_pair"));
+  absl::StatusOr<std::optional<std::string>> text_pair = OptionalFlag(line, "text_pair");
+  if (!text_pair.ok()) return text_pair.status();
+  if (text_pair->has_value()) request.set_text_pair(**text_pair);
   absl::StatusOr<v1::TokenizationOptions> tokenization = ParseTokenization(line);
   if (!tokenization.ok()) return tokenization.status();
   *request.mutable_tokenization() = *tokenization;
@@ -372,7 +411,7 @@ absl::StatusOr<v1::GetAttentionRequest> AttentionRequest(const CommandLine& line
     absl::StatusOr<std::vector<int32_t>> window = ParseIntList("window", line.Get("window"));
     if (!window.ok()) return window.status();
     if (window->size() != 4) {
-      return absl::InvalidArgumentError(
+      return UsageError(
           "--window takes four integers QUERY_START,QUERY_END,KEY_START,KEY_END (end 0 = to the "
           "end of the sequence)");
     }
@@ -406,7 +445,9 @@ absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const C
     absl::StatusOr<std::string> text = RequiredFlag(line, "text");
     if (!text.ok()) return text.status();
     request.set_text(*text);
-    if (line.Has("text_pair")) request.set_text_pair(line.Get("text_pair"));
+    absl::StatusOr<std::optional<std::string>> text_pair = OptionalFlag(line, "text_pair");
+    if (!text_pair.ok()) return text_pair.status();
+    if (text_pair->has_value()) request.set_text_pair(**text_pair);
     absl::StatusOr<v1::TokenizationOptions> tokenization = ParseTokenization(line);
     if (!tokenization.ok()) return tokenization.status();
     *request.mutable_tokenization() = *tokenization;
@@ -431,11 +472,10 @@ absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const C
     request.set_model(line.Get("model"));
     const std::vector<std::string> texts = line.GetAll("text");
     const std::vector<std::string> pairs = line.GetAll("text_pair");
-    if (texts.empty()) return absl::InvalidArgumentError("'encode' needs --text (repeatable)");
+    if (texts.empty()) return UsageError("'encode' needs --text (repeatable)");
     if (!pairs.empty() && pairs.size() != texts.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'encode' got ", texts.size(), " --text but ", pairs.size(),
-                       " --text_pair; give one --text_pair per --text or none"));
+      return UsageError(absl::StrCat("'encode' got ", texts.size(), " --text but ", pairs.size(),
+                                     " --text_pair; give one --text_pair per --text or none"));
     }
     for (size_t i = 0; i < texts.size(); ++i) {
       v1::EncodeInput* input = request.add_inputs();
@@ -454,8 +494,7 @@ absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const C
     } else if (pooling == "mean") {
       request.set_pooling(v1::POOLING_MEAN);
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--pooling: '", pooling, "' is not one of none, cls, mean"));
+      return UsageError(absl::StrCat("--pooling: '", pooling, "' is not one of none, cls, mean"));
     }
     request.set_normalize(line.Has("normalize"));
     absl::StatusOr<v1::DType> dtype = ParseDType(line.Get("dtype"));
@@ -494,7 +533,7 @@ absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const C
     request.set_query(*query);
     for (const std::string& document : line.GetAll("document")) request.add_documents(document);
     if (request.documents().empty()) {
-      return absl::InvalidArgumentError("'cross' needs --document (repeatable)");
+      return UsageError("'cross' needs --document (repeatable)");
     }
     absl::StatusOr<v1::TokenizationOptions> tokenization = ParseTokenization(line);
     if (!tokenization.ok()) return tokenization.status();
@@ -548,7 +587,7 @@ absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const C
     if (!status.ok()) return status.status();
     return json{{"status", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(*status)}};
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown command '", command, "'"));
+  return UsageError(absl::StrCat("unknown command '", command, "'"));
 }
 
 int Main(int argc, char** argv) {
@@ -603,6 +642,10 @@ int Main(int argc, char** argv) {
     return 2;
   }
   absl::StatusOr<json> out = RunCommand(*line, **client, call, TensorWriter(npy_dir));
+  if (!out.ok() && IsUsageError(out.status())) {
+    std::cerr << "attnscope: " << out.status().message() << " (attnscope --help lists the flags)\n";
+    return 2;
+  }
   if (!out.ok()) {
     std::cerr << "attnscope: " << absl::StatusCodeToString(out.status().code()) << ": "
               << out.status().message() << "\n";

@@ -285,11 +285,36 @@ TEST_F(CliTest, ErrorsPrintTheServersCodeAndMessageAndExitNonZero) {
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.stderr_text, HasSubstr("unknown flag --no_such_flag"));
 
+  // Mistakes in the command line exit 2 whether the flag parser or a command finds them; calls the
+  // server refuses exit 1.
   // A value that does not fit the int32 field is refused, not wrapped.
   result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
                        "--text=paris", "--top_k=99999999999"});
-  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.stderr_text, HasSubstr("--top_k: '99999999999' is not an integer in"));
+
+  // A second --text outside 'encode' would silently replace the first.
+  result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
+                       "--text=paris", "--text=london"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.stderr_text, HasSubstr("'attention' takes one --text, got 2"));
+  result = RunCommand({CliBinary(), "tokenize", "--server=" + server_->address(), "--model=bert",
+                       "--text=paris", "--text_pair=a", "--text_pair=b"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.stderr_text, HasSubstr("'tokenize' takes one --text_pair, got 2"));
+  result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
+                       "--text=paris", "--window=1,2"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.stderr_text, HasSubstr("--window takes four integers"));
+
+  // A deadline must lie in the future.
+  for (const std::string timeout : {"0", "-1", "-5s"}) {
+    result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(),
+                         "--model=bert", "--text=paris", "--timeout=" + timeout});
+    EXPECT_EQ(result.exit_code, 2) << timeout;
+    EXPECT_THAT(result.stderr_text, HasSubstr("--timeout: expected a positive duration, got '" +
+                                              timeout + "'"));
+  }
 
   // --help after a command prints the usage, as it does first.
   result = RunCommand({CliBinary(), "attention", "--text=paris", "--help"});
