@@ -123,7 +123,8 @@ absl::StatusOr<Encoding> LoadedModel::Encode(absl::string_view text,
       return absl::InvalidArgumentError(absl::StrCat(
           "tokenization.max_length ", options.max_length, ": expected a value in [0, ", max_tokens_,
           "] for model '", name_, "' (0 = the model's limit of ", max_tokens_, " tokens), got ",
-          options.max_length, "; lower `tokenization.max_length`"));
+          options.max_length, options.max_length < 0 ? "; use 0 or a positive count"
+                                                     : "; lower `tokenization.max_length`"));
     }
     encode.max_length = options.max_length > 0 ? options.max_length : max_tokens_;
   }

@@ -252,6 +252,12 @@ absl::StatusOr<Encoding> AttentionService::EncodeText(const LoadedModel& model,
   TextOptions text_options;
   ATTNSCOPE_ASSIGN_OR_RETURN(text_options.truncation,
                              ToTruncation(options.truncation(), default_truncation));
+  if (options.max_length() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokenization.max_length ", options.max_length(),
+        ": expected 0 (the model's limit) or a positive count of tokens, got ",
+        options.max_length(), "; fix `tokenization.max_length`"));
+  }
   if (text_options.truncation == Truncation::kNone && options.max_length() != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tokenization.max_length ", options.max_length(),

@@ -121,6 +121,17 @@ TEST_F(BadInputTest, TooManyTokensWithoutTruncation) {
   }
 }
 
+TEST_F(BadInputTest, NegativeMaxLength) {
+  for (const v1::Truncation truncation : {v1::TRUNCATION_NONE, v1::TRUNCATION_LONGEST_FIRST}) {
+    v1::GetAttentionRequest request = Normal();
+    request.mutable_tokenization()->set_truncation(truncation);
+    request.mutable_tokenization()->set_max_length(-5);
+    ExpectRow(absl::StrCat("max_length -5, truncation ", v1::Truncation_Name(truncation)),
+              client_->GetAttention(request).status(), absl::StatusCode::kInvalidArgument,
+              {"tokenization.max_length -5", "positive count"});
+  }
+}
+
 TEST_F(BadInputTest, InvalidUtf8) {
   v1::GetAttentionRequest request = Normal();
   request.set_text(
