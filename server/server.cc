@@ -143,7 +143,10 @@ absl::Status RunServer(const ServerOptions& options) {
         "': cannot listen there (in use, or not a local address); choose another address or port"));
   }
   // Health answers during loading, NOT_SERVING until every model is ready; calls get UNAVAILABLE.
+  // Probes may ask for the server as a whole ("") or for the service by name; SetServingStatus(bool)
+  // below updates both.
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(v1::AttentionService::service_full_name(), false);
   health->SetServingStatus(false);
 
   std::fprintf(stderr, "attnscope-server: BLAS float32 GEMM at %.1f GFLOP/s\n",

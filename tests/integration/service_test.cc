@@ -207,6 +207,10 @@ TEST_F(ServiceTest, HealthIsServing) {
   absl::StatusOr<ServingStatus> status = client_->Health();
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_EQ(*status, grpc::health::v1::HealthCheckResponse::SERVING);
+  status = client_->Health("attnscope.v1.AttentionService");
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(*status, grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(client_->Health("no.such.Service").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(ServiceTest, TokenizeMatchesTokenizer) {
