@@ -19,6 +19,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -34,7 +35,7 @@ constexpr char kUsage[] = R"(usage: attnscope COMMAND [--flag=value | --flag val
 
 Commands:
   models      the loaded models
-  info        one model's description (--model)
+  info        one model's description (--model; default the first model served)
   tokenize    tokens, ids and offsets (--text [--text_pair])
   attention   GetAttention: attention of one text or text pair
   stream      the same request over StreamAttention (no size cap), same output
@@ -105,6 +106,38 @@ const std::set<std::string>& RepeatableFlags() {
   return *flags;
 }
 
+// The flags each command reads, beside the connection flags every command takes. A flag outside
+// its command's set is refused rather than silently ignored.
+const std::map<std::string, std::set<std::string>>& CommandFlags() {
+  static const auto* flags = [] {
+    const std::set<std::string> input = {"model",      "text",       "text_pair",
+                                         "truncation", "max_length", "skip_special_tokens"};
+    const std::set<std::string> attention = {"layers", "heads", "aggregate", "rollout", "scores",
+                                             "dtype",  "top_k", "window",    "npy_dir"};
+    auto with = [](std::set<std::string> a, const std::set<std::string>& b) {
+      a.insert(b.begin(), b.end());
+      return a;
+    };
+    return new std::map<std::string, std::set<std::string>>{
+        {"models", {}},
+        {"info", {"model"}},
+        {"tokenize", input},
+        {"attention", with(input, attention)},
+        {"stream", with(input, attention)},
+        {"encode", with(input, {"hidden_states", "pooling", "normalize", "dtype", "npy_dir"})},
+        {"cross",
+         {"model", "query", "document", "truncation", "max_length", "skip_special_tokens", "layers",
+          "heads", "aggregate", "doc_to_query", "dtype", "npy_dir"}},
+        {"health", {"service"}}};
+  }();
+  return *flags;
+}
+
+const std::set<std::string>& ConnectionFlags() {
+  static const auto* flags = new std::set<std::string>{"server", "timeout", "max_response_bytes"};
+  return *flags;
+}
+
 struct CommandLine {
   std::string command;
   std::map<std::string, std::vector<std::string>> values;
@@ -158,6 +191,24 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
   return line;
 }
 
+// Refuses an unknown command, and flags the command does not read (naming the commands that do).
+absl::Status CheckFlagsApply(const CommandLine& line) {
+  const auto command = CommandFlags().find(line.command);
+  if (command == CommandFlags().end()) {
+    return UsageError(absl::StrCat("unknown command '", line.command, "'"));
+  }
+  for (const auto& [flag, values] : line.values) {
+    if (ConnectionFlags().count(flag) || command->second.count(flag)) continue;
+    std::vector<std::string> users;
+    for (const auto& [name, flags] : CommandFlags()) {
+      if (flags.count(flag)) users.push_back(name);
+    }
+    return UsageError(absl::StrCat("--", flag, " does not apply to '", line.command,
+                                   "'; it is read by: ", absl::StrJoin(users, ", ")));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& text) {
   int64_t value;
   if (!absl::SimpleAtoi(text, &value)) {
@@ -178,18 +229,42 @@ absl::StatusOr<int32_t> ParseInt32(const std::string& flag, const std::string& t
   return value;
 }
 
-absl::StatusOr<std::vector<int32_t>> ParseIntList(const std::string& flag,
-                                                  const std::string& text) {
+// A comma-separated list of integers; `form` says what the flag takes, for the error message.
+absl::StatusOr<std::vector<int32_t>> ParseIntList(const std::string& flag, const std::string& text,
+                                                  absl::string_view form) {
+  if (text.empty()) {
+    return UsageError(absl::StrCat("--", flag, ": empty; pass ", form));
+  }
   std::vector<int32_t> values;
-  for (absl::string_view piece : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+  for (absl::string_view piece : absl::StrSplit(text, ',')) {
     int32_t value;
     if (!absl::SimpleAtoi(piece, &value)) {
-      return UsageError(absl::StrCat("--", flag, ": '", piece,
-                                     "' is not an integer; pass a comma-separated list like 0,-1"));
+      return UsageError(absl::StrCat("--", flag, ": '", piece, "' in '", text,
+                                     "' is not an integer; pass ", form));
     }
     values.push_back(value);
   }
   return values;
+}
+
+constexpr char kIndexListForm[] =
+    "a comma-separated list like 0,-1 (negative counts from the end), or leave the flag out for "
+    "all";
+constexpr char kWindowForm[] =
+    "four integers QUERY_START,QUERY_END,KEY_START,KEY_END (end 0 = to the end of the sequence)";
+
+// --layers and --heads into the request's repeated fields; absent flags leave them empty (all).
+absl::Status ParseSelection(const CommandLine& line,
+                            google::protobuf::RepeatedField<int32_t>* layers,
+                            google::protobuf::RepeatedField<int32_t>* heads) {
+  for (auto [flag, out] : {std::pair{"layers", layers}, std::pair{"heads", heads}}) {
+    if (!line.Has(flag)) continue;
+    absl::StatusOr<std::vector<int32_t>> values =
+        ParseIntList(flag, line.Get(flag), kIndexListForm);
+    if (!values.ok()) return values.status();
+    out->Add(values->begin(), values->end());
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text) {
@@ -388,12 +463,10 @@ absl::StatusOr<v1::GetAttentionRequest> AttentionRequest(const CommandLine& line
   absl::StatusOr<v1::TokenizationOptions> tokenization = ParseTokenization(line);
   if (!tokenization.ok()) return tokenization.status();
   *request.mutable_tokenization() = *tokenization;
-  absl::StatusOr<std::vector<int32_t>> layers = ParseIntList("layers", line.Get("layers"));
-  if (!layers.ok()) return layers.status();
-  request.mutable_layers()->Add(layers->begin(), layers->end());
-  absl::StatusOr<std::vector<int32_t>> heads = ParseIntList("heads", line.Get("heads"));
-  if (!heads.ok()) return heads.status();
-  request.mutable_heads()->Add(heads->begin(), heads->end());
+  if (absl::Status status = ParseSelection(line, request.mutable_layers(), request.mutable_heads());
+      !status.ok()) {
+    return status;
+  }
   absl::StatusOr<v1::HeadAggregation> aggregation = ParseAggregation(line.Get("aggregate"));
   if (!aggregation.ok()) return aggregation.status();
   request.set_head_aggregation(*aggregation);
@@ -408,12 +481,12 @@ absl::StatusOr<v1::GetAttentionRequest> AttentionRequest(const CommandLine& line
     request.set_top_k(*top_k);
   }
   if (line.Has("window")) {
-    absl::StatusOr<std::vector<int32_t>> window = ParseIntList("window", line.Get("window"));
+    absl::StatusOr<std::vector<int32_t>> window =
+        ParseIntList("window", line.Get("window"), kWindowForm);
     if (!window.ok()) return window.status();
     if (window->size() != 4) {
       return UsageError(
-          "--window takes four integers QUERY_START,QUERY_END,KEY_START,KEY_END (end 0 = to the "
-          "end of the sequence)");
+          absl::StrCat("--window: got ", window->size(), " values; pass ", kWindowForm));
     }
     v1::Window* out = request.mutable_window();
     out->set_query_start((*window)[0]);
@@ -542,12 +615,11 @@ absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const C
     if (line.Has("truncation") || line.Has("max_length") || line.Has("skip_special_tokens")) {
       *request.mutable_tokenization() = *tokenization;
     }
-    absl::StatusOr<std::vector<int32_t>> layers = ParseIntList("layers", line.Get("layers"));
-    if (!layers.ok()) return layers.status();
-    request.mutable_layers()->Add(layers->begin(), layers->end());
-    absl::StatusOr<std::vector<int32_t>> heads = ParseIntList("heads", line.Get("heads"));
-    if (!heads.ok()) return heads.status();
-    request.mutable_heads()->Add(heads->begin(), heads->end());
+    if (absl::Status status =
+            ParseSelection(line, request.mutable_layers(), request.mutable_heads());
+        !status.ok()) {
+      return status;
+    }
     absl::StatusOr<v1::HeadAggregation> aggregation = ParseAggregation(line.Get("aggregate"));
     if (!aggregation.ok()) return aggregation.status();
     request.set_head_aggregation(*aggregation);
@@ -600,6 +672,9 @@ int Main(int argc, char** argv) {
     return 0;
   }
   absl::StatusOr<CommandLine> line = ParseCommandLine(argc, argv);
+  if (line.ok()) {
+    if (absl::Status status = CheckFlagsApply(*line); !status.ok()) line = status;
+  }
   ClientOptions options;
   CallOptions call;
   if (line.ok()) {
@@ -607,6 +682,12 @@ int Main(int argc, char** argv) {
     if (line->Has("max_response_bytes")) {
       absl::StatusOr<int64_t> bytes =
           ParseInt("max_response_bytes", line->Get("max_response_bytes"));
+      if (bytes.ok() && *bytes < 1) {
+        bytes =
+            UsageError(absl::StrCat("--max_response_bytes: expected a positive size in bytes, "
+                                    "got ",
+                                    *bytes, "; match the server's --max_response_bytes"));
+      }
       if (!bytes.ok()) {
         line = bytes.status();
       } else {
@@ -623,7 +704,14 @@ int Main(int argc, char** argv) {
     }
   }
   if (!line.ok()) {
-    std::cerr << "attnscope: " << line.status().message() << "\n\n" << kUsage;
+    std::cerr << "attnscope: " << line.status().message();
+    // The whole usage only when the command itself is missing or unknown; otherwise one line.
+    const bool no_command = argc < 2 || !CommandFlags().count(argv[1]);
+    if (no_command) {
+      std::cerr << "\n\n" << kUsage;
+    } else {
+      std::cerr << " (attnscope --help lists the flags)\n";
+    }
     return 2;
   }
   const std::string npy_dir = line->Get("npy_dir");
@@ -648,7 +736,13 @@ int Main(int argc, char** argv) {
   }
   if (!out.ok()) {
     std::cerr << "attnscope: " << absl::StatusCodeToString(out.status().code()) << ": "
-              << out.status().message() << "\n";
+              << out.status().message();
+    if (out.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      std::cerr << " (the call took longer than --timeout="
+                << absl::FormatDuration(call.timeout.value_or(options.default_timeout))
+                << "; raise --timeout)";
+    }
+    std::cerr << "\n";
     return 1;
   }
   // Token strings come from the server; a stray invalid UTF-8 byte must not abort the output.

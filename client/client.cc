@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -159,7 +160,19 @@ class StreamAssembler {
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  // gRPC core's wording for a message over the channel's GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH.
+  if (code == absl::StatusCode::kResourceExhausted &&
+      absl::StartsWith(status.error_message(), "Received message larger than max")) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        status.error_message(),
+        ": the answer is larger than this client accepts (ClientOptions.max_response_bytes plus ",
+        kEnvelopeBytes,
+        " bytes; CLI --max_response_bytes); raise it to the server's "
+        "--max_response_bytes, ask for less (layers, heads, window, top_k, float16) or use "
+        "StreamAttention"));
+  }
+  return absl::Status(code, status.error_message());
 }
 
 std::string ServiceConfigJson(const ClientOptions& options) {

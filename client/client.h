@@ -134,7 +134,10 @@ struct CrossAttentionResult {
 using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
 
 // Converts a gRPC status to an absl::Status with the same code and message (both use the canonical
-// codes 0..16).
+// codes 0..16). One exception: when this client's own channel refuses an answer larger than its
+// receive limit, gRPC reports RESOURCE_EXHAUSTED "Received message larger than max (N vs. M)";
+// the message then also says how to fix it (raise ClientOptions.max_response_bytes, ask for less,
+// or stream).
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
 // The gRPC service config (JSON) a client with `options` installs on its channel: round_robin load

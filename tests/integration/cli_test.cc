@@ -23,6 +23,7 @@ namespace attnscope::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using json = nlohmann::json;
 
 constexpr char kVietnamese[] = "Tôi yêu Việt Nam quá";
@@ -305,7 +306,47 @@ TEST_F(CliTest, ErrorsPrintTheServersCodeAndMessageAndExitNonZero) {
   result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
                        "--text=paris", "--window=1,2"});
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_THAT(result.stderr_text, HasSubstr("--window takes four integers"));
+  EXPECT_THAT(result.stderr_text, HasSubstr("--window: got 2 values; pass four integers"));
+
+  // Empty list items and flags that belong to another command are refused, not ignored.
+  for (const std::string layers : {"--layers=0,,1", "--layers="}) {
+    result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(),
+                         "--model=bert", "--text=paris", layers});
+    EXPECT_EQ(result.exit_code, 2) << layers;
+    EXPECT_THAT(result.stderr_text, HasSubstr("--layers: ")) << layers;
+  }
+  result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
+                       "--text=paris", "--query=q"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.stderr_text, HasSubstr("--query does not apply to 'attention'; it is read by: "
+                                            "cross"));
+  result = RunCommand({CliBinary(), "models", "--server=" + server_->address(), "--text=paris"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.stderr_text, HasSubstr("--text does not apply to 'models'"));
+  EXPECT_THAT(result.stderr_text, Not(HasSubstr("usage:"))) << "one line, not the whole usage";
+  result = RunCommand({CliBinary(), "attend", "--text=paris"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.stderr_text, HasSubstr("unknown command 'attend'"));
+  EXPECT_THAT(result.stderr_text, HasSubstr("usage:")) << "an unknown command shows the commands";
+  result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
+                       "--text=paris", "--window=a,1,2,3"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.stderr_text, HasSubstr("QUERY_START,QUERY_END,KEY_START,KEY_END"));
+
+  // The client's own receive limit names the flag that raises it.
+  // (stories260K, 5 layers x 8 heads over about 200 tokens: several MB of float32.)
+  std::string story;
+  for (int i = 0; i < 40; ++i) story += "Once upon a time there was a cat. ";
+  result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=llama",
+                       "--text=" + story, "--max_response_bytes=100"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.stderr_text, HasSubstr("RESOURCE_EXHAUSTED"));
+  EXPECT_THAT(result.stderr_text, HasSubstr("--max_response_bytes"));
+  result = RunCommand({CliBinary(), "models", "--server=" + server_->address(),
+                       "--max_response_bytes=-1"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.stderr_text,
+              HasSubstr("--max_response_bytes: expected a positive size in bytes, got -1"));
 
   // A deadline must lie in the future.
   for (const std::string timeout : {"0", "-1", "-5s"}) {
