@@ -310,8 +310,8 @@ TEST_F(CliTest, ErrorsPrintTheServersCodeAndMessageAndExitNonZero) {
 
   // Empty list items and flags that belong to another command are refused, not ignored.
   for (const std::string layers : {"--layers=0,,1", "--layers="}) {
-    result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(),
-                         "--model=bert", "--text=paris", layers});
+    result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
+                         "--text=paris", layers});
     EXPECT_EQ(result.exit_code, 2) << layers;
     EXPECT_THAT(result.stderr_text, HasSubstr("--layers: ")) << layers;
   }
@@ -342,19 +342,19 @@ TEST_F(CliTest, ErrorsPrintTheServersCodeAndMessageAndExitNonZero) {
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.stderr_text, HasSubstr("RESOURCE_EXHAUSTED"));
   EXPECT_THAT(result.stderr_text, HasSubstr("--max_response_bytes"));
-  result = RunCommand({CliBinary(), "models", "--server=" + server_->address(),
-                       "--max_response_bytes=-1"});
+  result = RunCommand(
+      {CliBinary(), "models", "--server=" + server_->address(), "--max_response_bytes=-1"});
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.stderr_text,
               HasSubstr("--max_response_bytes: expected a positive size in bytes, got -1"));
 
   // A deadline must lie in the future.
   for (const std::string timeout : {"0", "-1", "-5s"}) {
-    result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(),
-                         "--model=bert", "--text=paris", "--timeout=" + timeout});
+    result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
+                         "--text=paris", "--timeout=" + timeout});
     EXPECT_EQ(result.exit_code, 2) << timeout;
-    EXPECT_THAT(result.stderr_text, HasSubstr("--timeout: expected a positive duration, got '" +
-                                              timeout + "'"));
+    EXPECT_THAT(result.stderr_text,
+                HasSubstr("--timeout: expected a positive duration, got '" + timeout + "'"));
   }
 
   // --help after a command prints the usage, as it does first.
