@@ -77,30 +77,7 @@ const std::set<std::string>& BoolFlags() {
   return *flags;
 }
 
-// Flags that take a value; the repeatable ones keep every occurrence.
-const std::set<std::string>& ValueFlags() {
-  static const auto* flags = new std::set<std::string>{"server",
-                                                       "model",
-                                                       "text",
-                                                       "text_pair",
-                                                       "layers",
-                                                       "heads",
-                                                       "aggregate",
-                                                       "dtype",
-                                                       "top_k",
-                                                       "window",
-                                                       "truncation",
-                                                       "max_length",
-                                                       "query",
-                                                       "document",
-                                                       "pooling",
-                                                       "timeout",
-                                                       "npy_dir",
-                                                       "service",
-                                                       "max_response_bytes"};
-  return *flags;
-}
-
+// Value flags that keep every occurrence; any other flag given twice is refused.
 const std::set<std::string>& RepeatableFlags() {
   static const auto* flags = new std::set<std::string>{"text", "text_pair", "document"};
   return *flags;
@@ -135,6 +112,16 @@ const std::map<std::string, std::set<std::string>>& CommandFlags() {
 
 const std::set<std::string>& ConnectionFlags() {
   static const auto* flags = new std::set<std::string>{"server", "timeout", "max_response_bytes"};
+  return *flags;
+}
+
+// Every flag of some command, or of the connection.
+const std::set<std::string>& KnownFlags() {
+  static const auto* flags = [] {
+    auto* known = new std::set<std::string>(ConnectionFlags());
+    for (const auto& [command, names] : CommandFlags()) known->insert(names.begin(), names.end());
+    return known;
+  }();
   return *flags;
 }
 
@@ -176,7 +163,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
       if (value.value_or("true") == "true") line.values[name].push_back("true");
       continue;
     }
-    if (!ValueFlags().count(name)) {
+    if (!KnownFlags().count(name)) {
       return UsageError(absl::StrCat("unknown flag --", name));
     }
     if (!value.has_value()) {

@@ -282,45 +282,50 @@ TEST_F(CliTest, ErrorsPrintTheServersCodeAndMessageAndExitNonZero) {
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.stderr_text, HasSubstr("INVALID_ARGUMENT"));
 
-  result = RunCommand({CliBinary(), "attention", "--no_such_flag"});
-  EXPECT_EQ(result.exit_code, 2);
-  EXPECT_THAT(result.stderr_text, HasSubstr("unknown flag --no_such_flag"));
-
   // Mistakes in the command line exit 2 whether the flag parser or a command finds them; calls the
   // server refuses exit 1.
-  // A value that does not fit the int32 field is refused, not wrapped.
-  result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
-                       "--text=paris", "--top_k=99999999999"});
-  EXPECT_EQ(result.exit_code, 2);
-  EXPECT_THAT(result.stderr_text, HasSubstr("--top_k: '99999999999' is not an integer in"));
-
-  // A second --text outside 'encode' would silently replace the first.
-  result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
-                       "--text=paris", "--text=london"});
-  EXPECT_EQ(result.exit_code, 2);
-  EXPECT_THAT(result.stderr_text, HasSubstr("'attention' takes one --text, got 2"));
-  result = RunCommand({CliBinary(), "tokenize", "--server=" + server_->address(), "--model=bert",
-                       "--text=paris", "--text_pair=a", "--text_pair=b"});
-  EXPECT_EQ(result.exit_code, 2);
-  EXPECT_THAT(result.stderr_text, HasSubstr("'tokenize' takes one --text_pair, got 2"));
-  result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
-                       "--text=paris", "--window=1,2"});
-  EXPECT_EQ(result.exit_code, 2);
-  EXPECT_THAT(result.stderr_text, HasSubstr("--window: got 2 values; pass four integers"));
-
-  // Empty list items and flags that belong to another command are refused, not ignored.
-  for (const std::string layers : {"--layers=0,,1", "--layers="}) {
-    result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
-                         "--text=paris", layers});
-    EXPECT_EQ(result.exit_code, 2) << layers;
-    EXPECT_THAT(result.stderr_text, HasSubstr("--layers: ")) << layers;
+  const std::string server = "--server=" + server_->address();
+  const std::vector<std::string> paris = {server, "--model=bert", "--text=paris"};
+  auto attention = [&](const std::string& flag) {
+    std::vector<std::string> args = {"attention"};
+    args.insert(args.end(), paris.begin(), paris.end());
+    args.push_back(flag);
+    return args;
+  };
+  struct Mistake {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Mistake> mistakes = {
+      {{"attention", "--no_such_flag"}, "unknown flag --no_such_flag"},
+      // A value that does not fit the int32 field is refused, not wrapped.
+      {attention("--top_k=99999999999"), "--top_k: '99999999999' is not an integer in"},
+      // A second --text outside 'encode' would silently replace the first.
+      {attention("--text=london"), "'attention' takes one --text, got 2"},
+      {{"tokenize", server, "--model=bert", "--text=paris", "--text_pair=a", "--text_pair=b"},
+       "'tokenize' takes one --text_pair, got 2"},
+      {attention("--window=1,2"), "--window: got 2 values; pass four integers"},
+      {attention("--window=a,1,2,3"), "QUERY_START,QUERY_END,KEY_START,KEY_END"},
+      // Empty list items and flags that belong to another command are refused, not ignored.
+      {attention("--layers=0,,1"), "--layers: "},
+      {attention("--layers="), "--layers: "},
+      {attention("--query=q"), "--query does not apply to 'attention'; it is read by: cross"},
+      {{"models", server, "--max_response_bytes=-1"},
+       "--max_response_bytes: expected a positive size in bytes, got -1"},
+      // A deadline must lie in the future.
+      {attention("--timeout=0"), "--timeout: expected a positive duration, got '0'"},
+      {attention("--timeout=-1"), "--timeout: expected a positive duration, got '-1'"},
+      {attention("--timeout=-5s"), "--timeout: expected a positive duration, got '-5s'"},
+  };
+  for (const Mistake& mistake : mistakes) {
+    std::vector<std::string> args = {CliBinary()};
+    args.insert(args.end(), mistake.args.begin(), mistake.args.end());
+    result = RunCommand(args);
+    EXPECT_EQ(result.exit_code, 2) << mistake.message;
+    EXPECT_THAT(result.stderr_text, HasSubstr(mistake.message));
   }
-  result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
-                       "--text=paris", "--query=q"});
-  EXPECT_EQ(result.exit_code, 2);
-  EXPECT_THAT(result.stderr_text, HasSubstr("--query does not apply to 'attention'; it is read by: "
-                                            "cross"));
-  result = RunCommand({CliBinary(), "models", "--server=" + server_->address(), "--text=paris"});
+  // One line, not the whole usage; but an unknown command shows the commands.
+  result = RunCommand({CliBinary(), "models", server, "--text=paris"});
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.stderr_text, HasSubstr("--text does not apply to 'models'"));
   EXPECT_THAT(result.stderr_text, Not(HasSubstr("usage:"))) << "one line, not the whole usage";
@@ -328,34 +333,16 @@ TEST_F(CliTest, ErrorsPrintTheServersCodeAndMessageAndExitNonZero) {
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.stderr_text, HasSubstr("unknown command 'attend'"));
   EXPECT_THAT(result.stderr_text, HasSubstr("usage:")) << "an unknown command shows the commands";
-  result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
-                       "--text=paris", "--window=a,1,2,3"});
-  EXPECT_EQ(result.exit_code, 2);
-  EXPECT_THAT(result.stderr_text, HasSubstr("QUERY_START,QUERY_END,KEY_START,KEY_END"));
 
   // The client's own receive limit names the flag that raises it.
   // (stories260K, 5 layers x 8 heads over about 200 tokens: several MB of float32.)
   std::string story;
   for (int i = 0; i < 40; ++i) story += "Once upon a time there was a cat. ";
-  result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=llama",
-                       "--text=" + story, "--max_response_bytes=100"});
+  result = RunCommand({CliBinary(), "attention", server, "--model=llama", "--text=" + story,
+                       "--max_response_bytes=100"});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.stderr_text, HasSubstr("RESOURCE_EXHAUSTED"));
   EXPECT_THAT(result.stderr_text, HasSubstr("--max_response_bytes"));
-  result = RunCommand(
-      {CliBinary(), "models", "--server=" + server_->address(), "--max_response_bytes=-1"});
-  EXPECT_EQ(result.exit_code, 2);
-  EXPECT_THAT(result.stderr_text,
-              HasSubstr("--max_response_bytes: expected a positive size in bytes, got -1"));
-
-  // A deadline must lie in the future.
-  for (const std::string timeout : {"0", "-1", "-5s"}) {
-    result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
-                         "--text=paris", "--timeout=" + timeout});
-    EXPECT_EQ(result.exit_code, 2) << timeout;
-    EXPECT_THAT(result.stderr_text,
-                HasSubstr("--timeout: expected a positive duration, got '" + timeout + "'"));
-  }
 
   // --help after a command prints the usage, as it does first.
   result = RunCommand({CliBinary(), "attention", "--text=paris", "--help"});
