@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -394,6 +395,23 @@ class TensorWriter {
  public:
   explicit TensorWriter(std::string npy_dir) : npy_dir_(std::move(npy_dir)) {}
 
+  // Renders `tensor` into object[key]; with --npy_dir its file is named file_prefix + key.
+  absl::Status AddTo(json& object, const std::string& key, const DecodedTensor& tensor,
+                     const std::string& file_prefix = "") const {
+    absl::StatusOr<json> rendered = Render(tensor, file_prefix + key);
+    if (!rendered.ok()) return rendered.status();
+    object[key] = *std::move(rendered);
+    return absl::OkStatus();
+  }
+
+  // The same for a tensor the answer may leave out: nothing is added when it is absent.
+  absl::Status AddTo(json& object, const std::string& key,
+                     const std::optional<DecodedTensor>& tensor,
+                     const std::string& file_prefix = "") const {
+    return tensor.has_value() ? AddTo(object, key, *tensor, file_prefix) : absl::OkStatus();
+  }
+
+ private:
   absl::StatusOr<json> Render(const DecodedTensor& tensor, const std::string& name) const {
     json out = {{"shape", tensor.shape},
                 {"dim_names", tensor.dim_names},
@@ -410,31 +428,21 @@ class TensorWriter {
     return out;
   }
 
- private:
   std::string npy_dir_;
 };
 
-json AttentionToJson(const AttentionResult& result, const TensorWriter& writer,
-                     absl::Status& status) {
+absl::StatusOr<json> AttentionToJson(const AttentionResult& result, const TensorWriter& writer) {
   json out = {{"model", result.model},
               {"tokens", TokensToJson(result.tokens)},
               {"layers", result.layers},
               {"heads", result.heads},
               {"query_start", result.query_start},
               {"key_start", result.key_start}};
-  auto add = [&](const std::optional<DecodedTensor>& tensor, const std::string& name) {
-    if (!tensor.has_value() || !status.ok()) return;
-    absl::StatusOr<json> rendered = writer.Render(*tensor, name);
-    if (!rendered.ok()) {
-      status = rendered.status();
-      return;
-    }
-    out[name] = *std::move(rendered);
-  };
-  add(result.attentions, "attentions");
-  add(result.scores, "scores");
-  add(result.top_k_indices, "top_k_indices");
-  add(result.rollout, "rollout");
+  absl::Status status = writer.AddTo(out, "attentions", result.attentions);
+  if (status.ok()) status = writer.AddTo(out, "scores", result.scores);
+  if (status.ok()) status = writer.AddTo(out, "top_k_indices", result.top_k_indices);
+  if (status.ok()) status = writer.AddTo(out, "rollout", result.rollout);
+  if (!status.ok()) return status;
   return out;
 }
 
@@ -522,10 +530,7 @@ absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const C
                                                  ? client.GetAttention(*request, call)
                                                  : client.StreamAttention(*request, call);
     if (!result.ok()) return result.status();
-    absl::Status status;
-    json out = AttentionToJson(*result, writer, status);
-    if (!status.ok()) return status;
-    return out;
+    return AttentionToJson(*result, writer);
   }
   if (command == "encode") {
     v1::EncodeRequest request;
@@ -567,20 +572,11 @@ absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const C
       const EncodeResult& result = response->results[i];
       json item = {{"tokens", TokensToJson(result.tokens)}};
       const std::string prefix = absl::StrCat("input", i, "_");
-      absl::StatusOr<json> rendered =
-          writer.Render(result.last_hidden_state, prefix + "last_hidden_state");
-      if (!rendered.ok()) return rendered.status();
-      item["last_hidden_state"] = *std::move(rendered);
-      if (result.hidden_states.has_value()) {
-        rendered = writer.Render(*result.hidden_states, prefix + "hidden_states");
-        if (!rendered.ok()) return rendered.status();
-        item["hidden_states"] = *std::move(rendered);
-      }
-      if (result.pooled.has_value()) {
-        rendered = writer.Render(*result.pooled, prefix + "pooled");
-        if (!rendered.ok()) return rendered.status();
-        item["pooled"] = *std::move(rendered);
-      }
+      absl::Status status =
+          writer.AddTo(item, "last_hidden_state", result.last_hidden_state, prefix);
+      if (status.ok()) status = writer.AddTo(item, "hidden_states", result.hidden_states, prefix);
+      if (status.ok()) status = writer.AddTo(item, "pooled", result.pooled, prefix);
+      if (!status.ok()) return status;
       out["results"].push_back(std::move(item));
     }
     return out;
@@ -628,15 +624,12 @@ absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const C
                    {"logits", document.logits}};
       if (document.relevance_score.has_value()) item["relevance_score"] = *document.relevance_score;
       const std::string prefix = absl::StrCat("document", i, "_");
-      absl::StatusOr<json> rendered =
-          writer.Render(document.query_to_document, prefix + "query_to_document");
-      if (!rendered.ok()) return rendered.status();
-      item["query_to_document"] = *std::move(rendered);
-      if (document.document_to_query.has_value()) {
-        rendered = writer.Render(*document.document_to_query, prefix + "document_to_query");
-        if (!rendered.ok()) return rendered.status();
-        item["document_to_query"] = *std::move(rendered);
+      absl::Status status =
+          writer.AddTo(item, "query_to_document", document.query_to_document, prefix);
+      if (status.ok()) {
+        status = writer.AddTo(item, "document_to_query", document.document_to_query, prefix);
       }
+      if (!status.ok()) return status;
       out["documents"].push_back(std::move(item));
     }
     return out;
