@@ -96,8 +96,11 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Create(const Options& 
 
   // One full pass touches every weight page and lets LibTorch allocate its buffers before the first
   // request, so that the first caller does not pay for it.
+  // Truncated to the model's token limit, which --max_tokens may set below the text's length.
+  TextOptions warm_up_text;
+  warm_up_text.truncation = Truncation::kLongestFirst;
   absl::StatusOr<Encoding> warm_up_input =
-      loaded->Encode("attnscope warm-up pass", std::nullopt, TextOptions());
+      loaded->Encode("attnscope warm-up pass", std::nullopt, warm_up_text);
   if (!warm_up_input.ok()) return Prefixed(options.name, warm_up_input.status());
   ForwardOptions warm_up;
   warm_up.output_hidden_states = true;
@@ -120,11 +123,12 @@ absl::StatusOr<Encoding> LoadedModel::Encode(absl::string_view text,
   encode.truncation = options.truncation;
   if (options.truncation != Truncation::kNone) {
     if (options.max_length < 0 || options.max_length > max_tokens_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tokenization.max_length ", options.max_length, ": expected a value in [0, ", max_tokens_,
-          "] for model '", name_, "' (0 = the model's limit of ", max_tokens_, " tokens), got ",
-          options.max_length, options.max_length < 0 ? "; use 0 or a positive count"
-                                                     : "; lower `tokenization.max_length`"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokenization.max_length ", options.max_length, ": expected a value in [0, ",
+                       max_tokens_, "] for model '", name_, "' (0 = the model's limit of ",
+                       max_tokens_, " tokens), got ", options.max_length,
+                       options.max_length < 0 ? "; use 0 or a positive count"
+                                              : "; lower `tokenization.max_length`"));
     }
     encode.max_length = options.max_length > 0 ? options.max_length : max_tokens_;
   }

@@ -154,7 +154,17 @@ constexpr absl::string_view kAttentionFixes =
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  absl::string_view message = status.message();
+  std::string text(message.substr(0, kMaxErrorMessageBytes));
+  if (message.size() > kMaxErrorMessageBytes) {
+    // Cut at a character boundary, so the message stays valid UTF-8.
+    while (!text.empty() && (static_cast<unsigned char>(text.back()) & 0xC0) == 0x80) {
+      text.pop_back();
+    }
+    if (!text.empty() && static_cast<unsigned char>(text.back()) >= 0xC0) text.pop_back();
+    absl::StrAppend(&text, "... (message cut from ", message.size(), " bytes)");
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::move(text));
 }
 
 // One GetAttention / StreamAttention answer before encoding. Tensors are per selected layer, in
@@ -239,8 +249,14 @@ absl::StatusOr<const LoadedModel*> AttentionService::FindModel(const std::string
     if (model->name() == name) return model.get();
     names.push_back(model->name());
   }
+  // A name is echoed only in part: it comes from the caller and can be of any length.
+  constexpr size_t kEchoedBytes = 64;
+  const std::string echoed = name.size() <= kEchoedBytes
+                                 ? name
+                                 : absl::StrCat(absl::string_view(name).substr(0, kEchoedBytes),
+                                                "... (", name.size(), " bytes)");
   return absl::NotFoundError(
-      absl::StrCat("model '", name, "': not loaded; loaded models: ", absl::StrJoin(names, ", "),
+      absl::StrCat("model '", echoed, "': not loaded; loaded models: ", absl::StrJoin(names, ", "),
                    "; set `model` to one of them or leave it empty for '", names.front(), "'"));
 }
 
@@ -253,10 +269,10 @@ absl::StatusOr<Encoding> AttentionService::EncodeText(const LoadedModel& model,
   ATTNSCOPE_ASSIGN_OR_RETURN(text_options.truncation,
                              ToTruncation(options.truncation(), default_truncation));
   if (options.max_length() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tokenization.max_length ", options.max_length(),
-        ": expected 0 (the model's limit) or a positive count of tokens, got ",
-        options.max_length(), "; fix `tokenization.max_length`"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenization.max_length ", options.max_length(),
+                     ": expected 0 (the model's limit) or a positive count of tokens, got ",
+                     options.max_length(), "; fix `tokenization.max_length`"));
   }
   if (text_options.truncation == Truncation::kNone && options.max_length() != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -537,6 +553,19 @@ grpc::Status AttentionService::Encode(grpc::ServerContext* context,
                      request->tokenization(), Truncation::kNone));
       encodings.push_back(std::move(encoding));
     }
+    // Refuse before the forward pass, as GetAttention does: the tensors' size is known from the
+    // token counts, and an over-cap answer would hold the inference thread only to be dropped.
+    const ModelConfig& config = model->config();
+    int64_t tokens = 0;
+    for (const Encoding& encoding : encodings) tokens += static_cast<int64_t>(encoding.size());
+    const int64_t states = request->output_hidden_states() ? config.num_hidden_layers + 2 : 1;
+    const int64_t pooled_vectors = pool ? static_cast<int64_t>(encodings.size()) : 0;
+    const int64_t bytes =
+        (tokens * states + pooled_vectors) * config.hidden_size * BytesPerElement(dtype);
+    if (bytes > options_.max_response_bytes) {
+      return absl::ResourceExhaustedError(
+          TooLarge("Encode", bytes, options_.max_response_bytes, kFixes));
+    }
     ForwardOptions forward;
     forward.output_attentions = false;
     forward.output_logits = false;
@@ -626,6 +655,21 @@ grpc::Status AttentionService::CrossAttention(grpc::ServerContext* context,
       query_positions.push_back(PositionsOfSequence(encoding.sequence_ids, query_sequence));
       document_positions.push_back(PositionsOfSequence(encoding.sequence_ids, 1 - query_sequence));
       if (query_positions.back().empty() || document_positions.back().empty()) {
+        // A text that yields no tokens at all cannot be fixed by a larger budget.
+        for (const auto& [field, text] :
+             {std::pair<std::string, const std::string*>{"query", &request->query()},
+              std::pair<std::string, const std::string*>{absl::StrCat("documents[", i, "]"),
+                                                         &document}}) {
+          EncodeOptions alone;
+          alone.add_special_tokens = false;
+          absl::StatusOr<Encoding> tokens = model->tokenizer().Encode(*text, alone);
+          if (tokens.ok() && tokens->size() == 0) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                field,
+                ": expected text that yields at least one token, got none (it is only "
+                "whitespace or characters the tokenizer drops); send text with words in it"));
+          }
+        }
         return absl::InvalidArgumentError(absl::StrCat(
             "documents[", i, "]: expected query and document tokens after truncation, got ",
             query_positions.back().size(), " query and ", document_positions.back().size(),

@@ -30,7 +30,13 @@ struct ServiceOptions {
   int max_concurrent_requests = 16;
 };
 
-// The one absl::Status -> grpc::Status conversion (the canonical codes are the same numbers).
+// Longest error message sent to a client, in bytes. gRPC carries the message in the trailing
+// HTTP/2 headers, and a client refuses headers over its limit (8 KB by default) with a
+// RESOURCE_EXHAUSTED of its own that hides the real error; longer messages are cut to this.
+inline constexpr size_t kMaxErrorMessageBytes = 4096;
+
+// The one absl::Status -> grpc::Status conversion (the canonical codes are the same numbers);
+// messages over kMaxErrorMessageBytes are cut at a UTF-8 character boundary and say so.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 class AttentionService final : public v1::AttentionService::Service {

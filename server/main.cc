@@ -103,6 +103,11 @@ int main(int argc, char** argv) {
   options.service.max_concurrent_requests = absl::GetFlag(FLAGS_max_concurrent_requests);
   options.worker_threads = absl::GetFlag(FLAGS_worker_threads);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
+  if (const absl::Status invalid = attnscope::server::ValidateServerOptions(options);
+      !invalid.ok()) {
+    std::fprintf(stderr, "attnscope-server: %s\n", std::string(invalid.message()).c_str());
+    return 2;
+  }
   const absl::Status status = attnscope::server::RunServer(options);
   if (!status.ok()) {
     std::fprintf(stderr, "attnscope-server: %s\n", status.ToString().c_str());

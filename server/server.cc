@@ -8,13 +8,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 #include <set>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -113,6 +116,48 @@ absl::StatusOr<std::vector<LoadedModel::Options>> ResolveModels(const ModelSourc
   return models;
 }
 
+absl::Status ValidateServerOptions(const ServerOptions& options) {
+  constexpr int kMaxPort = 65535;
+  const size_t colon = options.listen.rfind(':');
+  int listen_port = -1;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(absl::string_view(options.listen).substr(colon + 1), &listen_port) ||
+      listen_port < 0 || listen_port > kMaxPort) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen '", options.listen, "': expected HOST:PORT with a port in [0, ",
+                     kMaxPort, "] (0 picks a free port), e.g. 0.0.0.0:50051 or [::1]:50051"));
+  }
+  if (options.metrics_port < 0 || options.metrics_port > kMaxPort) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics_port ", options.metrics_port,
+                                                   ": expected a port in [0, ", kMaxPort,
+                                                   "] (0 disables /metrics)"));
+  }
+  if (options.service.max_response_bytes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_response_bytes ", options.service.max_response_bytes,
+                     ": expected at least 1 byte, got ", options.service.max_response_bytes,
+                     "; the default is ", kDefaultMaxResponseBytes));
+  }
+  for (const LoadedModel::Options& model : options.models) {
+    if (model.max_tokens < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max_tokens ", model.max_tokens,
+                       ": expected 0 (each model's max_position_embeddings) or more"));
+    }
+  }
+  const std::pair<const char*, double> counts[] = {
+      {"--worker_threads", options.worker_threads},
+      {"--max_concurrent_requests", options.service.max_concurrent_requests},
+      {"--shutdown_grace_seconds", options.shutdown_grace_seconds}};
+  for (const auto& [flag, value] : counts) {
+    if (!(value >= 0) || std::isinf(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " ", value, ": expected a finite value of 0 or more"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunServer(const ServerOptions& options) {
   Metrics metrics;
   std::unique_ptr<MetricsHttpServer> metrics_server;
@@ -143,8 +188,8 @@ absl::Status RunServer(const ServerOptions& options) {
         "': cannot listen there (in use, or not a local address); choose another address or port"));
   }
   // Health answers during loading, NOT_SERVING until every model is ready; calls get UNAVAILABLE.
-  // Probes may ask for the server as a whole ("") or for the service by name; SetServingStatus(bool)
-  // below updates both.
+  // Probes may ask for the server as a whole ("") or for the service by name;
+  // SetServingStatus(bool) below updates both.
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(v1::AttentionService::service_full_name(), false);
   health->SetServingStatus(false);

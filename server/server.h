@@ -44,6 +44,12 @@ struct ServerOptions {
   double shutdown_grace_seconds = 15;
 };
 
+// Checks the options a flag sets before anything starts. InvalidArgument, naming the flag: a
+// --listen that is not HOST:PORT with a port in [0, 65535], a --metrics_port outside that range,
+// a --max_response_bytes below 1, and a negative --max_tokens, --worker_threads,
+// --max_concurrent_requests or --shutdown_grace_seconds.
+absl::Status ValidateServerOptions(const ServerOptions& options);
+
 // Runs the server until SIGTERM or SIGINT, then drains and returns OK. The caller must block both
 // signals in every thread first (BlockShutdownSignals, before any thread starts). Prints
 // "attnscope-server listening on HOST:PORT (metrics on :PORT)" to stdout once every model is loaded

@@ -160,6 +160,40 @@ TEST_F(BadInputTest, UnknownModel) {
   // A path is never a model name.
   ExpectRow("GetModelInfo path", client_->GetModelInfo(TinyBertDir()).status(),
             absl::StatusCode::kNotFound, {});
+  // The name is echoed only in part: whole, it overflowed the client's 8 KB header limit and
+  // turned NOT_FOUND into the client's own RESOURCE_EXHAUSTED.
+  ExpectRow("GetModelInfo 9000-byte name", client_->GetModelInfo(std::string(9000, 'm')).status(),
+            absl::StatusCode::kNotFound, {"9000 bytes", "not loaded", "bert"});
+}
+
+TEST_F(BadInputTest, EncodeOverTheCapIsRefusedBeforeTheForwardPass) {
+  v1::EncodeRequest request;
+  request.set_model("bert");
+  request.set_output_hidden_states(true);
+  for (int i = 0; i < 3; ++i) request.add_inputs()->set_text(BertWords(40));  // 42 tokens each
+  // The refusal quotes the tensors' size from the token counts (tiny-bert: hidden 32, 3 layers,
+  // so 3 + 2 states of 32 float32 per token), not the serialized size of a computed answer, which
+  // would also count the token metadata.
+  const int64_t bytes = 3 * 42 * (3 + 2) * 32 * 4;
+  ASSERT_GT(bytes, kMaxResponseBytes);
+  ExpectRow("Encode over the cap", client_->Encode(request).status(),
+            absl::StatusCode::kResourceExhausted,
+            {absl::StrCat("Encode response would be ", bytes, " bytes"), "fewer inputs"});
+}
+
+TEST_F(BadInputTest, CrossAttentionTextWithoutTokens) {
+  v1::CrossAttentionRequest cross;
+  cross.set_model("bert");
+  cross.set_query(" \t ");
+  cross.add_documents("paris is the capital of france");
+  ExpectRow("whitespace query", client_->CrossAttention(cross).status(),
+            absl::StatusCode::kInvalidArgument, {"query", "at least one token", "whitespace"});
+  cross.set_query("paris");
+  cross.clear_documents();
+  cross.add_documents("france");
+  cross.add_documents("\u200b ");  // a zero-width space, which BERT's normaliser drops
+  ExpectRow("whitespace document", client_->CrossAttention(cross).status(),
+            absl::StatusCode::kInvalidArgument, {"documents[1]", "at least one token"});
 }
 
 TEST_F(BadInputTest, LayerOrHeadOutOfRange) {
@@ -267,6 +301,38 @@ TEST_F(BadInputTest, OneMillisecondDeadline) {
             absl::StatusCode::kDeadlineExceeded, {});
   ExpectRow("StreamAttention 1 ms", client_->StreamAttention(request, call).status(),
             absl::StatusCode::kDeadlineExceeded, {});
+}
+
+TEST(ServerFlagsTest, ImpossibleValuesStopTheStartNamingTheFlag) {
+  for (const std::string flag : {"--max_response_bytes=0", "--shutdown_grace_seconds=-1",
+                                 "--max_concurrent_requests=-3", "--max_tokens=-1"}) {
+    SCOPED_TRACE(flag);
+    ServerProcess::Options options;
+    options.models = {"bert=" + TinyBertDir()};
+    options.extra_flags = {flag};
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+    ASSERT_FALSE(server.ok()) << "started with " << flag;
+    EXPECT_THAT(std::string(server.status().message()), HasSubstr(flag.substr(0, flag.find('='))));
+  }
+}
+
+TEST(ServerFlagsTest, TokenLimitShorterThanTheWarmUpTextStillStarts) {
+  ServerProcess::Options options;
+  options.models = {"bert=" + TinyBertDir()};
+  options.max_tokens = 4;
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<Client> client = (*server)->NewClient();
+  v1::GetAttentionRequest request;
+  request.set_model("bert");
+  request.set_text("paris");
+  absl::StatusOr<AttentionResult> answer = client->GetAttention(request);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->tokens.tokens_size(), 3);
+  request.set_text(BertWords(5));
+  const absl::Status refused = client->GetAttention(request).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("at most 4 tokens"));
 }
 
 }  // namespace
