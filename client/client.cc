@@ -4,14 +4,23 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace attnscope {
 namespace {
 
 // Room above max_response_bytes for the non-tensor part of a response; see ClientOptions.
 constexpr int64_t kEnvelopeBytes = int64_t{1} << 20;
+
+// The channel's receive limit: the largest answer plus room for its non-tensor fields.
+int64_t ReceiveLimitBytes(const ClientOptions& options) {
+  return options.max_response_bytes + kEnvelopeBytes;
+}
+
 // gRPC message sizes are ints.
 constexpr int64_t kMaxChannelMessageBytes = int64_t{2147483647};
 
@@ -158,21 +167,36 @@ class StreamAssembler {
 
 }  // namespace
 
-absl::Status FromGrpcStatus(const grpc::Status& status) {
+absl::Status FromGrpcStatus(const grpc::Status& status, int64_t receive_limit_bytes) {
   if (status.ok()) return absl::OkStatus();
   const auto code = static_cast<absl::StatusCode>(status.error_code());
-  // gRPC core's wording for a message over the channel's GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH.
-  if (code == absl::StatusCode::kResourceExhausted &&
-      absl::StartsWith(status.error_message(), "Received message larger than max")) {
+  // gRPC core's wording for a message over a channel's receive limit: "Received message larger
+  // than max (SIZE vs. LIMIT)". Either side may have refused: LIMIT tells which.
+  constexpr absl::string_view kTooLarge = "Received message larger than max (";
+  const std::string& message = status.error_message();
+  if (code != absl::StatusCode::kResourceExhausted || !absl::StartsWith(message, kTooLarge)) {
+    return absl::Status(code, message);
+  }
+  int64_t size = 0;
+  int64_t limit = 0;
+  const std::vector<absl::string_view> numbers = absl::StrSplit(
+      absl::StripSuffix(absl::string_view(message).substr(kTooLarge.size()), ")"), " vs. ");
+  if (numbers.size() != 2 || !absl::SimpleAtoi(numbers[0], &size) ||
+      !absl::SimpleAtoi(numbers[1], &limit)) {
+    return absl::Status(code, message);
+  }
+  if (limit == receive_limit_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        status.error_message(),
+        message,
         ": the answer is larger than this client accepts (ClientOptions.max_response_bytes plus ",
         kEnvelopeBytes,
         " bytes; CLI --max_response_bytes); raise it to the server's "
         "--max_response_bytes, ask for less (layers, heads, window, top_k, float16) or use "
         "StreamAttention"));
   }
-  return absl::Status(code, status.error_message());
+  return absl::ResourceExhaustedError(absl::StrCat(
+      message, ": the request is ", size, " bytes, over the ", limit,
+      " bytes the server accepts; send shorter texts, or fewer inputs or documents per call"));
 }
 
 std::string ServiceConfigJson(const ClientOptions& options) {
@@ -213,7 +237,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
         "be positive");
   }
   grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(static_cast<int>(options.max_response_bytes + kEnvelopeBytes));
+  arguments.SetMaxReceiveMessageSize(static_cast<int>(ReceiveLimitBytes(options)));
   arguments.SetServiceConfigJSON(ServiceConfigJson(options));
   arguments.SetInt(GRPC_ARG_ENABLE_RETRIES, 1);
   std::shared_ptr<grpc::ChannelCredentials> credentials =
@@ -229,6 +253,10 @@ Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
       stub_(v1::AttentionService::NewStub(channel_)),
       health_stub_(grpc::health::v1::Health::NewStub(channel_)) {}
 
+absl::Status Client::Convert(const grpc::Status& status) const {
+  return FromGrpcStatus(status, ReceiveLimitBytes(options_));
+}
+
 void Client::PrepareContext(const CallOptions& call, grpc::ClientContext* context) const {
   const absl::Duration timeout = call.timeout.value_or(options_.default_timeout);
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
@@ -238,8 +266,7 @@ absl::StatusOr<std::vector<v1::ModelInfo>> Client::ListModels(const CallOptions&
   grpc::ClientContext context;
   PrepareContext(call, &context);
   v1::ListModelsResponse response;
-  absl::Status status =
-      FromGrpcStatus(stub_->ListModels(&context, v1::ListModelsRequest(), &response));
+  absl::Status status = Convert(stub_->ListModels(&context, v1::ListModelsRequest(), &response));
   if (!status.ok()) return status;
   return std::vector<v1::ModelInfo>(response.models().begin(), response.models().end());
 }
@@ -251,7 +278,7 @@ absl::StatusOr<v1::ModelInfo> Client::GetModelInfo(const std::string& model,
   v1::GetModelInfoRequest request;
   request.set_model(model);
   v1::ModelInfo response;
-  absl::Status status = FromGrpcStatus(stub_->GetModelInfo(&context, request, &response));
+  absl::Status status = Convert(stub_->GetModelInfo(&context, request, &response));
   if (!status.ok()) return status;
   return response;
 }
@@ -261,7 +288,7 @@ absl::StatusOr<v1::TokenizeResponse> Client::Tokenize(const v1::TokenizeRequest&
   grpc::ClientContext context;
   PrepareContext(call, &context);
   v1::TokenizeResponse response;
-  absl::Status status = FromGrpcStatus(stub_->Tokenize(&context, request, &response));
+  absl::Status status = Convert(stub_->Tokenize(&context, request, &response));
   if (!status.ok()) return status;
   return response;
 }
@@ -271,7 +298,7 @@ absl::StatusOr<AttentionResult> Client::GetAttention(const v1::GetAttentionReque
   grpc::ClientContext context;
   PrepareContext(call, &context);
   v1::GetAttentionResponse response;
-  absl::Status status = FromGrpcStatus(stub_->GetAttention(&context, request, &response));
+  absl::Status status = Convert(stub_->GetAttention(&context, request, &response));
   if (!status.ok()) return status;
   AttentionResult result;
   result.model = response.model();
@@ -315,7 +342,7 @@ absl::StatusOr<AttentionResult> Client::StreamAttention(const v1::GetAttentionRe
       break;
     }
   }
-  const absl::Status call_status = FromGrpcStatus(reader->Finish());
+  const absl::Status call_status = Convert(reader->Finish());
   if (!assembly_status.ok()) return assembly_status;
   if (!call_status.ok()) return call_status;
   return assembler.Finish();
@@ -326,7 +353,7 @@ absl::StatusOr<EncodeResponse> Client::Encode(const v1::EncodeRequest& request,
   grpc::ClientContext context;
   PrepareContext(call, &context);
   v1::EncodeResponse response;
-  absl::Status status = FromGrpcStatus(stub_->Encode(&context, request, &response));
+  absl::Status status = Convert(stub_->Encode(&context, request, &response));
   if (!status.ok()) return status;
   EncodeResponse result;
   result.model = response.model();
@@ -352,7 +379,7 @@ absl::StatusOr<CrossAttentionResult> Client::CrossAttention(
   grpc::ClientContext context;
   PrepareContext(call, &context);
   v1::CrossAttentionResponse response;
-  absl::Status status = FromGrpcStatus(stub_->CrossAttention(&context, request, &response));
+  absl::Status status = Convert(stub_->CrossAttention(&context, request, &response));
   if (!status.ok()) return status;
   CrossAttentionResult result;
   result.model = response.model();
@@ -384,7 +411,7 @@ absl::StatusOr<ServingStatus> Client::Health(const std::string& service, const C
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(service);
   grpc::health::v1::HealthCheckResponse response;
-  absl::Status status = FromGrpcStatus(health_stub_->Check(&context, request, &response));
+  absl::Status status = Convert(health_stub_->Check(&context, request, &response));
   if (!status.ok()) return status;
   return response.status();
 }

@@ -134,11 +134,11 @@ struct CrossAttentionResult {
 using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
 
 // Converts a gRPC status to an absl::Status with the same code and message (both use the canonical
-// codes 0..16). One exception: when this client's own channel refuses an answer larger than its
-// receive limit, gRPC reports RESOURCE_EXHAUSTED "Received message larger than max (N vs. M)";
-// the message then also says how to fix it (raise ClientOptions.max_response_bytes, ask for less,
-// or stream).
-absl::Status FromGrpcStatus(const grpc::Status& status);
+// codes 0..16). One exception: gRPC's own RESOURCE_EXHAUSTED "Received message larger than max
+// (N vs. M)" also says how to fix it. When M is `receive_limit_bytes` (this client's channel
+// limit) the answer was too large: raise ClientOptions.max_response_bytes, ask for less, or
+// stream. Otherwise the server refused the request: send shorter texts or fewer inputs.
+absl::Status FromGrpcStatus(const grpc::Status& status, int64_t receive_limit_bytes = 0);
 
 // The gRPC service config (JSON) a client with `options` installs on its channel: round_robin load
 // balancing and a retryPolicy on UNAVAILABLE for the attnscope and health services.
@@ -183,6 +183,8 @@ class Client {
   Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
   // Sets the deadline of `context` from `call` or the default timeout.
   void PrepareContext(const CallOptions& call, grpc::ClientContext* context) const;
+  // FromGrpcStatus with this client's receive limit.
+  absl::Status Convert(const grpc::Status& status) const;
 
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;

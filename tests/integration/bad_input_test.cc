@@ -181,6 +181,14 @@ TEST_F(BadInputTest, EncodeOverTheCapIsRefusedBeforeTheForwardPass) {
             {absl::StrCat("Encode response would be ", bytes, " bytes"), "fewer inputs"});
 }
 
+TEST_F(BadInputTest, RequestOverTheServersReceiveLimit) {
+  v1::GetAttentionRequest request = Normal();
+  request.set_text(BertWords(1000000));  // about 5 MB, over gRPC's default 4 MB
+  ExpectRow("5 MB text", client_->GetAttention(request).status(),
+            absl::StatusCode::kResourceExhausted,
+            {"the request is", "bytes the server accepts", "shorter texts"});
+}
+
 TEST_F(BadInputTest, CrossAttentionTextWithoutTokens) {
   v1::CrossAttentionRequest cross;
   cross.set_model("bert");

@@ -208,6 +208,22 @@ TEST(FromGrpcStatusTest, KeepsCodeAndMessage) {
             absl::StatusCode::kResourceExhausted);
 }
 
+TEST(FromGrpcStatusTest, SaysWhichSideRefusedAnOversizedMessage) {
+  const grpc::Status too_large(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                               "Received message larger than max (5400018 vs. 4194304)");
+  // The limit in the message is this client's own: the answer was too large.
+  absl::Status answer = FromGrpcStatus(too_large, /*receive_limit_bytes=*/4194304);
+  EXPECT_EQ(answer.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(answer.message()), HasSubstr("the answer is larger than this client"));
+  EXPECT_THAT(std::string(answer.message()), HasSubstr("max_response_bytes"));
+  // Another limit: the server refused the request.
+  absl::Status request = FromGrpcStatus(too_large, /*receive_limit_bytes=*/65 << 20);
+  EXPECT_EQ(request.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(request.message()),
+              HasSubstr("the request is 5400018 bytes, over the 4194304 bytes the server accepts"));
+  EXPECT_THAT(std::string(request.message()), HasSubstr("shorter texts"));
+}
+
 TEST(NpyTest, HeaderAndData) {
   DecodedTensor tensor;
   tensor.shape = {2, 1};
@@ -297,6 +313,7 @@ class FakeService final : public v1::AttentionService::Service {
   std::string name_ = "fake";
   int unavailable_calls_ = 0;
   std::atomic<int> calls_{0};
+
  private:
   std::mutex stream_mutex_;
   std::vector<v1::StreamAttentionResponse> stream_;
