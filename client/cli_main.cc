@@ -228,7 +228,8 @@ absl::StatusOr<std::vector<int32_t>> ParseIntList(const std::string& flag, const
     int32_t value;
     if (!absl::SimpleAtoi(piece, &value)) {
       return UsageError(absl::StrCat("--", flag, ": '", piece, "' in '", text,
-                                     "' is not an integer; pass ", form));
+                                     "' is not an integer in [-2147483648, 2147483647]; pass ",
+                                     form));
     }
     values.push_back(value);
   }

@@ -62,13 +62,14 @@ absl::Status Truncate(Truncation strategy, int64_t budget, TokenizedText* first,
   TokenizedText* target = cut_first ? first : second;
   const int64_t to_remove = total - budget;
   if (Length(*target) <= to_remove) {
+    const char* strategy = cut_first ? "only_first" : "only_second";
     return absl::InvalidArgumentError(absl::StrCat(
-        "truncation '", cut_first ? "only_first" : "only_second", "': expected the ",
-        cut_first ? "first" : "second", " text to have more than ", to_remove,
-        " tokens so that the pair fits in ", budget,
-        " tokens (max_length minus special tokens), got ", Length(*target), " (first text ",
-        Length(*first), " tokens, second text ", second != nullptr ? Length(*second) : 0,
-        " tokens); use truncation longest_first or a larger max_length"));
+        "truncation '", strategy, "': the texts have ", total, " tokens (first ", Length(*first),
+        ", second ", second != nullptr ? Length(*second) : 0, ") and max_length leaves room for ",
+        budget, " besides the special tokens, so ", to_remove, " must be cut from the ",
+        cut_first ? "first" : "second", " text (", strategy,
+        " cuts no other); expected it to have more than ", to_remove, " tokens, got ",
+        Length(*target), "; use truncation longest_first or a larger max_length"));
   }
   TruncateTo(target, Length(*target) - to_remove);
   return absl::OkStatus();
@@ -147,17 +148,17 @@ absl::StatusOr<Encoding> Tokenizer::EncodePair(std::string_view text, std::strin
 absl::StatusOr<Encoding> Tokenizer::Assemble(TokenizedText first, TokenizedText* second,
                                              const EncodeOptions& options) const {
   if (options.max_length < 0 || options.pad_to < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_length/pad_to: expected values >= 0, got ", options.max_length, "/", options.pad_to));
+    return absl::InvalidArgumentError(absl::StrCat("max_length/pad_to: expected values >= 0, got ",
+                                                   options.max_length, "/", options.pad_to));
   }
   const std::vector<TemplatePiece>& pieces = second == nullptr ? template_.single : template_.pair;
   const int64_t num_special = options.add_special_tokens ? CountSpecial(pieces) : 0;
   if (options.truncation != Truncation::kNone) {
     const int64_t max_length = options.max_length > 0 ? options.max_length : model_max_length_;
     if (max_length < num_special) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "max_length ", max_length, ": expected at least the ", num_special,
-          " special tokens the template adds, got fewer; use a larger max_length"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("max_length ", max_length, ": expected at least the ", num_special,
+                       " special tokens the template adds, got fewer; use a larger max_length"));
     }
     ATTNSCOPE_RETURN_IF_ERROR(
         Truncate(options.truncation, max_length - num_special, &first, second));

@@ -28,8 +28,8 @@ using ::testing::HasSubstr;
 using json = nlohmann::json;
 
 std::string VocabPath(bool lowercase) {
-  return SharedDir() + (lowercase ? "/vocab/bert-base-uncased/vocab.txt"
-                                  : "/vocab/bert-base-cased/vocab.txt");
+  return SharedDir() +
+         (lowercase ? "/vocab/bert-base-uncased/vocab.txt" : "/vocab/bert-base-cased/vocab.txt");
 }
 
 std::string GoldenPath(const std::string& name) {
@@ -55,7 +55,8 @@ std::vector<std::pair<int64_t, int64_t>> Pairs(const std::vector<Offset>& offset
 
 std::vector<std::pair<int64_t, int64_t>> JsonPairs(const json& offsets) {
   std::vector<std::pair<int64_t, int64_t>> pairs;
-  for (const json& offset : offsets) pairs.emplace_back(offset[0].get<int64_t>(), offset[1].get<int64_t>());
+  for (const json& offset : offsets)
+    pairs.emplace_back(offset[0].get<int64_t>(), offset[1].get<int64_t>());
   return pairs;
 }
 
@@ -102,7 +103,8 @@ void CheckGoldenFile(const std::string& name, bool lowercase) {
     ASSERT_EQ(line["lowercase"].get<bool>(), lowercase);
     auto tokenized = tokenizer->Tokenize(text);
     ASSERT_TRUE(tokenized.ok()) << tokenized.status();
-    EXPECT_THAT(tokenized->tokens, ElementsAreArray(line["tokens"].get<std::vector<std::string>>()));
+    EXPECT_THAT(tokenized->tokens,
+                ElementsAreArray(line["tokens"].get<std::vector<std::string>>()));
     EXPECT_THAT(tokenized->ids, ElementsAreArray(line["ids"].get<std::vector<int64_t>>()));
     EXPECT_THAT(Pairs(tokenized->offsets), ElementsAreArray(JsonPairs(line["offsets"])));
     ExpectOffsetsMapBack(text, *tokenized);
@@ -181,8 +183,8 @@ TEST(WordPieceTokenizerTest, ByteOffsetsSliceTheTokenCharacters) {
   const std::string text = "Héllo wörld, naïve café! 東京";
   auto tokenized = tokenizer->Tokenize(text);
   ASSERT_TRUE(tokenized.ok()) << tokenized.status();
-  ASSERT_THAT(tokenized->tokens, ElementsAre("H", "##é", "##llo", "w", "##ö", "##rl", "##d", ",", "na",
-                                             "##ï", "##ve", "café", "!", "東", "京"));
+  ASSERT_THAT(tokenized->tokens, ElementsAre("H", "##é", "##llo", "w", "##ö", "##rl", "##d", ",",
+                                             "na", "##ï", "##ve", "café", "!", "東", "京"));
   for (size_t i = 0; i < tokenized->size(); ++i) {
     std::string token = tokenized->tokens[i];
     SCOPED_TRACE(token);
@@ -195,8 +197,8 @@ TEST(WordPieceTokenizerTest, ByteOffsetsSliceTheTokenCharacters) {
   EXPECT_EQ(tokenized->tokens[0], "H");
   EXPECT_EQ(tokenized->byte_offsets[1], (Offset{1, 3}));
   EXPECT_EQ(tokenized->offsets[1], (Offset{1, 2}));
-  EXPECT_EQ(tokenized->byte_offsets.back(), (Offset{static_cast<int64_t>(text.size()) - 3,
-                                                    static_cast<int64_t>(text.size())}));
+  EXPECT_EQ(tokenized->byte_offsets.back(),
+            (Offset{static_cast<int64_t>(text.size()) - 3, static_cast<int64_t>(text.size())}));
 }
 
 TEST(WordPieceTokenizerTest, VietnameseAndKoreanOffsetsMapBackInBothVocabularies) {
@@ -215,9 +217,9 @@ TEST(WordPieceTokenizerTest, VietnameseAndKoreanOffsetsMapBackInBothVocabularies
       ASSERT_TRUE(decoded.ok());
       for (int64_t i = 0; i < decoded->size(); ++i) {
         if (decoded->code_points[i] == U' ') continue;
-        const bool covered = std::any_of(
-            tokenized->offsets.begin(), tokenized->offsets.end(),
-            [&](const Offset& offset) { return offset.start <= i && i < offset.end; });
+        const bool covered =
+            std::any_of(tokenized->offsets.begin(), tokenized->offsets.end(),
+                        [&](const Offset& offset) { return offset.start <= i && i < offset.end; });
         EXPECT_TRUE(covered) << "code point " << i;
       }
     }
@@ -238,14 +240,16 @@ TEST(WordPieceTokenizerTest, InvalidUtf8IsRejected) {
   ASSERT_NE(tokenizer, nullptr);
   const std::vector<std::pair<std::string, int>> cases = {
       {"\xff", 0},
-      {"ok \xC3", 3},                 // Truncated two-byte sequence.
-      {"\xE6\x9D", 0},                // Truncated three-byte sequence.
-      {"ab\xE6\x9D" "c", 2},          // Cut short by an ASCII byte.
-      {"\xC0\xAF", 0},                // Overlong "/".
-      {"x\xE0\x80\x80", 1},           // Overlong NUL.
-      {"\xED\xA0\x80", 0},            // UTF-16 surrogate U+D800.
-      {"\xF4\x90\x80\x80", 0},        // Above U+10FFFF.
-      {"a\x80", 1},                   // Stray continuation byte.
+      {"ok \xC3", 3},   // Truncated two-byte sequence.
+      {"\xE6\x9D", 0},  // Truncated three-byte sequence.
+      {"ab\xE6\x9D"
+       "c",
+       2},                      // Cut short by an ASCII byte.
+      {"\xC0\xAF", 0},          // Overlong "/".
+      {"x\xE0\x80\x80", 1},     // Overlong NUL.
+      {"\xED\xA0\x80", 0},      // UTF-16 surrogate U+D800.
+      {"\xF4\x90\x80\x80", 0},  // Above U+10FFFF.
+      {"a\x80", 1},             // Stray continuation byte.
   };
   for (const auto& [text, offset] : cases) {
     SCOPED_TRACE(::testing::PrintToString(text));
@@ -272,6 +276,9 @@ TEST(WordPieceTokenizerTest, OnlyFirstWithTooShortFirstTextNamesTheFix) {
   EXPECT_THAT(encoding.status().message(), HasSubstr("longest_first"));
   EXPECT_THAT(encoding.status().message(), HasSubstr("max_length"));
   EXPECT_THAT(encoding.status().message(), HasSubstr("got 2"));
+  EXPECT_THAT(encoding.status().message(),
+              HasSubstr("the texts have 8 tokens (first 2, second 6) and max_length leaves room "
+                        "for 5 besides the special tokens, so 3 must be cut"));
 
   // The same budget works when the first text is long enough to give up 3 tokens.
   auto cut = tokenizer->EncodePair(Words(6), "a a", options);
@@ -332,9 +339,8 @@ TEST(WordPieceTokenizerTest, MasksWordIdsAndSequenceIds) {
   options.pad_to = 12;
   auto encoding = tokenizer->EncodePair("[MASK] is unaffable", "Hi!", options);
   ASSERT_TRUE(encoding.ok()) << encoding.status();
-  EXPECT_THAT(encoding->tokens,
-              ElementsAre("[CLS]", "[MASK]", "is", "una", "##ffa", "##ble", "[SEP]", "hi", "!",
-                          "[SEP]", "[PAD]", "[PAD]"));
+  EXPECT_THAT(encoding->tokens, ElementsAre("[CLS]", "[MASK]", "is", "una", "##ffa", "##ble",
+                                            "[SEP]", "hi", "!", "[SEP]", "[PAD]", "[PAD]"));
   EXPECT_THAT(encoding->input_ids,
               ElementsAre(101, 103, 2003, 14477, 20961, 3468, 102, 7632, 999, 102, 0, 0));
   EXPECT_THAT(encoding->special_tokens_mask, ElementsAre(1, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1));
@@ -363,17 +369,19 @@ TEST(WordPieceTokenizerTest, SpecialTokensInsideWordsStayWhole) {
   auto tokenized = tokenizer->Tokenize("x[SEP]y [unk] [UNK]");
   ASSERT_TRUE(tokenized.ok());
   EXPECT_THAT(tokenized->tokens, ElementsAre("x", "[SEP]", "y", "[", "un", "##k", "]", "[UNK]"));
-  EXPECT_THAT(Pairs(tokenized->offsets),
-              ElementsAre(std::pair(0, 1), std::pair(1, 6), std::pair(6, 7), std::pair(8, 9),
-                          std::pair(9, 11), std::pair(11, 12), std::pair(12, 13),
-                          std::pair(14, 19)));
+  EXPECT_THAT(
+      Pairs(tokenized->offsets),
+      ElementsAre(std::pair(0, 1), std::pair(1, 6), std::pair(6, 7), std::pair(8, 9),
+                  std::pair(9, 11), std::pair(11, 12), std::pair(12, 13), std::pair(14, 19)));
   EXPECT_THAT(tokenized->word_ids, ElementsAre(0, 1, 2, 3, 4, 4, 5, 6));
 }
 
 TEST(WordPieceTokenizerTest, DroppedCharactersBeforeAnyKeptOneBelongToNobody) {
   auto tokenizer = LoadBert(true);
   ASSERT_NE(tokenizer, nullptr);
-  auto tokenized = tokenizer->Tokenize("\x05\xE2\x80\x8B" "ab\x05");
+  auto tokenized = tokenizer->Tokenize(
+      "\x05\xE2\x80\x8B"
+      "ab\x05");
   ASSERT_TRUE(tokenized.ok());
   EXPECT_THAT(tokenized->tokens, ElementsAre("ab"));
   EXPECT_THAT(Pairs(tokenized->offsets), ElementsAre(std::pair(2, 5)));
@@ -423,11 +431,14 @@ json UncasedTokenizerJson() {
     start = end == std::string::npos ? contents.size() : end + 1;
   }
   json added = json::array();
-  for (const auto& [token, token_id] :
-       std::vector<std::pair<std::string, int>>{{"[PAD]", 0}, {"[UNK]", 100}, {"[CLS]", 101},
-                                               {"[SEP]", 102}, {"[MASK]", 103}}) {
-    added.push_back({{"id", token_id}, {"content", token}, {"single_word", false},
-                     {"lstrip", false}, {"rstrip", false}, {"normalized", false},
+  for (const auto& [token, token_id] : std::vector<std::pair<std::string, int>>{
+           {"[PAD]", 0}, {"[UNK]", 100}, {"[CLS]", 101}, {"[SEP]", 102}, {"[MASK]", 103}}) {
+    added.push_back({{"id", token_id},
+                     {"content", token},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
                      {"special", true}});
   }
   const json cls = {{"SpecialToken", {{"id", "[CLS]"}, {"type_id", 0}}}};
@@ -441,8 +452,11 @@ json UncasedTokenizerJson() {
       {"padding", nullptr},
       {"added_tokens", added},
       {"normalizer",
-       {{"type", "BertNormalizer"}, {"clean_text", true}, {"handle_chinese_chars", true},
-        {"strip_accents", nullptr}, {"lowercase", true}}},
+       {{"type", "BertNormalizer"},
+        {"clean_text", true},
+        {"handle_chinese_chars", true},
+        {"strip_accents", nullptr},
+        {"lowercase", true}}},
       {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
       {"post_processor",
        {{"type", "TemplateProcessing"},
@@ -453,8 +467,11 @@ json UncasedTokenizerJson() {
           {"[SEP]", {{"id", "[SEP]"}, {"ids", {102}}, {"tokens", {"[SEP]"}}}}}}}},
       {"decoder", {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", true}}},
       {"model",
-       {{"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"continuing_subword_prefix", "##"},
-        {"max_input_chars_per_word", 100}, {"vocab", vocab}}},
+       {{"type", "WordPiece"},
+        {"unk_token", "[UNK]"},
+        {"continuing_subword_prefix", "##"},
+        {"max_input_chars_per_word", 100},
+        {"vocab", vocab}}},
   };
 }
 
@@ -488,9 +505,8 @@ TEST(WordPieceTokenizerTest, TokenizerJsonTokenizesLikeVocabTxt) {
 
 TEST(WordPieceTokenizerTest, TokenizerJsonWithBertProcessingAndCasedNormalizer) {
   json root = UncasedTokenizerJson();
-  root["post_processor"] = {{"type", "BertProcessing"},
-                            {"sep", {"[SEP]", 102}},
-                            {"cls", {"[CLS]", 101}}};
+  root["post_processor"] = {
+      {"type", "BertProcessing"}, {"sep", {"[SEP]", 102}}, {"cls", {"[CLS]", 101}}};
   root["normalizer"]["lowercase"] = false;
   root["truncation"] = {{"max_length", 6}, {"strategy", "LongestFirst"}};
   const std::string path = MakeTempDir() + "/tokenizer.json";
@@ -547,8 +563,8 @@ TEST(TokenizerLoaderTest, VocabTxtWithTokenizerConfig) {
   options.truncation = Truncation::kLongestFirst;
   auto encoding = (*tokenizer)->Encode("Hello <ent>Paris<ent> is big", options);
   ASSERT_TRUE(encoding.ok()) << encoding.status();
-  EXPECT_THAT(encoding->tokens, ElementsAre("[CLS]", "Hello", "<ent>", "Paris", "<ent>", "is",
-                                            "[SEP]"));
+  EXPECT_THAT(encoding->tokens,
+              ElementsAre("[CLS]", "Hello", "<ent>", "Paris", "<ent>", "is", "[SEP]"));
   EXPECT_EQ(encoding->input_ids[2], 28996);
   EXPECT_EQ((*tokenizer)->Decode(encoding->input_ids, true), "Hello Paris is");
 
