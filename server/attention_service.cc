@@ -147,8 +147,17 @@ std::string TooLarge(absl::string_view rpc, int64_t bytes, int64_t cap, absl::st
                       " bytes (--max_response_bytes); ", fixes);
 }
 
-constexpr absl::string_view kAttentionFixes =
-    "use StreamAttention, request fewer layers or heads, dtype DTYPE_FLOAT16, or top_k";
+// The fixes for an over-cap attention answer that would change something for `request`.
+std::string AttentionFixes(const v1::GetAttentionRequest& request) {
+  std::vector<std::string> fixes = {"use StreamAttention", "request fewer layers or heads",
+                                    "a smaller window"};
+  if (request.dtype() != v1::DTYPE_FLOAT16 && request.dtype() != v1::DTYPE_BFLOAT16) {
+    fixes.push_back("dtype DTYPE_FLOAT16");
+  }
+  if (request.top_k() <= 0) fixes.push_back("top_k");
+  if (request.include_scores()) fixes.push_back("leave include_scores off");
+  return absl::StrJoin(fixes, ", ");
+}
 
 }  // namespace
 
@@ -363,7 +372,7 @@ absl::StatusOr<AttentionService::Attention> AttentionService::ComputeAttention(
     if (request.rollout()) bytes += queries * keys * BytesPerElement(result.dtype);
     if (bytes > options_.max_response_bytes) {
       return absl::ResourceExhaustedError(
-          TooLarge("GetAttention", bytes, options_.max_response_bytes, kAttentionFixes));
+          TooLarge("GetAttention", bytes, options_.max_response_bytes, AttentionFixes(request)));
     }
   }
 
@@ -445,7 +454,7 @@ grpc::Status AttentionService::Tokenize(grpc::ServerContext*, const v1::Tokenize
 grpc::Status AttentionService::GetAttention(grpc::ServerContext* context,
                                             const v1::GetAttentionRequest* request,
                                             v1::GetAttentionResponse* response) {
-  return Serve("GetAttention", response, kAttentionFixes, [&]() -> absl::Status {
+  return Serve("GetAttention", response, AttentionFixes(*request), [&]() -> absl::Status {
     ATTNSCOPE_ASSIGN_OR_RETURN(Attention attention,
                                ComputeAttention(*request, context, /*unary=*/true));
     attention.FillHeader(response);

@@ -18,6 +18,7 @@ namespace attnscope::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Server limits of this test: small enough that a 40-token text overflows the response cap.
 constexpr int64_t kMaxTokens = 48;
@@ -297,6 +298,17 @@ TEST_F(BadInputTest, ResponseOverTheCap) {
   request.set_dtype(v1::DTYPE_FLOAT32);
   request.add_layers(0);
   EXPECT_TRUE(client_->GetAttention(request).ok());
+
+  // Fixes the request already uses are not offered again. (float16 with top_k 40 of 40 keys:
+  // 3 x 4 x 40 x 40 x (2 + 4 bytes of indices) = 115200 bytes.)
+  request.clear_layers();
+  request.set_dtype(v1::DTYPE_FLOAT16);
+  request.set_top_k(40);
+  const absl::Status again = client_->GetAttention(request).status();
+  ASSERT_EQ(again.code(), absl::StatusCode::kResourceExhausted) << again;
+  EXPECT_THAT(std::string(again.message()), HasSubstr("StreamAttention"));
+  EXPECT_THAT(std::string(again.message()), Not(HasSubstr("top_k")));
+  EXPECT_THAT(std::string(again.message()), Not(HasSubstr("FLOAT16")));
 }
 
 TEST_F(BadInputTest, OneMillisecondDeadline) {
