@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -59,6 +60,18 @@ absl::StatusOr<std::vector<LoadedModel::Options>> ResolveModels(const ModelSourc
   std::vector<LoadedModel::Options> models;
   std::set<std::string> names;
   auto add = [&](const std::string& name, const std::string& dir) -> absl::Status {
+    // Requests select models by name, and a name must never read as a path.
+    const bool name_is_plain =
+        !name.empty() && name.front() != '.' && std::all_of(name.begin(), name.end(), [](char c) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
+                 c == '.';
+        });
+    if (!name_is_plain) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model name '", name,
+          "': expected letters, digits, '-', '_' and '.' (not first), e.g. --model bert=DIR; a "
+          "name is what requests select the model by, never a path"));
+    }
     if (!names.insert(name).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("model name '", name,

@@ -27,7 +27,8 @@ struct ModelSources {
 };
 
 // The models to load, in flag order (specs first, then the repository in name order).
-// InvalidArgument: a spec without '=' or with an empty name or directory, a name given twice, no
+// InvalidArgument: a spec without '=' or with an empty name or directory, a name that is not
+// plain (letters, digits, '-', '_', '.' not first: never a path), a name given twice, no
 // model at all (the message names --model). NotFound: a repository that does not exist.
 absl::StatusOr<std::vector<LoadedModel::Options>> ResolveModels(const ModelSources& sources);
 

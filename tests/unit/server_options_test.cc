@@ -73,5 +73,24 @@ TEST(ValidateServerOptionsTest, RefusesEachBadValueNamingItsFlag) {
   }
 }
 
+TEST(ResolveModelsTest, NamesArePlainNeverPaths) {
+  ModelSources sources;
+  sources.specs = {"bert-base_v1.2=/models/bert"};
+  absl::StatusOr<std::vector<LoadedModel::Options>> models = ResolveModels(sources);
+  ASSERT_TRUE(models.ok()) << models.status();
+  ASSERT_EQ(models->size(), 1u);
+  EXPECT_EQ((*models)[0].name, "bert-base_v1.2");
+  EXPECT_EQ((*models)[0].model_dir, "/models/bert");
+  for (const std::string name : {"../x", "a/b", ".hidden", "..", "b e r t", "m\\n"}) {
+    SCOPED_TRACE(name);
+    sources.specs = {name + "=/models/bert"};
+    const absl::Status status = ResolveModels(sources).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr("never a path"));
+  }
+  sources.specs = {"bert=/a", "bert=/b"};
+  EXPECT_THAT(std::string(ResolveModels(sources).status().message()), HasSubstr("twice"));
+}
+
 }  // namespace
 }  // namespace attnscope::server
