@@ -197,6 +197,8 @@ absl::Status CheckFlagsApply(const CommandLine& line) {
   return absl::OkStatus();
 }
 
+constexpr char kNotInt32[] = "is not an integer in [-2147483648, 2147483647]";
+
 absl::StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& text) {
   int64_t value;
   if (!absl::SimpleAtoi(text, &value)) {
@@ -210,9 +212,7 @@ absl::StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& tex
 absl::StatusOr<int32_t> ParseInt32(const std::string& flag, const std::string& text) {
   int32_t value;
   if (!absl::SimpleAtoi(text, &value)) {
-    return UsageError(absl::StrCat("--", flag, ": '", text,
-                                   "' is not an integer in [-2147483648, "
-                                   "2147483647]"));
+    return UsageError(absl::StrCat("--", flag, ": '", text, "' ", kNotInt32));
   }
   return value;
 }
@@ -227,9 +227,8 @@ absl::StatusOr<std::vector<int32_t>> ParseIntList(const std::string& flag, const
   for (absl::string_view piece : absl::StrSplit(text, ',')) {
     int32_t value;
     if (!absl::SimpleAtoi(piece, &value)) {
-      return UsageError(absl::StrCat("--", flag, ": '", piece, "' in '", text,
-                                     "' is not an integer in [-2147483648, 2147483647]; pass ",
-                                     form));
+      return UsageError(
+          absl::StrCat("--", flag, ": '", piece, "' in '", text, "' ", kNotInt32, "; pass ", form));
     }
     values.push_back(value);
   }

@@ -147,6 +147,20 @@ std::string TooLarge(absl::string_view rpc, int64_t bytes, int64_t cap, absl::st
                       " bytes (--max_response_bytes); ", fixes);
 }
 
+// InvalidArgument naming `field` when `text` gives no tokens of its own (whitespace, or only
+// characters the tokenizer drops).
+absl::Status CheckYieldsTokens(const LoadedModel& model, const std::string& text,
+                               absl::string_view field) {
+  EncodeOptions alone;
+  alone.add_special_tokens = false;
+  absl::StatusOr<Encoding> tokens = model.tokenizer().Encode(text, alone);
+  if (!tokens.ok() || tokens->size() > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field,
+                   ": expected text that yields at least one token, got none (it is only "
+                   "whitespace or characters the tokenizer drops); send text with words in it"));
+}
+
 // The fixes for an over-cap attention answer that would change something for `request`.
 std::string AttentionFixes(const v1::GetAttentionRequest& request) {
   std::vector<std::string> fixes = {"use StreamAttention", "request fewer layers or heads",
@@ -665,20 +679,9 @@ grpc::Status AttentionService::CrossAttention(grpc::ServerContext* context,
       document_positions.push_back(PositionsOfSequence(encoding.sequence_ids, 1 - query_sequence));
       if (query_positions.back().empty() || document_positions.back().empty()) {
         // A text that yields no tokens at all cannot be fixed by a larger budget.
-        for (const auto& [field, text] :
-             {std::pair<std::string, const std::string*>{"query", &request->query()},
-              std::pair<std::string, const std::string*>{absl::StrCat("documents[", i, "]"),
-                                                         &document}}) {
-          EncodeOptions alone;
-          alone.add_special_tokens = false;
-          absl::StatusOr<Encoding> tokens = model->tokenizer().Encode(*text, alone);
-          if (tokens.ok() && tokens->size() == 0) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                field,
-                ": expected text that yields at least one token, got none (it is only "
-                "whitespace or characters the tokenizer drops); send text with words in it"));
-          }
-        }
+        ATTNSCOPE_RETURN_IF_ERROR(CheckYieldsTokens(*model, request->query(), "query"));
+        ATTNSCOPE_RETURN_IF_ERROR(
+            CheckYieldsTokens(*model, document, absl::StrCat("documents[", i, "]")));
         return absl::InvalidArgumentError(absl::StrCat(
             "documents[", i, "]: expected query and document tokens after truncation, got ",
             query_positions.back().size(), " query and ", document_positions.back().size(),
