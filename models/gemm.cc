@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "dnnl.h"
+#include "models/row_kernel.h"
 
 namespace attnscope {
 namespace {
@@ -24,75 +25,121 @@ constexpr int64_t kMinColumnsPerThread = 64;
 // glibc's cap on M_MMAP_THRESHOLD (HEAP_MAX_SIZE / 2 on 64-bit): larger blocks are mapped anyway.
 constexpr int kLargestHeapBlock = 32 * 1024 * 1024;
 
-// One x * weight^T product of a group, accumulated onto `result` (beta 1) or written (beta 0).
+// One x * weight^T (+ bias, + residual) product of a group.
 struct Product {
-  const float* weight;  // [out, in]
-  float* result;        // [rows, out]
-  int64_t out;
-  float beta;
+  torch::Tensor weight;    // [out, in]
+  torch::Tensor bias;      // [out], or undefined
+  torch::Tensor residual;  // [..., out] like the result, or undefined
+  torch::Tensor result;    // [..., out], uninitialised until RunProducts
 };
 
-// The output buffer of one product, holding the bias (and residual) that the product accumulates
-// onto, or uninitialised.
-torch::Tensor InitialOutput(const torch::Tensor& x, const torch::Tensor& weight,
-                            const torch::Tensor& bias, const torch::Tensor& residual,
-                            std::vector<Product>* products) {
+Product MakeProduct(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                    const torch::Tensor& residual) {
   TORCH_CHECK(weight.is_contiguous() && weight.dim() == 2 && weight.size(1) == x.size(-1),
               "Linear needs a contiguous [out, ", x.size(-1), "] weight");
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = weight.size(0);
-  torch::Tensor result;
-  if (residual.defined()) {
-    result = bias.defined() ? residual + bias : residual.clone();
-  } else if (bias.defined()) {
-    // A fresh buffer: expand(...).contiguous() would alias the bias itself when there is one row.
-    result = torch::empty(shape, x.options()).copy_(bias.expand(shape));
-  } else {
-    result = torch::empty(shape, x.options());
-  }
-  products->push_back({weight.data_ptr<float>(), result.data_ptr<float>(), weight.size(0),
-                       residual.defined() || bias.defined() ? 1.0f : 0.0f});
-  return result;
+  return {weight, bias, residual.defined() ? residual.contiguous() : residual,
+          torch::empty(shape, x.options())};
 }
 
-// Runs the products of one input x [rows, in].
+// Calls body(begin, end) once per thread, each with an equal share of `columns` concatenated output
+// columns (whole AVX-512 vectors), or once on the calling thread with all of them where there are
+// no threads to spare or the products are too narrow to split.
 //
-// oneDNN splits a product over its m and n blocks only: with the few rows of one sequence it ran
-// [128, 3072] x [3072, 768] on one thread, and [128, 768] x [768, 768] at 70-80% of two threads'
-// rate. So each thread here takes an equal share of the concatenated output columns (contiguous
-// rows of the weights) and runs one-thread products on them (oneDNN does not nest inside an
-// OpenMP region); a group shares one parallel region, so its small products do not each pay a
-// fork and join.
-void RunProducts(const torch::Tensor& x, const std::vector<Product>& products) {
-  TORCH_CHECK(x.is_contiguous(), "Linear needs a contiguous input");
-  const int64_t in = x.size(-1);
-  const int64_t rows = x.numel() / in;
-  const float* x_data = x.data_ptr<float>();
-  int64_t columns = 0;
-  for (const Product& p : products) columns += p.out;
+// Why split columns: oneDNN splits a product over its m and n blocks only, and with the few rows of
+// one sequence it ran [128, 3072] x [3072, 768] on one thread, and [128, 768] x [768, 768] at
+// 70-80% of two threads' rate. A column share is contiguous rows of the weights, and a group shares
+// one parallel region, so its small products do not each pay a fork and join.
+template <typename Body>
+void SplitColumns(int64_t columns, const Body& body) {
   const int64_t threads = at::get_num_threads();
   if (threads == 1 || at::in_parallel_region() || columns < kMinColumnsPerThread * 2) {
-    // oneDNN's own threading, where there are threads to spare.
-    for (const Product& p : products) {
-      Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, rows, p.out, in, /*alpha=*/1.0f, x_data,
-            in, p.weight, in, p.beta, p.result, p.out);
-    }
+    body(0, columns);
     return;
   }
   const int64_t share = (columns + threads - 1) / threads;
   const int64_t grain = (share + kColumnAlignment - 1) / kColumnAlignment * kColumnAlignment;
-  at::parallel_for(0, columns, grain, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, columns, grain, body);
+}
+
+int64_t TotalColumns(const std::vector<Product>& products) {
+  int64_t columns = 0;
+  for (const Product& p : products) columns += p.weight.size(0);
+  return columns;
+}
+
+// Runs the products of one input x [rows, in] on RowKernelLinear.
+void RunOnRowKernel(const torch::Tensor& x, int64_t rows, int64_t in,
+                    const std::vector<Product>& products) {
+  std::vector<RowKernelColumns> all;
+  for (const Product& p : products) {
+    const int64_t out = p.weight.size(0);
+    all.push_back({p.weight.data_ptr<float>(),
+                   p.bias.defined() ? p.bias.data_ptr<float>() : nullptr,
+                   p.residual.defined() ? p.residual.data_ptr<float>() : nullptr,
+                   p.result.data_ptr<float>(), out, /*begin=*/0, /*end=*/out});
+  }
+  const float* x_data = x.data_ptr<float>();
+  SplitColumns(TotalColumns(products), [&](int64_t begin, int64_t end) {
+    std::vector<RowKernelColumns> share;
     int64_t first_column = 0;  // of product p in the concatenation
-    for (const Product& p : products) {
-      const int64_t from = std::max(begin, first_column) - first_column;
-      const int64_t to = std::min(end, first_column + p.out) - first_column;
-      if (from < to) {
-        Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, rows, to - from, in, /*alpha=*/1.0f,
-              x_data, in, p.weight + from * in, in, p.beta, p.result + from, p.out);
-      }
+    for (const RowKernelColumns& p : all) {
+      RowKernelColumns part = p;
+      part.begin = std::max(begin, first_column) - first_column;
+      part.end = std::min(end, first_column + p.out) - first_column;
+      if (part.begin < part.end) share.push_back(part);
       first_column += p.out;
     }
+    RowKernelLinear(x_data, rows, in, share);
   });
+}
+
+// Runs the products of one input x [rows, in] on oneDNN, accumulating onto the bias and residual.
+// Unsplit (one call per product), oneDNN uses its own threads.
+void RunOnOneDnn(const torch::Tensor& x, int64_t rows, int64_t in,
+                 const std::vector<Product>& products) {
+  std::vector<float> betas;
+  for (const Product& p : products) {
+    if (p.residual.defined()) {
+      if (p.bias.defined()) {
+        torch::Tensor result = p.result;  // add_out takes a mutable handle
+        torch::add_out(result, p.residual, p.bias);
+      } else {
+        p.result.copy_(p.residual);
+      }
+    } else if (p.bias.defined()) {
+      p.result.copy_(p.bias.expand_as(p.result));
+    }
+    betas.push_back(p.residual.defined() || p.bias.defined() ? 1.0f : 0.0f);
+  }
+  const float* x_data = x.data_ptr<float>();
+  SplitColumns(TotalColumns(products), [&](int64_t begin, int64_t end) {
+    int64_t first_column = 0;  // of product p in the concatenation
+    for (size_t i = 0; i < products.size(); ++i) {
+      const Product& p = products[i];
+      const int64_t out = p.weight.size(0);
+      const int64_t from = std::max(begin, first_column) - first_column;
+      const int64_t to = std::min(end, first_column + out) - first_column;
+      if (from < to) {
+        Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, rows, to - from, in, /*alpha=*/1.0f,
+              x_data, in, p.weight.data_ptr<float>() + from * in, in, betas[i],
+              p.result.data_ptr<float>() + from, out);
+      }
+      first_column += out;
+    }
+  });
+}
+
+void RunProducts(const torch::Tensor& x, const std::vector<Product>& products) {
+  TORCH_CHECK(x.is_contiguous(), "Linear needs a contiguous input");
+  const int64_t in = x.size(-1);
+  const int64_t rows = x.numel() / in;
+  if (RowKernelApplies(rows, in)) {
+    RunOnRowKernel(x, rows, in, products);
+  } else {
+    RunOnOneDnn(x, rows, in, products);
+  }
 }
 
 }  // namespace
@@ -100,18 +147,17 @@ void RunProducts(const torch::Tensor& x, const std::vector<Product>& products) {
 void Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
            int64_t ldc) {
-  const dnnl_status_t status = dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n,
-                                          k, alpha, a, lda, b, ldb, beta, c, ldc);
+  const dnnl_status_t status = dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n, k,
+                                          alpha, a, lda, b, ldb, beta, c, ldc);
   TORCH_CHECK(status == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(status),
               " for m=", m, " n=", n, " k=", k);
 }
 
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      const torch::Tensor& residual) {
-  std::vector<Product> products;
-  torch::Tensor result = InitialOutput(x, weight, bias, residual, &products);
+  const std::vector<Product> products = {MakeProduct(x, weight, bias, residual)};
   RunProducts(x, products);
-  return result;
+  return products[0].result;
 }
 
 std::vector<torch::Tensor> LinearGroup(const torch::Tensor& x,
@@ -119,11 +165,12 @@ std::vector<torch::Tensor> LinearGroup(const torch::Tensor& x,
                                        absl::Span<const torch::Tensor> biases) {
   TORCH_CHECK(biases.size() == weights.size(), "LinearGroup needs one bias per weight");
   std::vector<Product> products;
-  std::vector<torch::Tensor> results;
   for (size_t i = 0; i < weights.size(); ++i) {
-    results.push_back(InitialOutput(x, weights[i], biases[i], /*residual=*/torch::Tensor(), &products));
+    products.push_back(MakeProduct(x, weights[i], biases[i], /*residual=*/torch::Tensor()));
   }
   RunProducts(x, products);
+  std::vector<torch::Tensor> results;
+  for (const Product& p : products) results.push_back(p.result);
   return results;
 }
 

@@ -1,7 +1,9 @@
-// Float32 matrix products of the forward passes, on oneDNN's sgemm (dnnl_sgemm, the library LibTorch
-// itself links). It reads row-major operands with arbitrary leading dimensions, so attention heads
-// are multiplied in place inside the [token, hidden] projections without permute copies, and on this
-// CPU its AVX-512 kernels outrun the AVX2 OpenBLAS kernels that torch::mm reaches.
+// Float32 matrix products of the forward passes. Sgemm is oneDNN's sgemm (dnnl_sgemm, the library
+// LibTorch itself links): it reads row-major operands with arbitrary leading dimensions, so
+// attention heads are multiplied in place inside the [token, hidden] projections without permute
+// copies, and its AVX-512 kernels outrun the AVX2 OpenBLAS kernels that torch::mm reaches. Linear
+// runs the projections of one request (up to 256 rows) on models/row_kernel.h where the CPU has
+// AVX-512, which reads the weights without repacking them, and on oneDNN otherwise.
 #ifndef ATTNSCOPE_MODELS_GEMM_H_
 #define ATTNSCOPE_MODELS_GEMM_H_
 
@@ -21,9 +23,9 @@ void Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, 
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
            int64_t ldc);
 
-// nn.Linear: x [..., in] times weight [out, in] transposed, plus bias [out] (may be undefined), plus
-// `residual` [..., out] when defined (fused into the product's accumulation). float32, contiguous
-// x; returns a new contiguous [..., out] tensor.
+// nn.Linear: x [..., in] times weight [out, in] transposed, plus bias [out] (may be undefined),
+// plus `residual` [..., out] when defined (fused into the product's accumulation). float32,
+// contiguous x; returns a new contiguous [..., out] tensor.
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      const torch::Tensor& residual = torch::Tensor());
 
