@@ -1,13 +1,14 @@
 // BERT (Devlin et al. 2019) as Hugging Face transformers' BertModel / BertForSequenceClassification
-// compute it in eval mode: embeddings (word + position + token type) -> LayerNorm, then post-LayerNorm
-// encoder blocks with exact-erf GELU, an additive attention mask of float32's lowest value on padded
-// keys, the tanh pooler on [CLS] and a linear classifier.
+// compute it in eval mode: embeddings (word + position + token type) -> LayerNorm, then
+// post-LayerNorm encoder blocks with exact-erf GELU, an additive attention mask of float32's lowest
+// value on padded keys, the tanh pooler on [CLS] and a linear classifier.
 #include <cmath>
 #include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "models/fused_ops.h"
 #include "models/gemm.h"
 #include "models/status_macros.h"
 #include "models/transformer.h"
@@ -18,20 +19,23 @@ namespace {
 struct Dense {
   torch::Tensor weight;  // [out, in]
   torch::Tensor bias;    // [out]
-  torch::Tensor operator()(const torch::Tensor& x,
-                           const torch::Tensor& residual = torch::Tensor()) const {
-    return attnscope::Linear(x, weight, bias, residual);
+  torch::Tensor operator()(const torch::Tensor& x, const torch::Tensor& residual = torch::Tensor(),
+                           Activation activation = Activation::kNone) const {
+    return attnscope::Linear(x, weight, bias, residual, activation);
   }
 };
 
-struct LayerNorm {
+struct Norm {
   torch::Tensor weight;
   torch::Tensor bias;
+  torch::Tensor operator()(const torch::Tensor& x, double eps) const {
+    return LayerNorm(x, weight, bias, eps);
+  }
 };
 
 struct BertLayer {
   Dense query, key, value, attention_output, intermediate, output;
-  LayerNorm attention_norm, output_norm;
+  Norm attention_norm, output_norm;
 };
 
 class BertModel : public TransformerModel {
@@ -46,7 +50,7 @@ class BertModel : public TransformerModel {
       return Dense{get(name + ".weight"), get(name + ".bias")};
     };
     auto norm = [&](const std::string& name) {
-      return LayerNorm{get(name + ".weight"), get(name + ".bias")};
+      return Norm{get(name + ".weight"), get(name + ".bias")};
     };
     word_embeddings_ = get("embeddings.word_embeddings.weight");
     position_embeddings_ = get("embeddings.position_embeddings.weight");
@@ -77,23 +81,23 @@ class BertModel : public TransformerModel {
     const int64_t heads = cfg.num_attention_heads;
     const int64_t head_dim = cfg.head_dim;
     const double eps = cfg.layer_norm_eps;
-    const std::vector<int64_t> hidden_shape = {cfg.hidden_size};
 
     ForwardOutput out;
-    torch::Tensor hidden = torch::embedding(word_embeddings_, input.input_ids)
-                               .add_(position_embeddings_.narrow(0, 0, length))
-                               .add_(torch::embedding(token_type_embeddings_, input.token_type_ids));
-    hidden = torch::layer_norm(hidden, hidden_shape, embedding_norm_.weight,
-                               embedding_norm_.bias, eps);
+    torch::Tensor hidden =
+        torch::embedding(word_embeddings_, input.input_ids)
+            .add_(position_embeddings_.narrow(0, 0, length))
+            .add_(torch::embedding(token_type_embeddings_, input.token_type_ids));
+    hidden = embedding_norm_(hidden, eps);
     if (options.output_hidden_states) out.hidden_states.push_back(hidden);
 
     // [B, 1, 1, S]: 0 for real keys, float32's lowest value for padding, as transformers'
     // get_extended_attention_mask; exp() of it after the row maximum is subtracted is exactly 0.
-    const torch::Tensor additive_mask =
-        (1.0 - input.attention_mask.to(torch::kFloat32)).mul_(std::numeric_limits<float>::lowest())
-            .view({batch, 1, 1, length});
+    const torch::Tensor additive_mask = (1.0 - input.attention_mask.to(torch::kFloat32))
+                                            .mul_(std::numeric_limits<float>::lowest())
+                                            .view({batch, 1, 1, length});
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-    // Adding the mask's zeros changes nothing: skip the pass over the scores when nothing is padded.
+    // Adding the mask's zeros changes nothing: skip the pass over the scores when nothing is
+    // padded.
     const bool has_padding = !input.attention_mask.all().item<bool>();
 
     for (size_t i = 0; i < layers_.size(); ++i) {
@@ -112,34 +116,34 @@ class BertModel : public TransformerModel {
       float* s = scores.data_ptr<float>();
       float* c = context.data_ptr<float>();
       const int64_t hidden_size = cfg.hidden_size;
-      // Head h of sequence b reads columns [h * head_dim, (h + 1) * head_dim) of the [token, hidden]
-      // projections in place (leading dimension hidden_size): no split-heads copies.
+      // Head h of sequence b reads columns [h * head_dim, (h + 1) * head_dim) of the [token,
+      // hidden] projections in place (leading dimension hidden_size): no split-heads copies.
       auto head_offset = [&](int64_t bh) {
         return (bh / heads) * length * hidden_size + (bh % heads) * head_dim;
       };
+      torch::Tensor probs = torch::empty_like(scores);
+      float* p = probs.data_ptr<float>();
+      const float* mask = has_padding ? additive_mask.data_ptr<float>() : nullptr;
+      // Each head's scores, softmax and context in turn, while its [length, length] block is in
+      // cache, in one parallel region per layer.
       at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
         for (int64_t bh = begin; bh < end; ++bh) {
+          const int64_t block = bh * length * length;
           Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, length, length, head_dim, scale,
                 q + head_offset(bh), hidden_size, k + head_offset(bh), hidden_size, /*beta=*/0.0f,
-                s + bh * length * length, length);
-        }
-      });
-      torch::Tensor probs =
-          torch::softmax(has_padding ? scores + additive_mask : scores, /*dim=*/-1);
-      const float* p = probs.data_ptr<float>();
-      at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t bh = begin; bh < end; ++bh) {
+                s + block, length);
+          SoftmaxRows(s + block, mask == nullptr ? nullptr : mask + (bh / heads) * length,
+                      /*rows=*/length, /*columns=*/length, p + block);
           Sgemm(/*transpose_a=*/false, /*transpose_b=*/false, length, head_dim, length, 1.0f,
-                p + bh * length * length, length, v + head_offset(bh), hidden_size, /*beta=*/0.0f,
+                p + block, length, v + head_offset(bh), hidden_size, /*beta=*/0.0f,
                 c + head_offset(bh), hidden_size);
         }
       });
       const torch::Tensor attended =
-          torch::layer_norm(layer.attention_output(context, /*residual=*/hidden), hidden_shape,
-                            layer.attention_norm.weight, layer.attention_norm.bias, eps);
-      const torch::Tensor intermediate = torch::gelu(layer.intermediate(attended));
-      hidden = torch::layer_norm(layer.output(intermediate, /*residual=*/attended), hidden_shape,
-                                 layer.output_norm.weight, layer.output_norm.bias, eps);
+          layer.attention_norm(layer.attention_output(context, /*residual=*/hidden), eps);
+      const torch::Tensor intermediate =
+          layer.intermediate(attended, /*residual=*/torch::Tensor(), Activation::kGelu);
+      hidden = layer.output_norm(layer.output(intermediate, /*residual=*/attended), eps);
       if (options.output_attentions) out.attentions.push_back(std::move(probs));
       if (options.output_attention_scores) out.attention_scores.push_back(std::move(scores));
       if (options.output_hidden_states) out.hidden_states.push_back(hidden);
@@ -160,7 +164,7 @@ class BertModel : public TransformerModel {
   torch::Tensor word_embeddings_;
   torch::Tensor position_embeddings_;
   torch::Tensor token_type_embeddings_;
-  LayerNorm embedding_norm_;
+  Norm embedding_norm_;
   std::vector<BertLayer> layers_;
   Dense pooler_;
   Dense classifier_;
@@ -180,8 +184,8 @@ void AddNorm(std::vector<TensorSpec>& specs, const std::string& name, int64_t si
 
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig config,
                                                                   const Checkpoint& checkpoint) {
-  // BertForSequenceClassification and BertForPreTraining checkpoints nest the encoder under "bert.";
-  // a saved BertModel does not.
+  // BertForSequenceClassification and BertForPreTraining checkpoints nest the encoder under
+  // "bert."; a saved BertModel does not.
   const std::string prefix =
       checkpoint.Contains("bert.embeddings.word_embeddings.weight") ? "bert." : "";
   const bool has_classifier = checkpoint.Contains("classifier.weight");
@@ -195,7 +199,8 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig co
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor 'classifier.weight' in '", checkpoint.FileOf("classifier.weight"),
           "': expected shape [num_labels, ", hidden, "] with num_labels = ", config.num_labels,
-          " (config.json id2label), got ", classifier.defined() ? absl::StrJoin(classifier.sizes(), "x") : "an integer tensor"));
+          " (config.json id2label), got ",
+          classifier.defined() ? absl::StrJoin(classifier.sizes(), "x") : "an integer tensor"));
     }
     config.num_labels = num_labels;
   } else {

@@ -31,16 +31,17 @@ struct Product {
   torch::Tensor bias;      // [out], or undefined
   torch::Tensor residual;  // [..., out] like the result, or undefined
   torch::Tensor result;    // [..., out], uninitialised until RunProducts
+  Activation activation;
 };
 
 Product MakeProduct(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                    const torch::Tensor& residual) {
+                    const torch::Tensor& residual, Activation activation) {
   TORCH_CHECK(weight.is_contiguous() && weight.dim() == 2 && weight.size(1) == x.size(-1),
               "Linear needs a contiguous [out, ", x.size(-1), "] weight");
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = weight.size(0);
   return {weight, bias, residual.defined() ? residual.contiguous() : residual,
-          torch::empty(shape, x.options())};
+          torch::empty(shape, x.options()), activation};
 }
 
 // Calls body(begin, end) once per thread, each with an equal share of `columns` concatenated output
@@ -78,7 +79,8 @@ void RunOnRowKernel(const torch::Tensor& x, int64_t rows, int64_t in,
     all.push_back({p.weight.data_ptr<float>(),
                    p.bias.defined() ? p.bias.data_ptr<float>() : nullptr,
                    p.residual.defined() ? p.residual.data_ptr<float>() : nullptr,
-                   p.result.data_ptr<float>(), out, /*begin=*/0, /*end=*/out});
+                   p.result.data_ptr<float>(), out, /*begin=*/0, /*end=*/out,
+                   /*gelu=*/p.activation == Activation::kGelu});
   }
   const float* x_data = x.data_ptr<float>();
   SplitColumns(TotalColumns(products), [&](int64_t begin, int64_t end) {
@@ -129,6 +131,12 @@ void RunOnOneDnn(const torch::Tensor& x, int64_t rows, int64_t in,
       first_column += out;
     }
   });
+  for (const Product& p : products) {
+    if (p.activation == Activation::kGelu) {
+      torch::Tensor result = p.result;  // gelu_ takes a mutable handle
+      torch::gelu_(result);
+    }
+  }
 }
 
 void RunProducts(const torch::Tensor& x, const std::vector<Product>& products) {
@@ -154,8 +162,8 @@ void Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, 
 }
 
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                     const torch::Tensor& residual) {
-  const std::vector<Product> products = {MakeProduct(x, weight, bias, residual)};
+                     const torch::Tensor& residual, Activation activation) {
+  const std::vector<Product> products = {MakeProduct(x, weight, bias, residual, activation)};
   RunProducts(x, products);
   return products[0].result;
 }
@@ -166,7 +174,8 @@ std::vector<torch::Tensor> LinearGroup(const torch::Tensor& x,
   TORCH_CHECK(biases.size() == weights.size(), "LinearGroup needs one bias per weight");
   std::vector<Product> products;
   for (size_t i = 0; i < weights.size(); ++i) {
-    products.push_back(MakeProduct(x, weights[i], biases[i], /*residual=*/torch::Tensor()));
+    products.push_back(
+        MakeProduct(x, weights[i], biases[i], /*residual=*/torch::Tensor(), Activation::kNone));
   }
   RunProducts(x, products);
   std::vector<torch::Tensor> results;

@@ -23,11 +23,18 @@ void Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, 
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
            int64_t ldc);
 
+// An activation applied to Linear's result in the same pass that writes it.
+enum class Activation {
+  kNone,
+  kGelu,  // exact-erf GELU: BERT's "gelu", torch.nn.GELU() (see avx512::GeluErf)
+};
+
 // nn.Linear: x [..., in] times weight [out, in] transposed, plus bias [out] (may be undefined),
-// plus `residual` [..., out] when defined (fused into the product's accumulation). float32,
-// contiguous x; returns a new contiguous [..., out] tensor.
+// plus `residual` [..., out] when defined, then `activation`. float32, contiguous x; returns a new
+// contiguous [..., out] tensor.
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                     const torch::Tensor& residual = torch::Tensor());
+                     const torch::Tensor& residual = torch::Tensor(),
+                     Activation activation = Activation::kNone);
 
 // Linear for several weights of one input at once (the query, key and value projections):
 // returns x * weights[i]^T + biases[i] for each i, [..., out_i]. A bias may be an undefined tensor;

@@ -6,6 +6,9 @@
 #include <cstddef>
 #include <vector>
 
+#include "models/avx512_math.h"
+#include "models/fused_ops.h"
+
 namespace attnscope {
 namespace {
 
@@ -35,32 +38,6 @@ Workspace& ThreadWorkspace() {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-// r[i] holds row i of a 16 x 16 block on entry and column i on exit.
-__attribute__((always_inline)) inline void Transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  __m512 u[16];
-  for (int g = 0; g < 4; ++g) {
-    u[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-    u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
-    u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-    u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512 x0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44);
-    const __m512 x1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
-    const __m512 x2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
-    const __m512 x3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
-    r[c] = _mm512_shuffle_f32x4(x0, x2, 0x88);
-    r[c + 4] = _mm512_shuffle_f32x4(x0, x2, 0xDD);
-    r[c + 8] = _mm512_shuffle_f32x4(x1, x3, 0x88);
-    r[c + 12] = _mm512_shuffle_f32x4(x1, x3, 0xDD);
-  }
-}
-
 // packed[tile][k][j] = x[tile * kTileTokens + j][first + k] for k < depth, zero for rows past
 // `rows` (up to the next multiple of 16).
 void PackInput(const float* x, int64_t rows, int64_t in, int64_t first, int64_t depth,
@@ -74,7 +51,7 @@ void PackInput(const float* x, int64_t rows, int64_t in, int64_t first, int64_t 
       for (int i = 0; i < 16; ++i) {
         r[i] = i < valid ? _mm512_loadu_ps(x + (t0 + i) * in + first + k0) : _mm512_setzero_ps();
       }
-      Transpose16(r);
+      avx512::Transpose16(r);
       for (int i = 0; i < 16; ++i) {
         _mm512_storeu_ps(packed + (tile * depth + k0 + i) * kTileTokens + lane, r[i]);
       }
@@ -150,7 +127,7 @@ KernelFn KernelFor(int weight_rows, int tile_vectors) {
   }
 }
 
-// result[t][first + n] = sums[n][t] + bias + residual for n < count, every row t.
+// result[t][first + n] = sums[n][t] + bias + residual, or GELU of that, for n < count, every row t.
 void WriteResult(const float* sums, int64_t sums_stride, int64_t rows, int64_t first, int64_t count,
                  const RowKernelColumns& c) {
   for (int64_t n0 = 0; n0 < count; n0 += 16) {
@@ -165,7 +142,7 @@ void WriteResult(const float* sums, int64_t sums_stride, int64_t rows, int64_t f
         r[i] =
             i < width ? _mm512_loadu_ps(sums + (n0 + i) * sums_stride + t0) : _mm512_setzero_ps();
       }
-      Transpose16(r);
+      avx512::Transpose16(r);
       const int64_t valid = std::min<int64_t>(16, rows - t0);
       for (int64_t i = 0; i < valid; ++i) {
         __m512 v = _mm512_add_ps(r[i], bias);
@@ -173,6 +150,7 @@ void WriteResult(const float* sums, int64_t sums_stride, int64_t rows, int64_t f
         if (c.residual != nullptr) {
           v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, c.residual + offset));
         }
+        if (c.gelu) v = avx512::GeluErf(v);
         _mm512_mask_storeu_ps(c.result + offset, mask, v);
       }
     }
@@ -221,8 +199,7 @@ void Run(const float* x, int64_t rows, int64_t in, absl::Span<const RowKernelCol
 }  // namespace
 
 bool RowKernelApplies(int64_t rows, int64_t in) {
-  static const bool has_avx512 = __builtin_cpu_supports("avx512f");
-  return has_avx512 && rows > 0 && rows <= kRowKernelMaxRows && in > 0 && in % 16 == 0;
+  return HasAvx512() && rows > 0 && rows <= kRowKernelMaxRows && in > 0 && in % 16 == 0;
 }
 
 void RowKernelLinear(const float* x, int64_t rows, int64_t in,

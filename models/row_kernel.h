@@ -26,7 +26,7 @@ namespace attnscope {
 inline constexpr int64_t kRowKernelMaxRows = 256;
 
 // Output columns [begin, end) of one product: result[t, n] = sum_k x[t, k] * weight[n, k]
-// + bias[n] + residual[t, n] for every row t.
+// + bias[n] + residual[t, n] for every row t, or GELU of that.
 struct RowKernelColumns {
   const float* weight;    // [out, in], row-major
   const float* bias;      // [out], or nullptr
@@ -35,10 +35,11 @@ struct RowKernelColumns {
   int64_t out;            // row length of result and residual
   int64_t begin;
   int64_t end;
+  bool gelu = false;  // apply GELU (exact erf form, avx512::GeluErf) to the result
 };
 
-// Whether RowKernelLinear runs on this CPU (AVX-512F) for this many rows of `in` inputs (a multiple
-// of 16, at most kRowKernelMaxRows rows).
+// Whether RowKernelLinear runs on this CPU (HasAvx512()) for this many rows of `in` inputs (a
+// multiple of 16, at most kRowKernelMaxRows rows).
 bool RowKernelApplies(int64_t rows, int64_t in);
 
 // Computes `columns` for x [rows, in] (row-major, contiguous) on the calling thread. Threads may

@@ -1,0 +1,37 @@
+// Float32 LayerNorm and attention softmax for the forward passes, on AVX-512 where the CPU has it
+// and on LibTorch's own kernels otherwise.
+//
+// Why our own: at BERT-base's 128 tokens LibTorch's layer_norm and softmax cost 50 and 100 us a
+// call here, mostly dispatch, allocation and a parallel region each, against 10-20 us of work;
+// these run inside the regions the forward pass already has (softmax on each head right after its
+// scores, while they are in cache).
+#ifndef ATTNSCOPE_MODELS_FUSED_OPS_H_
+#define ATTNSCOPE_MODELS_FUSED_OPS_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace attnscope {
+
+// Whether the CPU has AVX-512F and the environment does not set ATTNSCOPE_DISABLE_AVX512 (to any
+// value): the switch for models/'s AVX-512 kernels. Read once per process; tests set the variable
+// to run the portable path.
+bool HasAvx512();
+
+// torch.nn.functional.layer_norm over the last dimension: (x - mean) / sqrt(var + eps) * weight +
+// bias, with the biased variance. x float32 [..., hidden], contiguous; weight and bias [hidden].
+// Returns a new tensor shaped like x. Parallel over rows unless called inside a parallel region.
+torch::Tensor LayerNorm(const torch::Tensor& x, const torch::Tensor& weight,
+                        const torch::Tensor& bias, double eps);
+
+// Softmax of each of `rows` rows of `columns` scores (row-major, row stride `columns`), after
+// adding `additive_mask` [columns] to every row when it is not null, written to `probs` (same
+// layout; may not alias `scores`). Keys masked with float32's lowest value get exactly 0, as in
+// torch.softmax. Single-threaded: call it from inside a parallel region, one head per call.
+void SoftmaxRows(const float* scores, const float* additive_mask, int64_t rows, int64_t columns,
+                 float* probs);
+
+}  // namespace attnscope
+
+#endif  // ATTNSCOPE_MODELS_FUSED_OPS_H_
