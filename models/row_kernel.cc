@@ -130,20 +130,21 @@ KernelFn KernelFor(int weight_rows, int tile_vectors) {
 // result[t][first + n] = sums[n][t] + bias + residual, or GELU of that, for n < count, every row t.
 void WriteResult(const float* sums, int64_t sums_stride, int64_t rows, int64_t first, int64_t count,
                  const RowKernelColumns& c) {
-  for (int64_t n0 = 0; n0 < count; n0 += 16) {
-    const int width = static_cast<int>(std::min<int64_t>(16, count - n0));
-    const __mmask16 mask = static_cast<__mmask16>((1u << width) - 1);
-    const int64_t column = first + n0;
-    const __m512 bias =
-        c.bias != nullptr ? _mm512_maskz_loadu_ps(mask, c.bias + column) : _mm512_setzero_ps();
-    for (int64_t t0 = 0; t0 < rows; t0 += 16) {
+  // Row blocks outermost: each result row is written as one run of consecutive lines.
+  for (int64_t t0 = 0; t0 < rows; t0 += 16) {
+    const int64_t valid = std::min<int64_t>(16, rows - t0);
+    for (int64_t n0 = 0; n0 < count; n0 += 16) {
+      const int width = static_cast<int>(std::min<int64_t>(16, count - n0));
+      const __mmask16 mask = static_cast<__mmask16>((1u << width) - 1);
+      const int64_t column = first + n0;
+      const __m512 bias =
+          c.bias != nullptr ? _mm512_maskz_loadu_ps(mask, c.bias + column) : _mm512_setzero_ps();
       __m512 r[16];
       for (int i = 0; i < 16; ++i) {
         r[i] =
             i < width ? _mm512_loadu_ps(sums + (n0 + i) * sums_stride + t0) : _mm512_setzero_ps();
       }
       avx512::Transpose16(r);
-      const int64_t valid = std::min<int64_t>(16, rows - t0);
       for (int64_t i = 0; i < valid; ++i) {
         __m512 v = _mm512_add_ps(r[i], bias);
         const int64_t offset = (t0 + i) * c.out + column;
