@@ -135,6 +135,7 @@ class BertModel : public TransformerModel {
       // cache, in one parallel region per layer.
       at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
         std::vector<float> scratch(keep_scores ? 0 : static_cast<size_t>(length * length));
+        std::vector<float> head_probs(static_cast<size_t>(length * length));
         for (int64_t bh = begin; bh < end; ++bh) {
           const int64_t block = bh * length * length;
           float* head_scores = keep_scores ? s + block : scratch.data();
@@ -142,10 +143,11 @@ class BertModel : public TransformerModel {
                 q + head_offset(bh), hidden_size, k + head_offset(bh), hidden_size, /*beta=*/0.0f,
                 head_scores, length);
           SoftmaxRows(head_scores, mask == nullptr ? nullptr : mask + (bh / heads) * length,
-                      /*rows=*/length, /*columns=*/length, p + block);
+                      /*rows=*/length, /*columns=*/length, head_probs.data());
           Sgemm(/*transpose_a=*/false, /*transpose_b=*/false, length, head_dim, length, 1.0f,
-                p + block, length, v + head_offset(bh), hidden_size, /*beta=*/0.0f,
+                head_probs.data(), length, v + head_offset(bh), hidden_size, /*beta=*/0.0f,
                 c + head_offset(bh), hidden_size);
+          CopyToOutput(head_probs.data(), length * length, p + block);
         }
       });
       const torch::Tensor attended =

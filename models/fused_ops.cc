@@ -3,7 +3,9 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "models/avx512_math.h"
@@ -93,6 +95,16 @@ void SoftmaxRowsAvx512(const float* scores, const float* additive_mask, int64_t 
   }
 }
 
+void StreamCopyAvx512(const float* source, int64_t count, float* destination) {
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    _mm512_stream_ps(destination + i, _mm512_loadu_ps(source + i));
+  }
+  for (; i < count; ++i) destination[i] = source[i];
+  // Streaming stores are weakly ordered: make them visible before whoever reads the result next.
+  _mm_sfence();
+}
+
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 
@@ -143,6 +155,14 @@ void SoftmaxRows(const float* scores, const float* additive_mask, int64_t rows, 
     const torch::Tensor mask =
         torch::from_blob(const_cast<float*>(additive_mask), {columns}, options);
     torch::softmax_out(out, in + mask, /*dim=*/-1);
+  }
+}
+
+void CopyToOutput(const float* source, int64_t count, float* destination) {
+  if (HasAvx512() && reinterpret_cast<std::uintptr_t>(destination) % 64 == 0) {
+    StreamCopyAvx512(source, count, destination);
+  } else {
+    std::memcpy(destination, source, static_cast<size_t>(count) * sizeof(float));
   }
 }
 

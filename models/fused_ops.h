@@ -32,6 +32,12 @@ torch::Tensor LayerNorm(const torch::Tensor& x, const torch::Tensor& weight,
 void SoftmaxRows(const float* scores, const float* additive_mask, int64_t rows, int64_t columns,
                  float* probs);
 
+// Copies `count` floats to `destination` with non-temporal (streaming) stores where the CPU has
+// AVX-512 and `destination` is 64-byte aligned, a plain copy otherwise. For results that are
+// written once and not read back soon (attention probabilities kept for the caller): the stores
+// skip the cache, so they neither read the destination's lines first nor evict the working set.
+void CopyToOutput(const float* source, int64_t count, float* destination);
+
 }  // namespace attnscope
 
 #endif  // ATTNSCOPE_MODELS_FUSED_OPS_H_

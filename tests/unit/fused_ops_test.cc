@@ -1,6 +1,6 @@
-// LayerNorm, SoftmaxRows (models/fused_ops.h) and Linear's fused GELU (models/gemm.h) against
-// LibTorch's own torch::layer_norm, torch::softmax and torch::gelu, the references the Python
-// modules use. CTest runs this binary twice: as built for this CPU, and with
+// LayerNorm, SoftmaxRows, CopyToOutput (models/fused_ops.h) and Linear's fused GELU (models/gemm.h)
+// against LibTorch's own torch::layer_norm, torch::softmax and torch::gelu, the references the
+// Python modules use. CTest runs this binary twice: as built for this CPU, and with
 // ATTNSCOPE_DISABLE_AVX512 set (the portable path).
 #include "models/fused_ops.h"
 
@@ -90,6 +90,26 @@ TEST(SoftmaxRowsTest, KeepsNan) {
   const torch::Tensor got = Softmax(scores, torch::Tensor());
   EXPECT_TRUE(torch::isnan(got[0]).any().item<bool>()) << "a NaN score must not vanish";
   EXPECT_TRUE(torch::isfinite(got[1]).all().item<bool>());
+}
+
+TEST(CopyToOutputTest, CopiesEveryElementAlignedOrNot) {
+  torch::manual_seed(8);
+  const torch::Tensor source = torch::randn({1100});
+  // torch's CPU allocations are 64-byte aligned: offset 0 streams, offset 3 takes the plain copy.
+  for (const int64_t offset : {0, 3}) {
+    for (const int64_t count : {0, 5, 16, 17, 1000}) {
+      torch::Tensor destination = torch::full({1100}, -7.0f);
+      CopyToOutput(source.data_ptr<float>(), count, destination.data_ptr<float>() + offset);
+      EXPECT_TRUE(torch::equal(destination.narrow(0, offset, count), source.narrow(0, 0, count)))
+          << "offset " << offset << " count " << count;
+      EXPECT_EQ(destination.narrow(0, offset + count, 1100 - offset - count)
+                    .ne(-7.0f)
+                    .sum()
+                    .item<int64_t>(),
+                0)
+          << "wrote past the end";
+    }
+  }
 }
 
 TEST(LinearGeluTest, MatchesTorchGelu) {
