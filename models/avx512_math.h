@@ -6,8 +6,16 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace attnscope {
 namespace avx512 {
+
+// The mask of the first min(remaining, 16) lanes, for the last, partial vector of a row.
+__attribute__((always_inline, target("avx512f"))) inline __mmask16 TailMask(int64_t remaining) {
+  return remaining >= 16 ? static_cast<__mmask16>(0xFFFF)
+                         : static_cast<__mmask16>((1u << remaining) - 1);
+}
 
 // r[i] holds row i of a 16 x 16 block on entry and column i on exit.
 __attribute__((always_inline, target("avx512f"))) inline void Transpose16(__m512 r[16]) {

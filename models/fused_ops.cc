@@ -25,11 +25,6 @@ constexpr int64_t kLayerNormRowsPerTask = 16;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-__mmask16 TailMask(int64_t remaining) {
-  return remaining >= 16 ? static_cast<__mmask16>(0xFFFF)
-                         : static_cast<__mmask16>((1u << remaining) - 1);
-}
-
 // Two passes for the moments (mean, then the mean square deviation), as exact as torch's Welford
 // rows at this width, then one for the output.
 void LayerNormRowsAvx512(const float* x, int64_t rows, int64_t hidden, const float* weight,
@@ -39,20 +34,20 @@ void LayerNormRowsAvx512(const float* x, int64_t rows, int64_t hidden, const flo
     float* out = y + r * hidden;
     __m512 sum = _mm512_setzero_ps();
     for (int64_t j = 0; j < hidden; j += 16) {
-      sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(TailMask(hidden - j), in + j));
+      sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(avx512::TailMask(hidden - j), in + j));
     }
     const float mean = _mm512_reduce_add_ps(sum) / static_cast<float>(hidden);
     const __m512 mean_v = _mm512_set1_ps(mean);
     __m512 squares = _mm512_setzero_ps();
     for (int64_t j = 0; j < hidden; j += 16) {
-      const __mmask16 mask = TailMask(hidden - j);
+      const __mmask16 mask = avx512::TailMask(hidden - j);
       const __m512 d = _mm512_maskz_sub_ps(mask, _mm512_maskz_loadu_ps(mask, in + j), mean_v);
       squares = _mm512_fmadd_ps(d, d, squares);
     }
     const double variance = _mm512_reduce_add_ps(squares) / static_cast<double>(hidden);
     const __m512 rstd = _mm512_set1_ps(static_cast<float>(1.0 / std::sqrt(variance + eps)));
     for (int64_t j = 0; j < hidden; j += 16) {
-      const __mmask16 mask = TailMask(hidden - j);
+      const __mmask16 mask = avx512::TailMask(hidden - j);
       const __m512 normalized =
           _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, in + j), mean_v), rstd);
       _mm512_mask_storeu_ps(out + j, mask,
@@ -70,7 +65,7 @@ void SoftmaxRowsAvx512(const float* scores, const float* additive_mask, int64_t 
     float* out = probs + r * columns;
     __m512 max = lowest;
     for (int64_t j = 0; j < columns; j += 16) {
-      const __mmask16 mask = TailMask(columns - j);
+      const __mmask16 mask = avx512::TailMask(columns - j);
       __m512 v = _mm512_mask_loadu_ps(lowest, mask, in + j);
       if (additive_mask != nullptr) {
         v = _mm512_mask_add_ps(v, mask, v, _mm512_maskz_loadu_ps(mask, additive_mask + j));
@@ -81,14 +76,14 @@ void SoftmaxRowsAvx512(const float* scores, const float* additive_mask, int64_t 
     const __m512 row_max = _mm512_set1_ps(_mm512_reduce_max_ps(max));
     __m512 sum = _mm512_setzero_ps();
     for (int64_t j = 0; j < columns; j += 16) {
-      const __mmask16 mask = TailMask(columns - j);
+      const __mmask16 mask = avx512::TailMask(columns - j);
       const __m512 e = avx512::Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, out + j), row_max));
       _mm512_mask_storeu_ps(out + j, mask, e);
       sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(mask, e));
     }
     const __m512 inverse = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
     for (int64_t j = 0; j < columns; j += 16) {
-      const __mmask16 mask = TailMask(columns - j);
+      const __mmask16 mask = avx512::TailMask(columns - j);
       _mm512_mask_storeu_ps(out + j, mask,
                             _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, out + j), inverse));
     }

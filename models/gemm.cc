@@ -70,6 +70,21 @@ int64_t TotalColumns(const std::vector<Product>& products) {
   return columns;
 }
 
+// Calls share(i, from, to) for each product i with output columns [from, to) of its own inside
+// [begin, end) of the products' concatenated columns.
+template <typename Share>
+void ForEachShare(const std::vector<Product>& products, int64_t begin, int64_t end,
+                  const Share& share) {
+  int64_t first_column = 0;  // of product i in the concatenation
+  for (size_t i = 0; i < products.size(); ++i) {
+    const int64_t out = products[i].weight.size(0);
+    const int64_t from = std::max(begin, first_column) - first_column;
+    const int64_t to = std::min(end, first_column + out) - first_column;
+    if (from < to) share(i, from, to);
+    first_column += out;
+  }
+}
+
 // Runs the products of one input x [rows, in] on RowKernelLinear.
 void RunOnRowKernel(const torch::Tensor& x, int64_t rows, int64_t in,
                     const std::vector<Product>& products) {
@@ -84,16 +99,13 @@ void RunOnRowKernel(const torch::Tensor& x, int64_t rows, int64_t in,
   }
   const float* x_data = x.data_ptr<float>();
   SplitColumns(TotalColumns(products), [&](int64_t begin, int64_t end) {
-    std::vector<RowKernelColumns> share;
-    int64_t first_column = 0;  // of product p in the concatenation
-    for (const RowKernelColumns& p : all) {
-      RowKernelColumns part = p;
-      part.begin = std::max(begin, first_column) - first_column;
-      part.end = std::min(end, first_column + p.out) - first_column;
-      if (part.begin < part.end) share.push_back(part);
-      first_column += p.out;
-    }
-    RowKernelLinear(x_data, rows, in, share);
+    std::vector<RowKernelColumns> shares;
+    ForEachShare(products, begin, end, [&](size_t i, int64_t from, int64_t to) {
+      shares.push_back(all[i]);
+      shares.back().begin = from;
+      shares.back().end = to;
+    });
+    RowKernelLinear(x_data, rows, in, shares);
   });
 }
 
@@ -117,19 +129,12 @@ void RunOnOneDnn(const torch::Tensor& x, int64_t rows, int64_t in,
   }
   const float* x_data = x.data_ptr<float>();
   SplitColumns(TotalColumns(products), [&](int64_t begin, int64_t end) {
-    int64_t first_column = 0;  // of product p in the concatenation
-    for (size_t i = 0; i < products.size(); ++i) {
+    ForEachShare(products, begin, end, [&](size_t i, int64_t from, int64_t to) {
       const Product& p = products[i];
-      const int64_t out = p.weight.size(0);
-      const int64_t from = std::max(begin, first_column) - first_column;
-      const int64_t to = std::min(end, first_column + out) - first_column;
-      if (from < to) {
-        Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, rows, to - from, in, /*alpha=*/1.0f,
-              x_data, in, p.weight.data_ptr<float>() + from * in, in, betas[i],
-              p.result.data_ptr<float>() + from, out);
-      }
-      first_column += out;
-    }
+      Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, rows, to - from, in, /*alpha=*/1.0f,
+            x_data, in, p.weight.data_ptr<float>() + from * in, in, betas[i],
+            p.result.data_ptr<float>() + from, p.weight.size(0));
+    });
   });
   for (const Product& p : products) {
     if (p.activation == Activation::kGelu) {

@@ -134,8 +134,8 @@ void WriteResult(const float* sums, int64_t sums_stride, int64_t rows, int64_t f
   for (int64_t t0 = 0; t0 < rows; t0 += 16) {
     const int64_t valid = std::min<int64_t>(16, rows - t0);
     for (int64_t n0 = 0; n0 < count; n0 += 16) {
-      const int width = static_cast<int>(std::min<int64_t>(16, count - n0));
-      const __mmask16 mask = static_cast<__mmask16>((1u << width) - 1);
+      const int64_t width = std::min<int64_t>(16, count - n0);
+      const __mmask16 mask = avx512::TailMask(width);
       const int64_t column = first + n0;
       const __m512 bias =
           c.bias != nullptr ? _mm512_maskz_loadu_ps(mask, c.bias + column) : _mm512_setzero_ps();
@@ -158,7 +158,10 @@ void WriteResult(const float* sums, int64_t sums_stride, int64_t rows, int64_t f
   }
 }
 
-void Run(const float* x, int64_t rows, int64_t in, absl::Span<const RowKernelColumns> columns) {
+}  // namespace
+
+void RowKernelLinear(const float* x, int64_t rows, int64_t in,
+                     absl::Span<const RowKernelColumns> columns) {
   const int64_t tiles = (rows + kTileTokens - 1) / kTileTokens;
   const int64_t padded = tiles * kTileTokens;
   // Twice the rows, half the depth and chunk: the same cache footprint.
@@ -197,15 +200,8 @@ void Run(const float* x, int64_t rows, int64_t in, absl::Span<const RowKernelCol
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 
-}  // namespace
-
 bool RowKernelApplies(int64_t rows, int64_t in) {
   return HasAvx512() && rows > 0 && rows <= kRowKernelMaxRows && in > 0 && in % 16 == 0;
-}
-
-void RowKernelLinear(const float* x, int64_t rows, int64_t in,
-                     absl::Span<const RowKernelColumns> columns) {
-  Run(x, rows, in, columns);
 }
 
 }  // namespace attnscope
