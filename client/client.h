@@ -29,12 +29,10 @@
 #include "absl/time/time.h"
 #include "attnscope/v1/attnscope.grpc.pb.h"
 #include "client/tensor.h"
+#include "common/limits.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace attnscope {
-
-// The server's default unary response size cap (attnscope-server --max_response_bytes).
-inline constexpr int64_t kDefaultMaxResponseBytes = int64_t{64} << 20;
 
 struct ClientOptions {
   // gRPC target: "host:port" (e.g. "127.0.0.1:50051") or a resolver URI such as

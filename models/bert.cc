@@ -9,9 +9,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "models/fused_ops.h"
 #include "models/gemm.h"
-#include "models/status_macros.h"
 #include "models/transformer.h"
 
 namespace attnscope {

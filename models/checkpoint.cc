@@ -6,8 +6,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "models/file_util.h"
-#include "models/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace attnscope {
@@ -38,9 +38,9 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     for (const auto& [name, shard] : weight_map->items()) {
       const std::string shard_name = shard.is_string() ? shard.get<std::string>() : "";
       if (shard_name.empty() || absl::StrContains(shard_name, "/")) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("checkpoint index '", index, "': tensor '", name,
-                         "': expected a shard file name in the same directory, got ", shard.dump()));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "checkpoint index '", index, "': tensor '", name,
+            "': expected a shard file name in the same directory, got ", shard.dump()));
       }
       names_by_shard[shard_name].push_back(name);
     }
@@ -76,9 +76,9 @@ absl::Status Checkpoint::AddSafetensors(const std::string& path,
     }
   }
   if (!wanted.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "safetensors file '", path, "': tensor '", *wanted.begin(),
-        "': expected (the index's weight_map names it), got nothing in the shard"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("safetensors file '", path, "': tensor '", *wanted.begin(),
+                     "': expected (the index's weight_map names it), got nothing in the shard"));
   }
   files_.push_back(std::move(file));
   return absl::OkStatus();
@@ -91,9 +91,9 @@ absl::Status Checkpoint::AddPickle(const std::string& path) {
     bytes.clear();
     c10::IValue value = torch::pickle_load(data);
     if (!value.isGenericDict()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint '", path, "': expected a state dict (name -> tensor), got ",
-          value.tagKind()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint '", path, "': expected a state dict (name -> tensor), got ",
+                       value.tagKind()));
     }
     for (const auto& item : value.toGenericDict()) {
       if (!item.key().isString() || !item.value().isTensor()) continue;
@@ -106,9 +106,9 @@ absl::Status Checkpoint::AddPickle(const std::string& path) {
       tensors_[item.key().toStringRef()] = Entry{std::move(tensor), path};
     }
   } catch (const c10::Error& error) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path,
-                                                   "': not a readable torch.save file: ",
-                                                   error.what_without_backtrace()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint '", path,
+                     "': not a readable torch.save file: ", error.what_without_backtrace()));
   } catch (const std::exception& error) {
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint '", path, "': not a readable torch.save file: ", error.what()));

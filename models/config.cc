@@ -5,8 +5,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "models/file_util.h"
-#include "models/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace attnscope {
@@ -124,7 +124,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   ATTNSCOPE_ASSIGN_OR_RETURN(config.layer_norm_eps, reader.DoubleOr("layer_norm_eps", 1e-12));
   ATTNSCOPE_ASSIGN_OR_RETURN(config.rms_norm_eps, reader.DoubleOr("rms_norm_eps", 1e-6));
   ATTNSCOPE_ASSIGN_OR_RETURN(config.rope_theta, reader.DoubleOr("rope_theta", 10000.0));
-  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act, reader.StringOr("hidden_act", is_bert ? "gelu" : "silu"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act,
+                             reader.StringOr("hidden_act", is_bert ? "gelu" : "silu"));
   ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
                              reader.BoolOr("tie_word_embeddings", /*fallback=*/!is_bert));
   ATTNSCOPE_ASSIGN_OR_RETURN(config.pad_token_id, reader.IntOr("pad_token_id", is_bert ? 0 : -1));
@@ -136,9 +137,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                         std::to_string(config.max_position_embeddings));
   }
   if (config.hidden_size % config.num_attention_heads != 0) {
-    return reader.Error("hidden_size", absl::StrCat("a multiple of num_attention_heads (",
-                                                    config.num_attention_heads, ")"),
-                        std::to_string(config.hidden_size));
+    return reader.Error(
+        "hidden_size",
+        absl::StrCat("a multiple of num_attention_heads (", config.num_attention_heads, ")"),
+        std::to_string(config.hidden_size));
   }
   ATTNSCOPE_ASSIGN_OR_RETURN(
       config.head_dim, reader.IntOr("head_dim", config.hidden_size / config.num_attention_heads));
@@ -153,10 +155,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                         std::to_string(config.num_key_value_heads));
   }
   if (is_bert && config.num_key_value_heads != config.num_attention_heads) {
-    return reader.Error("num_key_value_heads",
-                        absl::StrCat("num_attention_heads (", config.num_attention_heads,
-                                     ") for bert"),
-                        std::to_string(config.num_key_value_heads));
+    return reader.Error(
+        "num_key_value_heads",
+        absl::StrCat("num_attention_heads (", config.num_attention_heads, ") for bert"),
+        std::to_string(config.num_key_value_heads));
   }
   if (is_bert && config.head_dim * config.num_attention_heads != config.hidden_size) {
     return reader.Error("head_dim", "hidden_size / num_attention_heads for bert",
@@ -181,8 +183,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
       config.id2label[index] = label.get<std::string>();
     }
   }
-  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_labels,
-                             reader.IntOr("num_labels", static_cast<int64_t>(config.id2label.size())));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.num_labels, reader.IntOr("num_labels", static_cast<int64_t>(config.id2label.size())));
   return config;
 }
 

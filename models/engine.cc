@@ -12,8 +12,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "models/file_util.h"
-#include "models/status_macros.h"
 
 namespace attnscope {
 namespace {
@@ -118,6 +118,21 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Create(const Options& 
 absl::StatusOr<Encoding> LoadedModel::Encode(absl::string_view text,
                                              std::optional<absl::string_view> text_pair,
                                              const TextOptions& options) const {
+  ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText first, Tokenize(text));
+  std::optional<TokenizedText> second;
+  if (text_pair.has_value()) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(second, Tokenize(*text_pair));
+  }
+  return Assemble(std::move(first), std::move(second), options);
+}
+
+absl::StatusOr<TokenizedText> LoadedModel::Tokenize(absl::string_view text) const {
+  return tokenizer_->Tokenize(ToStd(text));
+}
+
+absl::StatusOr<Encoding> LoadedModel::Assemble(TokenizedText text,
+                                               std::optional<TokenizedText> text_pair,
+                                               const TextOptions& options) const {
   EncodeOptions encode;
   encode.add_special_tokens = options.add_special_tokens;
   encode.truncation = options.truncation;
@@ -132,10 +147,9 @@ absl::StatusOr<Encoding> LoadedModel::Encode(absl::string_view text,
     }
     encode.max_length = options.max_length > 0 ? options.max_length : max_tokens_;
   }
-  ATTNSCOPE_ASSIGN_OR_RETURN(Encoding encoding,
-                             text_pair.has_value()
-                                 ? tokenizer_->EncodePair(ToStd(text), ToStd(*text_pair), encode)
-                                 : tokenizer_->Encode(ToStd(text), encode));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      Encoding encoding,
+      tokenizer_->Assemble(std::move(text), text_pair.has_value() ? &*text_pair : nullptr, encode));
   const int64_t length = static_cast<int64_t>(encoding.size());
   if (length > max_tokens_) {
     return absl::InvalidArgumentError(absl::StrCat(

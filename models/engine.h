@@ -62,6 +62,13 @@ class LoadedModel {
                                   std::optional<absl::string_view> text_pair,
                                   const TextOptions& options) const;
 
+  // The two halves of Encode, so that one text can be tokenized once and paired with many:
+  // Tokenize (no special tokens; InvalidArgument for invalid UTF-8), then Assemble (special
+  // tokens, truncation and the checks of Encode; `text_pair` may be null).
+  absl::StatusOr<TokenizedText> Tokenize(absl::string_view text) const;
+  absl::StatusOr<Encoding> Assemble(TokenizedText text, std::optional<TokenizedText> text_pair,
+                                    const TextOptions& options) const;
+
   // Runs `encodings` as one right-padded batch. `on_layer_done` (may be empty) is called after each
   // layer; a non-OK status stops the pass and is returned (deadlines and cancellation).
   absl::StatusOr<BatchOutput> Run(std::vector<Encoding> encodings, ForwardOptions options) const;

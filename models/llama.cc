@@ -1,13 +1,14 @@
 // Llama (Touvron et al. 2023) as Hugging Face transformers' LlamaForCausalLM computes it: RMSNorm
-// pre-normalisation, rotary position embeddings in the rotate_half layout (Su et al. 2021, RoFormer),
-// grouped-query attention (Ainslie et al. 2023: query head h reads key/value head h / (N / N_kv)),
-// a causal mask, a SiLU-gated MLP and an lm_head that may be tied to the input embeddings.
+// pre-normalisation, rotary position embeddings in the rotate_half layout (Su et al. 2021,
+// RoFormer), grouped-query attention (Ainslie et al. 2023: query head h reads key/value head h / (N
+// / N_kv)), a causal mask, a SiLU-gated MLP and an lm_head that may be tied to the input
+// embeddings.
 #include <cmath>
 #include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "models/status_macros.h"
+#include "common/status_macros.h"
 #include "models/transformer.h"
 
 namespace attnscope {
@@ -83,8 +84,9 @@ class LlamaModel : public TransformerModel {
     for (size_t i = 0; i < layers_.size(); ++i) {
       const LlamaLayer& layer = layers_[i];
       const torch::Tensor normed = RmsNorm(hidden, layer.input_norm);
-      const torch::Tensor query = rotate(
-          torch::linear(normed, layer.q_proj).view({batch, length, heads, head_dim}).transpose(1, 2));
+      const torch::Tensor query = rotate(torch::linear(normed, layer.q_proj)
+                                             .view({batch, length, heads, head_dim})
+                                             .transpose(1, 2));
       torch::Tensor key = rotate(torch::linear(normed, layer.k_proj)
                                      .view({batch, length, kv_heads, head_dim})
                                      .transpose(1, 2));
@@ -107,7 +109,8 @@ class LlamaModel : public TransformerModel {
                                       layer.down_proj);
       if (options.output_attentions) out.attentions.push_back(std::move(probs));
       if (options.output_attention_scores) out.attention_scores.push_back(std::move(scores));
-      if (options.output_hidden_states && i + 1 < layers_.size()) out.hidden_states.push_back(hidden);
+      if (options.output_hidden_states && i + 1 < layers_.size())
+        out.hidden_states.push_back(hidden);
       if (options.on_layer_done) {
         ATTNSCOPE_RETURN_IF_ERROR(options.on_layer_done(static_cast<int64_t>(i)));
       }

@@ -5,8 +5,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "models/file_util.h"
-#include "models/status_macros.h"
 #include "models/unicode.h"
 
 namespace attnscope {
@@ -58,16 +58,14 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::
   std::optional<TemplatePiece> bos[2];
   std::optional<TemplatePiece> eos[2];
   if (options.add_bos_token) {
-    ATTNSCOPE_ASSIGN_OR_RETURN(
-        int64_t bos_id, ResolveId(options.bos_token_id, processor->bos_id(), vocab_size,
-                                  model_path, "bos_token_id"));
+    ATTNSCOPE_ASSIGN_OR_RETURN(int64_t bos_id, ResolveId(options.bos_token_id, processor->bos_id(),
+                                                         vocab_size, model_path, "bos_token_id"));
     bos[0] = special(bos_id, 0);
     bos[1] = special(bos_id, 1);
   }
   if (options.add_eos_token) {
-    ATTNSCOPE_ASSIGN_OR_RETURN(
-        int64_t eos_id, ResolveId(options.eos_token_id, processor->eos_id(), vocab_size,
-                                  model_path, "eos_token_id"));
+    ATTNSCOPE_ASSIGN_OR_RETURN(int64_t eos_id, ResolveId(options.eos_token_id, processor->eos_id(),
+                                                         vocab_size, model_path, "eos_token_id"));
     eos[0] = special(eos_id, 0);
     eos[1] = special(eos_id, 1);
   }
@@ -75,8 +73,8 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::
   // "... <s>:1 $B:1 </s>:1", each special token present only when enabled.
   const auto append_text = [&](std::vector<TemplatePiece>* pieces, int type_id) {
     if (bos[type_id].has_value()) pieces->push_back(*bos[type_id]);
-    pieces->push_back({type_id == 0 ? TemplatePiece::Kind::kFirst : TemplatePiece::Kind::kSecond,
-                       0, "", type_id});
+    pieces->push_back({type_id == 0 ? TemplatePiece::Kind::kFirst : TemplatePiece::Kind::kSecond, 0,
+                       "", type_id});
     if (eos[type_id].has_value()) pieces->push_back(*eos[type_id]);
   };
   append_text(&post_processor.single, 0);
@@ -85,8 +83,8 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::
 
   int64_t pad_id = 0;
   if (options.pad_token_id.has_value()) {
-    ATTNSCOPE_ASSIGN_OR_RETURN(pad_id, ResolveId(options.pad_token_id, -1, vocab_size, model_path,
-                                                 "pad_token_id"));
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        pad_id, ResolveId(options.pad_token_id, -1, vocab_size, model_path, "pad_token_id"));
   } else if (processor->pad_id() >= 0) {
     pad_id = processor->pad_id();
   }

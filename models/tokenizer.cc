@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "models/status_macros.h"
+#include "common/status_macros.h"
 
 namespace attnscope {
 namespace {

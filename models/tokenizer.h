@@ -18,17 +18,15 @@ namespace attnscope {
 struct Offset {
   int64_t start = 0;
   int64_t end = 0;
-  bool operator==(const Offset& other) const {
-    return start == other.start && end == other.end;
-  }
+  bool operator==(const Offset& other) const { return start == other.start && end == other.end; }
 };
 
 // One text tokenized without special tokens. All vectors have one entry per token.
 struct TokenizedText {
   std::vector<int64_t> ids;
   std::vector<std::string> tokens;
-  // [start, end) in Unicode code points of the original text; characters the normaliser drops belong
-  // to the kept character before them (Hugging Face NormalizedString alignment).
+  // [start, end) in Unicode code points of the original text; characters the normaliser drops
+  // belong to the kept character before them (Hugging Face NormalizedString alignment).
   std::vector<Offset> offsets;
   // The same spans in UTF-8 bytes of the original text.
   std::vector<Offset> byte_offsets;
@@ -48,7 +46,8 @@ struct Encoding {
   std::vector<int64_t> attention_mask;
   // 1 for special tokens and padding, 0 for tokens of the texts.
   std::vector<int64_t> special_tokens_mask;
-  // Code-point and byte offsets into the text the token came from; {0, 0} for special tokens/padding.
+  // Code-point and byte offsets into the text the token came from; {0, 0} for special
+  // tokens/padding.
   std::vector<Offset> offsets;
   std::vector<Offset> byte_offsets;
   // Word index within its text, -1 for special tokens and padding.
@@ -95,8 +94,8 @@ enum class TokenizerKind { kWordPiece, kSentencePiece };
 struct TemplatePiece {
   enum class Kind { kSpecial, kFirst, kSecond };
   Kind kind = Kind::kSpecial;
-  int64_t id = 0;      // for kSpecial
-  std::string token;   // for kSpecial
+  int64_t id = 0;     // for kSpecial
+  std::string token;  // for kSpecial
   int64_t type_id = 0;
 };
 
@@ -126,6 +125,12 @@ class Tokenizer {
   absl::StatusOr<Encoding> EncodePair(std::string_view text, std::string_view text_pair,
                                       const EncodeOptions& options) const;
 
+  // Encode / EncodePair on texts already tokenized (Tokenize): truncation, the special-token
+  // template and padding. `second` is null for a single text; truncation may shorten it.
+  // InvalidArgument as EncodePair. Lets a caller tokenize a text once and pair it with many others.
+  absl::StatusOr<Encoding> Assemble(TokenizedText first, TokenizedText* second,
+                                    const EncodeOptions& options) const;
+
   // Joins tokens back into text, dropping special tokens when `skip_special_tokens`.
   virtual std::string Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const = 0;
 
@@ -145,22 +150,17 @@ class Tokenizer {
         model_max_length_(model_max_length) {}
 
  private:
-  // Truncates (budget = max_length minus the template's special tokens), applies the template and
-  // pads. `second` is null for a single text.
-  absl::StatusOr<Encoding> Assemble(TokenizedText first, TokenizedText* second,
-                                    const EncodeOptions& options) const;
-
   PostProcessorTemplate template_;
   int64_t pad_token_id_;
   int64_t model_max_length_;
 };
 
-// Loads the tokenizer of a Hugging Face checkpoint directory, trying in order: tokenizer.json with a
-// WordPiece model, vocab.txt (+ tokenizer_config.json), tokenizer.model (SentencePiece, + config.json
-// and tokenizer_config.json for BOS/EOS handling).
-// NotFound: none of those files exist. FailedPrecondition: a tokenizer.model but no loadable
-// libattnscope_sentencepiece module (see sentencepiece_module.h). InvalidArgument: a file is malformed or of an unsupported
-// kind; the message names the file and field.
+// Loads the tokenizer of a Hugging Face checkpoint directory, trying in order: tokenizer.json with
+// a WordPiece model, vocab.txt (+ tokenizer_config.json), tokenizer.model (SentencePiece, +
+// config.json and tokenizer_config.json for BOS/EOS handling). NotFound: none of those files exist.
+// FailedPrecondition: a tokenizer.model but no loadable libattnscope_sentencepiece module (see
+// sentencepiece_module.h). InvalidArgument: a file is malformed or of an unsupported kind; the
+// message names the file and field.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir);
 
 }  // namespace attnscope

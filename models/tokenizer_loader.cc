@@ -8,9 +8,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "models/file_util.h"
 #include "models/sentencepiece_tokenizer.h"
-#include "models/status_macros.h"
 #include "models/tokenizer.h"
 #include "models/wordpiece_tokenizer.h"
 #include "nlohmann/json.hpp"
@@ -49,7 +49,8 @@ absl::Status FieldError(const std::string& what, const std::string& path, const 
 
 absl::Status ReadBool(const json& object, const std::string& key, const std::string& what,
                       const std::string& path, bool* out) {
-  if (!object.is_object() || !object.contains(key) || object[key].is_null()) return absl::OkStatus();
+  if (!object.is_object() || !object.contains(key) || object[key].is_null())
+    return absl::OkStatus();
   if (!object[key].is_boolean()) return FieldError(what, path, key, "true or false", object[key]);
   *out = object[key].get<bool>();
   return absl::OkStatus();
@@ -57,7 +58,8 @@ absl::Status ReadBool(const json& object, const std::string& key, const std::str
 
 absl::Status ReadId(const json& object, const std::string& key, const std::string& what,
                     const std::string& path, std::optional<int64_t>* out) {
-  if (!object.is_object() || !object.contains(key) || object[key].is_null()) return absl::OkStatus();
+  if (!object.is_object() || !object.contains(key) || object[key].is_null())
+    return absl::OkStatus();
   json value = object[key];
   // Newer configs list several end-of-sequence ids; the template uses the first.
   if (value.is_array() && !value.empty()) value = value[0];
@@ -81,7 +83,8 @@ bool TokenContent(const json& value, std::string* out) {
 
 absl::Status ReadTokenName(const json& object, const std::string& key, const std::string& path,
                            std::string* out) {
-  if (!object.is_object() || !object.contains(key) || object[key].is_null()) return absl::OkStatus();
+  if (!object.is_object() || !object.contains(key) || object[key].is_null())
+    return absl::OkStatus();
   if (!TokenContent(object[key], out)) {
     return FieldError("tokenizer_config.json", path, key,
                       "a string or an object with a string \"content\"", object[key]);
@@ -142,13 +145,14 @@ absl::StatusOr<WordPieceOptions> WordPieceOptionsFromConfig(const json& tokenize
   }
   // transformers >= 4.34 lists every added token here; the special ones are matched literally.
   const json decoder = tokenizer_config.value("added_tokens_decoder", json::object());
-  if (!decoder.is_object()) return FieldError(what, path, "added_tokens_decoder", "an object", decoder);
+  if (!decoder.is_object())
+    return FieldError(what, path, "added_tokens_decoder", "an object", decoder);
   for (const auto& [id, token] : decoder.items()) {
     if (!token.is_object() || token.value("special", json()) != true) continue;
     std::string name;
     if (!TokenContent(token, &name)) {
-      return FieldError(what, path, "added_tokens_decoder." + id, "an object with a string \"content\"",
-                        token);
+      return FieldError(what, path, "added_tokens_decoder." + id,
+                        "an object with a string \"content\"", token);
     }
     options.additional_special_tokens.push_back(name);
   }
@@ -159,8 +163,8 @@ absl::StatusOr<WordPieceOptions> WordPieceOptionsFromConfig(const json& tokenize
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir) {
   if (!IsDirectory(model_dir)) {
-    return absl::NotFoundError(absl::StrCat("model directory '", model_dir,
-                                            "': expected a directory, got nothing there"));
+    return absl::NotFoundError(
+        absl::StrCat("model directory '", model_dir, "': expected a directory, got nothing there"));
   }
   const std::string tokenizer_config_path = JoinPath(model_dir, "tokenizer_config.json");
   const std::string config_path = JoinPath(model_dir, "config.json");
@@ -178,12 +182,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
     const json model = tokenizer_json.value("model", json());
     const json type = model.is_object() ? model.value("type", json()) : json();
     if (type == "WordPiece") {
-      ATTNSCOPE_ASSIGN_OR_RETURN(auto tokenizer,
-                                 WordPieceTokenizer::FromTokenizerJson(json_path, model_max_length));
+      ATTNSCOPE_ASSIGN_OR_RETURN(
+          auto tokenizer, WordPieceTokenizer::FromTokenizerJson(json_path, model_max_length));
       return std::unique_ptr<Tokenizer>(std::move(tokenizer));
     }
-    unsupported_json = FieldError("tokenizer.json", json_path, "model.type",
-                                  "\"WordPiece\" (or a vocab.txt or tokenizer.model beside it)", type);
+    unsupported_json =
+        FieldError("tokenizer.json", json_path, "model.type",
+                   "\"WordPiece\" (or a vocab.txt or tokenizer.model beside it)", type);
   }
 
   const std::string vocab_path = JoinPath(model_dir, "vocab.txt");

@@ -3,9 +3,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "models/blas_check.h"
 #include "models/gemm.h"
-#include "models/status_macros.h"
 
 namespace attnscope {
 namespace {
@@ -17,9 +17,9 @@ std::string ShapeOf(const torch::Tensor& tensor) {
 absl::Status CheckIds(const torch::Tensor& tensor, const char* name,
                       const std::vector<int64_t>& shape, int64_t limit, const char* limit_name) {
   if (tensor.dim() != 2 || tensor.sizes().vec() != shape || tensor.scalar_type() != torch::kInt64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": expected int64 [", absl::StrJoin(shape, ", "), "], got ",
-        c10::toString(tensor.scalar_type()), " ", ShapeOf(tensor)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": expected int64 [", absl::StrJoin(shape, ", "), "], got ",
+                     c10::toString(tensor.scalar_type()), " ", ShapeOf(tensor)));
   }
   if (tensor.numel() == 0) return absl::OkStatus();
   const int64_t low = tensor.min().item<int64_t>();
@@ -37,23 +37,21 @@ absl::Status CheckIds(const torch::Tensor& tensor, const char* name,
 absl::StatusOr<ForwardInput> TransformerModel::CheckInput(const ForwardInput& input) const {
   const torch::Tensor& ids = input.input_ids;
   if (!ids.defined() || ids.dim() != 2 || ids.size(0) == 0 || ids.size(1) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input_ids: expected a non-empty int64 [batch, sequence] tensor, got ",
-        ids.defined() ? ShapeOf(ids) : "nothing"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("input_ids: expected a non-empty int64 [batch, sequence] tensor, got ",
+                     ids.defined() ? ShapeOf(ids) : "nothing"));
   }
   const std::vector<int64_t> shape = ids.sizes().vec();
   if (shape[1] > config_.max_position_embeddings) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input_ids: expected at most ", config_.max_position_embeddings,
-        " tokens (max_position_embeddings), got ", shape[1], "; enable truncation"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("input_ids: expected at most ", config_.max_position_embeddings,
+                     " tokens (max_position_embeddings), got ", shape[1], "; enable truncation"));
   }
   ForwardInput checked;
   checked.input_ids = ids;
-  ATTNSCOPE_RETURN_IF_ERROR(
-      CheckIds(ids, "input_ids", shape, config_.vocab_size, "vocab_size"));
+  ATTNSCOPE_RETURN_IF_ERROR(CheckIds(ids, "input_ids", shape, config_.vocab_size, "vocab_size"));
   if (input.attention_mask.defined()) {
-    ATTNSCOPE_RETURN_IF_ERROR(
-        CheckIds(input.attention_mask, "attention_mask", shape, 2, "0 or 1"));
+    ATTNSCOPE_RETURN_IF_ERROR(CheckIds(input.attention_mask, "attention_mask", shape, 2, "0 or 1"));
     checked.attention_mask = input.attention_mask;
   } else {
     checked.attention_mask = torch::ones_like(ids);

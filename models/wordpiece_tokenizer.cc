@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 #include "models/file_util.h"
-#include "models/status_macros.h"
 #include "models/unicode.h"
 #include "nlohmann/json.hpp"
 
@@ -115,7 +115,7 @@ std::vector<NormChar> Normalize(std::vector<NormChar> chars, const WordPieceOpti
 // transformers' clean_up_tokenization: the replacements run one after another, as in Python.
 std::string CleanUpTokenization(std::string text) {
   static constexpr std::pair<const char*, const char*> kReplacements[] = {
-      {" .", "."},   {" ?", "?"},     {" !", "!"},     {" ,", ","},     {" ' ", "'"},
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
       {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
   };
   for (const auto& [from, to] : kReplacements) text = absl::StrReplaceAll(text, {{from, to}});
@@ -136,8 +136,8 @@ std::vector<TemplatePiece> BertLayout(int64_t cls_id, const std::string& cls, in
 
 // --- tokenizer.json parsing ---------------------------------------------------------------------
 
-absl::Status FieldError(const std::string& path, const std::string& field, const std::string& expected,
-                        const json& got) {
+absl::Status FieldError(const std::string& path, const std::string& field,
+                        const std::string& expected, const json& got) {
   return absl::InvalidArgumentError(absl::StrCat("tokenizer.json '", path, "': field '", field,
                                                  "': expected ", expected, ", got ",
                                                  got.dump().substr(0, 200)));
@@ -181,8 +181,8 @@ absl::Status ParseNormalizer(const json& normalizer, const std::string& path,
   if (!normalizer.is_object() || normalizer.value("type", json()) != "BertNormalizer") {
     return FieldError(path, "normalizer", "null or type BertNormalizer", normalizer);
   }
-  ATTNSCOPE_ASSIGN_OR_RETURN(options->clean_text,
-                             GetBool(normalizer, "clean_text", true, path, "normalizer.clean_text"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      options->clean_text, GetBool(normalizer, "clean_text", true, path, "normalizer.clean_text"));
   ATTNSCOPE_ASSIGN_OR_RETURN(
       options->handle_chinese_chars,
       GetBool(normalizer, "handle_chinese_chars", true, path, "normalizer.handle_chinese_chars"));
@@ -201,7 +201,8 @@ absl::Status ParseNormalizer(const json& normalizer, const std::string& path,
 
 // One side of a TemplateProcessing: [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
 // {"Sequence": {"id": "A", "type_id": 0}}, ...], special tokens expanded through `special_tokens`.
-absl::StatusOr<std::vector<TemplatePiece>> ParseTemplate(const json& pieces, const json& special_tokens,
+absl::StatusOr<std::vector<TemplatePiece>> ParseTemplate(const json& pieces,
+                                                         const json& special_tokens,
                                                          const std::string& path,
                                                          const std::string& field) {
   if (!pieces.is_array()) return FieldError(path, field, "an array", pieces);
@@ -209,12 +210,14 @@ absl::StatusOr<std::vector<TemplatePiece>> ParseTemplate(const json& pieces, con
   for (const json& piece : pieces) {
     if (piece.is_object() && piece.contains("Sequence")) {
       const json& sequence = piece["Sequence"];
-      ATTNSCOPE_ASSIGN_OR_RETURN(std::string id, GetString(sequence, "id", path, field + ".Sequence.id"));
+      ATTNSCOPE_ASSIGN_OR_RETURN(std::string id,
+                                 GetString(sequence, "id", path, field + ".Sequence.id"));
       ATTNSCOPE_ASSIGN_OR_RETURN(int64_t type_id,
                                  GetInt(sequence, "type_id", path, field + ".Sequence.type_id"));
-      if (id != "A" && id != "B") return FieldError(path, field + ".Sequence.id", "\"A\" or \"B\"", id);
-      result.push_back({id == "A" ? TemplatePiece::Kind::kFirst : TemplatePiece::Kind::kSecond, 0,
-                        "", type_id});
+      if (id != "A" && id != "B")
+        return FieldError(path, field + ".Sequence.id", "\"A\" or \"B\"", id);
+      result.push_back(
+          {id == "A" ? TemplatePiece::Kind::kFirst : TemplatePiece::Kind::kSecond, 0, "", type_id});
     } else if (piece.is_object() && piece.contains("SpecialToken")) {
       const json& special = piece["SpecialToken"];
       ATTNSCOPE_ASSIGN_OR_RETURN(std::string name,
@@ -255,9 +258,9 @@ absl::StatusOr<std::optional<PostProcessorTemplate>> ParsePostProcessor(const js
     ATTNSCOPE_ASSIGN_OR_RETURN(
         result.single, ParseTemplate(processor.value("single", json()), special_tokens, path,
                                      "post_processor.single"));
-    ATTNSCOPE_ASSIGN_OR_RETURN(
-        result.pair, ParseTemplate(processor.value("pair", json()), special_tokens, path,
-                                   "post_processor.pair"));
+    ATTNSCOPE_ASSIGN_OR_RETURN(result.pair,
+                               ParseTemplate(processor.value("pair", json()), special_tokens, path,
+                                             "post_processor.pair"));
     return std::optional<PostProcessorTemplate>(std::move(result));
   }
   if (type == "BertProcessing") {
@@ -271,11 +274,14 @@ absl::StatusOr<std::optional<PostProcessorTemplate>> ParsePostProcessor(const js
     if (!valid(sep)) return FieldError(path, "post_processor.sep", "[token, id]", sep);
     const std::string cls_token = cls[0].get<std::string>();
     const std::string sep_token = sep[0].get<std::string>();
-    result.single = BertLayout(cls[1].get<int64_t>(), cls_token, sep[1].get<int64_t>(), sep_token, false);
-    result.pair = BertLayout(cls[1].get<int64_t>(), cls_token, sep[1].get<int64_t>(), sep_token, true);
+    result.single =
+        BertLayout(cls[1].get<int64_t>(), cls_token, sep[1].get<int64_t>(), sep_token, false);
+    result.pair =
+        BertLayout(cls[1].get<int64_t>(), cls_token, sep[1].get<int64_t>(), sep_token, true);
     return std::optional<PostProcessorTemplate>(std::move(result));
   }
-  return FieldError(path, "post_processor", "null, TemplateProcessing or BertProcessing", processor);
+  return FieldError(path, "post_processor", "null, TemplateProcessing or BertProcessing",
+                    processor);
 }
 
 }  // namespace
@@ -314,10 +320,11 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::Create(
         if (piece.kind != TemplatePiece::Kind::kSpecial) continue;
         const auto it = token_to_id.find(piece.token);
         if (it == token_to_id.end() || it->second != piece.id) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "post-processor token '", piece.token, "': expected id ",
-              it == token_to_id.end() ? std::string("(a vocabulary token)") : absl::StrCat(it->second),
-              ", got ", piece.id));
+          return absl::InvalidArgumentError(
+              absl::StrCat("post-processor token '", piece.token, "': expected id ",
+                           it == token_to_id.end() ? std::string("(a vocabulary token)")
+                                                   : absl::StrCat(it->second),
+                           ", got ", piece.id));
         }
       }
     }
@@ -373,8 +380,9 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromVoca
   }
   auto tokenizer = Create(std::move(vocab), std::move(options));
   if (!tokenizer.ok()) {
-    return absl::Status(tokenizer.status().code(),
-                        absl::StrCat("vocab.txt '", vocab_path, "': ", tokenizer.status().message()));
+    return absl::Status(
+        tokenizer.status().code(),
+        absl::StrCat("vocab.txt '", vocab_path, "': ", tokenizer.status().message()));
   }
   return tokenizer;
 }
@@ -394,16 +402,17 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromToke
   }
   WordPieceOptions options;
   options.model_max_length = model_max_length;
-  ATTNSCOPE_ASSIGN_OR_RETURN(options.unk_token, GetString(model, "unk_token", path, "model.unk_token"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(options.unk_token,
+                             GetString(model, "unk_token", path, "model.unk_token"));
   if (model.contains("continuing_subword_prefix")) {
-    ATTNSCOPE_ASSIGN_OR_RETURN(options.continuing_subword_prefix,
-                               GetString(model, "continuing_subword_prefix", path,
-                                         "model.continuing_subword_prefix"));
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        options.continuing_subword_prefix,
+        GetString(model, "continuing_subword_prefix", path, "model.continuing_subword_prefix"));
   }
   if (model.contains("max_input_chars_per_word")) {
-    ATTNSCOPE_ASSIGN_OR_RETURN(options.max_input_chars_per_word,
-                               GetInt(model, "max_input_chars_per_word", path,
-                                      "model.max_input_chars_per_word"));
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        options.max_input_chars_per_word,
+        GetInt(model, "max_input_chars_per_word", path, "model.max_input_chars_per_word"));
   }
   const json vocab_json = model.value("vocab", json());
   if (!vocab_json.is_object() || vocab_json.empty()) {
@@ -441,8 +450,8 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromToke
                         "true (non-special added tokens are not supported)", added);
     }
     const auto existing = std::find(vocab.begin(), vocab.end(), content);
-    const int64_t expected_id = existing != vocab.end() ? existing - vocab.begin()
-                                                        : static_cast<int64_t>(vocab.size());
+    const int64_t expected_id =
+        existing != vocab.end() ? existing - vocab.begin() : static_cast<int64_t>(vocab.size());
     if (id != expected_id) {
       return FieldError(path, "added_tokens[" + content + "].id",
                         absl::StrCat(expected_id, " (its vocabulary id or the next free id)"), id);
@@ -450,8 +459,8 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromToke
     if (existing == vocab.end()) vocab.push_back(content);
     options.additional_special_tokens.push_back(content);
   }
-  for (std::string* name : {&options.cls_token, &options.sep_token, &options.pad_token,
-                            &options.mask_token}) {
+  for (std::string* name :
+       {&options.cls_token, &options.sep_token, &options.pad_token, &options.mask_token}) {
     if (std::find(vocab.begin(), vocab.end(), *name) == vocab.end()) name->clear();
   }
   const json padding = root.value("padding", json());
@@ -468,8 +477,9 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromToke
                              ParsePostProcessor(root.value("post_processor", json()), path));
   auto tokenizer = Create(std::move(vocab), std::move(options));
   if (!tokenizer.ok()) {
-    return absl::Status(tokenizer.status().code(),
-                        absl::StrCat("tokenizer.json '", path, "': ", tokenizer.status().message()));
+    return absl::Status(
+        tokenizer.status().code(),
+        absl::StrCat("tokenizer.json '", path, "': ", tokenizer.status().message()));
   }
   return tokenizer;
 }

@@ -52,6 +52,12 @@ ABSL_FLAG(std::string, listen, kDefaults.listen,
           "gRPC listen address host:port; port 0 picks a free port (printed at start-up).");
 ABSL_FLAG(int, metrics_port, kDefaults.metrics_port,
           "Port of the Prometheus /metrics endpoint; 0 disables it.");
+ABSL_FLAG(std::string, http_listen, kDefaults.http.listen,
+          "HTTP/JSON API and dashboard address host:port (POST "
+          "/attnscope.v1.AttentionService/<Method>, the dashboard at /); port 0 picks a free "
+          "port; empty disables HTTP.");
+ABSL_FLAG(std::string, dashboard_dir, ATTNSCOPE_DASHBOARD_DIR,
+          "Folder of the built dashboard, served at / on --http_listen.");
 ABSL_FLAG(int64_t, max_response_bytes, kDefaults.service.max_response_bytes,
           "Largest unary response in bytes; bigger ones fail with RESOURCE_EXHAUSTED. Clients "
           "need a receive limit at least this large.");
@@ -79,7 +85,7 @@ int main(int argc, char** argv) {
   usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
-      "Serves transformer attention over gRPC.\n"
+      "Serves transformer attention over gRPC and HTTP/JSON.\n"
       "  attnscope-server --model bert=/models/bert [--model NAME=DIR ...] [--listen HOST:PORT]");
   absl::ParseCommandLine(argc, argv);
 
@@ -99,6 +105,8 @@ int main(int argc, char** argv) {
   options.models = *std::move(models);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.http.listen = absl::GetFlag(FLAGS_http_listen);
+  options.http.dashboard_dir = absl::GetFlag(FLAGS_dashboard_dir);
   options.service.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   options.service.max_concurrent_requests = absl::GetFlag(FLAGS_max_concurrent_requests);
   options.worker_threads = absl::GetFlag(FLAGS_worker_threads);

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "models/engine.h"
 
 namespace attnscope::server {
 namespace {
@@ -50,19 +51,27 @@ const std::vector<std::string>& Metrics::RpcNames() {
   return *names;
 }
 
+const std::vector<std::string>& Metrics::Transports() {
+  static const auto* transports = new std::vector<std::string>{"grpc", "http"};
+  return *transports;
+}
+
 Metrics::Metrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       memory_(std::make_shared<ResidentMemoryCollectable>()) {
   requests_ = &prometheus::BuildCounter()
                    .Name("attnscope_requests_total")
-                   .Help("RPCs finished, by method and gRPC status code.")
+                   .Help("RPCs finished, by method, transport and gRPC status code.")
                    .Register(*registry_);
   auto& request_duration = prometheus::BuildHistogram()
                                .Name("attnscope_request_duration_seconds")
-                               .Help("Wall time of an RPC in the handler, by method.")
+                               .Help("Wall time of an RPC in the handler, by method and transport.")
                                .Register(*registry_);
   for (const std::string& rpc : RpcNames()) {
-    request_duration_[rpc] = &request_duration.Add({{"rpc", rpc}}, DurationBuckets());
+    for (const std::string& transport : Transports()) {
+      request_duration_[{rpc, transport}] =
+          &request_duration.Add({{"rpc", rpc}, {"transport", transport}}, DurationBuckets());
+    }
   }
   tokenization_duration_ = &prometheus::BuildHistogram()
                                 .Name("attnscope_tokenization_duration_seconds")
@@ -115,9 +124,15 @@ void Metrics::AddModel(const LoadedModel& model) {
       &inference_family_->Add({{"model", model.name()}}, DurationBuckets());
 }
 
-void Metrics::RecordRequest(absl::string_view rpc, absl::string_view code, double seconds) {
-  requests_->Add({{"rpc", std::string(rpc)}, {"code", std::string(code)}}).Increment();
-  if (auto it = request_duration_.find(rpc); it != request_duration_.end()) {
+void Metrics::RecordRequest(absl::string_view rpc, absl::string_view transport,
+                            absl::string_view code, double seconds) {
+  requests_
+      ->Add({{"rpc", std::string(rpc)},
+             {"transport", std::string(transport)},
+             {"code", std::string(code)}})
+      .Increment();
+  if (auto it = request_duration_.find(std::make_pair(std::string(rpc), std::string(transport)));
+      it != request_duration_.end()) {
     it->second->Observe(seconds);
   }
 }

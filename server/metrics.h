@@ -14,10 +14,14 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "models/engine.h"
+
+namespace attnscope {
+class LoadedModel;
+}  // namespace attnscope
 
 namespace attnscope::server {
 
@@ -25,6 +29,8 @@ class Metrics {
  public:
   // The RPC names used as the `rpc` label, e.g. "GetAttention".
   static const std::vector<std::string>& RpcNames();
+  // The values of the `transport` label: "grpc" and "http".
+  static const std::vector<std::string>& Transports();
 
   Metrics();
 
@@ -35,9 +41,11 @@ class Metrics {
   // attnscope_model_load_seconds{model} and the model's inference histogram. Call at start-up.
   void AddModel(const LoadedModel& model);
 
-  // attnscope_requests_total{rpc,code} and attnscope_request_duration_seconds{rpc}. `code` is the
-  // gRPC code name, e.g. "OK", "INVALID_ARGUMENT".
-  void RecordRequest(absl::string_view rpc, absl::string_view code, double seconds);
+  // attnscope_requests_total{rpc,transport,code} and
+  // attnscope_request_duration_seconds{rpc,transport}. `code` is the gRPC code name, e.g. "OK",
+  // "INVALID_ARGUMENT", whatever the transport (HTTP statuses map onto the same codes).
+  void RecordRequest(absl::string_view rpc, absl::string_view transport, absl::string_view code,
+                     double seconds);
   // attnscope_tokenization_duration_seconds and attnscope_input_tokens, once per encoded input.
   void RecordTokenization(double seconds, int64_t tokens);
   // attnscope_inference_duration_seconds{model}: one forward pass (a batch counts once).
@@ -51,7 +59,9 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<prometheus::Collectable> memory_;
   prometheus::Family<prometheus::Counter>* requests_;
-  std::map<std::string, prometheus::Histogram*, std::less<>> request_duration_;
+  // Keyed by (rpc, transport); every pair is added up front.
+  std::map<std::pair<std::string, std::string>, prometheus::Histogram*, std::less<>>
+      request_duration_;
   prometheus::Histogram* tokenization_duration_;
   prometheus::Family<prometheus::Histogram>* inference_family_;
   // Filled by AddModel before serving starts, read-only afterwards.

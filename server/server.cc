@@ -25,6 +25,8 @@
 #include "absl/time/time.h"
 #include "models/blas_check.h"
 #include "models/file_util.h"
+#include "server/attention_service.h"
+#include "server/listen_address.h"
 #include "server/metrics.h"
 #include "server/metrics_http.h"
 
@@ -131,14 +133,18 @@ absl::StatusOr<std::vector<LoadedModel::Options>> ResolveModels(const ModelSourc
 
 absl::Status ValidateServerOptions(const ServerOptions& options) {
   constexpr int kMaxPort = 65535;
-  const size_t colon = options.listen.rfind(':');
-  int listen_port = -1;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(absl::string_view(options.listen).substr(colon + 1), &listen_port) ||
-      listen_port < 0 || listen_port > kMaxPort) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--listen '", options.listen, "': expected HOST:PORT with a port in [0, ",
-                     kMaxPort, "] (0 picks a free port), e.g. 0.0.0.0:50051 or [::1]:50051"));
+  if (absl::StatusOr<ListenAddress> listen =
+          ParseListenAddress("--listen", options.listen, "0.0.0.0:50051 or [::1]:50051");
+      !listen.ok()) {
+    return listen.status();
+  }
+  if (!options.http.listen.empty()) {
+    if (absl::StatusOr<ListenAddress> listen =
+            ParseListenAddress("--http_listen", options.http.listen,
+                               "127.0.0.1:8080 or 0.0.0.0:8080 ('' disables it)");
+        !listen.ok()) {
+      return listen.status();
+    }
   }
   if (options.metrics_port < 0 || options.metrics_port > kMaxPort) {
     return absl::InvalidArgumentError(absl::StrCat("--metrics_port ", options.metrics_port,
@@ -182,7 +188,8 @@ absl::Status RunServer(const ServerOptions& options) {
   }
   const int metrics_port = metrics_server == nullptr ? 0 : metrics_server->port();
 
-  AttentionService service(options.service, &metrics);
+  ServiceCore core(options.service, &metrics);
+  AttentionService service(&core);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -199,6 +206,15 @@ absl::Status RunServer(const ServerOptions& options) {
     return absl::UnavailableError(absl::StrCat(
         "--listen '", options.listen,
         "': cannot listen there (in use, or not a local address); choose another address or port"));
+  }
+  std::unique_ptr<HttpServer> http;
+  if (!options.http.listen.empty()) {
+    absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(options.http, &core);
+    if (!started.ok()) {
+      server->Shutdown();
+      return started.status();
+    }
+    http = *std::move(started);
   }
   // Health answers during loading, NOT_SERVING until every model is ready; calls get UNAVAILABLE.
   // Probes may ask for the server as a whole ("") or for the service by name;
@@ -229,11 +245,15 @@ absl::Status RunServer(const ServerOptions& options) {
     metrics.AddModel(**model);
     models.push_back(*std::move(model));
   }
-  service.SetModels(std::move(models));
+  core.SetModels(std::move(models));
   health->SetServingStatus(true);
   std::cout << "attnscope-server listening on " << BoundAddress(options.listen, port)
             << (metrics_port > 0 ? absl::StrCat(" (metrics on :", metrics_port, ")")
                                  : std::string(" (metrics disabled)"))
+            << (http != nullptr
+                    ? absl::StrCat(" (HTTP and dashboard on http://",
+                                   BoundAddress(options.http.listen, http->port()), "/)")
+                    : std::string(" (HTTP disabled)"))
             << std::endl;
 
   const sigset_t signals = ShutdownSignals();
@@ -242,7 +262,7 @@ absl::Status RunServer(const ServerOptions& options) {
   std::fprintf(stderr, "attnscope-server: %s received, draining for up to %.1f s\n",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT", options.shutdown_grace_seconds);
   health->SetServingStatus(false);
-  service.StartDraining();
+  core.StartDraining();
   // gRPC's Shutdown fails calls that have arrived but not yet reached a handler thread with a bare
   // CANCELLED. Handlers now answer every new call with UNAVAILABLE (retry elsewhere), so give the
   // calls already on their way a moment to reach one first.
@@ -251,6 +271,8 @@ absl::Status RunServer(const ServerOptions& options) {
                    std::chrono::duration_cast<std::chrono::system_clock::duration>(
                        std::chrono::duration<double>(options.shutdown_grace_seconds)));
   server->Wait();
+  // HTTP calls in flight finish too: stopping joins httplib's workers.
+  http.reset();
   std::fprintf(stderr, "attnscope-server: stopped\n");
   return absl::OkStatus();
 }

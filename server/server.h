@@ -10,7 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "models/engine.h"
-#include "server/attention_service.h"
+#include "server/http_server.h"
+#include "server/service_core.h"
 
 namespace attnscope::server {
 
@@ -38,6 +39,9 @@ struct ServerOptions {
   std::string listen = "0.0.0.0:50051";
   // Prometheus /metrics port; 0 disables the endpoint.
   int metrics_port = 9464;
+  // The HTTP/JSON API and the dashboard (server/http_server.h); an empty listen address disables
+  // them.
+  HttpServer::Options http;
   ServiceOptions service;
   // gRPC threads serving calls; 0 = gRPC's default.
   int worker_threads = 0;
@@ -46,15 +50,17 @@ struct ServerOptions {
 };
 
 // Checks the options a flag sets before anything starts. InvalidArgument, naming the flag: a
-// --listen that is not HOST:PORT with a port in [0, 65535], a --metrics_port outside that range,
+// --listen or non-empty --http_listen that is not HOST:PORT with a port in [0, 65535], a
+// --metrics_port outside that range,
 // a --max_response_bytes below 1, and a negative --max_tokens, --worker_threads,
 // --max_concurrent_requests or --shutdown_grace_seconds.
 absl::Status ValidateServerOptions(const ServerOptions& options);
 
 // Runs the server until SIGTERM or SIGINT, then drains and returns OK. The caller must block both
 // signals in every thread first (BlockShutdownSignals, before any thread starts). Prints
-// "attnscope-server listening on HOST:PORT (metrics on :PORT)" to stdout once every model is loaded
-// and health reports SERVING. Errors: a port that cannot be bound, a model that fails to load.
+// "attnscope-server listening on HOST:PORT (metrics on :PORT) (HTTP and dashboard on
+// http://HOST:PORT/)" to stdout once every model is loaded and health reports SERVING. Errors: a
+// port that cannot be bound, a model that fails to load.
 absl::Status RunServer(const ServerOptions& options);
 
 // Blocks SIGTERM and SIGINT in the calling thread (and the threads it starts later) so that

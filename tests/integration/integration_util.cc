@@ -124,6 +124,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Option
   std::unique_ptr<ServerProcess> server(new ServerProcess());
   server->dir_ = std::make_unique<TempDir>();
   std::vector<std::string> argv = {ServerBinary(), "--listen=127.0.0.1:0",
+                                   "--http_listen=127.0.0.1:0",
                                    absl::StrCat("--metrics_port=", options.metrics_port)};
   for (const std::string& model : options.models) argv.push_back("--model=" + model);
   if (options.max_response_bytes) {

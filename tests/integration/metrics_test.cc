@@ -68,12 +68,18 @@ TEST(MetricsTest, CountersAndHistogramsMatchTheCallsMade) {
   EXPECT_EQ(total, 11) << "no other RPC or code was counted";
 
   const std::string duration = "attnscope_request_duration_seconds";
-  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "GetAttention"}}), 5);
-  EXPECT_EQ(Value(samples, duration + "_bucket", {{"rpc", "GetAttention"}, {"le", "+Inf"}}), 5);
-  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "StreamAttention"}}), 1);
-  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "Tokenize"}}), 4);
-  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "Encode"}}), 1);
-  EXPECT_GT(Value(samples, duration + "_sum", {{"rpc", "GetAttention"}}), 0);
+  const std::pair<std::string, std::string> grpc = {"transport", "grpc"};
+  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "GetAttention"}, grpc}), 5);
+  EXPECT_EQ(Value(samples, duration + "_bucket", {{"rpc", "GetAttention"}, grpc, {"le", "+Inf"}}),
+            5);
+  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "StreamAttention"}, grpc}), 1);
+  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "Tokenize"}, grpc}), 4);
+  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "Encode"}, grpc}), 1);
+  EXPECT_GT(Value(samples, duration + "_sum", {{"rpc", "GetAttention"}, grpc}), 0);
+  // Every (rpc, transport) series exists from the start, so that rates of HTTP calls are 0, not
+  // absent, before the first one.
+  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "GetAttention"}, {"transport", "http"}}),
+            0);
 
   // One tokenization per encoded input: 3 + 1 attention calls, 4 Tokenize, 2 Encode inputs (the
   // NOT_FOUND calls never reach the tokenizer).

@@ -1,4 +1,4 @@
-#include "server/inference_thread.h"
+#include "models/requests/inference_thread.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-namespace attnscope::server {
+namespace attnscope {
 namespace {
 
 TEST(InferenceThreadTest, RunsEveryCallOnTheSameOtherThread) {
@@ -60,4 +60,4 @@ TEST(InferenceThreadTest, RethrowsInTheCaller) {
 }
 
 }  // namespace
-}  // namespace attnscope::server
+}  // namespace attnscope

@@ -9,9 +9,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "models/file_util.h"
 #include "models/safetensors.h"
-#include "models/status_macros.h"
 
 namespace attnscope::train {
 namespace {
@@ -109,9 +109,8 @@ absl::Status WriteSafetensors(const std::vector<std::pair<std::string, torch::Te
     const torch::Tensor values = tensor.detach().to(torch::kFloat32).contiguous();
     const size_t begin = data.size();
     data.append(static_cast<const char*>(values.data_ptr()), values.numel() * sizeof(float));
-    header[name] = {{"dtype", "F32"},
-                    {"shape", values.sizes().vec()},
-                    {"data_offsets", {begin, data.size()}}};
+    header[name] = {
+        {"dtype", "F32"}, {"shape", values.sizes().vec()}, {"data_offsets", {begin, data.size()}}};
   }
   std::string header_text = header.dump();
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
@@ -180,10 +179,9 @@ struct BertTrainer::Model : torch::nn::Module {
                            token_type(type_ids);
     hidden = dropout(embedding_norm(hidden));
     // As the engine: float32's lowest value on padded keys, so that they get exactly 0.
-    const torch::Tensor additive_mask =
-        (1.0 - mask.to(torch::kFloat32))
-            .mul(std::numeric_limits<float>::lowest())
-            .view({ids.size(0), 1, 1, length});
+    const torch::Tensor additive_mask = (1.0 - mask.to(torch::kFloat32))
+                                            .mul(std::numeric_limits<float>::lowest())
+                                            .view({ids.size(0), 1, 1, length});
     for (EncoderLayer& layer : layers) hidden = layer->forward(hidden, additive_mask);
     return hidden;
   }
@@ -274,8 +272,7 @@ absl::StatusOr<TrainConfig> TrainConfig::FromJson(const json& object) {
     ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "relevance_weight", &c.relevance_weight));
   }
   if (object.contains("length_bucket_batches")) {
-    ATTNSCOPE_RETURN_IF_ERROR(
-        ReadField(object, "length_bucket_batches", &c.length_bucket_batches));
+    ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "length_bucket_batches", &c.length_bucket_batches));
   }
   if (object.contains("query_mask_prob")) {
     ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "query_mask_prob", &c.query_mask_prob));
@@ -297,8 +294,8 @@ absl::StatusOr<std::vector<Example>> ReadExamples(const std::string& path) {
     if (line.empty()) continue;
     try {
       const json object = json::parse(line);
-      examples.push_back(
-          {object.at("a").get<std::string>(), object.value("b", ""), object.at("label").get<int>()});
+      examples.push_back({object.at("a").get<std::string>(), object.value("b", ""),
+                          object.at("label").get<int>()});
     } catch (const json::exception& error) {
       return absl::InvalidArgumentError(
           absl::StrCat("'", path, "' line ", number, ": ", error.what()));
@@ -318,13 +315,12 @@ absl::Status WriteExamples(const std::vector<Example>& examples, const std::stri
 }
 
 absl::StatusOr<std::unique_ptr<BertTrainer>> BertTrainer::Create(TrainConfig config,
-                                                                  const Tokenizer& tokenizer,
-                                                                  std::vector<Example> examples) {
+                                                                 const Tokenizer& tokenizer,
+                                                                 std::vector<Example> examples) {
   if (examples.empty()) return absl::InvalidArgumentError("no training examples");
   if (config.hidden_size % config.num_heads != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("hidden_size ", config.hidden_size,
-                                                   " is not a multiple of num_heads ",
-                                                   config.num_heads));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hidden_size ", config.hidden_size, " is not a multiple of num_heads ", config.num_heads));
   }
   config.vocab_size = tokenizer.vocab_size();
   const int64_t mask_id = [&] {
@@ -344,8 +340,8 @@ absl::StatusOr<std::unique_ptr<BertTrainer>> BertTrainer::Create(TrainConfig con
                                             ? tokenizer.Encode(example.a, options)
                                             : tokenizer.EncodePair(example.a, example.b, options);
     if (!encoding.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("example '", example.a.substr(0, 80),
-                                                     "': ", encoding.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("example '", example.a.substr(0, 80), "': ", encoding.status().message()));
     }
     Tokenized t{encoding->input_ids, encoding->token_type_ids, {}, example.label};
     for (int64_t special : encoding->special_tokens_mask) t.maskable.push_back(special == 0);
@@ -369,25 +365,25 @@ BertTrainer::BertTrainer(TrainConfig config, std::vector<Example> examples,
   for (size_t i = 0; i < order_.size(); ++i) order_[i] = i;
   model_ = std::make_unique<Model>(config_);
   optimizer_ = std::make_unique<torch::optim::Adam>(
-      model_->parameters(),
-      torch::optim::AdamOptions(config_.peak_lr)
-          .betas({config_.adam_beta1, config_.adam_beta2})
-          .eps(config_.adam_eps));
+      model_->parameters(), torch::optim::AdamOptions(config_.peak_lr)
+                                .betas({config_.adam_beta1, config_.adam_beta2})
+                                .eps(config_.adam_eps));
 }
 
 BertTrainer::~BertTrainer() = default;
 
 std::vector<Example> BertTrainer::UpcomingExamples(int64_t steps) const {
   std::vector<Example> out;
-  const size_t count = std::min(order_.size() - next_, static_cast<size_t>(steps * config_.batch_size));
+  const size_t count =
+      std::min(order_.size() - next_, static_cast<size_t>(steps * config_.batch_size));
   for (size_t i = 0; i < count; ++i) out.push_back(examples_[order_[next_ + i]]);
   return out;
 }
 
 void BertTrainer::BucketRemainingByLength() {
   const auto batch_size = static_cast<size_t>(config_.batch_size);
-  const size_t window = batch_size * static_cast<size_t>(std::max<int64_t>(
-                                         1, config_.length_bucket_batches));
+  const size_t window =
+      batch_size * static_cast<size_t>(std::max<int64_t>(1, config_.length_bucket_batches));
   if (window <= batch_size) return;
   const auto begin = order_.begin() + static_cast<std::ptrdiff_t>(next_);
   std::shuffle(begin, order_.end(), order_rng_);
@@ -400,7 +396,8 @@ void BertTrainer::BucketRemainingByLength() {
       return tokenized_[x].ids.size() < tokenized_[y].ids.size();
     });
     for (auto b = first; b < last;) {
-      const auto e = b + std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(batch_size), last - b);
+      const auto e =
+          b + std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(batch_size), last - b);
       batches.emplace_back(b, e);
       b = e;
     }
@@ -450,8 +447,8 @@ StepStats BertTrainer::Step() {
       type_a[r][c] = t.type_ids[c];
       ++stats.tokens;
       const bool query_token = t.label >= 0 && t.type_ids[c] == 0;
-      const double rate = query_token && config_.query_mask_prob > 0 ? config_.query_mask_prob
-                                                                     : config_.mask_prob;
+      const double rate =
+          query_token && config_.query_mask_prob > 0 ? config_.query_mask_prob : config_.mask_prob;
       if (t.maskable[c] && uniform(rng_) < rate) {
         label_a[r][c] = id;
         const double action = uniform(rng_);
@@ -470,10 +467,9 @@ StepStats BertTrainer::Step() {
   const torch::Tensor predicted = mlm_labels.ne(kIgnore);
   torch::Tensor mlm_loss = torch::zeros({});
   if (predicted.any().item<bool>()) {
-    const torch::Tensor states = model_->mlm_norm(
-        torch::gelu(model_->mlm_dense(hidden.index({predicted}))));
-    const torch::Tensor logits =
-        torch::matmul(states, model_->word->weight.t()) + model_->mlm_bias;
+    const torch::Tensor states =
+        model_->mlm_norm(torch::gelu(model_->mlm_dense(hidden.index({predicted}))));
+    const torch::Tensor logits = torch::matmul(states, model_->word->weight.t()) + model_->mlm_bias;
     mlm_loss = torch::cross_entropy_loss(logits, mlm_labels.index({predicted}));
   }
   const torch::Tensor pooled = torch::tanh(model_->pooler(hidden.select(1, 0)));
@@ -483,8 +479,7 @@ StepStats BertTrainer::Step() {
   if (labeled.any().item<bool>()) {
     const double s = config_.label_smoothing;
     const torch::Tensor targets = relevance.index({labeled}) * (1.0 - s) + s / 2.0;
-    relevance_loss =
-        torch::binary_cross_entropy_with_logits(scores.index({labeled}), targets);
+    relevance_loss = torch::binary_cross_entropy_with_logits(scores.index({labeled}), targets);
   }
   const torch::Tensor loss = mlm_loss + config_.relevance_weight * relevance_loss;
 
@@ -531,25 +526,24 @@ absl::Status BertTrainer::LoadWeights(const std::string& dir) {
 }
 
 absl::Status BertTrainer::Save(const std::string& dir) const {
-  const json config = {
-      {"architectures", {"BertForSequenceClassification"}},
-      {"model_type", "bert"},
-      {"vocab_size", config_.vocab_size},
-      {"hidden_size", config_.hidden_size},
-      {"num_hidden_layers", config_.num_layers},
-      {"num_attention_heads", config_.num_heads},
-      {"intermediate_size", config_.intermediate_size},
-      {"hidden_act", "gelu"},
-      {"hidden_dropout_prob", config_.dropout},
-      {"attention_probs_dropout_prob", config_.dropout},
-      {"max_position_embeddings", config_.max_positions},
-      {"type_vocab_size", 2},
-      {"initializer_range", kInitStd},
-      {"layer_norm_eps", kLayerNormEps},
-      {"pad_token_id", 0},
-      {"id2label", {{"0", "relevant"}}},
-      {"label2id", {{"relevant", 0}}},
-      {"torch_dtype", "float32"}};
+  const json config = {{"architectures", {"BertForSequenceClassification"}},
+                       {"model_type", "bert"},
+                       {"vocab_size", config_.vocab_size},
+                       {"hidden_size", config_.hidden_size},
+                       {"num_hidden_layers", config_.num_layers},
+                       {"num_attention_heads", config_.num_heads},
+                       {"intermediate_size", config_.intermediate_size},
+                       {"hidden_act", "gelu"},
+                       {"hidden_dropout_prob", config_.dropout},
+                       {"attention_probs_dropout_prob", config_.dropout},
+                       {"max_position_embeddings", config_.max_positions},
+                       {"type_vocab_size", 2},
+                       {"initializer_range", kInitStd},
+                       {"layer_norm_eps", kLayerNormEps},
+                       {"pad_token_id", 0},
+                       {"id2label", {{"0", "relevant"}}},
+                       {"label2id", {{"relevant", 0}}},
+                       {"torch_dtype", "float32"}};
   ATTNSCOPE_RETURN_IF_ERROR(WriteFile(JoinPath(dir, "config.json"), config.dump(2) + "\n"));
   return WriteSafetensors(model_->NamedTensors(), JoinPath(dir, "model.safetensors"));
 }

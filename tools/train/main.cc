@@ -1,8 +1,9 @@
 // attnscope-train: builds the vocabulary of the default model and trains it (see
 // scripts/make_default_model.sh for the whole recipe).
 //
-//   attnscope-train vocab --corpus=vocab_corpus.txt --heldout=heldout.jsonl --model_dir=models/default
-//   attnscope-train train --data=train.jsonl --model_dir=models/default --steps=N
+//   attnscope-train vocab --corpus=vocab_corpus.txt --heldout=heldout.jsonl
+//   --model_dir=models/default attnscope-train train --data=train.jsonl --model_dir=models/default
+//   --steps=N
 //       --record_examples=tests/data/default-model-first-steps.jsonl
 #include <algorithm>
 #include <chrono>
@@ -20,8 +21,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 #include "models/file_util.h"
-#include "models/status_macros.h"
 #include "models/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tools/train/bert_trainer.h"
@@ -105,7 +106,9 @@ absl::Status ReportUnknownRate(const std::string& model_dir, const std::string& 
 absl::Status BuildVocab() {
   const std::string model_dir = absl::GetFlag(FLAGS_model_dir);
   std::ifstream in(absl::GetFlag(FLAGS_corpus));
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open --corpus '", absl::GetFlag(FLAGS_corpus), "'"));
+  if (!in)
+    return absl::NotFoundError(
+        absl::StrCat("cannot open --corpus '", absl::GetFlag(FLAGS_corpus), "'"));
   ATTNSCOPE_ASSIGN_OR_RETURN(WordCounter counter, WordCounter::Create());
   std::string line;
   while (std::getline(in, line)) ATTNSCOPE_RETURN_IF_ERROR(counter.Add(line));
@@ -114,11 +117,10 @@ absl::Status BuildVocab() {
   std::string text;
   for (const std::string& token : vocab) text += token + "\n";
   ATTNSCOPE_RETURN_IF_ERROR(WriteText(JoinPath(model_dir, "vocab.txt"), text));
-  const json tokenizer_config = {{"do_lower_case", true},
-                                 {"model_max_length", 128},
-                                 {"tokenizer_class", "BertTokenizer"}};
-  ATTNSCOPE_RETURN_IF_ERROR(WriteText(JoinPath(model_dir, "tokenizer_config.json"),
-                                      tokenizer_config.dump(2) + "\n"));
+  const json tokenizer_config = {
+      {"do_lower_case", true}, {"model_max_length", 128}, {"tokenizer_class", "BertTokenizer"}};
+  ATTNSCOPE_RETURN_IF_ERROR(
+      WriteText(JoinPath(model_dir, "tokenizer_config.json"), tokenizer_config.dump(2) + "\n"));
   std::printf("%zu distinct words -> vocabulary of %zu tokens in %s\n", counter.counts().size(),
               vocab.size(), model_dir.c_str());
   if (absl::GetFlag(FLAGS_heldout).empty()) return absl::OkStatus();
@@ -196,8 +198,8 @@ absl::Status Train() {
       const Clock::time_point now = Clock::now();
       const double elapsed = std::chrono::duration<double>(now - start).count();
       const double window = std::chrono::duration<double>(now - window_start).count();
-      const double left = elapsed / static_cast<double>(step) *
-                          static_cast<double>(config.steps - step);
+      const double left =
+          elapsed / static_cast<double>(step) * static_cast<double>(config.steps - step);
       std::printf(
           "step %5lld/%lld  loss %.4f (mlm %.4f, relevance %.4f)  lr %.2e  %.0f tokens/s  "
           "elapsed %s  left %s\n",
@@ -218,8 +220,7 @@ absl::Status Train() {
     if (step % absl::GetFlag(FLAGS_save_every) == 0 || step == config.steps) {
       ATTNSCOPE_RETURN_IF_ERROR(trainer->Save(model_dir));
       record["steps_done"] = step;
-      record["training_seconds"] =
-          std::chrono::duration<double>(Clock::now() - start).count();
+      record["training_seconds"] = std::chrono::duration<double>(Clock::now() - start).count();
       ATTNSCOPE_RETURN_IF_ERROR(
           WriteText(JoinPath(model_dir, absl::GetFlag(FLAGS_record_name)), record.dump(2) + "\n"));
     }

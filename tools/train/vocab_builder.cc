@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
-#include "models/status_macros.h"
+#include "common/status_macros.h"
 #include "models/unicode.h"
 
 namespace attnscope::train {

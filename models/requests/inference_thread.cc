@@ -1,6 +1,6 @@
-#include "server/inference_thread.h"
+#include "models/requests/inference_thread.h"
 
-namespace attnscope::server {
+namespace attnscope {
 
 InferenceThread::InferenceThread() : thread_([this] { Loop(); }) {}
 
@@ -43,4 +43,4 @@ void InferenceThread::Loop() {
   }
 }
 
-}  // namespace attnscope::server
+}  // namespace attnscope

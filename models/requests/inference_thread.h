@@ -6,8 +6,8 @@
 // forward in a loop on one thread (bench/service_bench). Running forwards one at a time loses no
 // throughput either: each already uses every intra-op thread, so concurrent forwards only compete
 // for the same cores. (Triton serves a model instance the same way: one execution thread.)
-#ifndef ATTNSCOPE_SERVER_INFERENCE_THREAD_H_
-#define ATTNSCOPE_SERVER_INFERENCE_THREAD_H_
+#ifndef ATTNSCOPE_MODELS_REQUESTS_INFERENCE_THREAD_H_
+#define ATTNSCOPE_MODELS_REQUESTS_INFERENCE_THREAD_H_
 
 #include <deque>
 #include <exception>
@@ -17,7 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 
-namespace attnscope::server {
+namespace attnscope {
 
 class InferenceThread {
  public:
@@ -48,6 +48,6 @@ class InferenceThread {
   std::thread thread_;
 };
 
-}  // namespace attnscope::server
+}  // namespace attnscope
 
-#endif  // ATTNSCOPE_SERVER_INFERENCE_THREAD_H_
+#endif  // ATTNSCOPE_MODELS_REQUESTS_INFERENCE_THREAD_H_

@@ -1,6 +1,6 @@
 // Early-return helpers for absl::Status. This Abseil (20220623) ships no status macros.
-#ifndef ATTNSCOPE_MODELS_STATUS_MACROS_H_
-#define ATTNSCOPE_MODELS_STATUS_MACROS_H_
+#ifndef ATTNSCOPE_COMMON_STATUS_MACROS_H_
+#define ATTNSCOPE_COMMON_STATUS_MACROS_H_
 
 #include <utility>
 
@@ -11,9 +11,9 @@
 #define ATTNSCOPE_CONCAT_(a, b) ATTNSCOPE_CONCAT_INNER_(a, b)
 
 // Returns the status from the enclosing function when `expr` is not OK.
-#define ATTNSCOPE_RETURN_IF_ERROR(expr)                  \
-  do {                                                   \
-    const absl::Status attnscope_status_ = (expr);       \
+#define ATTNSCOPE_RETURN_IF_ERROR(expr)                    \
+  do {                                                     \
+    const absl::Status attnscope_status_ = (expr);         \
     if (!attnscope_status_.ok()) return attnscope_status_; \
   } while (false)
 
@@ -26,4 +26,4 @@
   if (!statusor.ok()) return std::move(statusor).status();    \
   lhs = std::move(statusor).value()
 
-#endif  // ATTNSCOPE_MODELS_STATUS_MACROS_H_
+#endif  // ATTNSCOPE_COMMON_STATUS_MACROS_H_

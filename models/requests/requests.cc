@@ -1,0 +1,475 @@
+#include "models/requests/requests.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "models/unicode.h"
+
+namespace attnscope {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+const std::vector<std::string>& LayerDims() {
+  static const auto* dims =
+      new std::vector<std::string>{"layer", "head", "query_token", "key_token"};
+  return *dims;
+}
+
+const std::vector<std::string>& TopKDims() {
+  static const auto* dims = new std::vector<std::string>{"layer", "head", "query_token", "k"};
+  return *dims;
+}
+
+absl::Status CheckText(const std::string& text, absl::string_view field) {
+  if (text.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": expected a non-empty UTF-8 text, got an empty one; set `", field, "`"));
+  }
+  // Checked here so that the message names the field (the tokenizer sees one text at a time).
+  if (absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(text); !decoded.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", decoded.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckInput(const TextInput& input, absl::string_view prefix) {
+  ATTNSCOPE_RETURN_IF_ERROR(CheckText(input.text, absl::StrCat(prefix, "text")));
+  if (input.text_pair.has_value()) {
+    ATTNSCOPE_RETURN_IF_ERROR(CheckText(*input.text_pair, absl::StrCat(prefix, "text_pair")));
+  }
+  return absl::OkStatus();
+}
+
+// The original text of each token: the bytes at its byte offsets in the text it came from.
+std::vector<std::string> TokenTexts(const Encoding& encoding, absl::string_view text,
+                                    absl::string_view text_pair) {
+  std::vector<std::string> texts(encoding.size());
+  for (size_t i = 0; i < encoding.size(); ++i) {
+    const int64_t sequence = encoding.sequence_ids[i];
+    if (sequence < 0) continue;
+    const absl::string_view source = sequence == 0 ? text : text_pair;
+    const Offset& span = encoding.byte_offsets[i];
+    if (span.start >= 0 && span.end >= span.start &&
+        span.end <= static_cast<int64_t>(source.size())) {
+      texts[i] = std::string(source.substr(span.start, span.end - span.start));
+    }
+  }
+  return texts;
+}
+
+// InvalidArgument naming `field` when `text` gives no tokens of its own (whitespace, or only
+// characters the tokenizer drops).
+absl::Status CheckYieldsTokens(const LoadedModel& model, const std::string& text,
+                               absl::string_view field) {
+  EncodeOptions alone;
+  alone.add_special_tokens = false;
+  absl::StatusOr<Encoding> tokens = model.tokenizer().Encode(text, alone);
+  if (!tokens.ok() || tokens->size() > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field,
+                   ": expected text that yields at least one token, got none (it is only "
+                   "whitespace or characters the tokenizer drops); send text with words in it"));
+}
+
+absl::Status TooLarge(absl::string_view rpc, int64_t bytes, int64_t cap, absl::string_view fixes) {
+  return absl::ResourceExhaustedError(TooLargeMessage(rpc, bytes, cap, fixes));
+}
+
+int64_t HeadsOut(HeadAggregation aggregation, size_t heads) {
+  return aggregation == HeadAggregation::kNone ? static_cast<int64_t>(heads) : 1;
+}
+
+absl::StatusOr<TextOptions> ToTextOptions(const TokenizationQuery& tokenization,
+                                          Truncation default_truncation) {
+  TextOptions options;
+  options.truncation = tokenization.truncation.value_or(default_truncation);
+  if (tokenization.max_length < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenization.max_length ", tokenization.max_length,
+                     ": expected 0 (the model's limit) or a positive count of tokens, got ",
+                     tokenization.max_length, "; fix `tokenization.max_length`"));
+  }
+  if (options.truncation == Truncation::kNone && tokenization.max_length != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokenization.max_length ", tokenization.max_length,
+        ": only applies with truncation, but tokenization.truncation is none; set a truncation "
+        "strategy (e.g. TRUNCATION_LONGEST_FIRST) or leave max_length 0"));
+  }
+  options.max_length = tokenization.max_length;
+  options.add_special_tokens = !tokenization.skip_special_tokens;
+  return options;
+}
+
+}  // namespace
+
+int64_t BytesPerElement(OutputDType dtype) { return dtype == OutputDType::kFloat32 ? 4 : 2; }
+
+const std::vector<std::string>& AttentionAnswer::dim_names() const {
+  return top_k ? TopKDims() : LayerDims();
+}
+
+std::vector<int64_t> AttentionAnswer::shape() const {
+  std::vector<int64_t> shape = {static_cast<int64_t>(layers.size())};
+  for (const int64_t dim : attentions.front().sizes()) shape.push_back(dim);
+  return shape;
+}
+
+std::string AttentionFixes(const AttentionQuery& query) {
+  std::vector<std::string> fixes = {"use StreamAttention", "request fewer layers or heads",
+                                    "a smaller window"};
+  if (query.dtype == OutputDType::kFloat32) fixes.push_back("dtype DTYPE_FLOAT16");
+  if (query.top_k <= 0) fixes.push_back("top_k");
+  if (query.include_scores) fixes.push_back("leave include_scores off");
+  return absl::StrJoin(fixes, ", ");
+}
+
+std::string TooLargeMessage(absl::string_view rpc, int64_t bytes, int64_t cap,
+                            absl::string_view fixes) {
+  return absl::StrCat(rpc, " response would be ", bytes, " bytes, over this server's cap of ", cap,
+                      " bytes (--max_response_bytes); ", fixes);
+}
+
+RequestRunner::RequestRunner(const Options& options,
+                             std::vector<std::unique_ptr<LoadedModel>> models,
+                             RequestObserver* observer)
+    : options_(options), models_(std::move(models)), observer_(observer) {}
+
+absl::StatusOr<const LoadedModel*> RequestRunner::FindModel(const std::string& name) const {
+  if (models_.empty()) return absl::UnavailableError("no model is loaded yet");
+  if (name.empty()) return models_.front().get();
+  std::vector<std::string> names;
+  for (const auto& model : models_) {
+    if (model->name() == name) return model.get();
+    names.push_back(model->name());
+  }
+  // A name is echoed only in part: it comes from the caller and can be of any length.
+  constexpr size_t kEchoedBytes = 64;
+  const std::string echoed = name.size() <= kEchoedBytes
+                                 ? name
+                                 : absl::StrCat(absl::string_view(name).substr(0, kEchoedBytes),
+                                                "... (", name.size(), " bytes)");
+  return absl::NotFoundError(
+      absl::StrCat("model '", echoed, "': not loaded; loaded models: ", absl::StrJoin(names, ", "),
+                   "; set `model` to one of them or leave it empty for '", names.front(), "'"));
+}
+
+absl::StatusOr<EncodedText> RequestRunner::EncodeInput(const LoadedModel& model,
+                                                       const TextInput& input,
+                                                       const TextOptions& options) const {
+  const Clock::time_point start = Clock::now();
+  const std::optional<absl::string_view> pair =
+      input.text_pair.has_value() ? std::optional<absl::string_view>(*input.text_pair)
+                                  : std::nullopt;
+  ATTNSCOPE_ASSIGN_OR_RETURN(Encoding encoding, model.Encode(input.text, pair, options));
+  if (observer_ != nullptr) {
+    observer_->OnTokenized(SecondsSince(start), static_cast<int64_t>(encoding.size()));
+  }
+  EncodedText encoded;
+  encoded.token_texts = TokenTexts(encoding, input.text, input.text_pair.value_or(""));
+  encoded.encoding = std::move(encoding);
+  return encoded;
+}
+
+absl::StatusOr<BatchOutput> RequestRunner::Forward(const LoadedModel& model,
+                                                   std::vector<Encoding> encodings,
+                                                   ForwardOptions options,
+                                                   const CallCheck& check) const {
+  if (check) {
+    options.on_layer_done = [&check](int64_t layer) {
+      return check(absl::StrCat("after layer ", layer));
+    };
+  }
+  absl::StatusOr<BatchOutput> output;
+  inference_thread_.Run([&] {
+    // Checked when the call's turn comes, not before it queues: it may expire while it waits.
+    if (check) {
+      if (absl::Status status = check("before the forward pass"); !status.ok()) {
+        output = status;
+        return;
+      }
+    }
+    const Clock::time_point start = Clock::now();
+    output = model.Run(std::move(encodings), std::move(options));
+    if (output.ok() && observer_ != nullptr)
+      observer_->OnForward(model.name(), SecondsSince(start));
+  });
+  return output;
+}
+
+absl::StatusOr<TokenizeAnswer> RequestRunner::Tokenize(const TokenizeQuery& query) const {
+  TokenizeAnswer answer;
+  ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(query.model));
+  ATTNSCOPE_RETURN_IF_ERROR(CheckInput(query.input, ""));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const TextOptions options,
+                             ToTextOptions(query.tokenization, Truncation::kNone));
+  ATTNSCOPE_ASSIGN_OR_RETURN(answer.tokens, EncodeInput(*answer.model, query.input, options));
+  return answer;
+}
+
+absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery& query,
+                                                            const CallCheck& check,
+                                                            Delivery delivery) const {
+  AttentionAnswer answer;
+  ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(query.model));
+  const ModelConfig& config = answer.model->config();
+  ATTNSCOPE_RETURN_IF_ERROR(CheckInput(query.input, ""));
+  if (query.top_k < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "top_k ", query.top_k, ": expected 0 (dense attention) or a positive count, got ",
+        query.top_k, "; fix `top_k`"));
+  }
+  if (query.top_k > 0 && query.include_scores) {
+    return absl::InvalidArgumentError(
+        "include_scores with top_k: scores are returned dense only; drop `include_scores` or set "
+        "`top_k` to 0");
+  }
+  answer.dtype = query.dtype;
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      answer.layers, ResolveIndices(query.layers, config.num_hidden_layers, "layer", "layers"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      answer.heads, ResolveIndices(query.heads, config.num_attention_heads, "head", "heads"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const TextOptions options,
+                             ToTextOptions(query.tokenization, Truncation::kNone));
+  ATTNSCOPE_ASSIGN_OR_RETURN(answer.tokens, EncodeInput(*answer.model, query.input, options));
+  const int64_t length = static_cast<int64_t>(answer.tokens.encoding.size());
+  ATTNSCOPE_ASSIGN_OR_RETURN(answer.window, ResolveWindow(query.window, length));
+  answer.top_k = query.top_k > 0;
+
+  const int64_t queries = answer.window.query_end - answer.window.query_start;
+  const int64_t keys = answer.window.key_end - answer.window.key_start;
+  if (delivery == Delivery::kUnary) {
+    // Refuse before the forward pass: an over-cap answer would be computed only to be dropped.
+    const int64_t columns = answer.top_k ? std::min<int64_t>(query.top_k, keys) : keys;
+    const int64_t cells = static_cast<int64_t>(answer.layers.size()) *
+                          HeadsOut(query.head_aggregation, answer.heads.size()) * queries * columns;
+    int64_t bytes = cells * BytesPerElement(answer.dtype);
+    if (query.include_scores) bytes *= 2;
+    if (answer.top_k) bytes += cells * BytesPerElement(OutputDType::kFloat32);
+    if (query.rollout) bytes += queries * keys * BytesPerElement(answer.dtype);
+    if (bytes > options_.max_response_bytes) {
+      return TooLarge("GetAttention", bytes, options_.max_response_bytes, AttentionFixes(query));
+    }
+  }
+
+  ForwardOptions forward;
+  forward.output_attention_scores = query.include_scores;
+  forward.output_logits = false;
+  std::vector<Encoding> batch_input = {answer.tokens.encoding};
+  ATTNSCOPE_ASSIGN_OR_RETURN(BatchOutput batch,
+                             Forward(*answer.model, std::move(batch_input), forward, check));
+  for (const int64_t layer : answer.layers) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(torch::Tensor selected,
+                               SelectHeads(StripPadding(batch.forward.attentions[layer], 0, length),
+                                           answer.heads, query.head_aggregation, answer.window));
+    if (answer.top_k) {
+      ATTNSCOPE_ASSIGN_OR_RETURN(RowTopK top,
+                                 TopKPerRow(selected, query.top_k, answer.window.key_start));
+      answer.attentions.push_back(std::move(top.values));
+      answer.top_k_indices.push_back(std::move(top.indices));
+    } else {
+      answer.attentions.push_back(std::move(selected));
+    }
+    if (query.include_scores) {
+      ATTNSCOPE_ASSIGN_OR_RETURN(
+          torch::Tensor scores,
+          SelectHeads(StripPadding(batch.forward.attention_scores[layer], 0, length), answer.heads,
+                      query.head_aggregation, answer.window));
+      answer.scores.push_back(std::move(scores));
+    }
+  }
+  if (query.rollout) {
+    std::vector<torch::Tensor> all_layers;
+    for (const torch::Tensor& layer : batch.forward.attentions) {
+      all_layers.push_back(StripPadding(layer, 0, length));
+    }
+    ATTNSCOPE_ASSIGN_OR_RETURN(torch::Tensor rollout, AttentionRollout(all_layers));
+    answer.rollout = rollout.narrow(0, answer.window.query_start, queries)
+                         .narrow(1, answer.window.key_start, keys);
+  }
+  return answer;
+}
+
+absl::StatusOr<EncodeAnswer> RequestRunner::RunEncode(const EncodeQuery& query,
+                                                      const CallCheck& check) const {
+  EncodeAnswer answer;
+  ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(query.model));
+  if (query.inputs.empty()) {
+    return absl::InvalidArgumentError("inputs: expected at least one input, got none; add one");
+  }
+  answer.dtype = query.dtype;
+  if (query.normalize && !query.pooling.has_value()) {
+    return absl::InvalidArgumentError(
+        "normalize: L2 normalisation applies to the pooled vector, but pooling is none; set "
+        "`pooling` to POOLING_CLS or POOLING_MEAN, or leave `normalize` false");
+  }
+  std::vector<Encoding> encodings;
+  for (size_t i = 0; i < query.inputs.size(); ++i) {
+    const std::string prefix = absl::StrCat("inputs[", i, "].");
+    ATTNSCOPE_RETURN_IF_ERROR(CheckInput(query.inputs[i], prefix));
+    ATTNSCOPE_ASSIGN_OR_RETURN(const TextOptions options,
+                               ToTextOptions(query.tokenization, Truncation::kNone));
+    ATTNSCOPE_ASSIGN_OR_RETURN(EncodedText tokens,
+                               EncodeInput(*answer.model, query.inputs[i], options));
+    encodings.push_back(tokens.encoding);
+    answer.results.emplace_back().tokens = std::move(tokens);
+  }
+  // Refuse before the forward pass, as GetAttention does: the tensors' size is known from the
+  // token counts, and an over-cap answer would hold the inference thread only to be dropped.
+  const ModelConfig& config = answer.model->config();
+  int64_t tokens = 0;
+  for (const Encoding& encoding : encodings) tokens += static_cast<int64_t>(encoding.size());
+  const int64_t states = query.output_hidden_states ? config.num_hidden_layers + 2 : 1;
+  const int64_t pooled_vectors =
+      query.pooling.has_value() ? static_cast<int64_t>(encodings.size()) : 0;
+  const int64_t bytes =
+      (tokens * states + pooled_vectors) * config.hidden_size * BytesPerElement(answer.dtype);
+  if (bytes > options_.max_response_bytes) {
+    return TooLarge("Encode", bytes, options_.max_response_bytes, kEncodeFixes);
+  }
+  ForwardOptions forward;
+  forward.output_attentions = false;
+  forward.output_logits = false;
+  forward.output_hidden_states = query.output_hidden_states;
+  ATTNSCOPE_ASSIGN_OR_RETURN(BatchOutput batch,
+                             Forward(*answer.model, std::move(encodings), forward, check));
+  torch::Tensor pooled;
+  if (query.pooling.has_value()) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(pooled, PoolHiddenStates(batch.forward.last_hidden_state,
+                                                        batch.attention_mask, *query.pooling));
+    if (query.normalize) {
+      ATTNSCOPE_ASSIGN_OR_RETURN(pooled, L2Normalize(pooled));
+    }
+  }
+  for (size_t b = 0; b < answer.results.size(); ++b) {
+    EncodedInput& result = answer.results[b];
+    const int64_t length = static_cast<int64_t>(result.tokens.encoding.size());
+    result.last_hidden_state = batch.forward.last_hidden_state[b].narrow(0, 0, length);
+    if (query.output_hidden_states) {
+      for (const torch::Tensor& hidden : batch.forward.hidden_states) {
+        result.hidden_states.push_back(hidden[b].narrow(0, 0, length));
+      }
+    }
+    if (pooled.defined()) result.pooled = pooled[b];
+  }
+  return answer;
+}
+
+absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
+    const CrossAttentionQuery& query, const CallCheck& check) const {
+  CrossAttentionAnswer answer;
+  ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(query.model));
+  const LoadedModel& model = *answer.model;
+  const ModelConfig& config = model.config();
+  // Decoder-only models see the document first so that the query, last, can attend to it.
+  const bool causal = config.architecture == Architecture::kLlama;
+  ATTNSCOPE_RETURN_IF_ERROR(CheckText(query.query, "query"));
+  if (query.documents.empty()) {
+    return absl::InvalidArgumentError(
+        "documents: expected at least one document, got none; add `documents`");
+  }
+  if (causal && query.include_document_to_query) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "include_document_to_query: model '", model.name(),
+        "' is causal, so the document (first) never attends to the query (after it); leave "
+        "`include_document_to_query` false or use an encoder model"));
+  }
+  answer.dtype = query.dtype;
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      answer.layers, ResolveIndices(query.layers, config.num_hidden_layers, "layer", "layers"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      answer.heads, ResolveIndices(query.heads, config.num_attention_heads, "head", "heads"));
+
+  const int64_t query_sequence = causal ? 1 : 0;
+  // The query is tokenized once and paired with each document.
+  ATTNSCOPE_ASSIGN_OR_RETURN(const TextOptions options,
+                             ToTextOptions(query.tokenization, Truncation::kLongestFirst));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const TokenizedText query_tokens, model.Tokenize(query.query));
+  std::vector<Encoding> encodings;
+  int64_t cells = 0;
+  for (size_t i = 0; i < query.documents.size(); ++i) {
+    const std::string& document = query.documents[i];
+    const std::string field = absl::StrCat("documents[", i, "]");
+    ATTNSCOPE_RETURN_IF_ERROR(CheckText(document, field));
+    const Clock::time_point start = Clock::now();
+    ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText document_tokens, model.Tokenize(document));
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        Encoding encoding, causal
+                               ? model.Assemble(std::move(document_tokens), query_tokens, options)
+                               : model.Assemble(query_tokens, std::move(document_tokens), options));
+    if (observer_ != nullptr) {
+      observer_->OnTokenized(SecondsSince(start), static_cast<int64_t>(encoding.size()));
+    }
+    EncodedText tokens;
+    tokens.token_texts = causal ? TokenTexts(encoding, document, query.query)
+                                : TokenTexts(encoding, query.query, document);
+    tokens.encoding = std::move(encoding);
+    DocumentAnswer& result = answer.documents.emplace_back();
+    result.query_positions = PositionsOfSequence(tokens.encoding.sequence_ids, query_sequence);
+    result.document_positions =
+        PositionsOfSequence(tokens.encoding.sequence_ids, 1 - query_sequence);
+    if (result.query_positions.empty() || result.document_positions.empty()) {
+      // A text that yields no tokens at all cannot be fixed by a larger budget.
+      ATTNSCOPE_RETURN_IF_ERROR(CheckYieldsTokens(model, query.query, "query"));
+      ATTNSCOPE_RETURN_IF_ERROR(CheckYieldsTokens(model, document, field));
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": expected query and document tokens after truncation, got ",
+          result.query_positions.size(), " query and ", result.document_positions.size(),
+          " document tokens; raise `tokenization.max_length` or shorten the query"));
+    }
+    cells += static_cast<int64_t>(result.query_positions.size() * result.document_positions.size());
+    encodings.push_back(tokens.encoding);
+    result.tokens = std::move(tokens);
+  }
+  // Refuse before the forward pass: the blocks' size is known from the token counts.
+  const int64_t blocks = static_cast<int64_t>(answer.layers.size()) *
+                         HeadsOut(query.head_aggregation, answer.heads.size()) *
+                         (query.include_document_to_query ? 2 : 1);
+  const int64_t bytes = blocks * cells * BytesPerElement(answer.dtype);
+  if (bytes > options_.max_response_bytes) {
+    return TooLarge("CrossAttention", bytes, options_.max_response_bytes, kCrossAttentionFixes);
+  }
+
+  ForwardOptions forward;
+  forward.output_logits = model.model().has_classifier();
+  ATTNSCOPE_ASSIGN_OR_RETURN(BatchOutput batch,
+                             Forward(model, std::move(encodings), forward, check));
+  for (size_t b = 0; b < answer.documents.size(); ++b) {
+    DocumentAnswer& result = answer.documents[b];
+    const int64_t length = static_cast<int64_t>(result.tokens.encoding.size());
+    for (const int64_t layer : answer.layers) {
+      const torch::Tensor full = StripPadding(batch.forward.attentions[layer], b, length);
+      ATTNSCOPE_ASSIGN_OR_RETURN(torch::Tensor block, AttentionBlock(full, result.query_positions,
+                                                                     result.document_positions));
+      ATTNSCOPE_ASSIGN_OR_RETURN(block,
+                                 SelectHeads(block, answer.heads, query.head_aggregation, {}));
+      result.query_to_document.push_back(std::move(block));
+      if (query.include_document_to_query) {
+        ATTNSCOPE_ASSIGN_OR_RETURN(
+            torch::Tensor reverse,
+            AttentionBlock(full, result.document_positions, result.query_positions));
+        ATTNSCOPE_ASSIGN_OR_RETURN(reverse,
+                                   SelectHeads(reverse, answer.heads, query.head_aggregation, {}));
+        result.document_to_query.push_back(std::move(reverse));
+      }
+    }
+    if (batch.forward.logits.defined()) {
+      const torch::Tensor logits = batch.forward.logits[b].contiguous();
+      const float* values = logits.data_ptr<float>();
+      result.logits.assign(values, values + logits.numel());
+      if (!result.logits.empty()) result.relevance_score = result.logits.back();
+    }
+  }
+  return answer;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,274 @@
+// The request layer: every RPC of attnscope.v1.AttentionService as a proto-free query and answer
+// (TokenizeQuery -> Tokenize -> TokenizeAnswer, AttentionQuery -> RunAttention -> AttentionAnswer,
+// EncodeQuery -> RunEncode -> EncodeAnswer, CrossAttentionQuery -> RunCrossAttention ->
+// CrossAttentionAnswer). A RequestRunner does all validation, tokenization, forward passes,
+// post-processing and response-size estimates, so that the gRPC and HTTP front ends only map
+// messages. LibTorch and Abseil only: it knows nothing of gRPC, protobuf or HTTP.
+//
+// Shapes follow proto/attnscope/v1/attnscope.proto: one tensor per selected layer, stacked on the
+// wire into [layer, head, query_token, key_token]. Answer tensors are float32 views of the engine's
+// output where possible; the front ends' tensor codec converts them to `dtype` as it copies them
+// out, once.
+//
+// Errors (absl::Status, the codes of the contract): InvalidArgument for bad input, naming the field
+// and the fix; NotFound for an unknown model; ResourceExhausted when a unary answer would exceed
+// Options::max_response_bytes (checked before the forward pass); DeadlineExceeded / Cancelled from
+// the call's CallCheck, before the forward pass and between layers; Internal for a bug.
+#ifndef ATTNSCOPE_MODELS_REQUESTS_REQUESTS_H_
+#define ATTNSCOPE_MODELS_REQUESTS_REQUESTS_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/limits.h"
+#include "models/attention_ops.h"
+#include "models/engine.h"
+#include "models/requests/inference_thread.h"
+
+namespace attnscope {
+
+// Element type of the float tensors of an answer on the wire (DTYPE_FLOAT32, DTYPE_FLOAT16,
+// DTYPE_BFLOAT16 in the contract).
+enum class OutputDType { kFloat32, kFloat16, kBFloat16 };
+
+// Bytes per element: 4 for float32, 2 for float16 and bfloat16.
+int64_t BytesPerElement(OutputDType dtype);
+
+// How a text or text pair becomes tokens (TokenizationOptions in the contract).
+struct TokenizationQuery {
+  // Unset: the RPC's default (none; longest_first for CrossAttention).
+  std::optional<Truncation> truncation;
+  // Token budget including special tokens when truncating; 0 = the model's limit. InvalidArgument
+  // when negative, or when set without truncation.
+  int64_t max_length = 0;
+  bool skip_special_tokens = false;
+};
+
+// One text or text pair. Texts must be valid UTF-8 and non-empty.
+struct TextInput {
+  std::string text;
+  std::optional<std::string> text_pair;
+};
+
+// An encoding together with each token's original text: the bytes of the text it came from at its
+// byte offsets ("" for special tokens), so that a display can show "Tôi" where the token is "toi".
+struct EncodedText {
+  Encoding encoding;
+  std::vector<std::string> token_texts;
+};
+
+// Called before the forward pass (when the call's turn on the inference thread comes) and after
+// each layer, with a description of the moment ("after layer 3"); a non-OK status
+// (DeadlineExceeded, Cancelled) stops the call. Empty = never stops.
+using CallCheck = std::function<absl::Status(absl::string_view when)>;
+
+// Whether an answer is sent as one message (size-checked against the cap before the forward pass)
+// or streamed layer by layer (no cap).
+enum class Delivery { kUnary, kStream };
+
+struct TokenizeQuery {
+  std::string model;  // empty = the first loaded model
+  TextInput input;
+  TokenizationQuery tokenization;
+};
+
+struct TokenizeAnswer {
+  const LoadedModel* model = nullptr;
+  EncodedText tokens;
+};
+
+struct AttentionQuery {
+  std::string model;
+  TextInput input;
+  TokenizationQuery tokenization;
+  // Negative indices count from the end; empty = all, in model order.
+  std::vector<int32_t> layers;
+  std::vector<int32_t> heads;
+  HeadAggregation head_aggregation = HeadAggregation::kNone;
+  // Attention rollout (Abnar & Zuidema 2020) over every layer and head, cut to the window.
+  bool rollout = false;
+  // Also the pre-softmax scores QK^T / sqrt(head_dim) (dense only, not with top_k).
+  bool include_scores = false;
+  OutputDType dtype = OutputDType::kFloat32;
+  // > 0: the k largest entries of each row, with their key positions. 0 = dense.
+  int64_t top_k = 0;
+  // Query and key positions; an end of 0 means the end of the sequence.
+  AttentionWindow window;
+};
+
+struct AttentionAnswer {
+  const LoadedModel* model = nullptr;
+  EncodedText tokens;
+  // Resolved (non-negative) indices, in output order.
+  std::vector<int64_t> layers;
+  std::vector<int64_t> heads;
+  // The resolved window (ends filled in).
+  AttentionWindow window;
+  OutputDType dtype = OutputDType::kFloat32;
+  bool top_k = false;
+  // One per selected layer: [head, query_token, key_token], or [head, query_token, k] top-k values
+  // (descending) with top_k. Float32.
+  std::vector<torch::Tensor> attentions;
+  // One per selected layer, [head, query_token, key_token], when include_scores.
+  std::vector<torch::Tensor> scores;
+  // One per selected layer, int32 [head, query_token, k] absolute key positions, with top_k.
+  std::vector<torch::Tensor> top_k_indices;
+  // [query_token, key_token], when rollout; undefined otherwise.
+  torch::Tensor rollout;
+
+  // Dimension names of the stacked attentions: layer, head, query_token, key_token (k with top_k).
+  const std::vector<std::string>& dim_names() const;
+  // Shape of the stacked attentions: [layers, heads, queries, keys or k].
+  std::vector<int64_t> shape() const;
+};
+
+struct EncodeQuery {
+  std::string model;
+  std::vector<TextInput> inputs;
+  TokenizationQuery tokenization;
+  // Also every layer's hidden states (embeddings first).
+  bool output_hidden_states = false;
+  // Unset: no pooled vector.
+  std::optional<Pooling> pooling;
+  // L2-normalise the pooled vector; InvalidArgument without pooling.
+  bool normalize = false;
+  OutputDType dtype = OutputDType::kFloat32;
+};
+
+struct EncodedInput {
+  EncodedText tokens;
+  // [token, hidden].
+  torch::Tensor last_hidden_state;
+  // L + 1 tensors [token, hidden] (embeddings first), when output_hidden_states.
+  std::vector<torch::Tensor> hidden_states;
+  // [hidden], when pooling is set.
+  torch::Tensor pooled;
+};
+
+struct EncodeAnswer {
+  const LoadedModel* model = nullptr;
+  OutputDType dtype = OutputDType::kFloat32;
+  // One per input, in query order.
+  std::vector<EncodedInput> results;
+};
+
+struct CrossAttentionQuery {
+  std::string model;
+  std::string query;
+  std::vector<std::string> documents;
+  // Truncation defaults to longest_first.
+  TokenizationQuery tokenization;
+  std::vector<int32_t> layers;
+  std::vector<int32_t> heads;
+  HeadAggregation head_aggregation = HeadAggregation::kNone;
+  // Also the document-to-query block (encoders only).
+  bool include_document_to_query = false;
+  OutputDType dtype = OutputDType::kFloat32;
+};
+
+struct DocumentAnswer {
+  // The joint input: [CLS] query [SEP] document [SEP] for encoders, <s> document <s> query for
+  // decoder-only models.
+  EncodedText tokens;
+  // Positions of the query's and the document's text tokens in `tokens`.
+  std::vector<int64_t> query_positions;
+  std::vector<int64_t> document_positions;
+  // One per selected layer: [head, query_token, document_token].
+  std::vector<torch::Tensor> query_to_document;
+  // One per selected layer: [head, document_token, query_token], when include_document_to_query.
+  std::vector<torch::Tensor> document_to_query;
+  // The classifier's logits [num_labels]; empty without a classifier head.
+  std::vector<float> logits;
+  // The single logit of a one-label classifier, or the last label's logit.
+  std::optional<float> relevance_score;
+};
+
+struct CrossAttentionAnswer {
+  const LoadedModel* model = nullptr;
+  std::vector<int64_t> layers;
+  std::vector<int64_t> heads;
+  OutputDType dtype = OutputDType::kFloat32;
+  // One per document, in query order.
+  std::vector<DocumentAnswer> documents;
+};
+
+// Events of the request layer, for metrics. Called on the calling thread (tokenization) or the
+// inference thread (forward passes); implementations must be thread-safe.
+class RequestObserver {
+ public:
+  virtual ~RequestObserver() = default;
+  // One text or text pair tokenized, in `seconds`, giving `tokens` tokens.
+  virtual void OnTokenized(double seconds, int64_t tokens) = 0;
+  // One forward pass of `model` (a batch counts once) took `seconds`.
+  virtual void OnForward(const std::string& model, double seconds) = 0;
+};
+
+// Runs queries against the loaded models. Forward passes run one at a time on one inference thread
+// (see inference_thread.h); everything else runs on the calling thread. Thread-safe.
+class RequestRunner {
+ public:
+  struct Options {
+    // Largest unary answer in bytes (the server's --max_response_bytes).
+    int64_t max_response_bytes = kDefaultMaxResponseBytes;
+  };
+
+  // `observer` may be null; it must outlive the runner.
+  RequestRunner(const Options& options, std::vector<std::unique_ptr<LoadedModel>> models,
+                RequestObserver* observer);
+
+  // The model named `name` (empty = the first loaded). NotFound listing the loaded ones.
+  absl::StatusOr<const LoadedModel*> FindModel(const std::string& name) const;
+  const std::vector<std::unique_ptr<LoadedModel>>& models() const { return models_; }
+
+  absl::StatusOr<TokenizeAnswer> Tokenize(const TokenizeQuery& query) const;
+  absl::StatusOr<AttentionAnswer> RunAttention(const AttentionQuery& query, const CallCheck& check,
+                                               Delivery delivery) const;
+  absl::StatusOr<EncodeAnswer> RunEncode(const EncodeQuery& query, const CallCheck& check) const;
+  absl::StatusOr<CrossAttentionAnswer> RunCrossAttention(const CrossAttentionQuery& query,
+                                                         const CallCheck& check) const;
+
+  int64_t max_response_bytes() const { return options_.max_response_bytes; }
+
+ private:
+  // Tokenizes one (checked) text or pair and records it with the observer.
+  absl::StatusOr<EncodedText> EncodeInput(const LoadedModel& model, const TextInput& input,
+                                          const TextOptions& options) const;
+  // Runs a batch on the inference thread, with `check` before the pass and between layers.
+  absl::StatusOr<BatchOutput> Forward(const LoadedModel& model, std::vector<Encoding> encodings,
+                                      ForwardOptions options, const CallCheck& check) const;
+
+  const Options options_;
+  const std::vector<std::unique_ptr<LoadedModel>> models_;
+  RequestObserver* const observer_;
+  mutable InferenceThread inference_thread_;
+};
+
+// What shrinks an over-cap GetAttention answer, among the fixes `query` does not already use (e.g.
+// "use StreamAttention, request fewer layers or heads, a smaller window, dtype DTYPE_FLOAT16,
+// top_k").
+std::string AttentionFixes(const AttentionQuery& query);
+// The same for Encode and CrossAttention answers, and for Tokenize.
+inline constexpr absl::string_view kEncodeFixes =
+    "send fewer inputs per call, leave output_hidden_states off, or use dtype DTYPE_FLOAT16";
+inline constexpr absl::string_view kCrossAttentionFixes =
+    "send fewer documents per call, request fewer layers or heads, use head_aggregation, or dtype "
+    "DTYPE_FLOAT16";
+inline constexpr absl::string_view kTokenizeFixes = "send a shorter text";
+
+// The message of a ResourceExhausted answer over the cap: "<rpc> response would be N bytes, over
+// this server's cap of M bytes (--max_response_bytes); <fixes>".
+std::string TooLargeMessage(absl::string_view rpc, int64_t bytes, int64_t cap,
+                            absl::string_view fixes);
+
+}  // namespace attnscope
+
+#endif  // ATTNSCOPE_MODELS_REQUESTS_REQUESTS_H_

@@ -1,0 +1,355 @@
+#include "server/http_server.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "attnscope/v1/attnscope.pb.h"
+#include "common/status_macros.h"
+#include "server/listen_address.h"
+
+namespace attnscope::server {
+namespace {
+
+constexpr absl::string_view kServicePath = "/attnscope.v1.AttentionService/";
+
+enum class BodyFormat { kJson, kProto };
+
+// The body format a Content-Type names (parameters such as charset ignored). A request without
+// one, or with curl's default form type, is read as JSON, so that `curl -d '{...}'` needs no
+// header.
+absl::StatusOr<BodyFormat> FormatOf(const httplib::Request& request) {
+  std::string type = request.get_header_value("Content-Type");
+  type = absl::AsciiStrToLower(absl::StripAsciiWhitespace(type.substr(0, type.find(';'))));
+  if (type.empty() || type == "application/json" || type == "application/x-www-form-urlencoded") {
+    return BodyFormat::kJson;
+  }
+  if (type == "application/proto" || type == "application/x-protobuf") return BodyFormat::kProto;
+  return absl::InvalidArgumentError(
+      absl::StrCat("Content-Type '", type,
+                   "': expected application/json or application/proto; e.g. curl -H 'Content-Type: "
+                   "application/json' -d '{\"text\": \"...\"}'"));
+}
+
+// Turns the plain-text values of the `bytes` fields of `json` (a `descriptor` message) into base64,
+// the canonical JSON form the protobuf parser reads. Every `bytes` field of a request holds a text.
+// Values of the wrong JSON type are left for the parser to report.
+void EncodeTextFields(const google::protobuf::Descriptor& descriptor, nlohmann::json& json) {
+  if (!json.is_object()) return;
+  for (auto& item : json.items()) {
+    const google::protobuf::FieldDescriptor* field = descriptor.FindFieldByName(item.key());
+    if (field == nullptr) field = descriptor.FindFieldByCamelcaseName(item.key());
+    if (field == nullptr) continue;
+    nlohmann::json& value = item.value();
+    auto convert = [field](nlohmann::json& element) {
+      if (field->type() == google::protobuf::FieldDescriptor::TYPE_BYTES && element.is_string()) {
+        element = absl::Base64Escape(element.get<std::string>());
+      } else if (field->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE) {
+        EncodeTextFields(*field->message_type(), element);
+      }
+    };
+    if (field->is_repeated() && value.is_array()) {
+      for (nlohmann::json& element : value) convert(element);
+    } else {
+      convert(value);
+    }
+  }
+}
+
+absl::Status ParseBody(const std::string& body, BodyFormat format,
+                       google::protobuf::Message* message) {
+  const std::string& type = message->GetDescriptor()->full_name();
+  if (format == BodyFormat::kProto) {
+    if (!message->ParseFromString(body)) {
+      return absl::InvalidArgumentError(absl::StrCat("request body: not a serialized ", type,
+                                                     "; send one, or JSON with Content-Type "
+                                                     "application/json"));
+    }
+    return absl::OkStatus();
+  }
+  nlohmann::json json = nlohmann::json::parse(body.empty() ? std::string("{}") : body, nullptr,
+                                              /*allow_exceptions=*/false);
+  if (json.is_discarded()) {
+    return absl::InvalidArgumentError(
+        "request body: expected a JSON object in UTF-8, got text that does not parse as JSON");
+  }
+  if (!json.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat("request body: expected a JSON object (", type,
+                                                   "), got a JSON ", json.type_name()));
+  }
+  EncodeTextFields(*message->GetDescriptor(), json);
+  const google::protobuf::util::Status parsed = google::protobuf::util::JsonStringToMessage(
+      json.dump(), message, google::protobuf::util::JsonParseOptions());
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request body: not a valid ", type, " (", parsed.message().as_string(),
+                     "); see proto/attnscope/v1/attnscope.proto for its fields"));
+  }
+  return absl::OkStatus();
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  // Zeros and empty lists are printed too (layer 0, query_start 0), so that clients need not know
+  // the defaults.
+  options.always_print_primitive_fields = true;
+  std::string json;
+  google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+nlohmann::json ErrorJson(const absl::Status& status) {
+  return {{"code", ConnectCodeName(status.code())}, {"message", ClientMessage(status)}};
+}
+
+std::string Dump(const nlohmann::json& json) {
+  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void WriteError(const absl::Status& status, httplib::Response& response) {
+  response.status = HttpStatusOf(status.code());
+  response.set_content(Dump(ErrorJson(status)), "application/json");
+}
+
+// The call's deadline from the Connect protocol's Connect-Timeout-Ms header (none without it).
+absl::StatusOr<std::chrono::system_clock::time_point> DeadlineOf(const httplib::Request& request) {
+  if (!request.has_header("Connect-Timeout-Ms")) {
+    return std::chrono::system_clock::time_point::max();
+  }
+  const std::string value = request.get_header_value("Connect-Timeout-Ms");
+  int64_t milliseconds = 0;
+  // At most 10 digits, as the Connect protocol allows.
+  if (value.size() > 10 || !absl::SimpleAtoi(value, &milliseconds) || milliseconds <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Connect-Timeout-Ms '", value, "': expected a positive number of milliseconds"));
+  }
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(milliseconds);
+}
+
+// A Connect streaming envelope: flags, big-endian length, payload.
+std::string Envelope(uint8_t flags, const std::string& payload) {
+  std::string out(5, '\0');
+  out[0] = static_cast<char>(flags);
+  const uint32_t size = static_cast<uint32_t>(payload.size());
+  for (int i = 0; i < 4; ++i) out[1 + i] = static_cast<char>((size >> (24 - 8 * i)) & 0xff);
+  return out + payload;
+}
+
+class Router {
+ public:
+  explicit Router(ServiceCore* core) : core_(core) {}
+
+  void Handle(const httplib::Request& request, httplib::Response& response) const {
+    const std::string method = request.path.substr(kServicePath.size());
+    if (method == "ListModels") return Unary(&ServiceCore::ListModels, request, response);
+    if (method == "GetModelInfo") return Unary(&ServiceCore::GetModelInfo, request, response);
+    if (method == "Tokenize") return Unary(&ServiceCore::Tokenize, request, response);
+    if (method == "GetAttention") return Unary(&ServiceCore::GetAttention, request, response);
+    if (method == "Encode") return Unary(&ServiceCore::Encode, request, response);
+    if (method == "CrossAttention") return Unary(&ServiceCore::CrossAttention, request, response);
+    if (method == "StreamAttention") return Stream(request, response);
+    WriteError(
+        absl::UnimplementedError(absl::StrCat(
+            "method '", method, "': not a method of attnscope.v1.AttentionService; expected ",
+            "one of ListModels, GetModelInfo, Tokenize, GetAttention, StreamAttention, ",
+            "Encode, CrossAttention")),
+        response);
+    response.status = 404;
+  }
+
+ private:
+  template <typename Request, typename Response>
+  using UnaryMethod = absl::Status (ServiceCore::*)(const Call&, const Request&, Response*);
+
+  template <typename Request, typename Response>
+  void Unary(UnaryMethod<Request, Response> method, const httplib::Request& http_request,
+             httplib::Response& http_response) const {
+    Request request;
+    Response response;
+    absl::StatusOr<BodyFormat> format = FormatOf(http_request);
+    if (!format.ok()) {
+      WriteError(format.status(), http_response);
+      http_response.status = 415;
+      return;
+    }
+    absl::Status status = ParseBody(http_request.body, *format, &request);
+    absl::StatusOr<std::chrono::system_clock::time_point> deadline = DeadlineOf(http_request);
+    if (status.ok()) status = deadline.status();
+    if (status.ok()) status = (core_->*method)(MakeCall("http", *deadline, {}), request, &response);
+    if (!status.ok()) return WriteError(status, http_response);
+    if (*format == BodyFormat::kProto) {
+      http_response.set_content(response.SerializeAsString(), "application/proto");
+    } else {
+      http_response.set_content(ToJson(response), "application/json");
+    }
+  }
+
+  void Stream(const httplib::Request& http_request, httplib::Response& http_response) const {
+    auto request = std::make_shared<v1::GetAttentionRequest>();
+    absl::StatusOr<BodyFormat> format = FormatOf(http_request);
+    if (!format.ok()) {
+      WriteError(format.status(), http_response);
+      http_response.status = 415;
+      return;
+    }
+    absl::Status status = ParseBody(http_request.body, *format, request.get());
+    absl::StatusOr<std::chrono::system_clock::time_point> deadline = DeadlineOf(http_request);
+    if (status.ok()) status = deadline.status();
+    if (!status.ok()) return WriteError(status, http_response);
+    const bool json = *format == BodyFormat::kJson;
+    // The provider runs after this handler returns, on the same connection's thread: the call
+    // (admission, metrics, the forward pass) happens while the answer is written.
+    http_response.set_chunked_content_provider(
+        json ? "application/x-ndjson" : "application/connect+proto",
+        [core = core_, request, json, deadline = *deadline](size_t, httplib::DataSink& sink) {
+          auto write = [&sink](const std::string& chunk) {
+            return sink.write(chunk.data(), chunk.size());
+          };
+          const Call call = MakeCall("http", deadline, [&sink] { return !sink.is_writable(); });
+          const absl::Status status = core->StreamAttention(
+              call, *request, [&](const v1::StreamAttentionResponse& message) -> absl::Status {
+                const bool written = json ? write(ToJson(message) + "\n")
+                                          : write(Envelope(0, message.SerializeAsString()));
+                if (!written) {
+                  return absl::CancelledError(
+                      "the client closed the stream before it was complete");
+                }
+                return absl::OkStatus();
+              });
+          const nlohmann::json end =
+              status.ok() ? nlohmann::json::object() : nlohmann::json{{"error", ErrorJson(status)}};
+          if (json) {
+            if (!status.ok()) write(Dump(end) + "\n");
+          } else {
+            write(Envelope(0x02, Dump(end)));
+          }
+          sink.done();
+          return true;
+        });
+  }
+
+  ServiceCore* const core_;
+};
+
+}  // namespace
+
+int HttpStatusOf(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kCancelled:
+      return 499;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+      return 400;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kAborted:
+      return 409;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+std::string ConnectCodeName(absl::StatusCode code) {
+  // Connect spells the codes in lower case, and "canceled" with one l.
+  if (code == absl::StatusCode::kCancelled) return "canceled";
+  return absl::AsciiStrToLower(absl::StatusCodeToString(code));
+}
+
+HttpServer::HttpServer(std::unique_ptr<httplib::Server> http, int port)
+    : http_(std::move(http)), port_(port), thread_([this] { http_->listen_after_bind(); }) {}
+
+HttpServer::~HttpServer() {
+  http_->stop();
+  thread_.join();
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& options,
+                                                              ServiceCore* core) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      const ListenAddress address,
+      ParseListenAddress("--http_listen", options.listen, "127.0.0.1:8080 or 0.0.0.0:8080"));
+  auto http = std::make_unique<httplib::Server>();
+  http->set_payload_max_length(static_cast<size_t>(kMaxHttpRequestBytes));
+  auto router = std::make_shared<Router>(core);
+  http->Post(absl::StrCat(kServicePath, "[A-Za-z]+"),
+             [router](const httplib::Request& request, httplib::Response& response) {
+               router->Handle(request, response);
+             });
+  http->Get(absl::StrCat(kServicePath, ".*"),
+            [](const httplib::Request&, httplib::Response& response) {
+              WriteError(absl::InvalidArgumentError(
+                             "HTTP GET: the methods of attnscope.v1.AttentionService take POST "
+                             "with a JSON or binary request body"),
+                         response);
+              response.status = 405;
+              response.set_header("Allow", "POST");
+            });
+  if (options.dashboard_dir.empty() || !http->set_mount_point("/", options.dashboard_dir)) {
+    const std::string missing =
+        options.dashboard_dir.empty()
+            ? std::string("attnscope-server runs without the dashboard (--dashboard_dir is empty)")
+            : absl::StrCat("the dashboard is not built: --dashboard_dir '", options.dashboard_dir,
+                           "' is not a directory (scripts/build.sh builds it)");
+    http->Get("/", [missing](const httplib::Request&, httplib::Response& response) {
+      response.status = 404;
+      response.set_content(
+          absl::StrCat(missing, "; the API is at POST ", kServicePath, "<Method>\n"),
+          "text/plain; charset=utf-8");
+    });
+  }
+  // Errors httplib answers itself (413 for a body over kMaxHttpRequestBytes, 404 for an unknown
+  // path) get a JSON body saying what was wrong.
+  http->set_error_handler([](const httplib::Request& request, httplib::Response& response) {
+    if (!response.body.empty()) return;
+    if (response.status == 413) {
+      WriteError(absl::ResourceExhaustedError(absl::StrCat(
+                     "request body: expected at most ", kMaxHttpRequestBytes,
+                     " bytes (the same limit as gRPC's); send shorter texts or fewer inputs")),
+                 response);
+      response.status = 413;
+    } else if (response.status == 404) {
+      WriteError(absl::NotFoundError(absl::StrCat("path '", request.path,
+                                                  "': not found; the API is at POST ", kServicePath,
+                                                  "<Method>, the dashboard at /")),
+                 response);
+    }
+  });
+  const int bound = address.port == 0
+                        ? http->bind_to_any_port(address.host)
+                        : (http->bind_to_port(address.host, address.port) ? address.port : -1);
+  if (bound <= 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "--http_listen '", options.listen,
+        "': cannot listen there (in use, or not a local address); choose another address or port"));
+  }
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(http), bound));
+}
+
+}  // namespace attnscope::server

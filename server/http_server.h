@@ -1,0 +1,82 @@
+// The HTTP/JSON front end of attnscope.v1.AttentionService, on cpp-httplib, and the dashboard's
+// files.
+//
+// Every RPC is `POST /attnscope.v1.AttentionService/<Method>` (the Connect protocol's unary
+// convention):
+// - `Content-Type: application/json`: protobuf's canonical JSON mapping of the request and the
+//   response (lowerCamelCase names in answers, either spelling accepted in requests; int64 as
+//   strings; Tensor.data as base64), with one exception: the request fields that hold texts
+//   (`bytes` in the contract, so that invalid UTF-8 reaches the service over gRPC) are plain JSON
+//   strings, never base64.
+// - `Content-Type: application/proto`: the binary messages. A body without a Content-Type, or with
+//   curl's default application/x-www-form-urlencoded, is read as JSON.
+// - StreamAttention answers JSON requests with newline-delimited JSON (`application/x-ndjson`): one
+//   StreamAttentionResponse per line. Binary requests get the Connect streaming envelope
+//   (`application/connect+proto`: a flags byte and a 4-byte big-endian length before each
+//   message). A stream that fails after it started ends with an error line (NDJSON) or an
+//   end-of-stream envelope (flags 0x02) holding {"error": {"code", "message"}}.
+// - Errors: the HTTP status of the gRPC code as google.rpc.Code and grpc-gateway map them (400
+//   INVALID_ARGUMENT, 404 NOT_FOUND, 429 RESOURCE_EXHAUSTED, 503 UNAVAILABLE, 504
+//   DEADLINE_EXCEEDED, ...), with {"code": "invalid_argument", "message": "..."} as Connect writes
+//   it. Messages are the same as over gRPC.
+// - A `Connect-Timeout-Ms` header sets the call's deadline, honoured between layers.
+//
+// Any other path is a GET of the dashboard's files (index.html at "/").
+#ifndef ATTNSCOPE_SERVER_HTTP_SERVER_H_
+#define ATTNSCOPE_SERVER_HTTP_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/service_core.h"
+
+namespace httplib {
+class Server;
+}  // namespace httplib
+
+namespace attnscope::server {
+
+// Largest request body, in bytes: gRPC's default receive limit, so both transports refuse the same.
+inline constexpr int64_t kMaxHttpRequestBytes = int64_t{4} << 20;
+
+// The HTTP status of a canonical code (google.rpc.Code's mapping): 400, 404, 429, 503, ...
+int HttpStatusOf(absl::StatusCode code);
+// The Connect protocol's name of a canonical code: "invalid_argument", "not_found", ...
+std::string ConnectCodeName(absl::StatusCode code);
+
+class HttpServer {
+ public:
+  struct Options {
+    // HOST:PORT; port 0 picks a free port.
+    std::string listen = "127.0.0.1:8080";
+    // Folder served for GET requests (the built dashboard). Empty or missing: "/" answers 404
+    // saying so and how to build it; the API works either way.
+    std::string dashboard_dir;
+  };
+
+  // Binds and starts serving on a thread of its own. `core` must outlive the server.
+  // InvalidArgument: a listen address that is not HOST:PORT. Unavailable: the address cannot be
+  // bound (in use, or not local).
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const Options& options,
+                                                           ServiceCore* core);
+  // Stops accepting, lets the requests in flight finish and joins the thread.
+  ~HttpServer();
+
+  // The bound port.
+  int port() const { return port_; }
+
+ private:
+  HttpServer(std::unique_ptr<httplib::Server> http, int port);
+
+  std::unique_ptr<httplib::Server> http_;
+  const int port_;
+  std::thread thread_;
+};
+
+}  // namespace attnscope::server
+
+#endif  // ATTNSCOPE_SERVER_HTTP_SERVER_H_

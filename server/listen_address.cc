@@ -1,0 +1,27 @@
+#include "server/listen_address.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace attnscope::server {
+
+absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view flag, absl::string_view value,
+                                                 absl::string_view example) {
+  constexpr int kMaxPort = 65535;
+  const size_t colon = value.rfind(':');
+  ListenAddress address;
+  if (colon == absl::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(value.substr(colon + 1), &address.port) || address.port < 0 ||
+      address.port > kMaxPort) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " '", value, "': expected HOST:PORT with a port in [0, ", kMaxPort,
+                     "] (0 picks a free port), e.g. ", example));
+  }
+  address.host = std::string(value.substr(0, colon));
+  if (address.host.size() >= 2 && address.host.front() == '[' && address.host.back() == ']') {
+    address.host = address.host.substr(1, address.host.size() - 2);
+  }
+  return address;
+}
+
+}  // namespace attnscope::server

@@ -1,0 +1,26 @@
+// HOST:PORT listen addresses of the server's flags (--listen, --http_listen).
+#ifndef ATTNSCOPE_SERVER_LISTEN_ADDRESS_H_
+#define ATTNSCOPE_SERVER_LISTEN_ADDRESS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace attnscope::server {
+
+struct ListenAddress {
+  // Without brackets: "0.0.0.0", "::1", "localhost".
+  std::string host;
+  // 0 picks a free port.
+  int port = 0;
+};
+
+// Parses HOST:PORT (IPv6 hosts in brackets, "[::1]:8080"). InvalidArgument naming `flag` and
+// showing `example` when there is no host, no port, or a port outside [0, 65535].
+absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view flag, absl::string_view value,
+                                                 absl::string_view example);
+
+}  // namespace attnscope::server
+
+#endif  // ATTNSCOPE_SERVER_LISTEN_ADDRESS_H_

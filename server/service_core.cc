@@ -1,0 +1,191 @@
+#include "server/service_core.h"
+
+#include <chrono>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "models/requests/requests.h"
+#include "server/proto_convert.h"
+
+namespace attnscope::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+std::string ClientMessage(const absl::Status& status) {
+  absl::string_view message = status.message();
+  std::string text(message.substr(0, kMaxErrorMessageBytes));
+  if (message.size() > kMaxErrorMessageBytes) {
+    // Cut at a character boundary, so the message stays valid UTF-8.
+    while (!text.empty() && (static_cast<unsigned char>(text.back()) & 0xC0) == 0x80) {
+      text.pop_back();
+    }
+    if (!text.empty() && static_cast<unsigned char>(text.back()) >= 0xC0) text.pop_back();
+    absl::StrAppend(&text, "... (message cut from ", message.size(), " bytes)");
+  }
+  return text;
+}
+
+Call MakeCall(absl::string_view transport, std::chrono::system_clock::time_point deadline,
+              std::function<bool()> cancelled) {
+  return {transport,
+          [deadline, cancelled = std::move(cancelled)](absl::string_view when) -> absl::Status {
+            if (std::chrono::system_clock::now() > deadline) {
+              return absl::DeadlineExceededError(
+                  absl::StrCat("deadline exceeded ", when,
+                               "; give the call a longer deadline or send fewer tokens"));
+            }
+            if (cancelled && cancelled()) {
+              return absl::CancelledError(absl::StrCat("call cancelled by the client ", when));
+            }
+            return absl::OkStatus();
+          }};
+}
+
+// Request-layer events to Prometheus.
+class ServiceCore::Observer : public RequestObserver {
+ public:
+  explicit Observer(Metrics* metrics) : metrics_(metrics) {}
+  void OnTokenized(double seconds, int64_t tokens) override {
+    metrics_->RecordTokenization(seconds, tokens);
+  }
+  void OnForward(const std::string& model, double seconds) override {
+    metrics_->RecordInference(model, seconds);
+  }
+
+ private:
+  Metrics* const metrics_;
+};
+
+ServiceCore::ServiceCore(ServiceOptions options, Metrics* metrics)
+    : options_(options), metrics_(metrics), observer_(std::make_unique<Observer>(metrics)) {}
+
+ServiceCore::~ServiceCore() = default;
+
+void ServiceCore::SetModels(std::vector<std::unique_ptr<LoadedModel>> models) {
+  RequestRunner::Options options;
+  options.max_response_bytes = options_.max_response_bytes;
+  runner_ = std::make_unique<RequestRunner>(options, std::move(models), observer_.get());
+  ready_.store(true);
+}
+
+template <typename Handler>
+absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc,
+                                const google::protobuf::Message* response, absl::string_view fixes,
+                                Handler&& handler) {
+  const Clock::time_point start = Clock::now();
+  metrics_->inflight().Increment();
+  const int inflight = inflight_.fetch_add(1) + 1;
+  absl::Status status;
+  if (draining_.load()) {
+    status = absl::UnavailableError("the server is shutting down; retry on another replica");
+  } else if (!ready_.load()) {
+    status = absl::UnavailableError(
+        "the server is still loading models; retry when grpc.health.v1 reports SERVING");
+  } else if (options_.max_concurrent_requests > 0 && inflight > options_.max_concurrent_requests) {
+    status = absl::ResourceExhaustedError(
+        absl::StrCat("the server is at its limit of ", options_.max_concurrent_requests,
+                     " concurrent requests (--max_concurrent_requests); retry with backoff"));
+  } else {
+    try {
+      status = handler();
+    } catch (const std::exception& error) {
+      status = absl::InternalError(absl::StrCat(rpc, " failed (a bug): ", error.what()));
+    }
+  }
+  if (status.ok() && response != nullptr) {
+    const int64_t bytes = static_cast<int64_t>(response->ByteSizeLong());
+    if (bytes > options_.max_response_bytes) {
+      status = absl::ResourceExhaustedError(
+          TooLargeMessage(rpc, bytes, options_.max_response_bytes, fixes));
+    } else {
+      metrics_->RecordResponseBytes(bytes);
+    }
+  }
+  inflight_.fetch_sub(1);
+  metrics_->inflight().Decrement();
+  metrics_->RecordRequest(rpc, call.transport, absl::StatusCodeToString(status.code()),
+                          std::chrono::duration<double>(Clock::now() - start).count());
+  return status;
+}
+
+absl::Status ServiceCore::ListModels(const Call& call, const v1::ListModelsRequest&,
+                                     v1::ListModelsResponse* response) {
+  return Serve(call, "ListModels", response, "", [&]() -> absl::Status {
+    for (const auto& model : runner_->models()) ToProto(*model, response->add_models());
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ServiceCore::GetModelInfo(const Call& call, const v1::GetModelInfoRequest& request,
+                                       v1::ModelInfo* response) {
+  return Serve(call, "GetModelInfo", response, "", [&]() -> absl::Status {
+    ATTNSCOPE_ASSIGN_OR_RETURN(const LoadedModel* model, runner_->FindModel(request.model()));
+    ToProto(*model, response);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ServiceCore::Tokenize(const Call& call, const v1::TokenizeRequest& request,
+                                   v1::TokenizeResponse* response) {
+  return Serve(call, "Tokenize", response, kTokenizeFixes, [&]() -> absl::Status {
+    ATTNSCOPE_ASSIGN_OR_RETURN(const TokenizeQuery query, ToQuery(request));
+    ATTNSCOPE_ASSIGN_OR_RETURN(const TokenizeAnswer answer, runner_->Tokenize(query));
+    response->set_model(answer.model->name());
+    ToProto(answer.tokens, response->mutable_tokens());
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ServiceCore::GetAttention(const Call& call, const v1::GetAttentionRequest& request,
+                                       v1::GetAttentionResponse* response) {
+  absl::StatusOr<AttentionQuery> query = ToQuery(request);
+  const std::string fixes = query.ok() ? AttentionFixes(*query) : "";
+  return Serve(call, "GetAttention", response, fixes, [&]() -> absl::Status {
+    if (!query.ok()) return query.status();
+    ATTNSCOPE_ASSIGN_OR_RETURN(const AttentionAnswer answer,
+                               runner_->RunAttention(*query, call.check, Delivery::kUnary));
+    return ToProto(answer, response);
+  });
+}
+
+absl::Status ServiceCore::StreamAttention(const Call& call, const v1::GetAttentionRequest& request,
+                                          const StreamWriter& write) {
+  return Serve(call, "StreamAttention", nullptr, "", [&]() -> absl::Status {
+    ATTNSCOPE_ASSIGN_OR_RETURN(const AttentionQuery query, ToQuery(request));
+    ATTNSCOPE_ASSIGN_OR_RETURN(const AttentionAnswer answer,
+                               runner_->RunAttention(query, call.check, Delivery::kStream));
+    int64_t bytes = 0;
+    ATTNSCOPE_RETURN_IF_ERROR(WriteStream(answer, [&](const v1::StreamAttentionResponse& message) {
+      bytes += static_cast<int64_t>(message.ByteSizeLong());
+      return write(message);
+    }));
+    metrics_->RecordResponseBytes(bytes);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ServiceCore::Encode(const Call& call, const v1::EncodeRequest& request,
+                                 v1::EncodeResponse* response) {
+  return Serve(call, "Encode", response, kEncodeFixes, [&]() -> absl::Status {
+    ATTNSCOPE_ASSIGN_OR_RETURN(const EncodeQuery query, ToQuery(request));
+    ATTNSCOPE_ASSIGN_OR_RETURN(const EncodeAnswer answer, runner_->RunEncode(query, call.check));
+    return ToProto(answer, response);
+  });
+}
+
+absl::Status ServiceCore::CrossAttention(const Call& call, const v1::CrossAttentionRequest& request,
+                                         v1::CrossAttentionResponse* response) {
+  return Serve(call, "CrossAttention", response, kCrossAttentionFixes, [&]() -> absl::Status {
+    ATTNSCOPE_ASSIGN_OR_RETURN(const CrossAttentionQuery query, ToQuery(request));
+    ATTNSCOPE_ASSIGN_OR_RETURN(const CrossAttentionAnswer answer,
+                               runner_->RunCrossAttention(query, call.check));
+    return ToProto(answer, response);
+  });
+}
+
+}  // namespace attnscope::server

@@ -1,0 +1,113 @@
+// The transport-independent half of attnscope.v1.AttentionService, shared by the gRPC and the
+// HTTP/JSON front ends: admission (loading, draining, the concurrency limit), metrics, the response
+// size cap, and for each RPC one mapping of the request to the request layer and of its answer
+// back (server/proto_convert.h). A front end only turns its transport's call into a Call and the
+// returned absl::Status into its own status.
+#ifndef ATTNSCOPE_SERVER_SERVICE_CORE_H_
+#define ATTNSCOPE_SERVER_SERVICE_CORE_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "attnscope/v1/attnscope.pb.h"
+#include "common/limits.h"
+#include "server/metrics.h"
+
+namespace attnscope {
+class LoadedModel;
+class RequestRunner;
+}  // namespace attnscope
+
+namespace attnscope::server {
+
+struct ServiceOptions {
+  // Unary responses whose serialized size would exceed this fail with RESOURCE_EXHAUSTED.
+  int64_t max_response_bytes = kDefaultMaxResponseBytes;
+  // Calls handled at once, over both transports; more fail with RESOURCE_EXHAUSTED. 0 = no limit.
+  int max_concurrent_requests = 16;
+};
+
+// Longest error message sent to a client, in bytes. gRPC carries the message in the trailing
+// HTTP/2 headers, and a client refuses headers over its limit (8 KB by default) with a
+// RESOURCE_EXHAUSTED of its own that hides the real error; longer messages are cut to this, on
+// both transports so that they say the same.
+inline constexpr size_t kMaxErrorMessageBytes = 4096;
+
+// The message of `status` as sent to clients: cut to kMaxErrorMessageBytes at a UTF-8 character
+// boundary, saying so.
+std::string ClientMessage(const absl::Status& status);
+
+// One call as a front end sees it.
+struct Call {
+  // The `transport` label of the request metrics: "grpc" or "http".
+  absl::string_view transport;
+  // Deadline and cancellation, checked before the forward pass and between layers; a non-OK
+  // status (DeadlineExceeded, Cancelled) ends the call. `when` says at which point. May be empty.
+  std::function<absl::Status(absl::string_view when)> check;
+};
+
+// A Call whose check fails with DeadlineExceeded once `deadline` has passed, and with Cancelled
+// once `cancelled` (may be empty) returns true; the messages say when and what to change.
+Call MakeCall(absl::string_view transport, std::chrono::system_clock::time_point deadline,
+              std::function<bool()> cancelled);
+
+// Writes one StreamAttention message; a non-OK status (the client went away) ends the stream.
+using StreamWriter = std::function<absl::Status(const v1::StreamAttentionResponse&)>;
+
+class ServiceCore {
+ public:
+  ServiceCore(ServiceOptions options, Metrics* metrics);
+  ~ServiceCore();
+
+  // Hands over the loaded models; until then every call fails with UNAVAILABLE. Call once.
+  void SetModels(std::vector<std::unique_ptr<LoadedModel>> models);
+  // New calls fail with UNAVAILABLE from now on; calls in flight finish.
+  void StartDraining() { draining_.store(true); }
+
+  // The RPCs of attnscope.proto. Each returns the call's status (the codes of the contract) and
+  // fills `response` only when it is OK.
+  absl::Status ListModels(const Call& call, const v1::ListModelsRequest& request,
+                          v1::ListModelsResponse* response);
+  absl::Status GetModelInfo(const Call& call, const v1::GetModelInfoRequest& request,
+                            v1::ModelInfo* response);
+  absl::Status Tokenize(const Call& call, const v1::TokenizeRequest& request,
+                        v1::TokenizeResponse* response);
+  absl::Status GetAttention(const Call& call, const v1::GetAttentionRequest& request,
+                            v1::GetAttentionResponse* response);
+  absl::Status StreamAttention(const Call& call, const v1::GetAttentionRequest& request,
+                               const StreamWriter& write);
+  absl::Status Encode(const Call& call, const v1::EncodeRequest& request,
+                      v1::EncodeResponse* response);
+  absl::Status CrossAttention(const Call& call, const v1::CrossAttentionRequest& request,
+                              v1::CrossAttentionResponse* response);
+
+ private:
+  class Observer;
+
+  // Admission, metrics and the size cap around `handler`. `response` (null for streams) is
+  // size-checked and recorded; `fixes` names what shrinks it.
+  template <typename Handler>
+  absl::Status Serve(const Call& call, absl::string_view rpc,
+                     const google::protobuf::Message* response, absl::string_view fixes,
+                     Handler&& handler);
+
+  const ServiceOptions options_;
+  Metrics* const metrics_;
+  std::unique_ptr<Observer> observer_;
+  std::unique_ptr<RequestRunner> runner_;  // written once before ready_
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> draining_{false};
+  std::atomic<int> inflight_{0};
+};
+
+}  // namespace attnscope::server
+
+#endif  // ATTNSCOPE_SERVER_SERVICE_CORE_H_
