@@ -65,13 +65,19 @@ TEST_P(LinearTest, SameResultInsideAParallelRegion) {
 }
 
 TEST_P(LinearTest, AsCloseToFloat64AsTorch) {
-  // Rounding at the level of a blocked BLAS: a plain running sum over 3072 inputs is several times
-  // further from the exact result than torch::linear.
+  // Rounding at the level of a blocked BLAS. Root-mean-square errors over every output: the
+  // largest single error varies with how the BLAS libtorch finds splits the product (3x between
+  // two Debian roots on one machine for a single row), the mean much less. Without the kernel's
+  // depth blocks its error is 1.5-1.7x torch::linear's for 768 and 3072 inputs, with them
+  // 0.9-1.1x.
   const torch::Tensor exact =
       torch::linear(x_.to(torch::kFloat64), weight_.to(torch::kFloat64), bias_.to(torch::kFloat64));
-  const double torch_error = (torch::linear(x_, weight_, bias_) - exact).abs().max().item<double>();
-  const double error = (Linear(x_, weight_, bias_) - exact).abs().max().item<double>();
-  EXPECT_LE(error, 2 * torch_error + 1e-7) << "torch::linear's error " << torch_error;
+  auto rms_error = [&exact](const torch::Tensor& got) {
+    return (got.to(torch::kFloat64) - exact).pow(2).mean().sqrt().item<double>();
+  };
+  const double torch_error = rms_error(torch::linear(x_, weight_, bias_));
+  const double error = rms_error(Linear(x_, weight_, bias_));
+  EXPECT_LE(error, 1.4 * torch_error + 1e-8) << "torch::linear's error " << torch_error;
 }
 
 TEST(LinearGroupTest, EachProductMatchesTorchLinear) {
