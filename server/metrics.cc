@@ -82,6 +82,19 @@ Metrics::Metrics()
                            .Name("attnscope_inference_duration_seconds")
                            .Help("Time of one forward pass (one batch), by model.")
                            .Register(*registry_);
+  queue_wait_family_ = &prometheus::BuildHistogram()
+                            .Name("attnscope_queue_wait_seconds")
+                            .Help("Time a call waited for the inference thread, by model.")
+                            .Register(*registry_);
+  auto& rejections = prometheus::BuildCounter()
+                         .Name("attnscope_rejected_requests_total")
+                         .Help(
+                             "Calls refused before they ran, by reason (concurrency_limit, "
+                             "loading, draining).")
+                         .Register(*registry_);
+  for (const char* reason : {"concurrency_limit", "loading", "draining"}) {
+    rejections_[reason] = &rejections.Add({{"reason", reason}});
+  }
   input_tokens_ = &prometheus::BuildHistogram()
                        .Name("attnscope_input_tokens")
                        .Help("Tokens per input, special tokens included.")
@@ -122,6 +135,16 @@ void Metrics::AddModel(const LoadedModel& model) {
   model_load_seconds_->Add({{"model", model.name()}}).Set(model.load_seconds());
   inference_duration_[model.name()] =
       &inference_family_->Add({{"model", model.name()}}, DurationBuckets());
+  queue_wait_[model.name()] =
+      &queue_wait_family_->Add({{"model", model.name()}}, DurationBuckets());
+}
+
+void Metrics::RecordQueueWait(const std::string& model, double seconds) {
+  if (auto it = queue_wait_.find(model); it != queue_wait_.end()) it->second->Observe(seconds);
+}
+
+void Metrics::RecordRejection(absl::string_view reason) {
+  if (auto it = rejections_.find(reason); it != rejections_.end()) it->second->Increment();
 }
 
 void Metrics::RecordRequest(absl::string_view rpc, absl::string_view transport,

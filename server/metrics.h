@@ -38,7 +38,8 @@ class Metrics {
   std::vector<std::shared_ptr<prometheus::Collectable>> Collectables() const;
 
   // Adds attnscope_model_info{model,architecture,layers,heads} = 1,
-  // attnscope_model_load_seconds{model} and the model's inference histogram. Call at start-up.
+  // attnscope_model_load_seconds{model} and the model's inference and queue-wait histograms. Call
+  // at start-up.
   void AddModel(const LoadedModel& model);
 
   // attnscope_requests_total{rpc,transport,code} and
@@ -48,6 +49,11 @@ class Metrics {
                      double seconds);
   // attnscope_tokenization_duration_seconds and attnscope_input_tokens, once per encoded input.
   void RecordTokenization(double seconds, int64_t tokens);
+  // attnscope_queue_wait_seconds{model}: how long a call waited for the inference thread.
+  void RecordQueueWait(const std::string& model, double seconds);
+  // attnscope_rejected_requests_total{reason}: calls refused before they ran, `reason` one of
+  // "concurrency_limit" (RESOURCE_EXHAUSTED), "loading" and "draining" (UNAVAILABLE).
+  void RecordRejection(absl::string_view reason);
   // attnscope_inference_duration_seconds{model}: one forward pass (a batch counts once).
   void RecordInference(const std::string& model, double seconds);
   // attnscope_response_bytes: serialized size of a unary response or of a whole stream.
@@ -66,6 +72,10 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>* inference_family_;
   // Filled by AddModel before serving starts, read-only afterwards.
   std::map<std::string, prometheus::Histogram*, std::less<>> inference_duration_;
+  prometheus::Family<prometheus::Histogram>* queue_wait_family_;
+  std::map<std::string, prometheus::Histogram*, std::less<>> queue_wait_;
+  // Keyed by reason; every reason is added up front.
+  std::map<std::string, prometheus::Counter*, std::less<>> rejections_;
   prometheus::Histogram* input_tokens_;
   prometheus::Gauge* inflight_;
   prometheus::Histogram* response_bytes_;

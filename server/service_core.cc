@@ -53,6 +53,9 @@ class ServiceCore::Observer : public RequestObserver {
   void OnTokenized(double seconds, int64_t tokens) override {
     metrics_->RecordTokenization(seconds, tokens);
   }
+  void OnQueueWait(const std::string& model, double seconds) override {
+    metrics_->RecordQueueWait(model, seconds);
+  }
   void OnForward(const std::string& model, double seconds) override {
     metrics_->RecordInference(model, seconds);
   }
@@ -83,13 +86,16 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc,
   absl::Status status;
   if (draining_.load()) {
     status = absl::UnavailableError("the server is shutting down; retry on another replica");
+    metrics_->RecordRejection("draining");
   } else if (!ready_.load()) {
     status = absl::UnavailableError(
         "the server is still loading models; retry when grpc.health.v1 reports SERVING");
+    metrics_->RecordRejection("loading");
   } else if (options_.max_concurrent_requests > 0 && inflight > options_.max_concurrent_requests) {
     status = absl::ResourceExhaustedError(
         absl::StrCat("the server is at its limit of ", options_.max_concurrent_requests,
                      " concurrent requests (--max_concurrent_requests); retry with backoff"));
+    metrics_->RecordRejection("concurrency_limit");
   } else {
     try {
       status = handler();

@@ -190,7 +190,9 @@ absl::StatusOr<BatchOutput> RequestRunner::Forward(const LoadedModel& model,
     };
   }
   absl::StatusOr<BatchOutput> output;
+  const Clock::time_point queued = Clock::now();
   inference_thread_.Run([&] {
+    if (observer_ != nullptr) observer_->OnQueueWait(model.name(), SecondsSince(queued));
     // Checked when the call's turn comes, not before it queues: it may expire while it waits.
     if (check) {
       if (absl::Status status = check("before the forward pass"); !status.ok()) {

@@ -208,6 +208,8 @@ class RequestObserver {
   virtual ~RequestObserver() = default;
   // One text or text pair tokenized, in `seconds`, giving `tokens` tokens.
   virtual void OnTokenized(double seconds, int64_t tokens) = 0;
+  // A call for `model` waited `seconds` for its turn on the inference thread.
+  virtual void OnQueueWait(const std::string& model, double seconds) = 0;
   // One forward pass of `model` (a batch counts once) took `seconds`.
   virtual void OnForward(const std::string& model, double seconds) = 0;
 };

@@ -94,6 +94,10 @@ TEST(MetricsTest, CountersAndHistogramsMatchTheCallsMade) {
   // One forward pass per attention call and one for the Encode batch, all on bert.
   EXPECT_EQ(Value(samples, "attnscope_inference_duration_seconds_count", {{"model", "bert"}}), 5);
   EXPECT_EQ(Value(samples, "attnscope_inference_duration_seconds_count", {{"model", "llama"}}), 0);
+  // Each forward pass waited its turn once.
+  EXPECT_EQ(Value(samples, "attnscope_queue_wait_seconds_count", {{"model", "bert"}}), 5);
+  EXPECT_EQ(Value(samples, "attnscope_rejected_requests_total", {{"reason", "concurrency_limit"}}),
+            0);
   // Every successful call has a response: 3 + 1 + 4 + 1.
   EXPECT_EQ(Value(samples, "attnscope_response_bytes_count"), 9);
   EXPECT_GT(Value(samples, "attnscope_response_bytes_sum"), 3 * 3 * 4 * 8 * 8 * 4);
