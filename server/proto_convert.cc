@@ -228,6 +228,7 @@ void ToProto(const EncodedText& tokens, v1::Tokens* out) {
     byte_offset->set_end(encoding.byte_offsets[i].end);
     out->add_word_ids(encoding.word_ids[i]);
     out->add_sequence_ids(static_cast<int32_t>(encoding.sequence_ids[i]));
+    out->add_original_texts(tokens.original_texts[i]);
   }
 }
 

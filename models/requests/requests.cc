@@ -51,7 +51,7 @@ absl::Status CheckInput(const TextInput& input, absl::string_view prefix) {
 }
 
 // The original text of each token: the bytes at its byte offsets in the text it came from.
-std::vector<std::string> TokenTexts(const Encoding& encoding, absl::string_view text,
+std::vector<std::string> OriginalTexts(const Encoding& encoding, absl::string_view text,
                                     absl::string_view text_pair) {
   std::vector<std::string> texts(encoding.size());
   for (size_t i = 0; i < encoding.size(); ++i) {
@@ -175,7 +175,7 @@ absl::StatusOr<EncodedText> RequestRunner::EncodeInput(const LoadedModel& model,
     observer_->OnTokenized(SecondsSince(start), static_cast<int64_t>(encoding.size()));
   }
   EncodedText encoded;
-  encoded.token_texts = TokenTexts(encoding, input.text, input.text_pair.value_or(""));
+  encoded.original_texts = OriginalTexts(encoding, input.text, input.text_pair.value_or(""));
   encoded.encoding = std::move(encoding);
   return encoded;
 }
@@ -412,8 +412,8 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
       observer_->OnTokenized(SecondsSince(start), static_cast<int64_t>(encoding.size()));
     }
     EncodedText tokens;
-    tokens.token_texts = causal ? TokenTexts(encoding, document, query.query)
-                                : TokenTexts(encoding, query.query, document);
+    tokens.original_texts = causal ? OriginalTexts(encoding, document, query.query)
+                                : OriginalTexts(encoding, query.query, document);
     tokens.encoding = std::move(encoding);
     DocumentAnswer& result = answer.documents.emplace_back();
     result.query_positions = PositionsOfSequence(tokens.encoding.sequence_ids, query_sequence);

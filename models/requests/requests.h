@@ -63,7 +63,7 @@ struct TextInput {
 // byte offsets ("" for special tokens), so that a display can show "Tôi" where the token is "toi".
 struct EncodedText {
   Encoding encoding;
-  std::vector<std::string> token_texts;
+  std::vector<std::string> original_texts;
 };
 
 // Called before the forward pass (when the call's turn on the inference thread comes) and after
