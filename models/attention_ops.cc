@@ -221,4 +221,58 @@ absl::StatusOr<torch::Tensor> AttentionBlock(const torch::Tensor& layer,
   }
 }
 
+std::vector<WordSpan> WordSpans(absl::Span<const int64_t> word_ids,
+                                absl::Span<const int64_t> sequence_ids) {
+  std::vector<WordSpan> words;
+  for (size_t i = 0; i < word_ids.size(); ++i) {
+    const bool continues = i > 0 && word_ids[i] >= 0 && word_ids[i] == word_ids[i - 1] &&
+                           sequence_ids[i] == sequence_ids[i - 1];
+    if (continues) {
+      words.back().token_end = static_cast<int64_t>(i) + 1;
+    } else {
+      words.push_back({static_cast<int64_t>(i), static_cast<int64_t>(i) + 1});
+    }
+  }
+  return words;
+}
+
+absl::StatusOr<torch::Tensor> AggregateWords(const torch::Tensor& layer,
+                                             const std::vector<WordSpan>& words) {
+  if (layer.dim() != 3 || layer.size(1) != layer.size(2)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("word aggregation: expected [head, S, S], got ", ShapeOf(layer)));
+  }
+  const int64_t length = layer.size(1);
+  std::vector<int64_t> word_of_token;
+  std::vector<float> tokens_per_word;
+  for (const WordSpan& word : words) {
+    if (word.token_start != static_cast<int64_t>(word_of_token.size()) ||
+        word.token_end <= word.token_start) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "word aggregation: expected word spans tiling [0, ", length, "), got a word [",
+          word.token_start, ", ", word.token_end, ") after ", word_of_token.size(), " tokens"));
+    }
+    word_of_token.insert(word_of_token.end(), word.token_end - word.token_start,
+                         static_cast<int64_t>(tokens_per_word.size()));
+    tokens_per_word.push_back(static_cast<float>(word.token_end - word.token_start));
+  }
+  if (static_cast<int64_t>(word_of_token.size()) != length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "word aggregation: the words cover ", word_of_token.size(), " tokens, expected ", length));
+  }
+  try {
+    const int64_t count = static_cast<int64_t>(words.size());
+    const torch::Tensor index = torch::tensor(word_of_token, torch::dtype(torch::kInt64));
+    // Index sums touch every element once; a product with [W, S] grouping matrices would cost W
+    // times more.
+    const torch::Tensor to_words =
+        torch::zeros({layer.size(0), length, count}, layer.options()).index_add_(2, index, layer);
+    const torch::Tensor from_words =
+        torch::zeros({layer.size(0), count, count}, layer.options()).index_add_(1, index, to_words);
+    return from_words.div_(torch::tensor(tokens_per_word).view({1, count, 1}));
+  } catch (const c10::Error& error) {
+    return TorchError("word aggregation", error);
+  }
+}
+
 }  // namespace attnscope

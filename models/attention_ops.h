@@ -105,6 +105,26 @@ absl::StatusOr<torch::Tensor> AttentionBlock(const torch::Tensor& layer,
                                              const std::vector<int64_t>& rows,
                                              const std::vector<int64_t>& columns);
 
+// One word of an encoding: the token positions [token_start, token_end) that share a word id
+// within one text. Special tokens are words of their own.
+struct WordSpan {
+  int64_t token_start = 0;
+  int64_t token_end = 0;
+};
+
+// The words of an encoding, in order: runs of consecutive tokens with the same (sequence id, word
+// id); every token with word id -1 (special tokens) alone. Each token belongs to exactly one word.
+std::vector<WordSpan> WordSpans(absl::Span<const int64_t> word_ids,
+                                absl::Span<const int64_t> sequence_ids);
+
+// Word-level attention (Clark et al. 2019, "What Does BERT Look At?", section 4.1): of `layer`
+// [N, S, S] (S = the tokens the spans cover), the rows of each word's tokens are averaged
+// (attention from a word) and the columns summed (attention to a word), so that rows still sum to
+// 1: [N, W, W]. Works on rollout [S, S] too (as [1, S, S]). InvalidArgument when the spans do not
+// tile [0, S).
+absl::StatusOr<torch::Tensor> AggregateWords(const torch::Tensor& layer,
+                                             const std::vector<WordSpan>& words);
+
 }  // namespace attnscope
 
 #endif  // ATTNSCOPE_MODELS_ATTENTION_OPS_H_

@@ -93,5 +93,6 @@ bool Processor::IsUnknown(int id) const { return impl_->IsUnknown(id); }
 int Processor::bos_id() const { return impl_->bos_id(); }
 int Processor::eos_id() const { return impl_->eos_id(); }
 int Processor::pad_id() const { return impl_->pad_id(); }
+std::string Processor::NormalizerName() const { return impl_->NormalizerName(); }
 
 }  // namespace attnscope::sentencepiece_bridge

@@ -54,6 +54,9 @@ class Processor {
   int bos_id() const;
   int eos_id() const;
   int pad_id() const;
+  // The model's normalizer_spec name: "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "identity", ... ("" when
+  // the model file names none).
+  std::string NormalizerName() const;
 
  private:
   std::unique_ptr<ModuleProcessor> impl_;

@@ -3,9 +3,10 @@
 //
 // Why a separately loaded module: Debian's libsentencepiece exports its own bundled copy of
 // protobuf-lite under the same symbol names as libprotobuf.so, which LibTorch and gRPC load. Linked
-// into one process normally, libprotobuf's start-up code binds to SentencePiece's copies and crashes
-// before main(). Loaded with dlopen(RTLD_LOCAL | RTLD_DEEPBIND), SentencePiece binds to its own
-// copy and nobody else sees it. Only virtual calls and one extern "C" factory cross the boundary.
+// into one process normally, libprotobuf's start-up code binds to SentencePiece's copies and
+// crashes before main(). Loaded with dlopen(RTLD_LOCAL | RTLD_DEEPBIND), SentencePiece binds to its
+// own copy and nobody else sees it. Only virtual calls and one extern "C" factory cross the
+// boundary.
 //
 // Must not include Abseil or SentencePiece headers (see sentencepiece_bridge.h).
 #ifndef ATTNSCOPE_MODELS_SENTENCEPIECE_MODULE_H_
@@ -34,6 +35,7 @@ class ModuleProcessor {
   virtual int bos_id() const = 0;
   virtual int eos_id() const = 0;
   virtual int pad_id() const = 0;
+  virtual std::string NormalizerName() const = 0;
 };
 
 }  // namespace attnscope::sentencepiece_bridge

@@ -100,6 +100,25 @@ SentencePieceTokenizer::SentencePieceTokenizer(
 
 int64_t SentencePieceTokenizer::vocab_size() const { return processor_->GetPieceSize(); }
 
+TokenizerNormalization SentencePieceTokenizer::normalization() const {
+  TokenizerNormalization normalization;
+  const std::string name = processor_->NormalizerName();
+  if (name == "nmt_nfkc" || name == "nfkc") {
+    normalization.unicode_form = "NFKC";
+  } else if (name == "nmt_nfkc_cf" || name == "nfkc_cf") {
+    normalization.unicode_form = "NFKC_CF";
+    normalization.lowercase = true;
+  }
+  normalization.description =
+      normalization.unicode_form.empty()
+          ? absl::StrCat("SentencePiece normalizer '", name.empty() ? "identity" : name,
+                         "': text kept as written (case and accents kept)")
+          : absl::StrCat(
+                "SentencePiece normalizer '", name, "': Unicode ", normalization.unicode_form,
+                normalization.lowercase ? " with case folding" : " (case kept)", ", accents kept");
+  return normalization;
+}
+
 std::string SentencePieceTokenizer::IdToToken(int64_t id) const {
   if (id < 0 || id >= vocab_size()) return "";
   return processor_->IdToPiece(static_cast<int>(id));

@@ -51,6 +51,9 @@ class SentencePieceTokenizer : public Tokenizer {
   std::string Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const override;
 
   TokenizerKind kind() const override { return TokenizerKind::kSentencePiece; }
+  // From the model file's normalizer_spec name (SentencePiece's normalization rules: nmt_nfkc,
+  // nfkc, nmt_nfkc_cf, nfkc_cf, identity).
+  TokenizerNormalization normalization() const override;
   int64_t vocab_size() const override;
   std::string IdToToken(int64_t id) const override;
 

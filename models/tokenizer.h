@@ -87,6 +87,19 @@ struct EncodeOptions {
 // truncation to the model maximum then never cuts.
 inline constexpr int64_t kNoMaxLength = std::numeric_limits<int64_t>::max();
 
+// How a tokenizer changes text before it splits it, so that a display can explain its tokens.
+struct TokenizerNormalization {
+  bool lowercase = false;
+  // Combining marks removed after NFD decomposition (BERT's strip_accents): "Tôi" -> "toi", and
+  // Hangul syllables fall apart into conjoining jamo ("랭" -> "ᄅ" "ᅢ" "ᆼ").
+  bool strip_accents = false;
+  // The Unicode normalisation applied: "NFD", "NFKC", "NFKC_CF" (NFKC with case folding), or ""
+  // for none.
+  std::string unicode_form;
+  // One sentence for people saying what happens to a text, with examples.
+  std::string description;
+};
+
 // Which file format a tokenizer was loaded from.
 enum class TokenizerKind { kWordPiece, kSentencePiece };
 
@@ -135,6 +148,7 @@ class Tokenizer {
   virtual std::string Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const = 0;
 
   virtual TokenizerKind kind() const = 0;
+  virtual TokenizerNormalization normalization() const = 0;
   virtual int64_t vocab_size() const = 0;
   // The token string of `id`, or "" when out of range.
   virtual std::string IdToToken(int64_t id) const = 0;

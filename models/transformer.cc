@@ -88,13 +88,18 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
   ATTNSCOPE_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(options.model_dir));
   ATTNSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint,
                              Checkpoint::Open(options.model_dir));
+  absl::StatusOr<std::unique_ptr<TransformerModel>> model =
+      absl::InternalError("unhandled architecture");
   switch (config.architecture) {
     case Architecture::kBert:
-      return CreateBertModel(std::move(config), *checkpoint);
+      model = CreateBertModel(std::move(config), *checkpoint);
+      break;
     case Architecture::kLlama:
-      return CreateLlamaModel(std::move(config), *checkpoint);
+      model = CreateLlamaModel(std::move(config), *checkpoint);
+      break;
   }
-  return absl::InternalError("unhandled architecture");
+  if (model.ok()) (*model)->checkpoint_ = std::move(checkpoint);
+  return model;
 }
 
 }  // namespace attnscope

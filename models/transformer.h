@@ -57,6 +57,8 @@ struct ForwardOutput {
   torch::Tensor logits;
 };
 
+struct ModelOptions;
+
 // A loaded model. Immutable after Create; Forward may run from many threads at once.
 class TransformerModel {
  public:
@@ -73,6 +75,10 @@ class TransformerModel {
   virtual bool has_classifier() const { return false; }
   // The longest input the model accepts, in tokens.
   int64_t max_positions() const { return config_.max_position_embeddings; }
+  // The checkpoint the weights came from, every tensor by its checkpoint name; null for a model
+  // built without LoadTransformerModel. Safetensors float32 data stay mapped, so keeping it costs
+  // no memory beyond the model's own.
+  const Checkpoint* checkpoint() const { return checkpoint_.get(); }
 
  protected:
   explicit TransformerModel(ModelConfig config) : config_(std::move(config)) {}
@@ -83,10 +89,14 @@ class TransformerModel {
                                             const ForwardOptions& options) const = 0;
 
  private:
+  friend absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
+      const ModelOptions& options);
+
   // Checks ids, masks and lengths shared by every architecture; fills defaults for undefined masks.
   absl::StatusOr<ForwardInput> CheckInput(const ForwardInput& input) const;
 
   ModelConfig config_;
+  std::unique_ptr<const Checkpoint> checkpoint_;
 };
 
 struct ModelOptions {
@@ -99,8 +109,8 @@ struct ModelOptions {
 
 // Loads config.json and the weights of options.model_dir, validates every tensor against the
 // architecture and builds the model. Also measures the BLAS speed once per process (see
-// blas_check.h) and sets the intra-op thread count. NotFound / InvalidArgument as Checkpoint::Open, ParseModelConfig and
-// Checkpoint::Validate.
+// blas_check.h) and sets the intra-op thread count. NotFound / InvalidArgument as Checkpoint::Open,
+// ParseModelConfig and Checkpoint::Validate.
 absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(const ModelOptions& options);
 
 // Architecture-specific constructors, used by LoadTransformerModel.

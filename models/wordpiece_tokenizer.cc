@@ -484,6 +484,27 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromToke
   return tokenizer;
 }
 
+TokenizerNormalization WordPieceTokenizer::normalization() const {
+  TokenizerNormalization normalization;
+  normalization.lowercase = options_.lowercase;
+  normalization.strip_accents = options_.strip_accents.value_or(options_.lowercase);
+  if (normalization.strip_accents) normalization.unicode_form = "NFD";
+  if (normalization.lowercase && normalization.strip_accents) {
+    normalization.description =
+        "lower-cased, then accents stripped (NFD, combining marks removed): 'Tôi' becomes 'toi', "
+        "and Hangul syllables fall apart into conjoining jamo ('랭' becomes 'ᄅ', 'ᅢ', 'ᆼ')";
+  } else if (normalization.strip_accents) {
+    normalization.description =
+        "accents stripped (NFD, combining marks removed), case kept: 'Tôi' becomes 'Toi', and "
+        "Hangul syllables fall apart into conjoining jamo";
+  } else if (normalization.lowercase) {
+    normalization.description = "lower-cased, accents kept: 'Tôi' becomes 'tôi'";
+  } else {
+    normalization.description = "text kept as written (no lower-casing, accents kept)";
+  }
+  return normalization;
+}
+
 std::string WordPieceTokenizer::IdToToken(int64_t id) const {
   if (id < 0 || id >= vocab_size()) return "";
   return id_to_token_[id];

@@ -1,5 +1,6 @@
 // BERT WordPiece tokenizer, matching Hugging Face BertTokenizerFast (the `tokenizers` crate's
-// BertNormalizer, BertPreTokenizer, WordPiece model and decoder) token for token, including offsets.
+// BertNormalizer, BertPreTokenizer, WordPiece model and decoder) token for token, including
+// offsets.
 #ifndef ATTNSCOPE_MODELS_WORDPIECE_TOKENIZER_H_
 #define ATTNSCOPE_MODELS_WORDPIECE_TOKENIZER_H_
 
@@ -51,8 +52,8 @@ class WordPieceTokenizer : public Tokenizer {
   // `vocab` lists the tokens in id order. Special tokens missing from it are appended with the next
   // ids, as HF's add_special_tokens does. InvalidArgument: an empty unk token; an empty cls or sep
   // token without a post_processor; a post_processor token whose id disagrees with the vocabulary.
-  static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> Create(
-      std::vector<std::string> vocab, WordPieceOptions options);
+  static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> Create(std::vector<std::string> vocab,
+                                                                    WordPieceOptions options);
 
   // Reads a vocab.txt: one token per line, its id the 0-based line number (HF load_vocab; a
   // trailing "\r" is dropped too). NotFound/InvalidArgument as Create, naming the file.
@@ -73,6 +74,9 @@ class WordPieceTokenizer : public Tokenizer {
   std::string Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const override;
 
   TokenizerKind kind() const override { return TokenizerKind::kWordPiece; }
+  // BertNormalizer's: lowercase, and strip_accents (NFD, then marks dropped) when it is set or,
+  // unset, when lowercasing.
+  TokenizerNormalization normalization() const override;
   // Includes special tokens added past the vocabulary file.
   int64_t vocab_size() const override { return static_cast<int64_t>(id_to_token_.size()); }
   std::string IdToToken(int64_t id) const override;

@@ -62,4 +62,22 @@ grpc::Status AttentionService::CrossAttention(grpc::ServerContext* context,
   return ToGrpcStatus(core_->CrossAttention(GrpcCall(context), *request, response));
 }
 
+grpc::Status AttentionService::ListParameters(grpc::ServerContext* context,
+                                              const v1::ListParametersRequest* request,
+                                              v1::ListParametersResponse* response) {
+  return ToGrpcStatus(core_->ListParameters(GrpcCall(context), *request, response));
+}
+
+grpc::Status AttentionService::GetParameter(grpc::ServerContext* context,
+                                            const v1::GetParameterRequest* request,
+                                            v1::GetParameterResponse* response) {
+  return ToGrpcStatus(core_->GetParameter(GrpcCall(context), *request, response));
+}
+
+grpc::Status AttentionService::GetTrainingRecord(grpc::ServerContext* context,
+                                                 const v1::GetTrainingRecordRequest* request,
+                                                 v1::TrainingRecord* response) {
+  return ToGrpcStatus(core_->GetTrainingRecord(GrpcCall(context), *request, response));
+}
+
 }  // namespace attnscope::server

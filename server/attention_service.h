@@ -35,6 +35,14 @@ class AttentionService final : public v1::AttentionService::Service {
   grpc::Status CrossAttention(grpc::ServerContext* context,
                               const v1::CrossAttentionRequest* request,
                               v1::CrossAttentionResponse* response) override;
+  grpc::Status ListParameters(grpc::ServerContext* context,
+                              const v1::ListParametersRequest* request,
+                              v1::ListParametersResponse* response) override;
+  grpc::Status GetParameter(grpc::ServerContext* context, const v1::GetParameterRequest* request,
+                            v1::GetParameterResponse* response) override;
+  grpc::Status GetTrainingRecord(grpc::ServerContext* context,
+                                 const v1::GetTrainingRecordRequest* request,
+                                 v1::TrainingRecord* response) override;
 
  private:
   ServiceCore* const core_;

@@ -18,6 +18,7 @@
 #include "attnscope/v1/attnscope.pb.h"
 #include "common/status_macros.h"
 #include "server/listen_address.h"
+#include "server/metrics.h"
 
 namespace attnscope::server {
 namespace {
@@ -146,25 +147,75 @@ std::string Envelope(uint8_t flags, const std::string& payload) {
   return out + payload;
 }
 
+// A request message as sent: a POST body, or the Connect protocol's GET form
+// (?encoding=json&message=<JSON>, no message meaning an empty request) that lets a browser link or
+// a plain `curl URL` call a method.
+struct Body {
+  std::string text;
+  BodyFormat format = BodyFormat::kJson;
+};
+
+absl::StatusOr<Body> BodyOf(const httplib::Request& request) {
+  if (request.method == "GET") {
+    const std::string encoding =
+        request.has_param("encoding") ? request.get_param_value("encoding") : "json";
+    if (encoding != "json") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("encoding '", encoding,
+                       "': expected json for a GET (binary messages go in a POST body)"));
+    }
+    return Body{request.get_param_value("message"), BodyFormat::kJson};
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(const BodyFormat format, FormatOf(request));
+  return Body{request.body, format};
+}
+
 class Router {
  public:
   explicit Router(ServiceCore* core) : core_(core) {}
 
   void Handle(const httplib::Request& request, httplib::Response& response) const {
     const std::string method = request.path.substr(kServicePath.size());
-    if (method == "ListModels") return Unary(&ServiceCore::ListModels, request, response);
-    if (method == "GetModelInfo") return Unary(&ServiceCore::GetModelInfo, request, response);
-    if (method == "Tokenize") return Unary(&ServiceCore::Tokenize, request, response);
-    if (method == "GetAttention") return Unary(&ServiceCore::GetAttention, request, response);
-    if (method == "Encode") return Unary(&ServiceCore::Encode, request, response);
-    if (method == "CrossAttention") return Unary(&ServiceCore::CrossAttention, request, response);
-    if (method == "StreamAttention") return Stream(request, response);
-    WriteError(
-        absl::UnimplementedError(absl::StrCat(
-            "method '", method, "': not a method of attnscope.v1.AttentionService; expected ",
-            "one of ListModels, GetModelInfo, Tokenize, GetAttention, StreamAttention, ",
-            "Encode, CrossAttention")),
-        response);
+    const absl::StatusOr<Body> body = BodyOf(request);
+    if (!body.ok()) {
+      WriteError(body.status(), response);
+      response.status = 415;
+      return;
+    }
+    if (method == "ListModels") return Unary(&ServiceCore::ListModels, *body, request, response);
+    if (method == "GetModelInfo") {
+      return Unary(&ServiceCore::GetModelInfo, *body, request, response);
+    }
+    if (method == "Tokenize") return Unary(&ServiceCore::Tokenize, *body, request, response);
+    if (method == "GetAttention") {
+      return Unary(&ServiceCore::GetAttention, *body, request, response);
+    }
+    if (method == "Encode") return Unary(&ServiceCore::Encode, *body, request, response);
+    if (method == "CrossAttention") {
+      return Unary(&ServiceCore::CrossAttention, *body, request, response);
+    }
+    if (method == "ListParameters") {
+      return Unary(&ServiceCore::ListParameters, *body, request, response);
+    }
+    if (method == "GetParameter") {
+      return Unary(&ServiceCore::GetParameter, *body, request, response);
+    }
+    if (method == "GetTrainingRecord") {
+      return Unary(&ServiceCore::GetTrainingRecord, *body, request, response);
+    }
+    if (method == "StreamAttention" && request.method == "GET") {
+      WriteError(absl::InvalidArgumentError(
+                     "HTTP GET: StreamAttention streams its answer and takes a POST body"),
+                 response);
+      response.status = 405;
+      response.set_header("Allow", "POST");
+      return;
+    }
+    if (method == "StreamAttention") return Stream(*body, request, response);
+    WriteError(absl::UnimplementedError(absl::StrCat(
+                   "method '", method, "': not a method of attnscope.v1.AttentionService; ",
+                   "expected one of ", absl::StrJoin(Metrics::RpcNames(), ", "))),
+               response);
     response.status = 404;
   }
 
@@ -173,41 +224,30 @@ class Router {
   using UnaryMethod = absl::Status (ServiceCore::*)(const Call&, const Request&, Response*);
 
   template <typename Request, typename Response>
-  void Unary(UnaryMethod<Request, Response> method, const httplib::Request& http_request,
-             httplib::Response& http_response) const {
+  void Unary(UnaryMethod<Request, Response> method, const Body& body,
+             const httplib::Request& http_request, httplib::Response& http_response) const {
     Request request;
     Response response;
-    absl::StatusOr<BodyFormat> format = FormatOf(http_request);
-    if (!format.ok()) {
-      WriteError(format.status(), http_response);
-      http_response.status = 415;
-      return;
-    }
-    absl::Status status = ParseBody(http_request.body, *format, &request);
+    absl::Status status = ParseBody(body.text, body.format, &request);
     absl::StatusOr<std::chrono::system_clock::time_point> deadline = DeadlineOf(http_request);
     if (status.ok()) status = deadline.status();
     if (status.ok()) status = (core_->*method)(MakeCall("http", *deadline, {}), request, &response);
     if (!status.ok()) return WriteError(status, http_response);
-    if (*format == BodyFormat::kProto) {
+    if (body.format == BodyFormat::kProto) {
       http_response.set_content(response.SerializeAsString(), "application/proto");
     } else {
       http_response.set_content(ToJson(response), "application/json");
     }
   }
 
-  void Stream(const httplib::Request& http_request, httplib::Response& http_response) const {
+  void Stream(const Body& body, const httplib::Request& http_request,
+              httplib::Response& http_response) const {
     auto request = std::make_shared<v1::GetAttentionRequest>();
-    absl::StatusOr<BodyFormat> format = FormatOf(http_request);
-    if (!format.ok()) {
-      WriteError(format.status(), http_response);
-      http_response.status = 415;
-      return;
-    }
-    absl::Status status = ParseBody(http_request.body, *format, request.get());
+    absl::Status status = ParseBody(body.text, body.format, request.get());
     absl::StatusOr<std::chrono::system_clock::time_point> deadline = DeadlineOf(http_request);
     if (status.ok()) status = deadline.status();
     if (!status.ok()) return WriteError(status, http_response);
-    const bool json = *format == BodyFormat::kJson;
+    const bool json = body.format == BodyFormat::kJson;
     // The provider runs after this handler returns, on the same connection's thread: the call
     // (admission, metrics, the forward pass) happens while the answer is written.
     http_response.set_chunked_content_provider(
@@ -302,14 +342,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& opt
              [router](const httplib::Request& request, httplib::Response& response) {
                router->Handle(request, response);
              });
-  http->Get(absl::StrCat(kServicePath, ".*"),
-            [](const httplib::Request&, httplib::Response& response) {
-              WriteError(absl::InvalidArgumentError(
-                             "HTTP GET: the methods of attnscope.v1.AttentionService take POST "
-                             "with a JSON or binary request body"),
-                         response);
-              response.status = 405;
-              response.set_header("Allow", "POST");
+  http->Get(absl::StrCat(kServicePath, "[A-Za-z]+"),
+            [router](const httplib::Request& request, httplib::Response& response) {
+              router->Handle(request, response);
             });
   if (options.dashboard_dir.empty() || !http->set_mount_point("/", options.dashboard_dir)) {
     const std::string missing =

@@ -20,6 +20,9 @@
 //   DEADLINE_EXCEEDED, ...), with {"code": "invalid_argument", "message": "..."} as Connect writes
 //   it. Messages are the same as over gRPC.
 // - A `Connect-Timeout-Ms` header sets the call's deadline, honoured between layers.
+// - Unary methods also answer the Connect protocol's GET form, `GET
+//   /attnscope.v1.AttentionService/<Method>?encoding=json&message=<URL-encoded JSON>` (no message:
+//   an empty request), so that `curl URL` lists the models and a link can carry a request.
 //
 // Any other path is a GET of the dashboard's files (index.html at "/").
 #ifndef ATTNSCOPE_SERVER_HTTP_SERVER_H_

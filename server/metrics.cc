@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "attnscope/v1/attnscope.pb.h"
 #include "models/engine.h"
 
 namespace attnscope::server {
@@ -45,9 +46,14 @@ class ResidentMemoryCollectable : public prometheus::Collectable {
 }  // namespace
 
 const std::vector<std::string>& Metrics::RpcNames() {
-  static const auto* names = new std::vector<std::string>{
-      "ListModels",      "GetModelInfo", "Tokenize",      "GetAttention",
-      "StreamAttention", "Encode",       "CrossAttention"};
+  static const auto* names = [] {
+    // The contract's own list, so that a new RPC gets its series without a second list here.
+    const google::protobuf::ServiceDescriptor* service =
+        v1::ListModelsRequest::descriptor()->file()->FindServiceByName("AttentionService");
+    auto* names = new std::vector<std::string>();
+    for (int i = 0; i < service->method_count(); ++i) names->push_back(service->method(i)->name());
+    return names;
+  }();
   return *names;
 }
 

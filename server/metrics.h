@@ -27,7 +27,8 @@ namespace attnscope::server {
 
 class Metrics {
  public:
-  // The RPC names used as the `rpc` label, e.g. "GetAttention".
+  // The RPC names used as the `rpc` label, e.g. "GetAttention": the methods of
+  // attnscope.v1.AttentionService, in the contract's order.
   static const std::vector<std::string>& RpcNames();
   // The values of the `transport` label: "grpc" and "http".
   static const std::vector<std::string>& Transports();

@@ -111,16 +111,35 @@ void FillAttentionHeader(const AttentionAnswer& answer, Message* message) {
   AddIndices(answer.layers, answer.heads, message);
   message->set_query_start(static_cast<int32_t>(answer.window.query_start));
   message->set_key_start(static_cast<int32_t>(answer.window.key_start));
+  for (const Word& word : answer.words) {
+    v1::Word* out = message->add_words();
+    out->set_text(word.text);
+    out->set_token_start(static_cast<int32_t>(word.tokens.token_start));
+    out->set_token_end(static_cast<int32_t>(word.tokens.token_end));
+    out->set_sequence_id(static_cast<int32_t>(word.sequence_id));
+    out->mutable_offsets()->set_start(word.offsets.start);
+    out->mutable_offsets()->set_end(word.offsets.end);
+    out->mutable_byte_offsets()->set_start(word.byte_offsets.start);
+    out->mutable_byte_offsets()->set_end(word.byte_offsets.end);
+  }
+}
+
+// Dimension names of the answer's scores (dense, token axes), top-k indices and rollout.
+std::vector<std::string> ScoreDims(const AttentionAnswer& answer) {
+  std::vector<std::string> dims = answer.dim_names();
+  dims.back() = answer.words.empty() ? "key_token" : "key_word";
+  return dims;
+}
+
+std::vector<std::string> RolloutDims(const AttentionAnswer& answer) {
+  const std::vector<std::string> dims = ScoreDims(answer);
+  return {dims[2], dims[3]};
 }
 
 // The dimension names of one layer's slice: `dims` without "layer".
 std::vector<std::string> WithoutLayer(const std::vector<std::string>& dims) {
   return {dims.begin() + 1, dims.end()};
 }
-
-const std::vector<std::string> kLayerDims = {"layer", "head", "query_token", "key_token"};
-const std::vector<std::string> kTopKDims = {"layer", "head", "query_token", "k"};
-const std::vector<std::string> kRolloutDims = {"query_token", "key_token"};
 
 }  // namespace
 
@@ -146,6 +165,7 @@ absl::StatusOr<AttentionQuery> ToQuery(const v1::GetAttentionRequest& request) {
   query.top_k = request.top_k();
   const v1::Window& window = request.window();
   query.window = {window.query_start(), window.query_end(), window.key_start(), window.key_end()};
+  query.aggregate_words = request.aggregate_words();
   return query;
 }
 
@@ -191,6 +211,16 @@ absl::StatusOr<CrossAttentionQuery> ToQuery(const v1::CrossAttentionRequest& req
   return query;
 }
 
+absl::StatusOr<ParameterQuery> ToQuery(const v1::GetParameterRequest& request) {
+  ParameterQuery query;
+  query.model = request.model();
+  query.name = request.name();
+  ATTNSCOPE_ASSIGN_OR_RETURN(query.dtype, ToOutputDType(request.dtype()));
+  query.row_start = request.row_start();
+  query.row_end = request.row_end();
+  return query;
+}
+
 void ToProto(const LoadedModel& model, v1::ModelInfo* info) {
   const ModelConfig& config = model.config();
   info->set_name(model.name());
@@ -211,6 +241,12 @@ void ToProto(const LoadedModel& model, v1::ModelInfo* info) {
   }
   info->set_weights_checksum(model.weights_checksum());
   info->set_is_causal(config.architecture == Architecture::kLlama);
+  const TokenizerNormalization normalization = model.tokenizer().normalization();
+  v1::TokenizerNormalization* out = info->mutable_normalization();
+  out->set_lowercase(normalization.lowercase);
+  out->set_strip_accents(normalization.strip_accents);
+  out->set_unicode_form(normalization.unicode_form);
+  out->set_description(normalization.description);
 }
 
 void ToProto(const EncodedText& tokens, v1::Tokens* out) {
@@ -239,15 +275,15 @@ absl::Status ToProto(const AttentionAnswer& answer, v1::GetAttentionResponse* re
       EncodeStacked(answer.attentions, answer.dim_names(), dtype, response->mutable_attentions()));
   if (!answer.scores.empty()) {
     ATTNSCOPE_RETURN_IF_ERROR(
-        EncodeStacked(answer.scores, kLayerDims, dtype, response->mutable_scores()));
+        EncodeStacked(answer.scores, ScoreDims(answer), dtype, response->mutable_scores()));
   }
   if (answer.top_k) {
-    ATTNSCOPE_RETURN_IF_ERROR(EncodeStacked(answer.top_k_indices, kTopKDims, v1::DTYPE_INT32,
-                                            response->mutable_top_k_indices()));
+    ATTNSCOPE_RETURN_IF_ERROR(EncodeStacked(answer.top_k_indices, answer.dim_names(),
+                                            v1::DTYPE_INT32, response->mutable_top_k_indices()));
   }
   if (answer.rollout.defined()) {
     ATTNSCOPE_RETURN_IF_ERROR(
-        EncodeTensor(answer.rollout, kRolloutDims, dtype, response->mutable_rollout()));
+        EncodeTensor(answer.rollout, RolloutDims(answer), dtype, response->mutable_rollout()));
   }
   return absl::OkStatus();
 }
@@ -270,19 +306,20 @@ absl::Status WriteStream(
     ATTNSCOPE_RETURN_IF_ERROR(EncodeTensor(answer.attentions[i], WithoutLayer(answer.dim_names()),
                                            dtype, layer->mutable_attentions()));
     if (!answer.scores.empty()) {
-      ATTNSCOPE_RETURN_IF_ERROR(
-          EncodeTensor(answer.scores[i], WithoutLayer(kLayerDims), dtype, layer->mutable_scores()));
+      ATTNSCOPE_RETURN_IF_ERROR(EncodeTensor(answer.scores[i], WithoutLayer(ScoreDims(answer)),
+                                             dtype, layer->mutable_scores()));
     }
     if (answer.top_k) {
-      ATTNSCOPE_RETURN_IF_ERROR(EncodeTensor(answer.top_k_indices[i], WithoutLayer(kTopKDims),
-                                             v1::DTYPE_INT32, layer->mutable_top_k_indices()));
+      ATTNSCOPE_RETURN_IF_ERROR(EncodeTensor(answer.top_k_indices[i],
+                                             WithoutLayer(answer.dim_names()), v1::DTYPE_INT32,
+                                             layer->mutable_top_k_indices()));
     }
     ATTNSCOPE_RETURN_IF_ERROR(write(message));
   }
   if (answer.rollout.defined()) {
     message.Clear();
     ATTNSCOPE_RETURN_IF_ERROR(
-        EncodeTensor(answer.rollout, kRolloutDims, dtype, message.mutable_rollout()));
+        EncodeTensor(answer.rollout, RolloutDims(answer), dtype, message.mutable_rollout()));
     ATTNSCOPE_RETURN_IF_ERROR(write(message));
   }
   return absl::OkStatus();
@@ -335,6 +372,29 @@ absl::Status ToProto(const CrossAttentionAnswer& answer, v1::CrossAttentionRespo
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status ToProto(const ParameterAnswer& answer, v1::GetParameterResponse* response) {
+  response->set_model(answer.model->name());
+  response->set_name(answer.name);
+  response->set_row_start(answer.row_start);
+  std::vector<std::string> dims;
+  if (answer.tensor.dim() == 1) dims = {"index"};
+  if (answer.tensor.dim() == 2) dims = {"row", "column"};
+  for (int64_t i = static_cast<int64_t>(dims.size()); i < answer.tensor.dim(); ++i) {
+    dims.push_back(absl::StrCat("dim", i));
+  }
+  return EncodeTensor(answer.tensor, dims, ToWire(answer.dtype), response->mutable_tensor());
+}
+
+void ToProto(const TrainingRecordAnswer& answer, v1::TrainingRecord* record) {
+  record->set_model(answer.model->name());
+  for (const TrainingPoint& point : answer.points) {
+    v1::TrainingPoint* out = record->add_points();
+    out->set_step(point.step);
+    for (const auto& [name, value] : point.values) (*out->mutable_values())[name] = value;
+  }
+  record->set_record_json(answer.record_json);
 }
 
 }  // namespace attnscope::server

@@ -20,6 +20,7 @@ absl::StatusOr<TokenizeQuery> ToQuery(const v1::TokenizeRequest& request);
 absl::StatusOr<AttentionQuery> ToQuery(const v1::GetAttentionRequest& request);
 absl::StatusOr<EncodeQuery> ToQuery(const v1::EncodeRequest& request);
 absl::StatusOr<CrossAttentionQuery> ToQuery(const v1::CrossAttentionRequest& request);
+absl::StatusOr<ParameterQuery> ToQuery(const v1::GetParameterRequest& request);
 
 void ToProto(const LoadedModel& model, v1::ModelInfo* info);
 void ToProto(const EncodedText& tokens, v1::Tokens* out);
@@ -27,6 +28,8 @@ void ToProto(const EncodedText& tokens, v1::Tokens* out);
 absl::Status ToProto(const AttentionAnswer& answer, v1::GetAttentionResponse* response);
 absl::Status ToProto(const EncodeAnswer& answer, v1::EncodeResponse* response);
 absl::Status ToProto(const CrossAttentionAnswer& answer, v1::CrossAttentionResponse* response);
+absl::Status ToProto(const ParameterAnswer& answer, v1::GetParameterResponse* response);
+void ToProto(const TrainingRecordAnswer& answer, v1::TrainingRecord* record);
 
 // Writes `answer` as StreamAttention messages: the header, one message per selected layer, then the
 // rollout when there is one. Stops at the first non-OK status `write` returns (the client went

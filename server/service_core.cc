@@ -194,4 +194,42 @@ absl::Status ServiceCore::CrossAttention(const Call& call, const v1::CrossAttent
   });
 }
 
+absl::Status ServiceCore::ListParameters(const Call& call, const v1::ListParametersRequest& request,
+                                         v1::ListParametersResponse* response) {
+  return Serve(call, "ListParameters", response, "", [&]() -> absl::Status {
+    ATTNSCOPE_ASSIGN_OR_RETURN(const std::vector<ParameterInfo> parameters,
+                               runner_->ListParameters(request.model()));
+    ATTNSCOPE_ASSIGN_OR_RETURN(const LoadedModel* model, runner_->FindModel(request.model()));
+    response->set_model(model->name());
+    for (const ParameterInfo& parameter : parameters) {
+      v1::ParameterInfo* info = response->add_parameters();
+      info->set_name(parameter.name);
+      for (const int64_t dim : parameter.shape) info->add_shape(dim);
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ServiceCore::GetParameter(const Call& call, const v1::GetParameterRequest& request,
+                                       v1::GetParameterResponse* response) {
+  return Serve(call, "GetParameter", response, "ask for fewer rows or dtype DTYPE_FLOAT16",
+               [&]() -> absl::Status {
+                 ATTNSCOPE_ASSIGN_OR_RETURN(const ParameterQuery query, ToQuery(request));
+                 ATTNSCOPE_ASSIGN_OR_RETURN(const ParameterAnswer answer,
+                                            runner_->GetParameter(query));
+                 return ToProto(answer, response);
+               });
+}
+
+absl::Status ServiceCore::GetTrainingRecord(const Call& call,
+                                            const v1::GetTrainingRecordRequest& request,
+                                            v1::TrainingRecord* response) {
+  return Serve(call, "GetTrainingRecord", response, "", [&]() -> absl::Status {
+    ATTNSCOPE_ASSIGN_OR_RETURN(const TrainingRecordAnswer answer,
+                               runner_->GetTrainingRecord(request.model()));
+    ToProto(answer, response);
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace attnscope::server

@@ -88,6 +88,12 @@ class ServiceCore {
                       v1::EncodeResponse* response);
   absl::Status CrossAttention(const Call& call, const v1::CrossAttentionRequest& request,
                               v1::CrossAttentionResponse* response);
+  absl::Status ListParameters(const Call& call, const v1::ListParametersRequest& request,
+                              v1::ListParametersResponse* response);
+  absl::Status GetParameter(const Call& call, const v1::GetParameterRequest& request,
+                            v1::GetParameterResponse* response);
+  absl::Status GetTrainingRecord(const Call& call, const v1::GetTrainingRecordRequest& request,
+                                 v1::TrainingRecord* response);
 
  private:
   class Observer;

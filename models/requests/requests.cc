@@ -8,7 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "models/file_util.h"
 #include "models/unicode.h"
+#include "nlohmann/json.hpp"
 
 namespace attnscope {
 namespace {
@@ -17,17 +19,6 @@ using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-const std::vector<std::string>& LayerDims() {
-  static const auto* dims =
-      new std::vector<std::string>{"layer", "head", "query_token", "key_token"};
-  return *dims;
-}
-
-const std::vector<std::string>& TopKDims() {
-  static const auto* dims = new std::vector<std::string>{"layer", "head", "query_token", "k"};
-  return *dims;
 }
 
 absl::Status CheckText(const std::string& text, absl::string_view field) {
@@ -52,7 +43,7 @@ absl::Status CheckInput(const TextInput& input, absl::string_view prefix) {
 
 // The original text of each token: the bytes at its byte offsets in the text it came from.
 std::vector<std::string> OriginalTexts(const Encoding& encoding, absl::string_view text,
-                                    absl::string_view text_pair) {
+                                       absl::string_view text_pair) {
   std::vector<std::string> texts(encoding.size());
   for (size_t i = 0; i < encoding.size(); ++i) {
     const int64_t sequence = encoding.sequence_ids[i];
@@ -65,6 +56,29 @@ std::vector<std::string> OriginalTexts(const Encoding& encoding, absl::string_vi
     }
   }
   return texts;
+}
+
+// The words of `tokens` (see WordSpans) with their original text.
+std::vector<Word> WordsOf(const EncodedText& tokens, const TextInput& input) {
+  const Encoding& encoding = tokens.encoding;
+  std::vector<Word> words;
+  for (const WordSpan& span : WordSpans(encoding.word_ids, encoding.sequence_ids)) {
+    Word& word = words.emplace_back();
+    word.tokens = span;
+    const int64_t first = span.token_start;
+    const int64_t last = span.token_end - 1;
+    word.sequence_id = encoding.sequence_ids[first];
+    if (word.sequence_id < 0) {
+      word.text = encoding.tokens[first];
+      continue;
+    }
+    word.offsets = {encoding.offsets[first].start, encoding.offsets[last].end};
+    word.byte_offsets = {encoding.byte_offsets[first].start, encoding.byte_offsets[last].end};
+    const std::string& source = word.sequence_id == 0 ? input.text : *input.text_pair;
+    word.text =
+        source.substr(word.byte_offsets.start, word.byte_offsets.end - word.byte_offsets.start);
+  }
+  return words;
 }
 
 // InvalidArgument naming `field` when `text` gives no tokens of its own (whitespace, or only
@@ -114,8 +128,9 @@ absl::StatusOr<TextOptions> ToTextOptions(const TokenizationQuery& tokenization,
 
 int64_t BytesPerElement(OutputDType dtype) { return dtype == OutputDType::kFloat32 ? 4 : 2; }
 
-const std::vector<std::string>& AttentionAnswer::dim_names() const {
-  return top_k ? TopKDims() : LayerDims();
+std::vector<std::string> AttentionAnswer::dim_names() const {
+  const std::string unit = words.empty() ? "token" : "word";
+  return {"layer", "head", "query_" + unit, top_k ? "k" : "key_" + unit};
 }
 
 std::vector<int64_t> AttentionAnswer::shape() const {
@@ -235,6 +250,11 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
         "include_scores with top_k: scores are returned dense only; drop `include_scores` or set "
         "`top_k` to 0");
   }
+  if (query.aggregate_words && query.include_scores) {
+    return absl::InvalidArgumentError(
+        "include_scores with aggregate_words: pre-softmax scores do not add up over a word's "
+        "tokens; drop `include_scores` or `aggregate_words`");
+  }
   answer.dtype = query.dtype;
   ATTNSCOPE_ASSIGN_OR_RETURN(
       answer.layers, ResolveIndices(query.layers, config.num_hidden_layers, "layer", "layers"));
@@ -244,7 +264,14 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
                              ToTextOptions(query.tokenization, Truncation::kNone));
   ATTNSCOPE_ASSIGN_OR_RETURN(answer.tokens, EncodeInput(*answer.model, query.input, options));
   const int64_t length = static_cast<int64_t>(answer.tokens.encoding.size());
-  ATTNSCOPE_ASSIGN_OR_RETURN(answer.window, ResolveWindow(query.window, length));
+  std::vector<WordSpan> spans;
+  if (query.aggregate_words) {
+    answer.words = WordsOf(answer.tokens, query.input);
+    for (const Word& word : answer.words) spans.push_back(word.tokens);
+  }
+  // The units of the query and key axes: tokens, or words.
+  const int64_t units = query.aggregate_words ? static_cast<int64_t>(spans.size()) : length;
+  ATTNSCOPE_ASSIGN_OR_RETURN(answer.window, ResolveWindow(query.window, units));
   answer.top_k = query.top_k > 0;
 
   const int64_t queries = answer.window.query_end - answer.window.query_start;
@@ -269,10 +296,17 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
   std::vector<Encoding> batch_input = {answer.tokens.encoding};
   ATTNSCOPE_ASSIGN_OR_RETURN(BatchOutput batch,
                              Forward(*answer.model, std::move(batch_input), forward, check));
+  auto unit_attention = [&](const torch::Tensor& tokens) -> absl::StatusOr<torch::Tensor> {
+    if (!query.aggregate_words) return tokens;
+    return AggregateWords(tokens, spans);
+  };
   for (const int64_t layer : answer.layers) {
-    ATTNSCOPE_ASSIGN_OR_RETURN(torch::Tensor selected,
-                               SelectHeads(StripPadding(batch.forward.attentions[layer], 0, length),
-                                           answer.heads, query.head_aggregation, answer.window));
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        const torch::Tensor full,
+        unit_attention(StripPadding(batch.forward.attentions[layer], 0, length)));
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        torch::Tensor selected,
+        SelectHeads(full, answer.heads, query.head_aggregation, answer.window));
     if (answer.top_k) {
       ATTNSCOPE_ASSIGN_OR_RETURN(RowTopK top,
                                  TopKPerRow(selected, query.top_k, answer.window.key_start));
@@ -295,7 +329,9 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
       all_layers.push_back(StripPadding(layer, 0, length));
     }
     ATTNSCOPE_ASSIGN_OR_RETURN(torch::Tensor rollout, AttentionRollout(all_layers));
-    answer.rollout = rollout.narrow(0, answer.window.query_start, queries)
+    ATTNSCOPE_ASSIGN_OR_RETURN(rollout, unit_attention(rollout.unsqueeze(0)));
+    answer.rollout = rollout.squeeze(0)
+                         .narrow(0, answer.window.query_start, queries)
                          .narrow(1, answer.window.key_start, keys);
   }
   return answer;
@@ -413,7 +449,7 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
     }
     EncodedText tokens;
     tokens.original_texts = causal ? OriginalTexts(encoding, document, query.query)
-                                : OriginalTexts(encoding, query.query, document);
+                                   : OriginalTexts(encoding, query.query, document);
     tokens.encoding = std::move(encoding);
     DocumentAnswer& result = answer.documents.emplace_back();
     result.query_positions = PositionsOfSequence(tokens.encoding.sequence_ids, query_sequence);
@@ -469,6 +505,105 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
       const float* values = logits.data_ptr<float>();
       result.logits.assign(values, values + logits.numel());
       if (!result.logits.empty()) result.relevance_score = result.logits.back();
+    }
+  }
+  return answer;
+}
+
+absl::StatusOr<std::vector<ParameterInfo>> RequestRunner::ListParameters(
+    const std::string& model_name) const {
+  ATTNSCOPE_ASSIGN_OR_RETURN(const LoadedModel* model, FindModel(model_name));
+  std::vector<ParameterInfo> parameters;
+  const Checkpoint* checkpoint = model->model().checkpoint();
+  if (checkpoint == nullptr) return parameters;
+  for (const std::string& name : checkpoint->Names()) {
+    parameters.push_back({name, checkpoint->Get(name).sizes().vec()});
+  }
+  return parameters;
+}
+
+absl::StatusOr<ParameterAnswer> RequestRunner::GetParameter(const ParameterQuery& query) const {
+  ParameterAnswer answer;
+  ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(query.model));
+  const Checkpoint* checkpoint = answer.model->model().checkpoint();
+  if (checkpoint == nullptr || !checkpoint->Contains(query.name)) {
+    // Names that share the last part of the requested one, e.g. "position_embeddings.weight"
+    // finds "bert.embeddings.position_embeddings.weight".
+    std::vector<std::string> similar;
+    const std::string tail = query.name.substr(query.name.find('.') + 1);
+    if (checkpoint != nullptr) {
+      for (const std::string& name : checkpoint->Names()) {
+        if (!tail.empty() && name.find(tail) != std::string::npos) similar.push_back(name);
+      }
+    }
+    return absl::NotFoundError(absl::StrCat(
+        "parameter '", query.name.substr(0, 200), "' of model '", answer.model->name(),
+        "': not in its checkpoint; ",
+        similar.empty() ? "ListParameters lists the names"
+                        : absl::StrCat("did you mean ", absl::StrJoin(similar, ", "), "?")));
+  }
+  answer.name = query.name;
+  answer.dtype = query.dtype;
+  const torch::Tensor tensor = checkpoint->Get(query.name);
+  const int64_t rows = tensor.dim() == 0 ? 1 : tensor.size(0);
+  const int64_t row_end = query.row_end == 0 ? rows : query.row_end;
+  if (query.row_start < 0 || query.row_start >= row_end || row_end > rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rows [", query.row_start, ", ", query.row_end, ") of parameter '", query.name,
+                     "': expected 0 <= row_start < row_end <= ", rows,
+                     " (its first dimension; an end of 0 means the last row); fix `row_start` / "
+                     "`row_end`"));
+  }
+  answer.row_start = query.row_start;
+  answer.tensor =
+      tensor.dim() == 0 ? tensor : tensor.narrow(0, query.row_start, row_end - query.row_start);
+  const int64_t bytes = answer.tensor.numel() * BytesPerElement(answer.dtype);
+  if (bytes > options_.max_response_bytes) {
+    std::string fixes = "ask for fewer rows (`row_start`, `row_end`)";
+    if (answer.dtype == OutputDType::kFloat32) absl::StrAppend(&fixes, " or dtype DTYPE_FLOAT16");
+    return TooLarge("GetParameter", bytes, options_.max_response_bytes, fixes);
+  }
+  return answer;
+}
+
+absl::StatusOr<TrainingRecordAnswer> RequestRunner::GetTrainingRecord(
+    const std::string& model_name) const {
+  TrainingRecordAnswer answer;
+  ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(model_name));
+  const std::string path = JoinPath(answer.model->model_dir(), "training_record.json");
+  if (!FileExists(path)) {
+    return absl::NotFoundError(absl::StrCat("model '", answer.model->name(),
+                                            "' has no training record (", path,
+                                            "); only models trained by attnscope-train keep one"));
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(answer.record_json, ReadFileToString(path));
+  const nlohmann::json json =
+      nlohmann::json::parse(answer.record_json, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training record '", path, "': expected a JSON object as attnscope-train writes it"));
+  }
+  std::vector<const nlohmann::json*> steps;
+  auto add = [&steps](const nlohmann::json& entry) {
+    if (entry.is_object() && entry.contains("step") && entry["step"].is_number()) {
+      steps.push_back(&entry);
+    }
+  };
+  if (json.contains("history") && json["history"].is_array()) {
+    for (const nlohmann::json& entry : json["history"]) add(entry);
+  } else {
+    if (json.contains("first_steps") && json["first_steps"].is_array()) {
+      for (const nlohmann::json& entry : json["first_steps"]) add(entry);
+    }
+    if (json.contains("last_window")) add(json["last_window"]);
+  }
+  for (const nlohmann::json* entry : steps) {
+    TrainingPoint& point = answer.points.emplace_back();
+    point.step = (*entry)["step"].get<int64_t>();
+    for (const auto& item : entry->items()) {
+      if (item.key() != "step" && item.value().is_number()) {
+        point.values.emplace_back(item.key(), item.value().get<double>());
+      }
     }
   }
   return answer;

@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -101,13 +102,32 @@ struct AttentionQuery {
   OutputDType dtype = OutputDType::kFloat32;
   // > 0: the k largest entries of each row, with their key positions. 0 = dense.
   int64_t top_k = 0;
-  // Query and key positions; an end of 0 means the end of the sequence.
+  // Query and key positions; an end of 0 means the end of the sequence. Word positions with
+  // aggregate_words.
   AttentionWindow window;
+  // Word-level attention (AggregateWords in attention_ops.h): query and key axes count words.
+  // Not with include_scores (a sum of pre-softmax scores means nothing).
+  bool aggregate_words = false;
+};
+
+// One word of an answer whose axes count words (aggregate_words).
+struct Word {
+  // The caller's text from the word's first token to its last ("Tôi" for "to" "##i"); the token
+  // itself for a special token.
+  std::string text;
+  WordSpan tokens;
+  // 0 = first text, 1 = second, -1 = special token.
+  int64_t sequence_id = -1;
+  // Code-point and byte span in the text given by sequence_id; {0, 0} for special tokens.
+  Offset offsets;
+  Offset byte_offsets;
 };
 
 struct AttentionAnswer {
   const LoadedModel* model = nullptr;
   EncodedText tokens;
+  // The query/key units with aggregate_words, in order; empty otherwise.
+  std::vector<Word> words;
   // Resolved (non-negative) indices, in output order.
   std::vector<int64_t> layers;
   std::vector<int64_t> heads;
@@ -125,8 +145,9 @@ struct AttentionAnswer {
   // [query_token, key_token], when rollout; undefined otherwise.
   torch::Tensor rollout;
 
-  // Dimension names of the stacked attentions: layer, head, query_token, key_token (k with top_k).
-  const std::vector<std::string>& dim_names() const;
+  // Dimension names of the stacked attentions: layer, head, query_token, key_token (query_word,
+  // key_word with aggregate_words; k with top_k).
+  std::vector<std::string> dim_names() const;
   // Shape of the stacked attentions: [layers, heads, queries, keys or k].
   std::vector<int64_t> shape() const;
 };
@@ -201,6 +222,46 @@ struct CrossAttentionAnswer {
   std::vector<DocumentAnswer> documents;
 };
 
+// A weight tensor by its checkpoint name (ListParameters, GetParameter).
+struct ParameterInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+struct ParameterQuery {
+  std::string model;
+  // A checkpoint tensor name, e.g. "embeddings.position_embeddings.weight".
+  std::string name;
+  OutputDType dtype = OutputDType::kFloat32;
+  // Rows [row_start, row_end) of the first dimension; an end of 0 means the last row.
+  int64_t row_start = 0;
+  int64_t row_end = 0;
+};
+
+struct ParameterAnswer {
+  const LoadedModel* model = nullptr;
+  std::string name;
+  OutputDType dtype = OutputDType::kFloat32;
+  // The first row returned (row_start).
+  int64_t row_start = 0;
+  // The tensor, cut to the rows; float32, a view of the checkpoint's.
+  torch::Tensor tensor;
+};
+
+// One recorded training step: "loss", "learning_rate" and whatever else the record holds.
+struct TrainingPoint {
+  int64_t step = 0;
+  std::vector<std::pair<std::string, double>> values;
+};
+
+struct TrainingRecordAnswer {
+  const LoadedModel* model = nullptr;
+  // In step order.
+  std::vector<TrainingPoint> points;
+  // training_record.json as written by the trainer.
+  std::string record_json;
+};
+
 // Events of the request layer, for metrics. Called on the calling thread (tokenization) or the
 // inference thread (forward passes); implementations must be thread-safe.
 class RequestObserver {
@@ -237,6 +298,16 @@ class RequestRunner {
   absl::StatusOr<EncodeAnswer> RunEncode(const EncodeQuery& query, const CallCheck& check) const;
   absl::StatusOr<CrossAttentionAnswer> RunCrossAttention(const CrossAttentionQuery& query,
                                                          const CallCheck& check) const;
+  // Every tensor of the model's checkpoint, in name order. NotFound for an unknown model.
+  absl::StatusOr<std::vector<ParameterInfo>> ListParameters(const std::string& model) const;
+  // One checkpoint tensor. NotFound for an unknown name (naming similar ones); InvalidArgument
+  // for rows outside the tensor; ResourceExhausted over the size cap (naming the rows and dtype
+  // options).
+  absl::StatusOr<ParameterAnswer> GetParameter(const ParameterQuery& query) const;
+  // The series of the model folder's training_record.json: its "history" (every N steps), or else
+  // its "first_steps" and "last_window". NotFound when the folder has no record; InvalidArgument
+  // when it is not the trainer's JSON.
+  absl::StatusOr<TrainingRecordAnswer> GetTrainingRecord(const std::string& model) const;
 
   int64_t max_response_bytes() const { return options_.max_response_bytes; }
 

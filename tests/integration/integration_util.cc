@@ -149,6 +149,10 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Option
       if (metrics != std::string::npos) {
         server->metrics_port_ = std::atoi(line.c_str() + metrics + strlen("(metrics on :"));
       }
+      const std::string kHttp = "on http://127.0.0.1:";
+      if (const size_t http = line.find(kHttp); http != std::string::npos) {
+        server->http_port_ = std::atoi(line.c_str() + http + kHttp.size());
+      }
       return server;
     }
     if (std::optional<int> status = WaitFor(server->pid_, absl::ZeroDuration())) {

@@ -60,15 +60,18 @@ class ServerProcess {
     absl::Duration startup_timeout = absl::Seconds(120);
   };
 
-  // Starts the server on 127.0.0.1:0 and waits until it prints
-  // "attnscope-server listening on ADDR (metrics on :PORT)". Unavailable when the binary exits or
-  // times out first; the message includes the server's stderr.
+  // Starts the server on 127.0.0.1:0 (gRPC and HTTP) and waits until it prints
+  // "attnscope-server listening on ADDR (metrics on :PORT) (HTTP and dashboard on
+  // http://127.0.0.1:PORT/)". Unavailable when the binary exits or times out first; the message
+  // includes the server's stderr.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(const Options& options);
   ~ServerProcess();
 
   // "127.0.0.1:PORT" as printed by the server.
   const std::string& address() const { return address_; }
   int metrics_port() const { return metrics_port_; }
+  // The HTTP/JSON port (--http_listen=127.0.0.1:0).
+  int http_port() const { return http_port_; }
   pid_t pid() const { return pid_; }
   // A client for this server with the given cap and a single attempt per call unless overridden.
   std::unique_ptr<Client> NewClient(int64_t max_response_bytes = kDefaultMaxResponseBytes,
@@ -89,6 +92,7 @@ class ServerProcess {
   bool reaped_ = false;
   std::string address_;
   int metrics_port_ = 0;
+  int http_port_ = 0;
   std::unique_ptr<TempDir> dir_;
 };
 

@@ -1,0 +1,429 @@
+// The HTTP/JSON front end against the gRPC one, on one real attnscope-server: every RPC answers
+// the same message over both (JSON and binary bodies), streams carry the same messages, bad input
+// gets the same code and message, texts are plain JSON strings, and /metrics counts each transport.
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/message_differencer.h>
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "attnscope/v1/attnscope.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "tests/integration/integration_util.h"
+
+namespace attnscope::testing {
+namespace {
+
+using google::protobuf::util::MessageDifferencer;
+
+constexpr char kPath[] = "/attnscope.v1.AttentionService/";
+
+class HttpTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ServerProcess::Options options;
+    options.models = {"bert=" + TinyBertDir(), "llama=" + Stories260kDir()};
+    options.metrics_port = FreeTcpPort();
+    options.extra_flags = {"--dashboard_dir="};
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+    ASSERT_GT(server_->http_port(), 0);
+  }
+  static void TearDownTestSuite() { delete server_; }
+
+  void SetUp() override {
+    stub_ = v1::AttentionService::NewStub(
+        grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+    http_ = std::make_unique<httplib::Client>("127.0.0.1", server_->http_port());
+    http_->set_read_timeout(60);
+  }
+
+  // POSTs `body` to `method` and returns the response (status, body).
+  httplib::Result Post(const std::string& method, const std::string& body,
+                       const std::string& content_type = "application/json") {
+    return http_->Post(absl::StrCat(kPath, method).c_str(), body, content_type.c_str());
+  }
+
+  // The JSON answer of `method` parsed into `Response`; a test failure unless it is 200.
+  template <typename Response>
+  Response PostJson(const std::string& method, const std::string& body) {
+    Response response;
+    httplib::Result result = Post(method, body);
+    EXPECT_TRUE(result) << method;
+    if (!result) return response;
+    EXPECT_EQ(result->status, 200) << method << ": " << result->body;
+    EXPECT_EQ(result->get_header_value("Content-Type"), "application/json");
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(result->body, &response).ok())
+        << result->body;
+    return response;
+  }
+
+  // The binary answer of `method` for `request`.
+  template <typename Response>
+  Response PostProto(const std::string& method, const google::protobuf::Message& request) {
+    Response response;
+    httplib::Result result = Post(method, request.SerializeAsString(), "application/proto");
+    EXPECT_TRUE(result) << method;
+    if (!result) return response;
+    EXPECT_EQ(result->status, 200) << method << ": " << result->body;
+    EXPECT_EQ(result->get_header_value("Content-Type"), "application/proto");
+    EXPECT_TRUE(response.ParseFromString(result->body));
+    return response;
+  }
+
+  static ServerProcess* server_;
+  std::unique_ptr<v1::AttentionService::Stub> stub_;
+  std::unique_ptr<httplib::Client> http_;
+};
+
+ServerProcess* HttpTest::server_ = nullptr;
+
+// The gRPC answer of a unary method.
+template <typename Request, typename Response>
+Response CallGrpc(grpc::Status (v1::AttentionService::Stub::*method)(grpc::ClientContext*,
+                                                                     const Request&, Response*),
+                  v1::AttentionService::Stub* stub, const Request& request) {
+  grpc::ClientContext context;
+  Response response;
+  const grpc::Status status = (stub->*method)(&context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response;
+}
+
+TEST_F(HttpTest, EveryUnaryRpcAnswersWhatGrpcAnswers) {
+  using Stub = v1::AttentionService::Stub;
+  v1::ListModelsRequest list;
+  const auto models = CallGrpc(&Stub::ListModels, stub_.get(), list);
+  ASSERT_EQ(models.models_size(), 2);
+  EXPECT_TRUE(
+      MessageDifferencer::Equals(PostJson<v1::ListModelsResponse>("ListModels", "{}"), models));
+  // No body at all is an empty request.
+  EXPECT_TRUE(
+      MessageDifferencer::Equals(PostJson<v1::ListModelsResponse>("ListModels", ""), models));
+  EXPECT_TRUE(
+      MessageDifferencer::Equals(PostProto<v1::ListModelsResponse>("ListModels", list), models));
+  // The Connect GET form: no message is an empty request; a message is URL-encoded JSON.
+  httplib::Result get = http_->Get(absl::StrCat(kPath, "ListModels").c_str());
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 200);
+  v1::ListModelsResponse got;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(get->body, &got).ok());
+  EXPECT_TRUE(MessageDifferencer::Equals(got, models));
+
+  v1::GetModelInfoRequest info;
+  info.set_model("llama");
+  EXPECT_TRUE(
+      MessageDifferencer::Equals(PostJson<v1::ModelInfo>("GetModelInfo", R"({"model": "llama"})"),
+                                 CallGrpc(&Stub::GetModelInfo, stub_.get(), info)));
+
+  // Texts are plain JSON strings, never base64.
+  v1::TokenizeRequest tokenize;
+  tokenize.set_model("bert");
+  tokenize.set_text("Tôi yêu Việt Nam quá");
+  tokenize.set_text_pair("나는 오늘 랭체인을 공부한다");
+  const auto tokens = CallGrpc(&Stub::Tokenize, stub_.get(), tokenize);
+  EXPECT_TRUE(MessageDifferencer::Equals(
+      PostJson<v1::TokenizeResponse>(
+          "Tokenize",
+          R"({"model": "bert", "text": "Tôi yêu Việt Nam quá", "textPair": "나는 오늘 랭체인을 공부한다"})"),
+      tokens));
+  // Proto field names work as well as their lowerCamelCase JSON names.
+  EXPECT_TRUE(MessageDifferencer::Equals(
+      PostJson<v1::TokenizeResponse>(
+          "Tokenize",
+          R"({"model": "bert", "text": "Tôi yêu Việt Nam quá", "text_pair": "나는 오늘 랭체인을 공부한다"})"),
+      tokens));
+  EXPECT_TRUE(
+      MessageDifferencer::Equals(PostProto<v1::TokenizeResponse>("Tokenize", tokenize), tokens));
+  get = http_->Get(absl::StrCat(kPath, "Tokenize?encoding=json&message=",
+                                httplib::detail::encode_query_param(
+                                    R"({"model": "bert", "text": "Tôi yêu Việt Nam quá",
+                                        "textPair": "나는 오늘 랭체인을 공부한다"})"))
+                       .c_str());
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 200) << get->body;
+  v1::TokenizeResponse from_get;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(get->body, &from_get).ok());
+  EXPECT_TRUE(MessageDifferencer::Equals(from_get, tokens));
+
+  v1::GetAttentionRequest attention;
+  attention.set_model("bert");
+  attention.set_text("the capital of france is paris");
+  attention.add_layers(-1);
+  attention.add_heads(0);
+  attention.add_heads(2);
+  attention.set_include_scores(true);
+  attention.set_rollout(true);
+  attention.set_dtype(v1::DTYPE_FLOAT16);
+  const auto answer = CallGrpc(&Stub::GetAttention, stub_.get(), attention);
+  EXPECT_TRUE(MessageDifferencer::Equals(
+      PostJson<v1::GetAttentionResponse>(
+          "GetAttention",
+          R"({"model": "bert", "text": "the capital of france is paris", "layers": [-1],
+              "heads": [0, 2], "includeScores": true, "rollout": true, "dtype": "DTYPE_FLOAT16"})"),
+      answer));
+  EXPECT_TRUE(MessageDifferencer::Equals(
+      PostProto<v1::GetAttentionResponse>("GetAttention", attention), answer));
+
+  v1::EncodeRequest encode;
+  encode.set_model("bert");
+  encode.add_inputs()->set_text("paris");
+  v1::EncodeInput* pair = encode.add_inputs();
+  pair->set_text("the river");
+  pair->set_text_pair("seine");
+  encode.set_pooling(v1::POOLING_MEAN);
+  encode.set_normalize(true);
+  EXPECT_TRUE(MessageDifferencer::Equals(
+      PostJson<v1::EncodeResponse>(
+          "Encode",
+          R"({"model": "bert", "inputs": [{"text": "paris"}, {"text": "the river", "textPair": "seine"}],
+              "pooling": "POOLING_MEAN", "normalize": true})"),
+      CallGrpc(&Stub::Encode, stub_.get(), encode)));
+
+  v1::CrossAttentionRequest cross;
+  cross.set_model("bert");
+  cross.set_query("랭체인 뭐야");
+  cross.add_documents("랭체인은 언어 모델 애플리케이션을 만드는 프레임워크다");
+  cross.add_documents("paris is the capital of france");
+  cross.set_include_document_to_query(true);
+  EXPECT_TRUE(MessageDifferencer::Equals(
+      PostJson<v1::CrossAttentionResponse>("CrossAttention",
+                                           R"({"model": "bert", "query": "랭체인 뭐야",
+              "documents": ["랭체인은 언어 모델 애플리케이션을 만드는 프레임워크다",
+                            "paris is the capital of france"],
+              "includeDocumentToQuery": true})"),
+      CallGrpc(&Stub::CrossAttention, stub_.get(), cross)));
+
+  v1::ListParametersRequest parameters;
+  parameters.set_model("bert");
+  EXPECT_TRUE(MessageDifferencer::Equals(
+      PostJson<v1::ListParametersResponse>("ListParameters", R"({"model": "bert"})"),
+      CallGrpc(&Stub::ListParameters, stub_.get(), parameters)));
+
+  v1::GetParameterRequest parameter;
+  parameter.set_model("bert");
+  parameter.set_name("bert.embeddings.position_embeddings.weight");
+  parameter.set_row_start(2);
+  parameter.set_row_end(10);
+  EXPECT_TRUE(MessageDifferencer::Equals(
+      PostJson<v1::GetParameterResponse>(
+          "GetParameter", R"({"model": "bert", "name": "bert.embeddings.position_embeddings.weight",
+                              "rowStart": 2, "rowEnd": 10})"),
+      CallGrpc(&Stub::GetParameter, stub_.get(), parameter)));
+}
+
+TEST_F(HttpTest, JsonAnswersPrintZerosAndSpellTensorsInBase64) {
+  const nlohmann::json answer = nlohmann::json::parse(
+      Post("GetAttention", R"({"model": "bert", "text": "hello world", "layers": [0]})")->body);
+  // Canonical JSON would leave out zeros; an explicit 0 saves clients from knowing the defaults.
+  EXPECT_EQ(answer["queryStart"], 0);
+  EXPECT_EQ(answer["layers"], nlohmann::json::array({0}));
+  EXPECT_EQ(answer["attentions"]["dtype"], "DTYPE_FLOAT32");
+  EXPECT_EQ(answer["attentions"]["dimNames"],
+            nlohmann::json::array({"layer", "head", "query_token", "key_token"}));
+  EXPECT_EQ(answer["tokens"]["originalTexts"], nlohmann::json::array({"", "hello", "world", ""}));
+  // 1 layer x 4 heads x 4 x 4 float32 values, base64 without line breaks.
+  const std::string data = answer["attentions"]["data"];
+  EXPECT_EQ(data.size(), 4 * ((1 * 4 * 4 * 4 * 4 + 2) / 3));
+}
+
+TEST_F(HttpTest, StreamAttentionSendsTheGrpcMessagesAsJsonLinesOrEnvelopes) {
+  v1::GetAttentionRequest request;
+  request.set_model("llama");
+  request.set_text("Once upon a time");
+  request.add_layers(0);
+  request.add_layers(-1);
+  request.set_rollout(true);
+  std::vector<v1::StreamAttentionResponse> expected;
+  {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::StreamAttentionResponse>> reader =
+        stub_->StreamAttention(&context, request);
+    v1::StreamAttentionResponse message;
+    while (reader->Read(&message)) expected.push_back(message);
+    ASSERT_TRUE(reader->Finish().ok());
+  }
+  ASSERT_EQ(expected.size(), 4u);  // header, two layers, rollout
+
+  httplib::Result json =
+      Post("StreamAttention",
+           R"({"model": "llama", "text": "Once upon a time", "layers": [0, -1], "rollout": true})");
+  ASSERT_TRUE(json);
+  EXPECT_EQ(json->status, 200);
+  EXPECT_EQ(json->get_header_value("Content-Type"), "application/x-ndjson");
+  const std::vector<std::string> lines = absl::StrSplit(json->body, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), expected.size()) << json->body.substr(0, 500);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    v1::StreamAttentionResponse message;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[i], &message).ok());
+    EXPECT_TRUE(MessageDifferencer::Equals(message, expected[i])) << "line " << i;
+  }
+
+  httplib::Result binary =
+      Post("StreamAttention", request.SerializeAsString(), "application/proto");
+  ASSERT_TRUE(binary);
+  EXPECT_EQ(binary->get_header_value("Content-Type"), "application/connect+proto");
+  size_t at = 0;
+  std::vector<std::string> payloads;
+  std::vector<int> flags;
+  while (at + 5 <= binary->body.size()) {
+    const auto byte = [&](size_t i) { return static_cast<unsigned char>(binary->body[at + i]); };
+    const size_t size = (size_t{byte(1)} << 24) | (byte(2) << 16) | (byte(3) << 8) | byte(4);
+    flags.push_back(byte(0));
+    payloads.push_back(binary->body.substr(at + 5, size));
+    at += 5 + size;
+  }
+  EXPECT_EQ(at, binary->body.size());
+  ASSERT_EQ(payloads.size(), expected.size() + 1);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(flags[i], 0);
+    v1::StreamAttentionResponse message;
+    ASSERT_TRUE(message.ParseFromString(payloads[i]));
+    EXPECT_TRUE(MessageDifferencer::Equals(message, expected[i])) << "envelope " << i;
+  }
+  // The end of the stream: flag 0x02 and an empty JSON object for success.
+  EXPECT_EQ(flags.back(), 2);
+  EXPECT_EQ(payloads.back(), "{}");
+}
+
+TEST_F(HttpTest, BadInputGetsTheGrpcCodeAsHttpStatusAndTheSameMessage) {
+  struct Case {
+    std::string json;
+    int http_status;
+    std::string code;
+  };
+  // Each body is also sent over gRPC (parsed from the same JSON, texts as bytes).
+  const std::vector<Case> cases = {
+      {R"({"model": "missing", "text": "hello"})", 404, "not_found"},
+      {R"({"model": "bert", "text": ""})", 400, "invalid_argument"},
+      {R"({"model": "bert", "text": "hello", "layers": [7]})", 400, "invalid_argument"},
+      {R"({"model": "bert", "text": "hello", "topK": -2})", 400, "invalid_argument"},
+      {R"({"model": "bert", "text": "hello", "window": {"queryStart": 9}})", 400,
+       "invalid_argument"},
+      {R"({"model": "bert", "text": "hello", "dtype": "DTYPE_INT32"})", 400, "invalid_argument"},
+      {R"({"model": "bert", "text": "hello", "includeScores": true, "aggregateWords": true})", 400,
+       "invalid_argument"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.json);
+    nlohmann::json body = nlohmann::json::parse(c.json);
+    v1::GetAttentionRequest request;
+    request.set_model(body["model"].get<std::string>());
+    request.set_text(body["text"].get<std::string>());
+    body.erase("text");
+    v1::GetAttentionRequest rest;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(body.dump(), &rest).ok());
+    rest.MergeFrom(request);
+    grpc::ClientContext context;
+    v1::GetAttentionResponse ignored;
+    const grpc::Status grpc_status = stub_->GetAttention(&context, rest, &ignored);
+
+    httplib::Result result = Post("GetAttention", c.json);
+    ASSERT_TRUE(result);
+    EXPECT_EQ(result->status, c.http_status);
+    const nlohmann::json error = nlohmann::json::parse(result->body);
+    EXPECT_EQ(error["code"], c.code);
+    EXPECT_EQ(error["message"], grpc_status.error_message());
+    EXPECT_EQ(absl::AsciiStrToLower(absl::StatusCodeToString(
+                  static_cast<absl::StatusCode>(grpc_status.error_code()))),
+              c.code);
+  }
+}
+
+TEST_F(HttpTest, MalformedRequestsSayWhatWasWrong) {
+  httplib::Result not_json = Post("Tokenize", "{\"text\": ");
+  ASSERT_TRUE(not_json);
+  EXPECT_EQ(not_json->status, 400);
+  EXPECT_NE(nlohmann::json::parse(not_json->body)["message"].get<std::string>().find(
+                "does not parse as JSON"),
+            std::string::npos);
+
+  // Invalid UTF-8 cannot travel in JSON text; the parser refuses it before the service sees it.
+  httplib::Result bad_utf8 = Post("Tokenize", "{\"text\": \"caf\xC3\"}");
+  ASSERT_TRUE(bad_utf8);
+  EXPECT_EQ(bad_utf8->status, 400);
+
+  httplib::Result unknown_field = Post("Tokenize", R"({"text": "hi", "txet": "typo"})");
+  ASSERT_TRUE(unknown_field);
+  EXPECT_EQ(unknown_field->status, 400);
+  EXPECT_NE(unknown_field->body.find("attnscope.v1.TokenizeRequest"), std::string::npos);
+
+  httplib::Result unknown_method = Post("Summarize", "{}");
+  ASSERT_TRUE(unknown_method);
+  EXPECT_EQ(unknown_method->status, 404);
+  EXPECT_EQ(nlohmann::json::parse(unknown_method->body)["code"], "unimplemented");
+
+  httplib::Result wrong_type = Post("Tokenize", "text=hi", "text/plain");
+  ASSERT_TRUE(wrong_type);
+  EXPECT_EQ(wrong_type->status, 415);
+  EXPECT_NE(wrong_type->body.find("Content-Type 'text/plain'"), std::string::npos);
+
+  httplib::Result get = http_->Get(absl::StrCat(kPath, "StreamAttention").c_str());
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405);
+  EXPECT_EQ(get->get_header_value("Allow"), "POST");
+
+  httplib::Result timeout =
+      http_->Post(absl::StrCat(kPath, "ListModels").c_str(),
+                  httplib::Headers{{"Connect-Timeout-Ms", "soon"}}, "{}", "application/json");
+  ASSERT_TRUE(timeout);
+  EXPECT_EQ(timeout->status, 400);
+  EXPECT_NE(timeout->body.find("Connect-Timeout-Ms 'soon'"), std::string::npos);
+
+  // Over gRPC's default 4 MiB receive limit, refused as gRPC would refuse it.
+  httplib::Result huge = Post("Tokenize", std::string(5 << 20, ' '));
+  ASSERT_TRUE(huge);
+  EXPECT_EQ(huge->status, 413);
+  EXPECT_EQ(nlohmann::json::parse(huge->body)["code"], "resource_exhausted");
+}
+
+TEST_F(HttpTest, StreamErrorsEndTheStreamWithAnErrorLine) {
+  httplib::Result result =
+      Post("StreamAttention", R"({"model": "bert", "text": "hello", "heads": [99]})");
+  ASSERT_TRUE(result);
+  // The stream had started (200) before the request was found wrong.
+  EXPECT_EQ(result->status, 200);
+  const nlohmann::json line = nlohmann::json::parse(result->body);
+  EXPECT_EQ(line["error"]["code"], "invalid_argument");
+  EXPECT_NE(line["error"]["message"].get<std::string>().find("head 99"), std::string::npos);
+}
+
+TEST_F(HttpTest, MetricsCountEachTransport) {
+  auto count = [](const std::string& rpc, const std::string& transport) {
+    absl::StatusOr<std::string> body = HttpGet(server_->metrics_port(), "/metrics");
+    EXPECT_TRUE(body.ok());
+    double total = 0;
+    for (const MetricSample& sample : FindSamples(ParseMetrics(*body), "attnscope_requests_total",
+                                                  {{"rpc", rpc}, {"transport", transport}})) {
+      total += sample.value;
+    }
+    return total;
+  };
+  const double http_before = count("Tokenize", "http");
+  const double grpc_before = count("Tokenize", "grpc");
+  for (int i = 0; i < 3; ++i) PostJson<v1::TokenizeResponse>("Tokenize", R"({"text": "hi"})");
+  v1::TokenizeRequest request;
+  request.set_text("hi");
+  CallGrpc(&v1::AttentionService::Stub::Tokenize, stub_.get(), request);
+  EXPECT_EQ(count("Tokenize", "http") - http_before, 3);
+  EXPECT_EQ(count("Tokenize", "grpc") - grpc_before, 1);
+}
+
+TEST_F(HttpTest, WithoutADashboardTheRootSaysSo) {
+  httplib::Result root = http_->Get("/");
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->status, 404);
+  EXPECT_NE(root->body.find("/attnscope.v1.AttentionService/"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attnscope::testing
