@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 
 namespace attnscope {
@@ -116,8 +117,10 @@ absl::Status CheckAttentionShape(const std::string& what, const DecodedTensor& t
 }  // namespace
 
 std::string TokenLabel(const v1::Tokens& tokens, int index) {
-  if (index < tokens.original_texts_size() && !tokens.original_texts(index).empty()) {
-    return tokens.original_texts(index);
+  if (index < tokens.original_texts_size()) {
+    const std::string& original = tokens.original_texts(index);
+    // A piece that stands for a space (SentencePiece's "▁") would be an invisible label.
+    if (!absl::StripAsciiWhitespace(original).empty()) return original;
   }
   return tokens.tokens(index);
 }

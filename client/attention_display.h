@@ -16,9 +16,9 @@
 namespace attnscope {
 
 // The label of token `index`: its original text (Tokens.original_texts, e.g. "Việt" where the
-// token is "viet"), or the token itself where that is empty or absent: special tokens ([CLS],
-// [SEP], <s>) and pieces that cover no character (SentencePiece's lone "▁"). `index` must be in
-// range of tokens.tokens().
+// token is "viet"), or the token itself where that is empty, blank or absent: special tokens
+// ([CLS], [SEP], <s>), byte-fallback pieces that cover no character, and SentencePiece's "▁" for a
+// space. `index` must be in range of tokens.tokens().
 std::string TokenLabel(const v1::Tokens& tokens, int index);
 
 // Ascending index lists as runs: {0, 1, 2, 3} -> "0-3", {0, 2, 5, 6, 7} -> "0, 2, 5-7"; other

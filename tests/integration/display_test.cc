@@ -40,12 +40,13 @@ constexpr char kKorean[] = "나는 오늘 랭체인을 공부한다";
 
 std::string DefaultModelDir() { return TestDataDir() + "/../../models/default"; }
 
-// The documented label of a token: its original text, or the token where that is "".
+// The documented label of a token: its original text, or the token where that is empty or blank.
 std::vector<std::string> ExpectedLabels(const v1::Tokens& tokens, int64_t start, int64_t count) {
   std::vector<std::string> labels;
   for (int64_t i = start; i < start + count; ++i) {
-    labels.push_back(tokens.original_texts(i).empty() ? tokens.tokens(i)
-                                                      : tokens.original_texts(i));
+    const std::string& original = tokens.original_texts(i);
+    const bool blank = original.find_first_not_of(" \t\n\r\f\v") == std::string::npos;
+    labels.push_back(blank ? tokens.tokens(i) : original);
   }
   return labels;
 }

@@ -377,6 +377,18 @@ TEST(AttentionDisplayTest, LabelsAndTitles) {
   const AttentionResult one = Answer({3}, {1}, 1);
   EXPECT_EQ(TokenLabel(one.tokens, 0), "[CLS]");
   EXPECT_EQ(TokenLabel(one.tokens, 2), "Việt");
+  v1::Tokens pieces;
+  for (const auto& [token, original] : std::vector<std::pair<std::string, std::string>>{
+           {"<s>", ""}, {"\u2581", " "}, {"<0xC3>", ""}, {"\u2581T", " T"}}) {
+    pieces.add_tokens(token);
+    pieces.add_original_texts(original);
+  }
+  EXPECT_EQ(TokenLabel(pieces, 0), "<s>");
+  EXPECT_EQ(TokenLabel(pieces, 1), "\u2581") << "a blank original text would be invisible";
+  EXPECT_EQ(TokenLabel(pieces, 2), "<0xC3>");
+  EXPECT_EQ(TokenLabel(pieces, 3), " T");
+  pieces.clear_original_texts();
+  EXPECT_EQ(TokenLabel(pieces, 3), "\u2581T") << "an older server sends no original_texts";
   EXPECT_EQ(DescribeIndices({0, 1, 2, 3}), "0-3");
   EXPECT_EQ(DescribeIndices({0, 2, 5, 6, 7}), "0, 2, 5-7");
   EXPECT_EQ(DescribeIndices({3, 1}), "3, 1");
