@@ -1,8 +1,10 @@
 // attnscope: the command-line client of attnscope-server. Prints JSON on stdout (tokens, offsets,
 // shapes and tensor values as nested arrays, or with --npy_dir the paths of .npy files holding the
-// tensors). When a call fails it prints the gRPC code and the server's message on stderr and exits
-// 1; a malformed command line exits 2.
+// tensors); with --format text, attention as each query token's most attended tokens; 'heatmap'
+// draws attention into a PNG or SVG file. When a call fails it prints the gRPC code and the
+// server's message on stderr and exits 1; a malformed command line exits 2.
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -24,8 +26,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/attention_display.h"
 #include "client/client.h"
 #include "client/npy.h"
+#include "client/render/heatmap.h"
 
 namespace attnscope {
 namespace {
@@ -42,6 +46,7 @@ Commands:
   stream      the same request over StreamAttention (no size cap), same output
   encode      hidden states and pooled vectors (--text repeatable, one input each)
   cross       query-to-document attention (--query, --document repeatable)
+  heatmap     attention drawn as a PNG or SVG heatmap (--text [--text_pair] --out FILE)
   health      grpc.health.v1 status; exits 0 only when SERVING
 
 Connection:  --server=127.0.0.1:50051  --timeout=60s (or seconds)  --max_response_bytes=67108864
@@ -52,8 +57,18 @@ Attention:   --layers=0,-1  --heads=0,2  --aggregate=none|mean|max  --rollout  -
              --dtype=float32|float16|bfloat16  --top_k K  --window=QS,QE,KS,KE (end 0 = to the end)
 Encode:      --hidden_states  --pooling=none|cls|mean  --normalize  --dtype
 Cross:       --query Q  --document D (repeatable)  --doc_to_query  --layers --heads --aggregate
+Heatmap:     --out FILE.png | FILE.svg (the extension picks the format)  --layers --heads
+             --aggregate --window as for attention  --vmax V (the value drawn darkest; default the
+             largest value shown, so the scale is 0..max; --vmax=1 for 0..1)
+             One layer and one head: one panel. One layer, several heads: a grid of heads. Several
+             layers with --aggregate mean: one panel per layer (head means). Rows are query tokens,
+             columns key tokens, labelled with their original text ([CLS] etc. for special
+             tokens); YlOrBr colours with a colour bar. Prints the file's path and size as JSON.
 Health:      --service NAME
-Output:      --npy_dir DIR  writes each tensor as DIR/<name>.npy (float32 '<f4' or int32 '<i4')
+Output:      --format=json|text (attention, stream, cross; default json): text prints, for each
+             query token, its --top N most attended tokens (default 3) with their weights:
+               Tôi   -> yêu 0.41, Việt 0.22, [SEP] 0.10
+             --npy_dir DIR  writes each tensor as DIR/<name>.npy (float32 '<f4' or int32 '<i4')
              and the JSON gives its path instead of its values
 )";
 
@@ -90,8 +105,9 @@ const std::map<std::string, std::set<std::string>>& CommandFlags() {
   static const auto* flags = [] {
     const std::set<std::string> input = {"model",      "text",       "text_pair",
                                          "truncation", "max_length", "skip_special_tokens"};
-    const std::set<std::string> attention = {"layers", "heads", "aggregate", "rollout", "scores",
-                                             "dtype",  "top_k", "window",    "npy_dir"};
+    const std::set<std::string> attention = {"layers",  "heads",  "aggregate", "rollout",
+                                             "scores",  "dtype",  "top_k",     "window",
+                                             "npy_dir", "format", "top"};
     auto with = [](std::set<std::string> a, const std::set<std::string>& b) {
       a.insert(b.begin(), b.end());
       return a;
@@ -105,7 +121,8 @@ const std::map<std::string, std::set<std::string>>& CommandFlags() {
         {"encode", with(input, {"hidden_states", "pooling", "normalize", "dtype", "npy_dir"})},
         {"cross",
          {"model", "query", "document", "truncation", "max_length", "skip_special_tokens", "layers",
-          "heads", "aggregate", "doc_to_query", "dtype", "npy_dir"}},
+          "heads", "aggregate", "doc_to_query", "dtype", "npy_dir", "format", "top"}},
+        {"heatmap", with(input, {"layers", "heads", "aggregate", "window", "out", "vmax"})},
         {"health", {"service"}}};
   }();
   return *flags;
@@ -492,20 +509,98 @@ absl::StatusOr<v1::GetAttentionRequest> AttentionRequest(const CommandLine& line
   return request;
 }
 
-absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const CallOptions& call,
-                                const TensorWriter& writer) {
+// What a command prints on stdout: JSON, or text (--format text).
+struct Output {
+  json value;
+  std::optional<std::string> text;
+};
+
+Output JsonOutput(json value) { return {std::move(value), std::nullopt}; }
+
+// --format and --top: nullopt for JSON output, otherwise how many tokens to show per query token.
+absl::StatusOr<std::optional<int>> TextRows(const CommandLine& line) {
+  const std::string format = line.Get("format", "json");
+  if (format == "json") {
+    if (line.Has("top")) {
+      return UsageError("--top applies to --format text; add --format text or leave --top out");
+    }
+    return std::optional<int>();
+  }
+  if (format != "text") {
+    return UsageError(absl::StrCat("--format: '", format, "' is not one of json, text"));
+  }
+  if (line.Has("npy_dir")) {
+    return UsageError("--npy_dir names its files in the JSON output; leave out --format text");
+  }
+  if (line.Has("scores")) {
+    return UsageError("--format text shows attention weights only; use JSON for --scores");
+  }
+  if (!line.Has("top")) return std::optional<int>(3);
+  absl::StatusOr<int32_t> top = ParseInt32("top", line.Get("top"));
+  if (!top.ok()) return top.status();
+  if (*top < 1) {
+    return UsageError(absl::StrCat("--top: expected at least 1 token per row, got ", *top));
+  }
+  return std::optional<int>(*top);
+}
+
+absl::StatusOr<Output> RunHeatmap(const CommandLine& line, Client& client,
+                                  const CallOptions& call) {
+  absl::StatusOr<std::string> path = RequiredFlag(line, "out");
+  if (!path.ok()) return path.status();
+  absl::StatusOr<render::ImageFormat> format = render::ImageFormatFromPath(*path);
+  if (!format.ok()) return UsageError(absl::StrCat("--out: ", format.status().message()));
+  std::optional<double> vmax;
+  if (line.Has("vmax")) {
+    double value;
+    if (!absl::SimpleAtod(line.Get("vmax"), &value) || !(value > 0) || !std::isfinite(value)) {
+      return UsageError(absl::StrCat("--vmax: expected a positive number such as 1, got '",
+                                     line.Get("vmax"), "'"));
+    }
+    vmax = value;
+  }
+  absl::StatusOr<v1::GetAttentionRequest> request = AttentionRequest(line);
+  if (!request.ok()) return request.status();
+  // Streamed, so that a large selection meets no response size cap; the picture's own size limit
+  // (kMaxImageSide) comes first.
+  absl::StatusOr<AttentionResult> result = client.StreamAttention(*request, call);
+  if (!result.ok()) return result.status();
+  absl::StatusOr<render::Heatmap> heatmap = AttentionHeatmap(*result, request->head_aggregation());
+  if (!heatmap.ok()) return heatmap.status();
+  heatmap->vmax = vmax;
+  absl::StatusOr<render::RenderedHeatmap> rendered = render::WriteHeatmap(*heatmap, *path);
+  if (!rendered.ok()) return rendered.status();
+  if (!rendered->texts_with_unknown_glyphs.empty()) {
+    std::cerr << "attnscope: warning: no installed font has some characters of '"
+              << absl::StrJoin(rendered->texts_with_unknown_glyphs, "', '")
+              << "'; they are drawn as boxes in " << *path
+              << " (install fonts-noto-cjk: scripts/install-deps.sh)\n";
+  }
+  const render::HeatmapLayout& layout = rendered->layout;
+  return JsonOutput({{"path", *path},
+                     {"format", *format == render::ImageFormat::kPng ? "png" : "svg"},
+                     {"width", layout.width},
+                     {"height", layout.height},
+                     {"panels", heatmap->panels.size()},
+                     {"vmax", layout.vmax},
+                     {"layers", result->layers},
+                     {"heads", result->heads}});
+}
+
+absl::StatusOr<Output> RunCommand(const CommandLine& line, Client& client, const CallOptions& call,
+                                  const TensorWriter& writer) {
   const std::string& command = line.command;
   if (command == "models") {
     absl::StatusOr<std::vector<v1::ModelInfo>> models = client.ListModels(call);
     if (!models.ok()) return models.status();
     json out = {{"models", json::array()}};
     for (const v1::ModelInfo& info : *models) out["models"].push_back(ModelInfoToJson(info));
-    return out;
+    return JsonOutput(std::move(out));
   }
   if (command == "info") {
     absl::StatusOr<v1::ModelInfo> info = client.GetModelInfo(line.Get("model"), call);
     if (!info.ok()) return info.status();
-    return ModelInfoToJson(*info);
+    return JsonOutput(ModelInfoToJson(*info));
   }
   if (command == "tokenize") {
     v1::TokenizeRequest request;
@@ -521,16 +616,27 @@ absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const C
     *request.mutable_tokenization() = *tokenization;
     absl::StatusOr<v1::TokenizeResponse> response = client.Tokenize(request, call);
     if (!response.ok()) return response.status();
-    return json{{"model", response->model()}, {"tokens", TokensToJson(response->tokens())}};
+    return JsonOutput(
+        json{{"model", response->model()}, {"tokens", TokensToJson(response->tokens())}});
   }
   if (command == "attention" || command == "stream") {
+    absl::StatusOr<std::optional<int>> text_rows = TextRows(line);
+    if (!text_rows.ok()) return text_rows.status();
     absl::StatusOr<v1::GetAttentionRequest> request = AttentionRequest(line);
     if (!request.ok()) return request.status();
     absl::StatusOr<AttentionResult> result = command == "attention"
                                                  ? client.GetAttention(*request, call)
                                                  : client.StreamAttention(*request, call);
     if (!result.ok()) return result.status();
-    return AttentionToJson(*result, writer);
+    if (text_rows->has_value()) {
+      absl::StatusOr<std::string> text =
+          AttentionText(*result, request->head_aggregation(), **text_rows);
+      if (!text.ok()) return text.status();
+      return Output{json(), *std::move(text)};
+    }
+    absl::StatusOr<json> out = AttentionToJson(*result, writer);
+    if (!out.ok()) return out.status();
+    return JsonOutput(*std::move(out));
   }
   if (command == "encode") {
     v1::EncodeRequest request;
@@ -579,9 +685,11 @@ absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const C
       if (!status.ok()) return status;
       out["results"].push_back(std::move(item));
     }
-    return out;
+    return JsonOutput(std::move(out));
   }
   if (command == "cross") {
+    absl::StatusOr<std::optional<int>> text_rows = TextRows(line);
+    if (!text_rows.ok()) return text_rows.status();
     v1::CrossAttentionRequest request;
     request.set_model(line.Get("model"));
     absl::StatusOr<std::string> query = RequiredFlag(line, "query");
@@ -612,6 +720,12 @@ absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const C
     request.set_dtype(*dtype);
     absl::StatusOr<CrossAttentionResult> response = client.CrossAttention(request, call);
     if (!response.ok()) return response.status();
+    if (text_rows->has_value()) {
+      absl::StatusOr<std::string> text =
+          CrossAttentionText(*response, request.head_aggregation(), **text_rows);
+      if (!text.ok()) return text.status();
+      return Output{json(), *std::move(text)};
+    }
     json out = {{"model", response->model},
                 {"layers", response->layers},
                 {"heads", response->heads},
@@ -632,12 +746,14 @@ absl::StatusOr<json> RunCommand(const CommandLine& line, Client& client, const C
       if (!status.ok()) return status;
       out["documents"].push_back(std::move(item));
     }
-    return out;
+    return JsonOutput(std::move(out));
   }
+  if (command == "heatmap") return RunHeatmap(line, client, call);
   if (command == "health") {
     absl::StatusOr<ServingStatus> status = client.Health(line.Get("service"), call);
     if (!status.ok()) return status.status();
-    return json{{"status", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(*status)}};
+    return JsonOutput(
+        json{{"status", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(*status)}});
   }
   return UsageError(absl::StrCat("unknown command '", command, "'"));
 }
@@ -709,7 +825,7 @@ int Main(int argc, char** argv) {
     std::cerr << "attnscope: " << client.status().message() << "\n";
     return 2;
   }
-  absl::StatusOr<json> out = RunCommand(*line, **client, call, TensorWriter(npy_dir));
+  absl::StatusOr<Output> out = RunCommand(*line, **client, call, TensorWriter(npy_dir));
   if (!out.ok() && IsUsageError(out.status())) {
     std::cerr << "attnscope: " << out.status().message() << " (attnscope --help lists the flags)\n";
     return 2;
@@ -725,9 +841,13 @@ int Main(int argc, char** argv) {
     std::cerr << "\n";
     return 1;
   }
+  if (out->text.has_value()) {
+    std::cout << *out->text;
+    return 0;
+  }
   // Token strings come from the server; a stray invalid UTF-8 byte must not abort the output.
-  std::cout << out->dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
-  if (line->command == "health" && (*out)["status"] != "SERVING") return 1;
+  std::cout << out->value.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+  if (line->command == "health" && out->value["status"] != "SERVING") return 1;
   return 0;
 }
 

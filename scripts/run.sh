@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The run command: installs what is missing, builds the server and the CLI, starts attnscope-server
 # on its default model, answers GetAttention and CrossAttention requests on Vietnamese, Korean and
-# English text through the CLI, prints them, and keeps serving until Ctrl-C.
+# English text through the CLI, prints them, draws one heatmap (build/heatmap.png), and keeps
+# serving until Ctrl-C.
 #
 #   scripts/run.sh           serve on 127.0.0.1:50051 (metrics on :9464) after the demo requests
 #   scripts/run.sh --once    exit after the demo requests
@@ -44,16 +45,23 @@ show() {
   "$cli" "$1" --server "$address" --model "$model_name" "${@:2}"
 }
 show info
-# One GetAttention and one CrossAttention request on each language. The built-in model knows
+# One GetAttention and one CrossAttention request on each language, as text: each query token's
+# most attended tokens (the CLI prints JSON without --format text). The built-in model knows
 # LibreOffice help text: in the English request the first document is the relevant one.
-show attention --text "Tôi yêu Việt Nam quá" --layers=-1 --aggregate mean
-show cross --query "Việt Nam" --document "Tôi yêu Việt Nam quá" --layers=-1 --aggregate mean
-show attention --text "나는 오늘 랭체인을 공부한다" --layers=-1 --aggregate mean
-show cross --query "랭체인 공부" --document "나는 오늘 랭체인을 공부한다" --layers=-1 --aggregate mean
+show attention --text "Tôi yêu Việt Nam quá" --layers=-1 --aggregate mean --format text
+show cross --query "Việt Nam" --document "Tôi yêu Việt Nam quá" --layers=-1 --aggregate mean \
+  --format text
+show attention --text "나는 오늘 랭체인을 공부한다" --layers=-1 --aggregate mean --format text
+show cross --query "랭체인 공부" --document "나는 오늘 랭체인을 공부한다" --layers=-1 \
+  --aggregate mean --format text
 table="To insert a new table into the document, choose Table - Insert Table."
-show attention --text "insert a table" --text_pair "$table" --layers=-1 --aggregate mean
+show attention --text "insert a table" --text_pair "$table" --layers=-1 --aggregate mean \
+  --format text
 show cross --query "insert a table" --document "$table" \
-  --document "Sets the left, right, top and bottom page margins." --layers=-1 --aggregate mean
+  --document "Sets the left, right, top and bottom page margins." --layers=-1 --aggregate mean \
+  --format text
+# And one picture: every layer's head mean of the Vietnamese sentence.
+show heatmap --text "Tôi yêu Việt Nam quá" --aggregate mean --out "$root/build/heatmap.png"
 
 if ! $once; then
   echo

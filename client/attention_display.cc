@@ -1,0 +1,351 @@
+#include "client/attention_display.h"
+
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+
+namespace attnscope {
+namespace {
+
+// One attended token of a row: its label and weight.
+using Entry = std::pair<std::string, float>;
+
+// Terminal columns `text` takes: East Asian wide characters (Hangul, CJK) count two, combining
+// marks none. Invalid UTF-8 counts a column per byte.
+int DisplayWidth(const std::string& text) {
+  int width = 0;
+  const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
+  utf8proc_ssize_t offset = 0;
+  const auto size = static_cast<utf8proc_ssize_t>(text.size());
+  while (offset < size) {
+    utf8proc_int32_t code_point;
+    const utf8proc_ssize_t length = utf8proc_iterate(bytes + offset, size - offset, &code_point);
+    if (length <= 0) {
+      ++width;
+      ++offset;
+      continue;
+    }
+    width += std::max(0, utf8proc_charwidth(code_point));
+    offset += length;
+  }
+  return width;
+}
+
+std::string FormatRows(const std::vector<std::string>& row_labels,
+                       const std::vector<std::vector<Entry>>& rows) {
+  int label_width = 0;
+  for (const std::string& label : row_labels) {
+    label_width = std::max(label_width, DisplayWidth(label));
+  }
+  std::string out;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    absl::StrAppend(&out, row_labels[r],
+                    std::string(label_width - DisplayWidth(row_labels[r]), ' '), " ->");
+    for (size_t i = 0; i < rows[r].size(); ++i) {
+      absl::StrAppend(&out, i == 0 ? " " : ", ", rows[r][i].first,
+                      absl::StrFormat(" %.2f", rows[r][i].second));
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// The `top` largest entries of `weights` (one row), largest first, equal weights in key order.
+std::vector<Entry> TopEntries(const std::vector<std::string>& column_labels,
+                              absl::Span<const float> weights, int top) {
+  std::vector<size_t> order(weights.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return weights[a] > weights[b]; });
+  order.resize(std::min(order.size(), static_cast<size_t>(std::max(top, 1))));
+  std::vector<Entry> entries;
+  for (size_t key : order) entries.emplace_back(column_labels[key], weights[key]);
+  return entries;
+}
+
+std::vector<std::string> LabelsFrom(const v1::Tokens& tokens, int64_t start, int64_t count) {
+  std::vector<std::string> labels;
+  for (int64_t i = 0; i < count; ++i) labels.push_back(TokenLabel(tokens, start + i));
+  return labels;
+}
+
+std::vector<std::string> LabelsAt(const v1::Tokens& tokens, const std::vector<int32_t>& positions) {
+  std::vector<std::string> labels;
+  for (int32_t position : positions) labels.push_back(TokenLabel(tokens, position));
+  return labels;
+}
+
+bool Aggregated(v1::HeadAggregation aggregation) {
+  return aggregation == v1::HEAD_AGGREGATION_MEAN || aggregation == v1::HEAD_AGGREGATION_MAX;
+}
+
+// "head 2", or "mean of heads 0-3" / "max of heads 0-3" for an aggregated answer.
+std::string HeadName(const std::vector<int32_t>& heads, v1::HeadAggregation aggregation,
+                     size_t head) {
+  if (Aggregated(aggregation)) {
+    return absl::StrCat(aggregation == v1::HEAD_AGGREGATION_MEAN ? "mean" : "max", " of heads ",
+                        DescribeIndices(heads));
+  }
+  return absl::StrCat("head ", heads[head]);
+}
+
+// Checks that `tensor` is [layers, heads, rows, columns] with the answer's layer and head counts.
+absl::Status CheckAttentionShape(const std::string& what, const DecodedTensor& tensor,
+                                 size_t layers, size_t heads, v1::HeadAggregation aggregation,
+                                 int64_t rows, int64_t columns) {
+  const std::vector<int64_t> expected = {static_cast<int64_t>(layers),
+                                         Aggregated(aggregation) ? 1 : static_cast<int64_t>(heads),
+                                         rows, columns};
+  if (tensor.shape != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": expected shape [",
+                                                   absl::StrJoin(expected, ", "), "], got [",
+                                                   absl::StrJoin(tensor.shape, ", "), "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string TokenLabel(const v1::Tokens& tokens, int index) {
+  if (index < tokens.original_texts_size()) {
+    const std::string& original = tokens.original_texts(index);
+    // A piece that stands for a space (SentencePiece's "▁") would be an invisible label.
+    if (!absl::StripAsciiWhitespace(original).empty()) return original;
+  }
+  return tokens.tokens(index);
+}
+
+std::string DescribeIndices(const std::vector<int32_t>& indices) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < indices.size();) {
+    size_t end = i + 1;
+    while (end < indices.size() && indices[end] == indices[end - 1] + 1) ++end;
+    if (end - i >= 2) {
+      parts.push_back(absl::StrCat(indices[i], "-", indices[end - 1]));
+    } else {
+      parts.push_back(absl::StrCat(indices[i]));
+    }
+    i = end;
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+absl::StatusOr<render::Heatmap> AttentionHeatmap(const AttentionResult& result,
+                                                 v1::HeadAggregation aggregation) {
+  if (result.top_k_indices.has_value()) {
+    return absl::InvalidArgumentError(
+        "heatmap: expected dense attention, got a top_k answer; leave --top_k out");
+  }
+  const DecodedTensor& attentions = result.attentions;
+  const int64_t tokens = result.tokens.tokens_size();
+  if (attentions.shape.size() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("heatmap: expected attention [layer, head, query_token, key_token], got ",
+                     attentions.shape.size(), " dimensions"));
+  }
+  const int64_t rows = attentions.shape[2];
+  const int64_t columns = attentions.shape[3];
+  if (result.query_start + rows > tokens || result.key_start + columns > tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "heatmap: expected the window within the ", tokens, " tokens, got queries from ",
+        result.query_start, " x ", rows, " and keys from ", result.key_start, " x ", columns));
+  }
+  ATTNSCOPE_RETURN_IF_ERROR(CheckAttentionShape("heatmap attention", attentions,
+                                                result.layers.size(), result.heads.size(),
+                                                aggregation, rows, columns));
+  render::Heatmap heatmap;
+  heatmap.row_labels = LabelsFrom(result.tokens, result.query_start, rows);
+  heatmap.column_labels = LabelsFrom(result.tokens, result.key_start, columns);
+  const size_t layers = attentions.shape[0];
+  const size_t heads = attentions.shape[1];
+  const size_t slice = static_cast<size_t>(rows * columns);
+  for (size_t l = 0; l < layers; ++l) {
+    for (size_t h = 0; h < heads; ++h) {
+      render::HeatmapPanel panel;
+      const auto begin = attentions.values.begin() + (l * heads + h) * slice;
+      panel.values.assign(begin, begin + slice);
+      const std::string layer = absl::StrCat("layer ", result.layers[l]);
+      const std::string head = HeadName(result.heads, aggregation, h);
+      if (layers > 1 && heads > 1) {
+        panel.title = absl::StrCat(layer, ", ", head);
+      } else if (layers > 1) {
+        panel.title = layer;
+      } else if (heads > 1) {
+        panel.title = head;
+      }
+      heatmap.panels.push_back(std::move(panel));
+    }
+  }
+  const std::string layer = absl::StrCat("layer ", result.layers.empty() ? 0 : result.layers[0]);
+  const std::string head = HeadName(result.heads, aggregation, 0);
+  if (layers == 1 && heads == 1) {
+    heatmap.title = absl::StrCat(result.model, ": ", layer, ", ", head);
+  } else if (layers == 1) {
+    heatmap.title = absl::StrCat(result.model, ": ", layer);
+  } else if (heads == 1) {
+    heatmap.title = absl::StrCat(result.model, ": ", head);
+  } else {
+    heatmap.title = result.model;
+    // One figure row per layer, one column per head, as bertviz's model view.
+    heatmap.panel_columns = static_cast<int>(heads);
+  }
+  return heatmap;
+}
+
+std::string TopAttendedLines(const std::vector<std::string>& row_labels,
+                             const std::vector<std::string>& column_labels,
+                             absl::Span<const float> weights, int top) {
+  const size_t columns = column_labels.size();
+  std::vector<std::vector<Entry>> rows;
+  for (size_t r = 0; r < row_labels.size(); ++r) {
+    rows.push_back(TopEntries(column_labels, weights.subspan(r * columns, columns), top));
+  }
+  return FormatRows(row_labels, rows);
+}
+
+absl::StatusOr<std::string> AttentionText(const AttentionResult& result,
+                                          v1::HeadAggregation aggregation, int top) {
+  const DecodedTensor& attentions = result.attentions;
+  const int64_t tokens = result.tokens.tokens_size();
+  if (attentions.shape.size() != 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention text: expected attention [layer, head, query_token, key_token], got ",
+        attentions.shape.size(), " dimensions"));
+  }
+  const int64_t rows = attentions.shape[2];
+  const int64_t columns = attentions.shape[3];
+  const bool sparse = result.top_k_indices.has_value();
+  const int64_t keys = sparse ? tokens - result.key_start : columns;
+  if (result.query_start + rows > tokens || result.key_start + keys > tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention text: expected the window within the ", tokens, " tokens, got queries from ",
+        result.query_start, " x ", rows, " and keys from ", result.key_start, " x ", keys));
+  }
+  ATTNSCOPE_RETURN_IF_ERROR(CheckAttentionShape("attention text", attentions, result.layers.size(),
+                                                result.heads.size(), aggregation, rows, columns));
+  if (sparse && result.top_k_indices->shape != attentions.shape) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention text: expected top_k_indices of shape [", absl::StrJoin(attentions.shape, ", "),
+        "], got [", absl::StrJoin(result.top_k_indices->shape, ", "), "]"));
+  }
+  const std::vector<std::string> row_labels = LabelsFrom(result.tokens, result.query_start, rows);
+  const std::vector<std::string> column_labels =
+      LabelsFrom(result.tokens, result.key_start, columns);
+  const size_t layers = attentions.shape[0];
+  const size_t heads = attentions.shape[1];
+  const size_t slice = static_cast<size_t>(rows * columns);
+  std::string out;
+  for (size_t l = 0; l < layers; ++l) {
+    for (size_t h = 0; h < heads; ++h) {
+      if (!out.empty()) out += "\n";
+      absl::StrAppend(&out, "layer ", result.layers[l], ", ",
+                      HeadName(result.heads, aggregation, h), ":\n");
+      const size_t offset = (l * heads + h) * slice;
+      const absl::Span<const float> weights(attentions.values.data() + offset, slice);
+      if (!sparse) {
+        absl::StrAppend(&out, TopAttendedLines(row_labels, column_labels, weights, top));
+        continue;
+      }
+      // A top_k answer: each row's entries are already its k largest, in order.
+      std::vector<std::vector<Entry>> entries(rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t i = 0; i < std::min<int64_t>(columns, std::max(top, 1)); ++i) {
+          const size_t at = offset + r * columns + i;
+          const int32_t key = result.top_k_indices->int_values[at];
+          if (key < 0 || key >= tokens) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "attention text: expected top_k_indices in [0, ", tokens, "), got ", key));
+          }
+          entries[r].emplace_back(TokenLabel(result.tokens, key), attentions.values[at]);
+        }
+      }
+      absl::StrAppend(&out, FormatRows(row_labels, entries));
+    }
+  }
+  if (result.rollout.has_value()) {
+    const DecodedTensor& rollout = *result.rollout;
+    if (rollout.shape.size() != 2 || rollout.shape[0] != rows ||
+        result.key_start + rollout.shape[1] > tokens) {
+      return absl::InvalidArgumentError(absl::StrCat("attention text: expected rollout [", rows,
+                                                     ", key_token], got [",
+                                                     absl::StrJoin(rollout.shape, ", "), "]"));
+    }
+    absl::StrAppend(
+        &out, "\nrollout:\n",
+        TopAttendedLines(row_labels, LabelsFrom(result.tokens, result.key_start, rollout.shape[1]),
+                         rollout.values, top));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> CrossAttentionText(const CrossAttentionResult& result,
+                                               v1::HeadAggregation aggregation, int top) {
+  std::string out;
+  for (size_t d = 0; d < result.documents.size(); ++d) {
+    const DocumentAttentionResult& document = result.documents[d];
+    const int tokens = document.tokens.tokens_size();
+    for (const std::vector<int32_t>* positions :
+         {&document.query_positions, &document.document_positions}) {
+      for (int32_t position : *positions) {
+        if (position < 0 || position >= tokens) {
+          return absl::InvalidArgumentError(absl::StrCat("cross text: document ", d,
+                                                         ": expected positions in [0, ", tokens,
+                                                         "), got ", position));
+        }
+      }
+    }
+    const std::vector<std::string> query = LabelsAt(document.tokens, document.query_positions);
+    const std::vector<std::string> text = LabelsAt(document.tokens, document.document_positions);
+    if (d > 0) out += "\n";
+    absl::StrAppend(&out, "document ", d);
+    if (document.relevance_score.has_value()) {
+      absl::StrAppend(&out, absl::StrFormat(": relevance %.4g", *document.relevance_score));
+    }
+    out += "\n";
+    struct Block {
+      const DecodedTensor* tensor;
+      const std::vector<std::string>* rows;
+      const std::vector<std::string>* columns;
+      const char* direction;
+    };
+    std::vector<Block> blocks = {{&document.query_to_document, &query, &text, "query -> document"}};
+    if (document.document_to_query.has_value()) {
+      blocks.push_back({&*document.document_to_query, &text, &query, "document -> query"});
+    }
+    bool first_block = true;
+    for (const Block& block : blocks) {
+      const int64_t rows = block.rows->size();
+      const int64_t columns = block.columns->size();
+      ATTNSCOPE_RETURN_IF_ERROR(CheckAttentionShape(
+          absl::StrCat("cross text: document ", d, " ", block.direction), *block.tensor,
+          result.layers.size(), result.heads.size(), aggregation, rows, columns));
+      const size_t layers = block.tensor->shape[0];
+      const size_t heads = block.tensor->shape[1];
+      const size_t slice = static_cast<size_t>(rows * columns);
+      for (size_t l = 0; l < layers; ++l) {
+        for (size_t h = 0; h < heads; ++h) {
+          if (!first_block) out += "\n";
+          first_block = false;
+          absl::StrAppend(&out, "layer ", result.layers[l], ", ",
+                          HeadName(result.heads, aggregation, h), ", ", block.direction, ":\n");
+          const absl::Span<const float> weights(
+              block.tensor->values.data() + (l * heads + h) * slice, slice);
+          absl::StrAppend(&out, TopAttendedLines(*block.rows, *block.columns, weights, top));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace attnscope
