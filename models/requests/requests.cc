@@ -81,14 +81,11 @@ std::vector<Word> WordsOf(const EncodedText& tokens, const TextInput& input) {
   return words;
 }
 
-// InvalidArgument naming `field` when `text` gives no tokens of its own (whitespace, or only
-// characters the tokenizer drops).
-absl::Status CheckYieldsTokens(const LoadedModel& model, const std::string& text,
-                               absl::string_view field) {
-  EncodeOptions alone;
-  alone.add_special_tokens = false;
-  absl::StatusOr<Encoding> tokens = model.tokenizer().Encode(text, alone);
-  if (!tokens.ok() || tokens->size() > 0) return absl::OkStatus();
+// The one rule for an empty text, on every text field: it must give at least one token of its
+// own. An empty string is refused by CheckText already; this catches whitespace and characters the
+// tokenizer drops, which would otherwise be served as a sequence of special tokens alone.
+absl::Status CheckHasTokens(const TokenizedText& tokens, absl::string_view field) {
+  if (tokens.size() > 0) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(field,
                    ": expected text that yields at least one token, got none (it is only "
@@ -180,12 +177,18 @@ absl::StatusOr<const LoadedModel*> RequestRunner::FindModel(const std::string& n
 
 absl::StatusOr<EncodedText> RequestRunner::EncodeInput(const LoadedModel& model,
                                                        const TextInput& input,
-                                                       const TextOptions& options) const {
+                                                       const TextOptions& options,
+                                                       absl::string_view field_prefix) const {
   const Clock::time_point start = Clock::now();
-  const std::optional<absl::string_view> pair =
-      input.text_pair.has_value() ? std::optional<absl::string_view>(*input.text_pair)
-                                  : std::nullopt;
-  ATTNSCOPE_ASSIGN_OR_RETURN(Encoding encoding, model.Encode(input.text, pair, options));
+  ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText first, model.Tokenize(input.text));
+  ATTNSCOPE_RETURN_IF_ERROR(CheckHasTokens(first, absl::StrCat(field_prefix, "text")));
+  std::optional<TokenizedText> second;
+  if (input.text_pair.has_value()) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(second, model.Tokenize(*input.text_pair));
+    ATTNSCOPE_RETURN_IF_ERROR(CheckHasTokens(*second, absl::StrCat(field_prefix, "text_pair")));
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(Encoding encoding,
+                             model.Assemble(std::move(first), std::move(second), options));
   if (observer_ != nullptr) {
     observer_->OnTokenized(SecondsSince(start), static_cast<int64_t>(encoding.size()));
   }
@@ -229,7 +232,7 @@ absl::StatusOr<TokenizeAnswer> RequestRunner::Tokenize(const TokenizeQuery& quer
   ATTNSCOPE_RETURN_IF_ERROR(CheckInput(query.input, ""));
   ATTNSCOPE_ASSIGN_OR_RETURN(const TextOptions options,
                              ToTextOptions(query.tokenization, Truncation::kNone));
-  ATTNSCOPE_ASSIGN_OR_RETURN(answer.tokens, EncodeInput(*answer.model, query.input, options));
+  ATTNSCOPE_ASSIGN_OR_RETURN(answer.tokens, EncodeInput(*answer.model, query.input, options, ""));
   return answer;
 }
 
@@ -262,7 +265,7 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
       answer.heads, ResolveIndices(query.heads, config.num_attention_heads, "head", "heads"));
   ATTNSCOPE_ASSIGN_OR_RETURN(const TextOptions options,
                              ToTextOptions(query.tokenization, Truncation::kNone));
-  ATTNSCOPE_ASSIGN_OR_RETURN(answer.tokens, EncodeInput(*answer.model, query.input, options));
+  ATTNSCOPE_ASSIGN_OR_RETURN(answer.tokens, EncodeInput(*answer.model, query.input, options, ""));
   const int64_t length = static_cast<int64_t>(answer.tokens.encoding.size());
   std::vector<WordSpan> spans;
   if (query.aggregate_words) {
@@ -355,8 +358,9 @@ absl::StatusOr<EncodeAnswer> RequestRunner::RunEncode(const EncodeQuery& query,
   std::vector<Encoding> encodings;
   for (size_t i = 0; i < query.inputs.size(); ++i) {
     ATTNSCOPE_RETURN_IF_ERROR(CheckInput(query.inputs[i], absl::StrCat("inputs[", i, "].")));
-    ATTNSCOPE_ASSIGN_OR_RETURN(EncodedText tokens,
-                               EncodeInput(*answer.model, query.inputs[i], options));
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        EncodedText tokens,
+        EncodeInput(*answer.model, query.inputs[i], options, absl::StrCat("inputs[", i, "].")));
     encodings.push_back(tokens.encoding);
     answer.results.emplace_back().tokens = std::move(tokens);
   }
@@ -431,6 +435,7 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
   ATTNSCOPE_ASSIGN_OR_RETURN(const TextOptions options,
                              ToTextOptions(query.tokenization, Truncation::kLongestFirst));
   ATTNSCOPE_ASSIGN_OR_RETURN(const TokenizedText query_tokens, model.Tokenize(query.query));
+  ATTNSCOPE_RETURN_IF_ERROR(CheckHasTokens(query_tokens, "query"));
   std::vector<Encoding> encodings;
   int64_t cells = 0;
   for (size_t i = 0; i < query.documents.size(); ++i) {
@@ -439,6 +444,7 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
     ATTNSCOPE_RETURN_IF_ERROR(CheckText(document, field));
     const Clock::time_point start = Clock::now();
     ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText document_tokens, model.Tokenize(document));
+    ATTNSCOPE_RETURN_IF_ERROR(CheckHasTokens(document_tokens, field));
     ATTNSCOPE_ASSIGN_OR_RETURN(
         Encoding encoding, causal
                                ? model.Assemble(std::move(document_tokens), query_tokens, options)
@@ -455,9 +461,6 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
     result.document_positions =
         PositionsOfSequence(tokens.encoding.sequence_ids, 1 - query_sequence);
     if (result.query_positions.empty() || result.document_positions.empty()) {
-      // A text that yields no tokens at all cannot be fixed by a larger budget.
-      ATTNSCOPE_RETURN_IF_ERROR(CheckYieldsTokens(model, query.query, "query"));
-      ATTNSCOPE_RETURN_IF_ERROR(CheckYieldsTokens(model, document, field));
       return absl::InvalidArgumentError(absl::StrCat(
           field, ": expected query and document tokens after truncation, got ",
           result.query_positions.size(), " query and ", result.document_positions.size(),

@@ -54,7 +54,8 @@ struct TokenizationQuery {
   bool skip_special_tokens = false;
 };
 
-// One text or text pair. Texts must be valid UTF-8 and non-empty.
+// One text or text pair. Texts must be valid UTF-8 and yield at least one token of their own (an
+// empty or whitespace-only text is refused, whatever the field).
 struct TextInput {
   std::string text;
   std::optional<std::string> text_pair;
@@ -318,9 +319,11 @@ class RequestRunner {
   int64_t max_response_bytes() const { return options_.max_response_bytes; }
 
  private:
-  // Tokenizes one (checked) text or pair and records it with the observer.
+  // Tokenizes one (checked) text or pair and records it with the observer. InvalidArgument naming
+  // the field (`field_prefix` + "text" or "text_pair") when a text yields no token of its own.
   absl::StatusOr<EncodedText> EncodeInput(const LoadedModel& model, const TextInput& input,
-                                          const TextOptions& options) const;
+                                          const TextOptions& options,
+                                          absl::string_view field_prefix) const;
   // Runs a batch on the inference thread, with `check` before the pass and between layers.
   absl::StatusOr<BatchOutput> Forward(const LoadedModel& model, std::vector<Encoding> encodings,
                                       ForwardOptions options, const CallCheck& check) const;

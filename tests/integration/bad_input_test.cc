@@ -205,6 +205,41 @@ TEST_F(BadInputTest, CrossAttentionTextWithoutTokens) {
             absl::StatusCode::kInvalidArgument, {"documents[1]", "at least one token"});
 }
 
+TEST_F(BadInputTest, EveryTextFieldRefusesTextWithoutTokens) {
+  // One rule on every text field: a text must give at least one token of its own.
+  v1::TokenizeRequest tokenize;
+  tokenize.set_model("bert");
+  tokenize.set_text("paris");
+  tokenize.set_text_pair("  \n ");
+  ExpectRow("whitespace text_pair", client_->Tokenize(tokenize).status(),
+            absl::StatusCode::kInvalidArgument, {"text_pair", "at least one token", "whitespace"});
+  v1::GetAttentionRequest attention = Normal();
+  attention.set_text("\t");
+  ExpectRow("whitespace text", client_->GetAttention(attention).status(),
+            absl::StatusCode::kInvalidArgument, {"text:", "at least one token"});
+  v1::EncodeRequest encode;
+  encode.set_model("bert");
+  encode.add_inputs()->set_text("paris");
+  encode.add_inputs()->set_text("\u200b");  // a zero-width space, which BERT's normaliser drops
+  ExpectRow("dropped-characters input", client_->Encode(encode).status(),
+            absl::StatusCode::kInvalidArgument, {"inputs[1].text", "at least one token"});
+}
+
+TEST_F(BadInputTest, OnlySecondOnASingleTextFailsOnlyWhenItMustCut) {
+  // As Hugging Face's tokenizers: only_second has nothing to cut in a single text, which is fine
+  // until a cut is needed.
+  v1::TokenizeRequest request;
+  request.set_model("bert");
+  request.set_text(BertWords(5));
+  request.mutable_tokenization()->set_truncation(v1::TRUNCATION_ONLY_SECOND);
+  absl::StatusOr<v1::TokenizeResponse> fits = client_->Tokenize(request);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(fits->tokens().tokens_size(), 7);
+  request.mutable_tokenization()->set_max_length(5);
+  ExpectRow("only_second cutting a single text", client_->Tokenize(request).status(),
+            absl::StatusCode::kInvalidArgument, {"only_second", "expected a text pair"});
+}
+
 TEST_F(BadInputTest, LayerOrHeadOutOfRange) {
   for (int layer : {3, -4, 100}) {
     v1::GetAttentionRequest request = Normal();
