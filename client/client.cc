@@ -41,8 +41,9 @@ absl::Status StreamError(absl::string_view what) {
   return absl::InternalError(absl::StrCat("StreamAttention: the server's stream ", what));
 }
 
-// Reassembles a stream: the header fixes the full shape, each layer message fills one [head, ...]
-// slice along the layer dimension of preallocated buffers.
+// Reassembles a stream: the header fixes the full shape, and the pieces of each layer (whole
+// heads, or rows of one head: each a contiguous run of the layer's [head, query, key] slice) are
+// decoded straight into buffers preallocated from it, in order.
 class StreamAssembler {
  public:
   absl::Status Add(v1::StreamAttentionResponse& message) {
@@ -51,13 +52,8 @@ class StreamAssembler {
         return AddHeader(*message.mutable_header());
       case v1::StreamAttentionResponse::kLayer:
         return AddLayer(message.layer());
-      case v1::StreamAttentionResponse::kRollout: {
-        if (!have_header_) return StreamError("sent the rollout before the header");
-        absl::StatusOr<DecodedTensor> rollout = DecodeTensor(message.rollout());
-        if (!rollout.ok()) return rollout.status();
-        result_.rollout = *std::move(rollout);
-        return absl::OkStatus();
-      }
+      case v1::StreamAttentionResponse::kRollout:
+        return AddRollout(message.rollout());
       default:
         return StreamError("sent an empty message");
     }
@@ -65,9 +61,14 @@ class StreamAssembler {
 
   absl::StatusOr<AttentionResult> Finish() {
     if (!have_header_) return StreamError("ended without a header");
-    if (next_layer_ != result_.layers.size()) {
+    if (next_layer_ != result_.layers.size() || layer_filled_ != 0) {
       return StreamError(
           absl::StrCat("ended after ", next_layer_, " of ", result_.layers.size(), " layers"));
+    }
+    if (result_.rollout.has_value() &&
+        rollout_rows_ != static_cast<size_t>(result_.rollout->shape[0])) {
+      return StreamError(absl::StrCat("ended after ", rollout_rows_, " of ",
+                                      result_.rollout->shape[0], " rollout rows"));
     }
     return std::move(result_);
   }
@@ -87,7 +88,7 @@ class StreamAssembler {
     attentions.shape.assign(header.attentions_shape().begin(), header.attentions_shape().end());
     attentions.dim_names.assign(header.dim_names().begin(), header.dim_names().end());
     attentions.wire_dtype = header.dtype();
-    if (attentions.shape.empty() ||
+    if (attentions.shape.size() != 4 ||
         attentions.shape[0] != static_cast<int64_t>(result_.layers.size())) {
       return StreamError(absl::StrCat("header has attentions_shape [",
                                       absl::StrJoin(attentions.shape, ", "), "] for ",
@@ -102,16 +103,26 @@ class StreamAssembler {
     return absl::OkStatus();
   }
 
-  // Checks that a layer's tensor is one [head, ...] slice of the full shape and decodes it into
-  // `target` at the current layer, allocating the target on the first layer.
-  absl::Status AddSlice(const v1::Tensor& tensor, const char* name, DecodedTensor& target) {
+  // Checks that `tensor` is the piece of the current layer at (head_offset, query_offset), the
+  // next contiguous run of the layer's slice, and decodes it into `target` there, allocating the
+  // target on the first piece.
+  absl::Status AddPiece(const v1::Tensor& tensor, const char* name, int64_t head_offset,
+                        int64_t query_offset, DecodedTensor& target) {
     const DecodedTensor& full = result_.attentions;
-    const std::vector<int64_t> slice_shape(full.shape.begin() + 1, full.shape.end());
-    if (!std::equal(tensor.shape().begin(), tensor.shape().end(), slice_shape.begin(),
-                    slice_shape.end())) {
-      return StreamError(absl::StrCat("sent layer ", next_layer_, " ", name, " of shape [",
-                                      absl::StrJoin(tensor.shape(), ", "), "], expected [",
-                                      absl::StrJoin(slice_shape, ", "), "]"));
+    const int64_t heads = full.shape[1];
+    const int64_t rows = full.shape[2];
+    const int64_t keys = full.shape[3];
+    const bool fits = tensor.shape_size() == 3 && tensor.shape(0) >= 1 && tensor.shape(1) >= 1 &&
+                      tensor.shape(2) == keys && head_offset + tensor.shape(0) <= heads &&
+                      query_offset + tensor.shape(1) <= rows &&
+                      (tensor.shape(1) == rows || tensor.shape(0) == 1);
+    const int64_t start = (head_offset * rows + query_offset) * keys;
+    if (!fits || start != layer_filled_) {
+      return StreamError(absl::StrCat(
+          "sent a piece of layer ", result_.layers[next_layer_], " ", name, " of shape [",
+          absl::StrJoin(tensor.shape(), ", "), "] at head ", head_offset, ", query row ",
+          query_offset, "; expected whole heads or rows of one head of [", heads, ", ", rows, ", ",
+          keys, "], continuing at element ", layer_filled_));
     }
     if (target.shape.empty()) {
       target.shape = full.shape;
@@ -123,12 +134,13 @@ class StreamAssembler {
         target.values.resize(full.values.size());
       }
     } else if (target.wire_dtype != tensor.dtype()) {
-      return StreamError(absl::StrCat("sent layer ", next_layer_, " ", name, " as ",
+      return StreamError(absl::StrCat("sent layer ", result_.layers[next_layer_], " ", name, " as ",
                                       DTypeName(tensor.dtype()), ", expected ",
                                       DTypeName(target.wire_dtype)));
     }
-    const int64_t offset = static_cast<int64_t>(next_layer_) * slice_elements_;
-    return DecodeTensorDataInto(tensor, slice_elements_,
+    const int64_t offset = static_cast<int64_t>(next_layer_) * slice_elements_ + start;
+    const int64_t count = tensor.shape(0) * tensor.shape(1) * keys;
+    return DecodeTensorDataInto(tensor, count,
                                 target.is_int() ? nullptr : target.values.data() + offset,
                                 target.is_int() ? target.int_values.data() + offset : nullptr);
   }
@@ -143,26 +155,65 @@ class StreamAssembler {
       return StreamError(absl::StrCat("sent layer ", layer.layer(), " where the header announced ",
                                       result_.layers[next_layer_]));
     }
-    // Each layer's slice is decoded straight into the tensor preallocated from the header.
-    absl::Status status = AddSlice(layer.attentions(), "attentions", result_.attentions);
+    const int64_t head_offset = layer.head_offset();
+    const int64_t query_offset = layer.query_offset();
+    absl::Status status =
+        AddPiece(layer.attentions(), "attentions", head_offset, query_offset, result_.attentions);
     if (!status.ok()) return status;
     if (layer.has_scores()) {
       if (!result_.scores.has_value()) result_.scores.emplace();
-      status = AddSlice(layer.scores(), "scores", *result_.scores);
+      status = AddPiece(layer.scores(), "scores", head_offset, query_offset, *result_.scores);
       if (!status.ok()) return status;
     }
     if (layer.has_top_k_indices()) {
       if (!result_.top_k_indices.has_value()) result_.top_k_indices.emplace();
-      status = AddSlice(layer.top_k_indices(), "top_k_indices", *result_.top_k_indices);
+      status = AddPiece(layer.top_k_indices(), "top_k_indices", head_offset, query_offset,
+                        *result_.top_k_indices);
       if (!status.ok()) return status;
     }
-    ++next_layer_;
+    layer_filled_ +=
+        layer.attentions().shape(0) * layer.attentions().shape(1) * result_.attentions.shape[3];
+    if (layer_filled_ == slice_elements_) {
+      layer_filled_ = 0;
+      ++next_layer_;
+    }
+    return absl::OkStatus();
+  }
+
+  // Rollout pieces are runs of rows of [query_token, key_token]; the rows are the attentions'.
+  absl::Status AddRollout(const v1::StreamAttentionRollout& piece) {
+    if (!have_header_) return StreamError("sent the rollout before the header");
+    const v1::Tensor& tensor = piece.rollout();
+    const int64_t rows = result_.attentions.shape[2];
+    if (!result_.rollout.has_value() && tensor.shape_size() == 2) {
+      DecodedTensor& rollout = result_.rollout.emplace();
+      rollout.shape = {rows, tensor.shape(1)};
+      rollout.dim_names.assign(tensor.dim_names().begin(), tensor.dim_names().end());
+      rollout.wire_dtype = tensor.dtype();
+      rollout.values.resize(rows * tensor.shape(1));
+    }
+    if (tensor.shape_size() != 2 || !result_.rollout.has_value() ||
+        tensor.shape(1) != result_.rollout->shape[1] ||
+        piece.query_offset() != static_cast<int64_t>(rollout_rows_) ||
+        piece.query_offset() + tensor.shape(0) > rows) {
+      return StreamError(absl::StrCat(
+          "sent rollout rows of shape [", absl::StrJoin(tensor.shape(), ", "), "] at row ",
+          piece.query_offset(), "; expected rows from ", rollout_rows_, " of ", rows));
+    }
+    const int64_t offset = piece.query_offset() * tensor.shape(1);
+    absl::Status status = DecodeTensorDataInto(tensor, tensor.shape(0) * tensor.shape(1),
+                                               result_.rollout->values.data() + offset, nullptr);
+    if (!status.ok()) return status;
+    rollout_rows_ += tensor.shape(0);
     return absl::OkStatus();
   }
 
   AttentionResult result_;
   bool have_header_ = false;
   size_t next_layer_ = 0;
+  // Elements of the current layer's slice received so far.
+  int64_t layer_filled_ = 0;
+  size_t rollout_rows_ = 0;
   int64_t slice_elements_ = 0;
 };
 

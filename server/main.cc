@@ -61,6 +61,9 @@ ABSL_FLAG(std::string, dashboard_dir, ATTNSCOPE_DASHBOARD_DIR,
 ABSL_FLAG(int64_t, max_response_bytes, kDefaults.service.max_response_bytes,
           "Largest unary response in bytes; bigger ones fail with RESOURCE_EXHAUSTED. Clients "
           "need a receive limit at least this large.");
+ABSL_FLAG(int64_t, max_stream_message_bytes, kDefaults.service.max_stream_message_bytes,
+          "Largest tensor data in one StreamAttention message; larger layers are sent in pieces "
+          "(by heads, then by query rows) that clients reassemble.");
 ABSL_FLAG(int64_t, max_tokens, 0,
           "Longest accepted input in tokens, special tokens included; 0 = each model's "
           "max_position_embeddings (a larger value is capped to it).");
@@ -109,6 +112,7 @@ int main(int argc, char** argv) {
   options.http.dashboard_dir = absl::GetFlag(FLAGS_dashboard_dir);
   options.service.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   options.service.max_concurrent_requests = absl::GetFlag(FLAGS_max_concurrent_requests);
+  options.service.max_stream_message_bytes = absl::GetFlag(FLAGS_max_stream_message_bytes);
   options.worker_threads = absl::GetFlag(FLAGS_worker_threads);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   if (const absl::Status invalid = attnscope::server::ValidateServerOptions(options);

@@ -1,5 +1,6 @@
 #include "server/proto_convert.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -142,6 +143,28 @@ std::vector<std::string> WithoutLayer(const std::vector<std::string>& dims) {
 }
 
 }  // namespace
+
+std::vector<StreamPiece> PlanStreamPieces(int64_t heads, int64_t rows, int64_t row_bytes,
+                                          int64_t max_bytes) {
+  std::vector<StreamPiece> pieces;
+  const int64_t head_bytes = rows * row_bytes;
+  if (head_bytes <= max_bytes) {
+    // Whole heads: as many as fit, at least one.
+    const int64_t per_piece = std::max<int64_t>(1, max_bytes / std::max<int64_t>(1, head_bytes));
+    for (int64_t head = 0; head < heads; head += per_piece) {
+      pieces.push_back({head, std::min(per_piece, heads - head), 0, rows});
+    }
+    return pieces;
+  }
+  // A head over the bound is cut into runs of query rows, one row at least.
+  const int64_t per_piece = std::max<int64_t>(1, max_bytes / std::max<int64_t>(1, row_bytes));
+  for (int64_t head = 0; head < heads; ++head) {
+    for (int64_t row = 0; row < rows; row += per_piece) {
+      pieces.push_back({head, 1, row, std::min(per_piece, rows - row)});
+    }
+  }
+  return pieces;
+}
 
 absl::StatusOr<TokenizeQuery> ToQuery(const v1::TokenizeRequest& request) {
   TokenizeQuery query;
@@ -289,7 +312,7 @@ absl::Status ToProto(const AttentionAnswer& answer, v1::GetAttentionResponse* re
 }
 
 absl::Status WriteStream(
-    const AttentionAnswer& answer,
+    const AttentionAnswer& answer, int64_t max_message_bytes,
     const std::function<absl::Status(const v1::StreamAttentionResponse&)>& write) {
   const v1::DType dtype = ToWire(answer.dtype);
   v1::StreamAttentionResponse message;
@@ -299,28 +322,52 @@ absl::Status WriteStream(
   for (const std::string& name : answer.dim_names()) header->add_dim_names(name);
   header->set_dtype(dtype);
   ATTNSCOPE_RETURN_IF_ERROR(write(message));
+  const std::vector<std::string> dims = WithoutLayer(answer.dim_names());
+  const std::vector<std::string> score_dims = WithoutLayer(ScoreDims(answer));
   for (size_t i = 0; i < answer.layers.size(); ++i) {
-    message.Clear();
-    v1::StreamAttentionLayer* layer = message.mutable_layer();
-    layer->set_layer(static_cast<int32_t>(answer.layers[i]));
-    ATTNSCOPE_RETURN_IF_ERROR(EncodeTensor(answer.attentions[i], WithoutLayer(answer.dim_names()),
-                                           dtype, layer->mutable_attentions()));
-    if (!answer.scores.empty()) {
-      ATTNSCOPE_RETURN_IF_ERROR(EncodeTensor(answer.scores[i], WithoutLayer(ScoreDims(answer)),
-                                             dtype, layer->mutable_scores()));
+    const torch::Tensor& attentions = answer.attentions[i];
+    const int64_t heads = attentions.size(0);
+    const int64_t rows = attentions.size(1);
+    // Bytes of one query row of every tensor the pieces carry.
+    int64_t row_bytes = attentions.size(2) * BytesPerElement(dtype);
+    if (!answer.scores.empty()) row_bytes += answer.scores[i].size(2) * BytesPerElement(dtype);
+    if (answer.top_k)
+      row_bytes += answer.top_k_indices[i].size(2) * BytesPerElement(v1::DTYPE_INT32);
+    for (const StreamPiece& piece : PlanStreamPieces(heads, rows, row_bytes, max_message_bytes)) {
+      const auto cut = [&piece](const torch::Tensor& tensor) {
+        return tensor.narrow(0, piece.head_offset, piece.heads)
+            .narrow(1, piece.query_offset, piece.rows);
+      };
+      message.Clear();
+      v1::StreamAttentionLayer* layer = message.mutable_layer();
+      layer->set_layer(static_cast<int32_t>(answer.layers[i]));
+      layer->set_head_offset(static_cast<int32_t>(piece.head_offset));
+      layer->set_query_offset(static_cast<int32_t>(piece.query_offset));
+      ATTNSCOPE_RETURN_IF_ERROR(
+          EncodeTensor(cut(attentions), dims, dtype, layer->mutable_attentions()));
+      if (!answer.scores.empty()) {
+        ATTNSCOPE_RETURN_IF_ERROR(
+            EncodeTensor(cut(answer.scores[i]), score_dims, dtype, layer->mutable_scores()));
+      }
+      if (answer.top_k) {
+        ATTNSCOPE_RETURN_IF_ERROR(EncodeTensor(cut(answer.top_k_indices[i]), dims, v1::DTYPE_INT32,
+                                               layer->mutable_top_k_indices()));
+      }
+      ATTNSCOPE_RETURN_IF_ERROR(write(message));
     }
-    if (answer.top_k) {
-      ATTNSCOPE_RETURN_IF_ERROR(EncodeTensor(answer.top_k_indices[i],
-                                             WithoutLayer(answer.dim_names()), v1::DTYPE_INT32,
-                                             layer->mutable_top_k_indices()));
-    }
-    ATTNSCOPE_RETURN_IF_ERROR(write(message));
   }
   if (answer.rollout.defined()) {
-    message.Clear();
-    ATTNSCOPE_RETURN_IF_ERROR(
-        EncodeTensor(answer.rollout, RolloutDims(answer), dtype, message.mutable_rollout()));
-    ATTNSCOPE_RETURN_IF_ERROR(write(message));
+    const int64_t row_bytes = answer.rollout.size(1) * BytesPerElement(dtype);
+    for (const StreamPiece& piece :
+         PlanStreamPieces(/*heads=*/1, answer.rollout.size(0), row_bytes, max_message_bytes)) {
+      message.Clear();
+      v1::StreamAttentionRollout* rollout = message.mutable_rollout();
+      rollout->set_query_offset(static_cast<int32_t>(piece.query_offset));
+      ATTNSCOPE_RETURN_IF_ERROR(
+          EncodeTensor(answer.rollout.narrow(0, piece.query_offset, piece.rows),
+                       RolloutDims(answer), dtype, rollout->mutable_rollout()));
+      ATTNSCOPE_RETURN_IF_ERROR(write(message));
+    }
   }
   return absl::OkStatus();
 }

@@ -158,6 +158,11 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
                      ": expected at least 1 byte, got ", options.service.max_response_bytes,
                      "; the default is ", kDefaultMaxResponseBytes));
   }
+  if (options.service.max_stream_message_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_stream_message_bytes ", options.service.max_stream_message_bytes,
+        ": expected at least 1 byte; the default is ", ServiceOptions().max_stream_message_bytes));
+  }
   for (const LoadedModel::Options& model : options.models) {
     if (model.max_tokens < 0) {
       return absl::InvalidArgumentError(

@@ -51,7 +51,7 @@ struct ServerOptions {
 
 // Checks the options a flag sets before anything starts. InvalidArgument, naming the flag: a
 // --listen or non-empty --http_listen that is not HOST:PORT with a port in [0, 65535], a
-// --metrics_port outside that range,
+// --metrics_port outside that range, a --max_stream_message_bytes below 1,
 // a --max_response_bytes below 1, and a negative --max_tokens, --worker_threads,
 // --max_concurrent_requests or --shutdown_grace_seconds.
 absl::Status ValidateServerOptions(const ServerOptions& options);

@@ -166,10 +166,11 @@ absl::Status ServiceCore::StreamAttention(const Call& call, const v1::GetAttenti
     ATTNSCOPE_ASSIGN_OR_RETURN(const AttentionAnswer answer,
                                runner_->RunAttention(query, call.check, Delivery::kStream));
     int64_t bytes = 0;
-    ATTNSCOPE_RETURN_IF_ERROR(WriteStream(answer, [&](const v1::StreamAttentionResponse& message) {
-      bytes += static_cast<int64_t>(message.ByteSizeLong());
-      return write(message);
-    }));
+    ATTNSCOPE_RETURN_IF_ERROR(WriteStream(answer, options_.max_stream_message_bytes,
+                                          [&](const v1::StreamAttentionResponse& message) {
+                                            bytes += static_cast<int64_t>(message.ByteSizeLong());
+                                            return write(message);
+                                          }));
     metrics_->RecordResponseBytes(bytes);
     return absl::OkStatus();
   });

@@ -33,6 +33,9 @@ struct ServiceOptions {
   int64_t max_response_bytes = kDefaultMaxResponseBytes;
   // Calls handled at once, over both transports; more fail with RESOURCE_EXHAUSTED. 0 = no limit.
   int max_concurrent_requests = 16;
+  // Largest tensor data in one StreamAttention message; bigger layers are sent in pieces. Well
+  // under gRPC's default 4 MiB receive limit, so that any client reads any stream.
+  int64_t max_stream_message_bytes = int64_t{1} << 20;
 };
 
 // Longest error message sent to a client, in bytes. gRPC carries the message in the trailing

@@ -2,11 +2,15 @@
 // positions) at 512 tokens: StreamAttention returns all 12 x 12 heads (151 MB of float32), while
 // the unary call fails with RESOURCE_EXHAUSTED naming StreamAttention. The checkpoint is written at
 // test time into a temporary directory.
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "attnscope/v1/attnscope.grpc.pb.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -56,6 +60,43 @@ TEST(BigModelTest, StreamReturnsEveryLayerAndHeadWhereUnaryHitsTheCap) {
   const Reference reference(dir.path());
   const ExpectedAttention expected = reference.Attention(request);
   ASSERT_TRUE(TensorNear(streamed->attentions, expected.attentions));
+  // A client with gRPC's default 4 MiB receive limit reads streams too: the server cuts each
+  // layer's 12 MB into pieces under its 1 MiB bound, which the client library reassembles.
+  std::unique_ptr<Client> default_limit =
+      (*server)->NewClient(/*max_response_bytes=*/(int64_t{4} << 20) - (int64_t{1} << 20));
+  v1::GetAttentionRequest pieces = request;
+  pieces.add_layers(0);
+  pieces.add_layers(-1);
+  pieces.set_include_scores(true);
+  pieces.set_rollout(true);
+  absl::StatusOr<AttentionResult> small_client = default_limit->StreamAttention(pieces);
+  ASSERT_TRUE(small_client.ok()) << small_client.status();
+  const ExpectedAttention expected_pieces = reference.Attention(pieces);
+  EXPECT_TRUE(TensorNear(small_client->attentions, expected_pieces.attentions));
+  ASSERT_TRUE(small_client->scores.has_value());
+  EXPECT_TRUE(TensorNear(*small_client->scores, expected_pieces.scores));
+  ASSERT_TRUE(small_client->rollout.has_value());
+  EXPECT_TRUE(TensorNear(*small_client->rollout, expected_pieces.rollout, 1e-6, 1e-5));
+  {
+    std::unique_ptr<v1::AttentionService::Stub> stub = v1::AttentionService::NewStub(
+        grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::StreamAttentionResponse>> reader =
+        stub->StreamAttention(&context, pieces);
+    v1::StreamAttentionResponse message;
+    size_t largest = 0;
+    int messages = 0;
+    while (reader->Read(&message)) {
+      largest = std::max(largest, message.ByteSizeLong());
+      ++messages;
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    // Each layer: 12 heads x 512 rows x 512 keys x 8 bytes (attentions and scores) = 24 MiB in
+    // 1 MiB pieces of 256 rows of one head, 24 pieces; the rollout's 1 MiB fits in one.
+    EXPECT_EQ(messages, 1 + 2 * 24 + 1);
+    EXPECT_LE(largest, (size_t{1} << 20) + 1024);
+  }
+
   // After the failed unary call the server still answers a smaller one.
   request.add_layers(-1);
   request.add_heads(0);

@@ -380,7 +380,7 @@ TEST(StreamAttentionTest, ReassemblesLayersIntoOneTensor) {
   FakeServer server;
   std::vector<v1::StreamAttentionResponse> stream = TwoLayerStream();
   v1::StreamAttentionResponse rollout;
-  *rollout.mutable_rollout() = FloatTensor({2, 3}, {1, 0, 0, 0, 1, 0});
+  *rollout.mutable_rollout()->mutable_rollout() = FloatTensor({2, 3}, {1, 0, 0, 0, 1, 0});
   stream.push_back(rollout);
   server.service().set_stream(std::move(stream));
   std::unique_ptr<Client> client = MakeClient(server.address());
@@ -402,6 +402,53 @@ TEST(StreamAttentionTest, ReassemblesLayersIntoOneTensor) {
   EXPECT_THAT(result->rollout->values, ElementsAre(1, 0, 0, 0, 1, 0));
 }
 
+TEST(StreamAttentionTest, ReassemblesLayersSentInPieces) {
+  // The same stream with layer 1 cut into its two heads and layer 0's heads into single rows, and
+  // the rollout into two pieces of one row: the answer is the same.
+  std::vector<v1::StreamAttentionResponse> whole = TwoLayerStream();
+  std::vector<v1::StreamAttentionResponse> stream = {whole[0]};
+  auto piece = [](const v1::StreamAttentionLayer& layer, int head, int rows, int row) {
+    v1::StreamAttentionResponse message;
+    v1::StreamAttentionLayer* out = message.mutable_layer();
+    out->set_layer(layer.layer());
+    out->set_head_offset(head);
+    out->set_query_offset(row);
+    const auto cut = [&](const v1::Tensor& tensor) {
+      std::vector<float> values(rows * 3);
+      const float* data = reinterpret_cast<const float*>(tensor.data().data());
+      std::copy(data + (head * 2 + row) * 3, data + (head * 2 + row + rows) * 3, values.begin());
+      return FloatTensor({1, rows, 3}, values);
+    };
+    *out->mutable_attentions() = cut(layer.attentions());
+    *out->mutable_scores() = cut(layer.scores());
+    return message;
+  };
+  for (int head = 0; head < 2; ++head) stream.push_back(piece(whole[1].layer(), head, 2, 0));
+  for (int head = 0; head < 2; ++head) {
+    for (int row = 0; row < 2; ++row) stream.push_back(piece(whole[2].layer(), head, 1, row));
+  }
+  for (int row = 0; row < 2; ++row) {
+    v1::StreamAttentionResponse rollout;
+    rollout.mutable_rollout()->set_query_offset(row);
+    *rollout.mutable_rollout()->mutable_rollout() =
+        FloatTensor({1, 3}, {static_cast<float>(row), 1, 2});
+    stream.push_back(rollout);
+  }
+  FakeServer server;
+  server.service().set_stream(std::move(stream));
+  std::unique_ptr<Client> client = MakeClient(server.address());
+  absl::StatusOr<AttentionResult> result = client->StreamAttention(v1::GetAttentionRequest());
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->attentions.values.size(), 24u);
+  for (int i = 0; i < 24; ++i) {
+    EXPECT_EQ(result->attentions.values[i], static_cast<float>(100 * (i / 12) + i % 12)) << i;
+    EXPECT_EQ(result->scores->values[i], -result->attentions.values[i]) << i;
+  }
+  ASSERT_TRUE(result->rollout.has_value());
+  EXPECT_THAT(result->rollout->shape, ElementsAre(2, 3));
+  EXPECT_THAT(result->rollout->values, ElementsAre(0, 1, 2, 1, 1, 2));
+}
+
 TEST(StreamAttentionTest, ProtocolViolationsAreInternalErrors) {
   struct Case {
     const char* name;
@@ -416,8 +463,16 @@ TEST(StreamAttentionTest, ProtocolViolationsAreInternalErrors) {
        [](auto& s) {
          *s[2].mutable_layer()->mutable_attentions() = FloatTensor({2, 3}, {1, 2, 3, 4, 5, 6});
        },
-       "expected [2, 2, 3]"},
+       "of [2, 2, 3]"},
       {"extra layer", [](auto& s) { s.push_back(s[2]); }, "more than the 2 layers"},
+      {"piece out of order", [](auto& s) { s[1].mutable_layer()->set_head_offset(1); },
+       "continuing at element 0"},
+      {"rows of two heads",
+       [](auto& s) {
+         s[1].mutable_layer()->set_query_offset(1);
+         *s[1].mutable_layer()->mutable_attentions() = FloatTensor({2, 1, 3}, {1, 2, 3, 4, 5, 6});
+       },
+       "whole heads or rows of one head"},
   };
   FakeServer server;
   std::unique_ptr<Client> client = MakeClient(server.address());
