@@ -149,6 +149,13 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Option
       if (metrics != std::string::npos) {
         server->metrics_port_ = std::atoi(line.c_str() + metrics + strlen("(metrics on :"));
       }
+      const std::string kHttp = "(HTTP and dashboard on http://";
+      const size_t http = line.find(kHttp);
+      const size_t http_port =
+          http == std::string::npos ? http : line.find(':', http + kHttp.size());
+      if (http_port != std::string::npos) {
+        server->http_port_ = std::atoi(line.c_str() + http_port + 1);
+      }
       return server;
     }
     if (std::optional<int> status = WaitFor(server->pid_, absl::ZeroDuration())) {
@@ -197,6 +204,32 @@ absl::StatusOr<int> ServerProcess::Wait(absl::Duration timeout) {
 
 std::string ServerProcess::Log() const {
   return "--- attnscope-server stderr ---\n" + ReadFileOrEmpty(dir_->path() + "/stderr");
+}
+
+absl::StatusOr<std::unique_ptr<BackgroundProcess>> BackgroundProcess::Start(
+    const std::vector<std::string>& argv) {
+  std::unique_ptr<BackgroundProcess> process(new BackgroundProcess());
+  process->dir_ = std::make_unique<TempDir>();
+  process->command_ = absl::StrJoin(argv, " ");
+  process->pid_ = Spawn(argv, process->dir_->path() + "/stdout", process->dir_->path() + "/stderr");
+  if (process->pid_ < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  return process;
+}
+
+BackgroundProcess::~BackgroundProcess() {
+  if (pid_ > 0 && !reaped_) {
+    kill(-pid_, SIGKILL);
+    WaitFor(pid_, absl::Seconds(30));
+  }
+}
+
+bool BackgroundProcess::Running() {
+  if (!reaped_ && WaitFor(pid_, absl::ZeroDuration()).has_value()) reaped_ = true;
+  return !reaped_;
+}
+
+std::string BackgroundProcess::Log() const {
+  return absl::StrCat("--- ", command_, " stderr ---\n", ReadFileOrEmpty(dir_->path() + "/stderr"));
 }
 
 int FreeTcpPort() {

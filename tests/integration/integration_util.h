@@ -69,6 +69,8 @@ class ServerProcess {
   // "127.0.0.1:PORT" as printed by the server.
   const std::string& address() const { return address_; }
   int metrics_port() const { return metrics_port_; }
+  // The HTTP/JSON API's port as printed by the server; 0 when HTTP is off.
+  int http_port() const { return http_port_; }
   pid_t pid() const { return pid_; }
   // A client for this server with the given cap and a single attempt per call unless overridden.
   std::unique_ptr<Client> NewClient(int64_t max_response_bytes = kDefaultMaxResponseBytes,
@@ -89,6 +91,30 @@ class ServerProcess {
   bool reaped_ = false;
   std::string address_;
   int metrics_port_ = 0;
+  int http_port_ = 0;
+  std::unique_ptr<TempDir> dir_;
+};
+
+// Any other program run in the background (e.g. Prometheus), in its own process group with stdout
+// and stderr in files; like ServerProcess, the destructor kills the group and reaps it.
+class BackgroundProcess {
+ public:
+  // Internal when fork fails; a program that cannot be executed exits 127 (see Running and Log).
+  static absl::StatusOr<std::unique_ptr<BackgroundProcess>> Start(
+      const std::vector<std::string>& argv);
+  ~BackgroundProcess();
+
+  // False once the process has exited (it is reaped then).
+  bool Running();
+  // The command line and the process' stderr so far (for failure messages).
+  std::string Log() const;
+
+ private:
+  BackgroundProcess() = default;
+
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  std::string command_;
   std::unique_ptr<TempDir> dir_;
 };
 
