@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -122,6 +124,20 @@ std::vector<std::string> ExecForm(const std::string& arguments) {
     }
   }
   return absl::StrSplit(arguments, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+}
+
+ImageLayout::ImageLayout() {
+  namespace fs = std::filesystem;
+  fs::create_directories(root() + "/models");
+  fs::create_directories(root() + "/dashboard");
+  for (const auto& entry : fs::directory_iterator(SourceDir() + "/models")) {
+    if (entry.is_directory() && fs::exists(entry.path() / "config.json")) {
+      fs::create_directory_symlink(entry.path(),
+                                   root() + "/models/" + entry.path().filename().string());
+      model_names_.push_back(entry.path().filename().string());
+    }
+  }
+  std::sort(model_names_.begin(), model_names_.end());
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tests/integration/integration_util.h"
 
 namespace attnscope::testing {
 
@@ -53,6 +54,22 @@ std::vector<DockerStage> ParseDockerfile(const std::string& text);
 // Words of a shell-free argument list: an exec-form JSON array (["a", "b"]) or whitespace-separated
 // words. Options before an exec form (HEALTHCHECK's --interval=... CMD [...]) are not included.
 std::vector<std::string> ExecForm(const std::string& arguments);
+
+// The image's /opt/attnscope (Dockerfile) made in a temporary folder: models/ holds a link to every
+// folder of the source tree's models/ that has a config.json (what the build stage copies),
+// dashboard/ is empty.
+class ImageLayout {
+ public:
+  ImageLayout();
+  // Stands for /opt/attnscope.
+  std::string root() const { return dir_.path() + "/opt/attnscope"; }
+  // The models' folder names, sorted.
+  const std::vector<std::string>& model_names() const { return model_names_; }
+
+ private:
+  TempDir dir_;
+  std::vector<std::string> model_names_;
+};
 
 // An HTTP exchange with 127.0.0.1:port.
 struct HttpAnswer {

@@ -191,29 +191,6 @@ TEST_F(DockerfileTest, ExposesTheEntrypointPortsAndHealthChecksThroughTheCli) {
   EXPECT_THAT(runs, HasSubstr("config.json"));
 }
 
-// The image's /opt/attnscope made here: models/ holds every folder of the source tree's models/
-// that has a config.json (what the build stage copies), dashboard/ is empty.
-class ImageLayout {
- public:
-  ImageLayout() {
-    fs::create_directories(root() + "/models");
-    fs::create_directories(root() + "/dashboard");
-    for (const auto& entry : fs::directory_iterator(SourceDir() + "/models")) {
-      if (entry.is_directory() && fs::exists(entry.path() / "config.json")) {
-        fs::create_directory_symlink(entry.path(),
-                                     root() + "/models/" + entry.path().filename().string());
-        model_names_.push_back(entry.path().filename().string());
-      }
-    }
-  }
-  std::string root() const { return dir_.path() + "/opt/attnscope"; }
-  const std::vector<std::string>& model_names() const { return model_names_; }
-
- private:
-  TempDir dir_;
-  std::vector<std::string> model_names_;
-};
-
 // The names ListModels returns.
 std::vector<std::string> ServedModels(const ServerProcess& server) {
   absl::StatusOr<std::vector<v1::ModelInfo>> models = server.NewClient()->ListModels();
