@@ -1,24 +1,59 @@
-# attnscope-server image: Debian 12 with the project's own dependency script, Release build.
-# Build: docker build -t attnscope .   Run: docker run -p 50051:50051 -p 9464:9464 attnscope
-FROM debian:12 AS build
-WORKDIR /src
-COPY scripts/install-deps.sh scripts/install-deps.sh
-RUN bash scripts/install-deps.sh
-COPY . .
-RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
- && cmake --build build -j"$(nproc)" --target attnscope-server attnscope
+# attnscope image: attnscope-server and the attnscope CLI on Debian 12.
+#
+#   docker build -t attnscope .
+#   docker run -p 50051:50051 -p 8080:8080 -p 9464:9464 attnscope
+#   docker run -v /my/checkpoints:/models:ro -p 50051:50051 attnscope --model mine=/models/mine
+#
+# Ports: 50051 gRPC, 8080 HTTP/JSON API and dashboard, 9464 Prometheus /metrics. The built-in
+# models are served from /opt/attnscope/models (--model_repository); arguments after the image name
+# add to the flags below, and a later flag wins, so `--model NAME=/models/DIR` serves a mounted
+# checkpoint beside the built-in ones and `--model_repository=/models` serves the mounted folder
+# instead of them. README.md, "Deploying", says more.
+#
+# The build stage runs the project's own scripts, the same commands as CI and the README:
+# scripts/install-deps.sh is the one list of Debian packages and scripts/build.sh the one build
+# command. tests/integration/dockerfile_test.cc fails when this file runs a cmake or apt-get line
+# of its own there, and when the runtime packages below stop matching what the binaries link.
 
-FROM debian:12
-# Runtime libraries only: the -dev packages' shared-library dependencies.
-RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      libtorch1.13 libopenblas0-pthread libdnnl2 libgrpc++1.51 libprotobuf32 \
-      libabsl20220623 libprometheus-cpp-pull1.0 libprometheus-cpp-core1.0 libutf8proc2 \
-      libsentencepiece0 libssl3 ca-certificates \
+FROM debian:12.11-slim AS build
+WORKDIR /src
+# The dependencies in a layer of their own, rebuilt only when the script changes.
+COPY scripts/install-deps.sh scripts/install-deps.sh
+RUN bash scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
+COPY . .
+# The whole build, as CI runs it: the dashboard (build/dashboard) is part of it, and so lands in the
+# image without this file naming its target. Then the image's tree: every folder of models/ that
+# holds a config.json (checkpoints, not the C++ sources beside them), and the dashboard's files
+# (an empty folder while no build makes them; the server then answers "/" with a 404 that says so).
+RUN bash scripts/build.sh \
+ && mkdir -p /opt/attnscope/models /opt/attnscope/dashboard \
+ && for dir in models/*/; do \
+      if [ -f "$dir/config.json" ]; then cp -r "$dir" /opt/attnscope/models/; fi; \
+    done \
+ && if [ -d build/dashboard ]; then cp -r build/dashboard/. /opt/attnscope/dashboard/; fi
+
+FROM debian:12.11-slim
+# Exactly the packages that own the libraries `ldd` lists for the two binaries and the
+# SentencePiece module (libopenblas0-pthread provides libblas.so.3: without it apt would pick the
+# reference BLAS, about 60 times slower); their own dependencies come with them.
+RUN apt-get update -q \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      libabsl20220623 libcpp-httplib0.11 libdnnl2 libgrpc++1.51 libgrpc29 libopenblas0-pthread \
+      libprometheus-cpp-core1.0 libprotobuf32 libsentencepiece0 libssl3 libtorch1.13 \
+      libutf8proc2 \
  && rm -rf /var/lib/apt/lists/*
+# A fixed numeric uid, so that Kubernetes' runAsNonRoot can verify it (deploy/k8s uses the same).
+RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin attnscope
+# The module is found in ../lib next to the executable (models/sentencepiece_bridge.cc).
 COPY --from=build /src/build/server/attnscope-server /src/build/client/attnscope /usr/local/bin/
 COPY --from=build /src/build/lib/libattnscope_sentencepiece.so /usr/local/lib/
-COPY models/ /opt/attnscope/models/
-ENV ATTNSCOPE_SENTENCEPIECE_MODULE=/usr/local/lib/libattnscope_sentencepiece.so
-EXPOSE 50051 9464
-ENTRYPOINT ["attnscope-server", "--listen=0.0.0.0:50051", "--metrics_port=9464"]
-CMD ["--model_repository=/opt/attnscope/models"]
+COPY --from=build /opt/attnscope/ /opt/attnscope/
+USER 10001:10001
+EXPOSE 50051 8080 9464
+# Model loading and warm-up take seconds; the CLI exits 0 only when the server reports SERVING.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
+  CMD ["attnscope", "health", "--server", "127.0.0.1:50051"]
+ENTRYPOINT ["attnscope-server", "--listen=0.0.0.0:50051", "--http_listen=0.0.0.0:8080", \
+            "--metrics_port=9464", "--dashboard_dir=/opt/attnscope/dashboard", \
+            "--model_repository=/opt/attnscope/models"]

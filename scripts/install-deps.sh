@@ -13,6 +13,7 @@ packages=(
   nlohmann-json3-dev libcpp-httplib-dev libutf8proc-dev libsentencepiece-dev
   libcairo2-dev libpango1.0-dev fonts-noto-cjk
   python3-torch python3-numpy
+  prometheus docker-compose libyaml-cpp-dev
   "$@"
 )
 
@@ -25,6 +26,16 @@ if ((${#missing[@]})); then
   sudo_cmd=()
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   export DEBIAN_FRONTEND=noninteractive
+  # Packages such as prometheus start their daemon from postinst (invoke-rc.d). The tests run
+  # /usr/bin/prometheus themselves, and in a chroot without systemd (CI's pristine root) the init
+  # script would start a server that outlives the install. A policy-rc.d that denies every start,
+  # Debian's mechanism for chroots and images, is in place for this install only, unless the
+  # system already has one of its own.
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    "${sudo_cmd[@]}" sh -c "printf '#!/bin/sh\\nexit 101\\n' > $policy && chmod 755 $policy"
+    trap '"${sudo_cmd[@]}" rm -f "$policy"' EXIT
+  fi
   "${sudo_cmd[@]}" apt-get update -q
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi

@@ -121,9 +121,44 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, error);
 }
 
+absl::StatusOr<std::unique_ptr<BackgroundProcess>> BackgroundProcess::Start(
+    const std::vector<std::string>& argv) {
+  std::unique_ptr<BackgroundProcess> process(new BackgroundProcess());
+  process->dir_ = std::make_unique<TempDir>();
+  process->command_ = absl::StrJoin(argv, " ");
+  process->pid_ = Spawn(argv, process->dir_->path() + "/stdout", process->dir_->path() + "/stderr");
+  if (process->pid_ < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  return process;
+}
+
+BackgroundProcess::~BackgroundProcess() {
+  if (pid_ > 0 && !reaped_) {
+    kill(-pid_, SIGKILL);
+    WaitFor(pid_, absl::Seconds(30));
+  }
+}
+
+void BackgroundProcess::Signal(int signal) const { kill(pid_, signal); }
+
+absl::StatusOr<int> BackgroundProcess::Wait(absl::Duration timeout) {
+  std::optional<int> status = WaitFor(pid_, timeout);
+  if (!status.has_value()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(command_, ": still running after ", absl::FormatDuration(timeout)));
+  }
+  reaped_ = true;
+  return *status;
+}
+
+bool BackgroundProcess::Running() { return !reaped_ && !Wait(absl::ZeroDuration()).ok(); }
+
+std::string BackgroundProcess::Stdout() const { return ReadFileOrEmpty(dir_->path() + "/stdout"); }
+
+std::string BackgroundProcess::Log() const {
+  return absl::StrCat("--- ", command_, " stderr ---\n", ReadFileOrEmpty(dir_->path() + "/stderr"));
+}
+
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Options& options) {
-  std::unique_ptr<ServerProcess> server(new ServerProcess());
-  server->dir_ = std::make_unique<TempDir>();
   std::vector<std::string> argv = {ServerBinary(), "--listen=127.0.0.1:0",
                                    "--http_listen=127.0.0.1:0",
                                    absl::StrCat("--metrics_port=", options.metrics_port)};
@@ -133,14 +168,15 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Option
   }
   if (options.max_tokens) argv.push_back(absl::StrCat("--max_tokens=", *options.max_tokens));
   argv.insert(argv.end(), options.extra_flags.begin(), options.extra_flags.end());
-  const std::string stdout_path = server->dir_->path() + "/stdout";
-  server->pid_ = Spawn(argv, stdout_path, server->dir_->path() + "/stderr");
-  if (server->pid_ < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  absl::StatusOr<std::unique_ptr<BackgroundProcess>> process = BackgroundProcess::Start(argv);
+  if (!process.ok()) return process.status();
+  std::unique_ptr<ServerProcess> server(new ServerProcess());
+  server->process_ = *std::move(process);
 
   const std::string kPrefix = "attnscope-server listening on ";
   const absl::Time deadline = absl::Now() + options.startup_timeout;
   while (absl::Now() < deadline) {
-    const std::string out = ReadFileOrEmpty(stdout_path);
+    const std::string out = server->process_->Stdout();
     const size_t at = out.find(kPrefix);
     const size_t line_end = at == std::string::npos ? at : out.find('\n', at);
     if (line_end != std::string::npos) {
@@ -150,30 +186,24 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Option
       if (metrics != std::string::npos) {
         server->metrics_port_ = std::atoi(line.c_str() + metrics + strlen("(metrics on :"));
       }
-      const std::string kHttp = "on http://127.0.0.1:";
-      if (const size_t http = line.find(kHttp); http != std::string::npos) {
-        server->http_port_ = std::atoi(line.c_str() + http + kHttp.size());
+      const std::string kHttp = "(HTTP and dashboard on http://";
+      const size_t http = line.find(kHttp);
+      const size_t http_port =
+          http == std::string::npos ? http : line.find(':', http + kHttp.size());
+      if (http_port != std::string::npos) {
+        server->http_port_ = std::atoi(line.c_str() + http_port + 1);
       }
       return server;
     }
-    if (std::optional<int> status = WaitFor(server->pid_, absl::ZeroDuration())) {
-      server->reaped_ = true;
-      return absl::UnavailableError(
-          absl::StrCat("attnscope-server exited with status ", *status,
-                       " before listening; argv: ", absl::StrJoin(argv, " "), "\n", server->Log()));
+    if (absl::StatusOr<int> status = server->Wait(absl::ZeroDuration()); status.ok()) {
+      return absl::UnavailableError(absl::StrCat("attnscope-server exited with status ", *status,
+                                                 " before listening\n", server->Log()));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return absl::UnavailableError(absl::StrCat("attnscope-server did not print its address within ",
                                              absl::FormatDuration(options.startup_timeout), "\n",
                                              server->Log()));
-}
-
-ServerProcess::~ServerProcess() {
-  if (pid_ > 0 && !reaped_) {
-    kill(-pid_, SIGKILL);
-    WaitFor(pid_, absl::Seconds(30));
-  }
 }
 
 std::unique_ptr<Client> ServerProcess::NewClient(int64_t max_response_bytes,
@@ -186,22 +216,6 @@ std::unique_ptr<Client> ServerProcess::NewClient(int64_t max_response_bytes,
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
   if (!client.ok()) std::abort();
   return *std::move(client);
-}
-
-void ServerProcess::Signal(int signal) const { kill(pid_, signal); }
-
-absl::StatusOr<int> ServerProcess::Wait(absl::Duration timeout) {
-  std::optional<int> status = WaitFor(pid_, timeout);
-  if (!status.has_value()) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("attnscope-server still running after ", absl::FormatDuration(timeout)));
-  }
-  reaped_ = true;
-  return *status;
-}
-
-std::string ServerProcess::Log() const {
-  return "--- attnscope-server stderr ---\n" + ReadFileOrEmpty(dir_->path() + "/stderr");
 }
 
 int FreeTcpPort() {

@@ -45,9 +45,39 @@ class TempDir {
   std::string path_;
 };
 
-// attnscope-server running as a child in its own process group. The destructor kills the whole
-// group (SIGKILL) and reaps it unless the test already stopped it, so a failing test never leaks a
-// server.
+// A program running as a child in its own process group, stdout and stderr in files. The
+// destructor kills the whole group (SIGKILL) and reaps it unless the test already stopped it, so a
+// failing test never leaks a process.
+class BackgroundProcess {
+ public:
+  // Internal when fork fails; a program that cannot be executed exits 127 (see Wait and Log).
+  static absl::StatusOr<std::unique_ptr<BackgroundProcess>> Start(
+      const std::vector<std::string>& argv);
+  ~BackgroundProcess();
+
+  pid_t pid() const { return pid_; }
+  // Sends `signal` to the process.
+  void Signal(int signal) const;
+  // Waits up to `timeout` for the process to exit and returns its exit status as from waitpid
+  // (use WIFEXITED / WEXITSTATUS); DeadlineExceeded if it is still running.
+  absl::StatusOr<int> Wait(absl::Duration timeout);
+  // False once the process has exited (it is reaped then).
+  bool Running();
+  // Its stdout so far.
+  std::string Stdout() const;
+  // The command line and the process' stderr so far (for failure messages).
+  std::string Log() const;
+
+ private:
+  BackgroundProcess() = default;
+
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  std::string command_;
+  std::unique_ptr<TempDir> dir_;
+};
+
+// attnscope-server as a BackgroundProcess (killed with its process group when destroyed).
 class ServerProcess {
  public:
   struct Options {
@@ -67,35 +97,32 @@ class ServerProcess {
   // http://127.0.0.1:PORT/)". Unavailable when the binary exits or times out first; the message
   // includes the server's stderr.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(const Options& options);
-  ~ServerProcess();
 
   // "127.0.0.1:PORT" as printed by the server.
   const std::string& address() const { return address_; }
   int metrics_port() const { return metrics_port_; }
-  // The HTTP/JSON port (--http_listen=127.0.0.1:0).
+  // The HTTP/JSON API's port as printed by the server; 0 when HTTP is off.
   int http_port() const { return http_port_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_->pid(); }
   // A client for this server with the given cap and a single attempt per call unless overridden.
   std::unique_ptr<Client> NewClient(int64_t max_response_bytes = kDefaultMaxResponseBytes,
                                     int max_attempts = 1) const;
 
   // Sends `signal` to the server process.
-  void Signal(int signal) const;
+  void Signal(int signal) const { process_->Signal(signal); }
   // Waits up to `timeout` for the server to exit and returns its exit status as from waitpid
   // (use WIFEXITED / WEXITSTATUS); DeadlineExceeded if it is still running.
-  absl::StatusOr<int> Wait(absl::Duration timeout);
-  // The server's stderr so far (for failure messages).
-  std::string Log() const;
+  absl::StatusOr<int> Wait(absl::Duration timeout) { return process_->Wait(timeout); }
+  // The server's command line and stderr so far (for failure messages).
+  std::string Log() const { return process_->Log(); }
 
  private:
   ServerProcess() = default;
 
-  pid_t pid_ = -1;
-  bool reaped_ = false;
+  std::unique_ptr<BackgroundProcess> process_;
   std::string address_;
   int metrics_port_ = 0;
   int http_port_ = 0;
-  std::unique_ptr<TempDir> dir_;
 };
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
