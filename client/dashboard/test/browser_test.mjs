@@ -81,8 +81,11 @@ async function rerender(action) {
   assert.equal(status, 'ready', error);
 }
 
+// The page down to the end of its content (a full-page shot would pad short views to the window).
 async function screenshot(name) {
-  await page.screenshot({ path: path.join(args.screenshots, `${name}.png`), fullPage: true });
+  const height = await page.evaluate(() => Math.ceil(document.body.getBoundingClientRect().bottom) + 16);
+  const width = await page.evaluate(() => document.documentElement.scrollWidth);
+  await page.screenshot({ path: path.join(args.screenshots, `${name}.png`), clip: { x: 0, y: 0, width, height } });
 }
 
 // The data attributes of every element `selector` matches. (page.$$eval makes a handle per
