@@ -45,20 +45,26 @@ function toolbar(ctx) {
   labelled(ctx.toolbar, 'document → query too', d2q);
 }
 
-// One block of a document ([layer, head, rows, cols] cut to the selected layer and head).
-function block(parent, tensor, rowLabels, colLabels, color, title) {
-  const { rows, cols, values } = matrix(decodeTensor(tensor), 0, 0);
+// One block of a document ([layer, head, rows, cols] cut to the selected layer and head); rows and
+// cols are {labels, tokens} of its axes. Korean syllables fall apart into several tokens with the
+// same original text, so the tooltip names the tokens too.
+function block(parent, tensor, rows, cols, color, title) {
+  const matrixOf = matrix(decodeTensor(tensor), 0, 0);
   return drawHeatmap(parent, {
-    values,
-    rows,
-    cols,
-    rowLabels,
-    colLabels,
+    values: matrixOf.values,
+    rows: matrixOf.rows,
+    cols: matrixOf.cols,
+    rowLabels: rows.labels,
+    colLabels: cols.labels,
     color,
-    cell: cellSize(rows, cols, 480, 24),
+    cell: cellSize(matrixOf.rows, matrixOf.cols, 480, 24),
     title,
-    asImage: rows * cols > CELL_ELEMENT_LIMIT,
-    describe: (r, c, v) => [`${rowLabels[r]} → ${colLabels[c]}`, formatFloat32(v)],
+    asImage: matrixOf.rows * matrixOf.cols > CELL_ELEMENT_LIMIT,
+    describe: (r, c, v) => [
+      `${rows.labels[r]} → ${cols.labels[c]}`,
+      `tokens ${rows.tokens[r]} → ${cols.tokens[c]}`,
+      formatFloat32(v),
+    ],
   });
 }
 
@@ -106,16 +112,17 @@ export default {
       ctx.root.append(section);
 
       const labels = tokenLabels(doc.tokens);
-      const queryLabels = doc.queryPositions.map((p) => labels[p]);
-      const documentLabels = doc.documentPositions.map((p) => labels[p]);
+      const axis = (positions) => ({ labels: positions.map((p) => labels[p]), tokens: positions.map((p) => doc.tokens.tokens[p]) });
+      const queryAxis = axis(doc.queryPositions);
+      const documentAxis = axis(doc.documentPositions);
       const svg = newFigure(section, `document-${doc.index + 1}`);
-      const forward = block(svg, doc.queryToDocument, queryLabels, documentLabels, color, 'query → document');
+      const forward = block(svg, doc.queryToDocument, queryAxis, documentAxis, color, 'query → document');
       forward.g.attr('data-block', 'query-to-document');
       let width = forward.width;
       let height = forward.height;
       if (doc.documentToQuery) {
         const g = svg.append('g').attr('transform', `translate(${width + 32},0)`);
-        const backward = block(g, doc.documentToQuery, documentLabels, queryLabels, color, 'document → query');
+        const backward = block(g, doc.documentToQuery, documentAxis, queryAxis, color, 'document → query');
         backward.g.attr('data-block', 'document-to-query');
         width += 32 + backward.width;
         height = Math.max(height, backward.height);

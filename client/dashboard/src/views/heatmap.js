@@ -12,6 +12,7 @@ import { decodeTensor, matrix } from '../tensor.js';
 export function attentionFigure(parent, answer, { head, color, span = 560, max = 40 }) {
   const { rows, cols, values } = matrix(decodeTensor(answer.attentions), 0, 0);
   const labels = axisLabels(answer);
+  const tokens = answer.tokens.tokens;
   const rowLabels = labels.slice(answer.queryStart, answer.queryStart + rows);
   const colLabels = labels.slice(answer.keyStart, answer.keyStart + cols);
   const scale = color ?? sequentialScale(d3.max(values));
@@ -25,7 +26,12 @@ export function attentionFigure(parent, answer, { head, color, span = 560, max =
     cell: cellSize(rows, cols, span, max),
     title: `${answer.model} · layer ${answer.layers[0]} · ${headTitle(head)}`,
     asImage: rows * cols > CELL_ELEMENT_LIMIT,
-    describe: (r, c, v) => [`${rowLabels[r]} → ${colLabels[c]}`, `query ${r}, key ${c}: ${formatFloat32(v)}`],
+    describe: (r, c, v) => [
+      `${rowLabels[r]} → ${colLabels[c]}`,
+      // What the model saw, where normalisation made it differ from the text ("ᄅ" for "랭").
+      ...(answer.words?.length ? [] : [`tokens ${tokens[answer.queryStart + r]} → ${tokens[answer.keyStart + c]}`]),
+      `query ${r}, key ${c}: ${formatFloat32(v)}`,
+    ],
   });
   map.g.attr('data-layer', answer.layers[0]).attr('data-head', head);
   return { ...map, color: scale };
