@@ -2,7 +2,7 @@
 // rules, so that the export (export.js) looks like the page.
 import * as d3 from 'd3';
 
-export const FONT_FAMILY = "'Noto Sans', 'Noto Sans CJK KR', 'DejaVu Sans', sans-serif";
+const FONT_FAMILY = "'Noto Sans', 'Noto Sans CJK KR', 'DejaVu Sans', sans-serif";
 
 // A new <svg class="figure"> at the end of `container`; `fit` sizes it once drawn.
 export function newFigure(container, name) {

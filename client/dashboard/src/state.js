@@ -3,7 +3,8 @@
 // defaults are written.
 import { PRESETS } from './presets.js';
 
-export const VIEWS = ['heatmap', 'heads', 'model', 'layers', 'temperature', 'documents', 'compare', 'internals'];
+// The ids of main.js's views; any other `view` in a link opens the first.
+const VIEWS = ['heatmap', 'heads', 'model', 'layers', 'temperature', 'documents', 'compare', 'internals'];
 
 // The second panel of the compare view; null follows the first panel.
 const COMPARE_KEYS = ['model', 'text', 'pair', 'layer', 'head'];

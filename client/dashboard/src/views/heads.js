@@ -14,7 +14,7 @@ import { hideTooltip, showTooltip } from '../tooltip.js';
 // otherwise: 12 heads x 64 x 4 lines.
 const LONG = 64;
 
-export function headColors(count) {
+function headColors(count) {
   return count <= 10 ? d3.schemeTableau10.slice(0, count) : d3.quantize(d3.interpolateSinebow, count + 1).slice(0, count);
 }
 

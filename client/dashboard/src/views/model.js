@@ -9,7 +9,7 @@ import { attentionDtype, decodeTensor, matrix } from '../tensor.js';
 import { hideTooltip, showTooltip } from '../tooltip.js';
 
 // The axes' labels in order, as text: the small heatmaps have none of their own.
-export function tokenLegend(root, labels) {
+function tokenLegend(root, labels) {
   const list = document.createElement('ol');
   list.className = 'token-legend';
   labels.forEach((label, i) => {
