@@ -82,6 +82,7 @@ class StreamAssembler {
     result_.heads.assign(header.heads().begin(), header.heads().end());
     result_.query_start = header.query_start();
     result_.key_start = header.key_start();
+    result_.words.assign(header.words().begin(), header.words().end());
     DecodedTensor& attentions = result_.attentions;
     attentions.shape.assign(header.attentions_shape().begin(), header.attentions_shape().end());
     attentions.dim_names.assign(header.dim_names().begin(), header.dim_names().end());
@@ -307,6 +308,7 @@ absl::StatusOr<AttentionResult> Client::GetAttention(const v1::GetAttentionReque
   result.heads.assign(response.heads().begin(), response.heads().end());
   result.query_start = response.query_start();
   result.key_start = response.key_start();
+  result.words.assign(response.words().begin(), response.words().end());
   absl::StatusOr<DecodedTensor> attentions = DecodeTensor(response.attentions());
   if (!attentions.ok()) return attentions.status();
   result.attentions = *std::move(attentions);
@@ -403,6 +405,47 @@ absl::StatusOr<CrossAttentionResult> Client::CrossAttention(
     if (document.has_relevance_score()) decoded.relevance_score = document.relevance_score();
   }
   return result;
+}
+
+absl::StatusOr<std::vector<v1::ParameterInfo>> Client::ListParameters(const std::string& model,
+                                                                      const CallOptions& call) {
+  grpc::ClientContext context;
+  PrepareContext(call, &context);
+  v1::ListParametersRequest request;
+  request.set_model(model);
+  v1::ListParametersResponse response;
+  absl::Status status = Convert(stub_->ListParameters(&context, request, &response));
+  if (!status.ok()) return status;
+  return std::vector<v1::ParameterInfo>(response.parameters().begin(), response.parameters().end());
+}
+
+absl::StatusOr<ParameterResult> Client::GetParameter(const v1::GetParameterRequest& request,
+                                                     const CallOptions& call) {
+  grpc::ClientContext context;
+  PrepareContext(call, &context);
+  v1::GetParameterResponse response;
+  absl::Status status = Convert(stub_->GetParameter(&context, request, &response));
+  if (!status.ok()) return status;
+  ParameterResult result;
+  result.model = response.model();
+  result.name = response.name();
+  result.row_start = response.row_start();
+  absl::StatusOr<DecodedTensor> tensor = DecodeTensor(response.tensor());
+  if (!tensor.ok()) return tensor.status();
+  result.tensor = *std::move(tensor);
+  return result;
+}
+
+absl::StatusOr<v1::TrainingRecord> Client::GetTrainingRecord(const std::string& model,
+                                                             const CallOptions& call) {
+  grpc::ClientContext context;
+  PrepareContext(call, &context);
+  v1::GetTrainingRecordRequest request;
+  request.set_model(model);
+  v1::TrainingRecord response;
+  absl::Status status = Convert(stub_->GetTrainingRecord(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
 }
 
 absl::StatusOr<ServingStatus> Client::Health(const std::string& service, const CallOptions& call) {

@@ -76,9 +76,12 @@ struct AttentionResult {
   // Resolved (non-negative) layer and head indices, in output order.
   std::vector<int32_t> layers;
   std::vector<int32_t> heads;
-  // Token position of output query / key index 0 (the window's start).
+  // Token position of output query / key index 0 (the window's start); a word index with
+  // aggregate_words.
   int32_t query_start = 0;
   int32_t key_start = 0;
+  // With aggregate_words: the words the query and key axes count, in order.
+  std::vector<v1::Word> words;
   DecodedTensor attentions;
   // Present when the request asked for them (include_scores, top_k, rollout).
   std::optional<DecodedTensor> scores;
@@ -128,6 +131,14 @@ struct CrossAttentionResult {
   std::vector<DocumentAttentionResult> documents;
 };
 
+// Answer of GetParameter: rows [row_start, row_start + tensor.shape[0]) of a checkpoint tensor.
+struct ParameterResult {
+  std::string model;
+  std::string name;
+  int64_t row_start = 0;
+  DecodedTensor tensor;
+};
+
 // grpc.health.v1 serving status.
 using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
 
@@ -170,6 +181,17 @@ class Client {
   // Query-to-document attention (and relevance scores) for one query and several documents.
   absl::StatusOr<CrossAttentionResult> CrossAttention(const v1::CrossAttentionRequest& request,
                                                       const CallOptions& call = {});
+  // The names and shapes of a model's checkpoint tensors, in name order. NOT_FOUND for an unknown
+  // model.
+  absl::StatusOr<std::vector<v1::ParameterInfo>> ListParameters(const std::string& model,
+                                                                const CallOptions& call = {});
+  // One checkpoint tensor (or some of its rows). NOT_FOUND for an unknown name; RESOURCE_EXHAUSTED
+  // over the server's cap.
+  absl::StatusOr<ParameterResult> GetParameter(const v1::GetParameterRequest& request,
+                                               const CallOptions& call = {});
+  // The training curves of a model folder's training_record.json. NOT_FOUND without one.
+  absl::StatusOr<v1::TrainingRecord> GetTrainingRecord(const std::string& model,
+                                                       const CallOptions& call = {});
   // grpc.health.v1 Check of `service` ("" = the whole server). NOT_FOUND for a service the server
   // does not know.
   absl::StatusOr<ServingStatus> Health(const std::string& service = "",

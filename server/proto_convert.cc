@@ -374,6 +374,15 @@ absl::Status ToProto(const CrossAttentionAnswer& answer, v1::CrossAttentionRespo
   return absl::OkStatus();
 }
 
+void ToProto(const ParameterListAnswer& answer, v1::ListParametersResponse* response) {
+  response->set_model(answer.model->name());
+  for (const ParameterInfo& parameter : answer.parameters) {
+    v1::ParameterInfo* info = response->add_parameters();
+    info->set_name(parameter.name);
+    for (const int64_t dim : parameter.shape) info->add_shape(dim);
+  }
+}
+
 absl::Status ToProto(const ParameterAnswer& answer, v1::GetParameterResponse* response) {
   response->set_model(answer.model->name());
   response->set_name(answer.name);

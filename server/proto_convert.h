@@ -28,6 +28,7 @@ void ToProto(const EncodedText& tokens, v1::Tokens* out);
 absl::Status ToProto(const AttentionAnswer& answer, v1::GetAttentionResponse* response);
 absl::Status ToProto(const EncodeAnswer& answer, v1::EncodeResponse* response);
 absl::Status ToProto(const CrossAttentionAnswer& answer, v1::CrossAttentionResponse* response);
+void ToProto(const ParameterListAnswer& answer, v1::ListParametersResponse* response);
 absl::Status ToProto(const ParameterAnswer& answer, v1::GetParameterResponse* response);
 void ToProto(const TrainingRecordAnswer& answer, v1::TrainingRecord* record);
 

@@ -197,15 +197,9 @@ absl::Status ServiceCore::CrossAttention(const Call& call, const v1::CrossAttent
 absl::Status ServiceCore::ListParameters(const Call& call, const v1::ListParametersRequest& request,
                                          v1::ListParametersResponse* response) {
   return Serve(call, "ListParameters", response, "", [&]() -> absl::Status {
-    ATTNSCOPE_ASSIGN_OR_RETURN(const std::vector<ParameterInfo> parameters,
+    ATTNSCOPE_ASSIGN_OR_RETURN(const ParameterListAnswer answer,
                                runner_->ListParameters(request.model()));
-    ATTNSCOPE_ASSIGN_OR_RETURN(const LoadedModel* model, runner_->FindModel(request.model()));
-    response->set_model(model->name());
-    for (const ParameterInfo& parameter : parameters) {
-      v1::ParameterInfo* info = response->add_parameters();
-      info->set_name(parameter.name);
-      for (const int64_t dim : parameter.shape) info->add_shape(dim);
-    }
+    ToProto(answer, response);
     return absl::OkStatus();
   });
 }

@@ -350,12 +350,11 @@ absl::StatusOr<EncodeAnswer> RequestRunner::RunEncode(const EncodeQuery& query,
         "normalize: L2 normalisation applies to the pooled vector, but pooling is none; set "
         "`pooling` to POOLING_CLS or POOLING_MEAN, or leave `normalize` false");
   }
+  ATTNSCOPE_ASSIGN_OR_RETURN(const TextOptions options,
+                             ToTextOptions(query.tokenization, Truncation::kNone));
   std::vector<Encoding> encodings;
   for (size_t i = 0; i < query.inputs.size(); ++i) {
-    const std::string prefix = absl::StrCat("inputs[", i, "].");
-    ATTNSCOPE_RETURN_IF_ERROR(CheckInput(query.inputs[i], prefix));
-    ATTNSCOPE_ASSIGN_OR_RETURN(const TextOptions options,
-                               ToTextOptions(query.tokenization, Truncation::kNone));
+    ATTNSCOPE_RETURN_IF_ERROR(CheckInput(query.inputs[i], absl::StrCat("inputs[", i, "].")));
     ATTNSCOPE_ASSIGN_OR_RETURN(EncodedText tokens,
                                EncodeInput(*answer.model, query.inputs[i], options));
     encodings.push_back(tokens.encoding);
@@ -510,16 +509,15 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
   return answer;
 }
 
-absl::StatusOr<std::vector<ParameterInfo>> RequestRunner::ListParameters(
-    const std::string& model_name) const {
-  ATTNSCOPE_ASSIGN_OR_RETURN(const LoadedModel* model, FindModel(model_name));
-  std::vector<ParameterInfo> parameters;
-  const Checkpoint* checkpoint = model->model().checkpoint();
-  if (checkpoint == nullptr) return parameters;
+absl::StatusOr<ParameterListAnswer> RequestRunner::ListParameters(const std::string& model) const {
+  ParameterListAnswer answer;
+  ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(model));
+  const Checkpoint* checkpoint = answer.model->model().checkpoint();
+  if (checkpoint == nullptr) return answer;
   for (const std::string& name : checkpoint->Names()) {
-    parameters.push_back({name, checkpoint->Get(name).sizes().vec()});
+    answer.parameters.push_back({name, checkpoint->Get(name).sizes().vec()});
   }
-  return parameters;
+  return answer;
 }
 
 absl::StatusOr<ParameterAnswer> RequestRunner::GetParameter(const ParameterQuery& query) const {

@@ -228,6 +228,12 @@ struct ParameterInfo {
   std::vector<int64_t> shape;
 };
 
+struct ParameterListAnswer {
+  const LoadedModel* model = nullptr;
+  // In name order.
+  std::vector<ParameterInfo> parameters;
+};
+
 struct ParameterQuery {
   std::string model;
   // A checkpoint tensor name, e.g. "embeddings.position_embeddings.weight".
@@ -298,8 +304,8 @@ class RequestRunner {
   absl::StatusOr<EncodeAnswer> RunEncode(const EncodeQuery& query, const CallCheck& check) const;
   absl::StatusOr<CrossAttentionAnswer> RunCrossAttention(const CrossAttentionQuery& query,
                                                          const CallCheck& check) const;
-  // Every tensor of the model's checkpoint, in name order. NotFound for an unknown model.
-  absl::StatusOr<std::vector<ParameterInfo>> ListParameters(const std::string& model) const;
+  // Every tensor of the model's checkpoint. NotFound for an unknown model.
+  absl::StatusOr<ParameterListAnswer> ListParameters(const std::string& model) const;
   // One checkpoint tensor. NotFound for an unknown name (naming similar ones); InvalidArgument
   // for rows outside the tensor; ResourceExhausted over the size cap (naming the rows and dtype
   // options).

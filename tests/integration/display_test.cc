@@ -38,8 +38,6 @@ using json = nlohmann::json;
 constexpr char kVietnamese[] = "Tôi yêu Việt Nam quá";
 constexpr char kKorean[] = "나는 오늘 랭체인을 공부한다";
 
-std::string DefaultModelDir() { return TestDataDir() + "/../../models/default"; }
-
 // The documented label of a token: its original text, or the token where that is empty or blank.
 std::vector<std::string> ExpectedLabels(const v1::Tokens& tokens, int64_t start, int64_t count) {
   std::vector<std::string> labels;

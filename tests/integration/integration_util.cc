@@ -108,6 +108,7 @@ std::string ServerBinary() { return ATTNSCOPE_SERVER_PATH; }
 std::string CliBinary() { return ATTNSCOPE_CLI_PATH; }
 std::string Stories260kDir() { return SharedDir() + "/models/stories260K"; }
 std::string TinyBertDir() { return TestDataDir() + "/tiny-bert"; }
+std::string DefaultModelDir() { return ATTNSCOPE_DEFAULT_MODEL_DIR; }
 
 TempDir::TempDir() {
   std::string pattern = EnvOr("TMPDIR", "/tmp") + "/attnscope-it-XXXXXX";

@@ -28,6 +28,8 @@ std::string ServerBinary();
 std::string CliBinary();
 // ../shared/models/stories260K and tests/data/tiny-bert.
 std::string Stories260kDir();
+// models/default: the built-in cross-encoder.
+std::string DefaultModelDir();
 std::string TinyBertDir();
 
 // A directory under $TMPDIR (or /tmp) removed with its contents on destruction.
