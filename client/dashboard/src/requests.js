@@ -15,3 +15,8 @@ export function headRequest(head) {
 export function headTitle(head) {
   return typeof head === 'number' ? `head ${head}` : `${head} of heads`;
 }
+
+// GetAttention of one layer and one head (or the heads' mean or max): the heatmap and compare views.
+export function layerHeadRequest(panel, words) {
+  return { ...textRequest(panel), layers: [panel.layer], ...headRequest(panel.head), aggregateWords: words };
+}

@@ -3,7 +3,7 @@
 // A in the rest.
 import { fit, labelled, newFigure } from '../figure.js';
 import { drawColorBar, sequentialScale } from '../heatmap.js';
-import { headRequest, textRequest } from '../requests.js';
+import { layerHeadRequest } from '../requests.js';
 import { attentionFigure } from './heatmap.js';
 
 function option(select, value, text) {
@@ -70,13 +70,7 @@ export default {
     const a = { model: state.model, text: state.text, pair: state.pair, layer: state.layer, head: state.head };
     const b = Object.fromEntries(Object.entries(a).map(([key, value]) => [key, state.b[key] ?? value]));
     toolbar(ctx, b);
-    const request = (panel) => ({
-      ...textRequest(panel),
-      layers: [panel.layer],
-      ...headRequest(panel.head),
-      aggregateWords: state.words,
-    });
-    const answers = await Promise.all([ctx.call('GetAttention', request(a)), ctx.call('GetAttention', request(b))]);
+    const answers = await Promise.all([a, b].map((panel) => ctx.call('GetAttention', layerHeadRequest(panel, state.words))));
     const color = sequentialScale(1);
     const svg = newFigure(ctx.root, 'compare');
     let x = 0;

@@ -4,7 +4,7 @@ import { fit, newFigure } from '../figure.js';
 import { CELL_ELEMENT_LIMIT, cellSize, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
 import { axisLabels } from '../labels.js';
 import { formatFloat32 } from '../numbers.js';
-import { headRequest, headTitle, textRequest } from '../requests.js';
+import { headTitle, layerHeadRequest } from '../requests.js';
 import { decodeTensor, matrix } from '../tensor.js';
 
 // Heatmap of one (layer, head) answer, coloured by `color` or else from 0 to its largest value;
@@ -44,12 +44,7 @@ export default {
   controls: ['text', 'layer', 'head', 'words'],
   async render(ctx) {
     const { state } = ctx;
-    const answer = await ctx.call('GetAttention', {
-      ...textRequest(state),
-      layers: [state.layer],
-      ...headRequest(state.head),
-      aggregateWords: state.words,
-    });
+    const answer = await ctx.call('GetAttention', layerHeadRequest(state, state.words));
     const svg = newFigure(ctx.root, 'heatmap');
     const map = attentionFigure(svg, answer, { head: state.head });
     const barWidth = drawColorBar(svg, map.color, {
