@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency of attnscope from Debian 12 packages, plus any package
-# names given as arguments (recipes that need more, e.g. scripts/make_default_model.sh). Idempotent:
-# apt runs only when something is missing.
+# Installs every build and test dependency of attnscope from Debian 12 packages (Node.js and npm
+# for the dashboard, Chromium for its browser test), plus any package names given as arguments
+# (recipes that need more, e.g. scripts/make_default_model.sh). Idempotent: apt runs only when
+# something is missing.
 set -euo pipefail
 
 packages=(
@@ -14,8 +15,13 @@ packages=(
   libcairo2-dev libpango1.0-dev fonts-noto-cjk
   python3-torch python3-numpy
   prometheus docker-compose libyaml-cpp-dev
+  chromium
   "$@"
 )
+# The dashboard (client/dashboard) is built with Node.js and npm: Debian's, unless a Node.js that
+# carries its own npm is installed already (NodeSource's nodejs package conflicts with Debian's
+# npm, so apt would remove it to install that).
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# The run command: installs what is missing, builds the server and the CLI, starts attnscope-server
-# on its default model, answers GetAttention and CrossAttention requests on Vietnamese, Korean and
-# English text through the CLI, prints them, draws one heatmap (build/heatmap.png), and keeps
-# serving until Ctrl-C.
+# The run command: installs what is missing, builds the server, the CLI and the web dashboard,
+# starts attnscope-server on its default model, answers GetAttention and CrossAttention requests on
+# Vietnamese, Korean and English text through the CLI, prints them, draws one heatmap
+# (build/heatmap.png), prints the dashboard's address, and keeps serving until Ctrl-C.
 #
-#   scripts/run.sh           serve on 127.0.0.1:50051 (metrics on :9464) after the demo requests
+#   scripts/run.sh           serve on 127.0.0.1:50051 (metrics on :9464, HTTP/JSON API and the
+#                            dashboard on http://127.0.0.1:8080/) after the demo requests
 #   scripts/run.sh --once    exit after the demo requests
 #
 # The model: models/default when present (the built-in model); otherwise the real trained
 # stories260K weights from ../shared when this checkout has them; otherwise the small random BERT
-# cross-encoder in tests/data/tiny-bert. Set ATTNSCOPE_MODEL_DIR to serve another checkpoint.
+# cross-encoder in tests/data/tiny-bert. Set ATTNSCOPE_MODEL_DIR to serve another checkpoint,
+# ATTNSCOPE_LISTEN and ATTNSCOPE_HTTP_LISTEN for other gRPC and HTTP addresses.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 once=false
 [ "${1:-}" = "--once" ] && once=true
 
-bash "$root/scripts/build.sh" --target attnscope-server attnscope >&2
+bash "$root/scripts/build.sh" --target attnscope-server attnscope dashboard >&2
 
 model_dir=${ATTNSCOPE_MODEL_DIR:-}
 if [ -z "$model_dir" ]; then
@@ -25,8 +27,10 @@ if [ -z "$model_dir" ]; then
 fi
 model_name=$(basename "$model_dir")
 address=${ATTNSCOPE_LISTEN:-127.0.0.1:50051}
+http_address=${ATTNSCOPE_HTTP_LISTEN:-127.0.0.1:8080}
 
-"$root/build/server/attnscope-server" --model "$model_name=$model_dir" --listen "$address" &
+"$root/build/server/attnscope-server" --model "$model_name=$model_dir" --listen "$address" \
+  --http_listen "$http_address" &
 server_pid=$!
 trap 'kill -TERM $server_pid 2>/dev/null; wait $server_pid 2>/dev/null' EXIT INT TERM
 
@@ -63,8 +67,16 @@ show cross --query "insert a table" --document "$table" \
 # And one picture: every layer's head mean of the Vietnamese sentence.
 show heatmap --text "Tôi yêu Việt Nam quá" --aggregate mean --out "$root/build/heatmap.png"
 
+dashboard=http://$http_address/
+echo
+echo "Dashboard: $dashboard"
+echo "  the Korean query and documents (랭체인 뭐야): ${dashboard}?view=documents"
+echo "  every layer and head of 'Tôi yêu Việt Nam quá': ${dashboard}?view=model"
+echo "  the HTTP/JSON API: curl -s -d '{}' ${dashboard}attnscope.v1.AttentionService/ListModels"
+
 if ! $once; then
   echo
-  echo "attnscope-server is serving $model_name on $address (metrics: http://127.0.0.1:9464/metrics); Ctrl-C stops it."
+  echo "attnscope-server is serving $model_name on $address (metrics: http://127.0.0.1:9464/metrics," \
+    "dashboard: $dashboard); Ctrl-C stops it."
   wait $server_pid
 fi

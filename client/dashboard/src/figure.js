@@ -1,0 +1,48 @@
+// Figures are SVG documents that stand alone: fonts and colours are attributes, not stylesheet
+// rules, so that the export (export.js) looks like the page.
+import * as d3 from 'd3';
+
+const FONT_FAMILY = "'Noto Sans', 'Noto Sans CJK KR', 'DejaVu Sans', sans-serif";
+
+// A new <svg class="figure"> at the end of `container`; `fit` sizes it once drawn.
+export function newFigure(container, name) {
+  return d3
+    .select(container)
+    .append('svg')
+    .attr('class', 'figure')
+    .attr('data-name', name)
+    .attr('xmlns', 'http://www.w3.org/2000/svg')
+    .attr('font-family', FONT_FAMILY)
+    .attr('font-size', 12);
+}
+
+export function fit(svg, width, height) {
+  const w = Math.ceil(width);
+  const h = Math.ceil(height);
+  svg.attr('width', w).attr('height', h).attr('viewBox', `0 0 ${w} ${h}`);
+}
+
+const measureContext = document.createElement('canvas').getContext('2d');
+
+// Width in pixels of `text` at `size`, before it is placed: labels' widths decide the layout.
+export function textWidth(text, size) {
+  measureContext.font = `${size}px ${FONT_FAMILY}`;
+  return measureContext.measureText(text).width;
+}
+
+// Checkbox and selector helpers for the views' own toolbars.
+export function labelled(parent, text, control) {
+  const label = document.createElement('label');
+  label.append(text, control);
+  parent.append(label);
+  return control;
+}
+
+export function numberInput(value, { min = 0, placeholder = '' } = {}) {
+  const input = document.createElement('input');
+  input.type = 'number';
+  input.min = String(min);
+  input.value = value ?? '';
+  input.placeholder = placeholder;
+  return input;
+}

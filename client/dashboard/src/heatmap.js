@@ -1,0 +1,194 @@
+// Heatmaps (query tokens down, key tokens across) and colour bars, drawn with d3 into figures.
+import * as d3 from 'd3';
+import { textWidth } from './figure.js';
+import { formatFloat32 } from './numbers.js';
+import { hideTooltip, showTooltip } from './tooltip.js';
+
+// Above this many cells in one figure, cells are painted into one image instead of one <rect>
+// each: 16 K rects (a 128-token heatmap) draw in a fraction of a second, a 512-token head's 262 K
+// took seconds and made the page unresponsive.
+export const CELL_ELEMENT_LIMIT = 16384;
+
+// 0 (white-ish) to `max` (dark brown): matplotlib's and the tutorials' YlOrBr.
+export function sequentialScale(max) {
+  return d3.scaleSequential(d3.interpolateYlOrBr).domain([0, max > 0 ? max : 1]);
+}
+
+// Pixels per cell for a rows x cols matrix in about `span` pixels.
+export function cellSize(rows, cols, span = 560, max = 28) {
+  return Math.max(1, Math.min(max, Math.floor(span / Math.max(rows, cols))));
+}
+
+// The colours of a scale at 256 steps, as bytes, for painting images.
+function colorTable(color) {
+  const domain = color.domain();
+  const lo = domain[0];
+  const hi = domain[domain.length - 1];
+  const table = new Uint8ClampedArray(256 * 3);
+  for (let i = 0; i < 256; ++i) {
+    const { r, g, b } = d3.rgb(color(lo + ((hi - lo) * i) / 255));
+    table.set([r, g, b], i * 3);
+  }
+  return { table, lo, hi };
+}
+
+// The cells as a PNG data URL, one pixel per `factor` x `factor` block of cells; a block shows
+// its value of largest magnitude, so that a single strong cell stays visible when shrunk.
+function paintCells(values, rows, cols, color, factor) {
+  const width = Math.ceil(cols / factor);
+  const height = Math.ceil(rows / factor);
+  const canvas = document.createElement('canvas');
+  canvas.width = width;
+  canvas.height = height;
+  const context = canvas.getContext('2d');
+  const image = context.createImageData(width, height);
+  const { table, lo, hi } = colorTable(color);
+  const span = hi - lo || 1;
+  for (let py = 0; py < height; ++py) {
+    for (let px = 0; px < width; ++px) {
+      let value = 0;
+      for (let r = py * factor; r < Math.min(rows, (py + 1) * factor); ++r) {
+        for (let c = px * factor; c < Math.min(cols, (px + 1) * factor); ++c) {
+          const v = values[r * cols + c];
+          if (Math.abs(v) > Math.abs(value)) value = v;
+        }
+      }
+      const index = Math.round(Math.max(0, Math.min(1, (value - lo) / span)) * 255) * 3;
+      const at = (py * width + px) * 4;
+      image.data[at] = table[index];
+      image.data[at + 1] = table[index + 1];
+      image.data[at + 2] = table[index + 2];
+      image.data[at + 3] = 255;
+    }
+  }
+  context.putImageData(image, 0, 0);
+  return canvas.toDataURL('image/png');
+}
+
+// Draws a heatmap into `parent` (a d3 selection inside a figure) at its origin.
+// Options: values (rows * cols, row-major), rows, cols, color, cell (pixels), rowLabels and
+// colLabels (one DOM <text> per token, so that they can be selected, searched and read aloud),
+// title, asImage (paint the cells instead of one <rect class="cell"> each with data-row, data-col
+// and data-value), describe(row, col, value) -> tooltip lines (none: no hover).
+// Returns {g, width, height, top, left, update(values)}.
+export function drawHeatmap(parent, options) {
+  const { rows, cols, cell, color, rowLabels, colLabels, title, asImage, describe } = options;
+  let values = options.values;
+  const fontSize = Math.max(4, Math.min(12, cell - 2));
+  const left = rowLabels ? d3.max(rowLabels, (label) => textWidth(label, fontSize)) + 8 : 0;
+  const titleHeight = title ? 20 : 0;
+  const top = titleHeight + (colLabels ? d3.max(colLabels, (label) => textWidth(label, fontSize)) + 8 : 0);
+  const g = parent.append('g').attr('class', 'heatmap');
+  if (title) {
+    g.append('text').attr('class', 'title').attr('x', left).attr('y', 14).attr('font-size', 13).attr('font-weight', 'bold').text(title);
+  }
+  if (rowLabels) {
+    g.append('g')
+      .selectAll('text')
+      .data(rowLabels)
+      .join('text')
+      .attr('class', 'label row-label')
+      .attr('data-index', (_, i) => i)
+      .attr('x', left - 4)
+      .attr('y', (_, i) => top + (i + 0.5) * cell)
+      .attr('dy', '0.35em')
+      .attr('text-anchor', 'end')
+      .attr('font-size', fontSize)
+      .text((label) => label);
+  }
+  if (colLabels) {
+    g.append('g')
+      .selectAll('text')
+      .data(colLabels)
+      .join('text')
+      .attr('class', 'label col-label')
+      .attr('data-index', (_, i) => i)
+      .attr('transform', (_, i) => `translate(${left + (i + 0.5) * cell},${top - 4}) rotate(-90)`)
+      .attr('dy', '0.35em')
+      .attr('font-size', fontSize)
+      .text((label) => label);
+  }
+  const cells = g.append('g').attr('class', 'cells').attr('transform', `translate(${left},${top})`);
+  let paint;
+  if (asImage) {
+    const image = cells
+      .append('image')
+      .attr('width', cols * cell)
+      .attr('height', rows * cell)
+      .attr('preserveAspectRatio', 'none')
+      .attr('style', 'image-rendering: pixelated');
+    const factor = Math.max(1, Math.ceil(1 / cell));
+    paint = () => image.attr('href', paintCells(values, rows, cols, color, factor));
+  } else {
+    const rects = cells
+      .selectAll('rect')
+      .data(d3.range(rows * cols))
+      .join('rect')
+      .attr('class', 'cell')
+      .attr('data-row', (i) => Math.floor(i / cols))
+      .attr('data-col', (i) => i % cols)
+      .attr('x', (i) => (i % cols) * cell)
+      .attr('y', (i) => Math.floor(i / cols) * cell)
+      .attr('width', cell)
+      .attr('height', cell);
+    paint = () => rects.attr('fill', (i) => color(values[i])).attr('data-value', (i) => formatFloat32(values[i]));
+  }
+  paint();
+  if (describe) {
+    const labels = g.selectAll('text.label');
+    cells
+      .append('rect')
+      .attr('class', 'hover-area')
+      .attr('width', cols * cell)
+      .attr('height', rows * cell)
+      .attr('fill', 'transparent')
+      .on('pointermove', (event) => {
+        const [x, y] = d3.pointer(event, cells.node());
+        const row = Math.min(rows - 1, Math.max(0, Math.floor(y / cell)));
+        const col = Math.min(cols - 1, Math.max(0, Math.floor(x / cell)));
+        labels.classed('hot', function () {
+          const index = Number(this.dataset.index);
+          return this.classList.contains('row-label') ? index === row : index === col;
+        });
+        showTooltip(event, describe(row, col, values[row * cols + col]));
+      })
+      .on('pointerleave', () => {
+        labels.classed('hot', false);
+        hideTooltip();
+      });
+  }
+  return {
+    g,
+    left,
+    top,
+    width: left + cols * cell,
+    height: top + rows * cell,
+    update(next) {
+      values = next;
+      paint();
+    },
+  };
+}
+
+let colorBars = 0;
+
+// A vertical colour bar with its axis at (x, y); data-domain="lo,hi" says the scale's ends.
+// Returns its width.
+export function drawColorBar(parent, color, { x, y, height, label }) {
+  const domain = color.domain();
+  const lo = domain[0];
+  const hi = domain[domain.length - 1];
+  const id = `colorbar-${++colorBars}`;
+  const g = parent.append('g').attr('class', 'colorbar').attr('data-domain', `${lo},${hi}`).attr('transform', `translate(${x},${y})`);
+  const gradient = g.append('defs').append('linearGradient').attr('id', id).attr('x1', 0).attr('y1', 1).attr('x2', 0).attr('y2', 0);
+  for (let t = 0; t <= 20; ++t) {
+    gradient.append('stop').attr('offset', t / 20).attr('stop-color', color(lo + ((hi - lo) * t) / 20));
+  }
+  g.append('rect').attr('width', 12).attr('height', height).attr('fill', `url(#${id})`);
+  const axis = d3.axisRight(d3.scaleLinear().domain([lo, hi]).range([height, 0])).ticks(Math.max(2, Math.floor(height / 40)));
+  g.append('g').attr('transform', 'translate(12,0)').call(axis);
+  if (label) {
+    g.append('text').attr('transform', `translate(56,${height / 2}) rotate(90)`).attr('text-anchor', 'middle').attr('font-size', 11).text(label);
+  }
+  return label ? 64 : 52;
+}

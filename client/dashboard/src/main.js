@@ -1,0 +1,198 @@
+// The dashboard's shell: the state (in the URL), the common controls, the model picker and its
+// information, the view tabs, export, progress and errors. Each view draws itself from the state
+// (views/*.js: {id, title, help, controls, render(ctx)}).
+import './style.css';
+import { ApiError, call, stream } from './api.js';
+import { exportPng, exportSvg } from './export.js';
+import { formatState, parseState } from './state.js';
+import { hideTooltip } from './tooltip.js';
+import compare from './views/compare.js';
+import documents from './views/documents.js';
+import heads from './views/heads.js';
+import heatmap from './views/heatmap.js';
+import internals from './views/internals.js';
+import layers from './views/layers.js';
+import model from './views/model.js';
+import temperature from './views/temperature.js';
+
+const VIEWS = [heatmap, heads, model, layers, temperature, documents, compare, internals];
+
+const $ = (id) => document.getElementById(id);
+const controls = $('controls').elements;
+let state = parseState(location.search);
+let models;
+let controller;
+let renders = 0;
+const tokenizations = new Map();
+
+function setStatus(status) {
+  document.body.dataset.status = status;
+}
+
+function showError(error) {
+  const box = $('error');
+  box.hidden = !error;
+  if (!error) return;
+  box.textContent =
+    error instanceof ApiError
+      ? `${error.method} failed (${error.code}): ${error.message}`
+      : `The attnscope server did not answer (${error.message}). Is attnscope-server still running?`;
+}
+
+function progress(done, total, text) {
+  const box = $('progress');
+  box.hidden = done === null;
+  if (done === null) return;
+  box.querySelector('progress').max = total;
+  box.querySelector('progress').value = done;
+  box.querySelector('span').textContent = `${done} of ${total}: ${text}`;
+}
+
+function update(patch, { quiet = false } = {}) {
+  const navigates = patch.view !== undefined && patch.view !== state.view;
+  state = { ...state, ...patch };
+  const url = `${location.pathname}?${formatState(state)}`;
+  navigates ? history.pushState(null, '', url) : history.replaceState(null, '', url);
+  if (!quiet) render();
+}
+
+function options(select, values, selected) {
+  select.replaceChildren(
+    ...values.map(([value, text]) => {
+      const option = document.createElement('option');
+      option.value = String(value);
+      option.textContent = text;
+      return option;
+    }),
+  );
+  // A value the model does not have (a hand-edited link) stays visible; the server says why it fails.
+  if (!values.some(([value]) => String(value) === String(selected))) {
+    const option = document.createElement('option');
+    option.value = option.textContent = String(selected);
+    select.append(option);
+  }
+  select.value = String(selected);
+}
+
+function syncControls(view, info) {
+  for (const name of ['text', 'layer', 'head', 'words']) {
+    $(`control-${name}`).hidden = !view.controls.includes(name);
+  }
+  options(controls.model, models.map((m) => [m.name, m.name]), info.name);
+  controls.text.value = state.text;
+  controls.pair.value = state.pair;
+  options(controls.layer, [...Array(info.numHiddenLayers).keys()].map((i) => [i, String(i)]), state.layer);
+  options(
+    controls.head,
+    [['mean', 'mean'], ['max', 'max'], ...[...Array(info.numAttentionHeads).keys()].map((i) => [i, String(i)])],
+    state.head,
+  );
+  controls.words.checked = state.words;
+  for (const tab of $('tabs').querySelectorAll('button')) tab.setAttribute('aria-pressed', String(tab.value === view.id));
+  $('view-help').textContent = view.help;
+}
+
+function showModelInfo(info) {
+  const kind = [
+    info.architecture,
+    `${info.numHiddenLayers} layers × ${info.numAttentionHeads} heads`,
+    info.numKeyValueHeads !== info.numAttentionHeads ? `${info.numKeyValueHeads} key/value heads` : null,
+    `hidden ${info.hiddenSize}`,
+    `up to ${info.maxPositionEmbeddings} tokens`,
+    `${info.tokenizerKind} tokenizer`,
+    info.isCausal ? 'causal' : 'bidirectional',
+    info.hasClassifier ? `classifier (${info.labels.join(', ')})` : 'no classifier',
+  ];
+  $('model-summary').textContent = `${info.name}: ${kind.filter(Boolean).join(', ')}`;
+  $('model-normalization').textContent = `Tokenizer: ${info.normalization?.description ?? 'no normalization reported'}.`;
+}
+
+async function render() {
+  controller?.abort();
+  controller = new AbortController();
+  const { signal } = controller;
+  document.body.dataset.render = String(++renders);
+  setStatus('loading');
+  showError(null);
+  progress(null);
+  hideTooltip();
+  const root = $('view');
+  const toolbar = $('view-controls');
+  root.replaceChildren();
+  toolbar.replaceChildren();
+  const view = VIEWS.find((v) => v.id === state.view);
+  try {
+    models ??= (await call('ListModels', {}, { signal })).models;
+    const name = state.model || models[0].name;
+    const info = models.find((m) => m.name === name) ?? (await call('GetModelInfo', { model: name }, { signal }));
+    syncControls(view, info);
+    showModelInfo(info);
+    const viewState = { ...state, model: name };
+    const tokenKey = JSON.stringify([name, state.text, state.pair]);
+    await view.render({
+      root,
+      toolbar,
+      state: viewState,
+      info,
+      models,
+      call: (method, body) => call(method, body, { signal }),
+      stream: (method, body, onMessage) => stream(method, body, onMessage, { signal }),
+      tokenize: () => {
+        if (!tokenizations.has(tokenKey)) {
+          const request = state.pair ? { model: name, text: state.text, textPair: state.pair } : { model: name, text: state.text };
+          tokenizations.set(tokenKey, call('Tokenize', request, { signal }).catch((error) => {
+            tokenizations.delete(tokenKey);
+            throw error;
+          }));
+        }
+        return tokenizations.get(tokenKey);
+      },
+      update,
+      progress,
+    });
+    if (signal.aborted) return;
+    progress(null);
+    setStatus('ready');
+  } catch (error) {
+    // A newer render took over; its own outcome is what the page shows.
+    if (signal.aborted) return;
+    progress(null);
+    showError(error);
+    setStatus('error');
+  }
+}
+
+function setUp() {
+  for (const view of VIEWS) {
+    const tab = document.createElement('button');
+    tab.type = 'button';
+    tab.value = view.id;
+    tab.textContent = view.title;
+    tab.addEventListener('click', () => update({ view: view.id }));
+    $('tabs').append(tab);
+  }
+  $('controls').addEventListener('submit', (event) => event.preventDefault());
+  controls.model.addEventListener('change', () => {
+    const info = models.find((m) => m.name === controls.model.value);
+    const head = typeof state.head === 'number' ? Math.min(state.head, info.numAttentionHeads - 1) : state.head;
+    update({ model: info.name, layer: Math.min(state.layer, info.numHiddenLayers - 1), head, heads: null });
+  });
+  controls.text.addEventListener('change', () => update({ text: controls.text.value }));
+  controls.pair.addEventListener('change', () => update({ pair: controls.pair.value }));
+  controls.layer.addEventListener('change', () => update({ layer: Number(controls.layer.value) }));
+  controls.head.addEventListener('change', () => {
+    const value = controls.head.value;
+    update({ head: value === 'mean' || value === 'max' ? value : Number(value) });
+  });
+  controls.words.addEventListener('change', () => update({ words: controls.words.checked }));
+  const name = () => `attnscope-${state.view}-${state.model || models?.[0]?.name || 'model'}`;
+  $('export-svg').addEventListener('click', () => exportSvg($('view'), name()));
+  $('export-png').addEventListener('click', () => exportPng($('view'), name()).catch(showError));
+  window.addEventListener('popstate', () => {
+    state = parseState(location.search);
+    render();
+  });
+  render();
+}
+
+setUp();

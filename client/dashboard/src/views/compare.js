@@ -1,0 +1,90 @@
+// Compare: two heatmaps side by side on one colour scale from 0 to 1, for two models, two layers
+// or heads, or two texts. Panel A is the common controls; panel B takes what differs and follows
+// A in the rest.
+import { fit, labelled, newFigure } from '../figure.js';
+import { drawColorBar, sequentialScale } from '../heatmap.js';
+import { layerHeadRequest } from '../requests.js';
+import { attentionFigure } from './heatmap.js';
+
+function option(select, value, text) {
+  const element = document.createElement('option');
+  element.value = value;
+  element.textContent = text;
+  select.append(element);
+}
+
+function toolbar(ctx, b) {
+  const { state, models } = ctx;
+  const bar = ctx.toolbar;
+  bar.append('Panel B:');
+  const model = document.createElement('select');
+  model.name = 'b.model';
+  option(model, '', 'same model');
+  for (const m of models) option(model, m.name, m.name);
+  model.value = state.b.model ?? '';
+  labelled(bar, 'model', model);
+  const text = document.createElement('input');
+  text.name = 'b.text';
+  text.placeholder = 'same text';
+  text.value = state.b.text ?? '';
+  labelled(bar, 'text', text);
+  const pair = document.createElement('input');
+  pair.name = 'b.pair';
+  pair.placeholder = 'same pair';
+  pair.value = state.b.pair ?? '';
+  labelled(bar, 'pair', pair);
+  const info = models.find((m) => m.name === b.model) ?? ctx.info;
+  const layer = document.createElement('select');
+  layer.name = 'b.layer';
+  const head = document.createElement('select');
+  head.name = 'b.head';
+  option(layer, '', 'same layer');
+  option(head, '', 'same head');
+  for (let i = 0; i < info.numHiddenLayers; ++i) option(layer, String(i), String(i));
+  for (const h of ['mean', 'max']) option(head, h, h);
+  for (let i = 0; i < info.numAttentionHeads; ++i) option(head, String(i), String(i));
+  layer.value = state.b.layer === null ? '' : String(state.b.layer);
+  head.value = state.b.head === null ? '' : String(state.b.head);
+  labelled(bar, 'layer', layer);
+  labelled(bar, 'head', head);
+  const change = () =>
+    ctx.update({
+      b: {
+        model: model.value || null,
+        text: text.value || null,
+        pair: pair.value || null,
+        layer: layer.value === '' ? null : Number(layer.value),
+        head: head.value === '' ? null : ['mean', 'max'].includes(head.value) ? head.value : Number(head.value),
+      },
+    });
+  for (const control of [model, text, pair, layer, head]) control.addEventListener('change', change);
+}
+
+export default {
+  id: 'compare',
+  title: 'Compare',
+  help: 'Two heatmaps on one colour scale (0 to 1): panel A uses the controls above, panel B changes the model, text, layer or head.',
+  controls: ['text', 'layer', 'head', 'words'],
+  async render(ctx) {
+    const { state } = ctx;
+    const a = { model: state.model, text: state.text, pair: state.pair, layer: state.layer, head: state.head };
+    const b = Object.fromEntries(Object.entries(a).map(([key, value]) => [key, state.b[key] ?? value]));
+    toolbar(ctx, b);
+    const answers = await Promise.all([a, b].map((panel) => ctx.call('GetAttention', layerHeadRequest(panel, state.words))));
+    const color = sequentialScale(1);
+    const svg = newFigure(ctx.root, 'compare');
+    let x = 0;
+    let height = 0;
+    let top = 0;
+    [a, b].forEach((panel, i) => {
+      const g = svg.append('g').attr('transform', `translate(${x},0)`);
+      const map = attentionFigure(g, answers[i], { head: panel.head, color, span: 420 });
+      map.g.attr('data-panel', i ? 'b' : 'a');
+      x += map.width + 32;
+      height = Math.max(height, map.height);
+      top = Math.max(top, map.top);
+    });
+    const barWidth = drawColorBar(svg, color, { x, y: top, height: Math.max(120, height - top), label: 'attention (shared scale)' });
+    fit(svg, x + barWidth, Math.max(height, top + 120) + 4);
+  },
+};

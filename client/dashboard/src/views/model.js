@@ -1,0 +1,101 @@
+// The model view: every layer and head as a small heatmap (layers down, heads across), read from
+// StreamAttention one layer at a time so that a long input shows its first layers while the rest
+// arrive. Click a heatmap to open it in the heatmap view.
+import { fit, newFigure } from '../figure.js';
+import { CELL_ELEMENT_LIMIT, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
+import { axisLabels } from '../labels.js';
+import { textRequest } from '../requests.js';
+import { StreamAssembler } from '../stream.js';
+import { attentionDtype, matrix } from '../tensor.js';
+import { hideTooltip, showTooltip } from '../tooltip.js';
+
+// The axes' labels in order, as text: the small heatmaps have none of their own.
+function tokenLegend(root, labels) {
+  const list = document.createElement('ol');
+  list.className = 'token-legend';
+  labels.forEach((label, i) => {
+    const item = document.createElement('li');
+    const index = document.createElement('span');
+    index.className = 'index';
+    index.textContent = String(i);
+    const text = document.createElement('span');
+    text.className = 'label';
+    text.textContent = label;
+    item.append(index, text);
+    list.append(item);
+  });
+  root.append(list);
+}
+
+export default {
+  id: 'model',
+  title: 'Model view',
+  help: 'Every layer and head at once, streamed one layer at a time. Click a small heatmap to open it in the heatmap view.',
+  controls: ['text', 'words'],
+  async render(ctx) {
+    const { state, info } = ctx;
+    const count = (await ctx.tokenize()).tokens.tokens.length;
+    const layers = info.numHiddenLayers;
+    const heads = info.numAttentionHeads;
+    const dtype = attentionDtype(layers * heads * count * count);
+    const thumb = Math.max(48, Math.min(120, Math.floor(720 / heads))) - 8;
+    const left = 56;
+    const top = 22;
+    // Every small heatmap shares one scale from 0 to 1, known before any layer arrives.
+    const color = sequentialScale(1);
+    const svg = newFigure(ctx.root, 'model');
+    let grid;
+    let assembler;
+    let done = 0;
+    ctx.progress(0, layers, `StreamAttention, ${dtype === 'DTYPE_FLOAT16' ? 'float16' : 'float32'}`);
+    await ctx.stream('StreamAttention', { ...textRequest(state), aggregateWords: state.words, dtype }, (message) => {
+      if (message.header) {
+        const [, , rows, cols] = message.header.attentionsShape.map(Number);
+        assembler = new StreamAssembler(message.header);
+        tokenLegend(ctx.root, axisLabels(message.header));
+        grid = {
+          heads: message.header.heads,
+          rows,
+          cols,
+          cell: thumb / Math.max(rows, cols),
+          asImage: layers * heads * rows * cols > CELL_ELEMENT_LIMIT,
+        };
+        message.header.heads.forEach((head, i) => {
+          svg.append('text').attr('x', left + i * (thumb + 8) + thumb / 2).attr('y', 14).attr('text-anchor', 'middle').text(`head ${head}`);
+        });
+        const width = left + heads * (thumb + 8);
+        const barWidth = drawColorBar(svg, color, { x: width + 8, y: top, height: Math.min(240, layers * (thumb + 8)), label: 'attention' });
+        fit(svg, width + 8 + barWidth, top + layers * (thumb + 8));
+        return;
+      }
+      const complete = assembler.add(message);
+      if (!complete?.attentions) return;
+      const { layer, attentions: tensor } = complete;
+      const y = top + done * (thumb + 8);
+      svg.append('text').attr('x', left - 8).attr('y', y + thumb / 2).attr('dy', '0.35em').attr('text-anchor', 'end').text(`layer ${layer}`);
+      grid.heads.forEach((head, h) => {
+        const g = svg
+          .append('g')
+          .attr('class', 'thumbnail')
+          .attr('data-layer', layer)
+          .attr('data-head', head)
+          .attr('transform', `translate(${left + h * (thumb + 8)},${y})`);
+        const { values } = matrix(tensor, h);
+        const { rows, cols, cell, asImage } = grid;
+        drawHeatmap(g, { values, rows, cols, cell, asImage, color }).g.attr('data-layer', layer).attr('data-head', head);
+        g.append('rect')
+          .attr('class', 'open')
+          .attr('width', thumb)
+          .attr('height', thumb)
+          .attr('fill', 'transparent')
+          .on('pointermove', (event) => showTooltip(event, [`layer ${layer}, head ${head}`, 'click: open in the heatmap view']))
+          .on('pointerleave', hideTooltip)
+          .on('click', () => {
+            hideTooltip();
+            ctx.update({ view: 'heatmap', layer, head });
+          });
+      });
+      ctx.progress(++done, layers, `layer ${layer}`);
+    });
+  },
+};

@@ -1,0 +1,105 @@
+// Softmax temperature: softmax(scores / T) computed here from the pre-softmax scores the server
+// returns (includeScores), with each row's entropy, so that sharpening (T < 1) and flattening
+// (T > 1) can be watched. At T = 1 it is the model's own attention.
+import * as d3 from 'd3';
+import { fit, labelled, newFigure } from '../figure.js';
+import { CELL_ELEMENT_LIMIT, cellSize, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
+import { axisLabels } from '../labels.js';
+import { formatFloat32, rowEntropies, temperedSoftmax } from '../numbers.js';
+import { textRequest } from '../requests.js';
+import { decodeTensor, matrix } from '../tensor.js';
+
+export default {
+  id: 'temperature',
+  title: 'Temperature',
+  help: 'softmax(scores / T) from the head\'s pre-softmax scores: move T to sharpen (T < 1) or flatten (T > 1) the attention; the entropy of each row follows.',
+  controls: ['text', 'layer', 'head'],
+  async render(ctx) {
+    const { state, info } = ctx;
+    // Scores of a head mean would not be the mean of the heads' softmaxes: one head at a time.
+    const head = typeof state.head === 'number' ? state.head : 0;
+    const answer = await ctx.call('GetAttention', {
+      ...textRequest(state),
+      layers: [state.layer],
+      heads: [head],
+      includeScores: true,
+    });
+    const scores = matrix(decodeTensor(answer.scores), 0, 0);
+    const attention = matrix(decodeTensor(answer.attentions), 0, 0);
+    const { rows, cols } = scores;
+    const labels = axisLabels(answer);
+    const mask = { causal: info.isCausal, queryStart: answer.queryStart, keyStart: answer.keyStart };
+    const at = (t) => temperedSoftmax(scores.values, rows, cols, t, mask);
+
+    // What T = 1 reproduces: the check that the scores and the mask are read right.
+    const atOne = at(1);
+    const difference = d3.max(atOne, (p, i) => Math.abs(p - attention.values[i]));
+    const note = document.createElement('p');
+    note.className = 'note';
+    note.textContent =
+      `${answer.model} · layer ${answer.layers[0]} · head ${head}${typeof state.head === 'number' ? '' : ' (temperature needs one head)'}. ` +
+      `At T = 1, softmax(scores) differs from the server's attention by at most ${difference.toExponential(1)}` +
+      `${info.isCausal ? '; keys after each query are masked, as the causal model does' : ''}. ` +
+      `Entropy in bits; uniform over ${cols} keys would be ${Math.log2(cols).toFixed(2)}.`;
+    ctx.root.append(note);
+
+    const slider = document.createElement('input');
+    slider.type = 'range';
+    slider.name = 't';
+    // log10(T) from 0.1 to 10.
+    slider.min = '-1';
+    slider.max = '1';
+    slider.step = '0.01';
+    slider.value = String(Math.log10(state.t));
+    const readout = document.createElement('output');
+    labelled(ctx.toolbar, 'temperature T', slider);
+    ctx.toolbar.append(readout);
+
+    const svg = newFigure(ctx.root, 'temperature');
+    const color = sequentialScale(1);
+    const cell = cellSize(rows, cols, 520);
+    const map = drawHeatmap(svg, {
+      values: at(state.t),
+      rows,
+      cols,
+      rowLabels: labels.slice(answer.queryStart, answer.queryStart + rows),
+      colLabels: labels.slice(answer.keyStart, answer.keyStart + cols),
+      color,
+      cell,
+      title: `softmax(scores / T)`,
+      asImage: rows * cols > CELL_ELEMENT_LIMIT,
+      describe: (r, c, v) => [`${labels[answer.queryStart + r]} → ${labels[answer.keyStart + c]}`, `T = ${slider.valueAsNumber.toFixed(2)}: ${formatFloat32(v)}`],
+    });
+    map.g.attr('data-layer', answer.layers[0]).attr('data-head', head);
+    const entropyX = map.width + 8;
+    svg.append('text').attr('x', entropyX).attr('y', map.top - 6).attr('font-size', 11).attr('font-weight', 'bold').text('entropy');
+    const entropies = svg
+      .append('g')
+      .selectAll('text')
+      .data(d3.range(rows))
+      .join('text')
+      .attr('class', 'entropy')
+      .attr('data-row', (r) => r)
+      .attr('x', entropyX)
+      .attr('y', (r) => map.top + (r + 0.5) * cell)
+      .attr('dy', '0.35em')
+      .attr('font-size', Math.max(4, Math.min(12, cell - 2)));
+    const barX = entropyX + 52;
+    const barWidth = drawColorBar(svg, color, { x: barX, y: map.top, height: Math.max(120, rows * cell), label: 'attention' });
+    fit(svg, barX + barWidth, Math.max(map.height, map.top + 120) + 4);
+
+    const show = (t) => {
+      const probabilities = at(t);
+      map.update(probabilities);
+      const h = rowEntropies(probabilities, rows, cols);
+      entropies.attr('data-value', (r) => h[r]).text((r) => h[r].toFixed(2));
+      readout.value = `T = ${t.toFixed(2)}`;
+    };
+    show(state.t);
+    slider.addEventListener('input', () => {
+      const t = 10 ** slider.valueAsNumber;
+      show(t);
+      ctx.update({ t: Number(t.toFixed(2)) }, { quiet: true });
+    });
+  },
+};

@@ -1,0 +1,486 @@
+// The dashboard in a real browser: Debian's Chromium, headless, driven by puppeteer-core, against a
+// real attnscope-server (started by tests/integration/dashboard_test.cc, which passes its URL).
+// Every figure's values are compared with the same request sent to the API here, decoded here from
+// the contract's documentation (little-endian float32), never with numbers written in the test.
+//
+//   node browser_test.mjs --url http://127.0.0.1:PORT/ --screenshots DIR --long-text TEXT
+//
+// The server has three models: "default" (models/default, a 4-layer, 4-head BERT cross-encoder),
+// "llama" (stories260K, causal) and "big" (a random 12-layer, 12-head BERT; TEXT is 512 of its
+// tokens).
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { parseArgs } from 'node:util';
+import puppeteer from 'puppeteer-core';
+
+const { values: args } = parseArgs({
+  options: {
+    url: { type: 'string' },
+    screenshots: { type: 'string' },
+    'long-text': { type: 'string' },
+    chromium: { type: 'string', default: '/usr/bin/chromium' },
+  },
+});
+const base = args.url.replace(/\/$/, '');
+const VIETNAMESE = 'Tôi yêu Việt Nam quá';
+const KOREAN = '나는 오늘 랭체인을 공부한다';
+
+async function api(method, body) {
+  const response = await fetch(`${base}/attnscope.v1.AttentionService/${method}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await response.text();
+  assert.equal(response.status, 200, `${method}: ${text}`);
+  return JSON.parse(text);
+}
+
+// Tensor.data is base64 of little-endian values (this machine's order too); copied so that the
+// view is aligned.
+function decoded(tensor, dtype, Type) {
+  assert.equal(tensor.dtype, dtype);
+  return new Type(Uint8Array.from(Buffer.from(tensor.data, 'base64')).buffer);
+}
+const float32 = (tensor) => decoded(tensor, 'DTYPE_FLOAT32', Float32Array);
+const int32 = (tensor) => decoded(tensor, 'DTYPE_INT32', Int32Array);
+
+let browser;
+let page;
+let profile;
+let downloads;
+const consoleErrors = [];
+
+const query = (params) => `/?${new URLSearchParams(params)}`;
+
+async function waitReady() {
+  await page.waitForFunction(() => document.body.dataset.status !== 'loading', { timeout: 90000 });
+  const status = await page.evaluate(() => document.body.dataset.status);
+  const error = await page.$eval('#error', (e) => e.textContent);
+  return { status, error };
+}
+
+// Opens a dashboard link and waits for its view; the view must draw without any console error.
+async function open(params) {
+  consoleErrors.length = 0;
+  await page.goto(base + query(params));
+  const { status, error } = await waitReady();
+  assert.equal(status, 'ready', error);
+  assert.deepEqual(consoleErrors, []);
+}
+
+// Runs `action` (a click, a change) and waits for the render it causes.
+async function rerender(action) {
+  const before = await page.evaluate(() => document.body.dataset.render);
+  await action();
+  await page.waitForFunction((b) => document.body.dataset.render !== b, { timeout: 30000 }, before);
+  const { status, error } = await waitReady();
+  assert.equal(status, 'ready', error);
+}
+
+// The page down to the end of its content (a full-page shot would pad short views to the window).
+async function screenshot(name) {
+  const height = await page.evaluate(() => Math.ceil(document.body.getBoundingClientRect().bottom) + 16);
+  const width = await page.evaluate(() => document.documentElement.scrollWidth);
+  await page.screenshot({ path: path.join(args.screenshots, `${name}.png`), clip: { x: 0, y: 0, width, height } });
+}
+
+// The data attributes of every element `selector` matches. (page.$$eval makes a handle per
+// element, which took 15 s for the 16 K cells of a position-embedding table.)
+function datasets(selector) {
+  return page.evaluate((s) => [...document.querySelectorAll(s)].map((e) => ({ ...e.dataset })), selector);
+}
+
+async function labels(selector) {
+  return page.$$eval(selector, (texts) => texts.map((t) => t.textContent));
+}
+
+// Every <rect class="cell"> under `scope` holds the value of `expected` (row-major, `cols` wide)
+// at its data-row and data-col: exactly, read back as float32, unless `tolerance` is given.
+async function expectCells(scope, expected, cols, tolerance = 0) {
+  const cells = await page.evaluate(
+    (selector) => [...document.querySelectorAll(selector)].map((r) => [Number(r.dataset.row), Number(r.dataset.col), r.dataset.value]),
+    `${scope} rect.cell`,
+  );
+  assert.equal(cells.length, expected.length, `${scope}: cell count`);
+  for (const [row, col, text] of cells) {
+    const want = expected[row * cols + col];
+    const got = tolerance ? Number(text) : Math.fround(Number(text));
+    assert.ok(Math.abs(got - want) <= tolerance, `${scope} [${row}, ${col}]: page ${text}, server ${want}`);
+  }
+}
+
+// The value the tooltip shows for the cell at (row, col) of the heatmap `scope`, hovered with
+// the mouse: the path for heatmaps drawn as one image.
+async function hoverValue(scope, row, col, cell) {
+  const area = await page.$(`${scope} rect.hover-area`);
+  const box = await area.boundingBox();
+  await page.mouse.move(box.x + (col + 0.5) * cell, box.y + (row + 0.5) * cell);
+  const text = await page.$eval('#tooltip', (t) => t.textContent);
+  return Math.fround(Number(text.slice(text.lastIndexOf(':') + 1)));
+}
+
+describe('dashboard in headless Chromium', () => {
+  before(async () => {
+    fs.mkdirSync(args.screenshots, { recursive: true });
+    profile = fs.mkdtempSync(path.join(os.tmpdir(), 'attnscope-chromium-'));
+    downloads = fs.mkdtempSync(path.join(os.tmpdir(), 'attnscope-downloads-'));
+    browser = await puppeteer.launch({
+      executablePath: args.chromium,
+      userDataDir: profile,
+      // The background-networking switches keep Chromium from calling out: there is no network.
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+    page = await browser.newPage();
+    await page.setViewport({ width: 1200, height: 800 });
+    page.on('console', (message) => {
+      if (message.type() === 'error') consoleErrors.push(`${message.text()} (${message.location()?.url ?? ''})`);
+    });
+    page.on('pageerror', (error) => consoleErrors.push(`uncaught: ${error.message}`));
+    const session = await page.createCDPSession();
+    await session.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads });
+  });
+
+  after(async () => {
+    await browser?.close();
+    for (const dir of [profile, downloads]) if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('heatmap: labels are the original text, every cell is the server value, hover shows it', async () => {
+    await open({ model: 'default', text: VIETNAMESE, view: 'heatmap', layer: 3, head: 1 });
+    const rows = await labels('svg.figure text.row-label');
+    for (const word of ['Tôi', 'yêu', 'Việt']) assert.ok(rows.includes(word), `${word} in ${rows}`);
+    assert.deepEqual(await labels('svg.figure text.col-label'), rows);
+    const answer = await api('GetAttention', { model: 'default', text: VIETNAMESE, layers: [3], heads: [1] });
+    const n = answer.tokens.tokens.length;
+    await expectCells('g.heatmap[data-layer="3"][data-head="1"]', float32(answer.attentions), n);
+    const cell = await page.$eval('rect.cell', (r) => Number(r.getAttribute('width')));
+    assert.equal(await hoverValue('g.heatmap', 2, 3, cell), float32(answer.attentions)[2 * n + 3]);
+    await page.mouse.move(0, 0);
+    await screenshot('heatmap');
+  });
+
+  it('heatmap: the words toggle labels whole words ("랭체인을") with the server word-level values', async () => {
+    await open({ model: 'default', text: KOREAN, layer: 2, head: 'mean' });
+    assert.ok(!(await labels('text.row-label')).includes('랭체인을'));
+    await rerender(() => page.click('input[name="words"]'));
+    assert.ok(page.url().includes('words=1'));
+    const rows = await labels('text.row-label');
+    assert.ok(rows.includes('랭체인을'), rows.join(' '));
+    const answer = await api('GetAttention', {
+      model: 'default',
+      text: KOREAN,
+      layers: [2],
+      headAggregation: 'HEAD_AGGREGATION_MEAN',
+      aggregateWords: true,
+    });
+    assert.deepEqual(rows, answer.words.map((w) => w.text));
+    await expectCells('g.heatmap', float32(answer.attentions), answer.words.length);
+    await screenshot('heatmap-words');
+  });
+
+  it('head view: a line per head, query and key with the server weight; hover isolates, heads toggle', async () => {
+    await open({ model: 'default', text: VIETNAMESE, view: 'heads', layer: 2 });
+    const answer = await api('GetAttention', { model: 'default', text: VIETNAMESE, layers: [2] });
+    const values = float32(answer.attentions);
+    const n = answer.tokens.tokens.length;
+    const heads = answer.heads.length;
+    const lines = await datasets('line.link');
+    assert.equal(lines.length, heads * n * n);
+    for (const { head, row, col, value } of lines) {
+      assert.equal(Math.fround(Number(value)), values[(Number(head) * n + Number(row)) * n + Number(col)]);
+    }
+    const queryLabels = await labels('text.query-label');
+    for (const word of ['Tôi', 'yêu', 'Việt']) assert.ok(queryLabels.includes(word));
+
+    await page.hover('text.query-label[data-position="1"]');
+    const visible = await page.$$eval('line.link', (ls) =>
+      ls.filter((l) => getComputedStyle(l).visibility !== 'hidden').map((l) => l.dataset.row),
+    );
+    assert.equal(visible.length, heads * n);
+    assert.ok(visible.every((row) => row === '1'));
+    await page.mouse.move(0, 0);
+
+    await page.click('.head-checkboxes input[value="0"]');
+    assert.ok(new URL(page.url()).searchParams.get('heads') === '1,2,3');
+    const hidden = (await datasets('line.link[display="none"]')).map((l) => l.head);
+    assert.equal(hidden.length, n * n);
+    assert.ok(hidden.every((h) => h === '0'));
+    await screenshot('heads');
+  });
+
+  it('model view: every layer and head, each cell the server value; a click opens the heatmap', async () => {
+    await open({ model: 'default', text: VIETNAMESE, view: 'model' });
+    const answer = await api('GetAttention', { model: 'default', text: VIETNAMESE });
+    const [layers, heads, n] = answer.attentions.shape.map(Number);
+    const values = float32(answer.attentions);
+    assert.equal(await page.$$eval('g.thumbnail', (gs) => gs.length), layers * heads);
+    for (let l = 0; l < layers; ++l) {
+      for (let h = 0; h < heads; ++h) {
+        const offset = (l * heads + h) * n * n;
+        await expectCells(`g.thumbnail[data-layer="${l}"][data-head="${h}"]`, values.subarray(offset, offset + n * n), n);
+      }
+    }
+    const legend = await labels('.token-legend .label');
+    for (const word of ['Tôi', 'yêu', 'Việt']) assert.ok(legend.includes(word));
+    await screenshot('model');
+    await rerender(() => page.click('g.thumbnail[data-layer="2"][data-head="3"] rect.open'));
+    const url = new URL(page.url());
+    // The heatmap is the default view, which links leave out.
+    assert.equal(url.searchParams.get('view') ?? 'heatmap', 'heatmap');
+    assert.equal(await page.$eval('nav button[aria-pressed="true"]', (b) => b.value), 'heatmap');
+    assert.equal(url.searchParams.get('layer'), '2');
+    assert.equal(url.searchParams.get('head'), '3');
+    const offset = (2 * heads + 3) * n * n;
+    await expectCells('g.heatmap[data-layer="2"][data-head="3"]', values.subarray(offset, offset + n * n), n);
+  });
+
+  it('across layers: each layer the server head mean, then the server rollout', async () => {
+    await open({ model: 'default', text: VIETNAMESE, view: 'layers' });
+    const answer = await api('GetAttention', {
+      model: 'default',
+      text: VIETNAMESE,
+      headAggregation: 'HEAD_AGGREGATION_MEAN',
+      rollout: true,
+    });
+    const [layers, , n] = answer.attentions.shape.map(Number);
+    const means = float32(answer.attentions);
+    for (let l = 0; l < layers; ++l) {
+      await expectCells(`g.heatmap[data-layer="${l}"]`, means.subarray(l * n * n, (l + 1) * n * n), n);
+    }
+    await expectCells('g.heatmap[data-layer="rollout"]', float32(answer.rollout), n);
+    assert.ok((await labels('g.heatmap[data-layer="rollout"] text.row-label')).includes('Việt'));
+    await screenshot('layers');
+  });
+
+  it('temperature: T = 1 is the server attention; higher T raises every row entropy, lower T lowers it', async () => {
+    await open({ model: 'default', text: VIETNAMESE, view: 'temperature', layer: 3, head: 1 });
+    const answer = await api('GetAttention', { model: 'default', text: VIETNAMESE, layers: [3], heads: [1] });
+    const n = answer.tokens.tokens.length;
+    await expectCells('g.heatmap', float32(answer.attentions), n, 1e-6);
+    const entropies = () => page.$$eval('text.entropy', (ts) => ts.map((t) => Number(t.dataset.value)));
+    const setT = (log10) =>
+      page.$eval(
+        'input[name="t"]',
+        (slider, value) => {
+          slider.value = String(value);
+          slider.dispatchEvent(new Event('input', { bubbles: true }));
+        },
+        log10,
+      );
+    const atOne = await entropies();
+    assert.equal(atOne.length, n);
+    await setT(0.5);
+    const hot = await entropies();
+    assert.equal(new URL(page.url()).searchParams.get('t'), '3.16');
+    await setT(-0.5);
+    const cold = await entropies();
+    for (let r = 0; r < n; ++r) {
+      assert.ok(hot[r] > atOne[r], `row ${r}: T 3.16 entropy ${hot[r]} <= T 1 ${atOne[r]}`);
+      assert.ok(cold[r] < atOne[r], `row ${r}: T 0.32 entropy ${cold[r]} >= T 1 ${atOne[r]}`);
+    }
+    await setT(0);
+    await screenshot('temperature');
+  });
+
+  it('temperature on a causal model: the page masks keys after the query as the model did', async () => {
+    const text = 'Once upon a time there was a cat';
+    await open({ model: 'llama', text, view: 'temperature', layer: 4, head: 5 });
+    const answer = await api('GetAttention', { model: 'llama', text, layers: [4], heads: [5] });
+    await expectCells('g.heatmap', float32(answer.attentions), answer.tokens.tokens.length, 1e-6);
+  });
+
+  it('query and documents: ranked by the server relevance score, query-to-document cells the server values', async () => {
+    await open({ model: 'default', view: 'documents', layer: 3, head: 'mean' });
+    const check = async (queryText, docs, withBackward) => {
+      const answer = await api('CrossAttention', {
+        model: 'default',
+        query: queryText,
+        documents: docs,
+        layers: [3],
+        headAggregation: 'HEAD_AGGREGATION_MEAN',
+        includeDocumentToQuery: withBackward,
+      });
+      const sections = await datasets('section.document');
+      const byScore = answer.documents.map((d, i) => [d.relevanceScore, i]).sort((a, b) => b[0] - a[0]);
+      assert.deepEqual(
+        sections.map((s) => Number(s.index)),
+        byScore.map(([, i]) => i),
+      );
+      sections.forEach((s, rank) => {
+        assert.equal(Number(s.rank), rank + 1);
+        assert.equal(Math.fround(Number(s.score)), Math.fround(answer.documents[Number(s.index)].relevanceScore));
+      });
+      for (const [i, doc] of answer.documents.entries()) {
+        const scope = `section.document[data-index="${i}"]`;
+        await expectCells(`${scope} g.heatmap[data-block="query-to-document"]`, float32(doc.queryToDocument), doc.documentPositions.length);
+        if (withBackward) {
+          await expectCells(`${scope} g.heatmap[data-block="document-to-query"]`, float32(doc.documentToQuery), doc.queryPositions.length);
+        }
+      }
+      return answer;
+    };
+    const korean = await page.$eval('input[name="query"]', (q) => q.value);
+    assert.equal(korean, '랭체인 뭐야');
+    const docs = await page.$eval('textarea[name="docs"]', (t) => t.value.split('\n'));
+    await check(korean, docs, false);
+    // The LangChain document comes first, whatever order it was given in.
+    assert.ok((await page.$eval('section.document[data-rank="1"] .document-text', (p) => p.textContent)).startsWith('랭체인은'));
+    const queryLabels = await labels('section.document[data-rank="1"] text.row-label');
+    assert.ok(queryLabels.includes('랭') && queryLabels.includes('야'), queryLabels.join(' '));
+    await screenshot('documents');
+
+    await rerender(() => page.click('input[name="d2q"]'));
+    await check(korean, docs, true);
+    await rerender(() => page.click('xpath/.//button[text()="Vietnamese"]'));
+    const vietnameseQuery = await page.$eval('input[name="query"]', (q) => q.value);
+    const vietnameseDocs = await page.$eval('textarea[name="docs"]', (t) => t.value.split('\n'));
+    await check(vietnameseQuery, vietnameseDocs, true);
+    const documentLabels = await labels('section.document text.col-label');
+    assert.ok(documentLabels.includes('chèn') && documentLabels.includes('bảng'), documentLabels.join(' '));
+  });
+
+  it('compare: two panels, one 0..1 scale, each the server value for its own layer and head', async () => {
+    await open({ model: 'default', text: VIETNAMESE, view: 'compare', layer: 3, head: 1, 'b.layer': 0, 'b.head': 'mean' });
+    assert.deepEqual(await page.$$eval('g.colorbar', (gs) => gs.map((g) => g.dataset.domain)), ['0,1']);
+    const a = await api('GetAttention', { model: 'default', text: VIETNAMESE, layers: [3], heads: [1] });
+    const b = await api('GetAttention', { model: 'default', text: VIETNAMESE, layers: [0], headAggregation: 'HEAD_AGGREGATION_MEAN' });
+    const n = a.tokens.tokens.length;
+    await expectCells('g.heatmap[data-panel="a"]', float32(a.attentions), n);
+    await expectCells('g.heatmap[data-panel="b"]', float32(b.attentions), n);
+    assert.ok((await labels('g.heatmap[data-panel="b"] text.col-label')).includes('yêu'));
+    await screenshot('compare');
+  });
+
+  it('model internals: the position embeddings and the loss curves are the server values', async () => {
+    await open({ model: 'default', view: 'internals' });
+    const name = 'bert.embeddings.position_embeddings.weight';
+    const parameter = await api('GetParameter', { model: 'default', name });
+    const cols = Number(parameter.tensor.shape[1]);
+    await expectCells(`g.heatmap[data-parameter="${name}"]`, float32(parameter.tensor), cols);
+    const record = await api('GetTrainingRecord', { model: 'default' });
+    const points = await datasets('circle.point');
+    const expected = record.points.flatMap((p) => Object.entries(p.values).map(([key, value]) => ({ key, step: p.step, value })));
+    assert.equal(points.length, expected.length);
+    for (const want of expected) {
+      const got = points.find((p) => p.key === want.key && p.step === want.step);
+      assert.ok(got, `${want.key} at step ${want.step}`);
+      assert.equal(Number(got.value), want.value);
+    }
+    await screenshot('internals');
+  });
+
+  it('model internals of a Llama model say it has no position table, and why', async () => {
+    consoleErrors.length = 0;
+    await page.goto(base + query({ model: 'llama', view: 'internals' }));
+    assert.equal((await waitReady()).status, 'ready');
+    const notes = (await labels('p.note')).join(' ');
+    assert.match(notes, /no position-embedding table.*RoPE/);
+    assert.match(notes, /no training record/);
+    // The NOT_FOUND answer that says so is an HTTP 404, which Chromium logs; nothing else may be.
+    assert.ok(consoleErrors.every((e) => e.includes('404') && e.includes('GetTrainingRecord')), consoleErrors.join('\n'));
+  });
+
+  it('an API error is shown with the server message', async () => {
+    consoleErrors.length = 0;
+    await page.goto(base + query({ model: 'default', text: VIETNAMESE, layer: 9 }));
+    const { status, error } = await waitReady();
+    assert.equal(status, 'error');
+    const response = await fetch(`${base}/attnscope.v1.AttentionService/GetAttention`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: 'default', text: VIETNAMESE, layers: [9], heads: [0] }),
+    });
+    const { message } = await response.json();
+    assert.ok(message.length > 0);
+    assert.ok(error.includes(message), `page: ${error}\nserver: ${message}`);
+    assert.ok(consoleErrors.every((e) => e.includes('400')), consoleErrors.join('\n'));
+  });
+
+  it('export: the current figure downloads as SVG and PNG', async () => {
+    await open({ model: 'default', text: VIETNAMESE, layer: 1, head: 2 });
+    await page.click('#export-svg');
+    await page.click('#export-png');
+    const file = (ext) => path.join(downloads, `attnscope-heatmap-default.${ext}`);
+    const deadline = Date.now() + 20000;
+    while (!(fs.existsSync(file('svg')) && fs.existsSync(file('png'))) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const svg = fs.readFileSync(file('svg'), 'utf8');
+    assert.match(svg, /^<svg[^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
+    assert.ok(svg.includes('>Việt<') && svg.includes('data-value'));
+    const png = fs.readFileSync(file('png'));
+    assert.deepEqual([...png.subarray(1, 4)], [0x50, 0x4e, 0x47]); // "PNG"
+    assert.ok(png.readUInt32BE(16) > 200, 'PNG width');
+  });
+
+  it('a 512-token input on a 12-layer, 12-head model streams in float16 with progress', async () => {
+    const text = args['long-text'];
+    const tokens = (await api('Tokenize', { model: 'big', text })).tokens.tokens.length;
+    assert.equal(tokens, 512);
+    await page.evaluateOnNewDocument(() => {
+      window.progressSeen = [];
+      new MutationObserver(() => {
+        const box = document.getElementById('progress');
+        if (box && !box.hidden) window.progressSeen.push(box.querySelector('span').textContent);
+      }).observe(document, { subtree: true, childList: true, attributes: true, characterData: true });
+    });
+    const bodies = [];
+    const onRequest = (request) => {
+      if (request.url().endsWith('/StreamAttention')) bodies.push(JSON.parse(request.postData()));
+    };
+    page.on('request', onRequest);
+    const started = Date.now();
+    await open({ model: 'big', text, view: 'model' });
+    const seconds = (Date.now() - started) / 1000;
+    page.off('request', onRequest);
+    assert.equal(bodies.length, 1);
+    assert.equal(bodies[0].dtype, 'DTYPE_FLOAT16');
+    const progress = await page.evaluate(() => window.progressSeen);
+    assert.ok(progress.some((p) => p.startsWith('12 of 12')), progress.join(' | '));
+    assert.equal(await page.$$eval('g.thumbnail image', (images) => images.length), 144);
+    console.log(`# model view, 512 tokens, 12 x 12 heads: ready in ${seconds.toFixed(1)} s`);
+    await screenshot('model-512-tokens');
+
+    // One head of it in the heatmap view: drawn as an image; hovered cells show the server value.
+    await open({ model: 'big', text, view: 'heatmap', layer: 11, head: 7 });
+    assert.equal(await page.$$eval('rect.cell', (r) => r.length), 0);
+    const answer = await api('GetAttention', { model: 'big', text, layers: [11], heads: [7] });
+    const values = float32(answer.attentions);
+    const cell = await page.$eval('g.heatmap rect.hover-area', (r) => Number(r.getAttribute('width')) / 512);
+    for (const [row, col] of [[0, 0], [100, 37], [511, 511], [300, 299]]) {
+      assert.equal(await hoverValue('g.heatmap', row, col, cell), values[row * 512 + col], `[${row}, ${col}]`);
+    }
+    await page.mouse.move(0, 0);
+
+    // The head view keeps to a window and each query's top-k keys.
+    await open({ model: 'big', text, view: 'heads', layer: 5 });
+    const topK = await api('GetAttention', {
+      model: 'big',
+      text,
+      layers: [5],
+      topK: 4,
+      window: { queryStart: 0, queryEnd: 64, keyStart: 0, keyEnd: 64 },
+    });
+    const weights = float32(topK.attentions);
+    const keys = int32(topK.topKIndices);
+    const lines = await datasets('line.link');
+    assert.equal(lines.length, 12 * 64 * 4);
+    lines.forEach((line, i) => {
+      assert.equal(Number(line.col), keys[i]);
+      assert.equal(Math.fround(Number(line.value)), weights[i]);
+    });
+  });
+});

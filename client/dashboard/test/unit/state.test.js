@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import test from 'node:test';
+import { defaultState, formatState, parseState } from '../../src/state.js';
+
+test('a link reads back as the state that wrote it', () => {
+  const state = {
+    ...defaultState(),
+    view: 'documents',
+    model: 'default',
+    text: 'Tôi yêu Việt Nam quá & 랭체인',
+    pair: 'second text',
+    layer: 3,
+    head: 'mean',
+    words: true,
+    t: 2.5,
+    topk: 4,
+    qs: 0,
+    qe: 64,
+    heads: [0, 2],
+    query: 'chèn bảng',
+    docs: ['a, b', 'c'],
+    d2q: true,
+    b: { model: 'llama', text: null, pair: null, layer: 1, head: 0 },
+  };
+  assert.deepEqual(parseState(formatState(state)), state);
+});
+
+test('the defaults make an empty query string, and an empty one gives the defaults', () => {
+  assert.equal(formatState(defaultState()), '');
+  assert.deepEqual(parseState(''), defaultState());
+});
+
+test('the documented example link', () => {
+  const state = parseState('?model=default&text=T%C3%B4i+y%C3%AAu&view=heatmap&layer=3&head=1');
+  assert.equal(state.model, 'default');
+  assert.equal(state.text, 'Tôi yêu');
+  assert.equal(state.view, 'heatmap');
+  assert.equal(state.layer, 3);
+  assert.equal(state.head, 1);
+});
+
+test('values that are not what a field takes fall back to the defaults', () => {
+  const state = parseState('?view=nonsense&layer=x&t=-1&head=avg');
+  assert.equal(state.view, 'heatmap');
+  assert.equal(state.layer, 0);
+  assert.equal(state.t, 1);
+  assert.equal(state.head, 0);
+});

@@ -1,0 +1,41 @@
+// The web dashboard in a real browser. This starts attnscope-server with the default model,
+// stories260K and a random 12-layer, 12-head BERT (for a 512-token input), serving the built
+// dashboard, and runs client/dashboard/test/browser_test.mjs under Node: headless Chromium (Debian's
+// /usr/bin/chromium) driven by puppeteer-core, comparing every figure with the API's own answers.
+// Screenshots of each view go to build/dashboard-screenshots/.
+#include <iostream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/integration/integration_util.h"
+
+namespace attnscope::testing {
+namespace {
+
+TEST(DashboardTest, EveryViewInHeadlessChromium) {
+  // 12 layers and 12 heads make a 512-token answer 151 MB in float32; a narrow hidden size keeps
+  // the checkpoint at 20 MB and the forward pass short.
+  BertShape shape;
+  shape.hidden = 192;
+  shape.intermediate = 768;
+  TempDir big;
+  ASSERT_TRUE(WriteRandomBert(shape, big.path()).ok());
+
+  ServerProcess::Options options;
+  options.models = {"default=" + DefaultModelDir(), "llama=" + Stories260kDir(),
+                    "big=" + big.path()};
+  options.extra_flags = {"--dashboard_dir=" ATTNSCOPE_DASHBOARD_DIR};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  const CommandResult result = RunCommand(
+      {ATTNSCOPE_NODE, ATTNSCOPE_BROWSER_TEST, "--url",
+       "http://127.0.0.1:" + std::to_string((*server)->http_port()) + "/", "--screenshots",
+       ATTNSCOPE_SCREENSHOT_DIR, "--long-text", RandomBertText(shape, 512)},
+      absl::Seconds(300));
+  std::cout << result.stdout_text;
+  EXPECT_EQ(result.exit_code, 0) << result.stderr_text << (*server)->Log();
+}
+
+}  // namespace
+}  // namespace attnscope::testing
