@@ -70,7 +70,8 @@ ABSL_FLAG(int64_t, max_tokens, 0,
 ABSL_FLAG(int, worker_threads, kDefaults.worker_threads,
           "Most gRPC threads serving calls; 0 = gRPC's default.");
 ABSL_FLAG(int, max_concurrent_requests, kDefaults.service.max_concurrent_requests,
-          "Calls handled at once; more fail with RESOURCE_EXHAUSTED. 0 = no limit.");
+          "Calls handled at once, running or waiting their turn; more fail at once with "
+          "RESOURCE_EXHAUSTED. 0 = no limit.");
 ABSL_FLAG(double, shutdown_grace_seconds, kDefaults.shutdown_grace_seconds,
           "After SIGTERM/SIGINT, how long in-flight calls may run before they are cancelled.");
 
