@@ -67,18 +67,14 @@ Metrics::Metrics()
       memory_(std::make_shared<ResidentMemoryCollectable>()) {
   requests_ = &prometheus::BuildCounter()
                    .Name("attnscope_requests_total")
-                   .Help("RPCs finished, by method, transport and gRPC status code.")
+                   .Help("RPCs finished, by method, transport, model and gRPC status code.")
                    .Register(*registry_);
-  auto& request_duration = prometheus::BuildHistogram()
-                               .Name("attnscope_request_duration_seconds")
-                               .Help("Wall time of an RPC in the handler, by method and transport.")
-                               .Register(*registry_);
-  for (const std::string& rpc : RpcNames()) {
-    for (const std::string& transport : Transports()) {
-      request_duration_[{rpc, transport}] =
-          &request_duration.Add({{"rpc", rpc}, {"transport", transport}}, DurationBuckets());
-    }
-  }
+  request_duration_family_ =
+      &prometheus::BuildHistogram()
+           .Name("attnscope_request_duration_seconds")
+           .Help("Wall time of an RPC in the handler, by method, transport and model.")
+           .Register(*registry_);
+  AddRequestDurations(/*model=*/"");
   tokenization_duration_ = &prometheus::BuildHistogram()
                                 .Name("attnscope_tokenization_duration_seconds")
                                 .Help("Time to tokenize one input (text or text pair).")
@@ -143,6 +139,16 @@ void Metrics::AddModel(const LoadedModel& model) {
       &inference_family_->Add({{"model", model.name()}}, DurationBuckets());
   queue_wait_[model.name()] =
       &queue_wait_family_->Add({{"model", model.name()}}, DurationBuckets());
+  AddRequestDurations(model.name());
+}
+
+void Metrics::AddRequestDurations(const std::string& model) {
+  for (const std::string& rpc : RpcNames()) {
+    for (const std::string& transport : Transports()) {
+      request_duration_[{rpc, transport, model}] = &request_duration_family_->Add(
+          {{"rpc", rpc}, {"transport", transport}, {"model", model}}, DurationBuckets());
+    }
+  }
 }
 
 void Metrics::RecordQueueWait(const std::string& model, double seconds) {
@@ -154,13 +160,14 @@ void Metrics::RecordRejection(absl::string_view reason) {
 }
 
 void Metrics::RecordRequest(absl::string_view rpc, absl::string_view transport,
-                            absl::string_view code, double seconds) {
+                            absl::string_view model, absl::string_view code, double seconds) {
   requests_
       ->Add({{"rpc", std::string(rpc)},
              {"transport", std::string(transport)},
+             {"model", std::string(model)},
              {"code", std::string(code)}})
       .Increment();
-  if (auto it = request_duration_.find(std::make_pair(std::string(rpc), std::string(transport)));
+  if (auto it = request_duration_.find(std::make_tuple(rpc, transport, model));
       it != request_duration_.end()) {
     it->second->Observe(seconds);
   }

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -39,15 +40,17 @@ class Metrics {
   std::vector<std::shared_ptr<prometheus::Collectable>> Collectables() const;
 
   // Adds attnscope_model_info{model,architecture,layers,heads} = 1,
-  // attnscope_model_load_seconds{model} and the model's inference and queue-wait histograms. Call
-  // at start-up.
+  // attnscope_model_load_seconds{model} and the model's inference, queue-wait and request-duration
+  // histograms. Call at start-up.
   void AddModel(const LoadedModel& model);
 
-  // attnscope_requests_total{rpc,transport,code} and
-  // attnscope_request_duration_seconds{rpc,transport}. `code` is the gRPC code name, e.g. "OK",
-  // "INVALID_ARGUMENT", whatever the transport (HTTP statuses map onto the same codes).
-  void RecordRequest(absl::string_view rpc, absl::string_view transport, absl::string_view code,
-                     double seconds);
+  // attnscope_requests_total{rpc,transport,model,code} and
+  // attnscope_request_duration_seconds{rpc,transport,model}. `code` is the gRPC code name, e.g.
+  // "OK", "INVALID_ARGUMENT", whatever the transport (HTTP statuses map onto the same codes).
+  // `model` is a loaded model's name, or "" for calls about no model (ListModels) and for names
+  // no model has, so that callers cannot grow the series without bound.
+  void RecordRequest(absl::string_view rpc, absl::string_view transport, absl::string_view model,
+                     absl::string_view code, double seconds);
   // attnscope_tokenization_duration_seconds and attnscope_input_tokens, once per encoded input.
   void RecordTokenization(double seconds, int64_t tokens);
   // attnscope_queue_wait_seconds{model}: how long a call waited for the inference thread.
@@ -63,11 +66,16 @@ class Metrics {
   prometheus::Gauge& inflight() { return *inflight_; }
 
  private:
+  // The request-duration histograms of every (rpc, transport) for `model`.
+  void AddRequestDurations(const std::string& model);
+
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<prometheus::Collectable> memory_;
   prometheus::Family<prometheus::Counter>* requests_;
-  // Keyed by (rpc, transport); every pair is added up front.
-  std::map<std::pair<std::string, std::string>, prometheus::Histogram*, std::less<>>
+  prometheus::Family<prometheus::Histogram>* request_duration_family_;
+  // Keyed by (rpc, transport, model); every triple is added up front (model "" in the
+  // constructor, each model's in AddModel).
+  std::map<std::tuple<std::string, std::string, std::string>, prometheus::Histogram*, std::less<>>
       request_duration_;
   prometheus::Histogram* tokenization_duration_;
   prometheus::Family<prometheus::Histogram>* inference_family_;

@@ -77,7 +77,7 @@ void ServiceCore::SetModels(std::vector<std::unique_ptr<LoadedModel>> models) {
 }
 
 template <typename Handler>
-absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc,
+absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const std::string* model,
                                 const google::protobuf::Message* response, absl::string_view fixes,
                                 Handler&& handler) {
   const Clock::time_point start = Clock::now();
@@ -114,14 +114,21 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc,
   }
   inflight_.fetch_sub(1);
   metrics_->inflight().Decrement();
-  metrics_->RecordRequest(rpc, call.transport, absl::StatusCodeToString(status.code()),
+  metrics_->RecordRequest(rpc, call.transport, ModelLabel(model),
+                          absl::StatusCodeToString(status.code()),
                           std::chrono::duration<double>(Clock::now() - start).count());
   return status;
 }
 
+std::string ServiceCore::ModelLabel(const std::string* model) const {
+  if (model == nullptr || !ready_.load()) return "";
+  absl::StatusOr<const LoadedModel*> found = runner_->FindModel(*model);
+  return found.ok() ? (*found)->name() : "";
+}
+
 absl::Status ServiceCore::ListModels(const Call& call, const v1::ListModelsRequest&,
                                      v1::ListModelsResponse* response) {
-  return Serve(call, "ListModels", response, "", [&]() -> absl::Status {
+  return Serve(call, "ListModels", /*model=*/nullptr, response, "", [&]() -> absl::Status {
     for (const auto& model : runner_->models()) ToProto(*model, response->add_models());
     return absl::OkStatus();
   });
@@ -129,7 +136,7 @@ absl::Status ServiceCore::ListModels(const Call& call, const v1::ListModelsReque
 
 absl::Status ServiceCore::GetModelInfo(const Call& call, const v1::GetModelInfoRequest& request,
                                        v1::ModelInfo* response) {
-  return Serve(call, "GetModelInfo", response, "", [&]() -> absl::Status {
+  return Serve(call, "GetModelInfo", &request.model(), response, "", [&]() -> absl::Status {
     ATTNSCOPE_ASSIGN_OR_RETURN(const LoadedModel* model, runner_->FindModel(request.model()));
     ToProto(*model, response);
     return absl::OkStatus();
@@ -138,7 +145,7 @@ absl::Status ServiceCore::GetModelInfo(const Call& call, const v1::GetModelInfoR
 
 absl::Status ServiceCore::Tokenize(const Call& call, const v1::TokenizeRequest& request,
                                    v1::TokenizeResponse* response) {
-  return Serve(call, "Tokenize", response, kTokenizeFixes, [&]() -> absl::Status {
+  return Serve(call, "Tokenize", &request.model(), response, kTokenizeFixes, [&]() -> absl::Status {
     ATTNSCOPE_ASSIGN_OR_RETURN(const TokenizeQuery query, ToQuery(request));
     ATTNSCOPE_ASSIGN_OR_RETURN(const TokenizeAnswer answer, runner_->Tokenize(query));
     response->set_model(answer.model->name());
@@ -151,7 +158,7 @@ absl::Status ServiceCore::GetAttention(const Call& call, const v1::GetAttentionR
                                        v1::GetAttentionResponse* response) {
   absl::StatusOr<AttentionQuery> query = ToQuery(request);
   const std::string fixes = query.ok() ? AttentionFixes(*query) : "";
-  return Serve(call, "GetAttention", response, fixes, [&]() -> absl::Status {
+  return Serve(call, "GetAttention", &request.model(), response, fixes, [&]() -> absl::Status {
     if (!query.ok()) return query.status();
     ATTNSCOPE_ASSIGN_OR_RETURN(const AttentionAnswer answer,
                                runner_->RunAttention(*query, call.check, Delivery::kUnary));
@@ -161,7 +168,7 @@ absl::Status ServiceCore::GetAttention(const Call& call, const v1::GetAttentionR
 
 absl::Status ServiceCore::StreamAttention(const Call& call, const v1::GetAttentionRequest& request,
                                           const StreamWriter& write) {
-  return Serve(call, "StreamAttention", nullptr, "", [&]() -> absl::Status {
+  return Serve(call, "StreamAttention", &request.model(), nullptr, "", [&]() -> absl::Status {
     ATTNSCOPE_ASSIGN_OR_RETURN(const AttentionQuery query, ToQuery(request));
     ATTNSCOPE_ASSIGN_OR_RETURN(const AttentionAnswer answer,
                                runner_->RunAttention(query, call.check, Delivery::kStream));
@@ -178,7 +185,7 @@ absl::Status ServiceCore::StreamAttention(const Call& call, const v1::GetAttenti
 
 absl::Status ServiceCore::Encode(const Call& call, const v1::EncodeRequest& request,
                                  v1::EncodeResponse* response) {
-  return Serve(call, "Encode", response, kEncodeFixes, [&]() -> absl::Status {
+  return Serve(call, "Encode", &request.model(), response, kEncodeFixes, [&]() -> absl::Status {
     ATTNSCOPE_ASSIGN_OR_RETURN(const EncodeQuery query, ToQuery(request));
     ATTNSCOPE_ASSIGN_OR_RETURN(const EncodeAnswer answer, runner_->RunEncode(query, call.check));
     return ToProto(answer, response);
@@ -187,17 +194,18 @@ absl::Status ServiceCore::Encode(const Call& call, const v1::EncodeRequest& requ
 
 absl::Status ServiceCore::CrossAttention(const Call& call, const v1::CrossAttentionRequest& request,
                                          v1::CrossAttentionResponse* response) {
-  return Serve(call, "CrossAttention", response, kCrossAttentionFixes, [&]() -> absl::Status {
-    ATTNSCOPE_ASSIGN_OR_RETURN(const CrossAttentionQuery query, ToQuery(request));
-    ATTNSCOPE_ASSIGN_OR_RETURN(const CrossAttentionAnswer answer,
-                               runner_->RunCrossAttention(query, call.check));
-    return ToProto(answer, response);
-  });
+  return Serve(call, "CrossAttention", &request.model(), response, kCrossAttentionFixes,
+               [&]() -> absl::Status {
+                 ATTNSCOPE_ASSIGN_OR_RETURN(const CrossAttentionQuery query, ToQuery(request));
+                 ATTNSCOPE_ASSIGN_OR_RETURN(const CrossAttentionAnswer answer,
+                                            runner_->RunCrossAttention(query, call.check));
+                 return ToProto(answer, response);
+               });
 }
 
 absl::Status ServiceCore::ListParameters(const Call& call, const v1::ListParametersRequest& request,
                                          v1::ListParametersResponse* response) {
-  return Serve(call, "ListParameters", response, "", [&]() -> absl::Status {
+  return Serve(call, "ListParameters", &request.model(), response, "", [&]() -> absl::Status {
     ATTNSCOPE_ASSIGN_OR_RETURN(const ParameterListAnswer answer,
                                runner_->ListParameters(request.model()));
     ToProto(answer, response);
@@ -207,8 +215,8 @@ absl::Status ServiceCore::ListParameters(const Call& call, const v1::ListParamet
 
 absl::Status ServiceCore::GetParameter(const Call& call, const v1::GetParameterRequest& request,
                                        v1::GetParameterResponse* response) {
-  return Serve(call, "GetParameter", response, "ask for fewer rows or dtype DTYPE_FLOAT16",
-               [&]() -> absl::Status {
+  return Serve(call, "GetParameter", &request.model(), response,
+               "ask for fewer rows or dtype DTYPE_FLOAT16", [&]() -> absl::Status {
                  ATTNSCOPE_ASSIGN_OR_RETURN(const ParameterQuery query, ToQuery(request));
                  ATTNSCOPE_ASSIGN_OR_RETURN(const ParameterAnswer answer,
                                             runner_->GetParameter(query));
@@ -219,7 +227,7 @@ absl::Status ServiceCore::GetParameter(const Call& call, const v1::GetParameterR
 absl::Status ServiceCore::GetTrainingRecord(const Call& call,
                                             const v1::GetTrainingRecordRequest& request,
                                             v1::TrainingRecord* response) {
-  return Serve(call, "GetTrainingRecord", response, "", [&]() -> absl::Status {
+  return Serve(call, "GetTrainingRecord", &request.model(), response, "", [&]() -> absl::Status {
     ATTNSCOPE_ASSIGN_OR_RETURN(const TrainingRecordAnswer answer,
                                runner_->GetTrainingRecord(request.model()));
     ToProto(answer, response);

@@ -103,12 +103,16 @@ class ServiceCore {
  private:
   class Observer;
 
-  // Admission, metrics and the size cap around `handler`. `response` (null for streams) is
-  // size-checked and recorded; `fixes` names what shrinks it.
+  // Admission, metrics and the size cap around `handler`. `model` is the requested model's name
+  // (null for calls about no model), for the metrics' model label. `response` (null for streams)
+  // is size-checked and recorded; `fixes` names what shrinks it.
   template <typename Handler>
-  absl::Status Serve(const Call& call, absl::string_view rpc,
+  absl::Status Serve(const Call& call, absl::string_view rpc, const std::string* model,
                      const google::protobuf::Message* response, absl::string_view fixes,
                      Handler&& handler);
+  // The model label of a call: the name of the model `model` resolves to, or "" (see
+  // Metrics::RecordRequest).
+  std::string ModelLabel(const std::string* model) const;
 
   const ServiceOptions options_;
   Metrics* const metrics_;

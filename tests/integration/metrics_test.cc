@@ -57,28 +57,35 @@ TEST(MetricsTest, CountersAndHistogramsMatchTheCallsMade) {
   const std::vector<MetricSample> samples = ParseMetrics(*body);
   ASSERT_FALSE(samples.empty());
 
+  // The model label is the model's name; a name no model has is counted under "".
   const std::string requests = "attnscope_requests_total";
-  EXPECT_EQ(Value(samples, requests, {{"rpc", "GetAttention"}, {"code", "OK"}}), 3);
-  EXPECT_EQ(Value(samples, requests, {{"rpc", "GetAttention"}, {"code", "NOT_FOUND"}}), 2);
-  EXPECT_EQ(Value(samples, requests, {{"rpc", "StreamAttention"}, {"code", "OK"}}), 1);
-  EXPECT_EQ(Value(samples, requests, {{"rpc", "Tokenize"}, {"code", "OK"}}), 4);
-  EXPECT_EQ(Value(samples, requests, {{"rpc", "Encode"}, {"code", "OK"}}), 1);
+  const std::pair<std::string, std::string> bert = {"model", "bert"};
+  EXPECT_EQ(Value(samples, requests, {{"rpc", "GetAttention"}, bert, {"code", "OK"}}), 3);
+  EXPECT_EQ(
+      Value(samples, requests, {{"rpc", "GetAttention"}, {"model", ""}, {"code", "NOT_FOUND"}}), 2);
+  EXPECT_EQ(Value(samples, requests, {{"rpc", "StreamAttention"}, bert, {"code", "OK"}}), 1);
+  EXPECT_EQ(Value(samples, requests, {{"rpc", "Tokenize"}, {"model", "llama"}, {"code", "OK"}}), 4);
+  EXPECT_EQ(Value(samples, requests, {{"rpc", "Encode"}, bert, {"code", "OK"}}), 1);
   double total = 0;
   for (const MetricSample& sample : FindSamples(samples, requests)) total += sample.value;
   EXPECT_EQ(total, 11) << "no other RPC or code was counted";
 
   const std::string duration = "attnscope_request_duration_seconds";
   const std::pair<std::string, std::string> grpc = {"transport", "grpc"};
-  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "GetAttention"}, grpc}), 5);
-  EXPECT_EQ(Value(samples, duration + "_bucket", {{"rpc", "GetAttention"}, grpc, {"le", "+Inf"}}),
-            5);
-  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "StreamAttention"}, grpc}), 1);
-  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "Tokenize"}, grpc}), 4);
-  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "Encode"}, grpc}), 1);
-  EXPECT_GT(Value(samples, duration + "_sum", {{"rpc", "GetAttention"}, grpc}), 0);
-  // Every (rpc, transport) series exists from the start, so that rates of HTTP calls are 0, not
-  // absent, before the first one.
-  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "GetAttention"}, {"transport", "http"}}),
+  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "GetAttention"}, grpc, bert}), 3);
+  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "GetAttention"}, grpc, {"model", ""}}), 2);
+  EXPECT_EQ(
+      Value(samples, duration + "_bucket", {{"rpc", "GetAttention"}, grpc, bert, {"le", "+Inf"}}),
+      3);
+  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "StreamAttention"}, grpc, bert}), 1);
+  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "Tokenize"}, grpc, {"model", "llama"}}),
+            4);
+  EXPECT_EQ(Value(samples, duration + "_count", {{"rpc", "Encode"}, grpc, bert}), 1);
+  EXPECT_GT(Value(samples, duration + "_sum", {{"rpc", "GetAttention"}, grpc, bert}), 0);
+  // Every (rpc, transport, model) series exists from the start, so that rates of HTTP calls are
+  // 0, not absent, before the first one.
+  EXPECT_EQ(Value(samples, duration + "_count",
+                  {{"rpc", "GetAttention"}, {"transport", "http"}, {"model", "llama"}}),
             0);
 
   // One tokenization per encoded input: 3 + 1 attention calls, 4 Tokenize, 2 Encode inputs (the
