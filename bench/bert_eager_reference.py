@@ -158,9 +158,6 @@ def make_checkpoint(out, args):
         f.write("\n".join(vocab) + "\n")
     with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
         json.dump({"do_lower_case": True, "model_max_length": 512}, f)
-    ids = torch.randint(1000, 30000, (args.tokens,), generator=torch.Generator().manual_seed(1))
-    with open(os.path.join(out, "input_ids.json"), "w") as f:
-        json.dump(ids.tolist(), f)
 
 
 def main():
@@ -177,13 +174,27 @@ def main():
     parser.add_argument("--prepare_only", action="store_true",
                         help="make the checkpoint when missing, time nothing")
     args = parser.parse_args()
+    if not 1 <= args.tokens <= 512:
+        sys.exit(f"--tokens {args.tokens}: expected 1 to 512 (max_position_embeddings)")
     os.makedirs(args.out, exist_ok=True)
     if not os.path.exists(os.path.join(args.out, "vocab.txt")):
         make_checkpoint(args.out, args)
-    if args.prepare_only:
-        return
     with open(os.path.join(args.out, "config.json")) as f:
         cfg = json.load(f)
+    # A checkpoint made earlier in --out must have the shape the flags ask for: measuring another
+    # one would report figures for flags that were never applied.
+    wanted = {"num_hidden_layers": args.layers, "hidden_size": args.hidden,
+              "num_attention_heads": args.heads, "intermediate_size": args.intermediate}
+    cached = {key: cfg.get(key) for key in wanted}
+    if cached != wanted:
+        sys.exit(f"--out '{args.out}': expected a checkpoint of {wanted}, got {cached}; "
+                 "use another --out (engine_bench --dir) or delete it")
+    # The input is made for every run from --tokens, never reused from an earlier run.
+    ids = torch.randint(1000, 30000, (args.tokens,), generator=torch.Generator().manual_seed(1))
+    with open(os.path.join(args.out, "input_ids.json"), "w") as f:
+        json.dump(ids.tolist(), f)
+    if args.prepare_only:
+        return
     with open(os.path.join(args.out, "input_ids.json")) as f:
         ids = torch.tensor(json.load(f)).unsqueeze(0)
     if args.threads > 0:
