@@ -158,6 +158,8 @@ async function render() {
     if (signal.aborted) return;
     progress(null);
     showError(error);
+    // The model picker stays usable, e.g. after a link named a model the server does not have.
+    if (models) options(controls.model, models.map((m) => [m.name, m.name]), state.model || models[0].name);
     setStatus('error');
   }
 }

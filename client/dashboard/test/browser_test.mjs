@@ -323,6 +323,18 @@ describe('dashboard in headless Chromium', () => {
         assert.equal(Number(s.rank), rank + 1);
         assert.equal(Math.fround(Number(s.score)), Math.fround(answer.documents[Number(s.index)].relevanceScore));
       });
+      // One colour bar per document, from 0 to the largest value of any block shown.
+      let largest = 0;
+      for (const doc of answer.documents) {
+        for (const block of withBackward ? [doc.queryToDocument, doc.documentToQuery] : [doc.queryToDocument]) {
+          largest = Math.max(largest, ...float32(block));
+        }
+      }
+      for (const domain of await page.$$eval('section.document g.colorbar', (bars) => bars.map((b) => b.dataset.domain))) {
+        const [lo, hi] = domain.split(',').map(Number);
+        assert.equal(lo, 0);
+        assert.ok(Math.abs(hi - largest) <= 1e-6 * largest, `colour bar ${domain}, largest value ${largest}`);
+      }
       for (const [i, doc] of answer.documents.entries()) {
         const scope = `section.document[data-index="${i}"]`;
         await expectCells(`${scope} g.heatmap[data-block="query-to-document"]`, float32(doc.queryToDocument), doc.documentPositions.length);
@@ -407,6 +419,19 @@ describe('dashboard in headless Chromium', () => {
     assert.ok(message.length > 0);
     assert.ok(error.includes(message), `page: ${error}\nserver: ${message}`);
     assert.ok(consoleErrors.every((e) => e.includes('400')), consoleErrors.join('\n'));
+  });
+
+  it('a link to a model the server does not have shows the error and leaves the model picker usable', async () => {
+    consoleErrors.length = 0;
+    await page.goto(base + query({ model: 'nosuchmodel', text: VIETNAMESE }));
+    const { status, error } = await waitReady();
+    assert.equal(status, 'error');
+    assert.ok(error.includes("'nosuchmodel'"), error);
+    const choices = await page.$$eval('select[name="model"] option', (o) => o.map((x) => x.value));
+    assert.ok(choices.includes('default'), choices.join(' '));
+    await rerender(() => page.select('select[name="model"]', 'default'));
+    assert.equal(await page.evaluate(() => document.body.dataset.status), 'ready');
+    assert.equal(new URL(page.url()).searchParams.get('model'), 'default');
   });
 
   it('export: the current figure downloads as SVG and PNG', async () => {

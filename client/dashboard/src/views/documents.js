@@ -92,9 +92,11 @@ export default {
       ? `Ranked by the cross-encoder's relevance score (its "${info.labels[info.labels.length - 1] ?? 'relevance'}" logit); layer ${answer.layers[0]}, ${headTitle(state.head)}.`
       : `${info.name} has no classifier, so there is no relevance score: documents in the order given; layer ${answer.layers[0]}, ${headTitle(state.head)}.`;
     ctx.root.append(summary);
-    // One colour scale for every document, so that their attention can be compared.
+    // One colour scale for every document and both directions, so that their attention can be
+    // compared: from 0 to the largest value shown in any block.
+    const blockMax = (tensor) => (tensor ? d3.max(decodeTensor(tensor).data) : 0);
     const color = sequentialScale(
-      d3.max(documents, (doc) => d3.max(decodeTensor(doc.queryToDocument).data)),
+      d3.max(documents, (doc) => Math.max(blockMax(doc.queryToDocument), blockMax(doc.documentToQuery))),
     );
 
     ranked.forEach((doc, rank) => {
