@@ -1,6 +1,8 @@
 #include "client/client.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -9,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 
 namespace attnscope {
 namespace {
@@ -312,6 +315,37 @@ absl::Status Client::Convert(const grpc::Status& status) const {
 void Client::PrepareContext(const CallOptions& call, grpc::ClientContext* context) const {
   const absl::Duration timeout = call.timeout.value_or(options_.default_timeout);
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (!options_.api_key.empty()) {
+    context->AddMetadata("authorization", absl::StrCat("Bearer ", options_.api_key));
+  }
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentials(
+    const std::string& ca_file, const std::string& cert_file, const std::string& key_file) {
+  if (cert_file.empty() != key_file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls_cert_file '", cert_file, "' and --tls_key_file '", key_file,
+                     "': expected both (a client certificate) or neither, got one"));
+  }
+  auto read = [](absl::string_view flag, const std::string& path) -> absl::StatusOr<std::string> {
+    std::ifstream file(path, std::ios::binary);
+    std::stringstream contents;
+    if (file) contents << file.rdbuf();
+    if (!file) {
+      return absl::NotFoundError(
+          absl::StrCat(flag, " '", path, "': expected a readable PEM file, got none there"));
+    }
+    return contents.str();
+  };
+  grpc::SslCredentialsOptions ssl;
+  if (!ca_file.empty()) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(ssl.pem_root_certs, read("--tls_ca_file", ca_file));
+  }
+  if (!cert_file.empty()) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(ssl.pem_cert_chain, read("--tls_cert_file", cert_file));
+    ATTNSCOPE_ASSIGN_OR_RETURN(ssl.pem_private_key, read("--tls_key_file", key_file));
+  }
+  return grpc::SslCredentials(ssl);
 }
 
 absl::StatusOr<std::vector<v1::ModelInfo>> Client::ListModels(const CallOptions& call) {

@@ -55,10 +55,20 @@ struct ClientOptions {
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(2);
   double backoff_multiplier = 2.0;
-  // Channel credentials, e.g. grpc::SslCredentials(...) for a TLS server; null means plaintext
+  // Channel credentials, e.g. TlsCredentials(...) for a TLS server; null means plaintext
   // (grpc::InsecureChannelCredentials()).
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // Sent as `authorization: Bearer <api_key>` on every call when not empty (a server started with
+  // --api_keys_file answers UNAUTHENTICATED without a valid one).
+  std::string api_key;
 };
+
+// TLS channel credentials from PEM files: `ca_file` verifies the server's certificate (empty: the
+// system's roots), `cert_file` and `key_file` (both or neither) are the client's certificate for
+// a server that requires one (--tls_client_ca_file). NotFound names a file that cannot be read;
+// InvalidArgument when only one of cert_file and key_file is given.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentials(
+    const std::string& ca_file, const std::string& cert_file, const std::string& key_file);
 
 // Per-call settings.
 struct CallOptions {

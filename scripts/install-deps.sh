@@ -13,7 +13,7 @@ packages=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libutf8proc-dev libsentencepiece-dev
   libcairo2-dev libpango1.0-dev fonts-noto-cjk
-  python3-torch python3-numpy python3-grpcio python3-protobuf
+  python3-torch python3-numpy python3-grpcio python3-protobuf openssl
   prometheus docker-compose libyaml-cpp-dev
   chromium
   "$@"

@@ -4,7 +4,13 @@ namespace attnscope::server {
 namespace {
 
 Call GrpcCall(grpc::ServerContext* context) {
-  return MakeCall("grpc", context->deadline(), [context] { return context->IsCancelled(); });
+  const auto& metadata = context->client_metadata();
+  const auto authorization = metadata.find("authorization");
+  return MakeCall(
+      "grpc", context->deadline(), [context] { return context->IsCancelled(); },
+      authorization == metadata.end()
+          ? std::string()
+          : std::string(authorization->second.data(), authorization->second.size()));
 }
 
 }  // namespace

@@ -231,7 +231,10 @@ class Router {
     absl::Status status = ParseBody(body.text, body.format, &request);
     absl::StatusOr<std::chrono::system_clock::time_point> deadline = DeadlineOf(http_request);
     if (status.ok()) status = deadline.status();
-    if (status.ok()) status = (core_->*method)(MakeCall("http", *deadline, {}), request, &response);
+    if (status.ok())
+      status = (core_->*method)(
+          MakeCall("http", *deadline, {}, http_request.get_header_value("Authorization")), request,
+          &response);
     if (!status.ok()) return WriteError(status, http_response);
     if (body.format == BodyFormat::kProto) {
       http_response.set_content(response.SerializeAsString(), "application/proto");
@@ -246,17 +249,21 @@ class Router {
     absl::Status status = ParseBody(body.text, body.format, request.get());
     absl::StatusOr<std::chrono::system_clock::time_point> deadline = DeadlineOf(http_request);
     if (status.ok()) status = deadline.status();
+    const std::string authorization = http_request.get_header_value("Authorization");
+    if (status.ok()) status = core_->Authenticate(MakeCall("http", *deadline, {}, authorization));
     if (!status.ok()) return WriteError(status, http_response);
     const bool json = body.format == BodyFormat::kJson;
     // The provider runs after this handler returns, on the same connection's thread: the call
     // (admission, metrics, the forward pass) happens while the answer is written.
     http_response.set_chunked_content_provider(
         json ? "application/x-ndjson" : "application/connect+proto",
-        [core = core_, request, json, deadline = *deadline](size_t, httplib::DataSink& sink) {
+        [core = core_, request, json, deadline = *deadline, authorization](
+            size_t, httplib::DataSink& sink) {
           auto write = [&sink](const std::string& chunk) {
             return sink.write(chunk.data(), chunk.size());
           };
-          const Call call = MakeCall("http", deadline, [&sink] { return !sink.is_writable(); });
+          const Call call = MakeCall(
+              "http", deadline, [&sink] { return !sink.is_writable(); }, authorization);
           const absl::Status status = core->StreamAttention(
               call, *request, [&](const v1::StreamAttentionResponse& message) -> absl::Status {
                 const bool written = json ? write(ToJson(message) + "\n")
@@ -335,7 +342,24 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& opt
   ATTNSCOPE_ASSIGN_OR_RETURN(
       const ListenAddress address,
       ParseListenAddress("--http_listen", options.listen, "127.0.0.1:8080 or 0.0.0.0:8080"));
-  auto http = std::make_unique<httplib::Server>();
+  ATTNSCOPE_RETURN_IF_ERROR(ValidateTlsOptions(options.tls));
+  std::unique_ptr<httplib::Server> http;
+  if (options.tls.enabled()) {
+    // httplib's SSLServer requires and verifies a client certificate when given a client CA.
+    auto https = std::make_unique<httplib::SSLServer>(
+        options.tls.cert_file.c_str(), options.tls.key_file.c_str(),
+        options.tls.client_ca_file.empty() ? nullptr : options.tls.client_ca_file.c_str());
+    if (!https->is_valid()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls_cert_file '", options.tls.cert_file, "' and --tls_key_file '",
+                       options.tls.key_file,
+                       "': expected a PEM certificate and its private key (and a PEM CA in "
+                       "--tls_client_ca_file), got files OpenSSL cannot use together"));
+    }
+    http = std::move(https);
+  } else {
+    http = std::make_unique<httplib::Server>();
+  }
   http->set_payload_max_length(static_cast<size_t>(kMaxHttpRequestBytes));
   auto router = std::make_shared<Router>(core);
   http->Post(absl::StrCat(kServicePath, "[A-Za-z]+"),

@@ -35,6 +35,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/security.h"
 #include "server/service_core.h"
 
 namespace httplib {
@@ -59,10 +60,13 @@ class HttpServer {
     // Folder served for GET requests (the built dashboard). Empty or missing: "/" answers 404
     // saying so and how to build it; the API works either way.
     std::string dashboard_dir;
+    // HTTPS, with the same certificate, key and client CA as the gRPC listener.
+    TlsOptions tls;
   };
 
   // Binds and starts serving on a thread of its own. `core` must outlive the server.
-  // InvalidArgument: a listen address that is not HOST:PORT. Unavailable: the address cannot be
+  // InvalidArgument: a listen address that is not HOST:PORT, or TLS files that do not make a
+  // certificate and key. NotFound: a TLS file cannot be read. Unavailable: the address cannot be
   // bound (in use, or not local).
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const Options& options,
                                                            ServiceCore* core);

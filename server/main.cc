@@ -52,6 +52,18 @@ ABSL_FLAG(std::string, listen, kDefaults.listen,
           "gRPC listen address host:port; port 0 picks a free port (printed at start-up).");
 ABSL_FLAG(int, metrics_port, kDefaults.metrics_port,
           "Port of the Prometheus /metrics endpoint; 0 disables it.");
+ABSL_FLAG(std::string, metrics_host, kDefaults.metrics_host,
+          "Address /metrics binds: 0.0.0.0 for a Prometheus elsewhere, 127.0.0.1 to keep it on "
+          "the machine. Plain HTTP without API keys.");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain: the gRPC and HTTP listeners speak TLS (with --tls_key_file).");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file.");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA certificates: clients must present a certificate signed by one (mutual TLS).");
+ABSL_FLAG(std::string, api_keys_file, "",
+          "File of API keys, one per line ('#' starts a comment): every RPC must send "
+          "`authorization: Bearer <key>` or gets UNAUTHENTICATED; health checks and /metrics "
+          "need none.");
 ABSL_FLAG(std::string, http_listen, kDefaults.http.listen,
           "HTTP/JSON API and dashboard address host:port (POST "
           "/attnscope.v1.AttentionService/<Method>, the dashboard at /); port 0 picks a free "
@@ -109,6 +121,11 @@ int main(int argc, char** argv) {
   options.models = *std::move(models);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  options.api_keys_file = absl::GetFlag(FLAGS_api_keys_file);
   options.http.listen = absl::GetFlag(FLAGS_http_listen);
   options.http.dashboard_dir = absl::GetFlag(FLAGS_dashboard_dir);
   options.service.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);

@@ -91,10 +91,10 @@ Metrics::Metrics()
   auto& rejections = prometheus::BuildCounter()
                          .Name("attnscope_rejected_requests_total")
                          .Help(
-                             "Calls refused before they ran, by reason (concurrency_limit, "
-                             "loading, draining).")
+                             "Calls refused before they ran, by reason (unauthenticated, "
+                             "concurrency_limit, loading, draining).")
                          .Register(*registry_);
-  for (const char* reason : {"concurrency_limit", "loading", "draining"}) {
+  for (const char* reason : {"unauthenticated", "concurrency_limit", "loading", "draining"}) {
     rejections_[reason] = &rejections.Add({{"reason", reason}});
   }
   input_tokens_ = &prometheus::BuildHistogram()

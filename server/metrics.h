@@ -56,7 +56,8 @@ class Metrics {
   // attnscope_queue_wait_seconds{model}: how long a call waited for the inference thread.
   void RecordQueueWait(const std::string& model, double seconds);
   // attnscope_rejected_requests_total{reason}: calls refused before they ran, `reason` one of
-  // "concurrency_limit" (RESOURCE_EXHAUSTED), "loading" and "draining" (UNAVAILABLE).
+  // "unauthenticated" (UNAUTHENTICATED), "concurrency_limit" (RESOURCE_EXHAUSTED), "loading" and
+  // "draining" (UNAVAILABLE).
   void RecordRejection(absl::string_view reason);
   // attnscope_inference_duration_seconds{model}: one forward pass (a batch counts once).
   void RecordInference(const std::string& model, double seconds);

@@ -11,7 +11,8 @@
 namespace attnscope::server {
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    int port, std::vector<std::shared_ptr<prometheus::Collectable>> collectables) {
+    const std::string& host, int port,
+    std::vector<std::shared_ptr<prometheus::Collectable>> collectables) {
   auto http = std::make_unique<httplib::Server>();
   http->Get("/metrics", [collectables](const httplib::Request&, httplib::Response& response) {
     std::vector<prometheus::MetricFamily> families;
@@ -21,12 +22,12 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     response.set_content(prometheus::TextSerializer().Serialize(families),
                          "text/plain; version=0.0.4; charset=utf-8");
   });
-  const int bound = port == 0 ? http->bind_to_any_port("0.0.0.0")
-                              : (http->bind_to_port("0.0.0.0", port) ? port : -1);
+  const int bound =
+      port == 0 ? http->bind_to_any_port(host) : (http->bind_to_port(host, port) ? port : -1);
   if (bound <= 0) {
-    return absl::UnavailableError(absl::StrCat("--metrics_port ", port,
-                                               ": cannot listen; choose a free port or 0 to "
-                                               "disable metrics"));
+    return absl::UnavailableError(absl::StrCat("--metrics_host '", host, "' --metrics_port ", port,
+                                               ": cannot listen there; choose a free port, a "
+                                               "local address, or port 0 to disable metrics"));
   }
   return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(http), bound));
 }

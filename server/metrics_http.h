@@ -23,10 +23,11 @@ namespace attnscope::server {
 
 class MetricsHttpServer {
  public:
-  // Listens on 0.0.0.0:`port` (0 = any free port) and serves `collectables` at /metrics.
-  // Unavailable when the port cannot be bound.
+  // Listens on `host`:`port` (0 = any free port) and serves `collectables` at /metrics.
+  // Unavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
-      int port, std::vector<std::shared_ptr<prometheus::Collectable>> collectables);
+      const std::string& host, int port,
+      std::vector<std::shared_ptr<prometheus::Collectable>> collectables);
   ~MetricsHttpServer();
 
   // The bound port.

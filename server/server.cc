@@ -24,12 +24,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/status_macros.h"
 #include "models/blas_check.h"
 #include "models/file_util.h"
 #include "server/attention_service.h"
 #include "server/listen_address.h"
 #include "server/metrics.h"
 #include "server/metrics_http.h"
+#include "server/security.h"
 
 namespace attnscope::server {
 namespace {
@@ -180,6 +182,10 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
           absl::StrCat(flag, " ", value, ": expected a finite value of 0 or more"));
     }
   }
+  ATTNSCOPE_RETURN_IF_ERROR(ValidateTlsOptions(options.tls));
+  if (!options.api_keys_file.empty()) {
+    ATTNSCOPE_RETURN_IF_ERROR(ApiKeys::Create(options.api_keys_file).status());
+  }
   return absl::OkStatus();
 }
 
@@ -192,21 +198,27 @@ absl::Status RunServer(const ServerOptions& options) {
   grpc_init();
   Metrics metrics;
   std::unique_ptr<MetricsHttpServer> metrics_server;
+  std::unique_ptr<ApiKeys> api_keys;
+  if (!options.api_keys_file.empty()) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(api_keys, ApiKeys::Create(options.api_keys_file));
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                             GrpcServerCredentials(options.tls));
   if (options.metrics_port > 0) {
-    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
-        MetricsHttpServer::Start(options.metrics_port, metrics.Collectables());
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started = MetricsHttpServer::Start(
+        options.metrics_host, options.metrics_port, metrics.Collectables());
     if (!started.ok()) return started.status();
     metrics_server = *std::move(started);
   }
   const int metrics_port = metrics_server == nullptr ? 0 : metrics_server->port();
 
-  ServiceCore core(options.service, &metrics);
+  ServiceCore core(options.service, &metrics, api_keys.get());
   AttentionService service(&core);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options.listen, credentials, &port);
   builder.RegisterService(&service);
   if (options.worker_threads > 0) {
     grpc::ResourceQuota quota("attnscope-server");
@@ -221,7 +233,9 @@ absl::Status RunServer(const ServerOptions& options) {
   }
   std::unique_ptr<HttpServer> http;
   if (!options.http.listen.empty()) {
-    absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(options.http, &core);
+    HttpServer::Options http_options = options.http;
+    http_options.tls = options.tls;
+    absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(http_options, &core);
     if (!started.ok()) {
       server->Shutdown();
       return started.status();
@@ -263,7 +277,8 @@ absl::Status RunServer(const ServerOptions& options) {
             << (metrics_port > 0 ? absl::StrCat(" (metrics on :", metrics_port, ")")
                                  : std::string(" (metrics disabled)"))
             << (http != nullptr
-                    ? absl::StrCat(" (HTTP and dashboard on http://",
+                    ? absl::StrCat(" (HTTP and dashboard on ",
+                                   options.tls.enabled() ? "https://" : "http://",
                                    BoundAddress(options.http.listen, http->port()), "/)")
                     : std::string(" (HTTP disabled)"))
             << std::endl;

@@ -39,6 +39,13 @@ struct ServerOptions {
   std::string listen = "0.0.0.0:50051";
   // Prometheus /metrics port; 0 disables the endpoint.
   int metrics_port = 9464;
+  // The address /metrics binds: every interface for a Prometheus elsewhere, or 127.0.0.1 to keep
+  // it on the machine. It is plain HTTP without keys whatever --tls_* and --api_keys_file say.
+  std::string metrics_host = "0.0.0.0";
+  // TLS for the gRPC and HTTP listeners (server/security.h).
+  TlsOptions tls;
+  // One API key per line; empty: no authentication. Health checks and /metrics need no key.
+  std::string api_keys_file;
   // The HTTP/JSON API and the dashboard (server/http_server.h); an empty listen address disables
   // them.
   HttpServer::Options http;
@@ -53,7 +60,8 @@ struct ServerOptions {
 // --listen or non-empty --http_listen that is not HOST:PORT with a port in [0, 65535], a
 // --metrics_port outside that range, a --max_stream_message_bytes below 1,
 // a --max_response_bytes below 1, and a negative --max_tokens, --worker_threads,
-// --max_concurrent_requests or --shutdown_grace_seconds.
+// --max_concurrent_requests or --shutdown_grace_seconds; TLS flags as ValidateTlsOptions says
+// (InvalidArgument or NotFound).
 absl::Status ValidateServerOptions(const ServerOptions& options);
 
 // Runs the server until SIGTERM or SIGINT, then drains and returns OK. The caller must block both

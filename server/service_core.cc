@@ -31,7 +31,7 @@ std::string ClientMessage(const absl::Status& status) {
 }
 
 Call MakeCall(absl::string_view transport, std::chrono::system_clock::time_point deadline,
-              std::function<bool()> cancelled) {
+              std::function<bool()> cancelled, std::string authorization) {
   return {transport,
           [deadline, cancelled = std::move(cancelled)](absl::string_view when) -> absl::Status {
             if (std::chrono::system_clock::now() > deadline) {
@@ -43,7 +43,8 @@ Call MakeCall(absl::string_view transport, std::chrono::system_clock::time_point
               return absl::CancelledError(absl::StrCat("call cancelled by the client ", when));
             }
             return absl::OkStatus();
-          }};
+          },
+          std::move(authorization)};
 }
 
 // Request-layer events to Prometheus.
@@ -64,8 +65,11 @@ class ServiceCore::Observer : public RequestObserver {
   Metrics* const metrics_;
 };
 
-ServiceCore::ServiceCore(ServiceOptions options, Metrics* metrics)
-    : options_(options), metrics_(metrics), observer_(std::make_unique<Observer>(metrics)) {}
+ServiceCore::ServiceCore(ServiceOptions options, Metrics* metrics, const ApiKeys* api_keys)
+    : options_(options),
+      metrics_(metrics),
+      api_keys_(api_keys),
+      observer_(std::make_unique<Observer>(metrics)) {}
 
 ServiceCore::~ServiceCore() = default;
 
@@ -83,8 +87,10 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
   const Clock::time_point start = Clock::now();
   metrics_->inflight().Increment();
   const int inflight = inflight_.fetch_add(1) + 1;
-  absl::Status status;
-  if (draining_.load()) {
+  absl::Status status = Authenticate(call);
+  if (!status.ok()) {
+    // Counted by Authenticate.
+  } else if (draining_.load()) {
     status = absl::UnavailableError("the server is shutting down; retry on another replica");
     metrics_->RecordRejection("draining");
   } else if (!ready_.load()) {
@@ -118,6 +124,17 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
                           absl::StatusCodeToString(status.code()),
                           std::chrono::duration<double>(Clock::now() - start).count());
   return status;
+}
+
+absl::Status ServiceCore::Authenticate(const Call& call) const {
+  if (api_keys_ == nullptr || api_keys_->Accepts(call.authorization)) return absl::OkStatus();
+  metrics_->RecordRejection("unauthenticated");
+  return absl::UnauthenticatedError(
+      call.authorization.empty()
+          ? "no API key: send the header `authorization: Bearer <key>` with a key of the "
+            "server's --api_keys_file"
+          : "the API key is not one of the server's --api_keys_file keys: send "
+            "`authorization: Bearer <key>` with a valid key");
 }
 
 std::string ServiceCore::ModelLabel(const std::string* model) const {

@@ -20,6 +20,7 @@
 #include "attnscope/v1/attnscope.pb.h"
 #include "common/limits.h"
 #include "server/metrics.h"
+#include "server/security.h"
 
 namespace attnscope {
 class LoadedModel;
@@ -57,19 +58,23 @@ struct Call {
   // Deadline and cancellation, checked before the forward pass and between layers; a non-OK
   // status (DeadlineExceeded, Cancelled) ends the call. `when` says at which point. May be empty.
   std::function<absl::Status(absl::string_view when)> check;
+  // The `authorization` header's value ("Bearer <key>"), empty when absent.
+  std::string authorization;
 };
 
 // A Call whose check fails with DeadlineExceeded once `deadline` has passed, and with Cancelled
 // once `cancelled` (may be empty) returns true; the messages say when and what to change.
 Call MakeCall(absl::string_view transport, std::chrono::system_clock::time_point deadline,
-              std::function<bool()> cancelled);
+              std::function<bool()> cancelled, std::string authorization);
 
 // Writes one StreamAttention message; a non-OK status (the client went away) ends the stream.
 using StreamWriter = std::function<absl::Status(const v1::StreamAttentionResponse&)>;
 
 class ServiceCore {
  public:
-  ServiceCore(ServiceOptions options, Metrics* metrics);
+  // `api_keys` (may be null: no authentication) must outlive the core; with keys, every call
+  // without a valid one fails with UNAUTHENTICATED before anything else is looked at.
+  ServiceCore(ServiceOptions options, Metrics* metrics, const ApiKeys* api_keys = nullptr);
   ~ServiceCore();
 
   // Hands over the loaded models; until then every call fails with UNAVAILABLE. Call once.
@@ -87,6 +92,12 @@ class ServiceCore {
                         v1::TokenizeResponse* response);
   absl::Status GetAttention(const Call& call, const v1::GetAttentionRequest& request,
                             v1::GetAttentionResponse* response);
+  // OK when the server takes no API keys or `call` carries a valid one; UNAUTHENTICATED (counted
+  // in the metrics) otherwise. Every RPC method checks it first; the HTTP front end also checks
+  // it before it starts a stream, so that a refusal is an HTTP error rather than a stream's last
+  // line.
+  absl::Status Authenticate(const Call& call) const;
+
   absl::Status StreamAttention(const Call& call, const v1::GetAttentionRequest& request,
                                const StreamWriter& write);
   absl::Status Encode(const Call& call, const v1::EncodeRequest& request,
@@ -116,6 +127,7 @@ class ServiceCore {
 
   const ServiceOptions options_;
   Metrics* const metrics_;
+  const ApiKeys* const api_keys_;
   std::unique_ptr<Observer> observer_;
   std::unique_ptr<RequestRunner> runner_;  // written once before ready_
   std::atomic<bool> ready_{false};

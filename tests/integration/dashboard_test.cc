@@ -1,8 +1,10 @@
 // The web dashboard in a real browser. This starts attnscope-server with the default model,
 // stories260K and a random 12-layer, 12-head BERT (for a 512-token input), serving the built
-// dashboard, and runs client/dashboard/test/browser_test.mjs under Node: headless Chromium (Debian's
+// dashboard, plus a second server with the default model that takes API keys, and runs
+// client/dashboard/test/browser_test.mjs under Node: headless Chromium (Debian's
 // /usr/bin/chromium) driven by puppeteer-core, comparing every figure with the API's own answers.
 // Screenshots of each view go to build/dashboard-screenshots/.
+#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -28,10 +30,22 @@ TEST(DashboardTest, EveryViewInHeadlessChromium) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
 
+  // A second server that takes API keys.
+  TempDir keys;
+  const std::string key = "dashboard-test-key-9f31";
+  std::ofstream(keys.path() + "/keys") << key << "\n";
+  ServerProcess::Options keyed_options;
+  keyed_options.models = {"default=" + DefaultModelDir()};
+  keyed_options.extra_flags = {"--dashboard_dir=" ATTNSCOPE_DASHBOARD_DIR,
+                               "--api_keys_file=" + keys.path() + "/keys"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> keyed = ServerProcess::Start(keyed_options);
+  ASSERT_TRUE(keyed.ok()) << keyed.status();
+
   const CommandResult result = RunCommand(
       {ATTNSCOPE_NODE, ATTNSCOPE_BROWSER_TEST, "--url",
-       "http://127.0.0.1:" + std::to_string((*server)->http_port()) + "/", "--screenshots",
-       ATTNSCOPE_SCREENSHOT_DIR, "--long-text", RandomBertText(shape, 512)},
+       "http://127.0.0.1:" + std::to_string((*server)->http_port()) + "/", "--keyed-url",
+       "http://127.0.0.1:" + std::to_string((*keyed)->http_port()) + "/", "--api-key", key,
+       "--screenshots", ATTNSCOPE_SCREENSHOT_DIR, "--long-text", RandomBertText(shape, 512)},
       absl::Seconds(300));
   std::cout << result.stdout_text;
   EXPECT_EQ(result.exit_code, 0) << result.stderr_text << (*server)->Log();

@@ -186,10 +186,12 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Option
       if (metrics != std::string::npos) {
         server->metrics_port_ = std::atoi(line.c_str() + metrics + strlen("(metrics on :"));
       }
-      const std::string kHttp = "(HTTP and dashboard on http://";
+      // "http://" or, with TLS, "https://".
+      const std::string kHttp = "(HTTP and dashboard on http";
       const size_t http = line.find(kHttp);
+      const size_t scheme_end = http == std::string::npos ? http : line.find("://", http);
       const size_t http_port =
-          http == std::string::npos ? http : line.find(':', http + kHttp.size());
+          scheme_end == std::string::npos ? scheme_end : line.find(':', scheme_end + 3);
       if (http_port != std::string::npos) {
         server->http_port_ = std::atoi(line.c_str() + http_port + 1);
       }

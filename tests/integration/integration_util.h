@@ -94,8 +94,8 @@ class ServerProcess {
 
   // Starts the server on 127.0.0.1:0 (gRPC and HTTP) and waits until it prints
   // "attnscope-server listening on ADDR (metrics on :PORT) (HTTP and dashboard on
-  // http://127.0.0.1:PORT/)". Unavailable when the binary exits or times out first; the message
-  // includes the server's stderr.
+  // http://127.0.0.1:PORT/)" (https:// with TLS). Unavailable when the binary exits or times out
+  // first; the message includes the server's stderr.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(const Options& options);
 
   // "127.0.0.1:PORT" as printed by the server.

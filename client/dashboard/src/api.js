@@ -14,10 +14,22 @@ export class ApiError extends Error {
   }
 }
 
+const KEY_STORAGE = 'attnscope.apiKey';
+let apiKey = globalThis.sessionStorage?.getItem(KEY_STORAGE) ?? '';
+
+// The key sent as `Authorization: Bearer <key>` to a server started with --api_keys_file; kept in
+// sessionStorage, so it lasts as long as the tab and no longer.
+export function setApiKey(key) {
+  apiKey = key.trim();
+  globalThis.sessionStorage?.setItem(KEY_STORAGE, apiKey);
+}
+
 async function post(method, body, signal) {
+  const headers = { 'Content-Type': 'application/json' };
+  if (apiKey) headers.Authorization = `Bearer ${apiKey}`;
   const response = await fetch(PATH + method, {
     method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
+    headers,
     body: JSON.stringify(body),
     signal,
   });

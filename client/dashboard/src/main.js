@@ -2,7 +2,7 @@
 // information, the view tabs, export, progress and errors. Each view draws itself from the state
 // (views/*.js: {id, title, help, controls, render(ctx)}).
 import './style.css';
-import { ApiError, call, stream } from './api.js';
+import { ApiError, call, setApiKey, stream } from './api.js';
 import { exportPng, exportSvg } from './export.js';
 import { formatState, parseState } from './state.js';
 import { hideTooltip } from './tooltip.js';
@@ -152,12 +152,14 @@ async function render() {
     });
     if (signal.aborted) return;
     progress(null);
+    $('api-key').hidden = true;
     setStatus('ready');
   } catch (error) {
     // A newer render took over; its own outcome is what the page shows.
     if (signal.aborted) return;
     progress(null);
     showError(error);
+    $('api-key').hidden = !(error instanceof ApiError && error.code === 'unauthenticated');
     // The model picker stays usable, e.g. after a link named a model the server does not have.
     if (models) options(controls.model, models.map((m) => [m.name, m.name]), state.model || models[0].name);
     setStatus('error');
@@ -174,6 +176,13 @@ function setUp() {
     $('tabs').append(tab);
   }
   $('controls').addEventListener('submit', (event) => event.preventDefault());
+  $('api-key').addEventListener('submit', (event) => {
+    event.preventDefault();
+    setApiKey($('api-key').elements.key.value);
+    models = undefined;
+    tokenizations.clear();
+    render();
+  });
   controls.model.addEventListener('change', () => {
     const info = models.find((m) => m.name === controls.model.value);
     const head = typeof state.head === 'number' ? Math.min(state.head, info.numAttentionHeads - 1) : state.head;

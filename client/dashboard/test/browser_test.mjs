@@ -21,6 +21,9 @@ const { values: args } = parseArgs({
     url: { type: 'string' },
     screenshots: { type: 'string' },
     'long-text': { type: 'string' },
+    // A second server, started with --api_keys_file holding `api-key`.
+    'keyed-url': { type: 'string' },
+    'api-key': { type: 'string' },
     chromium: { type: 'string', default: '/usr/bin/chromium' },
   },
 });
@@ -419,6 +422,32 @@ describe('dashboard in headless Chromium', () => {
     assert.ok(message.length > 0);
     assert.ok(error.includes(message), `page: ${error}\nserver: ${message}`);
     assert.ok(consoleErrors.every((e) => e.includes('400')), consoleErrors.join('\n'));
+  });
+
+  it('a server that takes API keys: the page asks for one, a wrong key is refused, the right one shows the view', async () => {
+    const keyed = args['keyed-url'].replace(/\/$/, '');
+    consoleErrors.length = 0;
+    await page.goto(`${keyed}/?text=${encodeURIComponent(VIETNAMESE)}`);
+    let { status, error } = await waitReady();
+    assert.equal(status, 'error');
+    assert.ok(error.includes('unauthenticated'), error);
+    assert.equal(await page.$eval('#api-key', (f) => f.hidden), false);
+    const submit = async (key) => {
+      await page.$eval('#api-key input[name="key"]', (input, value) => { input.value = value; }, key);
+      const before = await page.evaluate(() => document.body.dataset.render);
+      await page.click('#api-key button[type="submit"]');
+      await page.waitForFunction((b) => document.body.dataset.render !== b, { timeout: 30000 }, before);
+      return waitReady();
+    };
+    ({ status, error } = await submit('not-the-key'));
+    assert.equal(status, 'error');
+    assert.ok(error.includes('not one of'), error);
+    ({ status, error } = await submit(args['api-key']));
+    assert.equal(status, 'ready', error);
+    assert.equal(await page.$eval('#api-key', (f) => f.hidden), true);
+    assert.ok((await labels('g.heatmap text.row-label')).includes('Việt'));
+    // The key is this tab's: the main server's pages do not need it, and get it without harm.
+    await page.evaluate(() => sessionStorage.clear());
   });
 
   it('a link to a model the server does not have shows the error and leaves the model picker usable', async () => {

@@ -1,0 +1,114 @@
+#include "server/security.h"
+
+#include <grpcpp/security/server_credentials.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+
+namespace attnscope::server {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(absl::string_view flag, const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream contents;
+  if (file) contents << file.rdbuf();
+  if (!file || file.bad()) {
+    return absl::NotFoundError(absl::StrCat(flag, " '", path,
+                                            "': expected a readable file, got none there; check "
+                                            "the path and its permissions"));
+  }
+  return contents.str();
+}
+
+}  // namespace
+
+absl::Status ValidateTlsOptions(const TlsOptions& options) {
+  if (options.cert_file.empty() != options.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls_cert_file '", options.cert_file, "' and --tls_key_file '",
+                     options.key_file, "': expected both (TLS) or neither (plaintext), got one"));
+  }
+  if (!options.client_ca_file.empty() && !options.enabled()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls_client_ca_file '", options.client_ca_file,
+                     "': expected --tls_cert_file and --tls_key_file with it (mutual TLS is TLS "
+                     "with client certificates), got neither"));
+  }
+  if (!options.enabled()) return absl::OkStatus();
+  ATTNSCOPE_RETURN_IF_ERROR(ReadFile("--tls_cert_file", options.cert_file).status());
+  ATTNSCOPE_RETURN_IF_ERROR(ReadFile("--tls_key_file", options.key_file).status());
+  if (!options.client_ca_file.empty()) {
+    ATTNSCOPE_RETURN_IF_ERROR(ReadFile("--tls_client_ca_file", options.client_ca_file).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcServerCredentials(
+    const TlsOptions& options) {
+  ATTNSCOPE_RETURN_IF_ERROR(ValidateTlsOptions(options));
+  if (!options.enabled()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  ATTNSCOPE_ASSIGN_OR_RETURN(pair.cert_chain, ReadFile("--tls_cert_file", options.cert_file));
+  ATTNSCOPE_ASSIGN_OR_RETURN(pair.private_key, ReadFile("--tls_key_file", options.key_file));
+  ssl.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!options.client_ca_file.empty()) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(ssl.pem_root_certs,
+                               ReadFile("--tls_client_ca_file", options.client_ca_file));
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+absl::StatusOr<std::unique_ptr<ApiKeys>> ApiKeys::Create(const std::string& file) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(const std::string contents, ReadFile("--api_keys_file", file));
+  std::vector<Digest> digests;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(contents, '\n')) {
+    ++line_number;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || absl::StartsWith(line, "#")) continue;
+    for (const char c : line) {
+      if (absl::ascii_isspace(static_cast<unsigned char>(c))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--api_keys_file '", file, "' line ", line_number,
+                         ": expected one key without whitespace, got several words"));
+      }
+    }
+    Digest digest;
+    SHA256(reinterpret_cast<const unsigned char*>(line.data()), line.size(), digest.data());
+    digests.push_back(digest);
+  }
+  if (digests.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--api_keys_file '", file, "': expected at least one key (one per line), got none"));
+  }
+  return std::unique_ptr<ApiKeys>(new ApiKeys(std::move(digests)));
+}
+
+bool ApiKeys::Accepts(absl::string_view authorization) const {
+  constexpr absl::string_view kScheme = "bearer ";
+  if (authorization.size() <= kScheme.size() ||
+      !absl::EqualsIgnoreCase(authorization.substr(0, kScheme.size()), kScheme)) {
+    return false;
+  }
+  const absl::string_view key = absl::StripAsciiWhitespace(authorization.substr(kScheme.size()));
+  Digest presented;
+  SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), presented.data());
+  int matches = 0;
+  for (const Digest& digest : digests_) {
+    matches |= CRYPTO_memcmp(presented.data(), digest.data(), digest.size()) == 0;
+  }
+  return matches != 0;
+}
+
+}  // namespace attnscope::server

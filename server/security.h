@@ -1,0 +1,67 @@
+// Transport security and caller authentication of attnscope-server: TLS (optionally mutual) for
+// the gRPC and HTTP listeners, and API keys sent as `authorization: Bearer <key>` (RFC 6750), the
+// scheme text-embeddings-inference and OpenAI-style APIs use.
+#ifndef ATTNSCOPE_SERVER_SECURITY_H_
+#define ATTNSCOPE_SERVER_SECURITY_H_
+
+#include <grpcpp/security/server_credentials.h>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace attnscope::server {
+
+// PEM files for TLS. Either both cert_file and key_file are set (TLS) or neither (plaintext);
+// client_ca_file additionally requires and verifies a client certificate signed by that CA.
+struct TlsOptions {
+  // --tls_cert_file: the server's certificate chain.
+  std::string cert_file;
+  // --tls_key_file: its private key.
+  std::string key_file;
+  // --tls_client_ca_file: CA certificates that sign accepted client certificates (mutual TLS).
+  std::string client_ca_file;
+
+  bool enabled() const { return !cert_file.empty() || !key_file.empty(); }
+};
+
+// InvalidArgument when only one of cert_file and key_file is set, or client_ca_file without them;
+// NotFound when a file cannot be read. The message names the flag.
+absl::Status ValidateTlsOptions(const TlsOptions& options);
+
+// gRPC server credentials for `options`: InsecureServerCredentials when TLS is off, else
+// SslServerCredentials, requiring and verifying client certificates when client_ca_file is set.
+// Errors as ValidateTlsOptions.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcServerCredentials(
+    const TlsOptions& options);
+
+// The keys of --api_keys_file. Only SHA-256 digests are kept, and a presented key is compared with
+// every one of them with CRYPTO_memcmp, so the time a check takes says nothing about how much of a
+// key was right, nor which key matched.
+class ApiKeys {
+ public:
+  // One key per line; surrounding whitespace is ignored, as are empty lines and lines starting
+  // with '#'. NotFound: the file cannot be read. InvalidArgument: it holds no key, or a key with
+  // whitespace inside (it could never be sent in a header).
+  static absl::StatusOr<std::unique_ptr<ApiKeys>> Create(const std::string& file);
+
+  // True when `authorization` (the header's value) is "Bearer <key>" for one of the keys; the
+  // scheme is case-insensitive as RFC 7235 says.
+  bool Accepts(absl::string_view authorization) const;
+
+  size_t size() const { return digests_.size(); }
+
+ private:
+  using Digest = std::array<unsigned char, 32>;
+  explicit ApiKeys(std::vector<Digest> digests) : digests_(std::move(digests)) {}
+
+  std::vector<Digest> digests_;
+};
+
+}  // namespace attnscope::server
+
+#endif  // ATTNSCOPE_SERVER_SECURITY_H_

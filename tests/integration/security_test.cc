@@ -1,0 +1,260 @@
+// TLS, mutual TLS and API keys (server/security.h) through the client library, the CLI and HTTP,
+// against a real attnscope-server on loopback. Certificates are made for each test by the openssl
+// command: a CA, a server certificate for 127.0.0.1, a client certificate from that CA, and one
+// from a CA the server does not trust.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <stdlib.h>
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tests/integration/integration_util.h"
+
+namespace attnscope::testing {
+namespace {
+
+class Certificates {
+ public:
+  // Makes every file, or fails the test.
+  Certificates() {
+    const std::string ext = Path("ext");
+    MakeCa("ca", "attnscope test CA");
+    MakeCa("rogue-ca", "untrusted CA");
+    Write(Path("server.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+    Write(Path("client.ext"), "extendedKeyUsage=clientAuth\n");
+    MakeSigned("server", "localhost", "ca", "server.ext");
+    MakeSigned("client", "attnscope test client", "ca", "client.ext");
+    MakeSigned("rogue-client", "rogue client", "rogue-ca", "client.ext");
+  }
+
+  std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
+  std::string Pem(const std::string& name) const { return Path(name + ".pem"); }
+  std::string Key(const std::string& name) const { return Path(name + ".key"); }
+
+ private:
+  static void Write(const std::string& path, const std::string& text) {
+    std::ofstream(path) << text;
+  }
+  void Run(const std::vector<std::string>& argv) {
+    const CommandResult result = RunCommand(argv, absl::Seconds(60));
+    ASSERT_EQ(result.exit_code, 0) << absl::StrJoin(argv, " ") << "\n" << result.stderr_text;
+  }
+  void MakeCa(const std::string& name, const std::string& subject) {
+    Run({"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+         "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", Key(name), "-out", Pem(name), "-days",
+         "2", "-subj", "/CN=" + subject});
+  }
+  void MakeSigned(const std::string& name, const std::string& subject, const std::string& ca,
+                  const std::string& ext) {
+    Run({"/usr/bin/openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", Key(name), "-out", Path(name + ".csr"), "-subj", "/CN=" + subject});
+    Run({"/usr/bin/openssl", "x509", "-req", "-in", Path(name + ".csr"), "-CA", Pem(ca), "-CAkey",
+         Key(ca), "-CAcreateserial", "-out", Pem(name), "-days", "2", "-extfile", Path(ext)});
+  }
+
+  TempDir dir_;
+};
+
+std::unique_ptr<ServerProcess> StartServer(const std::vector<std::string>& flags) {
+  ServerProcess::Options options;
+  options.models = {"bert=" + TinyBertDir()};
+  options.metrics_port = FreeTcpPort();
+  options.extra_flags = flags;
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+std::unique_ptr<Client> NewClient(const ServerProcess& server,
+                                  std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                  const std::string& api_key = "") {
+  ClientOptions options;
+  options.target = server.address();
+  options.credentials = std::move(credentials);
+  options.api_key = api_key;
+  options.max_attempts = 1;
+  options.default_timeout = absl::Seconds(10);
+  return *Client::Create(options);
+}
+
+std::shared_ptr<grpc::ChannelCredentials> Tls(const Certificates& certs,
+                                              const std::string& client = "") {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      TlsCredentials(certs.Pem("ca"), client.empty() ? "" : certs.Pem(client),
+                     client.empty() ? "" : certs.Key(client));
+  EXPECT_TRUE(credentials.ok()) << credentials.status();
+  return *credentials;
+}
+
+v1::GetAttentionRequest Attention() {
+  v1::GetAttentionRequest request;
+  request.set_text("the capital of france is paris");
+  return request;
+}
+
+constexpr char kTokenize[] = "/attnscope.v1.AttentionService/Tokenize";
+
+TEST(SecurityTest, TlsServesTlsClientsAndRefusesPlaintextCleanly) {
+  Certificates certs;
+  std::unique_ptr<ServerProcess> server = StartServer(
+      {"--tls_cert_file=" + certs.Pem("server"), "--tls_key_file=" + certs.Key("server")});
+  ASSERT_NE(server, nullptr);
+
+  std::unique_ptr<Client> plaintext = NewClient(*server, grpc::InsecureChannelCredentials());
+  EXPECT_EQ(plaintext->ListModels().status().code(), absl::StatusCode::kUnavailable);
+  std::unique_ptr<Client> tls = NewClient(*server, Tls(certs));
+  EXPECT_TRUE(tls->GetAttention(Attention()).ok());
+  absl::StatusOr<ServingStatus> health = tls->Health();
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, grpc::health::v1::HealthCheckResponse::SERVING);
+
+  // HTTPS with the same certificate; plain HTTP to it gets no answer.
+  httplib::SSLClient https("127.0.0.1", server->http_port());
+  https.set_ca_cert_path(certs.Pem("ca").c_str());
+  https.enable_server_certificate_verification(true);
+  httplib::Result answer = https.Post(kTokenize, R"({"text": "paris"})", "application/json");
+  ASSERT_TRUE(answer) << httplib::to_string(answer.error());
+  EXPECT_EQ(answer->status, 200) << answer->body;
+  httplib::Client http("127.0.0.1", server->http_port());
+  http.set_read_timeout(5);
+  httplib::Result refused = http.Post(kTokenize, R"({"text": "paris"})", "application/json");
+  EXPECT_TRUE(!refused || refused->status >= 400);
+
+  // The CLI, and the server still serving after the plaintext attempts.
+  const CommandResult cli = RunCommand(
+      {CliBinary(), "models", "--server", server->address(), "--tls_ca_file", certs.Pem("ca")});
+  EXPECT_EQ(cli.exit_code, 0) << cli.stderr_text;
+  EXPECT_NE(cli.stdout_text.find("\"bert\""), std::string::npos) << cli.stdout_text;
+  const CommandResult cli_plain =
+      RunCommand({CliBinary(), "models", "--server", server->address(), "--timeout", "5"});
+  EXPECT_EQ(cli_plain.exit_code, 1) << cli_plain.stderr_text;
+  EXPECT_TRUE(tls->ListModels().ok());
+}
+
+TEST(SecurityTest, MutualTlsRequiresAClientCertificateFromTheConfiguredCa) {
+  Certificates certs;
+  std::unique_ptr<ServerProcess> server = StartServer({"--tls_cert_file=" + certs.Pem("server"),
+                                                       "--tls_key_file=" + certs.Key("server"),
+                                                       "--tls_client_ca_file=" + certs.Pem("ca")});
+  ASSERT_NE(server, nullptr);
+
+  EXPECT_EQ(NewClient(*server, Tls(certs))->ListModels().status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(NewClient(*server, Tls(certs, "rogue-client"))->ListModels().status().code(),
+            absl::StatusCode::kUnavailable);
+  std::unique_ptr<Client> trusted = NewClient(*server, Tls(certs, "client"));
+  EXPECT_TRUE(trusted->GetAttention(Attention()).ok());
+
+  httplib::SSLClient with_certificate("127.0.0.1", server->http_port(), certs.Pem("client"),
+                                      certs.Key("client"));
+  with_certificate.set_ca_cert_path(certs.Pem("ca").c_str());
+  httplib::Result answer =
+      with_certificate.Post(kTokenize, R"({"text": "paris"})", "application/json");
+  ASSERT_TRUE(answer) << httplib::to_string(answer.error());
+  EXPECT_EQ(answer->status, 200) << answer->body;
+  httplib::SSLClient without("127.0.0.1", server->http_port());
+  without.set_ca_cert_path(certs.Pem("ca").c_str());
+  httplib::Result refused = without.Post(kTokenize, R"({"text": "paris"})", "application/json");
+  EXPECT_FALSE(refused);
+
+  const CommandResult cli = RunCommand(
+      {CliBinary(), "health", "--server", server->address(), "--tls_ca_file", certs.Pem("ca"),
+       "--tls_cert_file", certs.Pem("client"), "--tls_key_file", certs.Key("client")});
+  EXPECT_EQ(cli.exit_code, 0) << cli.stderr_text;
+}
+
+TEST(SecurityTest, ApiKeysGateEveryRpcButHealthOnBothTransports) {
+  TempDir dir;
+  const std::string keys = dir.path() + "/keys";
+  std::ofstream(keys) << "# attnscope API keys\nfirst-key-0123\n\n  second-key-4567  \n";
+  const std::string key_file = dir.path() + "/my-key";
+  std::ofstream(key_file) << "second-key-4567\n";
+  std::unique_ptr<ServerProcess> server = StartServer({"--api_keys_file=" + keys});
+  ASSERT_NE(server, nullptr);
+
+  const absl::Status missing =
+      NewClient(*server, grpc::InsecureChannelCredentials())->GetAttention(Attention()).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kUnauthenticated) << missing;
+  EXPECT_NE(missing.message().find("authorization: Bearer"), std::string::npos) << missing;
+  const absl::Status wrong =
+      NewClient(*server, grpc::InsecureChannelCredentials(), "first-key-0124")
+          ->ListModels()
+          .status();
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kUnauthenticated) << wrong;
+  std::unique_ptr<Client> keyed =
+      NewClient(*server, grpc::InsecureChannelCredentials(), "second-key-4567");
+  EXPECT_TRUE(keyed->GetAttention(Attention()).ok());
+  EXPECT_TRUE(keyed->StreamAttention(Attention()).ok());
+  // Health checks need no key: probes and load balancers have none.
+  absl::StatusOr<ServingStatus> health =
+      NewClient(*server, grpc::InsecureChannelCredentials())->Health();
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, grpc::health::v1::HealthCheckResponse::SERVING);
+
+  httplib::Client http("127.0.0.1", server->http_port());
+  httplib::Result no_key = http.Post(kTokenize, R"({"text": "paris"})", "application/json");
+  ASSERT_TRUE(no_key);
+  EXPECT_EQ(no_key->status, 401);
+  EXPECT_NE(no_key->body.find("\"unauthenticated\""), std::string::npos) << no_key->body;
+  // A refused stream is an HTTP error, not a 200 stream ending in an error line.
+  httplib::Result no_key_stream = http.Post("/attnscope.v1.AttentionService/StreamAttention",
+                                            R"({"text": "paris"})", "application/json");
+  ASSERT_TRUE(no_key_stream);
+  EXPECT_EQ(no_key_stream->status, 401);
+  httplib::Result with_key = http.Post(kTokenize, {{"Authorization", "Bearer first-key-0123"}},
+                                       R"({"text": "paris"})", "application/json");
+  ASSERT_TRUE(with_key);
+  EXPECT_EQ(with_key->status, 200) << with_key->body;
+
+  // The CLI: the key from a file or from ATTNSCOPE_API_KEY.
+  const CommandResult without_key =
+      RunCommand({CliBinary(), "models", "--server", server->address()});
+  EXPECT_EQ(without_key.exit_code, 1);
+  EXPECT_NE(without_key.stderr_text.find("UNAUTHENTICATED"), std::string::npos)
+      << without_key.stderr_text;
+  const CommandResult from_file = RunCommand(
+      {CliBinary(), "models", "--server", server->address(), "--api_key_file", key_file});
+  EXPECT_EQ(from_file.exit_code, 0) << from_file.stderr_text;
+  setenv("ATTNSCOPE_API_KEY", "first-key-0123", /*overwrite=*/1);
+  const CommandResult from_env = RunCommand({CliBinary(), "models", "--server", server->address()});
+  unsetenv("ATTNSCOPE_API_KEY");
+  EXPECT_EQ(from_env.exit_code, 0) << from_env.stderr_text;
+
+  // Each refusal counted once: 2 gRPC, 2 HTTP, 1 CLI.
+  absl::StatusOr<std::string> scrape = HttpGet(server->metrics_port(), "/metrics");
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  const std::vector<MetricSample> rejected = FindSamples(
+      ParseMetrics(*scrape), "attnscope_rejected_requests_total", {{"reason", "unauthenticated"}});
+  ASSERT_EQ(rejected.size(), 1u);
+  EXPECT_EQ(rejected[0].value, 5);
+}
+
+TEST(SecurityTest, FlagsThatCannotWorkStopTheStartWithTheirName) {
+  Certificates certs;
+  TempDir dir;
+  const std::string empty = dir.path() + "/empty-keys";
+  std::ofstream(empty) << "# no keys yet\n";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--tls_cert_file=" + certs.Pem("server")}, "--tls_key_file"},
+      {{"--tls_cert_file=" + dir.path() + "/missing.pem", "--tls_key_file=" + certs.Key("server")},
+       "missing.pem"},
+      {{"--tls_client_ca_file=" + certs.Pem("ca")}, "--tls_client_ca_file"},
+      {{"--api_keys_file=" + empty}, "expected at least one key"},
+      {{"--api_keys_file=" + dir.path() + "/none"}, "--api_keys_file"},
+  };
+  for (const auto& [flags, named] : cases) {
+    std::vector<std::string> argv = {ServerBinary(), "--model=bert=" + TinyBertDir(),
+                                     "--listen=127.0.0.1:0", "--http_listen=127.0.0.1:0",
+                                     "--metrics_port=0"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const CommandResult result = RunCommand(argv, absl::Seconds(60));
+    EXPECT_EQ(result.exit_code, 2) << absl::StrJoin(flags, " ") << "\n" << result.stderr_text;
+    EXPECT_NE(result.stderr_text.find(named), std::string::npos) << result.stderr_text;
+  }
+}
+
+}  // namespace
+}  // namespace attnscope::testing
