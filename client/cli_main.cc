@@ -3,22 +3,28 @@
 // tensors); with --format text, attention as each query token's most attended tokens; 'heatmap'
 // draws attention into a PNG or SVG file. When a call fails it prints the gRPC code and the
 // server's message on stderr and exits 1; a malformed command line exits 2.
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -48,9 +54,14 @@ Commands:
   cross       query-to-document attention (--query, --document repeatable)
   heatmap     attention drawn as a PNG or SVG heatmap (--text [--text_pair] --out FILE)
   health      grpc.health.v1 status; exits 0 only when SERVING
+  bench       load: concurrent clients calling GetAttention, Encode and CrossAttention
 
 Connection:  --server=127.0.0.1:50051  --timeout=60s (or seconds)  --max_response_bytes=67108864
              (the server's cap; the channel accepts 1 MiB more for the non-tensor fields)
+             TLS: --tls_ca_file CA.pem (verifies the server; without it, the system's roots)
+             --tls_cert_file, --tls_key_file (a client certificate, for mutual TLS). Either turns
+             TLS on. API key: the environment variable ATTNSCOPE_API_KEY or --api_key_file FILE
+             (its first line), sent as `authorization: Bearer <key>`
 Input:       --model NAME  --text T  --text_pair T  --truncation=none|longest_first|only_first|
              only_second  --max_length N  --skip_special_tokens
 Attention:   --layers=0,-1  --heads=0,2  --aggregate=none|mean|max  --rollout  --scores
@@ -65,6 +76,11 @@ Heatmap:     --out FILE.png | FILE.svg (the extension picks the format)  --layer
              columns key tokens, labelled with their original text ([CLS] etc. for special
              tokens); YlOrBr colours with a colour bar. Prints the file's path and size as JSON.
 Health:      --service NAME
+Bench:       --clients N (default 8) callers at once, each calling again as soon as it is
+             answered, for --duration (default 30s) or until --requests N calls in all;
+             --rpc=mixed|attention|encode|cross (mixed takes turns); --model, --text (default
+             "Tôi yêu Việt Nam quá"), --query and --document for cross (default "Việt Nam" and
+             the text). Prints calls/s, latency p50/p90/p99/max in ms and errors by code as JSON
 Output:      --format=json|text (attention, stream, cross; default json): text prints, for each
              query token, its --top N most attended tokens (default 3) with their weights:
                Tôi   -> yêu 0.41, Việt 0.22, [SEP] 0.10
@@ -123,13 +139,17 @@ const std::map<std::string, std::set<std::string>>& CommandFlags() {
          {"model", "query", "document", "truncation", "max_length", "skip_special_tokens", "layers",
           "heads", "aggregate", "doc_to_query", "dtype", "npy_dir", "format", "top"}},
         {"heatmap", with(input, {"layers", "heads", "aggregate", "window", "out", "vmax"})},
-        {"health", {"service"}}};
+        {"health", {"service"}},
+        {"bench",
+         {"model", "text", "query", "document", "clients", "duration", "requests", "rpc"}}};
   }();
   return *flags;
 }
 
 const std::set<std::string>& ConnectionFlags() {
-  static const auto* flags = new std::set<std::string>{"server", "timeout", "max_response_bytes"};
+  static const auto* flags = new std::set<std::string>{
+      "server",        "timeout",      "max_response_bytes", "tls_ca_file",
+      "tls_cert_file", "tls_key_file", "api_key_file"};
   return *flags;
 }
 
@@ -272,18 +292,19 @@ absl::Status ParseSelection(const CommandLine& line,
   return absl::OkStatus();
 }
 
-absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text) {
+absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text,
+                                            const std::string& flag = "timeout") {
   double seconds;
   absl::Duration duration;
   if (absl::SimpleAtod(text, &seconds)) {
     duration = absl::Seconds(seconds);
   } else if (!absl::ParseDuration(text, &duration)) {
-    return UsageError(
-        absl::StrCat("--timeout: '", text, "' is neither seconds nor a duration like 500ms or 2m"));
+    return UsageError(absl::StrCat("--", flag, ": '", text,
+                                   "' is neither seconds nor a duration like 500ms or 2m"));
   }
   if (duration <= absl::ZeroDuration()) {
-    return UsageError(absl::StrCat("--timeout: expected a positive duration, got '", text,
-                                   "'; e.g. --timeout=30s"));
+    return UsageError(absl::StrCat("--", flag, ": expected a positive duration, got '", text,
+                                   "'; e.g. --", flag, "=30s"));
   }
   return duration;
 }
@@ -587,6 +608,130 @@ absl::StatusOr<Output> RunHeatmap(const CommandLine& line, Client& client,
                      {"heads", result->heads}});
 }
 
+// What one bench caller saw of one call.
+struct BenchCall {
+  int rpc = 0;
+  absl::StatusCode code = absl::StatusCode::kOk;
+  double milliseconds = 0;
+};
+
+// `attnscope bench`: load from --clients threads sharing the client's channel (HTTP/2 carries
+// their calls side by side), the measure text-embeddings-inference's and Triton's load tools give:
+// throughput, latency percentiles and errors by code.
+absl::StatusOr<Output> RunBench(const CommandLine& line, Client& client, const CallOptions& call) {
+  int64_t clients = 8;
+  if (line.Has("clients")) {
+    absl::StatusOr<int64_t> parsed = ParseInt("clients", line.Get("clients"));
+    if (!parsed.ok()) return parsed.status();
+    if (*parsed < 1 || *parsed > 4096) {
+      return UsageError(absl::StrCat("--clients: expected 1 to 4096 callers, got ", *parsed));
+    }
+    clients = *parsed;
+  }
+  int64_t requests = 0;
+  if (line.Has("requests")) {
+    absl::StatusOr<int64_t> parsed = ParseInt("requests", line.Get("requests"));
+    if (!parsed.ok()) return parsed.status();
+    if (*parsed < 1)
+      return UsageError(absl::StrCat("--requests: expected 1 or more, got ", *parsed));
+    requests = *parsed;
+  }
+  absl::Duration duration = absl::Seconds(30);
+  if (line.Has("duration")) {
+    absl::StatusOr<absl::Duration> parsed = ParseTimeout(line.Get("duration"), "duration");
+    if (!parsed.ok()) return parsed.status();
+    duration = *parsed;
+  }
+  static constexpr const char* kRpcs[] = {"GetAttention", "Encode", "CrossAttention"};
+  const std::string rpc = line.Get("rpc", "mixed");
+  std::vector<int> rpcs;
+  if (rpc == "mixed") {
+    rpcs = {0, 1, 2};
+  } else if (rpc == "attention") {
+    rpcs = {0};
+  } else if (rpc == "encode") {
+    rpcs = {1};
+  } else if (rpc == "cross") {
+    rpcs = {2};
+  } else {
+    return UsageError(
+        absl::StrCat("--rpc: expected mixed, attention, encode or cross, got '", rpc, "'"));
+  }
+  const std::string text = line.Get("text", "Tôi yêu Việt Nam quá");
+  v1::GetAttentionRequest attention;
+  attention.set_model(line.Get("model"));
+  attention.set_text(text);
+  v1::EncodeRequest encode;
+  encode.set_model(line.Get("model"));
+  encode.add_inputs()->set_text(text);
+  v1::CrossAttentionRequest cross;
+  cross.set_model(line.Get("model"));
+  cross.set_query(line.Get("query", "Việt Nam"));
+  std::vector<std::string> documents = line.GetAll("document");
+  if (documents.empty()) documents = {text};
+  for (const std::string& document : documents) cross.add_documents(document);
+
+  std::atomic<int64_t> issued{0};
+  const absl::Time start = absl::Now();
+  const absl::Time end = start + duration;
+  std::vector<std::vector<BenchCall>> seen(clients);
+  std::vector<std::thread> threads;
+  for (int64_t i = 0; i < clients; ++i) {
+    threads.emplace_back([&, i] {
+      for (;;) {
+        const int64_t index = issued.fetch_add(1);
+        if (requests > 0 ? index >= requests : absl::Now() >= end) return;
+        BenchCall done;
+        done.rpc = rpcs[index % rpcs.size()];
+        const absl::Time begin = absl::Now();
+        absl::Status status;
+        if (done.rpc == 0) {
+          status = client.GetAttention(attention, call).status();
+        } else if (done.rpc == 1) {
+          status = client.Encode(encode, call).status();
+        } else {
+          status = client.CrossAttention(cross, call).status();
+        }
+        done.milliseconds = absl::ToDoubleMilliseconds(absl::Now() - begin);
+        done.code = status.code();
+        seen[i].push_back(done);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+
+  std::vector<double> latencies;
+  std::map<std::string, int64_t> errors;
+  std::map<std::string, int64_t> calls;
+  for (const std::vector<BenchCall>& caller : seen) {
+    for (const BenchCall& done : caller) {
+      latencies.push_back(done.milliseconds);
+      ++calls[kRpcs[done.rpc]];
+      if (done.code != absl::StatusCode::kOk) ++errors[absl::StatusCodeToString(done.code)];
+    }
+  }
+  std::sort(latencies.begin(), latencies.end());
+  // Nearest-rank percentiles.
+  auto percentile = [&latencies](double p) {
+    if (latencies.empty()) return 0.0;
+    const size_t rank = static_cast<size_t>(std::ceil(p / 100 * latencies.size()));
+    return latencies[std::max<size_t>(rank, 1) - 1];
+  };
+  return JsonOutput({{"clients", clients},
+                     {"rpc", rpc},
+                     {"seconds", seconds},
+                     {"calls", latencies.size()},
+                     {"calls_per_second", latencies.size() / seconds},
+                     {"calls_by_rpc", calls},
+                     {"latency_ms",
+                      {{"p50", percentile(50)},
+                       {"p90", percentile(90)},
+                       {"p99", percentile(99)},
+                       {"max", latencies.empty() ? 0.0 : latencies.back()}}},
+                     {"errors", errors}});
+}
+
 absl::StatusOr<Output> RunCommand(const CommandLine& line, Client& client, const CallOptions& call,
                                   const TensorWriter& writer) {
   const std::string& command = line.command;
@@ -749,6 +894,7 @@ absl::StatusOr<Output> RunCommand(const CommandLine& line, Client& client, const
     return JsonOutput(std::move(out));
   }
   if (command == "heatmap") return RunHeatmap(line, client, call);
+  if (command == "bench") return RunBench(line, client, call);
   if (command == "health") {
     absl::StatusOr<ServingStatus> status = client.Health(line.Get("service"), call);
     if (!status.ok()) return status.status();
@@ -756,6 +902,32 @@ absl::StatusOr<Output> RunCommand(const CommandLine& line, Client& client, const
         json{{"status", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(*status)}});
   }
   return UsageError(absl::StrCat("unknown command '", command, "'"));
+}
+
+// TLS credentials and the API key of the connection flags (and ATTNSCOPE_API_KEY).
+absl::Status ApplySecurityFlags(const CommandLine& line, ClientOptions& options) {
+  const std::string ca = line.Get("tls_ca_file");
+  const std::string cert = line.Get("tls_cert_file");
+  const std::string key = line.Get("tls_key_file");
+  if (!ca.empty() || !cert.empty() || !key.empty()) {
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        TlsCredentials(ca, cert, key);
+    if (!credentials.ok()) return UsageError(credentials.status().message());
+    options.credentials = *std::move(credentials);
+  }
+  if (line.Has("api_key_file")) {
+    std::ifstream file(line.Get("api_key_file"));
+    std::string first;
+    if (!file || !std::getline(file, first) || absl::StripAsciiWhitespace(first).empty()) {
+      return UsageError(absl::StrCat("--api_key_file '", line.Get("api_key_file"),
+                                     "': expected a readable file with the key on its first "
+                                     "line, got none"));
+    }
+    options.api_key = std::string(absl::StripAsciiWhitespace(first));
+  } else if (const char* key_env = std::getenv("ATTNSCOPE_API_KEY"); key_env != nullptr) {
+    options.api_key = std::string(absl::StripAsciiWhitespace(key_env));
+  }
+  return absl::OkStatus();
 }
 
 int Main(int argc, char** argv) {
@@ -790,6 +962,9 @@ int Main(int argc, char** argv) {
         options.max_response_bytes = *bytes;
       }
     }
+  }
+  if (line.ok()) {
+    if (absl::Status status = ApplySecurityFlags(*line, options); !status.ok()) line = status;
   }
   if (line.ok() && line->Has("timeout")) {
     absl::StatusOr<absl::Duration> timeout = ParseTimeout(line->Get("timeout"));

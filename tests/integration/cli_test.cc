@@ -269,6 +269,38 @@ TEST_F(CliTest, OtherCommands) {
   EXPECT_EQ(encode["results"][1]["last_hidden_state"]["shape"], json({4, 32}));
 }
 
+TEST_F(CliTest, BenchCountsEveryCallByRpcAndReportsLatencyAndErrors) {
+  const json mixed = Run({"bench", "--model=bert", "--text=the capital of france is paris",
+                          "--query=capital", "--clients=4", "--requests=12"});
+  EXPECT_EQ(mixed["calls"], 12);
+  EXPECT_EQ(mixed["calls_by_rpc"],
+            json({{"CrossAttention", 4}, {"Encode", 4}, {"GetAttention", 4}}));
+  EXPECT_EQ(mixed["errors"], json::object());
+  const json& latency = mixed["latency_ms"];
+  EXPECT_GT(latency["p50"].get<double>(), 0);
+  EXPECT_LE(latency["p50"].get<double>(), latency["p90"].get<double>());
+  EXPECT_LE(latency["p90"].get<double>(), latency["p99"].get<double>());
+  EXPECT_LE(latency["p99"].get<double>(), latency["max"].get<double>());
+  EXPECT_GT(mixed["calls_per_second"].get<double>(), 0);
+
+  // Failed calls are counted by code, not dropped.
+  const json missing =
+      Run({"bench", "--model=missing", "--rpc=encode", "--clients=2", "--requests=3"});
+  EXPECT_EQ(missing["calls"], 3);
+  EXPECT_EQ(missing["errors"], json({{"NOT_FOUND", 3}}));
+
+  // A duration bounds the run instead of a count.
+  const json timed =
+      Run({"bench", "--model=bert", "--rpc=attention", "--clients=2", "--duration=1s"});
+  EXPECT_GT(timed["calls"].get<int>(), 0);
+  EXPECT_GE(timed["seconds"].get<double>(), 1.0);
+
+  const CommandResult bad =
+      RunCommand({CliBinary(), "bench", "--rpc=stream", "--server", server_->address()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.stderr_text.find("--rpc"), std::string::npos) << bad.stderr_text;
+}
+
 TEST_F(CliTest, ErrorsPrintTheServersCodeAndMessageAndExitNonZero) {
   CommandResult result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(),
                                      "--model=no-such-model", "--text=hello"});
@@ -309,7 +341,8 @@ TEST_F(CliTest, ErrorsPrintTheServersCodeAndMessageAndExitNonZero) {
       // Empty list items and flags that belong to another command are refused, not ignored.
       {attention("--layers=0,,1"), "--layers: "},
       {attention("--layers="), "--layers: "},
-      {attention("--query=q"), "--query does not apply to 'attention'; it is read by: cross"},
+      {attention("--query=q"),
+       "--query does not apply to 'attention'; it is read by: bench, cross"},
       {{"models", server, "--max_response_bytes=-1"},
        "--max_response_bytes: expected a positive size in bytes, got -1"},
       // A deadline must lie in the future.
