@@ -4,8 +4,6 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -13,20 +11,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "models/file_util.h"
 
 namespace attnscope::server {
 namespace {
 
+// The file a flag names; errors as ReadFileToString's, with the flag in front.
 absl::StatusOr<std::string> ReadFile(absl::string_view flag, const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream contents;
-  if (file) contents << file.rdbuf();
-  if (!file || file.bad()) {
-    return absl::NotFoundError(absl::StrCat(flag, " '", path,
-                                            "': expected a readable file, got none there; check "
-                                            "the path and its permissions"));
+  absl::StatusOr<std::string> contents = ReadFileToString(path);
+  if (!contents.ok()) {
+    return absl::Status(contents.status().code(),
+                        absl::StrCat(flag, " ", contents.status().message(),
+                                     "; check the path and its permissions"));
   }
-  return contents.str();
+  return contents;
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ struct TlsOptions {
 };
 
 // InvalidArgument when only one of cert_file and key_file is set, or client_ca_file without them;
-// NotFound when a file cannot be read. The message names the flag.
+// NotFound (or PermissionDenied) when a file cannot be read. The message names the flag.
 absl::Status ValidateTlsOptions(const TlsOptions& options);
 
 // gRPC server credentials for `options`: InsecureServerCredentials when TLS is off, else
@@ -45,7 +45,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcServerCredentials(
 class ApiKeys {
  public:
   // One key per line; surrounding whitespace is ignored, as are empty lines and lines starting
-  // with '#'. NotFound: the file cannot be read. InvalidArgument: it holds no key, or a key with
+  // with '#'. NotFound or PermissionDenied: the file cannot be read. InvalidArgument: it holds no key, or a key with
   // whitespace inside (it could never be sent in a header).
   static absl::StatusOr<std::unique_ptr<ApiKeys>> Create(const std::string& file);
 
