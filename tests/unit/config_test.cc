@@ -55,7 +55,8 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
        "field 'hidden_size': expected a multiple of num_attention_heads (4), got 30"},
       {R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 32, "num_hidden_layers": 2,
            "num_attention_heads": 4, "num_key_value_heads": 3, "intermediate_size": 8})",
-       "field 'num_key_value_heads': expected a positive divisor of num_attention_heads (4), got 3"},
+       "field 'num_key_value_heads': expected a positive divisor of num_attention_heads (4), got "
+       "3"},
       {R"({"model_type": "bert", "vocab_size": "many", "hidden_size": 32})",
        "field 'vocab_size': expected an integer, got \"many\""},
       {R"({"model_type": "bert", "vocab_size": 10, "hidden_size": 32, "num_hidden_layers": 2,
