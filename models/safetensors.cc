@@ -12,6 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "models/json_util.h"
 #include "nlohmann/json.hpp"
 
 namespace attnscope {
@@ -181,6 +183,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   if (header.is_discarded() || !header.is_object()) {
     return Invalid(path, "header: expected a JSON object, got malformed JSON");
   }
+  ATTNSCOPE_RETURN_IF_ERROR(
+      CheckJsonDepth(header, absl::StrCat("safetensors file '", path, "': header")));
 
   std::vector<SafetensorsEntry> entries;
   std::map<std::string, std::string> metadata;

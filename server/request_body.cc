@@ -6,6 +6,8 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "models/json_util.h"
 
 namespace attnscope::server {
 namespace {
@@ -58,6 +60,7 @@ absl::Status ParseBody(const std::string& body, BodyFormat format,
     return absl::InvalidArgumentError(absl::StrCat("request body: expected a JSON object (", type,
                                                    "), got a JSON ", json.type_name()));
   }
+  ATTNSCOPE_RETURN_IF_ERROR(CheckJsonDepth(json, "request body"));
   EncodeTextFields(*message->GetDescriptor(), json);
   const google::protobuf::util::Status parsed = google::protobuf::util::JsonStringToMessage(
       json.dump(), message, google::protobuf::util::JsonParseOptions());

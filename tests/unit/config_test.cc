@@ -72,6 +72,17 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
   }
 }
 
+TEST(ConfigTest, RejectsJsonNestedDeeperThanTheLimit) {
+  // 101 levels, one more than models/json_util.h allows; far deeper ones overflowed the stack.
+  const std::string json =
+      R"({"model_type": )" + std::string(100, '[') + std::string(100, ']') + "}";
+  auto config = ParseModelConfig(json, "dir/config.json");
+  ASSERT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()),
+              HasSubstr("config 'dir/config.json': expected JSON nested at most 100 levels deep, "
+                        "got 101"));
+}
+
 TEST(ConfigTest, MissingFileIsNotFound) {
   EXPECT_EQ(LoadModelConfig(testing::MakeTempDir()).status().code(), absl::StatusCode::kNotFound);
 }

@@ -97,6 +97,8 @@ TEST_F(SafetensorsTest, RejectsCorruptFiles) {
     std::string message;
   };
   std::string huge_header(8, '\xff');
+  Json deep = Json::array();
+  for (int i = 0; i < 100; ++i) deep = Json::array({deep});
   const std::vector<Case> cases = {
       {"empty file", "", "at least 8 bytes"},
       {"truncated data", whole.substr(0, whole.size() - 4), "data_offsets"},
@@ -129,6 +131,8 @@ TEST_F(SafetensorsTest, RejectsCorruptFiles) {
            data),
        "shape"},
       {"entry not an object", SafetensorsBytes({{"w", 3}}, data), "header entry"},
+      {"header nested too deeply", SafetensorsBytes({{"w", deep}}, data),
+       "header: expected JSON nested at most 100 levels deep, got 102"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
