@@ -82,6 +82,10 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& path, const std::
       return TensorError(path, name, "shape", "non-negative integer sizes", shape->dump());
     }
     const uint64_t size = dim.get<uint64_t>();
+    // Sizes become int64_t; the product check alone lets one through after a zero size.
+    if (size > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return TensorError(path, name, "shape", "sizes below 2^63", shape->dump());
+    }
     if (size != 0 && elements > std::numeric_limits<uint64_t>::max() / size / info->item_size) {
       return TensorError(path, name, "shape", "a size that fits in memory", shape->dump());
     }

@@ -130,6 +130,10 @@ TEST_F(SafetensorsTest, RejectsCorruptFiles) {
              {{"dtype", "F32"}, {"shape", {1ull << 40, 1ull << 40}}, {"data_offsets", {0, 16}}}}},
            data),
        "shape"},
+      {"size of 2^63 after a zero size",
+       SafetensorsBytes(
+           {{"w", {{"dtype", "F32"}, {"shape", {0, 1ull << 63}}, {"data_offsets", {0, 0}}}}}, data),
+       "shape: expected sizes below 2^63, got [0,9223372036854775808]"},
       {"entry not an object", SafetensorsBytes({{"w", 3}}, data), "header entry"},
       {"header nested too deeply", SafetensorsBytes({{"w", deep}}, data),
        "header: expected JSON nested at most 100 levels deep, got 102"},
