@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "models/file_util.h"
+#include "models/json_util.h"
 #include "nlohmann/json.hpp"
 
 namespace attnscope {
@@ -29,6 +30,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   } else if (FileExists(index)) {
     ATTNSCOPE_ASSIGN_OR_RETURN(std::string text, ReadFileToString(index));
     nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    ATTNSCOPE_RETURN_IF_ERROR(CheckJsonDepth(json, absl::StrCat("checkpoint index '", index, "'")));
     auto weight_map = json.is_object() ? json.find("weight_map") : json.end();
     if (!json.is_object() || weight_map == json.end() || !weight_map->is_object()) {
       return absl::InvalidArgumentError(absl::StrCat(

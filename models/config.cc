@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "models/file_util.h"
+#include "models/json_util.h"
 #include "nlohmann/json.hpp"
 
 namespace attnscope {
@@ -90,6 +91,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     return absl::InvalidArgumentError(
         absl::StrCat("config '", source, "': expected a JSON object, got malformed JSON"));
   }
+  ATTNSCOPE_RETURN_IF_ERROR(CheckJsonDepth(json, absl::StrCat("config '", source, "'")));
   FieldReader reader(json, source);
   ModelConfig config;
   ATTNSCOPE_ASSIGN_OR_RETURN(config.model_type, reader.StringOr("model_type", ""));

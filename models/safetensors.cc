@@ -12,6 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "models/json_util.h"
 #include "nlohmann/json.hpp"
 
 namespace attnscope {
@@ -29,9 +31,8 @@ struct DtypeInfo {
 };
 
 constexpr DtypeInfo kDtypes[] = {
-    {"F64", 8, true}, {"F32", 4, true}, {"F16", 2, true}, {"BF16", 2, true},
-    {"I64", 8, false}, {"I32", 4, false}, {"I16", 2, false}, {"I8", 1, false},
-    {"U8", 1, false}, {"BOOL", 1, false},
+    {"F64", 8, true},  {"F32", 4, true},  {"F16", 2, true}, {"BF16", 2, true}, {"I64", 8, false},
+    {"I32", 4, false}, {"I16", 2, false}, {"I8", 1, false}, {"U8", 1, false},  {"BOOL", 1, false},
 };
 
 const DtypeInfo* FindDtype(const std::string& name) {
@@ -45,10 +46,10 @@ absl::Status Invalid(const std::string& path, absl::string_view detail) {
   return absl::InvalidArgumentError(absl::StrCat("safetensors file '", path, "': ", detail));
 }
 
-absl::Status TensorError(const std::string& path, const std::string& tensor,
-                         absl::string_view what, absl::string_view expected, absl::string_view got) {
-  return Invalid(path, absl::StrCat("tensor '", tensor, "': ", what, ": expected ", expected,
-                                    ", got ", got));
+absl::Status TensorError(const std::string& path, const std::string& tensor, absl::string_view what,
+                         absl::string_view expected, absl::string_view got) {
+  return Invalid(
+      path, absl::StrCat("tensor '", tensor, "': ", what, ": expected ", expected, ", got ", got));
 }
 
 // Validates one header entry against the data area of `data_size` bytes.
@@ -61,7 +62,8 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& path, const std::
   entry.name = name;
   auto dtype = value.find("dtype");
   if (dtype == value.end() || !dtype->is_string()) {
-    return TensorError(path, name, "dtype", "a string", dtype == value.end() ? "nothing" : dtype->dump());
+    return TensorError(path, name, "dtype", "a string",
+                       dtype == value.end() ? "nothing" : dtype->dump());
   }
   entry.dtype = dtype->get<std::string>();
   const DtypeInfo* info = FindDtype(entry.dtype);
@@ -80,6 +82,10 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& path, const std::
       return TensorError(path, name, "shape", "non-negative integer sizes", shape->dump());
     }
     const uint64_t size = dim.get<uint64_t>();
+    // Sizes become int64_t; the product check alone lets one through after a zero size.
+    if (size > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return TensorError(path, name, "shape", "sizes below 2^63", shape->dump());
+    }
     if (size != 0 && elements > std::numeric_limits<uint64_t>::max() / size / info->item_size) {
       return TensorError(path, name, "shape", "a size that fits in memory", shape->dump());
     }
@@ -149,8 +155,9 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   const uint64_t file_size = static_cast<uint64_t>(info.st_size);
   if (file_size < 8) {
     close(fd);
-    return Invalid(path, absl::StrCat("file size: expected at least 8 bytes (the header length), got ",
-                                      file_size));
+    return Invalid(
+        path,
+        absl::StrCat("file size: expected at least 8 bytes (the header length), got ", file_size));
   }
   auto mapping = std::make_shared<Mapping>();
   // MAP_PRIVATE with write permission: weights are never written, but an accidental write would
@@ -180,6 +187,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   if (header.is_discarded() || !header.is_object()) {
     return Invalid(path, "header: expected a JSON object, got malformed JSON");
   }
+  ATTNSCOPE_RETURN_IF_ERROR(
+      CheckJsonDepth(header, absl::StrCat("safetensors file '", path, "': header")));
 
   std::vector<SafetensorsEntry> entries;
   std::map<std::string, std::string> metadata;
@@ -188,8 +197,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
       if (!value.is_object()) return Invalid(path, "__metadata__: expected an object of strings");
       for (const auto& [key, text] : value.items()) {
         if (!text.is_string()) {
-          return Invalid(path, absl::StrCat("__metadata__ '", key, "': expected a string, got ",
-                                            text.dump()));
+          return Invalid(
+              path, absl::StrCat("__metadata__ '", key, "': expected a string, got ", text.dump()));
         }
         metadata[key] = text.get<std::string>();
       }

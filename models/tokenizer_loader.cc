@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "models/file_util.h"
+#include "models/json_util.h"
 #include "models/sentencepiece_tokenizer.h"
 #include "models/tokenizer.h"
 #include "models/wordpiece_tokenizer.h"
@@ -37,6 +38,7 @@ absl::StatusOr<json> ReadOptionalJson(const std::string& path, const std::string
     return absl::InvalidArgumentError(
         absl::StrCat(what, " '", path, "': expected a JSON object, got unparsable text"));
   }
+  ATTNSCOPE_RETURN_IF_ERROR(CheckJsonDepth(parsed, absl::StrCat(what, " '", path, "'")));
   return parsed;
 }
 

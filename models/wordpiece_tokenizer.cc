@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "models/file_util.h"
+#include "models/json_util.h"
 #include "models/unicode.h"
 #include "nlohmann/json.hpp"
 
@@ -395,6 +396,7 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromToke
     return absl::InvalidArgumentError(
         absl::StrCat("tokenizer.json '", path, "': expected a JSON object, got unparsable text"));
   }
+  ATTNSCOPE_RETURN_IF_ERROR(CheckJsonDepth(root, absl::StrCat("tokenizer.json '", path, "'")));
   const json model = root.value("model", json());
   if (!model.is_object() || model.value("type", json()) != "WordPiece") {
     return FieldError(path, "model.type", "\"WordPiece\"",

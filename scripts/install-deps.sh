@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of attnscope from Debian 12 packages (Node.js and npm
-# for the dashboard, Chromium for its browser test), plus any package names given as arguments
-# (recipes that need more, e.g. scripts/make_default_model.sh). Idempotent: apt runs only when
-# something is missing.
+# for the dashboard, Chromium for its browser test, clang and libFuzzer for fuzz/), plus any
+# package names given as arguments (recipes that need more, e.g. scripts/make_default_model.sh).
+# Idempotent: apt runs only when something is missing.
 set -euo pipefail
 
 packages=(
@@ -16,6 +16,7 @@ packages=(
   python3-torch python3-numpy python3-grpcio python3-protobuf openssl
   prometheus docker-compose libyaml-cpp-dev
   chromium
+  clang-14 libclang-rt-14-dev
   "$@"
 )
 # The dashboard (client/dashboard) is built with Node.js and npm: Debian's, unless a Node.js that

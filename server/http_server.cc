@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -19,13 +18,12 @@
 #include "common/status_macros.h"
 #include "server/listen_address.h"
 #include "server/metrics.h"
+#include "server/request_body.h"
 
 namespace attnscope::server {
 namespace {
 
 constexpr absl::string_view kServicePath = "/attnscope.v1.AttentionService/";
-
-enum class BodyFormat { kJson, kProto };
 
 // The body format a Content-Type names (parameters such as charset ignored). A request without
 // one, or with curl's default form type, is read as JSON, so that `curl -d '{...}'` needs no
@@ -41,63 +39,6 @@ absl::StatusOr<BodyFormat> FormatOf(const httplib::Request& request) {
       absl::StrCat("Content-Type '", type,
                    "': expected application/json or application/proto; e.g. curl -H 'Content-Type: "
                    "application/json' -d '{\"text\": \"...\"}'"));
-}
-
-// Turns the plain-text values of the `bytes` fields of `json` (a `descriptor` message) into base64,
-// the canonical JSON form the protobuf parser reads. Every `bytes` field of a request holds a text.
-// Values of the wrong JSON type are left for the parser to report.
-void EncodeTextFields(const google::protobuf::Descriptor& descriptor, nlohmann::json& json) {
-  if (!json.is_object()) return;
-  for (auto& item : json.items()) {
-    const google::protobuf::FieldDescriptor* field = descriptor.FindFieldByName(item.key());
-    if (field == nullptr) field = descriptor.FindFieldByCamelcaseName(item.key());
-    if (field == nullptr) continue;
-    nlohmann::json& value = item.value();
-    auto convert = [field](nlohmann::json& element) {
-      if (field->type() == google::protobuf::FieldDescriptor::TYPE_BYTES && element.is_string()) {
-        element = absl::Base64Escape(element.get<std::string>());
-      } else if (field->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE) {
-        EncodeTextFields(*field->message_type(), element);
-      }
-    };
-    if (field->is_repeated() && value.is_array()) {
-      for (nlohmann::json& element : value) convert(element);
-    } else {
-      convert(value);
-    }
-  }
-}
-
-absl::Status ParseBody(const std::string& body, BodyFormat format,
-                       google::protobuf::Message* message) {
-  const std::string& type = message->GetDescriptor()->full_name();
-  if (format == BodyFormat::kProto) {
-    if (!message->ParseFromString(body)) {
-      return absl::InvalidArgumentError(absl::StrCat("request body: not a serialized ", type,
-                                                     "; send one, or JSON with Content-Type "
-                                                     "application/json"));
-    }
-    return absl::OkStatus();
-  }
-  nlohmann::json json = nlohmann::json::parse(body.empty() ? std::string("{}") : body, nullptr,
-                                              /*allow_exceptions=*/false);
-  if (json.is_discarded()) {
-    return absl::InvalidArgumentError(
-        "request body: expected a JSON object in UTF-8, got text that does not parse as JSON");
-  }
-  if (!json.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat("request body: expected a JSON object (", type,
-                                                   "), got a JSON ", json.type_name()));
-  }
-  EncodeTextFields(*message->GetDescriptor(), json);
-  const google::protobuf::util::Status parsed = google::protobuf::util::JsonStringToMessage(
-      json.dump(), message, google::protobuf::util::JsonParseOptions());
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request body: not a valid ", type, " (", parsed.message().as_string(),
-                     "); see proto/attnscope/v1/attnscope.proto for its fields"));
-  }
-  return absl::OkStatus();
 }
 
 std::string ToJson(const google::protobuf::Message& message) {

@@ -1,7 +1,6 @@
-// The one mapping between attnscope.v1 messages and the request layer's queries and answers
-// (models/requests/requests.h). Requests become queries (enum values checked here, since only the
-// wire can carry an out-of-range one); answers become responses, their tensors through the tensor
-// codec. Both front ends (gRPC and HTTP/JSON) use it.
+// The one mapping from the request layer's answers (models/requests/requests.h) to attnscope.v1
+// responses, their tensors through the tensor codec; requests become queries in query_convert.h.
+// Both front ends (gRPC and HTTP/JSON) use it.
 #ifndef ATTNSCOPE_SERVER_PROTO_CONVERT_H_
 #define ATTNSCOPE_SERVER_PROTO_CONVERT_H_
 
@@ -10,19 +9,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "attnscope/v1/attnscope.pb.h"
 #include "models/requests/requests.h"
 
 namespace attnscope::server {
-
-// InvalidArgument naming the field for an enum value outside the contract (dtype, truncation,
-// head_aggregation, pooling) or DTYPE_INT32 where a float dtype is expected.
-absl::StatusOr<TokenizeQuery> ToQuery(const v1::TokenizeRequest& request);
-absl::StatusOr<AttentionQuery> ToQuery(const v1::GetAttentionRequest& request);
-absl::StatusOr<EncodeQuery> ToQuery(const v1::EncodeRequest& request);
-absl::StatusOr<CrossAttentionQuery> ToQuery(const v1::CrossAttentionRequest& request);
-absl::StatusOr<ParameterQuery> ToQuery(const v1::GetParameterRequest& request);
 
 void ToProto(const LoadedModel& model, v1::ModelInfo* info);
 void ToProto(const EncodedText& tokens, v1::Tokens* out);

@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "models/requests/requests.h"
 #include "server/proto_convert.h"
+#include "server/query_convert.h"
 
 namespace attnscope::server {
 namespace {

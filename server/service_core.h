@@ -1,8 +1,8 @@
 // The transport-independent half of attnscope.v1.AttentionService, shared by the gRPC and the
 // HTTP/JSON front ends: admission (loading, draining, the concurrency limit), metrics, the response
 // size cap, and for each RPC one mapping of the request to the request layer and of its answer
-// back (server/proto_convert.h). A front end only turns its transport's call into a Call and the
-// returned absl::Status into its own status.
+// back (server/query_convert.h, server/proto_convert.h). A front end only turns its transport's
+// call into a Call and the returned absl::Status into its own status.
 #ifndef ATTNSCOPE_SERVER_SERVICE_CORE_H_
 #define ATTNSCOPE_SERVER_SERVICE_CORE_H_
 

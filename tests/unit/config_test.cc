@@ -55,7 +55,8 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
        "field 'hidden_size': expected a multiple of num_attention_heads (4), got 30"},
       {R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 32, "num_hidden_layers": 2,
            "num_attention_heads": 4, "num_key_value_heads": 3, "intermediate_size": 8})",
-       "field 'num_key_value_heads': expected a positive divisor of num_attention_heads (4), got 3"},
+       "field 'num_key_value_heads': expected a positive divisor of num_attention_heads (4), got "
+       "3"},
       {R"({"model_type": "bert", "vocab_size": "many", "hidden_size": 32})",
        "field 'vocab_size': expected an integer, got \"many\""},
       {R"({"model_type": "bert", "vocab_size": 10, "hidden_size": 32, "num_hidden_layers": 2,
@@ -69,6 +70,17 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
     EXPECT_THAT(std::string(config.status().message()), HasSubstr(c.message));
     EXPECT_THAT(std::string(config.status().message()), HasSubstr("config 'dir/config.json'"));
   }
+}
+
+TEST(ConfigTest, RejectsJsonNestedDeeperThanTheLimit) {
+  // 101 levels, one more than models/json_util.h allows; far deeper ones overflowed the stack.
+  const std::string json =
+      R"({"model_type": )" + std::string(100, '[') + std::string(100, ']') + "}";
+  auto config = ParseModelConfig(json, "dir/config.json");
+  ASSERT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()),
+              HasSubstr("config 'dir/config.json': expected JSON nested at most 100 levels deep, "
+                        "got 101"));
 }
 
 TEST(ConfigTest, MissingFileIsNotFound) {

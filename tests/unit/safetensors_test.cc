@@ -1,5 +1,5 @@
-// safetensors and checkpoint loading: zero-copy mapping, sharded and pickle checkpoints, and corrupt
-// or mismatched files that must give a Status error rather than a crash.
+// safetensors and checkpoint loading: zero-copy mapping, sharded and pickle checkpoints, and
+// corrupt or mismatched files that must give a Status error rather than a crash.
 #include "models/safetensors.h"
 
 #include <torch/torch.h>
@@ -56,7 +56,8 @@ class SafetensorsTest : public ::testing::Test {
 TEST_F(SafetensorsTest, ReadsFloat32WithoutCopying) {
   const Json header = {{"w", {{"dtype", "F32"}, {"shape", {2, 2}}, {"data_offsets", {0, 16}}}},
                        {"__metadata__", {{"format", "pt"}}}};
-  auto file = SafetensorsFile::Open(Write("a.safetensors", SafetensorsBytes(header, FloatBytes({1, 2, 3, 4}))));
+  auto file = SafetensorsFile::Open(
+      Write("a.safetensors", SafetensorsBytes(header, FloatBytes({1, 2, 3, 4}))));
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->metadata().at("format"), "pt");
   auto tensor = (*file)->LoadFloat("w");
@@ -96,6 +97,8 @@ TEST_F(SafetensorsTest, RejectsCorruptFiles) {
     std::string message;
   };
   std::string huge_header(8, '\xff');
+  Json deep = Json::array();
+  for (int i = 0; i < 100; ++i) deep = Json::array({deep});
   const std::vector<Case> cases = {
       {"empty file", "", "at least 8 bytes"},
       {"truncated data", whole.substr(0, whole.size() - 4), "data_offsets"},
@@ -106,24 +109,34 @@ TEST_F(SafetensorsTest, RejectsCorruptFiles) {
        SafetensorsBytes({{"w", {{"dtype", "F8"}, {"shape", {4}}, {"data_offsets", {0, 4}}}}}, data),
        "dtype"},
       {"offsets beyond the data",
-       SafetensorsBytes({{"w", {{"dtype", "F32"}, {"shape", {4}}, {"data_offsets", {8, 24}}}}}, data),
+       SafetensorsBytes({{"w", {{"dtype", "F32"}, {"shape", {4}}, {"data_offsets", {8, 24}}}}},
+                        data),
        "data_offsets"},
       {"offsets reversed",
-       SafetensorsBytes({{"w", {{"dtype", "F32"}, {"shape", {0}}, {"data_offsets", {8, 0}}}}}, data),
+       SafetensorsBytes({{"w", {{"dtype", "F32"}, {"shape", {0}}, {"data_offsets", {8, 0}}}}},
+                        data),
        "data_offsets"},
       {"size disagrees with shape",
-       SafetensorsBytes({{"w", {{"dtype", "F32"}, {"shape", {3}}, {"data_offsets", {0, 16}}}}}, data),
+       SafetensorsBytes({{"w", {{"dtype", "F32"}, {"shape", {3}}, {"data_offsets", {0, 16}}}}},
+                        data),
        "expected 12 bytes"},
       {"negative shape",
-       SafetensorsBytes({{"w", {{"dtype", "F32"}, {"shape", {-4}}, {"data_offsets", {0, 16}}}}}, data),
-       "shape"},
-      {"overflowing shape",
-       SafetensorsBytes({{"w", {{"dtype", "F32"},
-                                {"shape", {1ull << 40, 1ull << 40}},
-                                {"data_offsets", {0, 16}}}}},
+       SafetensorsBytes({{"w", {{"dtype", "F32"}, {"shape", {-4}}, {"data_offsets", {0, 16}}}}},
                         data),
        "shape"},
+      {"overflowing shape",
+       SafetensorsBytes(
+           {{"w",
+             {{"dtype", "F32"}, {"shape", {1ull << 40, 1ull << 40}}, {"data_offsets", {0, 16}}}}},
+           data),
+       "shape"},
+      {"size of 2^63 after a zero size",
+       SafetensorsBytes(
+           {{"w", {{"dtype", "F32"}, {"shape", {0, 1ull << 63}}, {"data_offsets", {0, 0}}}}}, data),
+       "shape: expected sizes below 2^63, got [0,9223372036854775808]"},
       {"entry not an object", SafetensorsBytes({{"w", 3}}, data), "header entry"},
+      {"header nested too deeply", SafetensorsBytes({{"w", deep}}, data),
+       "header: expected JSON nested at most 100 levels deep, got 102"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -146,7 +159,8 @@ class CheckpointTest : public SafetensorsTest {
       const torch::Tensor t = tensor.contiguous();
       const uint64_t begin = data.size();
       data.append(static_cast<const char*>(t.data_ptr()), t.numel() * sizeof(float));
-      header[name] = {{"dtype", "F32"}, {"shape", t.sizes().vec()}, {"data_offsets", {begin, data.size()}}};
+      header[name] = {
+          {"dtype", "F32"}, {"shape", t.sizes().vec()}, {"data_offsets", {begin, data.size()}}};
     }
     Write("model.safetensors", SafetensorsBytes(header, data));
     Write("config.json", testing::ReadFileBytes(TinyBert() + "/config.json"));
@@ -175,8 +189,9 @@ TEST_F(CheckpointTest, ReportsEveryMismatchInOneError) {
   EXPECT_THAT(message, HasSubstr("3 problem(s)"));
   EXPECT_THAT(message, HasSubstr("missing tensor 'bert.encoder.layer.1.attention.self.key.weight': "
                                  "expected shape [32, 32], got nothing"));
-  EXPECT_THAT(message, HasSubstr("tensor 'bert.encoder.layer.0.intermediate.dense.weight' in '" +
-                                 dir_ + "/model.safetensors': expected shape [64, 32], got [63, 32]"));
+  EXPECT_THAT(message,
+              HasSubstr("tensor 'bert.encoder.layer.0.intermediate.dense.weight' in '" + dir_ +
+                        "/model.safetensors': expected shape [64, 32], got [63, 32]"));
   EXPECT_THAT(message, HasSubstr("unexpected tensor 'bert.encoder.layer.0.surprise'"));
 }
 
@@ -186,8 +201,8 @@ TEST_F(CheckpointTest, LoadsShardedCheckpoints) {
   std::map<std::string, torch::Tensor> shards[2];
   int i = 0;
   for (const auto& [name, tensor] : tensors) {
-    const std::string shard = i % 2 == 0 ? "model-00001-of-00002.safetensors"
-                                         : "model-00002-of-00002.safetensors";
+    const std::string shard =
+        i % 2 == 0 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
     shards[i % 2][name] = tensor;
     weight_map[name] = shard;
     ++i;
@@ -197,7 +212,8 @@ TEST_F(CheckpointTest, LoadsShardedCheckpoints) {
     std::rename((dir_ + "/model.safetensors").c_str(),
                 (dir_ + "/model-0000" + std::to_string(s + 1) + "-of-00002.safetensors").c_str());
   }
-  Write("model.safetensors.index.json", Json({{"metadata", Json::object()}, {"weight_map", weight_map}}).dump());
+  Write("model.safetensors.index.json",
+        Json({{"metadata", Json::object()}, {"weight_map", weight_map}}).dump());
   auto sharded = Checkpoint::Open(dir_);
   ASSERT_TRUE(sharded.ok()) << sharded.status();
   for (const auto& [name, tensor] : tensors) {

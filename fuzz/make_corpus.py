@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of every fuzz target into fuzz/corpus/<target>/, byte for byte the same
+on every run: small real inputs (the repository's and ../shared's configs, vocabularies and golden
+texts, safetensors files laid out as the reference writer lays them out, the README's requests).
+
+    python3 fuzz/make_corpus.py [--shared ../shared]   # needs protoc (protobuf-compiler)
+"""
+import argparse
+import json
+import pathlib
+import shutil
+import struct
+import subprocess
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "fuzz" / "corpus"
+
+
+def write(target, name, data):
+    path = CORPUS / target / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+
+
+def safetensors(tensors, metadata=None, align=True):
+    """A safetensors file as huggingface/safetensors writes one: tensors sorted by dtype size then
+    name, packed in that order, the compact JSON header padded with spaces to 8 bytes."""
+    sizes = {"F64": 8, "I64": 8, "F32": 4, "I32": 4, "F16": 2, "BF16": 2, "I16": 2, "U8": 1,
+             "I8": 1, "BOOL": 1}
+    header = {} if metadata is None else {"__metadata__": metadata}
+    data = b""
+    for name, (dtype, shape, payload) in sorted(tensors.items(),
+                                                key=lambda item: (-sizes[item[1][0]], item[0])):
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + len(payload)]}
+        data += payload
+    text = json.dumps(header, separators=(",", ":")).encode()
+    if align:
+        text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def make_safetensors():
+    floats = lambda *values: struct.pack(f"<{len(values)}f", *values)
+    write("safetensors", "f32_matrix", safetensors(
+        {"bert.embeddings.word_embeddings.weight": ("F32", [2, 3], floats(0.5, -1, 2, 0, 3.25, 1e-3))},
+        metadata={"format": "pt"}))
+    write("safetensors", "mixed_dtypes", safetensors({
+        "half": ("F16", [4], struct.pack("<4e", 1.0, -2.0, 0.5, 65504.0)),
+        "brain": ("BF16", [2, 2], bytes.fromhex("803f0040c03f0000")),
+        "double": ("F64", [1], struct.pack("<d", 3.5)),
+        "ids": ("I64", [2], struct.pack("<2q", 7, -1)),
+        "mask": ("BOOL", [3], b"\x01\x00\x01"),
+        "empty": ("U8", [0], b""),
+    }))
+    write("safetensors", "scalar_and_empty", safetensors({
+        "scale": ("F32", [], floats(0.125)),
+        "none": ("F32", [0, 5], b""),
+        "bias": ("I32", [3], struct.pack("<3i", 1, 2, 3)),
+    }, metadata={"format": "pt", "source": "attnscope"}))
+    # An unpadded header leaves the float32 data off 4-byte alignment: LoadFloat copies it.
+    write("safetensors", "misaligned_f32", safetensors(
+        {"w": ("F32", [3], floats(1, 2, 3))}, align=False))
+
+
+def make_model_config(shared):
+    shutil.copyfile(ROOT / "tests/data/tiny-bert/config.json", CORPUS / "model_config/tiny_bert")
+    shutil.copyfile(ROOT / "models/default/config.json", CORPUS / "model_config/default_model")
+    shutil.copyfile(shared / "models/stories260K/config.json", CORPUS / "model_config/stories260K")
+    # bert-base-uncased's config.json as published.
+    write("model_config", "bert_base_uncased", json.dumps({
+        "architectures": ["BertForMaskedLM"], "attention_probs_dropout_prob": 0.1,
+        "gradient_checkpointing": False, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "hidden_size": 768, "initializer_range": 0.02, "intermediate_size": 3072,
+        "layer_norm_eps": 1e-12, "max_position_embeddings": 512, "model_type": "bert",
+        "num_attention_heads": 12, "num_hidden_layers": 12, "pad_token_id": 0,
+        "position_embedding_type": "absolute", "transformers_version": "4.6.0.dev0",
+        "type_vocab_size": 2, "use_cache": True, "vocab_size": 30522}, indent=2))
+    # A grouped-query Llama with an explicit head_dim, several end ids and nulls.
+    write("model_config", "llama_gqa", json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
+        "intermediate_size": 688, "num_hidden_layers": 2, "num_attention_heads": 8,
+        "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 32000,
+        "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+        "hidden_act": "silu", "tie_word_embeddings": False, "bos_token_id": 1,
+        "eos_token_id": 2, "pad_token_id": None, "rope_scaling": None}, indent=2))
+
+
+def make_tokenizer_config(shared):
+    tiny_config = (ROOT / "tests/data/tiny-bert/config.json").read_text()
+    stories_config = (shared / "models/stories260K/config.json").read_text()
+    write("tokenizer_config", "tiny_bert", (ROOT / "tests/data/tiny-bert/tokenizer_config.json").read_text())
+    write("tokenizer_config", "default_model_with_config",
+          (ROOT / "models/default/tokenizer_config.json").read_text() + "\0" +
+          (ROOT / "models/default/config.json").read_text())
+    write("tokenizer_config", "bert_base_with_config", json.dumps(
+        {"do_lower_case": True, "model_max_length": 512}) + "\0" + tiny_config)
+    # transformers >= 4.34: AddedToken objects and added_tokens_decoder.
+    added = lambda content, special: {"content": content, "lstrip": False, "normalized": False,
+                                      "rstrip": False, "single_word": False, "special": special}
+    write("tokenizer_config", "added_tokens_decoder", json.dumps({
+        "added_tokens_decoder": {"0": added("[PAD]", True), "1": added("[UNK]", True),
+                                 "2": added("[CLS]", True), "137": added("<ent>", True),
+                                 "138": added("plain", False)},
+        "additional_special_tokens": ["<ent>", {"content": "</ent>"}],
+        "clean_up_tokenization_spaces": True, "cls_token": "[CLS]", "do_lower_case": False,
+        "mask_token": added("[MASK]", True), "model_max_length": 1000000000000000019884624838656,
+        "pad_token": "[PAD]", "sep_token": "[SEP]", "strip_accents": False,
+        "tokenize_chinese_chars": False, "tokenizer_class": "BertTokenizer", "unk_token": "[UNK]"},
+        indent=2))
+    write("tokenizer_config", "llama_with_config", json.dumps({
+        "add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
+        "legacy": False, "model_max_length": 1000000000000000019884624838656, "pad_token": None,
+        "tokenizer_class": "LlamaTokenizer", "unk_token": "<unk>"}) + "\0" + stories_config)
+    write("tokenizer_config", "llama_eos_list", json.dumps({"add_eos_token": True}) + "\0" +
+          json.dumps({"bos_token_id": 1, "eos_token_id": [2, 3], "pad_token_id": 0,
+                      "max_position_embeddings": 64}))
+
+
+def tokenizer_json(vocab, **changes):
+    """A tokenizer.json of HF tokenizers' BertWordPieceTokenizer over `vocab`."""
+    special = lambda token: {"id": vocab.index(token), "content": token, "single_word": False,
+                             "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+    piece = lambda kind, name, type_id: {kind: {"id": name, "type_id": type_id}}
+    root = {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [special(t) for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]],
+        "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                       "strip_accents": None, "lowercase": True},
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [piece("SpecialToken", "[CLS]", 0), piece("Sequence", "A", 0),
+                       piece("SpecialToken", "[SEP]", 0)],
+            "pair": [piece("SpecialToken", "[CLS]", 0), piece("Sequence", "A", 0),
+                     piece("SpecialToken", "[SEP]", 0), piece("Sequence", "B", 1),
+                     piece("SpecialToken", "[SEP]", 1)],
+            "special_tokens": {t: {"id": t, "ids": [vocab.index(t)], "tokens": [t]}
+                               for t in ["[CLS]", "[SEP]"]}},
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 100,
+                  "vocab": {token: i for i, token in enumerate(vocab)}},
+    }
+    for path, value in changes.items():
+        node = root
+        *parents, last = path.split("__")
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return json.dumps(root, ensure_ascii=False, indent=2)
+
+
+def make_tokenizer_json():
+    vocab = (ROOT / "tests/data/tiny-bert/vocab.txt").read_text().splitlines()
+    write("tokenizer_json", "template_processing", tokenizer_json(vocab))
+    write("tokenizer_json", "bert_processing_truncation", tokenizer_json(
+        vocab, post_processor={"type": "BertProcessing", "sep": ["[SEP]", vocab.index("[SEP]")],
+                               "cls": ["[CLS]", vocab.index("[CLS]")]},
+        truncation={"direction": "Right", "max_length": 8, "strategy": "LongestFirst",
+                    "stride": 0},
+        padding={"strategy": "BatchLongest", "direction": "Right", "pad_to_multiple_of": None,
+                 "pad_id": 0, "pad_type_id": 0, "pad_token": "[PAD]"}))
+    added = {"id": len(vocab), "content": "<ent>", "single_word": False, "lstrip": False,
+             "rstrip": False, "normalized": False, "special": True}
+    write("tokenizer_json", "cased_no_post_processor", tokenizer_json(
+        vocab, normalizer__lowercase=False, normalizer__strip_accents=True,
+        normalizer__handle_chinese_chars=False, post_processor=None,
+        model__max_input_chars_per_word=6,
+        added_tokens=json.loads(tokenizer_json(vocab))["added_tokens"] + [added]))
+    write("tokenizer_json", "no_normalizer", tokenizer_json(
+        vocab, normalizer=None, model__continuing_subword_prefix="@@"))
+
+
+def make_texts(shared):
+    goldens = shared / "testdata/tokenizer"
+    texts = []
+    for name in ["wordpiece_bert_base_uncased.jsonl", "wordpiece_bert_base_cased.jsonl"]:
+        for line in (goldens / name).read_text().splitlines():
+            if line.strip() and json.loads(line).get("text") not in texts:
+                texts.append(json.loads(line)["text"])
+    pairs = []
+    for line in (goldens / "pairs_bert_base_uncased.jsonl").read_text().splitlines():
+        record = json.loads(line) if line.strip() else {}
+        pair = record.get("text"), record.get("text_pair")
+        if pair[0] is not None and pair[1] is not None and pair not in pairs:
+            pairs.append(pair)
+    # A TinyStories line, as stories260K was trained on, and the README's example texts.
+    texts += ["Once upon a time, there was a little girl named Lily. She loved to play outside.",
+              "[CLS] Tôi yêu [MASK] Việt Nam quá [SEP]", "<s>Once</s> upon<unk> a time"]
+    for target in ["wordpiece", "sentencepiece"]:
+        for i, text in enumerate(texts):
+            write(target, f"text_{i:02d}", text)
+        for i, (a, b) in enumerate(pairs):
+            write(target, f"pair_{i:02d}", a + "\0" + b)
+
+
+def make_request_proto(protoc):
+    """Text-format requests encoded by protoc, as a gRPC client sends them."""
+    requests = {
+        "tokenize_pair": ("TokenizeRequest", 'model: "default" text: "Tôi yêu Việt Nam quá" '
+                          'text_pair: "나는 오늘" tokenization { truncation: TRUNCATION_LONGEST_FIRST '
+                          'max_length: 16 skip_special_tokens: true }'),
+        "get_attention": ("GetAttentionRequest", 'model: "bert" text: "hello world" layers: [-1, 0] '
+                          'heads: [1] head_aggregation: HEAD_AGGREGATION_MEAN rollout: true '
+                          'dtype: DTYPE_FLOAT16 top_k: 4 window { query_start: 1 query_end: 3 '
+                          'key_start: 0 key_end: 2 } aggregate_words: true'),
+        "get_attention_scores": ("GetAttentionRequest", 'text: "the cat" include_scores: true '
+                                 'dtype: DTYPE_BFLOAT16 tokenization { truncation: '
+                                 'TRUNCATION_ONLY_SECOND max_length: 8 } text_pair: "sat"'),
+        "encode": ("EncodeRequest", 'model: "default" inputs { text: "a" } inputs { text: "b" '
+                   'text_pair: "c" } output_hidden_states: true pooling: POOLING_MEAN '
+                   'normalize: true dtype: DTYPE_FLOAT32'),
+        "cross_attention": ("CrossAttentionRequest", 'model: "default" query: "랭체인 뭐야" '
+                            'documents: ["오늘 저녁에는 김치찌개를 먹었다", "랭체인은 프레임워크입니다"] '
+                            'layers: [0] heads: [0] include_document_to_query: true '
+                            'head_aggregation: HEAD_AGGREGATION_MAX'),
+        "get_parameter": ("GetParameterRequest", 'model: "default" name: '
+                          '"bert.embeddings.position_embeddings.weight" dtype: DTYPE_FLOAT16 '
+                          'row_start: 2 row_end: 5'),
+    }
+    for name, (message, text) in requests.items():
+        encoded = subprocess.run(
+            [protoc, f"--encode=attnscope.v1.{message}", f"--proto_path={ROOT / 'proto'}",
+             "attnscope/v1/attnscope.proto"],
+            input=text.encode(), capture_output=True, check=True).stdout
+        write("request_proto", name, encoded)
+
+
+def make_http_body():
+    """JSON bodies as the README's curl examples and the dashboard send them."""
+    bodies = {
+        "get_attention": {"model": "default", "text": "Tôi yêu Việt Nam quá", "layers": [3],
+                          "heads": [1]},
+        "get_attention_words": {"text": "나는 오늘 랭체인을 공부한다", "layers": [-1],
+                                "aggregateWords": True, "headAggregation": "HEAD_AGGREGATION_MEAN"},
+        "get_attention_window": {"text": "hello world", "dtype": "DTYPE_FLOAT16", "topK": 3,
+                                 "window": {"queryStart": 1, "keyEnd": 2}, "rollout": True,
+                                 "text_pair": "hi", "tokenization": {"truncation":
+                                 "TRUNCATION_LONGEST_FIRST", "maxLength": 8}},
+        "cross_attention": {"model": "default", "query": "랭체인 뭐야",
+                            "documents": ["오늘 저녁에는 김치찌개를 먹었다",
+                                          "랭체인은 대규모 언어 모델로 애플리케이션을 만드는 프레임워크입니다"],
+                            "layers": [0], "heads": [0], "includeDocumentToQuery": True},
+        "tokenize": {"text": "Tôi yêu Việt Nam quá"},
+        "encode": {"inputs": [{"text": "a", "textPair": "b"}, {"text": "c"}],
+                   "pooling": "POOLING_CLS", "normalize": True, "output_hidden_states": True},
+        "get_parameter": {"model": "default", "name": "bert.embeddings.position_embeddings.weight",
+                          "rowStart": "2", "rowEnd": 5, "dtype": 2},
+    }
+    for name, body in bodies.items():
+        write("http_body", name, json.dumps(body, ensure_ascii=False))
+    write("http_body", "empty", "")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", default=str(ROOT.parent / "shared"))
+    parser.add_argument("--protoc", default="protoc")
+    args = parser.parse_args()
+    shared = pathlib.Path(args.shared)
+    shutil.rmtree(CORPUS, ignore_errors=True)
+    for target in ["safetensors", "model_config", "tokenizer_config", "tokenizer_json",
+                   "wordpiece", "sentencepiece", "request_proto", "http_body"]:
+        (CORPUS / target).mkdir(parents=True)
+    make_safetensors()
+    make_model_config(shared)
+    make_tokenizer_config(shared)
+    make_tokenizer_json()
+    make_texts(shared)
+    make_request_proto(args.protoc)
+    make_http_body()
+
+
+if __name__ == "__main__":
+    main()

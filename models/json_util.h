@@ -1,0 +1,25 @@
+// A guard for JSON documents read from outside (request bodies, checkpoint and tokenizer files).
+#ifndef ATTNSCOPE_MODELS_JSON_UTIL_H_
+#define ATTNSCOPE_MODELS_JSON_UTIL_H_
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+
+namespace attnscope {
+
+// The deepest nesting accepted: protobuf's JSON parser refuses deeper messages too, and no Hugging
+// Face file nests more than a handful of levels.
+inline constexpr int kMaxJsonDepth = 100;
+
+// InvalidArgument "<what>: expected JSON nested at most 100 levels deep, got N" when `json` nests
+// deeper than kMaxJsonDepth. nlohmann parses and destroys any depth without recursion, but its
+// dump(), copies and comparisons recurse once per level: 100 KB of '[' that parse fine overflowed
+// the stack of the code that then printed the value into an error message
+// (fuzz/regressions/*/deep_nesting). Call this right after parsing, before the document is dumped
+// or copied. The depth is counted without recursion.
+absl::Status CheckJsonDepth(const nlohmann::json& json, absl::string_view what);
+
+}  // namespace attnscope
+
+#endif  // ATTNSCOPE_MODELS_JSON_UTIL_H_

@@ -1,0 +1,167 @@
+#include "server/query_convert.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace attnscope::server {
+namespace {
+
+absl::StatusOr<OutputDType> ToOutputDType(v1::DType dtype) {
+  switch (dtype) {
+    case v1::DTYPE_UNSPECIFIED:
+    case v1::DTYPE_FLOAT32:
+      return OutputDType::kFloat32;
+    case v1::DTYPE_FLOAT16:
+      return OutputDType::kFloat16;
+    case v1::DTYPE_BFLOAT16:
+      return OutputDType::kBFloat16;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("dtype ",
+                       v1::DType_Name(dtype).empty() ? absl::StrCat(static_cast<int>(dtype))
+                                                     : v1::DType_Name(dtype),
+                       ": expected DTYPE_FLOAT32, DTYPE_FLOAT16 or DTYPE_BFLOAT16; fix `dtype`"));
+  }
+}
+
+absl::StatusOr<HeadAggregation> ToAggregation(v1::HeadAggregation aggregation) {
+  switch (aggregation) {
+    case v1::HEAD_AGGREGATION_UNSPECIFIED:
+    case v1::HEAD_AGGREGATION_NONE:
+      return HeadAggregation::kNone;
+    case v1::HEAD_AGGREGATION_MEAN:
+      return HeadAggregation::kMean;
+    case v1::HEAD_AGGREGATION_MAX:
+      return HeadAggregation::kMax;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "head_aggregation ", static_cast<int>(aggregation),
+          ": expected HEAD_AGGREGATION_NONE, HEAD_AGGREGATION_MEAN or HEAD_AGGREGATION_MAX"));
+  }
+}
+
+absl::StatusOr<TokenizationQuery> ToTokenization(const v1::TokenizationOptions& options) {
+  TokenizationQuery query;
+  switch (options.truncation()) {
+    case v1::TRUNCATION_UNSPECIFIED:
+      break;
+    case v1::TRUNCATION_NONE:
+      query.truncation = Truncation::kNone;
+      break;
+    case v1::TRUNCATION_LONGEST_FIRST:
+      query.truncation = Truncation::kLongestFirst;
+      break;
+    case v1::TRUNCATION_ONLY_FIRST:
+      query.truncation = Truncation::kOnlyFirst;
+      break;
+    case v1::TRUNCATION_ONLY_SECOND:
+      query.truncation = Truncation::kOnlySecond;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tokenization.truncation ", static_cast<int>(options.truncation()),
+          ": expected one of TRUNCATION_NONE, TRUNCATION_LONGEST_FIRST, TRUNCATION_ONLY_FIRST, "
+          "TRUNCATION_ONLY_SECOND"));
+  }
+  query.max_length = options.max_length();
+  query.skip_special_tokens = options.skip_special_tokens();
+  return query;
+}
+
+template <typename Request>
+TextInput ToTextInput(const Request& request) {
+  TextInput input;
+  input.text = request.text();
+  if (request.has_text_pair()) input.text_pair = request.text_pair();
+  return input;
+}
+
+std::vector<int32_t> ToVector(const google::protobuf::RepeatedField<int32_t>& values) {
+  return {values.begin(), values.end()};
+}
+
+}  // namespace
+
+absl::StatusOr<TokenizeQuery> ToQuery(const v1::TokenizeRequest& request) {
+  TokenizeQuery query;
+  query.model = request.model();
+  query.input = ToTextInput(request);
+  ATTNSCOPE_ASSIGN_OR_RETURN(query.tokenization, ToTokenization(request.tokenization()));
+  return query;
+}
+
+absl::StatusOr<AttentionQuery> ToQuery(const v1::GetAttentionRequest& request) {
+  AttentionQuery query;
+  query.model = request.model();
+  query.input = ToTextInput(request);
+  ATTNSCOPE_ASSIGN_OR_RETURN(query.tokenization, ToTokenization(request.tokenization()));
+  query.layers = ToVector(request.layers());
+  query.heads = ToVector(request.heads());
+  ATTNSCOPE_ASSIGN_OR_RETURN(query.head_aggregation, ToAggregation(request.head_aggregation()));
+  query.rollout = request.rollout();
+  query.include_scores = request.include_scores();
+  ATTNSCOPE_ASSIGN_OR_RETURN(query.dtype, ToOutputDType(request.dtype()));
+  query.top_k = request.top_k();
+  const v1::Window& window = request.window();
+  query.window = {window.query_start(), window.query_end(), window.key_start(), window.key_end()};
+  query.aggregate_words = request.aggregate_words();
+  return query;
+}
+
+absl::StatusOr<EncodeQuery> ToQuery(const v1::EncodeRequest& request) {
+  EncodeQuery query;
+  query.model = request.model();
+  for (const v1::EncodeInput& input : request.inputs()) {
+    query.inputs.push_back(ToTextInput(input));
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(query.tokenization, ToTokenization(request.tokenization()));
+  query.output_hidden_states = request.output_hidden_states();
+  switch (request.pooling()) {
+    case v1::POOLING_UNSPECIFIED:
+    case v1::POOLING_NONE:
+      break;
+    case v1::POOLING_CLS:
+      query.pooling = Pooling::kCls;
+      break;
+    case v1::POOLING_MEAN:
+      query.pooling = Pooling::kMean;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("pooling ", static_cast<int>(request.pooling()),
+                       ": expected POOLING_NONE, POOLING_CLS or POOLING_MEAN"));
+  }
+  query.normalize = request.normalize();
+  ATTNSCOPE_ASSIGN_OR_RETURN(query.dtype, ToOutputDType(request.dtype()));
+  return query;
+}
+
+absl::StatusOr<CrossAttentionQuery> ToQuery(const v1::CrossAttentionRequest& request) {
+  CrossAttentionQuery query;
+  query.model = request.model();
+  query.query = request.query();
+  query.documents = {request.documents().begin(), request.documents().end()};
+  ATTNSCOPE_ASSIGN_OR_RETURN(query.tokenization, ToTokenization(request.tokenization()));
+  query.layers = ToVector(request.layers());
+  query.heads = ToVector(request.heads());
+  ATTNSCOPE_ASSIGN_OR_RETURN(query.head_aggregation, ToAggregation(request.head_aggregation()));
+  query.include_document_to_query = request.include_document_to_query();
+  ATTNSCOPE_ASSIGN_OR_RETURN(query.dtype, ToOutputDType(request.dtype()));
+  return query;
+}
+
+absl::StatusOr<ParameterQuery> ToQuery(const v1::GetParameterRequest& request) {
+  ParameterQuery query;
+  query.model = request.model();
+  query.name = request.name();
+  ATTNSCOPE_ASSIGN_OR_RETURN(query.dtype, ToOutputDType(request.dtype()));
+  query.row_start = request.row_start();
+  query.row_end = request.row_end();
+  return query;
+}
+
+}  // namespace attnscope::server
