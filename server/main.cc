@@ -93,6 +93,7 @@ int main(int argc, char** argv) {
   // Before any thread exists, so that every thread inherits the mask and only RunServer's
   // sigwait sees the shutdown signals.
   attnscope::server::BlockShutdownSignals();
+  attnscope::server::IgnoreBrokenPipes();
   // --help lists the flags of this file; absl's default looks for a file named after the binary.
   absl::FlagsUsageConfig usage_config;
   usage_config.contains_help_flags = [](absl::string_view path) {

@@ -61,6 +61,8 @@ void BlockShutdownSignals() {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 }
 
+void IgnoreBrokenPipes() { signal(SIGPIPE, SIG_IGN); }
+
 absl::StatusOr<std::vector<LoadedModel::Options>> ResolveModels(const ModelSources& sources) {
   std::vector<LoadedModel::Options> models;
   std::set<std::string> names;

@@ -75,6 +75,12 @@ absl::Status RunServer(const ServerOptions& options);
 // RunServer can wait for them synchronously.
 void BlockShutdownSignals();
 
+// Makes writes to a connection the peer has closed fail with EPIPE instead of raising SIGPIPE,
+// whose default action ends the process. gRPC sends with MSG_NOSIGNAL, but OpenSSL, under the
+// HTTPS listener, writes with write(2) (a test client refused by mutual TLS was once ended by
+// SIGPIPE that way); one client hanging up must never stop the server for everyone.
+void IgnoreBrokenPipes();
+
 }  // namespace attnscope::server
 
 #endif  // ATTNSCOPE_SERVER_SERVER_H_
