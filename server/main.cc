@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "models/gemm.h"
 #include "server/server.h"
 
@@ -84,6 +85,15 @@ ABSL_FLAG(int, worker_threads, kDefaults.worker_threads,
 ABSL_FLAG(int, max_concurrent_requests, kDefaults.service.max_concurrent_requests,
           "Calls handled at once, running or waiting their turn; more fail at once with "
           "RESOURCE_EXHAUSTED. 0 = no limit.");
+ABSL_FLAG(int, max_batch_size, kDefaults.service.batching.max_batch_size,
+          "Most inputs in one forward pass: concurrent GetAttention, StreamAttention, Encode and "
+          "CrossAttention calls for the same model run as one padded batch. 1 = no batching.");
+ABSL_FLAG(int64_t, max_batch_tokens, kDefaults.service.batching.max_batch_tokens,
+          "Most padded tokens (inputs x longest input) in one forward pass; bounds its memory.");
+ABSL_FLAG(int64_t, max_queue_delay_microseconds,
+          absl::ToInt64Microseconds(kDefaults.service.batching.max_queue_delay),
+          "How long a call may wait for others to fill its batch; 0 = batch only what queued "
+          "while the previous pass ran (no added latency).");
 ABSL_FLAG(double, shutdown_grace_seconds, kDefaults.shutdown_grace_seconds,
           "After SIGTERM/SIGINT, how long in-flight calls may run before they are cancelled.");
 
@@ -132,6 +142,10 @@ int main(int argc, char** argv) {
   options.service.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   options.service.max_concurrent_requests = absl::GetFlag(FLAGS_max_concurrent_requests);
   options.service.max_stream_message_bytes = absl::GetFlag(FLAGS_max_stream_message_bytes);
+  options.service.batching.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
+  options.service.batching.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  options.service.batching.max_queue_delay =
+      absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_microseconds));
   options.worker_threads = absl::GetFlag(FLAGS_worker_threads);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   if (const absl::Status invalid = attnscope::server::ValidateServerOptions(options);

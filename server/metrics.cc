@@ -86,8 +86,17 @@ Metrics::Metrics()
                            .Register(*registry_);
   queue_wait_family_ = &prometheus::BuildHistogram()
                             .Name("attnscope_queue_wait_seconds")
-                            .Help("Time a call waited for the inference thread, by model.")
+                            .Help("Time a call waited for its forward pass to start, by model.")
                             .Register(*registry_);
+  batch_size_family_ = &prometheus::BuildHistogram()
+                            .Name("attnscope_batch_size")
+                            .Help("Inputs in one forward pass (dynamic batching), by model.")
+                            .Register(*registry_);
+  batch_tokens_family_ =
+      &prometheus::BuildHistogram()
+           .Name("attnscope_batch_tokens")
+           .Help("Padded tokens (inputs x longest input) in one forward pass, by model.")
+           .Register(*registry_);
   auto& rejections = prometheus::BuildCounter()
                          .Name("attnscope_rejected_requests_total")
                          .Help(
@@ -135,10 +144,13 @@ void Metrics::AddModel(const LoadedModel& model) {
              {"heads", absl::StrCat(config.num_attention_heads)}})
       .Set(1);
   model_load_seconds_->Add({{"model", model.name()}}).Set(model.load_seconds());
-  inference_duration_[model.name()] =
-      &inference_family_->Add({{"model", model.name()}}, DurationBuckets());
-  queue_wait_[model.name()] =
-      &queue_wait_family_->Add({{"model", model.name()}}, DurationBuckets());
+  const prometheus::Labels labels = {{"model", model.name()}};
+  per_model_[model.name()] = {
+      &inference_family_->Add(labels, DurationBuckets()),
+      &queue_wait_family_->Add(labels, DurationBuckets()),
+      &batch_size_family_->Add(labels, PowersOf(2, 1, 8)),
+      &batch_tokens_family_->Add(labels, PowersOf(2, 16, 12)),
+  };
   AddRequestDurations(model.name());
 }
 
@@ -152,7 +164,9 @@ void Metrics::AddRequestDurations(const std::string& model) {
 }
 
 void Metrics::RecordQueueWait(const std::string& model, double seconds) {
-  if (auto it = queue_wait_.find(model); it != queue_wait_.end()) it->second->Observe(seconds);
+  if (auto it = per_model_.find(model); it != per_model_.end()) {
+    it->second.queue_wait->Observe(seconds);
+  }
 }
 
 void Metrics::RecordRejection(absl::string_view reason) {
@@ -178,9 +192,12 @@ void Metrics::RecordTokenization(double seconds, int64_t tokens) {
   input_tokens_->Observe(static_cast<double>(tokens));
 }
 
-void Metrics::RecordInference(const std::string& model, double seconds) {
-  if (auto it = inference_duration_.find(model); it != inference_duration_.end()) {
-    it->second->Observe(seconds);
+void Metrics::RecordForwardPass(const std::string& model, int64_t sequences, int64_t padded_tokens,
+                                double seconds) {
+  if (auto it = per_model_.find(model); it != per_model_.end()) {
+    it->second.inference_duration->Observe(seconds);
+    it->second.batch_size->Observe(static_cast<double>(sequences));
+    it->second.batch_tokens->Observe(static_cast<double>(padded_tokens));
   }
 }
 

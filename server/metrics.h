@@ -53,14 +53,17 @@ class Metrics {
                      absl::string_view code, double seconds);
   // attnscope_tokenization_duration_seconds and attnscope_input_tokens, once per encoded input.
   void RecordTokenization(double seconds, int64_t tokens);
-  // attnscope_queue_wait_seconds{model}: how long a call waited for the inference thread.
+  // attnscope_queue_wait_seconds{model}: how long a call waited for its forward pass to start.
   void RecordQueueWait(const std::string& model, double seconds);
   // attnscope_rejected_requests_total{reason}: calls refused before they ran, `reason` one of
   // "unauthenticated" (UNAUTHENTICATED), "concurrency_limit" (RESOURCE_EXHAUSTED), "loading" and
   // "draining" (UNAVAILABLE).
   void RecordRejection(absl::string_view reason);
-  // attnscope_inference_duration_seconds{model}: one forward pass (a batch counts once).
-  void RecordInference(const std::string& model, double seconds);
+  // One forward pass (a batch counts once): attnscope_inference_duration_seconds{model},
+  // attnscope_batch_size{model} (inputs in the pass) and attnscope_batch_tokens{model} (inputs x
+  // longest input: the padded tokens the pass computed).
+  void RecordForwardPass(const std::string& model, int64_t sequences, int64_t padded_tokens,
+                         double seconds);
   // attnscope_response_bytes: serialized size of a unary response or of a whole stream.
   void RecordResponseBytes(int64_t bytes);
   // attnscope_inflight_requests.
@@ -80,10 +83,17 @@ class Metrics {
       request_duration_;
   prometheus::Histogram* tokenization_duration_;
   prometheus::Family<prometheus::Histogram>* inference_family_;
-  // Filled by AddModel before serving starts, read-only afterwards.
-  std::map<std::string, prometheus::Histogram*, std::less<>> inference_duration_;
   prometheus::Family<prometheus::Histogram>* queue_wait_family_;
-  std::map<std::string, prometheus::Histogram*, std::less<>> queue_wait_;
+  prometheus::Family<prometheus::Histogram>* batch_size_family_;
+  prometheus::Family<prometheus::Histogram>* batch_tokens_family_;
+  struct ModelHistograms {
+    prometheus::Histogram* inference_duration;
+    prometheus::Histogram* queue_wait;
+    prometheus::Histogram* batch_size;
+    prometheus::Histogram* batch_tokens;
+  };
+  // Filled by AddModel before serving starts, read-only afterwards.
+  std::map<std::string, ModelHistograms, std::less<>> per_model_;
   // Keyed by reason; every reason is added up front.
   std::map<std::string, prometheus::Counter*, std::less<>> rejections_;
   prometheus::Histogram* input_tokens_;

@@ -174,7 +174,15 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
                        ": expected 0 (each model's max_position_embeddings) or more"));
     }
   }
+  const ForwardBatcher::Options& batching = options.service.batching;
+  if (batching.max_batch_size < 1 || batching.max_batch_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_batch_size ", batching.max_batch_size, " / --max_batch_tokens ",
+                     batching.max_batch_tokens,
+                     ": expected at least 1 each; --max_batch_size 1 turns dynamic batching off"));
+  }
   const std::pair<const char*, double> counts[] = {
+      {"--max_queue_delay_microseconds", absl::ToDoubleMicroseconds(batching.max_queue_delay)},
       {"--worker_threads", options.worker_threads},
       {"--max_concurrent_requests", options.service.max_concurrent_requests},
       {"--shutdown_grace_seconds", options.shutdown_grace_seconds}};

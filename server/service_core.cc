@@ -58,8 +58,9 @@ class ServiceCore::Observer : public RequestObserver {
   void OnQueueWait(const std::string& model, double seconds) override {
     metrics_->RecordQueueWait(model, seconds);
   }
-  void OnForward(const std::string& model, double seconds) override {
-    metrics_->RecordInference(model, seconds);
+  void OnForward(const std::string& model, int64_t /*calls*/, int64_t sequences,
+                 int64_t padded_tokens, double seconds) override {
+    metrics_->RecordForwardPass(model, sequences, padded_tokens, seconds);
   }
 
  private:
@@ -77,6 +78,7 @@ ServiceCore::~ServiceCore() = default;
 void ServiceCore::SetModels(std::vector<std::unique_ptr<LoadedModel>> models) {
   RequestRunner::Options options;
   options.max_response_bytes = options_.max_response_bytes;
+  options.batching = options_.batching;
   runner_ = std::make_unique<RequestRunner>(options, std::move(models), observer_.get());
   ready_.store(true);
 }

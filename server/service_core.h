@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "attnscope/v1/attnscope.pb.h"
 #include "common/limits.h"
+#include "models/requests/batcher.h"
 #include "server/metrics.h"
 #include "server/security.h"
 
@@ -32,13 +33,15 @@ namespace attnscope::server {
 struct ServiceOptions {
   // Unary responses whose serialized size would exceed this fail with RESOURCE_EXHAUSTED.
   int64_t max_response_bytes = kDefaultMaxResponseBytes;
-  // Calls handled at once, over both transports, running or waiting for the inference thread;
+  // Calls handled at once, over both transports, running or waiting for their forward pass;
   // more fail with RESOURCE_EXHAUSTED at once. 0 = no limit. 64 takes 32 busy clients without a
   // refusal (16 refused 97% of such a load) while bounding the answers held in memory.
   int max_concurrent_requests = 64;
   // Largest tensor data in one StreamAttention message; bigger layers are sent in pieces. Well
   // under gRPC's default 4 MiB receive limit, so that any client reads any stream.
   int64_t max_stream_message_bytes = int64_t{1} << 20;
+  // Dynamic batching of forward passes (models/requests/batcher.h).
+  ForwardBatcher::Options batching;
 };
 
 // Longest error message sent to a client, in bytes. gRPC carries the message in the trailing

@@ -154,7 +154,10 @@ std::string TooLargeMessage(absl::string_view rpc, int64_t bytes, int64_t cap,
 RequestRunner::RequestRunner(const Options& options,
                              std::vector<std::unique_ptr<LoadedModel>> models,
                              RequestObserver* observer)
-    : options_(options), models_(std::move(models)), observer_(observer) {}
+    : options_(options),
+      models_(std::move(models)),
+      observer_(observer),
+      batcher_(options.batching, observer) {}
 
 absl::StatusOr<const LoadedModel*> RequestRunner::FindModel(const std::string& name) const {
   if (models_.empty()) return absl::UnavailableError("no model is loaded yet");
@@ -196,34 +199,6 @@ absl::StatusOr<EncodedText> RequestRunner::EncodeInput(const LoadedModel& model,
   encoded.original_texts = OriginalTexts(encoding, input.text, input.text_pair.value_or(""));
   encoded.encoding = std::move(encoding);
   return encoded;
-}
-
-absl::StatusOr<BatchOutput> RequestRunner::Forward(const LoadedModel& model,
-                                                   std::vector<Encoding> encodings,
-                                                   ForwardOptions options,
-                                                   const CallCheck& check) const {
-  if (check) {
-    options.on_layer_done = [&check](int64_t layer) {
-      return check(absl::StrCat("after layer ", layer));
-    };
-  }
-  absl::StatusOr<BatchOutput> output;
-  const Clock::time_point queued = Clock::now();
-  inference_thread_.Run([&] {
-    if (observer_ != nullptr) observer_->OnQueueWait(model.name(), SecondsSince(queued));
-    // Checked when the call's turn comes, not before it queues: it may expire while it waits.
-    if (check) {
-      if (absl::Status status = check("before the forward pass"); !status.ok()) {
-        output = status;
-        return;
-      }
-    }
-    const Clock::time_point start = Clock::now();
-    output = model.Run(std::move(encodings), std::move(options));
-    if (output.ok() && observer_ != nullptr)
-      observer_->OnForward(model.name(), SecondsSince(start));
-  });
-  return output;
 }
 
 absl::StatusOr<TokenizeAnswer> RequestRunner::Tokenize(const TokenizeQuery& query) const {
@@ -298,7 +273,7 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
   forward.output_logits = false;
   std::vector<Encoding> batch_input = {answer.tokens.encoding};
   ATTNSCOPE_ASSIGN_OR_RETURN(BatchOutput batch,
-                             Forward(*answer.model, std::move(batch_input), forward, check));
+                             batcher_.Run(*answer.model, std::move(batch_input), forward, check));
   auto unit_attention = [&](const torch::Tensor& tokens) -> absl::StatusOr<torch::Tensor> {
     if (!query.aggregate_words) return tokens;
     return AggregateWords(tokens, spans);
@@ -365,7 +340,7 @@ absl::StatusOr<EncodeAnswer> RequestRunner::RunEncode(const EncodeQuery& query,
     answer.results.emplace_back().tokens = std::move(tokens);
   }
   // Refuse before the forward pass, as GetAttention does: the tensors' size is known from the
-  // token counts, and an over-cap answer would hold the inference thread only to be dropped.
+  // token counts, and an over-cap answer would hold the forward pass only to be dropped.
   const ModelConfig& config = answer.model->config();
   int64_t tokens = 0;
   for (const Encoding& encoding : encodings) tokens += static_cast<int64_t>(encoding.size());
@@ -382,7 +357,7 @@ absl::StatusOr<EncodeAnswer> RequestRunner::RunEncode(const EncodeQuery& query,
   forward.output_logits = false;
   forward.output_hidden_states = query.output_hidden_states;
   ATTNSCOPE_ASSIGN_OR_RETURN(BatchOutput batch,
-                             Forward(*answer.model, std::move(encodings), forward, check));
+                             batcher_.Run(*answer.model, std::move(encodings), forward, check));
   torch::Tensor pooled;
   if (query.pooling.has_value()) {
     ATTNSCOPE_ASSIGN_OR_RETURN(pooled, PoolHiddenStates(batch.forward.last_hidden_state,
@@ -482,7 +457,7 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
   ForwardOptions forward;
   forward.output_logits = model.model().has_classifier();
   ATTNSCOPE_ASSIGN_OR_RETURN(BatchOutput batch,
-                             Forward(model, std::move(encodings), forward, check));
+                             batcher_.Run(model, std::move(encodings), forward, check));
   for (size_t b = 0; b < answer.documents.size(); ++b) {
     DocumentAnswer& result = answer.documents[b];
     const int64_t length = static_cast<int64_t>(result.tokens.encoding.size());

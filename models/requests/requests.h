@@ -33,7 +33,7 @@
 #include "common/limits.h"
 #include "models/attention_ops.h"
 #include "models/engine.h"
-#include "models/requests/inference_thread.h"
+#include "models/requests/batcher.h"
 
 namespace attnscope {
 
@@ -67,11 +67,6 @@ struct EncodedText {
   Encoding encoding;
   std::vector<std::string> original_texts;
 };
-
-// Called before the forward pass (when the call's turn on the inference thread comes) and after
-// each layer, with a description of the moment ("after layer 3"); a non-OK status
-// (DeadlineExceeded, Cancelled) stops the call. Empty = never stops.
-using CallCheck = std::function<absl::Status(absl::string_view when)>;
 
 // Whether an answer is sent as one message (size-checked against the cap before the forward pass)
 // or streamed layer by layer (no cap).
@@ -269,26 +264,26 @@ struct TrainingRecordAnswer {
   std::string record_json;
 };
 
-// Events of the request layer, for metrics. Called on the calling thread (tokenization) or the
-// inference thread (forward passes); implementations must be thread-safe.
-class RequestObserver {
+// Events of the request layer, for metrics: tokenization here, queue waits and forward passes from
+// the batcher. Called on the calling thread (tokenization) or the batcher's thread (forward
+// passes); implementations must be thread-safe.
+class RequestObserver : public BatchObserver {
  public:
-  virtual ~RequestObserver() = default;
   // One text or text pair tokenized, in `seconds`, giving `tokens` tokens.
   virtual void OnTokenized(double seconds, int64_t tokens) = 0;
-  // A call for `model` waited `seconds` for its turn on the inference thread.
-  virtual void OnQueueWait(const std::string& model, double seconds) = 0;
-  // One forward pass of `model` (a batch counts once) took `seconds`.
-  virtual void OnForward(const std::string& model, double seconds) = 0;
 };
 
-// Runs queries against the loaded models. Forward passes run one at a time on one inference thread
-// (see inference_thread.h); everything else runs on the calling thread. Thread-safe.
+// Runs queries against the loaded models. Forward passes run one at a time on the batcher's thread,
+// concurrent calls' passes batched together (see batcher.h); everything else runs on the calling
+// thread. Thread-safe.
 class RequestRunner {
  public:
   struct Options {
     // Largest unary answer in bytes (the server's --max_response_bytes).
     int64_t max_response_bytes = kDefaultMaxResponseBytes;
+    // Dynamic batching of the forward passes of GetAttention, StreamAttention, Encode and
+    // CrossAttention.
+    ForwardBatcher::Options batching;
   };
 
   // `observer` may be null; it must outlive the runner.
@@ -324,14 +319,11 @@ class RequestRunner {
   absl::StatusOr<EncodedText> EncodeInput(const LoadedModel& model, const TextInput& input,
                                           const TextOptions& options,
                                           absl::string_view field_prefix) const;
-  // Runs a batch on the inference thread, with `check` before the pass and between layers.
-  absl::StatusOr<BatchOutput> Forward(const LoadedModel& model, std::vector<Encoding> encodings,
-                                      ForwardOptions options, const CallCheck& check) const;
 
   const Options options_;
   const std::vector<std::unique_ptr<LoadedModel>> models_;
   RequestObserver* const observer_;
-  mutable InferenceThread inference_thread_;
+  mutable ForwardBatcher batcher_;
 };
 
 // What shrinks an over-cap GetAttention answer, among the fixes `query` does not already use (e.g.

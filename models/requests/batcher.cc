@@ -1,0 +1,236 @@
+#include "models/requests/batcher.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+
+namespace attnscope {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Rows [start, start + count) of a batch tensor; undefined stays undefined.
+torch::Tensor Rows(const torch::Tensor& tensor, int64_t start, int64_t count) {
+  return tensor.defined() ? tensor.narrow(0, start, count) : tensor;
+}
+
+}  // namespace
+
+struct ForwardBatcher::Call {
+  const LoadedModel* model = nullptr;
+  std::vector<Encoding> encodings;
+  ForwardOptions options;
+  const CallCheck* check = nullptr;
+  Clock::time_point queued;
+  int64_t longest = 0;
+  absl::StatusOr<BatchOutput> result;
+  absl::Notification done;
+
+  // Whether `other` may share this call's forward pass: same model, same outputs.
+  bool SharesPassWith(const Call& other) const {
+    return model == other.model && options.output_attentions == other.options.output_attentions &&
+           options.output_hidden_states == other.options.output_hidden_states &&
+           options.output_attention_scores == other.options.output_attention_scores &&
+           options.output_logits == other.options.output_logits;
+  }
+};
+
+ForwardBatcher::ForwardBatcher(const Options& options, BatchObserver* observer)
+    : options_(options), observer_(observer), thread_([this] { Loop(); }) {}
+
+ForwardBatcher::~ForwardBatcher() {
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+absl::StatusOr<BatchOutput> ForwardBatcher::Run(const LoadedModel& model,
+                                                std::vector<Encoding> encodings,
+                                                const ForwardOptions& options,
+                                                const CallCheck& check) {
+  Call call;
+  call.model = &model;
+  call.encodings = std::move(encodings);
+  call.options = options;
+  call.options.on_layer_done = nullptr;
+  call.check = check ? &check : nullptr;
+  for (const Encoding& encoding : call.encodings) {
+    call.longest = std::max<int64_t>(call.longest, static_cast<int64_t>(encoding.size()));
+  }
+  call.queued = Clock::now();
+  {
+    absl::MutexLock lock(&mutex_);
+    queue_.push_back(&call);
+  }
+  call.done.WaitForNotification();
+  return std::move(call.result);
+}
+
+std::vector<ForwardBatcher::Call*> ForwardBatcher::PlanBatch(bool* full) const {
+  std::vector<Call*> batch;
+  *full = false;
+  const Call& oldest = *queue_.front();
+  int64_t sequences = 0;
+  int64_t longest = 0;
+  for (Call* call : queue_) {
+    if (!batch.empty()) {
+      if (!oldest.SharesPassWith(*call)) continue;
+      const int64_t more = sequences + static_cast<int64_t>(call->encodings.size());
+      if (more > options_.max_batch_size ||
+          more * std::max(longest, call->longest) > options_.max_batch_tokens) {
+        *full = true;
+        continue;
+      }
+    }
+    batch.push_back(call);
+    sequences += static_cast<int64_t>(call->encodings.size());
+    longest = std::max(longest, call->longest);
+  }
+  if (sequences >= options_.max_batch_size) *full = true;
+  return batch;
+}
+
+bool ForwardBatcher::OldestBatchIsFullOrStopping() const {
+  if (stopping_) return true;
+  bool full = false;
+  PlanBatch(&full);
+  return full;
+}
+
+bool ForwardBatcher::HasWorkOrStopping() const { return stopping_ || !queue_.empty(); }
+
+void ForwardBatcher::Loop() {
+  while (true) {
+    std::vector<Call*> batch;
+    {
+      absl::MutexLock lock(&mutex_);
+      mutex_.Await(absl::Condition(this, &ForwardBatcher::HasWorkOrStopping));
+      if (queue_.empty()) return;  // stopping, and nothing left to run
+      if (options_.max_queue_delay > absl::ZeroDuration()) {
+        const absl::Duration waited = absl::FromChrono(Clock::now() - queue_.front()->queued);
+        if (waited < options_.max_queue_delay) {
+          mutex_.AwaitWithTimeout(
+              absl::Condition(this, &ForwardBatcher::OldestBatchIsFullOrStopping),
+              options_.max_queue_delay - waited);
+        }
+      }
+      bool full = false;
+      batch = PlanBatch(&full);
+      for (Call* call : batch) queue_.erase(std::find(queue_.begin(), queue_.end(), call));
+    }
+    RunBatch(std::move(batch));
+  }
+}
+
+void ForwardBatcher::RunBatch(std::vector<Call*> batch) {
+  // A call is finished (and may be gone: its caller returns) once its Notification fires, so
+  // everything needed afterwards is copied out first.
+  auto finish = [](Call* call, absl::StatusOr<BatchOutput> result) {
+    call->result = std::move(result);
+    call->done.Notify();
+  };
+  std::vector<Call*> live;
+  for (Call* call : batch) {
+    if (observer_ != nullptr)
+      observer_->OnQueueWait(call->model->name(), SecondsSince(call->queued));
+    // Checked when the call's turn comes, not when it queues: it may expire while it waits.
+    if (call->check != nullptr) {
+      if (absl::Status status = (*call->check)("before the forward pass"); !status.ok()) {
+        finish(call, std::move(status));
+        continue;
+      }
+    }
+    live.push_back(call);
+  }
+  if (live.empty()) return;
+
+  const LoadedModel& model = *live.front()->model;
+  ForwardOptions options = live.front()->options;
+  std::vector<Encoding> encodings;
+  std::vector<int64_t> starts;
+  std::vector<int64_t> counts;
+  int64_t longest = 0;
+  for (Call* call : live) {
+    starts.push_back(static_cast<int64_t>(encodings.size()));
+    counts.push_back(static_cast<int64_t>(call->encodings.size()));
+    longest = std::max(longest, call->longest);
+    for (Encoding& encoding : call->encodings) encodings.push_back(std::move(encoding));
+  }
+  const int64_t sequences = static_cast<int64_t>(encodings.size());
+
+  // A call that stops between layers is answered at once; the pass goes on for the others and
+  // stops only when none is left, so that a cancelled call alone stops using the CPU.
+  std::vector<bool> finished(live.size(), false);
+  size_t stopped = 0;
+  options.on_layer_done = [&](int64_t layer) -> absl::Status {
+    absl::Status last;
+    const std::string when = absl::StrCat("after layer ", layer);
+    for (size_t i = 0; i < live.size(); ++i) {
+      if (finished[i] || live[i]->check == nullptr) continue;
+      absl::Status status = (*live[i]->check)(when);
+      if (status.ok()) continue;
+      last = status;
+      finished[i] = true;
+      ++stopped;
+      finish(live[i], std::move(status));
+    }
+    return stopped == live.size() ? last : absl::OkStatus();
+  };
+
+  const Clock::time_point start = Clock::now();
+  absl::StatusOr<BatchOutput> output;
+  try {
+    output = model.Run(std::move(encodings), std::move(options));
+  } catch (const std::exception& e) {
+    output =
+        absl::InternalError(absl::StrCat("forward pass of model '", model.name(), "': ", e.what()));
+  }
+  if (output.ok() && observer_ != nullptr) {
+    observer_->OnForward(model.name(), static_cast<int64_t>(live.size()), sequences,
+                         sequences * longest, SecondsSince(start));
+  }
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (finished[i]) continue;
+    if (!output.ok()) {
+      finish(live[i], output.status());
+      continue;
+    }
+    if (live.size() == 1) {
+      finish(live[i], std::move(output));
+      break;
+    }
+    BatchOutput mine;
+    const int64_t begin = starts[i];
+    const int64_t count = counts[i];
+    for (int64_t b = begin; b < begin + count; ++b) {
+      mine.encodings.push_back(std::move(output->encodings[b]));
+    }
+    const ForwardOutput& all = output->forward;
+    mine.forward.last_hidden_state = Rows(all.last_hidden_state, begin, count);
+    for (const torch::Tensor& hidden : all.hidden_states) {
+      mine.forward.hidden_states.push_back(Rows(hidden, begin, count));
+    }
+    for (const torch::Tensor& attention : all.attentions) {
+      mine.forward.attentions.push_back(Rows(attention, begin, count));
+    }
+    for (const torch::Tensor& scores : all.attention_scores) {
+      mine.forward.attention_scores.push_back(Rows(scores, begin, count));
+    }
+    mine.forward.pooler_output = Rows(all.pooler_output, begin, count);
+    mine.forward.logits = Rows(all.logits, begin, count);
+    mine.attention_mask = Rows(output->attention_mask, begin, count);
+    finish(live[i], std::move(mine));
+  }
+}
+
+}  // namespace attnscope
