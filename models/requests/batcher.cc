@@ -13,6 +13,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Calls whose inputs are all this short share a pass whatever their lengths; longer ones only with
+// calls at least half as long as the longest.
+constexpr int64_t kShortInputTokens = 64;
+
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -82,18 +86,25 @@ std::vector<ForwardBatcher::Call*> ForwardBatcher::PlanBatch(bool* full) const {
   const Call& oldest = *queue_.front();
   int64_t sequences = 0;
   int64_t longest = 0;
+  int64_t shortest = 0;
   for (Call* call : queue_) {
     if (!batch.empty()) {
       if (!oldest.SharesPassWith(*call)) continue;
+      // Padding a short call to a long one costs more than a pass of its own: attention grows
+      // with the square of the padded length.
+      const int64_t new_longest = std::max(longest, call->longest);
+      if (new_longest > std::max(kShortInputTokens, 2 * std::min(shortest, call->longest))) {
+        continue;
+      }
       const int64_t more = sequences + static_cast<int64_t>(call->encodings.size());
-      if (more > options_.max_batch_size ||
-          more * std::max(longest, call->longest) > options_.max_batch_tokens) {
+      if (more > options_.max_batch_size || more * new_longest > options_.max_batch_tokens) {
         *full = true;
         continue;
       }
     }
     batch.push_back(call);
     sequences += static_cast<int64_t>(call->encodings.size());
+    shortest = batch.size() == 1 ? call->longest : std::min(shortest, call->longest);
     longest = std::max(longest, call->longest);
   }
   if (sequences >= options_.max_batch_size) *full = true;

@@ -12,6 +12,10 @@
 // small concurrent calls into fewer, larger matrix products. (Triton serves a model instance the
 // same way: one execution thread.)
 //
+// Calls share a pass only when padding them costs little: up to 64 tokens any lengths do, beyond
+// that the longest input may be at most twice the shortest call's longest (a 5-token call padded to
+// 512 would cost more than a pass of its own).
+//
 // Padding never leaks: padded keys get exactly zero attention (see ForwardOutput), and a batch
 // row's real positions are computed from its own tokens only, so a batched result equals the same
 // call run alone up to float32 rounding of differently shaped matrix products.

@@ -247,6 +247,41 @@ TEST(BatcherTest, PassesStayWithinTheSizeAndTokenBounds) {
   EXPECT_GE(passes.passes().size(), 4u);  // 7 short calls need 3 passes; the big one its own
 }
 
+TEST(BatcherTest, AShortCallIsNotPaddedToALongOne) {
+  PassRecorder passes;
+  ForwardBatcher::Options options;
+  options.max_queue_delay = absl::Seconds(1);
+  std::unique_ptr<RequestRunner> runner = NewRunner(options, &passes);
+  std::vector<int64_t> lengths(3);
+  std::vector<std::function<void()>> calls;
+  for (int i = 0; i < 3; ++i) {
+    calls.push_back([&, i] {
+      AttentionQuery query;
+      query.model = "llama";
+      // About 270, 1 and 200 tokens.
+      for (int j = 0; j < (i == 1 ? 1 : i == 0 ? 30 : 22); ++j) {
+        query.input.text += "once upon a time there was a little girl ";
+      }
+      if (i == 1) query.input.text = "girl";
+      absl::StatusOr<AttentionAnswer> answer = runner->RunAttention(query, {}, Delivery::kUnary);
+      ASSERT_TRUE(answer.ok()) << answer.status();
+      lengths[i] = static_cast<int64_t>(answer->tokens.encoding.size());
+    });
+  }
+  RunConcurrently(calls);
+  ASSERT_GT(lengths[0], 200);
+  ASSERT_LT(lengths[1], 5);
+  ASSERT_GT(lengths[2], lengths[0] / 2);
+  // The two long calls share a pass; the short one is not padded to 270 tokens.
+  std::vector<int64_t> calls_per_pass;
+  for (const PassRecorder::Pass& pass : passes.passes()) calls_per_pass.push_back(pass.calls);
+  std::sort(calls_per_pass.begin(), calls_per_pass.end());
+  EXPECT_EQ(calls_per_pass, (std::vector<int64_t>{1, 2}));
+  for (const PassRecorder::Pass& pass : passes.passes()) {
+    EXPECT_EQ(pass.padded_tokens, pass.calls == 2 ? 2 * lengths[0] : lengths[1]);
+  }
+}
+
 TEST(BatcherTest, ACallThatStopsIsAnsweredAtOnceAndTheRestOfItsPassGoesOn) {
   PassRecorder passes;
   ForwardBatcher::Options options;
