@@ -1,0 +1,122 @@
+// No flag of attnscope-server is silently ignored: every flag its --help lists is either refused
+// with a message naming it when its value cannot work, or (where every value works) shown to
+// change what the server does. The list is read from --help, so a new flag without a case here
+// fails the test.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tests/integration/integration_util.h"
+
+namespace attnscope::testing {
+namespace {
+
+// The flags --help documents, by name.
+std::set<std::string> DocumentedFlags() {
+  const CommandResult help = RunCommand({ServerBinary(), "--help"});
+  const std::string text = help.stdout_text + help.stderr_text;
+  std::set<std::string> flags;
+  const std::regex flag(R"(\n\s+--([a-z_0-9]+) \()");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), flag); it != std::sregex_iterator();
+       ++it) {
+    flags.insert((*it)[1]);
+  }
+  return flags;
+}
+
+// For each flag, a value that cannot work and what the refusal must say.
+struct Refusal {
+  std::vector<std::string> args;
+  std::string message;
+};
+
+const std::map<std::string, Refusal>& Refusals() {
+  static const auto* refusals = new std::map<std::string, Refusal>{
+      {"api_keys_file", {{"--api_keys_file=/nonexistent/keys"}, "--api_keys_file"}},
+      {"http_listen", {{"--http_listen=nohost"}, "--http_listen 'nohost'"}},
+      {"listen", {{"--listen=127.0.0.1:99999"}, "--listen '127.0.0.1:99999'"}},
+      {"max_batch_size", {{"--max_batch_size=0"}, "--max_batch_size 0"}},
+      {"max_batch_tokens", {{"--max_batch_tokens=0"}, "--max_batch_tokens 0"}},
+      {"max_concurrent_requests",
+       {{"--max_concurrent_requests=-1"}, "--max_concurrent_requests -1"}},
+      {"max_queue_delay_microseconds",
+       {{"--max_queue_delay_microseconds=-5"}, "--max_queue_delay_microseconds -5"}},
+      {"max_response_bytes", {{"--max_response_bytes=0"}, "--max_response_bytes 0"}},
+      {"max_stream_message_bytes",
+       {{"--max_stream_message_bytes=0"}, "--max_stream_message_bytes 0"}},
+      {"max_tokens", {{"--max_tokens=-1"}, "--max_tokens -1"}},
+      {"metrics_host",
+       {{"--metrics_host=999.1.1.1", absl::StrCat("--metrics_port=", FreeTcpPort())},
+        "--metrics_host '999.1.1.1'"}},
+      {"metrics_port", {{"--metrics_port=70000"}, "--metrics_port 70000"}},
+      {"model", {{"--model=no-equals-sign"}, "--model 'no-equals-sign'"}},
+      {"model_repository",
+       {{"--model_repository=/nonexistent/models"}, "--model_repository '/nonexistent/models'"}},
+      {"shutdown_grace_seconds", {{"--shutdown_grace_seconds=-1"}, "--shutdown_grace_seconds -1"}},
+      {"tls_cert_file", {{"--tls_cert_file=/nonexistent/cert.pem"}, "--tls_cert_file"}},
+      {"tls_client_ca_file",
+       {{"--tls_client_ca_file=/nonexistent/ca.pem"}, "--tls_client_ca_file"}},
+      {"tls_key_file", {{"--tls_key_file=/nonexistent/key.pem"}, "--tls_key_file"}},
+      {"worker_threads", {{"--worker_threads=-1"}, "--worker_threads -1"}},
+  };
+  return *refusals;
+}
+
+// Flags every value of which can work, checked for their effect below.
+const std::set<std::string> kCheckedForEffect = {"dashboard_dir"};
+
+TEST(ServerFlagsTest, EveryDocumentedFlagIsRefusedWithItsNameOrChangesSomething) {
+  const std::set<std::string> documented = DocumentedFlags();
+  ASSERT_GT(documented.size(), 15u) << "--help lists too few flags; did its format change?";
+  std::set<std::string> covered = kCheckedForEffect;
+  for (const auto& [flag, refusal] : Refusals()) covered.insert(flag);
+  EXPECT_EQ(documented, covered) << "documented: " << absl::StrJoin(documented, " ")
+                                 << "\ncovered: " << absl::StrJoin(covered, " ");
+
+  for (const auto& [flag, refusal] : Refusals()) {
+    std::vector<std::string> argv = {ServerBinary(), "--model=bert=" + TinyBertDir(),
+                                     "--listen=127.0.0.1:0", "--http_listen=127.0.0.1:0",
+                                     "--metrics_port=0"};
+    argv.insert(argv.end(), refusal.args.begin(), refusal.args.end());
+    const CommandResult result = RunCommand(argv, absl::Seconds(60));
+    EXPECT_NE(result.exit_code, 0) << flag << " was accepted: " << absl::StrJoin(refusal.args, " ");
+    EXPECT_NE(result.stderr_text.find(refusal.message), std::string::npos)
+        << flag << ": the refusal does not say '" << refusal.message << "':\n"
+        << result.stderr_text;
+  }
+}
+
+TEST(ServerFlagsTest, DashboardDirIsWhatTheRootPathServes) {
+  TempDir dashboard;
+  std::ofstream(dashboard.path() + "/index.html") << "<title>attnscope flag test</title>";
+  for (const std::string& dir : {dashboard.path(), std::string("/nonexistent/dashboard")}) {
+    ServerProcess::Options options;
+    options.models = {"bert=" + TinyBertDir()};
+    options.extra_flags = {"--dashboard_dir=" + dir};
+    absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    httplib::Client http("127.0.0.1", (*server)->http_port());
+    httplib::Result root = http.Get("/");
+    ASSERT_TRUE(root) << httplib::to_string(root.error());
+    if (dir == dashboard.path()) {
+      EXPECT_EQ(root->status, 200);
+      EXPECT_NE(root->body.find("attnscope flag test"), std::string::npos) << root->body;
+    } else {
+      EXPECT_EQ(root->status, 404);
+      EXPECT_NE(root->body.find("--dashboard_dir '/nonexistent/dashboard'"), std::string::npos)
+          << root->body;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attnscope::testing
