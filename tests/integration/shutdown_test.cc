@@ -31,10 +31,11 @@ struct CallRecord {
 TEST(ShutdownTest, SigtermDrainsInFlightCallsRefusesNewOnesAndExitsZero) {
   TempDir dir;
   BertShape shape;
+  // BERT-base's 12 layers, 12 heads and 512 positions, at half its width.
   shape.layers = 12;
-  shape.hidden = 256;
-  shape.heads = 4;
-  shape.intermediate = 1024;
+  shape.hidden = 384;
+  shape.heads = 12;
+  shape.intermediate = 1536;
   ASSERT_TRUE(WriteRandomBert(shape, dir.path()).ok());
   ServerProcess::Options options;
   options.models = {"mid=" + dir.path()};
@@ -134,10 +135,11 @@ TEST(ShutdownTest, SigtermDuringAStreamExitsWithinTheGracePeriodAndTheStreamComp
   // library teardown waited for an executor thread's poll timer.
   TempDir dir;
   BertShape shape;
+  // BERT-base's 12 layers, 12 heads and 512 positions, at half its width.
   shape.layers = 12;
-  shape.hidden = 256;
-  shape.heads = 4;
-  shape.intermediate = 1024;
+  shape.hidden = 384;
+  shape.heads = 12;
+  shape.intermediate = 1536;
   ASSERT_TRUE(WriteRandomBert(shape, dir.path()).ok());
   constexpr int kGraceSeconds = 5;
   for (int run = 0; run < 3; ++run) {
@@ -154,8 +156,7 @@ TEST(ShutdownTest, SigtermDuringAStreamExitsWithinTheGracePeriodAndTheStreamComp
     v1::GetAttentionRequest request;
     request.set_model("mid");
     request.set_text(RandomBertText(shape, 512));
-    // 2 MiB per layer, sent as two pieces of two heads.
-    request.set_dtype(v1::DTYPE_FLOAT16);
+    // 12 MiB of float32 per layer, sent in pieces of at most 1 MiB.
     std::unique_ptr<grpc::ClientReader<v1::StreamAttentionResponse>> reader =
         stub->StreamAttention(&context, request);
     v1::StreamAttentionResponse message;
@@ -165,7 +166,10 @@ TEST(ShutdownTest, SigtermDuringAStreamExitsWithinTheGracePeriodAndTheStreamComp
     server.Signal(SIGTERM);
     int layers = 0;
     while (reader->Read(&message)) {
-      layers += message.has_layer() && message.layer().head_offset() == 0 ? 1 : 0;
+      layers += message.has_layer() && message.layer().head_offset() == 0 &&
+                        message.layer().query_offset() == 0
+                    ? 1
+                    : 0;
     }
     const grpc::Status status = reader->Finish();
     EXPECT_TRUE(status.ok()) << status.error_message() << server.Log();
