@@ -38,12 +38,13 @@ struct ForwardBatcher::Call {
   absl::StatusOr<BatchOutput> result;
   absl::Notification done;
 
-  // Whether `other` may share this call's forward pass: same model, same outputs.
+  // Whether `other` may share this call's forward pass: the same model, and pre-softmax scores
+  // for both or neither (they double a pass's memory). The other outputs are taken for all when
+  // one call asks: the softmax probabilities are computed anyway, and hidden states and logits
+  // cost little beside them.
   bool SharesPassWith(const Call& other) const {
-    return model == other.model && options.output_attentions == other.options.output_attentions &&
-           options.output_hidden_states == other.options.output_hidden_states &&
-           options.output_attention_scores == other.options.output_attention_scores &&
-           options.output_logits == other.options.output_logits;
+    return model == other.model &&
+           options.output_attention_scores == other.options.output_attention_scores;
   }
 };
 
@@ -167,6 +168,11 @@ void ForwardBatcher::RunBatch(std::vector<Call*> batch) {
 
   const LoadedModel& model = *live.front()->model;
   ForwardOptions options = live.front()->options;
+  for (const Call* call : live) {
+    options.output_attentions |= call->options.output_attentions;
+    options.output_hidden_states |= call->options.output_hidden_states;
+    options.output_logits |= call->options.output_logits;
+  }
   std::vector<Encoding> encodings;
   std::vector<int64_t> starts;
   std::vector<int64_t> counts;

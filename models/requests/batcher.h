@@ -1,5 +1,6 @@
 // Dynamic batching of forward passes: calls that arrive while the model is busy wait in one queue,
-// and those for the same model asking for the same outputs run together as one right-padded batch.
+// and those for the same model run together as one right-padded batch (GetAttention, Encode and
+// CrossAttention alike; pre-softmax scores only with calls that also ask for them).
 // Each caller gets back only its own rows. Modelled on Triton's dynamic batcher (preferred batch
 // size, max_queue_delay_microseconds) and text-embeddings-inference's token budget
 // (max_batch_tokens).
@@ -78,9 +79,9 @@ class ForwardBatcher {
   ForwardBatcher& operator=(const ForwardBatcher&) = delete;
 
   // Runs `encodings` through `model` (see LoadedModel::Run), possibly in one pass with other calls
-  // for the same model and the same output flags of `options` (its on_layer_done is replaced by
-  // `check`). Returns this call's rows only: tensors [encodings.size(), ...] whose sequence axes
-  // may be padded beyond this call's own longest input, as in any batch; `encodings[b].size()`
+  // for the same model (its on_layer_done is replaced by `check`). Returns this call's rows only,
+  // with at least the outputs `options` asks for: tensors [encodings.size(), ...] whose sequence
+  // axes may be padded beyond this call's own longest input, as in any batch; `encodings[b].size()`
   // says how many positions are real. Errors: what LoadedModel::Run returns; the status of
   // `check` (before the pass and after each layer; a pass stops early only when every call in it
   // has stopped); Internal for a LibTorch exception. Thread-safe; blocks until the call's pass
