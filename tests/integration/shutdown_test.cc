@@ -31,11 +31,10 @@ struct CallRecord {
 TEST(ShutdownTest, SigtermDrainsInFlightCallsRefusesNewOnesAndExitsZero) {
   TempDir dir;
   BertShape shape;
-  // BERT-base's 12 layers, 12 heads and 512 positions, at half its width.
   shape.layers = 12;
-  shape.hidden = 384;
-  shape.heads = 12;
-  shape.intermediate = 1536;
+  shape.hidden = 256;
+  shape.heads = 4;
+  shape.intermediate = 1024;
   ASSERT_TRUE(WriteRandomBert(shape, dir.path()).ok());
   ServerProcess::Options options;
   options.models = {"mid=" + dir.path()};
