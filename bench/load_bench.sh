@@ -31,38 +31,18 @@ log=$(mktemp)
 pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -f "$log"; }
 trap cleanup EXIT
-
-# Starts the server with the given extra flags; sets pid and address.
-start_server() {
-  "$server" "${model_flags[@]}" --listen 127.0.0.1:0 --metrics_port 0 --http_listen "" "$@" \
-    >"$log" 2>&1 &
-  pid=$!
-  for _ in $(seq 600); do
-    address=$(sed -n 's/^attnscope-server listening on \([^ ]*\).*/\1/p' "$log")
-    [ -n "$address" ] && return 0
-    kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
-    sleep 0.2
-  done
-  echo "load_bench: the server did not start in 120 s" >&2
-  exit 1
-}
-
-stop_server() {
-  kill -TERM "$pid"
-  wait "$pid" || true
-  pid=""
-}
+source "$root/bench/server_util.sh"
 
 run() {  # name, server flags...
   local name=$1
   shift
-  start_server "$@"
+  start_server "${model_flags[@]}" "$@"
   echo "== $name: attnscope-server ${model_flags[*]} $*"
   "$cli" bench --server "$address" "${bench_flags[@]}" | tee "$log.$name"
   stop_server
 }
 
-echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(nproc) cores"
+cpu_line
 run batching
 run no-batching --max_batch_size 1
 rate() { sed -n 's/.*"calls_per_second": *\([0-9.e+-]*\).*/\1/p' "$1"; }
