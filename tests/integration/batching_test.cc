@@ -107,7 +107,7 @@ Answers Ask(const ServerProcess& server, bool concurrently) {
 
 TEST(BatchingTest, ConcurrentCallsShareForwardPassesAndGetTheUnbatchedAnswers) {
   std::unique_ptr<ServerProcess> unbatched = StartServer({"--max_batch_size=1"});
-  std::unique_ptr<ServerProcess> batched = StartServer({"--max_queue_delay_microseconds=2000000"});
+  std::unique_ptr<ServerProcess> batched = StartServer({"--max_queue_delay_microseconds=5000000"});
   ASSERT_NE(unbatched, nullptr);
   ASSERT_NE(batched, nullptr);
   const Answers expected = Ask(*unbatched, /*concurrently=*/false);

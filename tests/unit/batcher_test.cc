@@ -157,7 +157,7 @@ TEST(BatcherTest, BatchedResultsEqualEachCallRunAlone) {
   on.max_batch_size = 64;
   // Long enough that every call of the load queues before the first pass starts: a pass waits
   // until its batch is full or the delay has passed, and these batches never fill.
-  on.max_queue_delay = absl::Seconds(2);
+  on.max_queue_delay = absl::Seconds(5);
   std::unique_ptr<RequestRunner> batched = NewRunner(on, &batched_passes);
   const Results actual = RunMixedLoad(*batched);
 
@@ -216,7 +216,7 @@ TEST(BatcherTest, PassesStayWithinTheSizeAndTokenBounds) {
   ForwardBatcher::Options options;
   options.max_batch_size = 3;
   options.max_batch_tokens = 40;
-  options.max_queue_delay = absl::Seconds(1);
+  options.max_queue_delay = absl::Seconds(5);
   std::unique_ptr<RequestRunner> runner = NewRunner(options, &passes);
   std::vector<std::function<void()>> calls;
   for (int i = 0; i < 7; ++i) {
@@ -250,7 +250,7 @@ TEST(BatcherTest, PassesStayWithinTheSizeAndTokenBounds) {
 TEST(BatcherTest, AShortCallIsNotPaddedToALongOne) {
   PassRecorder passes;
   ForwardBatcher::Options options;
-  options.max_queue_delay = absl::Seconds(1);
+  options.max_queue_delay = absl::Seconds(5);
   std::unique_ptr<RequestRunner> runner = NewRunner(options, &passes);
   std::vector<int64_t> lengths(3);
   std::vector<std::function<void()>> calls;
@@ -286,7 +286,7 @@ TEST(BatcherTest, ACallThatStopsIsAnsweredAtOnceAndTheRestOfItsPassGoesOn) {
   PassRecorder passes;
   ForwardBatcher::Options options;
   options.max_batch_size = 2;
-  options.max_queue_delay = absl::Seconds(2);
+  options.max_queue_delay = absl::Seconds(5);
   std::unique_ptr<RequestRunner> runner = NewRunner(options, &passes);
   std::atomic<int> checks_after_stop{0};
   std::atomic<bool> stopped{false};
