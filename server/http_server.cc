@@ -301,7 +301,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& opt
   } else {
     http = std::make_unique<httplib::Server>();
   }
-  http->set_payload_max_length(static_cast<size_t>(kMaxHttpRequestBytes));
+  http->set_payload_max_length(static_cast<size_t>(options.max_request_bytes));
   auto router = std::make_shared<Router>(core);
   http->Post(absl::StrCat(kServicePath, "[A-Za-z]+"),
              [router](const httplib::Request& request, httplib::Response& response) {
@@ -324,14 +324,17 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& opt
           "text/plain; charset=utf-8");
     });
   }
-  // Errors httplib answers itself (413 for a body over kMaxHttpRequestBytes, 404 for an unknown
+  // Errors httplib answers itself (413 for a body over max_request_bytes, 404 for an unknown
   // path) get a JSON body saying what was wrong.
-  http->set_error_handler([](const httplib::Request& request, httplib::Response& response) {
+  const int64_t max_request_bytes = options.max_request_bytes;
+  http->set_error_handler([max_request_bytes](const httplib::Request& request,
+                                              httplib::Response& response) {
     if (!response.body.empty()) return;
     if (response.status == 413) {
       WriteError(absl::ResourceExhaustedError(absl::StrCat(
-                     "request body: expected at most ", kMaxHttpRequestBytes,
-                     " bytes (the same limit as gRPC's); send shorter texts or fewer inputs")),
+                     "request body: expected at most ", max_request_bytes,
+                     " bytes (--max_request_bytes, the same limit as gRPC's); send shorter texts "
+                     "or fewer inputs")),
                  response);
       response.status = 413;
     } else if (response.status == 404) {

@@ -44,8 +44,8 @@ class Server;
 
 namespace attnscope::server {
 
-// Largest request body, in bytes: gRPC's default receive limit, so both transports refuse the same.
-inline constexpr int64_t kMaxHttpRequestBytes = int64_t{4} << 20;
+// Largest request, in bytes, on both transports by default: gRPC's default receive limit.
+inline constexpr int64_t kDefaultMaxRequestBytes = int64_t{4} << 20;
 
 // The HTTP status of a canonical code (google.rpc.Code's mapping): 400, 404, 429, 503, ...
 int HttpStatusOf(absl::StatusCode code);
@@ -62,6 +62,8 @@ class HttpServer {
     std::string dashboard_dir;
     // HTTPS, with the same certificate, key and client CA as the gRPC listener.
     TlsOptions tls;
+    // Larger request bodies get 413 with a JSON error naming --max_request_bytes.
+    int64_t max_request_bytes = kDefaultMaxRequestBytes;
   };
 
   // Binds and starts serving on a thread of its own. `core` must outlive the server.

@@ -85,6 +85,12 @@ ABSL_FLAG(int, worker_threads, kDefaults.worker_threads,
 ABSL_FLAG(int, max_concurrent_requests, kDefaults.service.max_concurrent_requests,
           "Calls handled at once, running or waiting their turn; more fail at once with "
           "RESOURCE_EXHAUSTED. 0 = no limit.");
+ABSL_FLAG(int64_t, max_request_bytes, kDefaults.max_request_bytes,
+          "Largest request in bytes on both transports: gRPC answers a bigger message with "
+          "RESOURCE_EXHAUSTED, HTTP a bigger body with 413.");
+ABSL_FLAG(int, max_inputs_per_request, kDefaults.service.max_inputs_per_request,
+          "Most inputs of one Encode and documents of one CrossAttention; more get "
+          "INVALID_ARGUMENT.");
 ABSL_FLAG(int, max_batch_size, kDefaults.service.batching.max_batch_size,
           "Most inputs in one forward pass: concurrent GetAttention, StreamAttention, Encode and "
           "CrossAttention calls for the same model run as one padded batch. 1 = no batching.");
@@ -142,6 +148,8 @@ int main(int argc, char** argv) {
   options.service.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   options.service.max_concurrent_requests = absl::GetFlag(FLAGS_max_concurrent_requests);
   options.service.max_stream_message_bytes = absl::GetFlag(FLAGS_max_stream_message_bytes);
+  options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  options.service.max_inputs_per_request = absl::GetFlag(FLAGS_max_inputs_per_request);
   options.service.batching.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   options.service.batching.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   options.service.batching.max_queue_delay =

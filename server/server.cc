@@ -162,6 +162,16 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
                      ": expected at least 1 byte, got ", options.service.max_response_bytes,
                      "; the default is ", kDefaultMaxResponseBytes));
   }
+  if (options.max_request_bytes < 1 || options.max_request_bytes > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_request_bytes ", options.max_request_bytes, ": expected 1 to ",
+                     INT32_MAX, " bytes (gRPC's limit); the default is ", kDefaultMaxRequestBytes));
+  }
+  if (options.service.max_inputs_per_request < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_inputs_per_request ", options.service.max_inputs_per_request,
+        ": expected at least 1; the default is ", ServiceOptions().max_inputs_per_request));
+  }
   if (options.service.max_stream_message_bytes < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_stream_message_bytes ", options.service.max_stream_message_bytes,
@@ -230,6 +240,7 @@ absl::Status RunServer(const ServerOptions& options) {
   int port = 0;
   builder.AddListeningPort(options.listen, credentials, &port);
   builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_request_bytes));
   // gRPC's synchronous server keeps at most MAX_POLLERS idle threads (2 by default) and ends the
   // rest as soon as their call is answered, so under load nearly every call ran on a new thread.
   // A new thread's first LibTorch parallel operation initialises its thread count, which rebuilds
@@ -254,6 +265,7 @@ absl::Status RunServer(const ServerOptions& options) {
   if (!options.http.listen.empty()) {
     HttpServer::Options http_options = options.http;
     http_options.tls = options.tls;
+    http_options.max_request_bytes = options.max_request_bytes;
     absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(http_options, &core);
     if (!started.ok()) {
       server->Shutdown();

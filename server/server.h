@@ -50,6 +50,9 @@ struct ServerOptions {
   // them.
   HttpServer::Options http;
   ServiceOptions service;
+  // Largest request on either transport: gRPC refuses a bigger message with RESOURCE_EXHAUSTED,
+  // HTTP a bigger body with 413. Also sets http.max_request_bytes.
+  int64_t max_request_bytes = kDefaultMaxRequestBytes;
   // gRPC threads serving calls; 0 = gRPC's default.
   int worker_threads = 0;
   // After SIGTERM / SIGINT, in-flight calls get this long to finish before they are cancelled.

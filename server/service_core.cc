@@ -79,6 +79,7 @@ void ServiceCore::SetModels(std::vector<std::unique_ptr<LoadedModel>> models) {
   RequestRunner::Options options;
   options.max_response_bytes = options_.max_response_bytes;
   options.batching = options_.batching;
+  options.max_inputs_per_request = options_.max_inputs_per_request;
   runner_ = std::make_unique<RequestRunner>(options, std::move(models), observer_.get());
   ready_.store(true);
 }

@@ -40,6 +40,8 @@ struct ServiceOptions {
   // Largest tensor data in one StreamAttention message; bigger layers are sent in pieces. Well
   // under gRPC's default 4 MiB receive limit, so that any client reads any stream.
   int64_t max_stream_message_bytes = int64_t{1} << 20;
+  // Most inputs of one Encode and documents of one CrossAttention; more get INVALID_ARGUMENT.
+  int max_inputs_per_request = kDefaultMaxInputsPerRequest;
   // Dynamic batching of forward passes (models/requests/batcher.h).
   ForwardBatcher::Options batching;
 };

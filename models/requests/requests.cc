@@ -92,6 +92,14 @@ absl::Status CheckHasTokens(const TokenizedText& tokens, absl::string_view field
                    "whitespace or characters the tokenizer drops); send text with words in it"));
 }
 
+// InvalidArgument when a call carries more than `max` inputs (or documents) in `field`.
+absl::Status CheckInputCount(size_t count, absl::string_view field, int max) {
+  if (count <= static_cast<size_t>(max)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(field, ": expected at most ", max,
+                                                 " per call (--max_inputs_per_request), got ",
+                                                 count, "; split them over several calls"));
+}
+
 absl::Status TooLarge(absl::string_view rpc, int64_t bytes, int64_t cap, absl::string_view fixes) {
   return absl::ResourceExhaustedError(TooLargeMessage(rpc, bytes, cap, fixes));
 }
@@ -322,6 +330,8 @@ absl::StatusOr<EncodeAnswer> RequestRunner::RunEncode(const EncodeQuery& query,
   if (query.inputs.empty()) {
     return absl::InvalidArgumentError("inputs: expected at least one input, got none; add one");
   }
+  ATTNSCOPE_RETURN_IF_ERROR(
+      CheckInputCount(query.inputs.size(), "inputs", options_.max_inputs_per_request));
   answer.dtype = query.dtype;
   if (query.normalize && !query.pooling.has_value()) {
     return absl::InvalidArgumentError(
@@ -393,6 +403,8 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
     return absl::InvalidArgumentError(
         "documents: expected at least one document, got none; add `documents`");
   }
+  ATTNSCOPE_RETURN_IF_ERROR(
+      CheckInputCount(query.documents.size(), "documents", options_.max_inputs_per_request));
   if (causal && query.include_document_to_query) {
     return absl::InvalidArgumentError(absl::StrCat(
         "include_document_to_query: model '", model.name(),

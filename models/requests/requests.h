@@ -281,6 +281,9 @@ class RequestRunner {
   struct Options {
     // Largest unary answer in bytes (the server's --max_response_bytes).
     int64_t max_response_bytes = kDefaultMaxResponseBytes;
+    // Most inputs of one Encode and documents of one CrossAttention (the server's
+    // --max_inputs_per_request); more get InvalidArgument.
+    int max_inputs_per_request = kDefaultMaxInputsPerRequest;
     // Dynamic batching of the forward passes of GetAttention, StreamAttention, Encode and
     // CrossAttention.
     ForwardBatcher::Options batching;

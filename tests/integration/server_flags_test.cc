@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/client.h"
 #include "tests/integration/integration_util.h"
 
 namespace attnscope::testing {
@@ -48,6 +49,8 @@ const std::map<std::string, Refusal>& Refusals() {
       {"max_batch_tokens", {{"--max_batch_tokens=0"}, "--max_batch_tokens 0"}},
       {"max_concurrent_requests",
        {{"--max_concurrent_requests=-1"}, "--max_concurrent_requests -1"}},
+      {"max_inputs_per_request", {{"--max_inputs_per_request=0"}, "--max_inputs_per_request 0"}},
+      {"max_request_bytes", {{"--max_request_bytes=0"}, "--max_request_bytes 0"}},
       {"max_queue_delay_microseconds",
        {{"--max_queue_delay_microseconds=-5"}, "--max_queue_delay_microseconds -5"}},
       {"max_response_bytes", {{"--max_response_bytes=0"}, "--max_response_bytes 0"}},
@@ -116,6 +119,48 @@ TEST(ServerFlagsTest, DashboardDirIsWhatTheRootPathServes) {
           << root->body;
     }
   }
+}
+
+TEST(ServerFlagsTest, RequestLimitsRefuseWhatIsOverThemAndNameTheFlag) {
+  ServerProcess::Options options;
+  options.models = {"bert=" + TinyBertDir()};
+  options.extra_flags = {"--max_inputs_per_request=2", "--max_request_bytes=2000"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<Client> client = (*server)->NewClient();
+
+  v1::EncodeRequest encode;
+  encode.add_inputs()->set_text("paris");
+  encode.add_inputs()->set_text("the river");
+  EXPECT_TRUE(client->Encode(encode).ok());
+  encode.add_inputs()->set_text("france");
+  const absl::Status inputs = client->Encode(encode).status();
+  EXPECT_EQ(inputs.code(), absl::StatusCode::kInvalidArgument) << inputs;
+  EXPECT_NE(inputs.message().find("inputs: expected at most 2 per call (--max_inputs_per_request)"),
+            std::string::npos)
+      << inputs;
+  v1::CrossAttentionRequest cross;
+  cross.set_query("paris");
+  for (int i = 0; i < 3; ++i) cross.add_documents("the capital of france is paris");
+  const absl::Status documents = client->CrossAttention(cross).status();
+  EXPECT_EQ(documents.code(), absl::StatusCode::kInvalidArgument) << documents;
+  EXPECT_NE(documents.message().find("documents: expected at most 2"), std::string::npos)
+      << documents;
+
+  const std::string big(3000, 'a');
+  v1::GetAttentionRequest attention;
+  attention.set_text(big);
+  EXPECT_EQ(client->GetAttention(attention).status().code(), absl::StatusCode::kResourceExhausted);
+  httplib::Client http("127.0.0.1", (*server)->http_port());
+  httplib::Result refused =
+      http.Post("/attnscope.v1.AttentionService/Tokenize",
+                absl::StrCat(R"({"text": ")", big, R"("})"), "application/json");
+  ASSERT_TRUE(refused) << httplib::to_string(refused.error());
+  EXPECT_EQ(refused->status, 413);
+  EXPECT_NE(refused->body.find("--max_request_bytes"), std::string::npos) << refused->body;
+  // The server goes on serving.
+  attention.set_text("paris");
+  EXPECT_TRUE(client->GetAttention(attention).ok());
 }
 
 }  // namespace
