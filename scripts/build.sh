@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # Installs dependencies (Debian packages) and builds attnscope into build/ (Release, Ninja).
-# Usage: scripts/build.sh [cmake --build arguments, e.g. --target attnscope-server]
+# Usage: scripts/build.sh [--sanitize] [cmake --build arguments, e.g. --target attnscope-server]
+# --sanitize builds into build-sanitize/ with AddressSanitizer and UndefinedBehaviorSanitizer
+# (ATTNSCOPE_SANITIZE=ON) and without the fuzz targets, which have a build of their own.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+build_dir=$root/build
+options=()
+if [ "${1:-}" = "--sanitize" ]; then
+  shift
+  build_dir=$root/build-sanitize
+  options=(-DATTNSCOPE_SANITIZE=ON -DATTNSCOPE_FUZZ=OFF)
+fi
 bash "$root/scripts/install-deps.sh"
-cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$root/build" -j"$(nproc)" "$@"
+cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${options[@]}" >/dev/null
+cmake --build "$build_dir" -j"$(nproc)" "$@"

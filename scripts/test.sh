@@ -18,9 +18,7 @@ bash "$root/scripts/build.sh"
 cd "$root/build"
 ctest --output-on-failure --timeout 900 -j1
 
-cmake -S "$root" -B "$root/build-sanitize" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DATTNSCOPE_SANITIZE=ON -DATTNSCOPE_FUZZ=OFF >/dev/null
-cmake --build "$root/build-sanitize" -j"$(nproc)" --target tests/unit/all
+bash "$root/scripts/build.sh" --sanitize --target tests/unit/all
 cd "$root/build-sanitize/tests/unit"
 # Left out: the tests that load a SentencePiece model. Its module must be dlopen()ed with
 # RTLD_DEEPBIND beside LibTorch (models/sentencepiece_module.h), which AddressSanitizer refuses
