@@ -272,12 +272,22 @@ int main(int argc, char** argv) {
   attnscope::ReexecWithPassiveOpenMpWait(argv);
   attnscope::RetainFreedHeapMemory();
   attnscope::BenchOptions options;
-  const bool parsed = attnscope::bench::ParseFlags(
-      argc, argv,
-      {{"--dir", [&](const std::string& v) { options.dir = v; }},
-       {"--tokens", [&](const std::string& v) { options.tokens = std::atoll(v.c_str()); }},
-       {"--repeats", [&](const std::string& v) { options.repeats = std::atoi(v.c_str()); }},
-       {"--threads", [&](const std::string& v) { options.threads = std::atoi(v.c_str()); }},
-       {"--python", [&](const std::string& v) { options.python = v; }}});
-  return parsed ? attnscope::Run(options) : 2;
+  namespace bench = attnscope::bench;
+  const int exit_code = bench::ParseFlags(
+      argc, argv, "Usage: engine_bench [flags]",
+      {{"dir", bench::StringFlag(&options.dir,
+                                 "the generated checkpoint, kept between runs; default "
+                                 "/tmp/attnscope-bench-bert-base")},
+       {"tokens",
+        bench::IntFlag(&options.tokens, /*min=*/1, /*max=*/512, "input length; default 128")},
+       {"repeats", bench::IntFlag(&options.repeats, /*min=*/1, /*max=*/100000,
+                                  "timed forward passes of each side; default 30")},
+       {"threads", bench::IntFlag(&options.threads, /*min=*/0, /*max=*/1024,
+                                  "intra-op threads of both sides; default 0, every core")},
+       {"python", bench::StringFlag(&options.python,
+                                    "the interpreter of the PyTorch reference; default "
+                                    "/usr/bin/python3")}});
+  if (exit_code >= 0) return exit_code;
+  if (!bench::CheckDirAndPython(options.dir, options.python)) return 2;
+  return attnscope::Run(options);
 }

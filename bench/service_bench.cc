@@ -174,10 +174,18 @@ int main(int argc, char** argv) {
   attnscope::ReexecWithPassiveOpenMpWait(argv);
   attnscope::RetainFreedHeapMemory();
   attnscope::BenchOptions options;
-  const bool parsed = attnscope::bench::ParseFlags(
-      argc, argv,
-      {{"--dir", [&](const std::string& v) { options.dir = v; }},
-       {"--repeats", [&](const std::string& v) { options.repeats = std::atoi(v.c_str()); }},
-       {"--python", [&](const std::string& v) { options.python = v; }}});
-  return parsed ? attnscope::Run(options) : 2;
+  namespace bench = attnscope::bench;
+  const int exit_code = bench::ParseFlags(
+      argc, argv, "Usage: service_bench [flags]",
+      {{"dir", bench::StringFlag(&options.dir,
+                                 "the generated checkpoint, kept between runs; default "
+                                 "/tmp/attnscope-bench-bert-base")},
+       {"repeats", bench::IntFlag(&options.repeats, /*min=*/1, /*max=*/100000,
+                                  "timed calls of each side; default 30")},
+       {"python", bench::StringFlag(&options.python,
+                                    "the interpreter that makes the checkpoint; default "
+                                    "/usr/bin/python3")}});
+  if (exit_code >= 0) return exit_code;
+  if (!bench::CheckDirAndPython(options.dir, options.python)) return 2;
+  return attnscope::Run(options);
 }

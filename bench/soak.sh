@@ -22,6 +22,17 @@ while [ $# -gt 0 ]; do
     *) echo "soak: unknown flag $1 (--model, --clients, --duration, --every)" >&2; exit 2 ;;
   esac
 done
+for flag in clients duration every; do
+  value=${!flag}
+  [[ "$value" =~ ^[1-9][0-9]*$ ]] || {
+    echo "soak: --$flag '$value': expected a whole number of at least 1" >&2
+    exit 2
+  }
+done
+[ -z "$model" ] || [ -f "$model/config.json" ] || {
+  echo "soak: --model '$model': expected a checkpoint folder with config.json" >&2
+  exit 2
+}
 model_flags=()
 [ -n "$model" ] && model_flags=(--model "soak=$model")
 for binary in "$server" "$cli"; do
