@@ -8,13 +8,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
@@ -125,6 +129,93 @@ absl::Status BuildVocab() {
               vocab.size(), model_dir.c_str());
   if (absl::GetFlag(FLAGS_heldout).empty()) return absl::OkStatus();
   return ReportUnknownRate(model_dir, absl::GetFlag(FLAGS_heldout));
+}
+
+// Refuses what a run would otherwise ignore or trip over late: a flag of the other command, a
+// number out of its range, a file that is not there. Every flag of this file is checked here.
+absl::Status CheckFlags(const std::string& command) {
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (!absl::EndsWith(flag->Filename(), "tools/train/main.cc")) continue;
+    const std::string help = flag->Help();
+    const bool other_command = (command == "vocab" && absl::StartsWith(help, "train:")) ||
+                               (command == "train" && absl::StartsWith(help, "vocab:"));
+    if (other_command && flag->CurrentValue() != flag->DefaultValue()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": 'attnscope-train ", command, "' does not read it (",
+                       help.substr(0, help.find(':')), " only); leave it out"));
+    }
+  }
+  auto at_least = [](const char* name, double value, double min) {
+    return value >= min ? absl::OkStatus()
+                        : absl::InvalidArgumentError(
+                              absl::StrCat("--", name, " ", value, ": expected at least ", min));
+  };
+  auto fraction = [](const char* name, double value) {
+    return value >= 0 && value < 1 ? absl::OkStatus()
+                                   : absl::InvalidArgumentError(absl::StrCat(
+                                         "--", name, " ", value, ": expected 0 <= value < 1"));
+  };
+  auto readable = [](const char* name, const std::string& path) {
+    return std::ifstream(path) ? absl::OkStatus()
+                               : absl::NotFoundError(absl::StrCat("--", name, " '", path,
+                                                                  "': expected a readable file"));
+  };
+  const std::string model_dir = absl::GetFlag(FLAGS_model_dir);
+  if (!std::filesystem::is_directory(model_dir)) {
+    return absl::NotFoundError(
+        absl::StrCat("--model_dir '", model_dir, "': expected an existing directory"));
+  }
+  if (command == "vocab") {
+    ATTNSCOPE_RETURN_IF_ERROR(readable("corpus", absl::GetFlag(FLAGS_corpus)));
+    if (!absl::GetFlag(FLAGS_heldout).empty()) {
+      ATTNSCOPE_RETURN_IF_ERROR(readable("heldout", absl::GetFlag(FLAGS_heldout)));
+    }
+    // [PAD], [UNK], [CLS], [SEP], [MASK] and at least one character.
+    return at_least("vocab_size", absl::GetFlag(FLAGS_vocab_size), 6);
+  }
+  ATTNSCOPE_RETURN_IF_ERROR(readable("data", absl::GetFlag(FLAGS_data)));
+  if (!std::ifstream(JoinPath(model_dir, "vocab.txt"))) {
+    return absl::NotFoundError(absl::StrCat("--model_dir '", model_dir,
+                                            "': expected vocab.txt there; run "
+                                            "'attnscope-train vocab' first"));
+  }
+  for (const auto& [name, value, min] : std::vector<std::tuple<const char*, double, double>>{
+           {"steps", absl::GetFlag(FLAGS_steps), 1},
+           {"warmup_steps", absl::GetFlag(FLAGS_warmup_steps), 0},
+           {"batch_size", absl::GetFlag(FLAGS_batch_size), 1},
+           {"single_every", absl::GetFlag(FLAGS_single_every), 1},
+           {"length_bucket_batches", absl::GetFlag(FLAGS_length_bucket_batches), 1},
+           {"threads", absl::GetFlag(FLAGS_threads), 1},
+           {"tied_query_key_init", absl::GetFlag(FLAGS_tied_query_key_init), 0},
+           {"relevance_weight", absl::GetFlag(FLAGS_relevance_weight), 0},
+           {"log_every", absl::GetFlag(FLAGS_log_every), 1},
+           {"save_every", absl::GetFlag(FLAGS_save_every), 1},
+           {"record_steps", absl::GetFlag(FLAGS_record_steps), 0}}) {
+    ATTNSCOPE_RETURN_IF_ERROR(at_least(name, value, min));
+  }
+  if (!(absl::GetFlag(FLAGS_peak_lr) > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--peak_lr ", absl::GetFlag(FLAGS_peak_lr), ": expected more than 0"));
+  }
+  ATTNSCOPE_RETURN_IF_ERROR(fraction("query_mask_prob", absl::GetFlag(FLAGS_query_mask_prob)));
+  const std::string init_from = absl::GetFlag(FLAGS_init_from);
+  if (!init_from.empty()) {
+    ATTNSCOPE_RETURN_IF_ERROR(readable("init_from", JoinPath(init_from, "model.safetensors")));
+  }
+  const std::string record_name = absl::GetFlag(FLAGS_record_name);
+  if (record_name.empty() || absl::StrContains(record_name, '/')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--record_name '", record_name, "': expected a file name in --model_dir, without '/'"));
+  }
+  const std::string record_examples = absl::GetFlag(FLAGS_record_examples);
+  if (!record_examples.empty()) {
+    const std::filesystem::path parent = std::filesystem::absolute(record_examples).parent_path();
+    if (!std::filesystem::is_directory(parent)) {
+      return absl::NotFoundError(absl::StrCat("--record_examples '", record_examples,
+                                              "': expected its directory to exist"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::string FormatDuration(double seconds) {
@@ -243,15 +334,17 @@ int main(int argc, char** argv) {
       "attnscope-train vocab|train [flags]: builds the default model's vocabulary or trains it");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   const std::string command = positional.size() == 2 ? positional[1] : "";
-  absl::Status status;
-  if (command == "vocab") {
-    status = attnscope::train::BuildVocab();
-  } else if (command == "train") {
-    status = attnscope::train::Train();
-  } else {
+  if (command != "vocab" && command != "train") {
     std::fprintf(stderr, "usage: attnscope-train vocab|train [flags] (--help for the flags)\n");
     return 2;
   }
+  absl::Status status = attnscope::train::CheckFlags(command);
+  if (!status.ok()) {
+    std::fprintf(stderr, "attnscope-train %s: %s\n", command.c_str(),
+                 std::string(status.message()).c_str());
+    return 2;
+  }
+  status = command == "vocab" ? attnscope::train::BuildVocab() : attnscope::train::Train();
   if (!status.ok()) {
     std::fprintf(stderr, "attnscope-train %s: %s\n", command.c_str(), status.ToString().c_str());
     return 1;
