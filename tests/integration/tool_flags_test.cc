@@ -1,0 +1,163 @@
+// No flag of the benchmarks or the trainer is silently ignored: every flag a tool's --help lists
+// has a value here that the tool refuses, exiting 2 with a message that names the flag, before it
+// measures or trains anything. The lists are read from --help, so a new flag without a case here
+// fails the test. (attnscope-server: server_flags_test; the CLI: cli_test.)
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "tests/integration/integration_util.h"
+
+namespace attnscope::testing {
+namespace {
+
+std::set<std::string> FlagsInHelp(const std::string& binary) {
+  const CommandResult help = RunCommand({binary, "--help"});
+  const std::string text = help.stdout_text + help.stderr_text;
+  std::set<std::string> flags;
+  const std::regex flag(R"(\n\s+--([a-z_0-9]+) \()");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), flag); it != std::sregex_iterator();
+       ++it) {
+    flags.insert((*it)[1]);
+  }
+  return flags;
+}
+
+// A value (with the arguments it needs) that cannot work, and what the refusal must say.
+struct Refusal {
+  std::vector<std::string> args;
+  std::string message;
+};
+
+void ExpectEveryFlagRefused(const std::string& binary, const std::vector<std::string>& leading,
+                            const std::map<std::string, Refusal>& refusals) {
+  const std::set<std::string> documented = FlagsInHelp(binary);
+  ASSERT_FALSE(documented.empty()) << binary << " --help lists no flags; did its format change?";
+  std::set<std::string> covered;
+  for (const auto& [flag, refusal] : refusals) covered.insert(flag);
+  EXPECT_EQ(documented, covered) << binary << "\ndocumented: " << absl::StrJoin(documented, " ")
+                                 << "\ncovered: " << absl::StrJoin(covered, " ");
+  for (const auto& [flag, refusal] : refusals) {
+    std::vector<std::string> argv = {binary};
+    argv.insert(argv.end(), leading.begin(), leading.end());
+    argv.insert(argv.end(), refusal.args.begin(), refusal.args.end());
+    const CommandResult result = RunCommand(argv, absl::Seconds(60));
+    EXPECT_EQ(result.exit_code, 2) << absl::StrJoin(argv, " ") << "\n" << result.stderr_text;
+    EXPECT_NE(result.stderr_text.find(refusal.message), std::string::npos)
+        << absl::StrJoin(argv, " ") << ": the refusal does not say '" << refusal.message << "':\n"
+        << result.stderr_text;
+  }
+}
+
+TEST(ToolFlagsTest, EngineBenchRefusesWhatItCannotMeasure) {
+  ExpectEveryFlagRefused(
+      ATTNSCOPE_ENGINE_BENCH_PATH, {},
+      {{"dir", {{"--dir", "/proc/attnscope-bench"}, "--dir '/proc/attnscope-bench': expected"}},
+       // The case of the earlier fault: a length the reference cannot make is refused, not read
+       // as another.
+       {"tokens", {{"--tokens", "513"}, "--tokens '513': expected an integer from 1 to 512"}},
+       {"repeats", {{"--repeats=3x"}, "--repeats '3x': expected an integer"}},
+       {"threads", {{"--threads", "-1"}, "--threads '-1': expected an integer from 0"}},
+       {"python",
+        {{"--python", "/nonexistent/python3"}, "--python '/nonexistent/python3': expected"}}});
+}
+
+TEST(ToolFlagsTest, ServiceBenchRefusesWhatItCannotMeasure) {
+  ExpectEveryFlagRefused(
+      ATTNSCOPE_SERVICE_BENCH_PATH, {},
+      {{"dir", {{"--dir=/proc/attnscope-bench"}, "--dir '/proc/attnscope-bench': expected"}},
+       {"repeats", {{"--repeats", "0"}, "--repeats '0': expected an integer from 1"}},
+       {"python", {{"--python=/bin/false"}, "--python '/bin/false': expected"}}});
+}
+
+TEST(ToolFlagsTest, TrainerRefusesBadValuesAndFlagsOfTheOtherCommand) {
+  TempDir model_dir;
+  std::ofstream(model_dir.path() + "/vocab.txt") << "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n";
+  TempDir data_dir;
+  const std::string data = data_dir.path() + "/train.jsonl";
+  std::ofstream(data) << R"({"a": "a a", "b": "", "label": 0})"
+                      << "\n";
+  const std::string binary = ATTNSCOPE_TRAIN_PATH;
+  const std::vector<std::string> train = {"train", "--model_dir=" + model_dir.path(),
+                                          "--data=" + data};
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), train.begin(), train.end());
+    return args;
+  };
+  // model_dir and the vocab flags through 'vocab', the rest through 'train' with valid data.
+  const std::string corpus = data;
+  ExpectEveryFlagRefused(
+      binary, {},
+      {{"model_dir",
+        {{"train", "--model_dir=/nonexistent/model", "--data=" + data},
+         "--model_dir '/nonexistent/model': expected an existing directory"}},
+       {"corpus",
+        {{"vocab", "--model_dir=" + model_dir.path(), "--corpus=/nonexistent/corpus.txt"},
+         "--corpus '/nonexistent/corpus.txt': expected a readable file"}},
+       {"heldout",
+        {{"vocab", "--model_dir=" + model_dir.path(), "--corpus=" + corpus,
+          "--heldout=/nonexistent/heldout.jsonl"},
+         "--heldout '/nonexistent/heldout.jsonl'"}},
+       {"vocab_size",
+        {{"vocab", "--model_dir=" + model_dir.path(), "--corpus=" + corpus, "--vocab_size=3"},
+         "--vocab_size 3: expected at least 6"}},
+       {"data", {{"train", "--model_dir=" + model_dir.path()}, "--data '': expected"}},
+       {"steps", {with({"--steps=0"}), "--steps 0: expected at least 1"}},
+       {"warmup_steps", {with({"--warmup_steps=-1"}), "--warmup_steps -1"}},
+       {"peak_lr", {with({"--peak_lr=0"}), "--peak_lr 0: expected more than 0"}},
+       {"batch_size", {with({"--batch_size=0"}), "--batch_size 0"}},
+       {"single_every", {with({"--single_every=0"}), "--single_every 0"}},
+       {"length_bucket_batches",
+        {with({"--length_bucket_batches=0"}), "--length_bucket_batches 0"}},
+       {"threads", {with({"--threads=0"}), "--threads 0"}},
+       {"tied_query_key_init", {with({"--tied_query_key_init=-1"}), "--tied_query_key_init -1"}},
+       {"query_mask_prob", {with({"--query_mask_prob=1.5"}), "--query_mask_prob 1.5"}},
+       {"relevance_weight", {with({"--relevance_weight=-2"}), "--relevance_weight -2"}},
+       {"init_from", {with({"--init_from=/nonexistent/ckpt"}), "--init_from '/nonexistent/ckpt"}},
+       {"record_name", {with({"--record_name=a/b.json"}), "--record_name 'a/b.json'"}},
+       {"log_every", {with({"--log_every=0"}), "--log_every 0"}},
+       {"save_every", {with({"--save_every=0"}), "--save_every 0"}},
+       {"record_steps", {with({"--record_steps=-1"}), "--record_steps -1"}},
+       {"record_examples",
+        {with({"--record_examples=/nonexistent/dir/x.jsonl"}),
+         "--record_examples '/nonexistent/dir/x.jsonl'"}}});
+
+  // A flag of the other command is refused, not ignored.
+  CommandResult result = RunCommand(
+      {binary, "train", "--model_dir=" + model_dir.path(), "--data=" + data, "--vocab_size=100"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.stderr_text.find("--vocab_size: 'attnscope-train train' does not read it"),
+            std::string::npos)
+      << result.stderr_text;
+  result = RunCommand(
+      {binary, "vocab", "--model_dir=" + model_dir.path(), "--corpus=" + corpus, "--steps=10"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.stderr_text.find("--steps: 'attnscope-train vocab' does not read it"),
+            std::string::npos)
+      << result.stderr_text;
+}
+
+TEST(ToolFlagsTest, SoakScriptRefusesValuesItCannotUse) {
+  const std::string script = std::string(ATTNSCOPE_SOURCE_DIR) + "/bench/soak.sh";
+  for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--clients", "0"}, "--clients '0': expected a whole number"},
+           {{"--duration", "10m"}, "--duration '10m': expected a whole number"},
+           {{"--every", "-3"}, "--every '-3': expected a whole number"},
+           {{"--model", "/nonexistent/model"}, "--model '/nonexistent/model': expected"},
+           {{"--rate", "5"}, "unknown flag --rate"}}) {
+    std::vector<std::string> argv = {"/bin/bash", script};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const CommandResult result = RunCommand(argv);
+    EXPECT_EQ(result.exit_code, 2) << absl::StrJoin(args, " ");
+    EXPECT_NE(result.stderr_text.find(message), std::string::npos) << result.stderr_text;
+  }
+}
+
+}  // namespace
+}  // namespace attnscope::testing
