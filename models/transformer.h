@@ -80,6 +80,11 @@ class TransformerModel {
   // no memory beyond the model's own.
   const Checkpoint* checkpoint() const { return checkpoint_.get(); }
 
+  // The checks of Forward (ids, masks and lengths shared by every architecture), with defaults
+  // filled in for undefined masks; public for code that runs its own passes over checkpoint()
+  // (attribution.h). InvalidArgument as Forward.
+  absl::StatusOr<ForwardInput> CheckInput(const ForwardInput& input) const;
+
  protected:
   explicit TransformerModel(ModelConfig config) : config_(std::move(config)) {}
 
@@ -91,9 +96,6 @@ class TransformerModel {
  private:
   friend absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
       const ModelOptions& options);
-
-  // Checks ids, masks and lengths shared by every architecture; fills defaults for undefined masks.
-  absl::StatusOr<ForwardInput> CheckInput(const ForwardInput& input) const;
 
   ModelConfig config_;
   std::unique_ptr<const Checkpoint> checkpoint_;
