@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -293,6 +294,18 @@ CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration ti
   result.stdout_text = ReadFileOrEmpty(dir.path() + "/stdout");
   result.stderr_text += ReadFileOrEmpty(dir.path() + "/stderr");
   return result;
+}
+
+std::set<std::string> FlagsInHelp(const std::string& binary) {
+  const CommandResult help = RunCommand({binary, "--help"});
+  const std::string text = help.stdout_text + help.stderr_text;
+  std::set<std::string> flags;
+  const std::regex flag(R"(\n\s+--([a-z_0-9]+) \()");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), flag); it != std::sregex_iterator();
+       ++it) {
+    flags.insert((*it)[1]);
+  }
+  return flags;
 }
 
 absl::Status WriteRandomBert(const BertShape& shape, const std::string& dir, uint64_t seed) {

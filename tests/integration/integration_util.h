@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,10 @@ struct CommandResult {
 // `timeout`.
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          absl::Duration timeout = absl::Seconds(120));
+
+// The flag names `binary --help` documents: every line "  --name (help...)", the layout of
+// Abseil's usage text and of the benchmarks' own.
+std::set<std::string> FlagsInHelp(const std::string& binary);
 
 // Sizes of a random BERT checkpoint.
 struct BertShape {

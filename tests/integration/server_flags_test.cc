@@ -8,7 +8,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,19 +19,6 @@
 
 namespace attnscope::testing {
 namespace {
-
-// The flags --help documents, by name.
-std::set<std::string> DocumentedFlags() {
-  const CommandResult help = RunCommand({ServerBinary(), "--help"});
-  const std::string text = help.stdout_text + help.stderr_text;
-  std::set<std::string> flags;
-  const std::regex flag(R"(\n\s+--([a-z_0-9]+) \()");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), flag); it != std::sregex_iterator();
-       ++it) {
-    flags.insert((*it)[1]);
-  }
-  return flags;
-}
 
 // For each flag, a value that cannot work and what the refusal must say.
 struct Refusal {
@@ -78,7 +64,7 @@ const std::map<std::string, Refusal>& Refusals() {
 const std::set<std::string> kCheckedForEffect = {"dashboard_dir"};
 
 TEST(ServerFlagsTest, EveryDocumentedFlagIsRefusedWithItsNameOrChangesSomething) {
-  const std::set<std::string> documented = DocumentedFlags();
+  const std::set<std::string> documented = FlagsInHelp(ServerBinary());
   ASSERT_GT(documented.size(), 15u) << "--help lists too few flags; did its format change?";
   std::set<std::string> covered = kCheckedForEffect;
   for (const auto& [flag, refusal] : Refusals()) covered.insert(flag);

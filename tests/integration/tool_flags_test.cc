@@ -6,7 +6,6 @@
 
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,18 +15,6 @@
 
 namespace attnscope::testing {
 namespace {
-
-std::set<std::string> FlagsInHelp(const std::string& binary) {
-  const CommandResult help = RunCommand({binary, "--help"});
-  const std::string text = help.stdout_text + help.stderr_text;
-  std::set<std::string> flags;
-  const std::regex flag(R"(\n\s+--([a-z_0-9]+) \()");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), flag); it != std::sregex_iterator();
-       ++it) {
-    flags.insert((*it)[1]);
-  }
-  return flags;
-}
 
 // A value (with the arguments it needs) that cannot work, and what the refusal must say.
 struct Refusal {
