@@ -110,9 +110,10 @@ TEST(ShutdownTest, SigtermDrainsInFlightCallsRefusesNewOnesAndExitsZero) {
     EXPECT_TRUE(record.status.ok() || record.status.code() == absl::StatusCode::kUnavailable ||
                 refused_by_grpc_shutdown)
         << what;
-    // Calls under way well before the signal (50 ms margin for the request to reach the server)
-    // must complete.
-    if (record.start < signal_time - absl::Milliseconds(50)) {
+    // Calls under way well before the signal must complete. The margin is for the request to
+    // reach a handler: on a loaded machine (scripts/test.sh compiles the sanitizer build beside
+    // the tests) a call sent 120 ms before SIGTERM has arrived after it and was rightly refused.
+    if (record.start < signal_time - absl::Milliseconds(500)) {
       EXPECT_TRUE(record.status.ok()) << what;
     }
     if (record.start < signal_time && record.end > signal_time && record.status.ok())
