@@ -93,8 +93,8 @@ struct TokenizerNormalization {
   // Combining marks removed after NFD decomposition (BERT's strip_accents): "Tôi" -> "toi", and
   // Hangul syllables fall apart into conjoining jamo ("랭" -> "ᄅ" "ᅢ" "ᆼ").
   bool strip_accents = false;
-  // The Unicode normalisation applied: "NFD", "NFKC", "NFKC_CF" (NFKC with case folding), or ""
-  // for none.
+  // The Unicode normalisation applied: "NFC", "NFD", "NFKC", "NFKC_CF" (NFKC with case folding), or
+  // "" for none.
   std::string unicode_form;
   // One sentence for people saying what happens to a text, with examples.
   std::string description;

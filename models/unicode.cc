@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <iterator>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -114,9 +115,20 @@ void AppendUtf8(char32_t code_point, std::string* out) {
 bool IsWhiteSpace(char32_t c) {
   // PropList.txt White_Space: a fixed list that Unicode has not changed since 6.x.
   switch (c) {
-    case 0x0009: case 0x000A: case 0x000B: case 0x000C: case 0x000D:
-    case 0x0020: case 0x0085: case 0x00A0: case 0x1680:
-    case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
+    case 0x0009:
+    case 0x000A:
+    case 0x000B:
+    case 0x000C:
+    case 0x000D:
+    case 0x0020:
+    case 0x0085:
+    case 0x00A0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
       return true;
     default:
       return c >= 0x2000 && c <= 0x200A;
@@ -158,7 +170,8 @@ bool IsNonspacingMark(char32_t c) {
 std::u32string ToLower(char32_t c) {
   // SpecialCasing.txt: the only unconditional lowercase mapping longer than one character.
   if (c == 0x0130) return std::u32string{U'i', 0x0307};
-  return std::u32string(1, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
+  return std::u32string(1,
+                        static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
 }
 
 std::vector<SourcedChar> Nfd(const std::vector<char32_t>& text) {
@@ -167,9 +180,9 @@ std::vector<SourcedChar> Nfd(const std::vector<char32_t>& text) {
   // The longest canonical decomposition is 4 code points; the buffer leaves room to spare.
   std::array<utf8proc_int32_t, 16> buffer;
   for (size_t i = 0; i < text.size(); ++i) {
-    const utf8proc_ssize_t n = utf8proc_decompose_char(
-        static_cast<utf8proc_int32_t>(text[i]), buffer.data(), buffer.size(), UTF8PROC_DECOMPOSE,
-        nullptr);
+    const utf8proc_ssize_t n =
+        utf8proc_decompose_char(static_cast<utf8proc_int32_t>(text[i]), buffer.data(),
+                                buffer.size(), UTF8PROC_DECOMPOSE, nullptr);
     if (n <= 0 || n > static_cast<utf8proc_ssize_t>(buffer.size())) {
       // Only reachable for a non-scalar value, which DecodeUtf8 never produces: keep it unchanged.
       out.push_back({text[i], i});
@@ -193,6 +206,49 @@ std::vector<SourcedChar> Nfd(const std::vector<char32_t>& text) {
                        return CombiningClass(a.c) < CombiningClass(b.c);
                      });
     run_start = run_end;
+  }
+  return out;
+}
+
+namespace {
+
+// The primary composite of `starter` and `next`, or 0 when they do not compose.
+char32_t Compose(char32_t starter, char32_t next) {
+  std::array<utf8proc_int32_t, 2> pair = {static_cast<utf8proc_int32_t>(starter),
+                                          static_cast<utf8proc_int32_t>(next)};
+  const utf8proc_ssize_t n = utf8proc_normalize_utf32(
+      pair.data(), pair.size(), static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  return n == 1 ? static_cast<char32_t>(pair[0]) : 0;
+}
+
+}  // namespace
+
+std::vector<ComposedChar> Nfc(const std::vector<char32_t>& text) {
+  std::vector<ComposedChar> out;
+  out.reserve(text.size());
+  // Index in `out` of the last starter, and the combining class of the last character kept after
+  // it (-1: none yet), which decides whether a later mark is blocked from the starter.
+  std::optional<size_t> starter;
+  int last_class = -1;
+  for (const SourcedChar& ch : Nfd(text)) {
+    const int combining_class = CombiningClass(ch.c);
+    if (starter.has_value() && last_class < combining_class) {
+      const char32_t composite = Compose(out[*starter].c, ch.c);
+      if (composite != 0) {
+        ComposedChar& base = out[*starter];
+        base.c = composite;
+        base.first = std::min(base.first, ch.source);
+        base.last = std::max(base.last, ch.source);
+        continue;
+      }
+    }
+    if (combining_class == 0) {
+      starter = out.size();
+      last_class = -1;
+    } else {
+      last_class = std::max(last_class, combining_class);
+    }
+    out.push_back({ch.c, ch.source, ch.source});
   }
   return out;
 }

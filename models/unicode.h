@@ -16,7 +16,8 @@ namespace attnscope::unicode {
 // A UTF-8 text split into code points, with the byte position of each.
 struct DecodedText {
   std::vector<char32_t> code_points;
-  // byte_starts[i] is the byte offset of code point i; byte_starts[size()] is the text's byte length.
+  // byte_starts[i] is the byte offset of code point i; byte_starts[size()] is the text's byte
+  // length.
   std::vector<int64_t> byte_starts;
 
   int64_t size() const { return static_cast<int64_t>(code_points.size()); }
@@ -61,6 +62,19 @@ struct SourcedChar {
 // syllables into jamo included), then combining marks canonically reordered. Every output character
 // records which input character produced it.
 std::vector<SourcedChar> Nfd(const std::vector<char32_t>& text);
+
+// One character of a canonical composition and the input characters [first, last] it was made of.
+struct ComposedChar {
+  char32_t c;
+  size_t first;
+  size_t last;
+};
+
+// Unicode NFC of `text` (UAX #15: NFD, then canonical composition of each unblocked pair whose
+// primary composite exists, Hangul jamo included; utf8proc's composition table). A composed
+// character spans every input character it was made of ("e" U+0302 U+0301 -> "ế" spanning all
+// three), so offsets cover the whole of what the caller wrote.
+std::vector<ComposedChar> Nfc(const std::vector<char32_t>& text);
 
 }  // namespace attnscope::unicode
 

@@ -69,6 +69,17 @@ std::vector<NormChar> Filter(const std::vector<NormChar>& chars, Drop drop) {
 // BertNormalizer::normalize, stage by stage in the reference order (each stage sees the previous
 // stage's alignments, which matters for where dropped characters' spans end up).
 std::vector<NormChar> Normalize(std::vector<NormChar> chars, const WordPieceOptions& options) {
+  if (options.nfc) {
+    std::vector<char32_t> code_points;
+    code_points.reserve(chars.size());
+    for (const NormChar& ch : chars) code_points.push_back(ch.c);
+    std::vector<NormChar> composed;
+    composed.reserve(chars.size());
+    for (const unicode::ComposedChar& ch : unicode::Nfc(code_points)) {
+      composed.push_back({ch.c, chars[ch.first].start, chars[ch.last].end});
+    }
+    chars = std::move(composed);
+  }
   if (options.clean_text) {
     chars = Filter(chars, [](char32_t c) { return c == 0 || c == 0xFFFD || IsControl(c); });
     // BertNormalizer's is_whitespace (\t \n \r or Rust's char::is_whitespace) is White_Space.
@@ -179,8 +190,23 @@ absl::Status ParseNormalizer(const json& normalizer, const std::string& path,
     options->lowercase = false;
     return absl::OkStatus();
   }
+  // Sequence [NFC, BertNormalizer]: a BERT normalizer that composes first, so that decomposed
+  // input ("e" + U+0302) finds the precomposed pieces of a vocabulary built on NFC text.
+  if (normalizer.is_object() && normalizer.value("type", json()) == "Sequence") {
+    const json steps = normalizer.value("normalizers", json());
+    if (!steps.is_array() || steps.size() != 2 || !steps[0].is_object() ||
+        steps[0].value("type", json()) != "NFC") {
+      return FieldError(path, "normalizer.normalizers",
+                        "[{\"type\": \"NFC\"}, {\"type\": \"BertNormalizer\", ...}]", steps);
+    }
+    ATTNSCOPE_RETURN_IF_ERROR(ParseNormalizer(steps[1], path, options));
+    options->nfc = true;
+    return absl::OkStatus();
+  }
   if (!normalizer.is_object() || normalizer.value("type", json()) != "BertNormalizer") {
-    return FieldError(path, "normalizer", "null or type BertNormalizer", normalizer);
+    return FieldError(path, "normalizer",
+                      "null, type BertNormalizer, or a Sequence of NFC and BertNormalizer",
+                      normalizer);
   }
   ATTNSCOPE_ASSIGN_OR_RETURN(
       options->clean_text, GetBool(normalizer, "clean_text", true, path, "normalizer.clean_text"));
@@ -490,8 +516,18 @@ TokenizerNormalization WordPieceTokenizer::normalization() const {
   TokenizerNormalization normalization;
   normalization.lowercase = options_.lowercase;
   normalization.strip_accents = options_.strip_accents.value_or(options_.lowercase);
-  if (normalization.strip_accents) normalization.unicode_form = "NFD";
-  if (normalization.lowercase && normalization.strip_accents) {
+  if (normalization.strip_accents) {
+    normalization.unicode_form = "NFD";
+  } else if (options_.nfc) {
+    normalization.unicode_form = "NFC";
+  }
+  if (options_.nfc && !normalization.strip_accents) {
+    normalization.description = absl::StrCat(
+        normalization.lowercase
+            ? "composed to NFC and lower-cased, accents kept: 'Tôi' becomes 'tôi'"
+            : "composed to NFC, case and accents kept",
+        "; Hangul syllables stay whole, also when typed as conjoining jamo or combining marks");
+  } else if (normalization.lowercase && normalization.strip_accents) {
     normalization.description =
         "lower-cased, then accents stripped (NFD, combining marks removed): 'Tôi' becomes 'toi', "
         "and Hangul syllables fall apart into conjoining jamo ('랭' becomes 'ᄅ', 'ᅢ', 'ᆼ')";

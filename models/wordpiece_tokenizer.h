@@ -24,6 +24,9 @@ struct WordPieceOptions {
   bool clean_text = true;
   // BertNormalizer: put spaces around CJK ideographs so that each becomes its own word.
   bool handle_chinese_chars = true;
+  // Unicode NFC before everything else: tokenizer.json's normalizer Sequence [NFC,
+  // BertNormalizer] (`tokenizers` NFC normalizer), for vocabularies of precomposed text.
+  bool nfc = false;
   // BertNormalizer: NFD then drop nonspacing marks. Unset: follows `lowercase` (HF's None).
   std::optional<bool> strip_accents;
   bool lowercase = true;
@@ -60,11 +63,11 @@ class WordPieceTokenizer : public Tokenizer {
   static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> FromVocabFile(
       const std::string& vocab_path, WordPieceOptions options);
 
-  // Reads a tokenizer.json whose model is WordPiece: normalizer BertNormalizer (or null),
-  // pre_tokenizer BertPreTokenizer, added_tokens (special ones only), post_processor
-  // TemplateProcessing or BertProcessing (or null: BERT's template). `model_max_length` is used
-  // unless the file's "truncation" sets max_length. InvalidArgument naming the field for anything
-  // else.
+  // Reads a tokenizer.json whose model is WordPiece: normalizer BertNormalizer (or null, or a
+  // Sequence of NFC and BertNormalizer), pre_tokenizer BertPreTokenizer, added_tokens (special ones
+  // only), post_processor TemplateProcessing or BertProcessing (or null: BERT's template).
+  // `model_max_length` is used unless the file's "truncation" sets max_length. InvalidArgument
+  // naming the field for anything else.
   static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> FromTokenizerJson(
       const std::string& path, int64_t model_max_length);
 

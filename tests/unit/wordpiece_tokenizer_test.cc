@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,7 @@ using ::attnscope::testing::MakeTempDir;
 using ::attnscope::testing::ReadFileBytes;
 using ::attnscope::testing::ReadJsonLines;
 using ::attnscope::testing::SharedDir;
+using ::attnscope::testing::TestDataDir;
 using ::attnscope::testing::WriteFileBytes;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
@@ -536,6 +538,93 @@ TEST(WordPieceTokenizerTest, TokenizerJsonErrorsNameTheField) {
   WriteFileBytes(path, "{not json");
   tokenizer = WordPieceTokenizer::FromTokenizerJson(path, kNoMaxLength);
   EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// unicode::Nfc against Python's unicodedata.normalize("NFC") (tests/data/make_nfc_golden.py):
+// Vietnamese letters with marks in either order, every Hangul syllable from its jamo, blocked
+// marks, singletons, exclusions and random runs. Each output character spans the input characters
+// it was made of, so the spans tile the input.
+TEST(NfcTest, EqualsUnicodedataOnEveryGoldenCase) {
+  const json golden = json::parse(ReadFileBytes(TestDataDir() + "/nfc_golden.json"));
+  ASSERT_GT(golden["cases"].size(), 2000u);
+  for (const json& item : golden["cases"]) {
+    const std::string input = item["input"].get<std::string>();
+    auto decoded = unicode::DecodeUtf8(input);
+    ASSERT_TRUE(decoded.ok());
+    const std::vector<unicode::ComposedChar> composed = unicode::Nfc(decoded->code_points);
+    std::string actual;
+    size_t next = 0;
+    for (const unicode::ComposedChar& ch : composed) {
+      unicode::AppendUtf8(ch.c, &actual);
+      // Marks a composition skipped over stay behind the character they came after, so spans may
+      // overlap in order but never run backwards.
+      EXPECT_LE(ch.first, ch.last);
+      EXPECT_LT(ch.last, decoded->code_points.size());
+      next = std::max(next, ch.last + 1);
+    }
+    EXPECT_EQ(actual, item["nfc"].get<std::string>()) << "input '" << input << "'";
+    EXPECT_EQ(next, decoded->code_points.size()) << "input '" << input << "'";
+  }
+}
+
+// A vocabulary of precomposed Vietnamese and Hangul syllables, behind tokenizer.json's normalizer
+// Sequence [NFC, BertNormalizer(lowercase, strip_accents false)], as models/default ships it.
+json NfcTokenizerJson() {
+  json vocab = json::object();
+  const std::vector<std::string> tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                           "tôi",   "yêu",   "việt",  "nam",   "랭",
+                                           "##체",  "##인",  "##을",  "tối"};
+  for (size_t id = 0; id < tokens.size(); ++id) vocab[tokens[id]] = id;
+  return {{"normalizer",
+           {{"type", "Sequence"},
+            {"normalizers",
+             {{{"type", "NFC"}},
+              {{"type", "BertNormalizer"}, {"strip_accents", false}, {"lowercase", true}}}}}},
+          {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
+          {"model", {{"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"vocab", vocab}}}};
+}
+
+TEST(WordPieceTokenizerTest, NfcSequenceNormalizerKeepsAccentsAndSyllablesOfDecomposedInput) {
+  const std::string dir = MakeTempDir();
+  WriteFileBytes(dir + "/tokenizer.json", NfcTokenizerJson().dump());
+  auto tokenizer = LoadTokenizer(dir);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ((*tokenizer)->normalization().unicode_form, "NFC");
+  EXPECT_FALSE((*tokenizer)->normalization().strip_accents);
+  EXPECT_THAT((*tokenizer)->normalization().description, HasSubstr("'tôi'"));
+
+  // Precomposed, and decomposed as some keyboards type it ("o" U+0302, "e" U+0323 U+0302); the
+  // offsets cover the whole written word, marks included.
+  const std::vector<std::pair<std::string, std::string>> texts_and_third_words = {
+      {"Tôi yêu Việt Nam tối", "Việt"},
+      {"To\u0302i ye\u0302u Vie\u0323\u0302t Nam to\u0302\u0301i", "Vie\u0323\u0302t"}};
+  for (const auto& [text, third_word] : texts_and_third_words) {
+    auto tokens = (*tokenizer)->Tokenize(text);
+    ASSERT_TRUE(tokens.ok()) << tokens.status();
+    EXPECT_THAT(tokens->tokens, ElementsAre("tôi", "yêu", "việt", "nam", "tối"));
+    ASSERT_EQ(tokens->byte_offsets.size(), 5u);
+    const Offset third = tokens->byte_offsets[2];
+    EXPECT_EQ(text.substr(third.start, third.end - third.start), third_word);
+  }
+  // Conjoining jamo become syllables: no token boundary inside a syllable.
+  const std::string jamo = "\u1105\u1162\u11bc\u110e\u1166\u110b\u1175\u11ab\u110b\u1173\u11af";
+  auto korean = (*tokenizer)->Tokenize(jamo);
+  ASSERT_TRUE(korean.ok()) << korean.status();
+  EXPECT_THAT(korean->tokens, ElementsAre("랭", "##체", "##인", "##을"));
+  EXPECT_THAT(korean->offsets,
+              ElementsAre(Offset{0, 3}, Offset{3, 5}, Offset{5, 8}, Offset{8, 11}));
+}
+
+TEST(WordPieceTokenizerTest, SequenceNormalizerOtherThanNfcThenBertIsRefused) {
+  json root = NfcTokenizerJson();
+  root["normalizer"]["normalizers"][0] = {{"type", "NFKC"}};
+  const std::string path = MakeTempDir() + "/tokenizer.json";
+  WriteFileBytes(path, root.dump());
+  auto tokenizer = WordPieceTokenizer::FromTokenizerJson(path, kNoMaxLength);
+  ASSERT_FALSE(tokenizer.ok());
+  EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(tokenizer.status().message(), HasSubstr("normalizer.normalizers"));
+  EXPECT_THAT(tokenizer.status().message(), HasSubstr("NFKC"));
 }
 
 TEST(TokenizerLoaderTest, EmptyOrMissingDirectoryIsNotFound) {
