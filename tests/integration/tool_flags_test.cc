@@ -94,6 +94,10 @@ TEST(ToolFlagsTest, TrainerRefusesBadValuesAndFlagsOfTheOtherCommand) {
        {"vocab_size",
         {{"vocab", "--model_dir=" + model_dir.path(), "--corpus=" + corpus, "--vocab_size=3"},
          "--vocab_size 3: expected at least 6"}},
+       {"required_tokens",
+        {{"vocab", "--model_dir=" + model_dir.path(), "--corpus=" + corpus,
+          "--required_tokens=/nonexistent/tokens.txt"},
+         "--required_tokens '/nonexistent/tokens.txt': expected a readable file"}},
        {"data", {{"train", "--model_dir=" + model_dir.path()}, "--data '': expected"}},
        {"steps", {with({"--steps=0"}), "--steps 0: expected at least 1"}},
        {"warmup_steps", {with({"--warmup_steps=-1"}), "--warmup_steps -1"}},
@@ -109,6 +113,7 @@ TEST(ToolFlagsTest, TrainerRefusesBadValuesAndFlagsOfTheOtherCommand) {
        {"init_from", {with({"--init_from=/nonexistent/ckpt"}), "--init_from '/nonexistent/ckpt"}},
        {"record_name", {with({"--record_name=a/b.json"}), "--record_name 'a/b.json'"}},
        {"log_every", {with({"--log_every=0"}), "--log_every 0"}},
+       {"history_every", {with({"--history_every=0"}), "--history_every 0"}},
        {"save_every", {with({"--save_every=0"}), "--save_every 0"}},
        {"record_steps", {with({"--record_steps=-1"}), "--record_steps -1"}},
        {"record_examples",
@@ -127,6 +132,17 @@ TEST(ToolFlagsTest, TrainerRefusesBadValuesAndFlagsOfTheOtherCommand) {
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_NE(result.stderr_text.find("--steps: 'attnscope-train vocab' does not read it"),
             std::string::npos)
+      << result.stderr_text;
+  // 'tokens' reads only model_dir and heldout.
+  result = RunCommand({binary, "tokens", "--model_dir=" + model_dir.path(), "--heldout=" + data,
+                       "--corpus=" + corpus});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.stderr_text.find("--corpus: 'attnscope-train tokens' does not read it"),
+            std::string::npos)
+      << result.stderr_text;
+  result = RunCommand({binary, "tokens", "--model_dir=" + model_dir.path()});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.stderr_text.find("--heldout '': expected a readable file"), std::string::npos)
       << result.stderr_text;
 }
 

@@ -2,10 +2,12 @@
 // scripts/make_default_model.sh for the whole recipe).
 //
 //   attnscope-train vocab --corpus=vocab_corpus.txt --heldout=heldout.jsonl
-//   --model_dir=models/default attnscope-train train --data=train.jsonl --model_dir=models/default
-//   --steps=N
+//       --model_dir=models/default
+//   attnscope-train train --data=train.jsonl --model_dir=models/default --steps=N
 //       --record_examples=tests/data/default-model-first-steps.jsonl
+//   attnscope-train tokens --heldout=heldout.jsonl --model_dir=DIR   # [UNK] rate, tokens per word
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -35,8 +37,14 @@
 ABSL_FLAG(std::string, model_dir, "models/default", "the checkpoint directory written");
 ABSL_FLAG(std::string, corpus, "", "vocab: training texts, one a line");
 ABSL_FLAG(std::string, heldout, "",
-          "vocab: held-out JSONL whose texts the unknown-token rate is measured on");
+          "vocab, tokens: held-out JSONL whose texts the unknown-token rate and tokens per word "
+          "are measured on");
 ABSL_FLAG(int64_t, vocab_size, 8000, "vocab: entries including special tokens");
+ABSL_FLAG(std::string, required_tokens, "",
+          "vocab: tokens the vocabulary must hold whatever their count in --corpus, one a line "
+          "(\"##\" for continuations; NFC, lower-cased), e.g. whole Hangul syllables and "
+          "Vietnamese syllables, so that text outside the corpus does not fall apart or become "
+          "[UNK]");
 ABSL_FLAG(std::string, data, "", "train: train.jsonl from scripts/extract_help_text.py");
 ABSL_FLAG(int64_t, steps, 14000, "train: optimiser steps");
 ABSL_FLAG(int64_t, warmup_steps, 400, "train: linear warm-up steps");
@@ -60,6 +68,9 @@ ABSL_FLAG(std::string, init_from, "",
 ABSL_FLAG(std::string, record_name, "training_record.json",
           "train: file in --model_dir for the recipe and recorded losses");
 ABSL_FLAG(int64_t, log_every, 20, "train: steps between progress lines");
+ABSL_FLAG(int64_t, history_every, 50,
+          "train: steps between the points of the record's \"history\" (mean losses of those "
+          "steps and the learning rate), the series GetTrainingRecord serves");
 ABSL_FLAG(int64_t, save_every, 500, "train: steps between checkpoints (also saved at the end)");
 ABSL_FLAG(int64_t, record_steps, 8,
           "train: steps whose losses (and examples) are recorded for the reproducibility test");
@@ -80,13 +91,19 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
-// Fraction of [UNK] among the tokens of the held-out texts, per language, with the engine's own
-// tokenizer loaded from the directory just written.
-absl::Status ReportUnknownRate(const std::string& model_dir, const std::string& heldout) {
+// Fraction of [UNK] among the tokens of the held-out texts and tokens per word, per language,
+// with the engine's own tokenizer loaded from `model_dir`. Words are the pre-tokenizer's: runs of
+// letters and digits, and each punctuation mark on its own.
+absl::Status ReportTokenization(const std::string& model_dir, const std::string& heldout) {
   ATTNSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadTokenizer(model_dir));
   std::ifstream in(heldout);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open '", heldout, "'"));
-  std::map<std::string, std::pair<int64_t, int64_t>> counts;  // lang -> (unknown, total)
+  struct Counts {
+    int64_t unknown = 0;
+    int64_t tokens = 0;
+    int64_t words = 0;
+  };
+  std::map<std::string, Counts> counts;  // by language
   std::string line;
   while (std::getline(in, line)) {
     const json object = json::parse(line);
@@ -94,17 +111,80 @@ absl::Status ReportUnknownRate(const std::string& model_dir, const std::string& 
       if (!object.contains(field)) continue;
       ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText tokens,
                                  tokenizer->Tokenize(object[field].get<std::string>()));
-      auto& [unknown, total] = counts[object["lang"].get<std::string>()];
-      total += static_cast<int64_t>(tokens.size());
-      unknown += std::count(tokens.tokens.begin(), tokens.tokens.end(), "[UNK]");
+      Counts& count = counts[object["lang"].get<std::string>()];
+      count.tokens += static_cast<int64_t>(tokens.size());
+      count.unknown += std::count(tokens.tokens.begin(), tokens.tokens.end(), "[UNK]");
+      if (!tokens.word_ids.empty()) {
+        count.words += *std::max_element(tokens.word_ids.begin(), tokens.word_ids.end()) + 1;
+      }
     }
   }
   for (const auto& [lang, count] : counts) {
-    std::printf("held-out %s: %lld tokens, %lld unknown (%.3f%%)\n", lang.c_str(),
-                static_cast<long long>(count.second), static_cast<long long>(count.first),
-                100.0 * static_cast<double>(count.first) / static_cast<double>(count.second));
+    std::printf(
+        "held-out %s: %lld tokens, %lld unknown (%.3f%%), %lld words, %.3f tokens per word\n",
+        lang.c_str(), static_cast<long long>(count.tokens), static_cast<long long>(count.unknown),
+        100.0 * static_cast<double>(count.unknown) / static_cast<double>(count.tokens),
+        static_cast<long long>(count.words),
+        static_cast<double>(count.tokens) / static_cast<double>(count.words));
   }
   return absl::OkStatus();
+}
+
+// The tokenizer.json of the vocabulary (Hugging Face `tokenizers` format), which is what makes
+// Hugging Face and attnscope compose text to NFC before BertNormalizer: tokenizer_config.json
+// alone cannot ask for it.
+json TokenizerJson(const std::vector<std::string>& vocab, const WordPieceOptions& options) {
+  json added_tokens = json::array();
+  for (size_t id = 0; id < SpecialTokens().size(); ++id) {
+    added_tokens.push_back({{"id", id},
+                            {"content", SpecialTokens()[id]},
+                            {"single_word", false},
+                            {"lstrip", false},
+                            {"rstrip", false},
+                            {"normalized", false},
+                            {"special", true}});
+  }
+  json vocab_map = json::object();
+  for (size_t id = 0; id < vocab.size(); ++id) vocab_map[vocab[id]] = id;
+  auto special = [](const char* token, int type_id) {
+    return json{{"SpecialToken", {{"id", token}, {"type_id", type_id}}}};
+  };
+  auto sequence = [](const char* id, int type_id) {
+    return json{{"Sequence", {{"id", id}, {"type_id", type_id}}}};
+  };
+  auto special_entry = [&](const std::string& token) {
+    const int64_t id = std::find(vocab.begin(), vocab.end(), token) - vocab.begin();
+    return json{{"id", token}, {"ids", {id}}, {"tokens", {token}}};
+  };
+  return {{"version", "1.0"},
+          {"truncation", nullptr},
+          {"padding", nullptr},
+          {"added_tokens", added_tokens},
+          {"normalizer",
+           {{"type", "Sequence"},
+            {"normalizers",
+             {{{"type", "NFC"}},
+              {{"type", "BertNormalizer"},
+               {"clean_text", options.clean_text},
+               {"handle_chinese_chars", options.handle_chinese_chars},
+               {"strip_accents", options.strip_accents.value_or(options.lowercase)},
+               {"lowercase", options.lowercase}}}}}},
+          {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
+          {"post_processor",
+           {{"type", "TemplateProcessing"},
+            {"single", {special("[CLS]", 0), sequence("A", 0), special("[SEP]", 0)}},
+            {"pair",
+             {special("[CLS]", 0), sequence("A", 0), special("[SEP]", 0), sequence("B", 1),
+              special("[SEP]", 1)}},
+            {"special_tokens",
+             {{"[CLS]", special_entry("[CLS]")}, {"[SEP]", special_entry("[SEP]")}}}}},
+          {"decoder", {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", true}}},
+          {"model",
+           {{"type", "WordPiece"},
+            {"unk_token", "[UNK]"},
+            {"continuing_subword_prefix", "##"},
+            {"max_input_chars_per_word", 100},
+            {"vocab", vocab_map}}}};
 }
 
 absl::Status BuildVocab() {
@@ -113,22 +193,40 @@ absl::Status BuildVocab() {
   if (!in)
     return absl::NotFoundError(
         absl::StrCat("cannot open --corpus '", absl::GetFlag(FLAGS_corpus), "'"));
-  ATTNSCOPE_ASSIGN_OR_RETURN(WordCounter counter, WordCounter::Create());
+  // NFC and lower-casing, accents kept: Vietnamese keeps its diacritics ("tôi", "tới" and "tối"
+  // stay three words) and Hangul its syllables, which BERT's uncased normalisation (NFD, marks
+  // dropped) would break into base letters and conjoining jamo.
+  WordPieceOptions normalization;
+  normalization.nfc = true;
+  normalization.lowercase = true;
+  normalization.strip_accents = false;
+  ATTNSCOPE_ASSIGN_OR_RETURN(WordCounter counter, WordCounter::Create(normalization));
   std::string line;
   while (std::getline(in, line)) ATTNSCOPE_RETURN_IF_ERROR(counter.Add(line));
+  std::vector<std::string> required_tokens;
+  if (!absl::GetFlag(FLAGS_required_tokens).empty()) {
+    std::ifstream required(absl::GetFlag(FLAGS_required_tokens));
+    for (std::string token; std::getline(required, token);) {
+      if (!token.empty()) required_tokens.push_back(token);
+    }
+  }
   const std::vector<std::string> vocab =
-      BuildWordPieceVocab(counter.counts(), absl::GetFlag(FLAGS_vocab_size));
+      BuildWordPieceVocab(counter.counts(), absl::GetFlag(FLAGS_vocab_size), required_tokens);
   std::string text;
   for (const std::string& token : vocab) text += token + "\n";
   ATTNSCOPE_RETURN_IF_ERROR(WriteText(JoinPath(model_dir, "vocab.txt"), text));
-  const json tokenizer_config = {
-      {"do_lower_case", true}, {"model_max_length", 128}, {"tokenizer_class", "BertTokenizer"}};
+  ATTNSCOPE_RETURN_IF_ERROR(WriteText(JoinPath(model_dir, "tokenizer.json"),
+                                      TokenizerJson(vocab, normalization).dump(2) + "\n"));
+  const json tokenizer_config = {{"do_lower_case", true},
+                                 {"strip_accents", false},
+                                 {"model_max_length", 128},
+                                 {"tokenizer_class", "BertTokenizer"}};
   ATTNSCOPE_RETURN_IF_ERROR(
       WriteText(JoinPath(model_dir, "tokenizer_config.json"), tokenizer_config.dump(2) + "\n"));
-  std::printf("%zu distinct words -> vocabulary of %zu tokens in %s\n", counter.counts().size(),
-              vocab.size(), model_dir.c_str());
+  std::printf("%zu distinct words, %zu required tokens -> vocabulary of %zu tokens in %s\n",
+              counter.counts().size(), required_tokens.size(), vocab.size(), model_dir.c_str());
   if (absl::GetFlag(FLAGS_heldout).empty()) return absl::OkStatus();
-  return ReportUnknownRate(model_dir, absl::GetFlag(FLAGS_heldout));
+  return ReportTokenization(model_dir, absl::GetFlag(FLAGS_heldout));
 }
 
 // Refuses what a run would otherwise ignore or trip over late: a flag of the other command, a
@@ -137,8 +235,11 @@ absl::Status CheckFlags(const std::string& command) {
   for (const auto& [name, flag] : absl::GetAllFlags()) {
     if (!absl::EndsWith(flag->Filename(), "tools/train/main.cc")) continue;
     const std::string help = flag->Help();
-    const bool other_command = (command == "vocab" && absl::StartsWith(help, "train:")) ||
-                               (command == "train" && absl::StartsWith(help, "vocab:"));
+    // Help texts start with the commands that read the flag ("vocab, tokens: ..."); model_dir's
+    // has none, as every command reads it.
+    const std::string readers = help.substr(0, help.find(':'));
+    const bool other_command = help.find(':') != std::string::npos &&
+                               !absl::StrContains(absl::StrCat(readers, ","), command + ",");
     if (other_command && flag->CurrentValue() != flag->DefaultValue()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", name, ": 'attnscope-train ", command, "' does not read it (",
@@ -165,8 +266,14 @@ absl::Status CheckFlags(const std::string& command) {
     return absl::NotFoundError(
         absl::StrCat("--model_dir '", model_dir, "': expected an existing directory"));
   }
+  if (command == "tokens") {
+    return readable("heldout", absl::GetFlag(FLAGS_heldout));
+  }
   if (command == "vocab") {
     ATTNSCOPE_RETURN_IF_ERROR(readable("corpus", absl::GetFlag(FLAGS_corpus)));
+    if (!absl::GetFlag(FLAGS_required_tokens).empty()) {
+      ATTNSCOPE_RETURN_IF_ERROR(readable("required_tokens", absl::GetFlag(FLAGS_required_tokens)));
+    }
     if (!absl::GetFlag(FLAGS_heldout).empty()) {
       ATTNSCOPE_RETURN_IF_ERROR(readable("heldout", absl::GetFlag(FLAGS_heldout)));
     }
@@ -189,6 +296,7 @@ absl::Status CheckFlags(const std::string& command) {
            {"tied_query_key_init", absl::GetFlag(FLAGS_tied_query_key_init), 0},
            {"relevance_weight", absl::GetFlag(FLAGS_relevance_weight), 0},
            {"log_every", absl::GetFlag(FLAGS_log_every), 1},
+           {"history_every", absl::GetFlag(FLAGS_history_every), 1},
            {"save_every", absl::GetFlag(FLAGS_save_every), 1},
            {"record_steps", absl::GetFlag(FLAGS_record_steps), 0}}) {
     ATTNSCOPE_RETURN_IF_ERROR(at_least(name, value, min));
@@ -266,12 +374,16 @@ absl::Status Train() {
   json record = {{"config", trainer->config().ToJson()},
                  {"init_from", absl::GetFlag(FLAGS_init_from)},
                  {"examples", example_count},
-                 {"first_steps", json::array()}};
+                 {"first_steps", json::array()},
+                 {"history", json::array()}};
   const Clock::time_point start = Clock::now();
   int64_t window_tokens = 0;
   Clock::time_point window_start = start;
   double loss_sum = 0, mlm_sum = 0, relevance_sum = 0;
   int64_t window_steps = 0;
+  // Sums of loss, mlm_loss and relevance_loss since the last history point.
+  std::array<double, 3> history_sums = {0, 0, 0};
+  const int64_t history_every = absl::GetFlag(FLAGS_history_every);
   for (int64_t step = 1; step <= config.steps; ++step) {
     const StepStats stats = trainer->Step();
     if (step <= record_steps) {
@@ -285,6 +397,18 @@ absl::Status Train() {
     mlm_sum += stats.mlm_loss;
     relevance_sum += stats.relevance_loss;
     ++window_steps;
+    history_sums[0] += stats.loss;
+    history_sums[1] += stats.mlm_loss;
+    history_sums[2] += stats.relevance_loss;
+    if (step % history_every == 0 || step == config.steps) {
+      const double steps_summed = static_cast<double>((step - 1) % history_every + 1);
+      record["history"].push_back({{"step", step},
+                                   {"loss", history_sums[0] / steps_summed},
+                                   {"mlm_loss", history_sums[1] / steps_summed},
+                                   {"relevance_loss", history_sums[2] / steps_summed},
+                                   {"learning_rate", stats.lr}});
+      history_sums = {0, 0, 0};
+    }
     if (step % absl::GetFlag(FLAGS_log_every) == 0 || step == config.steps) {
       const Clock::time_point now = Clock::now();
       const double elapsed = std::chrono::duration<double>(now - start).count();
@@ -331,11 +455,13 @@ int main(int argc, char** argv) {
   usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
-      "attnscope-train vocab|train [flags]: builds the default model's vocabulary or trains it");
+      "attnscope-train vocab|train|tokens [flags]: builds the default model's vocabulary, trains "
+      "it, or measures its tokenization");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   const std::string command = positional.size() == 2 ? positional[1] : "";
-  if (command != "vocab" && command != "train") {
-    std::fprintf(stderr, "usage: attnscope-train vocab|train [flags] (--help for the flags)\n");
+  if (command != "vocab" && command != "train" && command != "tokens") {
+    std::fprintf(stderr,
+                 "usage: attnscope-train vocab|train|tokens [flags] (--help for the flags)\n");
     return 2;
   }
   absl::Status status = attnscope::train::CheckFlags(command);
@@ -344,7 +470,14 @@ int main(int argc, char** argv) {
                  std::string(status.message()).c_str());
     return 2;
   }
-  status = command == "vocab" ? attnscope::train::BuildVocab() : attnscope::train::Train();
+  if (command == "vocab") {
+    status = attnscope::train::BuildVocab();
+  } else if (command == "tokens") {
+    status = attnscope::train::ReportTokenization(absl::GetFlag(FLAGS_model_dir),
+                                                  absl::GetFlag(FLAGS_heldout));
+  } else {
+    status = attnscope::train::Train();
+  }
   if (!status.ok()) {
     std::fprintf(stderr, "attnscope-train %s: %s\n", command.c_str(), status.ToString().c_str());
     return 1;

@@ -70,34 +70,53 @@ const std::vector<std::string>& SpecialTokens() {
   return *kTokens;
 }
 
-absl::StatusOr<WordCounter> WordCounter::Create() {
+absl::StatusOr<WordCounter> WordCounter::Create(const WordPieceOptions& normalization) {
   ATTNSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<WordPieceTokenizer> splitter,
-                             WordPieceTokenizer::Create(SpecialTokens(), WordPieceOptions()));
-  return WordCounter(std::move(splitter));
+                             WordPieceTokenizer::Create(SpecialTokens(), normalization));
+  return WordCounter(std::move(splitter), normalization);
 }
 
 absl::Status WordCounter::Add(std::string_view text) {
   ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText words, splitter_->Tokenize(text));
   for (const Offset& span : words.byte_offsets) {
-    ATTNSCOPE_ASSIGN_OR_RETURN(std::string word,
-                               NormalizeWord(text.substr(span.start, span.end - span.start)));
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        std::string word,
+        NormalizeWord(text.substr(span.start, span.end - span.start), normalization_));
     if (!word.empty()) ++counts_[word];
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> NormalizeWord(std::string_view word) {
+absl::StatusOr<std::string> NormalizeWord(std::string_view word,
+                                          const WordPieceOptions& normalization) {
   ATTNSCOPE_ASSIGN_OR_RETURN(unicode::DecodedText decoded, unicode::DecodeUtf8(word));
+  std::vector<char32_t> chars = std::move(decoded.code_points);
+  if (normalization.nfc) {
+    std::vector<char32_t> composed;
+    for (const unicode::ComposedChar& ch : unicode::Nfc(chars)) composed.push_back(ch.c);
+    chars = std::move(composed);
+  }
+  if (normalization.strip_accents.value_or(normalization.lowercase)) {
+    std::vector<char32_t> stripped;
+    for (const unicode::SourcedChar& ch : unicode::Nfd(chars)) {
+      if (!unicode::IsNonspacingMark(ch.c)) stripped.push_back(ch.c);
+    }
+    chars = std::move(stripped);
+  }
   std::string out;
-  for (const unicode::SourcedChar& ch : unicode::Nfd(decoded.code_points)) {
-    if (unicode::IsNonspacingMark(ch.c)) continue;
-    for (char32_t lower : unicode::ToLower(ch.c)) unicode::AppendUtf8(lower, &out);
+  for (char32_t ch : chars) {
+    if (!normalization.lowercase) {
+      unicode::AppendUtf8(ch, &out);
+      continue;
+    }
+    for (char32_t lower : unicode::ToLower(ch)) unicode::AppendUtf8(lower, &out);
   }
   return out;
 }
 
 std::vector<std::string> BuildWordPieceVocab(
-    const absl::flat_hash_map<std::string, int64_t>& word_counts, int64_t vocab_size) {
+    const absl::flat_hash_map<std::string, int64_t>& word_counts, int64_t vocab_size,
+    const std::vector<std::string>& required_tokens) {
   // Sorted input: the merges must not depend on the hash map's per-process iteration order.
   std::vector<std::pair<std::string, int64_t>> sorted(word_counts.begin(), word_counts.end());
   std::sort(sorted.begin(), sorted.end());
@@ -131,6 +150,7 @@ std::vector<std::string> BuildWordPieceVocab(
     add(token);
     add(kContinuation + token);
   }
+  for (const std::string& token : required_tokens) add(token);
 
   absl::flat_hash_map<uint64_t, int64_t> pair_counts;
   absl::flat_hash_map<uint64_t, std::vector<int32_t>> pair_words;
