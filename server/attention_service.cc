@@ -86,4 +86,10 @@ grpc::Status AttentionService::GetTrainingRecord(grpc::ServerContext* context,
   return ToGrpcStatus(core_->GetTrainingRecord(GrpcCall(context), *request, response));
 }
 
+grpc::Status AttentionService::Attribute(grpc::ServerContext* context,
+                                         const v1::AttributeRequest* request,
+                                         v1::AttributeResponse* response) {
+  return ToGrpcStatus(core_->Attribute(GrpcCall(context), *request, response));
+}
+
 }  // namespace attnscope::server

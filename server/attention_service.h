@@ -43,6 +43,8 @@ class AttentionService final : public v1::AttentionService::Service {
   grpc::Status GetTrainingRecord(grpc::ServerContext* context,
                                  const v1::GetTrainingRecordRequest* request,
                                  v1::TrainingRecord* response) override;
+  grpc::Status Attribute(grpc::ServerContext* context, const v1::AttributeRequest* request,
+                         v1::AttributeResponse* response) override;
 
  private:
   ServiceCore* const core_;

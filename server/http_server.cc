@@ -144,6 +144,7 @@ class Router {
     if (method == "GetTrainingRecord") {
       return Unary(&ServiceCore::GetTrainingRecord, *body, request, response);
     }
+    if (method == "Attribute") return Unary(&ServiceCore::Attribute, *body, request, response);
     if (method == "StreamAttention" && request.method == "GET") {
       WriteError(absl::InvalidArgumentError(
                      "HTTP GET: StreamAttention streams its answer and takes a POST body"),

@@ -301,4 +301,41 @@ void ToProto(const TrainingRecordAnswer& answer, v1::TrainingRecord* record) {
   record->set_record_json(answer.record_json);
 }
 
+void ToProto(const AttributeAnswer& answer, v1::AttributeResponse* response) {
+  response->set_model(answer.model->name());
+  ToProto(answer.tokens, response->mutable_tokens());
+  response->set_target(static_cast<int32_t>(answer.target));
+  response->set_target_label(answer.target_label);
+  response->set_score(answer.score);
+  response->set_baseline_score(answer.baseline_score);
+  response->mutable_occlusion()->Add(answer.occlusion.begin(), answer.occlusion.end());
+  response->mutable_gradient_x_input()->Add(answer.gradient_x_input.begin(),
+                                            answer.gradient_x_input.end());
+  response->mutable_integrated_gradients()->Add(answer.integrated_gradients.begin(),
+                                                answer.integrated_gradients.end());
+  response->set_integrated_gradients_steps(static_cast<int32_t>(answer.integrated_gradients_steps));
+  if (answer.convergence_delta.has_value()) {
+    response->set_convergence_delta(*answer.convergence_delta);
+  }
+  for (const AttributedWord& word : answer.words) {
+    v1::WordAttribution* out = response->add_words();
+    out->set_text(word.word.text);
+    out->set_sequence_id(static_cast<int32_t>(word.word.sequence_id));
+    out->set_word_id(static_cast<int32_t>(word.word_id));
+    out->set_token_start(static_cast<int32_t>(word.word.tokens.token_start));
+    out->set_token_end(static_cast<int32_t>(word.word.tokens.token_end));
+    out->mutable_offsets()->set_start(word.word.offsets.start);
+    out->mutable_offsets()->set_end(word.word.offsets.end);
+    out->mutable_byte_offsets()->set_start(word.word.byte_offsets.start);
+    out->mutable_byte_offsets()->set_end(word.word.byte_offsets.end);
+    if (word.occlusion.has_value()) out->set_occlusion(static_cast<float>(*word.occlusion));
+    if (word.gradient_x_input.has_value()) {
+      out->set_gradient_x_input(static_cast<float>(*word.gradient_x_input));
+    }
+    if (word.integrated_gradients.has_value()) {
+      out->set_integrated_gradients(static_cast<float>(*word.integrated_gradients));
+    }
+  }
+}
+
 }  // namespace attnscope::server

@@ -23,6 +23,7 @@ absl::Status ToProto(const CrossAttentionAnswer& answer, v1::CrossAttentionRespo
 void ToProto(const ParameterListAnswer& answer, v1::ListParametersResponse* response);
 absl::Status ToProto(const ParameterAnswer& answer, v1::GetParameterResponse* response);
 void ToProto(const TrainingRecordAnswer& answer, v1::TrainingRecord* record);
+void ToProto(const AttributeAnswer& answer, v1::AttributeResponse* response);
 
 // One message's share of a layer's [head, query_token, key] slice: heads [head_offset,
 // head_offset + heads) and rows [query_offset, query_offset + rows). Always one contiguous run of

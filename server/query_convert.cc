@@ -164,4 +164,58 @@ absl::StatusOr<ParameterQuery> ToQuery(const v1::GetParameterRequest& request) {
   return query;
 }
 
+absl::StatusOr<AttributeQuery> ToQuery(const v1::AttributeRequest& request) {
+  AttributeQuery query;
+  query.model = request.model();
+  query.input = ToTextInput(request);
+  ATTNSCOPE_ASSIGN_OR_RETURN(query.tokenization, ToTokenization(request.tokenization()));
+  query.target = request.target();
+  for (int i = 0; i < request.methods_size(); ++i) {
+    switch (request.methods(i)) {
+      case v1::ATTRIBUTION_METHOD_OCCLUSION:
+        query.methods.push_back(AttributionMethod::kOcclusion);
+        break;
+      case v1::ATTRIBUTION_METHOD_GRADIENT_X_INPUT:
+        query.methods.push_back(AttributionMethod::kGradientXInput);
+        break;
+      case v1::ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS:
+        query.methods.push_back(AttributionMethod::kIntegratedGradients);
+        break;
+      default:
+        return absl::InvalidArgumentError(absl::StrCat(
+            "methods[", i, "] ", static_cast<int>(request.methods(i)),
+            ": expected ATTRIBUTION_METHOD_OCCLUSION, ATTRIBUTION_METHOD_GRADIENT_X_INPUT or "
+            "ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS; fix `methods` (empty = all three)"));
+    }
+  }
+  switch (request.occlusion_token()) {
+    case v1::OCCLUSION_TOKEN_UNSPECIFIED:
+    case v1::OCCLUSION_TOKEN_MASK:
+      query.occlusion_token = OcclusionToken::kMask;
+      break;
+    case v1::OCCLUSION_TOKEN_UNK:
+      query.occlusion_token = OcclusionToken::kUnk;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("occlusion_token ", static_cast<int>(request.occlusion_token()),
+                       ": expected OCCLUSION_TOKEN_MASK or OCCLUSION_TOKEN_UNK"));
+  }
+  switch (request.baseline()) {
+    case v1::ATTRIBUTION_BASELINE_UNSPECIFIED:
+    case v1::ATTRIBUTION_BASELINE_PAD:
+      query.baseline = AttributionBaseline::kTokenEmbedding;
+      break;
+    case v1::ATTRIBUTION_BASELINE_ZERO:
+      query.baseline = AttributionBaseline::kZero;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("baseline ", static_cast<int>(request.baseline()),
+                       ": expected ATTRIBUTION_BASELINE_PAD or ATTRIBUTION_BASELINE_ZERO"));
+  }
+  query.integrated_gradients_steps = request.integrated_gradients_steps();
+  return query;
+}
+
 }  // namespace attnscope::server

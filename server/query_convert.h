@@ -18,6 +18,8 @@ absl::StatusOr<AttentionQuery> ToQuery(const v1::GetAttentionRequest& request);
 absl::StatusOr<EncodeQuery> ToQuery(const v1::EncodeRequest& request);
 absl::StatusOr<CrossAttentionQuery> ToQuery(const v1::CrossAttentionRequest& request);
 absl::StatusOr<ParameterQuery> ToQuery(const v1::GetParameterRequest& request);
+// Also for methods, occlusion_token and baseline.
+absl::StatusOr<AttributeQuery> ToQuery(const v1::AttributeRequest& request);
 
 }  // namespace attnscope::server
 

@@ -256,4 +256,16 @@ absl::Status ServiceCore::GetTrainingRecord(const Call& call,
   });
 }
 
+absl::Status ServiceCore::Attribute(const Call& call, const v1::AttributeRequest& request,
+                                    v1::AttributeResponse* response) {
+  return Serve(call, "Attribute", &request.model(), response, kAttributeFixes,
+               [&]() -> absl::Status {
+                 ATTNSCOPE_ASSIGN_OR_RETURN(const AttributeQuery query, ToQuery(request));
+                 ATTNSCOPE_ASSIGN_OR_RETURN(const AttributeAnswer answer,
+                                            runner_->RunAttribute(query, call.check));
+                 ToProto(answer, response);
+                 return absl::OkStatus();
+               });
+}
+
 }  // namespace attnscope::server

@@ -115,6 +115,8 @@ class ServiceCore {
                             v1::GetParameterResponse* response);
   absl::Status GetTrainingRecord(const Call& call, const v1::GetTrainingRecordRequest& request,
                                  v1::TrainingRecord* response);
+  absl::Status Attribute(const Call& call, const v1::AttributeRequest& request,
+                         v1::AttributeResponse* response);
 
  private:
   class Observer;

@@ -1,9 +1,10 @@
 // The request layer: every RPC of attnscope.v1.AttentionService as a proto-free query and answer
 // (TokenizeQuery -> Tokenize -> TokenizeAnswer, AttentionQuery -> RunAttention -> AttentionAnswer,
 // EncodeQuery -> RunEncode -> EncodeAnswer, CrossAttentionQuery -> RunCrossAttention ->
-// CrossAttentionAnswer). A RequestRunner does all validation, tokenization, forward passes,
-// post-processing and response-size estimates, so that the gRPC and HTTP front ends only map
-// messages. LibTorch and Abseil only: it knows nothing of gRPC, protobuf or HTTP.
+// CrossAttentionAnswer, AttributeQuery -> RunAttribute -> AttributeAnswer). A RequestRunner does
+// all validation, tokenization, forward passes, post-processing and response-size estimates, so
+// that the gRPC and HTTP front ends only map messages. LibTorch and Abseil only: it knows nothing
+// of gRPC, protobuf or HTTP.
 //
 // Shapes follow proto/attnscope/v1/attnscope.proto: one tensor per selected layer, stacked on the
 // wire into [layer, head, query_token, key_token]. Answer tensors are float32 views of the engine's
@@ -32,6 +33,7 @@
 #include "absl/strings/string_view.h"
 #include "common/limits.h"
 #include "models/attention_ops.h"
+#include "models/attribution.h"
 #include "models/engine.h"
 #include "models/requests/batcher.h"
 
@@ -218,6 +220,68 @@ struct CrossAttentionAnswer {
   std::vector<DocumentAnswer> documents;
 };
 
+// Token attribution methods (models/attribution.h).
+enum class AttributionMethod { kOcclusion, kGradientXInput, kIntegratedGradients };
+
+// What replaces each token in turn for occlusion: the tokenizer's [MASK] or [UNK].
+enum class OcclusionToken { kMask, kUnk };
+
+// Integrated-gradients steps: the default (Captum's), and the most a call may ask for: each step
+// is a forward and a backward pass, so 1000 steps of a 512-token bert-base input take minutes.
+inline constexpr int64_t kDefaultIntegratedGradientsSteps = 50;
+inline constexpr int64_t kMaxIntegratedGradientsSteps = 1000;
+
+struct AttributeQuery {
+  std::string model;
+  // For a cross-encoder: the query (text) and the document (text_pair).
+  TextInput input;
+  // Truncation defaults to none, as for GetAttention.
+  TokenizationQuery tokenization;
+  // The classifier label whose logit is attributed.
+  int64_t target = 0;
+  // Empty = all three; a method listed twice runs once.
+  std::vector<AttributionMethod> methods;
+  OcclusionToken occlusion_token = OcclusionToken::kMask;
+  // kTokenEmbedding: the pad token's embedding.
+  AttributionBaseline baseline = AttributionBaseline::kTokenEmbedding;
+  // 0 = kDefaultIntegratedGradientsSteps; InvalidArgument when negative or above
+  // kMaxIntegratedGradientsSteps.
+  int64_t integrated_gradients_steps = 0;
+};
+
+// One word of the texts and the sums of its tokens' values (WordSums in attribution.h).
+struct AttributedWord {
+  // Its text, token span, sequence id (0 or 1) and offsets.
+  Word word;
+  // Index within its text (Encoding::word_ids).
+  int64_t word_id = 0;
+  // Present for the methods that ran.
+  std::optional<double> occlusion;
+  std::optional<double> gradient_x_input;
+  std::optional<double> integrated_gradients;
+};
+
+struct AttributeAnswer {
+  const LoadedModel* model = nullptr;
+  EncodedText tokens;
+  int64_t target = 0;
+  // config.json id2label's name of the target; "" when it has none.
+  std::string target_label;
+  // The target logit on the input, and on the integrated-gradients baseline (0 without them).
+  double score = 0.0;
+  double baseline_score = 0.0;
+  // One value per token of `tokens` for each method that ran; empty for the others.
+  std::vector<float> occlusion;
+  std::vector<float> gradient_x_input;
+  std::vector<float> integrated_gradients;
+  // The steps integrated gradients used; 0 when they did not run.
+  int64_t integrated_gradients_steps = 0;
+  // sum(integrated_gradients) - (score - baseline_score), with integrated gradients.
+  std::optional<double> convergence_delta;
+  // The words of the texts in order (special tokens are not words).
+  std::vector<AttributedWord> words;
+};
+
 // A weight tensor by its checkpoint name (ListParameters, GetParameter).
 struct ParameterInfo {
   std::string name;
@@ -303,6 +367,15 @@ class RequestRunner {
   absl::StatusOr<EncodeAnswer> RunEncode(const EncodeQuery& query, const CallCheck& check) const;
   absl::StatusOr<CrossAttentionAnswer> RunCrossAttention(const CrossAttentionQuery& query,
                                                          const CallCheck& check) const;
+  // Token attributions of a classifier logit (models/attribution.h), computed with autograd on
+  // the calling thread, not the batcher's: its passes need gradients, which the batched inference
+  // kernels do not record. `check` is called before the first pass and after each batch of passes.
+  // Errors: InvalidArgument for bad input or options (naming the field), a model without a
+  // classifier head, or an occlusion token the vocabulary lacks; Unimplemented for a decoder-only
+  // model; NotFound for an unknown model; ResourceExhausted over the size cap; the status of
+  // `check`.
+  absl::StatusOr<AttributeAnswer> RunAttribute(const AttributeQuery& query,
+                                               const CallCheck& check) const;
   // Every tensor of the model's checkpoint. NotFound for an unknown model.
   absl::StatusOr<ParameterListAnswer> ListParameters(const std::string& model) const;
   // One checkpoint tensor. NotFound for an unknown name (naming similar ones); InvalidArgument
@@ -340,6 +413,7 @@ inline constexpr absl::string_view kCrossAttentionFixes =
     "send fewer documents per call, request fewer layers or heads, use head_aggregation, or dtype "
     "DTYPE_FLOAT16";
 inline constexpr absl::string_view kTokenizeFixes = "send a shorter text";
+inline constexpr absl::string_view kAttributeFixes = "send shorter texts or fewer methods";
 
 // The message of a ResourceExhausted answer over the cap: "<rpc> response would be N bytes, over
 // this server's cap of M bytes (--max_response_bytes); <fixes>".
