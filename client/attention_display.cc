@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -345,6 +347,122 @@ absl::StatusOr<std::string> CrossAttentionText(const CrossAttentionResult& resul
       }
     }
   }
+  return out;
+}
+
+absl::StatusOr<std::string> AttributionText(const v1::AttributeResponse& response) {
+  struct Method {
+    const char* name;
+    const google::protobuf::RepeatedField<float>* tokens;
+    // The word sum, when the word has one.
+    std::optional<float> (*word)(const v1::WordAttribution&);
+  };
+  // In the order of the sort key: integrated gradients first, the method of record.
+  const std::vector<Method> all = {
+      {"integrated_gradients", &response.integrated_gradients(),
+       [](const v1::WordAttribution& w) {
+         return w.has_integrated_gradients() ? std::optional<float>(w.integrated_gradients())
+                                             : std::nullopt;
+       }},
+      {"occlusion", &response.occlusion(),
+       [](const v1::WordAttribution& w) {
+         return w.has_occlusion() ? std::optional<float>(w.occlusion()) : std::nullopt;
+       }},
+      {"gradient_x_input", &response.gradient_x_input(),
+       [](const v1::WordAttribution& w) {
+         return w.has_gradient_x_input() ? std::optional<float>(w.gradient_x_input())
+                                         : std::nullopt;
+       }},
+  };
+  const int tokens = response.tokens().tokens_size();
+  std::vector<Method> methods;
+  for (const Method& method : all) {
+    if (method.tokens->empty()) continue;
+    if (method.tokens->size() != tokens) {
+      return absl::InvalidArgumentError(absl::StrCat("attribution text: expected ", tokens,
+                                                     " values of ", method.name,
+                                                     ", one per token, "
+                                                     "got ",
+                                                     method.tokens->size()));
+    }
+    methods.push_back(method);
+  }
+  // Rows of labels and values (nullopt: no value) under a header, labels padded to one width.
+  auto table =
+      [&methods](
+          const std::string& label_header,
+          const std::vector<std::pair<std::string, std::vector<std::optional<float>>>>& rows) {
+        int width = DisplayWidth(label_header);
+        for (const auto& row : rows) width = std::max(width, DisplayWidth(row.first));
+        auto pad = [width](const std::string& label) {
+          return label + std::string(width - DisplayWidth(label), ' ');
+        };
+        std::string out = absl::StrCat("  ", pad(label_header));
+        for (const Method& method : methods) {
+          absl::StrAppend(&out, absl::StrFormat("  %10s", method.name));
+        }
+        out += "\n";
+        for (const auto& [label, values] : rows) {
+          absl::StrAppend(&out, "  ", pad(label));
+          for (size_t m = 0; m < methods.size(); ++m) {
+            const int column = std::max<int>(10, std::strlen(methods[m].name));
+            absl::StrAppend(&out, "  ",
+                            values[m].has_value() ? absl::StrFormat("%*.4f", column, *values[m])
+                                                  : absl::StrFormat("%*s", column, "-"));
+          }
+          out += "\n";
+        }
+        return out;
+      };
+
+  std::string out = absl::StrFormat("score %.4f (model %s, target %d", response.score(),
+                                    response.model(), response.target());
+  if (!response.target_label().empty()) {
+    absl::StrAppend(&out, " \"", response.target_label(), "\"");
+  }
+  out += ")\n";
+  if (response.has_convergence_delta()) {
+    const double difference = response.score() - response.baseline_score();
+    absl::StrAppend(
+        &out, absl::StrFormat("baseline score %.4f; integrated gradients over %d steps "
+                              "sum to score - baseline score %+.4f, convergence "
+                              "delta %+.2g",
+                              response.baseline_score(), response.integrated_gradients_steps(),
+                              difference, response.convergence_delta()));
+    if (difference != 0) {
+      absl::StrAppend(
+          &out,
+          absl::StrFormat(" (%.2f%%)", 100 * std::abs(response.convergence_delta() / difference)));
+    }
+    out += "\n";
+  }
+  if (methods.empty()) return out;
+  for (const int sequence : {1, 0}) {
+    std::vector<const v1::WordAttribution*> words;
+    for (const v1::WordAttribution& word : response.words()) {
+      if (word.sequence_id() == sequence) words.push_back(&word);
+    }
+    if (words.empty()) continue;
+    const Method& key = methods.front();
+    std::stable_sort(words.begin(), words.end(),
+                     [&key](const v1::WordAttribution* a, const v1::WordAttribution* b) {
+                       return key.word(*a).value_or(0) > key.word(*b).value_or(0);
+                     });
+    std::vector<std::pair<std::string, std::vector<std::optional<float>>>> rows;
+    for (const v1::WordAttribution* word : words) {
+      auto& row = rows.emplace_back(word->text(), std::vector<std::optional<float>>());
+      for (const Method& method : methods) row.second.push_back(method.word(*word));
+    }
+    absl::StrAppend(&out, "\nwords of ", sequence == 1 ? "text_pair" : "text", ", highest ",
+                    key.name, " first:\n", table("word", rows));
+  }
+  std::vector<std::pair<std::string, std::vector<std::optional<float>>>> rows;
+  for (int i = 0; i < tokens; ++i) {
+    auto& row =
+        rows.emplace_back(TokenLabel(response.tokens(), i), std::vector<std::optional<float>>());
+    for (const Method& method : methods) row.second.push_back(method.tokens->Get(i));
+  }
+  absl::StrAppend(&out, "\ntokens in order:\n", table("token", rows));
   return out;
 }
 

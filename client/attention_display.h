@@ -64,6 +64,19 @@ absl::StatusOr<std::string> AttentionText(const AttentionResult& result,
 absl::StatusOr<std::string> CrossAttentionText(const CrossAttentionResult& result,
                                                v1::HeadAggregation aggregation, int top);
 
+// An Attribute answer as tables for a terminal: a line with the score (and the baseline score,
+// steps and convergence delta with integrated gradients); then the words of text_pair (the
+// document of a cross-encoder) and of text, each highest first by the first method that ran of
+// integrated gradients, occlusion, gradient x input; then every token in order. One column per
+// method that ran, labels padded to one display width:
+//   score 2.345 (model bert, target 0 "relevant")
+//   ...
+//   words of text_pair, highest integrated_gradients first:
+//     word      integrated_gradients  occlusion  gradient_x_input
+//     paris                   +0.8120    +0.5012           +0.0331
+// InvalidArgument when a method's values do not have one entry per token.
+absl::StatusOr<std::string> AttributionText(const v1::AttributeResponse& response);
+
 }  // namespace attnscope
 
 #endif  // ATTNSCOPE_CLIENT_ATTENTION_DISPLAY_H_

@@ -1,8 +1,11 @@
 // attnscope: the command-line client of attnscope-server. Prints JSON on stdout (tokens, offsets,
 // shapes and tensor values as nested arrays, or with --npy_dir the paths of .npy files holding the
 // tensors); with --format text, attention as each query token's most attended tokens; 'heatmap'
-// draws attention into a PNG or SVG file. When a call fails it prints the gRPC code and the
+// draws attention into a PNG or SVG file; 'attribute' prints tables of token and word attributions
+// (JSON with --format json). When a call fails it prints the gRPC code and the
 // server's message on stderr and exits 1; a malformed command line exits 2.
+#include <google/protobuf/util/json_util.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -53,6 +56,7 @@ Commands:
   encode      hidden states and pooled vectors (--text repeatable, one input each)
   cross       query-to-document attention (--query, --document repeatable)
   heatmap     attention drawn as a PNG or SVG heatmap (--text [--text_pair] --out FILE)
+  attribute   which tokens and words made a cross-encoder's score (--text QUERY --text_pair DOC)
   health      grpc.health.v1 status; exits 0 only when SERVING
   bench       load: concurrent clients calling GetAttention, Encode and CrossAttention
 
@@ -75,13 +79,19 @@ Heatmap:     --out FILE.png | FILE.svg (the extension picks the format)  --layer
              layers with --aggregate mean: one panel per layer (head means). Rows are query tokens,
              columns key tokens, labelled with their original text ([CLS] etc. for special
              tokens); YlOrBr colours with a colour bar. Prints the file's path and size as JSON.
+Attribute:   --method=integrated_gradients,occlusion,gradient_x_input (comma-separated; default
+             all three)  --steps N (integrated-gradients steps; default 50, at most 1000)
+             --target N (classifier label; default 0)  --occlusion_token=mask|unk (default mask)
+             --baseline=pad|zero (integrated-gradients baseline; default pad)  --format=text|json
+             (default text: the score, then the words of --text_pair and of --text highest
+             first, then every token; json: the AttributeResponse with snake_case field names)
 Health:      --service NAME
 Bench:       --clients N (default 8) callers at once, each calling again as soon as it is
              answered, for --duration (default 30s) or until --requests N calls in all;
              --rpc=mixed|attention|encode|cross (mixed takes turns); --model, --text (default
              "Tôi yêu Việt Nam quá"), --query and --document for cross (default "Việt Nam" and
              the text). Prints calls/s, latency p50/p90/p99/max in ms and errors by code as JSON
-Output:      --format=json|text (attention, stream, cross; default json): text prints, for each
+Output:      --format=json|text (attention, stream, cross; default json; attribute: default text): text prints, for each
              query token, its --top N most attended tokens (default 3) with their weights:
                Tôi   -> yêu 0.41, Việt 0.22, [SEP] 0.10
              --npy_dir DIR  writes each tensor as DIR/<name>.npy (float32 '<f4' or int32 '<i4')
@@ -139,6 +149,8 @@ const std::map<std::string, std::set<std::string>>& CommandFlags() {
          {"model", "query", "document", "truncation", "max_length", "skip_special_tokens", "layers",
           "heads", "aggregate", "doc_to_query", "dtype", "npy_dir", "format", "top"}},
         {"heatmap", with(input, {"layers", "heads", "aggregate", "window", "out", "vmax"})},
+        {"attribute",
+         with(input, {"method", "steps", "target", "occlusion_token", "baseline", "format"})},
         {"health", {"service"}},
         {"bench",
          {"model", "text", "query", "document", "clients", "duration", "requests", "rpc"}}};
@@ -732,6 +744,89 @@ absl::StatusOr<Output> RunBench(const CommandLine& line, Client& client, const C
                      {"errors", errors}});
 }
 
+absl::StatusOr<v1::AttributeRequest> AttributeRequest(const CommandLine& line) {
+  v1::AttributeRequest request;
+  request.set_model(line.Get("model"));
+  absl::StatusOr<std::string> text = RequiredFlag(line, "text");
+  if (!text.ok()) return text.status();
+  request.set_text(*text);
+  absl::StatusOr<std::optional<std::string>> text_pair = OptionalFlag(line, "text_pair");
+  if (!text_pair.ok()) return text_pair.status();
+  if (text_pair->has_value()) request.set_text_pair(**text_pair);
+  absl::StatusOr<v1::TokenizationOptions> tokenization = ParseTokenization(line);
+  if (!tokenization.ok()) return tokenization.status();
+  *request.mutable_tokenization() = *tokenization;
+  if (line.Has("method")) {
+    const std::string methods = line.Get("method");
+    for (absl::string_view method : absl::StrSplit(methods, ',')) {
+      if (method == "occlusion") {
+        request.add_methods(v1::ATTRIBUTION_METHOD_OCCLUSION);
+      } else if (method == "gradient_x_input") {
+        request.add_methods(v1::ATTRIBUTION_METHOD_GRADIENT_X_INPUT);
+      } else if (method == "integrated_gradients") {
+        request.add_methods(v1::ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS);
+      } else {
+        return UsageError(absl::StrCat("--method: '", method, "' in '", methods,
+                                       "' is not one of occlusion, gradient_x_input, "
+                                       "integrated_gradients"));
+      }
+    }
+  }
+  for (const auto& [flag, setter] :
+       {std::pair<const char*, void (v1::AttributeRequest::*)(int32_t)>{
+            "steps", &v1::AttributeRequest::set_integrated_gradients_steps},
+        std::pair<const char*, void (v1::AttributeRequest::*)(int32_t)>{
+            "target", &v1::AttributeRequest::set_target}}) {
+    if (!line.Has(flag)) continue;
+    absl::StatusOr<int32_t> value = ParseInt32(flag, line.Get(flag));
+    if (!value.ok()) return value.status();
+    (request.*setter)(*value);
+  }
+  const std::string occlusion_token = line.Get("occlusion_token", "mask");
+  if (occlusion_token == "mask") {
+    request.set_occlusion_token(v1::OCCLUSION_TOKEN_MASK);
+  } else if (occlusion_token == "unk") {
+    request.set_occlusion_token(v1::OCCLUSION_TOKEN_UNK);
+  } else {
+    return UsageError(
+        absl::StrCat("--occlusion_token: '", occlusion_token, "' is not one of mask, unk"));
+  }
+  const std::string baseline = line.Get("baseline", "pad");
+  if (baseline == "pad") {
+    request.set_baseline(v1::ATTRIBUTION_BASELINE_PAD);
+  } else if (baseline == "zero") {
+    request.set_baseline(v1::ATTRIBUTION_BASELINE_ZERO);
+  } else {
+    return UsageError(absl::StrCat("--baseline: '", baseline, "' is not one of pad, zero"));
+  }
+  return request;
+}
+
+absl::StatusOr<Output> RunAttribute(const CommandLine& line, Client& client,
+                                    const CallOptions& call) {
+  const std::string format = line.Get("format", "text");
+  if (format != "text" && format != "json") {
+    return UsageError(absl::StrCat("--format: '", format, "' is not one of text, json"));
+  }
+  absl::StatusOr<v1::AttributeRequest> request = AttributeRequest(line);
+  if (!request.ok()) return request.status();
+  absl::StatusOr<v1::AttributeResponse> response = client.Attribute(*request, call);
+  if (!response.ok()) return response.status();
+  if (format == "text") {
+    absl::StatusOr<std::string> text = AttributionText(*response);
+    if (!text.ok()) return text.status();
+    return Output{json(), *std::move(text)};
+  }
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string out;
+  if (!google::protobuf::util::MessageToJsonString(*response, &out, options).ok()) {
+    return absl::InternalError("attribute: the answer could not be printed as JSON");
+  }
+  return JsonOutput(json::parse(out));
+}
+
 absl::StatusOr<Output> RunCommand(const CommandLine& line, Client& client, const CallOptions& call,
                                   const TensorWriter& writer) {
   const std::string& command = line.command;
@@ -894,6 +989,7 @@ absl::StatusOr<Output> RunCommand(const CommandLine& line, Client& client, const
     return JsonOutput(std::move(out));
   }
   if (command == "heatmap") return RunHeatmap(line, client, call);
+  if (command == "attribute") return RunAttribute(line, client, call);
   if (command == "bench") return RunBench(line, client, call);
   if (command == "health") {
     absl::StatusOr<ServingStatus> status = client.Health(line.Get("service"), call);

@@ -533,6 +533,16 @@ absl::StatusOr<v1::TrainingRecord> Client::GetTrainingRecord(const std::string& 
   return response;
 }
 
+absl::StatusOr<v1::AttributeResponse> Client::Attribute(const v1::AttributeRequest& request,
+                                                        const CallOptions& call) {
+  grpc::ClientContext context;
+  PrepareContext(call, &context);
+  v1::AttributeResponse response;
+  absl::Status status = Convert(stub_->Attribute(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
 absl::StatusOr<ServingStatus> Client::Health(const std::string& service, const CallOptions& call) {
   grpc::ClientContext context;
   PrepareContext(call, &context);

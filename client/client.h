@@ -202,6 +202,11 @@ class Client {
   // The training curves of a model folder's training_record.json. NOT_FOUND without one.
   absl::StatusOr<v1::TrainingRecord> GetTrainingRecord(const std::string& model,
                                                        const CallOptions& call = {});
+  // Token and word attributions of a cross-encoder's score (occlusion, gradient x input,
+  // integrated gradients). UNIMPLEMENTED for a decoder-only model; INVALID_ARGUMENT for a model
+  // without a classifier head or bad options.
+  absl::StatusOr<v1::AttributeResponse> Attribute(const v1::AttributeRequest& request,
+                                                  const CallOptions& call = {});
   // grpc.health.v1 Check of `service` ("" = the whole server). NOT_FOUND for a service the server
   // does not know.
   absl::StatusOr<ServingStatus> Health(const std::string& service = "",
