@@ -595,6 +595,7 @@ absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery
     }
   }
   options.baseline = query.baseline;
+  // The pad token of config.json (the engine's default), else the tokenizer's.
   if (config.pad_token_id < 0) options.baseline_token_id = model.tokenizer().pad_token_id();
   if (options.integrated_gradients && options.baseline == AttributionBaseline::kTokenEmbedding &&
       options.baseline_token_id < 0 && config.pad_token_id < 0) {
