@@ -218,6 +218,12 @@ def make_request_proto(protoc):
         "get_parameter": ("GetParameterRequest", 'model: "default" name: '
                           '"bert.embeddings.position_embeddings.weight" dtype: DTYPE_FLOAT16 '
                           'row_start: 2 row_end: 5'),
+        "attribute": ("AttributeRequest", 'model: "default" text: "làm sao chèn bảng" '
+                      'text_pair: "Chèn bảng mới vào tài liệu." target: 0 '
+                      'methods: [ATTRIBUTION_METHOD_OCCLUSION, '
+                      'ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS] '
+                      'occlusion_token: OCCLUSION_TOKEN_UNK baseline: ATTRIBUTION_BASELINE_ZERO '
+                      'integrated_gradients_steps: 20'),
     }
     for name, (message, text) in requests.items():
         encoded = subprocess.run(
@@ -247,6 +253,10 @@ def make_http_body():
                    "pooling": "POOLING_CLS", "normalize": True, "output_hidden_states": True},
         "get_parameter": {"model": "default", "name": "bert.embeddings.position_embeddings.weight",
                           "rowStart": "2", "rowEnd": 5, "dtype": 2},
+        "attribute": {"text": "how do I insert a table",
+                      "textPair": "To insert a new table, choose Table - Insert Table.",
+                      "methods": ["ATTRIBUTION_METHOD_GRADIENT_X_INPUT"],
+                      "baseline": "ATTRIBUTION_BASELINE_PAD", "integratedGradientsSteps": 100},
     }
     for name, body in bodies.items():
         write("http_body", name, json.dumps(body, ensure_ascii=False))

@@ -24,6 +24,22 @@ bool ValidAggregation(int value) {
 bool ValidPooling(int value) {
   return value >= v1::POOLING_UNSPECIFIED && value <= v1::POOLING_MEAN;
 }
+// Unspecified is not a method; the other two enums default to it.
+bool ValidMethods(const google::protobuf::RepeatedField<int>& methods) {
+  for (const int value : methods) {
+    if (value < v1::ATTRIBUTION_METHOD_OCCLUSION ||
+        value > v1::ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS) {
+      return false;
+    }
+  }
+  return true;
+}
+bool ValidOcclusionToken(int value) {
+  return value >= v1::OCCLUSION_TOKEN_UNSPECIFIED && value <= v1::OCCLUSION_TOKEN_UNK;
+}
+bool ValidBaseline(int value) {
+  return value >= v1::ATTRIBUTION_BASELINE_UNSPECIFIED && value <= v1::ATTRIBUTION_BASELINE_ZERO;
+}
 
 // Whether ToQuery accepted exactly the requests it should, and refused the others with
 // InvalidArgument.
@@ -137,6 +153,23 @@ void CheckToQuery(const v1::GetParameterRequest& request) {
                            query->row_start == request.row_start() &&
                            query->row_end == request.row_end(),
                        "GetParameterRequest: fields changed on the way");
+}
+
+void CheckToQuery(const v1::AttributeRequest& request) {
+  const auto query = server::ToQuery(request);
+  const bool valid = ValidTruncation(request.tokenization()) && ValidMethods(request.methods()) &&
+                     ValidOcclusionToken(request.occlusion_token()) &&
+                     ValidBaseline(request.baseline());
+  if (!Accepted(query, valid, "AttributeRequest")) return;
+  ATTNSCOPE_FUZZ_CHECK(query->model == request.model(),
+                       "AttributeRequest: model changed on the way");
+  CheckText(query->input, request, "AttributeRequest");
+  CheckTokenization(query->tokenization, request.tokenization(), "AttributeRequest");
+  ATTNSCOPE_FUZZ_CHECK(
+      query->target == request.target() &&
+          query->integrated_gradients_steps == request.integrated_gradients_steps() &&
+          query->methods.size() == static_cast<size_t>(request.methods_size()),
+      "AttributeRequest: options changed on the way");
 }
 
 }  // namespace attnscope::fuzz

@@ -13,6 +13,7 @@ void CheckToQuery(const v1::GetAttentionRequest& request);
 void CheckToQuery(const v1::EncodeRequest& request);
 void CheckToQuery(const v1::CrossAttentionRequest& request);
 void CheckToQuery(const v1::GetParameterRequest& request);
+void CheckToQuery(const v1::AttributeRequest& request);
 
 }  // namespace attnscope::fuzz
 

@@ -1,6 +1,6 @@
 // Request decoding as the gRPC front end sees it: arbitrary bytes parsed as each attnscope.v1
-// request the request layer takes (Tokenize, GetAttention, Encode, CrossAttention, GetParameter),
-// and every message that parses converted with ToQuery (server/query_convert.h).
+// request the request layer takes (Tokenize, GetAttention, Encode, CrossAttention, GetParameter,
+// Attribute), and every message that parses converted with ToQuery (server/query_convert.h).
 #include <cstddef>
 #include <cstdint>
 
@@ -31,5 +31,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Decode<v1::EncodeRequest>(data, size);
   Decode<v1::CrossAttentionRequest>(data, size);
   Decode<v1::GetParameterRequest>(data, size);
+  Decode<v1::AttributeRequest>(data, size);
   return 0;
 }
