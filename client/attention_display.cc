@@ -379,41 +379,41 @@ absl::StatusOr<std::string> AttributionText(const v1::AttributeResponse& respons
   for (const Method& method : all) {
     if (method.tokens->empty()) continue;
     if (method.tokens->size() != tokens) {
-      return absl::InvalidArgumentError(absl::StrCat("attribution text: expected ", tokens,
-                                                     " values of ", method.name,
-                                                     ", one per token, "
-                                                     "got ",
-                                                     method.tokens->size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("attribution text: expected ", tokens, " values of ", method.name,
+                       ", one per token, got ", method.tokens->size()));
     }
     methods.push_back(method);
   }
-  // Rows of labels and values (nullopt: no value) under a header, labels padded to one width.
-  auto table =
-      [&methods](
-          const std::string& label_header,
-          const std::vector<std::pair<std::string, std::vector<std::optional<float>>>>& rows) {
-        int width = DisplayWidth(label_header);
-        for (const auto& row : rows) width = std::max(width, DisplayWidth(row.first));
-        auto pad = [width](const std::string& label) {
-          return label + std::string(width - DisplayWidth(label), ' ');
-        };
-        std::string out = absl::StrCat("  ", pad(label_header));
-        for (const Method& method : methods) {
-          absl::StrAppend(&out, absl::StrFormat("  %10s", method.name));
-        }
-        out += "\n";
-        for (const auto& [label, values] : rows) {
-          absl::StrAppend(&out, "  ", pad(label));
-          for (size_t m = 0; m < methods.size(); ++m) {
-            const int column = std::max<int>(10, std::strlen(methods[m].name));
-            absl::StrAppend(&out, "  ",
-                            values[m].has_value() ? absl::StrFormat("%*.4f", column, *values[m])
-                                                  : absl::StrFormat("%*s", column, "-"));
-          }
-          out += "\n";
-        }
-        return out;
-      };
+  // Rows of labels and values (nullopt: no value) under a header, labels padded to one width and
+  // each method's column as wide as its name.
+  using Rows = std::vector<std::pair<std::string, std::vector<std::optional<float>>>>;
+  auto table = [&methods](const std::string& label_header, const Rows& rows) {
+    int width = DisplayWidth(label_header);
+    for (const auto& row : rows) width = std::max(width, DisplayWidth(row.first));
+    auto pad = [width](const std::string& label) {
+      return label + std::string(width - DisplayWidth(label), ' ');
+    };
+    auto column = [](const Method& method) {
+      return std::max<int>(10, static_cast<int>(std::strlen(method.name)));
+    };
+    std::string out = absl::StrCat("  ", pad(label_header));
+    for (const Method& method : methods) {
+      absl::StrAppend(&out, absl::StrFormat("  %*s", column(method), method.name));
+    }
+    out += "\n";
+    for (const auto& [label, values] : rows) {
+      absl::StrAppend(&out, "  ", pad(label));
+      for (size_t m = 0; m < methods.size(); ++m) {
+        absl::StrAppend(&out, "  ",
+                        values[m].has_value()
+                            ? absl::StrFormat("%*.4f", column(methods[m]), *values[m])
+                            : absl::StrFormat("%*s", column(methods[m]), "-"));
+      }
+      out += "\n";
+    }
+    return out;
+  };
 
   std::string out = absl::StrFormat("score %.4f (model %s, target %d", response.score(),
                                     response.model(), response.target());
@@ -424,11 +424,10 @@ absl::StatusOr<std::string> AttributionText(const v1::AttributeResponse& respons
   if (response.has_convergence_delta()) {
     const double difference = response.score() - response.baseline_score();
     absl::StrAppend(
-        &out, absl::StrFormat("baseline score %.4f; integrated gradients over %d steps "
-                              "sum to score - baseline score %+.4f, convergence "
-                              "delta %+.2g",
-                              response.baseline_score(), response.integrated_gradients_steps(),
-                              difference, response.convergence_delta()));
+        &out, absl::StrFormat("baseline score %.4f (score - baseline score %+.4f); integrated "
+                              "gradients over %d steps, convergence delta %+.2g",
+                              response.baseline_score(), difference,
+                              response.integrated_gradients_steps(), response.convergence_delta()));
     if (difference != 0) {
       absl::StrAppend(
           &out,
@@ -448,7 +447,7 @@ absl::StatusOr<std::string> AttributionText(const v1::AttributeResponse& respons
                      [&key](const v1::WordAttribution* a, const v1::WordAttribution* b) {
                        return key.word(*a).value_or(0) > key.word(*b).value_or(0);
                      });
-    std::vector<std::pair<std::string, std::vector<std::optional<float>>>> rows;
+    Rows rows;
     for (const v1::WordAttribution* word : words) {
       auto& row = rows.emplace_back(word->text(), std::vector<std::optional<float>>());
       for (const Method& method : methods) row.second.push_back(method.word(*word));
@@ -456,7 +455,7 @@ absl::StatusOr<std::string> AttributionText(const v1::AttributeResponse& respons
     absl::StrAppend(&out, "\nwords of ", sequence == 1 ? "text_pair" : "text", ", highest ",
                     key.name, " first:\n", table("word", rows));
   }
-  std::vector<std::pair<std::string, std::vector<std::optional<float>>>> rows;
+  Rows rows;
   for (int i = 0; i < tokens; ++i) {
     auto& row =
         rows.emplace_back(TokenLabel(response.tokens(), i), std::vector<std::optional<float>>());
