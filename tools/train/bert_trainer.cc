@@ -234,6 +234,7 @@ json TrainConfig::ToJson() const {
               {"steps", steps},
               {"peak_lr", peak_lr},
               {"warmup_steps", warmup_steps},
+              {"linear_decay", linear_decay},
               {"adam_beta1", adam_beta1},
               {"adam_beta2", adam_beta2},
               {"adam_eps", adam_eps},
@@ -261,6 +262,10 @@ absl::StatusOr<TrainConfig> TrainConfig::FromJson(const json& object) {
   ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "steps", &c.steps));
   ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "peak_lr", &c.peak_lr));
   ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "warmup_steps", &c.warmup_steps));
+  // Records written before linear_decay existed used the inverse square root.
+  if (object.contains("linear_decay")) {
+    ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "linear_decay", &c.linear_decay));
+  }
   ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "adam_beta1", &c.adam_beta1));
   ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "adam_beta2", &c.adam_beta2));
   ATTNSCOPE_RETURN_IF_ERROR(ReadField(object, "adam_eps", &c.adam_eps));
@@ -485,7 +490,12 @@ StepStats BertTrainer::Step() {
 
   const double step = static_cast<double>(step_);
   const double warmup = static_cast<double>(config_.warmup_steps);
-  stats.lr = config_.peak_lr * std::min(step / warmup, std::sqrt(warmup / step));
+  const double decay =
+      config_.linear_decay
+          ? std::max(0.0, (static_cast<double>(config_.steps) - step) /
+                              std::max(1.0, static_cast<double>(config_.steps) - warmup))
+          : std::sqrt(warmup / step);
+  stats.lr = config_.peak_lr * std::min(step / warmup, decay);
   for (torch::optim::OptimizerParamGroup& group : optimizer_->param_groups()) {
     static_cast<torch::optim::AdamOptions&>(group.options()).lr(stats.lr);
   }

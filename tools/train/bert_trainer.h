@@ -33,9 +33,12 @@ struct TrainConfig {
   int64_t batch_size = 32;
   int64_t steps = 3000;
   // Adam with the transformer paper's betas, linear warm-up to peak_lr over warmup_steps, then
-  // peak_lr * sqrt(warmup_steps / step).
+  // peak_lr * sqrt(warmup_steps / step), or with linear_decay a straight line from peak_lr down to
+  // 0 at `steps` (BERT's own schedule, Devlin et al. 2019): the run ends annealed, which matters
+  // when the budget is a fixed time rather than convergence.
   double peak_lr = 1e-3;
   int64_t warmup_steps = 300;
+  bool linear_decay = false;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.98;
   double adam_eps = 1e-9;

@@ -1,12 +1,14 @@
 // Length bucketing of the trainer's batches (TrainConfig::length_bucket_batches).
+#include "tools/train/bert_trainer.h"
+
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "models/tokenizer.h"
-#include "tools/train/bert_trainer.h"
 
 namespace attnscope::train {
 namespace {
@@ -91,12 +93,48 @@ TEST_F(LengthBucketTest, SameSeedSameOrderAndOneBatchWindowKeepsTheGivenOrder) {
   first->BucketRemainingByLength();
   second->BucketRemainingByLength();
   const int64_t steps = kExamples / kBatchSize;
-  EXPECT_EQ(WordCounts(first->UpcomingExamples(steps)), WordCounts(second->UpcomingExamples(steps)));
+  EXPECT_EQ(WordCounts(first->UpcomingExamples(steps)),
+            WordCounts(second->UpcomingExamples(steps)));
 
   std::unique_ptr<BertTrainer> unsorted = MakeTrainer(*tokenizer_, /*bucket_batches=*/1);
   ASSERT_NE(unsorted, nullptr);
   unsorted->BucketRemainingByLength();
   EXPECT_EQ(WordCounts(unsorted->UpcomingExamples(steps)), WordCounts(MixedLengths()));
+}
+
+// The learning rate of each step: warm-up to the peak, then the inverse square root or, with
+// linear_decay, a line down to 0 at the last step.
+TEST_F(LengthBucketTest, LearningRateSchedules) {
+  for (const bool linear : {false, true}) {
+    TrainConfig config;
+    config.batch_size = kBatchSize;
+    config.hidden_size = 16;
+    config.num_heads = 2;
+    config.num_layers = 1;
+    config.intermediate_size = 32;
+    config.steps = 10;
+    config.warmup_steps = 2;
+    config.peak_lr = 1e-3;
+    config.linear_decay = linear;
+    absl::StatusOr<std::unique_ptr<BertTrainer>> trainer =
+        BertTrainer::Create(config, *tokenizer_, MixedLengths());
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    std::vector<double> rates;
+    for (int step = 1; step <= 10; ++step) rates.push_back((*trainer)->Step().lr);
+    EXPECT_DOUBLE_EQ(rates[0], 0.5e-3);
+    EXPECT_DOUBLE_EQ(rates[1], 1e-3);
+    if (linear) {
+      EXPECT_DOUBLE_EQ(rates[5], 0.5e-3);  // step 6: (10 - 6) / (10 - 2)
+      EXPECT_DOUBLE_EQ(rates[9], 0.0);
+    } else {
+      EXPECT_DOUBLE_EQ(rates[7], 0.5e-3);  // step 8: sqrt(2 / 8)
+      EXPECT_DOUBLE_EQ(rates[9], 1e-3 * std::sqrt(0.2));
+    }
+    const nlohmann::json saved = (*trainer)->config().ToJson();
+    absl::StatusOr<TrainConfig> read = TrainConfig::FromJson(saved);
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_EQ(read->linear_decay, linear);
+  }
 }
 
 }  // namespace

@@ -48,6 +48,9 @@ ABSL_FLAG(std::string, required_tokens, "",
 ABSL_FLAG(std::string, data, "", "train: train.jsonl from scripts/extract_help_text.py");
 ABSL_FLAG(int64_t, steps, 14000, "train: optimiser steps");
 ABSL_FLAG(int64_t, warmup_steps, 400, "train: linear warm-up steps");
+ABSL_FLAG(bool, linear_decay, false,
+          "train: after the warm-up, decay the learning rate linearly to 0 at --steps (default: "
+          "peak_lr * sqrt(warmup_steps / step), which does not depend on --steps)");
 ABSL_FLAG(double, peak_lr, 1e-3, "train: learning rate at the end of the warm-up");
 ABSL_FLAG(int64_t, batch_size, 32, "train: sequences per step");
 ABSL_FLAG(int64_t, single_every, 1,
@@ -306,6 +309,13 @@ absl::Status CheckFlags(const std::string& command) {
         absl::StrCat("--peak_lr ", absl::GetFlag(FLAGS_peak_lr), ": expected more than 0"));
   }
   ATTNSCOPE_RETURN_IF_ERROR(fraction("query_mask_prob", absl::GetFlag(FLAGS_query_mask_prob)));
+  if (absl::GetFlag(FLAGS_linear_decay) &&
+      absl::GetFlag(FLAGS_steps) <= absl::GetFlag(FLAGS_warmup_steps)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--linear_decay: expected --steps (", absl::GetFlag(FLAGS_steps),
+        ") above --warmup_steps (", absl::GetFlag(FLAGS_warmup_steps),
+        "), the decay runs from the end of the warm-up to --steps"));
+  }
   const std::string init_from = absl::GetFlag(FLAGS_init_from);
   if (!init_from.empty()) {
     ATTNSCOPE_RETURN_IF_ERROR(readable("init_from", JoinPath(init_from, "model.safetensors")));
@@ -339,6 +349,7 @@ absl::Status Train() {
   TrainConfig config;
   config.steps = absl::GetFlag(FLAGS_steps);
   config.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  config.linear_decay = absl::GetFlag(FLAGS_linear_decay);
   config.peak_lr = absl::GetFlag(FLAGS_peak_lr);
   config.batch_size = absl::GetFlag(FLAGS_batch_size);
   config.threads = absl::GetFlag(FLAGS_threads);
