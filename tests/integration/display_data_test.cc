@@ -65,20 +65,20 @@ TEST_F(DisplayDataTest, OriginalTextsAreTheCallersTextAtEachTokensBytes) {
     (tokens.sequence_ids(i) == 0 ? first : second) += text;
   }
   EXPECT_EQ(first, "TôiyêuViệtNamquá");
-  // The default model's normaliser decomposes Hangul into jamo, and its tokens split syllables:
-  // "나ᄂ" "##ᅳᆫ" for "나는". A token with part of a character maps to the whole character, as
-  // Hugging Face's offsets do, so both pieces show "는".
-  EXPECT_EQ(second, "나는는오늘늘랭랭체인을공부한다");
+  // The default model keeps Hangul syllables whole ("나" "##는"), so each token shows its own
+  // syllables and together they give the text back.
+  EXPECT_EQ(second, "나는오늘랭체인을공부한다");
 }
 
 TEST_F(DisplayDataTest, ModelInfoSaysHowTheTokenizerNormalises) {
   absl::StatusOr<v1::ModelInfo> bert = client_->GetModelInfo("default");
   ASSERT_TRUE(bert.ok()) << bert.status();
-  // models/default/tokenizer_config.json: do_lower_case true, strip_accents unset (follows it).
+  // models/default/tokenizer.json: normalizer Sequence [NFC, BertNormalizer(lowercase,
+  // strip_accents false)].
   EXPECT_TRUE(bert->normalization().lowercase());
-  EXPECT_TRUE(bert->normalization().strip_accents());
-  EXPECT_EQ(bert->normalization().unicode_form(), "NFD");
-  EXPECT_THAT(bert->normalization().description(), HasSubstr("'Tôi' becomes 'toi'"));
+  EXPECT_FALSE(bert->normalization().strip_accents());
+  EXPECT_EQ(bert->normalization().unicode_form(), "NFC");
+  EXPECT_THAT(bert->normalization().description(), HasSubstr("'Tôi' becomes 'tôi'"));
 
   absl::StatusOr<v1::ModelInfo> llama = client_->GetModelInfo("llama");
   ASSERT_TRUE(llama.ok()) << llama.status();
@@ -213,14 +213,17 @@ TEST_F(DisplayDataTest, TrainingRecordHasTheRecordedSteps) {
   text << file.rdbuf();
   const nlohmann::json json = nlohmann::json::parse(text.str());
   EXPECT_EQ(record->record_json(), text.str());
-  const nlohmann::json& first_steps = json["first_steps"];
-  ASSERT_EQ(record->points_size(), static_cast<int>(first_steps.size()) + 1);
-  for (size_t i = 0; i < first_steps.size(); ++i) {
-    EXPECT_EQ(record->points(i).step(), first_steps[i]["step"].get<int64_t>());
-    EXPECT_EQ(record->points(i).values().at("loss"), first_steps[i]["loss"].get<double>());
+  // The trainer's history: the mean losses of every 50 steps and the learning rate, to the end.
+  const nlohmann::json& history = json["history"];
+  ASSERT_EQ(record->points_size(), static_cast<int>(history.size()));
+  for (size_t i = 0; i < history.size(); ++i) {
+    EXPECT_EQ(record->points(i).step(), history[i]["step"].get<int64_t>());
+    EXPECT_EQ(record->points(i).values().at("loss"), history[i]["loss"].get<double>());
+    EXPECT_EQ(record->points(i).values().at("learning_rate"),
+              history[i]["learning_rate"].get<double>());
   }
-  EXPECT_EQ(record->points(record->points_size() - 1).step(),
-            json["last_window"]["step"].get<int64_t>());
+  EXPECT_EQ(record->points(0).step(), 50);
+  EXPECT_EQ(record->points(record->points_size() - 1).step(), json["steps_done"].get<int64_t>());
 
   EXPECT_EQ(client_->GetTrainingRecord("bert").status().code(), absl::StatusCode::kNotFound);
 }

@@ -8,9 +8,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -18,6 +21,7 @@
 #include "models/file_util.h"
 #include "models/tokenizer.h"
 #include "models/transformer.h"
+#include "models/unicode.h"
 #include "tests/unit/test_util.h"
 
 namespace attnscope {
@@ -132,6 +136,48 @@ Tokenizer* DefaultModelTest::tokenizer_ = nullptr;
 Checkpoint* DefaultModelTest::checkpoint_ = nullptr;
 std::vector<nlohmann::json>* DefaultModelTest::heldout_ = nullptr;
 
+// The sentences of README's tutorials, as a Vietnamese or Korean reader must be able to read their
+// tokens: accents kept, whole Hangul syllables (no conjoining jamo), every piece a piece of the
+// lower-cased text.
+TEST(DefaultModelTokenizerTest, TutorialSentencesTokenizeIntoReadablePieces) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(DefaultModelDir());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const std::vector<std::pair<std::string, std::vector<std::string>>> sentences = {
+      {"Tôi yêu Việt Nam quá", {"tôi", "yêu", "việt", "nam"}},
+      {"나는 오늘 랭체인을 공부한다", {"랭", "##체", "##인", "##을"}},
+      {"랭체인 뭐야", {"랭", "##체"}},
+      {"오늘 저녁에는 김치찌개를 먹었다", {}},
+      {"랭체인은 대규모 언어 모델로 애플리케이션을 만드는 프레임워크입니다", {"랭"}},
+      {"làm sao chèn bảng", {"làm", "sao", "chèn", "bảng"}},
+      {"표를 어떻게 넣나요", {}},
+  };
+  for (const auto& [sentence, whole_words] : sentences) {
+    absl::StatusOr<TokenizedText> tokens = (*tokenizer)->Tokenize(sentence);
+    ASSERT_TRUE(tokens.ok()) << tokens.status();
+    std::string joined;
+    std::string shown;
+    for (const std::string& token : tokens->tokens) {
+      shown += token + " ";
+      EXPECT_NE(token, "[UNK]") << sentence;
+      const std::string piece = token.rfind("##", 0) == 0 ? token.substr(2) : token;
+      absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(piece);
+      ASSERT_TRUE(decoded.ok());
+      for (char32_t c : decoded->code_points) {
+        EXPECT_FALSE(c >= 0x1100 && c <= 0x11FF) << "conjoining jamo in '" << token << "'";
+        EXPECT_FALSE(c >= 0x0300 && c <= 0x036F) << "combining mark in '" << token << "'";
+      }
+      joined += token.rfind("##", 0) == 0 ? piece : (joined.empty() ? "" : " ") + piece;
+    }
+    std::printf("%s -> %s\n", sentence.c_str(), shown.c_str());
+    // Pieces glued back give the text, lower-cased (all of these are lower case but "Tôi ... Nam").
+    EXPECT_EQ(joined, sentence == "Tôi yêu Việt Nam quá" ? "tôi yêu việt nam quá" : sentence);
+    for (const std::string& word : whole_words) {
+      EXPECT_NE(std::find(tokens->tokens.begin(), tokens->tokens.end(), word), tokens->tokens.end())
+          << "'" << word << "' is not one token of '" << sentence << "'";
+    }
+  }
+}
+
 // Needs only the committed vocabulary, so it runs even before the weights exist.
 TEST(DefaultModelTokenizerTest, FewUnknownTokensInEveryLanguage) {
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(DefaultModelDir());
@@ -160,33 +206,59 @@ TEST(DefaultModelTokenizerTest, FewUnknownTokensInEveryLanguage) {
   }
 }
 
-TEST_F(DefaultModelTest, RanksTheRelevantDocumentFirst) {
-  for (const char* lang : kLanguages) {
-    const std::vector<nlohmann::json> pairs = Items("pair", lang);
-    ASSERT_GE(pairs.size(), 100u) << lang;
-    int64_t correct = 0;
-    for (size_t begin = 0; begin < pairs.size(); begin += kBatch / 2) {
-      std::vector<Encoding> encodings;
-      const size_t end = std::min(pairs.size(), begin + kBatch / 2);
-      for (size_t i = begin; i < end; ++i) {
-        for (const char* document : {"positive", "negative"}) {
-          absl::StatusOr<Encoding> encoding = tokenizer_->EncodePair(
-              pairs[i]["query"].get<std::string>(), pairs[i][document].get<std::string>(),
-              Truncating());
-          ASSERT_TRUE(encoding.ok()) << encoding.status();
-          encodings.push_back(*std::move(encoding));
-        }
-      }
-      PadAll(&encodings);
-      const torch::Tensor logits = Run(encodings, /*attentions=*/false).logits.select(1, 0);
-      for (size_t i = 0; i < end - begin; ++i) {
-        correct += logits[2 * i].item<float>() > logits[2 * i + 1].item<float>();
+// The share of held-out (query, positive, negative) items of `kind` whose positive document gets
+// the higher relevance logit.
+double PairwiseAccuracy(
+    const std::vector<nlohmann::json>& items,
+    const std::function<torch::Tensor(std::vector<Encoding>&)>& logits_of,
+    const std::function<Encoding(const std::string&, const std::string&)>& encode,
+    int64_t* correct) {
+  *correct = 0;
+  for (size_t begin = 0; begin < items.size(); begin += kBatch / 2) {
+    std::vector<Encoding> encodings;
+    const size_t end = std::min(items.size(), begin + kBatch / 2);
+    for (size_t i = begin; i < end; ++i) {
+      for (const char* document : {"positive", "negative"}) {
+        encodings.push_back(
+            encode(items[i]["query"].get<std::string>(), items[i][document].get<std::string>()));
       }
     }
-    const double accuracy = static_cast<double>(correct) / static_cast<double>(pairs.size());
-    std::printf("%s: relevance pairwise accuracy %.1f%% (%lld/%zu, chance 50%%)\n", lang,
-                100.0 * accuracy, static_cast<long long>(correct), pairs.size());
-    EXPECT_GE(accuracy, 0.85) << lang;
+    const torch::Tensor logits = logits_of(encodings);
+    for (size_t i = 0; i < end - begin; ++i) {
+      *correct += logits[2 * i].item<float>() > logits[2 * i + 1].item<float>();
+    }
+  }
+  return static_cast<double>(*correct) / static_cast<double>(items.size());
+}
+
+TEST_F(DefaultModelTest, RanksTheRelevantDocumentFirst) {
+  // Headings and titles against help paragraphs ("pair"), and short questions a user types, made
+  // from task headings ("question": "how do I insert a table", "làm sao chèn bảng"). The model
+  // scores 87-90% on pairs and 89-94% on questions; 85% guards against a worse checkpoint.
+  for (const auto& [kind, min_items, min_accuracy] :
+       std::vector<std::tuple<const char*, size_t, double>>{{"pair", 200, 0.85},
+                                                            {"question", 40, 0.85}}) {
+    for (const char* lang : kLanguages) {
+      const std::vector<nlohmann::json> items = Items(kind, lang);
+      ASSERT_GE(items.size(), min_items) << kind << " " << lang;
+      int64_t correct = 0;
+      const double accuracy = PairwiseAccuracy(
+          items,
+          [](std::vector<Encoding>& encodings) {
+            PadAll(&encodings);
+            return Run(encodings, /*attentions=*/false).logits.select(1, 0);
+          },
+          [](const std::string& query, const std::string& document) {
+            absl::StatusOr<Encoding> encoding =
+                tokenizer_->EncodePair(query, document, Truncating());
+            EXPECT_TRUE(encoding.ok()) << encoding.status();
+            return encoding.ok() ? *std::move(encoding) : Encoding();
+          },
+          &correct);
+      std::printf("%s %s: relevance pairwise accuracy %.1f%% (%lld/%zu, chance 50%%)\n", kind, lang,
+                  100.0 * accuracy, static_cast<long long>(correct), items.size());
+      EXPECT_GE(accuracy, min_accuracy) << kind << " " << lang;
+    }
   }
 }
 
@@ -240,10 +312,9 @@ TEST_F(DefaultModelTest, PredictsMaskedTokensFarAboveUnigram) {
       const torch::Tensor hidden = Run(encodings, /*attentions=*/false).last_hidden_state;
       torch::NoGradGuard no_grad;
       const torch::Tensor states =
-          torch::layer_norm(torch::gelu(torch::linear(hidden, dense_w, dense_b)),
-                            {hidden.size(2)}, norm_w, norm_b, 1e-12);
-      const torch::Tensor predictions =
-          (torch::matmul(states, embeddings.t()) + bias).argmax(-1);
+          torch::layer_norm(torch::gelu(torch::linear(hidden, dense_w, dense_b)), {hidden.size(2)},
+                            norm_w, norm_b, 1e-12);
+      const torch::Tensor predictions = (torch::matmul(states, embeddings.t()) + bias).argmax(-1);
       for (size_t r = 0; r < targets.size(); ++r) {
         for (const auto& [position, id] : targets[r]) {
           correct += predictions[r][position].item<int64_t>() == id;
@@ -256,8 +327,9 @@ TEST_F(DefaultModelTest, PredictsMaskedTokensFarAboveUnigram) {
     for (const auto& [id, count] : target_counts) most_frequent = std::max(most_frequent, count);
     const double accuracy = static_cast<double>(correct) / static_cast<double>(targets_total);
     const double unigram = static_cast<double>(most_frequent) / static_cast<double>(targets_total);
-    std::printf("%s: masked-token accuracy %.1f%% over %lld masked tokens, unigram baseline %.1f%%\n",
-                lang, 100.0 * accuracy, static_cast<long long>(targets_total), 100.0 * unigram);
+    std::printf(
+        "%s: masked-token accuracy %.1f%% over %lld masked tokens, unigram baseline %.1f%%\n", lang,
+        100.0 * accuracy, static_cast<long long>(targets_total), 100.0 * unigram);
     EXPECT_GE(accuracy, 2.0 * unigram) << lang;
   }
 }
@@ -292,7 +364,7 @@ TEST_F(DefaultModelTest, AttentionIsFarFromUniform) {
         for (size_t b = 0; b < lengths.size(); ++b) {
           const int64_t n = lengths[b];
           const torch::Tensor p =
-              probs[b].narrow(1, 0, n).narrow(2, 0, n).to(torch::kDouble);  // [N, n, n]
+              probs[b].narrow(1, 0, n).narrow(2, 0, n).to(torch::kDouble);        // [N, n, n]
           const torch::Tensor entropy = -(p * p.clamp_min(1e-30).log()).sum(-1);  // [N, n]
           entropy_sum[layer] += entropy.sum(-1);
           if (layer == 0) {
