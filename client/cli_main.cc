@@ -496,18 +496,26 @@ absl::StatusOr<json> AttentionToJson(const AttentionResult& result, const Tensor
   return out;
 }
 
-absl::StatusOr<v1::GetAttentionRequest> AttentionRequest(const CommandLine& line) {
-  v1::GetAttentionRequest request;
-  request.set_model(line.Get("model"));
+// --model, --text (required), --text_pair and the tokenization flags, into any request with those
+// fields (TokenizeRequest, GetAttentionRequest, AttributeRequest).
+template <typename Request>
+absl::Status SetTextInput(const CommandLine& line, Request* request) {
+  request->set_model(line.Get("model"));
   absl::StatusOr<std::string> text = RequiredFlag(line, "text");
   if (!text.ok()) return text.status();
-  request.set_text(*text);
+  request->set_text(*text);
   absl::StatusOr<std::optional<std::string>> text_pair = OptionalFlag(line, "text_pair");
   if (!text_pair.ok()) return text_pair.status();
-  if (text_pair->has_value()) request.set_text_pair(**text_pair);
+  if (text_pair->has_value()) request->set_text_pair(**text_pair);
   absl::StatusOr<v1::TokenizationOptions> tokenization = ParseTokenization(line);
   if (!tokenization.ok()) return tokenization.status();
-  *request.mutable_tokenization() = *tokenization;
+  *request->mutable_tokenization() = *tokenization;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::GetAttentionRequest> AttentionRequest(const CommandLine& line) {
+  v1::GetAttentionRequest request;
+  if (absl::Status status = SetTextInput(line, &request); !status.ok()) return status;
   if (absl::Status status = ParseSelection(line, request.mutable_layers(), request.mutable_heads());
       !status.ok()) {
     return status;
@@ -746,16 +754,7 @@ absl::StatusOr<Output> RunBench(const CommandLine& line, Client& client, const C
 
 absl::StatusOr<v1::AttributeRequest> AttributeRequest(const CommandLine& line) {
   v1::AttributeRequest request;
-  request.set_model(line.Get("model"));
-  absl::StatusOr<std::string> text = RequiredFlag(line, "text");
-  if (!text.ok()) return text.status();
-  request.set_text(*text);
-  absl::StatusOr<std::optional<std::string>> text_pair = OptionalFlag(line, "text_pair");
-  if (!text_pair.ok()) return text_pair.status();
-  if (text_pair->has_value()) request.set_text_pair(**text_pair);
-  absl::StatusOr<v1::TokenizationOptions> tokenization = ParseTokenization(line);
-  if (!tokenization.ok()) return tokenization.status();
-  *request.mutable_tokenization() = *tokenization;
+  if (absl::Status status = SetTextInput(line, &request); !status.ok()) return status;
   if (line.Has("method")) {
     const std::string methods = line.Get("method");
     for (absl::string_view method : absl::StrSplit(methods, ',')) {
@@ -844,16 +843,7 @@ absl::StatusOr<Output> RunCommand(const CommandLine& line, Client& client, const
   }
   if (command == "tokenize") {
     v1::TokenizeRequest request;
-    request.set_model(line.Get("model"));
-    absl::StatusOr<std::string> text = RequiredFlag(line, "text");
-    if (!text.ok()) return text.status();
-    request.set_text(*text);
-    absl::StatusOr<std::optional<std::string>> text_pair = OptionalFlag(line, "text_pair");
-    if (!text_pair.ok()) return text_pair.status();
-    if (text_pair->has_value()) request.set_text_pair(**text_pair);
-    absl::StatusOr<v1::TokenizationOptions> tokenization = ParseTokenization(line);
-    if (!tokenization.ok()) return tokenization.status();
-    *request.mutable_tokenization() = *tokenization;
+    if (absl::Status status = SetTextInput(line, &request); !status.ok()) return status;
     absl::StatusOr<v1::TokenizeResponse> response = client.Tokenize(request, call);
     if (!response.ok()) return response.status();
     return JsonOutput(
