@@ -33,6 +33,7 @@
 #include "models/file_util.h"
 #include "models/tokenizer.h"
 #include "models/transformer.h"
+#include "models/unicode.h"
 #include "tests/unit/test_util.h"
 
 namespace attnscope {
@@ -56,39 +57,26 @@ std::string ModelDir() {
                                  : testing::TestDataDir() + "/../../models/default";
 }
 
-// `text` in NFC, lower-cased code point by code point.
+// `text` in NFC, lower-cased code point by code point (the default tokenizer's normalisation).
 std::string Normalize(const std::string& text) {
-  utf8proc_uint8_t* nfc = utf8proc_NFC(reinterpret_cast<const utf8proc_uint8_t*>(text.c_str()));
-  if (nfc == nullptr) return text;
+  absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(text);
+  if (!decoded.ok()) return text;
   std::string out;
-  const auto* bytes = nfc;
-  utf8proc_int32_t code_point;
-  utf8proc_ssize_t length;
-  while (*bytes != 0 && (length = utf8proc_iterate(bytes, -1, &code_point)) > 0) {
-    utf8proc_uint8_t encoded[4];
-    const utf8proc_ssize_t size = utf8proc_encode_char(utf8proc_tolower(code_point), encoded);
-    out.append(reinterpret_cast<const char*>(encoded), size);
-    bytes += length;
+  for (const unicode::ComposedChar& ch : unicode::Nfc(decoded->code_points)) {
+    for (char32_t lower : unicode::ToLower(ch.c)) unicode::AppendUtf8(lower, &out);
   }
-  std::free(nfc);
   return out;
 }
 
 // Whether `text` has a letter or a digit (Unicode categories L* and N*).
 bool HasLetterOrDigit(const std::string& text) {
-  const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
-  utf8proc_ssize_t offset = 0;
-  const auto size = static_cast<utf8proc_ssize_t>(text.size());
-  while (offset < size) {
-    utf8proc_int32_t code_point;
-    const utf8proc_ssize_t length = utf8proc_iterate(bytes + offset, size - offset, &code_point);
-    if (length <= 0) return false;
-    const utf8proc_category_t category = utf8proc_category(code_point);
-    if (category >= UTF8PROC_CATEGORY_LU && category <= UTF8PROC_CATEGORY_LO) return true;
-    if (category >= UTF8PROC_CATEGORY_ND && category <= UTF8PROC_CATEGORY_NO) return true;
-    offset += length;
-  }
-  return false;
+  absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(text);
+  if (!decoded.ok()) return false;
+  return std::any_of(decoded->code_points.begin(), decoded->code_points.end(), [](char32_t c) {
+    const utf8proc_category_t category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+    return (category >= UTF8PROC_CATEGORY_LU && category <= UTF8PROC_CATEGORY_LO) ||
+           (category >= UTF8PROC_CATEGORY_ND && category <= UTF8PROC_CATEGORY_NO);
+  });
 }
 
 // The chance that `picks` words drawn without replacement from `words` include one of `hits`.
