@@ -113,6 +113,7 @@ TEST(ToolFlagsTest, TrainerRefusesBadValuesAndFlagsOfTheOtherCommand) {
        {"tied_query_key_init", {with({"--tied_query_key_init=-1"}), "--tied_query_key_init -1"}},
        {"query_mask_prob", {with({"--query_mask_prob=1.5"}), "--query_mask_prob 1.5"}},
        {"relevance_weight", {with({"--relevance_weight=-2"}), "--relevance_weight -2"}},
+       {"dropout", {with({"--dropout=1"}), "--dropout 1: expected 0 <= value < 1"}},
        {"init_from", {with({"--init_from=/nonexistent/ckpt"}), "--init_from '/nonexistent/ckpt"}},
        {"record_name", {with({"--record_name=a/b.json"}), "--record_name 'a/b.json'"}},
        {"log_every", {with({"--log_every=0"}), "--log_every 0"}},

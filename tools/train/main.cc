@@ -65,6 +65,9 @@ ABSL_FLAG(double, tied_query_key_init, 0,
 ABSL_FLAG(double, query_mask_prob, 0,
           "train: masking rate of a pair's query tokens (0: the usual 15%)");
 ABSL_FLAG(double, relevance_weight, 2.0, "train: weight of the relevance loss");
+ABSL_FLAG(double, dropout, 0.1,
+          "train: dropout rate of the embeddings, attention probabilities and layer outputs "
+          "(BERT's hidden_dropout_prob and attention_probs_dropout_prob)");
 ABSL_FLAG(std::string, init_from, "",
           "train: start from this checkpoint's weights (a further stage) instead of the seeded "
           "initialisation");
@@ -309,12 +312,13 @@ absl::Status CheckFlags(const std::string& command) {
         absl::StrCat("--peak_lr ", absl::GetFlag(FLAGS_peak_lr), ": expected more than 0"));
   }
   ATTNSCOPE_RETURN_IF_ERROR(fraction("query_mask_prob", absl::GetFlag(FLAGS_query_mask_prob)));
+  ATTNSCOPE_RETURN_IF_ERROR(fraction("dropout", absl::GetFlag(FLAGS_dropout)));
   if (absl::GetFlag(FLAGS_linear_decay) &&
       absl::GetFlag(FLAGS_steps) <= absl::GetFlag(FLAGS_warmup_steps)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--linear_decay: expected --steps (", absl::GetFlag(FLAGS_steps),
-        ") above --warmup_steps (", absl::GetFlag(FLAGS_warmup_steps),
-        "), the decay runs from the end of the warm-up to --steps"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--linear_decay: expected --steps (", absl::GetFlag(FLAGS_steps),
+                     ") above --warmup_steps (", absl::GetFlag(FLAGS_warmup_steps),
+                     "), the decay runs from the end of the warm-up to --steps"));
   }
   const std::string init_from = absl::GetFlag(FLAGS_init_from);
   if (!init_from.empty()) {
@@ -356,6 +360,7 @@ absl::Status Train() {
   config.relevance_weight = absl::GetFlag(FLAGS_relevance_weight);
   config.tied_query_key_init = absl::GetFlag(FLAGS_tied_query_key_init);
   config.query_mask_prob = absl::GetFlag(FLAGS_query_mask_prob);
+  config.dropout = absl::GetFlag(FLAGS_dropout);
   config.length_bucket_batches = absl::GetFlag(FLAGS_length_bucket_batches);
   // The first pass goes through the data in a seeded order (the trainer reshuffles later passes).
   std::mt19937_64 shuffle_rng(config.seed + 1);
