@@ -234,9 +234,10 @@ double PairwiseAccuracy(
 TEST_F(DefaultModelTest, RanksTheRelevantDocumentFirst) {
   // Headings and titles against help paragraphs ("pair"), and short questions a user types, made
   // from task headings ("question": "how do I insert a table", "làm sao chèn bảng"). The model
-  // scores 87-90% on pairs and 89-94% on questions; 85% guards against a worse checkpoint.
+  // scores 90.5-91.5% on pairs, the figure its recipe aims at, and 91-96% on questions, of which
+  // there are only 46-94 per language (one item is 1-2 points), so 85% guards those.
   for (const auto& [kind, min_items, min_accuracy] :
-       std::vector<std::tuple<const char*, size_t, double>>{{"pair", 200, 0.85},
+       std::vector<std::tuple<const char*, size_t, double>>{{"pair", 200, 0.90},
                                                             {"question", 40, 0.85}}) {
     for (const char* lang : kLanguages) {
       const std::vector<nlohmann::json> items = Items(kind, lang);
