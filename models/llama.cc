@@ -53,33 +53,58 @@ class LlamaModel : public TransformerModel {
     return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   }
 
+  bool is_decoder() const override { return true; }
+
   absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
                                     const ForwardOptions& options) const override {
-    const ModelConfig& cfg = config();
     const int64_t batch = input.input_ids.size(0);
     const int64_t length = input.input_ids.size(1);
+    // [B, 1, S, S]: a key is visible when it is real and not in the future of the query. Right
+    // padding keeps positions 0..S-1 for every real token.
+    const torch::Tensor causal = torch::ones({length, length}, torch::kBool).tril();
+    const torch::Tensor visible =
+        causal.view({1, 1, length, length})
+            .logical_and(input.attention_mask.to(torch::kBool).view({batch, 1, 1, length}));
+    return Layers(input.input_ids, visible, /*cache=*/nullptr, options);
+  }
+
+  absl::StatusOr<DecodeOutput> RunDecode(const torch::Tensor& input_ids, KvCache* cache,
+                                         bool output_attentions) const override {
+    const int64_t past = cache->length();
+    const int64_t length = input_ids.size(1);
+    // New query i sits at position past + i and sees every key up to it.
+    const torch::Tensor visible =
+        torch::ones({length, past + length}, torch::kBool).tril(past).view({1, 1, length, -1});
+    ForwardOptions options;
+    options.output_attentions = output_attentions;
+    ATTNSCOPE_ASSIGN_OR_RETURN(ForwardOutput out, Layers(input_ids, visible, cache, options));
+    return DecodeOutput{std::move(out.logits), std::move(out.attentions)};
+  }
+
+  // The decoder stack over `input_ids` [B, T] at positions P..P+T-1, P = the cache's length (0
+  // without a cache): query i sees key j where visible[b, 0, i, j] ([B or 1, 1, T, P + T] bool).
+  // With a cache, each layer's keys and values follow the cached ones and are appended to them.
+  absl::StatusOr<ForwardOutput> Layers(const torch::Tensor& input_ids, const torch::Tensor& visible,
+                                       KvCache* cache, const ForwardOptions& options) const {
+    const ModelConfig& cfg = config();
+    const int64_t batch = input_ids.size(0);
+    const int64_t length = input_ids.size(1);
+    const int64_t past = cache == nullptr ? 0 : cache->length();
     const int64_t heads = cfg.num_attention_heads;
     const int64_t kv_heads = cfg.num_key_value_heads;
     const int64_t head_dim = cfg.head_dim;
     const int64_t queries_per_kv = cfg.num_queries_per_kv();
 
-    // Right padding keeps positions 0..S-1 for every real token.
-    const torch::Tensor positions = torch::arange(length, torch::kFloat32);
+    const torch::Tensor positions = torch::arange(past, past + length, torch::kFloat32);
     const torch::Tensor freqs = torch::outer(positions, inv_freq_);
-    const torch::Tensor angles = torch::cat({freqs, freqs}, -1);  // [S, head_dim]
+    const torch::Tensor angles = torch::cat({freqs, freqs}, -1);  // [T, head_dim]
     const torch::Tensor cos = angles.cos();
     const torch::Tensor sin = angles.sin();
     auto rotate = [&](const torch::Tensor& x) { return x * cos + RotateHalf(x) * sin; };
-
-    // [B, 1, S, S]: a key is visible when it is real and not in the future of the query.
-    const torch::Tensor causal = torch::ones({length, length}, torch::kBool).tril();
-    const torch::Tensor visible =
-        causal.view({1, 1, length, length})
-            .logical_and(input.attention_mask.to(torch::kBool).view({batch, 1, 1, length}));
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
 
     ForwardOutput out;
-    torch::Tensor hidden = torch::embedding(embed_tokens_, input.input_ids);
+    torch::Tensor hidden = torch::embedding(embed_tokens_, input_ids);
     if (options.output_hidden_states) out.hidden_states.push_back(hidden);
     for (size_t i = 0; i < layers_.size(); ++i) {
       const LlamaLayer& layer = layers_[i];
@@ -93,6 +118,17 @@ class LlamaModel : public TransformerModel {
       torch::Tensor value = torch::linear(normed, layer.v_proj)
                                 .view({batch, length, kv_heads, head_dim})
                                 .transpose(1, 2);
+      if (cache != nullptr) {
+        if (i < cache->keys.size()) {
+          key = torch::cat({cache->keys[i], key}, /*dim=*/2);
+          value = torch::cat({cache->values[i], value}, /*dim=*/2);
+          cache->keys[i] = key;
+          cache->values[i] = value;
+        } else {
+          cache->keys.push_back(key);
+          cache->values.push_back(value);
+        }
+      }
       if (queries_per_kv > 1) {
         key = key.repeat_interleave(queries_per_kv, /*dim=*/1);
         value = value.repeat_interleave(queries_per_kv, /*dim=*/1);

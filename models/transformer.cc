@@ -79,6 +79,55 @@ absl::StatusOr<ForwardOutput> TransformerModel::Forward(const ForwardInput& inpu
   }
 }
 
+void KvCache::SelectRows(const torch::Tensor& rows) {
+  for (torch::Tensor& key : keys) key = key.index_select(0, rows);
+  for (torch::Tensor& value : values) value = value.index_select(0, rows);
+}
+
+absl::StatusOr<DecodeOutput> TransformerModel::Decode(const torch::Tensor& input_ids,
+                                                      KvCache* cache,
+                                                      bool output_attentions) const {
+  if (!is_decoder()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "model_type '", config_.model_type,
+        "': expected a decoder (llama) for incremental decoding, got an encoder-only model"));
+  }
+  if (!input_ids.defined() || input_ids.dim() != 2 || input_ids.size(0) == 0 ||
+      input_ids.size(1) == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input_ids: expected a non-empty int64 [batch, sequence] tensor, got ",
+                     input_ids.defined() ? ShapeOf(input_ids) : "nothing"));
+  }
+  ATTNSCOPE_RETURN_IF_ERROR(
+      CheckIds(input_ids, "input_ids", input_ids.sizes().vec(), config_.vocab_size, "vocab_size"));
+  if (cache->length() > 0 && cache->batch_size() != input_ids.size(0)) {
+    return absl::InvalidArgumentError(absl::StrCat("cache: expected ", input_ids.size(0),
+                                                   " sequences (the batch of input_ids), got ",
+                                                   cache->batch_size()));
+  }
+  const int64_t total = cache->length() + input_ids.size(1);
+  if (total > config_.max_position_embeddings) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input_ids: expected at most ", config_.max_position_embeddings,
+                     " positions in all (max_position_embeddings), got ", cache->length(),
+                     " cached + ", input_ids.size(1), " new"));
+  }
+  try {
+    torch::InferenceMode guard;
+    return RunDecode(input_ids, cache, output_attentions);
+  } catch (const c10::Error& error) {
+    return absl::InternalError(absl::StrCat(ArchitectureName(config_.architecture),
+                                            " decode failed: ", error.what_without_backtrace()));
+  }
+}
+
+absl::StatusOr<DecodeOutput> TransformerModel::RunDecode(const torch::Tensor& /*input_ids*/,
+                                                         KvCache* /*cache*/,
+                                                         bool /*output_attentions*/) const {
+  return absl::UnimplementedError(
+      absl::StrCat(ArchitectureName(config_.architecture), ": no incremental decoding"));
+}
+
 absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
     const ModelOptions& options) {
   // The BLAS check runs first, on LibTorch's own default threads: OpenBLAS's pthreads and OpenMP

@@ -57,6 +57,31 @@ struct ForwardOutput {
   torch::Tensor logits;
 };
 
+// The keys and values a decoder has computed for the positions it has seen, so that each
+// generated token costs one position's work rather than the whole sequence's (the "past key
+// values" of Hugging Face transformers). One entry per layer, [B, N_kv, T, head_dim] float32 (keys
+// after the rotary embedding); empty before the first Decode.
+struct KvCache {
+  std::vector<torch::Tensor> keys;
+  std::vector<torch::Tensor> values;
+
+  // T, the positions cached; 0 when empty.
+  int64_t length() const { return keys.empty() ? 0 : keys[0].size(2); }
+  // B, the sequences cached; 0 when empty.
+  int64_t batch_size() const { return keys.empty() ? 0 : keys[0].size(0); }
+  // Row b of the cache becomes the old row rows[b] ([B'] int64, values in [0, B)): beam search's
+  // reordering of its hypotheses (Hugging Face's _reorder_cache).
+  void SelectRows(const torch::Tensor& rows);
+};
+
+struct DecodeOutput {
+  // [B, T, vocab]: the next-token logits at each new position.
+  torch::Tensor logits;
+  // L tensors [B, N, T, past + T], when requested: each new position's attention probabilities
+  // over every position so far (cached ones first), rows over keys; future keys are not included.
+  std::vector<torch::Tensor> attentions;
+};
+
 struct ModelOptions;
 
 // A loaded model. Immutable after Create; Forward may run from many threads at once.
@@ -70,7 +95,19 @@ class TransformerModel {
   absl::StatusOr<ForwardOutput> Forward(const ForwardInput& input,
                                         const ForwardOptions& options) const;
 
+  // Runs `input_ids` [B, T] int64 (no padding) as the positions cache->length() ..
+  // cache->length() + T - 1 of B sequences, reading the cached keys and values of the earlier
+  // positions and appending the new ones: the incremental forward pass of generation. The result
+  // equals Forward on the whole sequence (tested to 1e-5). InvalidArgument: ids of the wrong shape
+  // or dtype or outside the vocabulary, a cache of another batch size, more positions in all than
+  // max_position_embeddings. Unimplemented for encoder-only architectures (is_decoder() false).
+  // Internal: a LibTorch error (a bug); the cache is then unspecified.
+  absl::StatusOr<DecodeOutput> Decode(const torch::Tensor& input_ids, KvCache* cache,
+                                      bool output_attentions) const;
+
   const ModelConfig& config() const { return config_; }
+  // True for architectures that generate text left to right (Llama), which Decode runs.
+  virtual bool is_decoder() const { return false; }
   // True for BertForSequenceClassification-style checkpoints (pooler + classifier weights).
   virtual bool has_classifier() const { return false; }
   // The longest input the model accepts, in tokens.
@@ -92,6 +129,10 @@ class TransformerModel {
   // InferenceMode; LibTorch exceptions it throws become Internal there.
   virtual absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
                                             const ForwardOptions& options) const = 0;
+  // The architecture's incremental pass on checked ids, called by Decode under InferenceMode.
+  // Unimplemented unless overridden.
+  virtual absl::StatusOr<DecodeOutput> RunDecode(const torch::Tensor& input_ids, KvCache* cache,
+                                                 bool output_attentions) const;
 
  private:
   friend absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(

@@ -1,0 +1,323 @@
+// Generation (models/generation.h) and the decoder's KV cache against independent references:
+// ../shared/models/stories260K/expected_greedy.jsonl for greedy search on real weights, and
+// tests/data/generation_golden.json (tests/data/make_generation_golden.py: a PyTorch Llama from
+// nn modules, recomputing every step without a cache) for greedy search with its log-probabilities
+// and attention, beam search and seeded sampling on stories260K and a random tiny Llama.
+#include "models/generation.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "models/transformer.h"
+#include "tests/unit/test_util.h"
+
+namespace attnscope {
+namespace {
+
+using Json = nlohmann::json;
+using ::testing::HasSubstr;
+
+class GenerationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    models_ = new std::map<std::string, std::unique_ptr<TransformerModel>>();
+    for (const auto& [name, dir] : std::vector<std::pair<std::string, std::string>>{
+             {"stories260K", testing::SharedDir() + "/models/stories260K"},
+             {"tiny-llama", testing::TestDataDir() + "/tiny-llama"},
+             {"tiny-bert", testing::TestDataDir() + "/tiny-bert"}}) {
+      absl::StatusOr<std::unique_ptr<TransformerModel>> model =
+          LoadTransformerModel({.model_dir = dir});
+      ASSERT_TRUE(model.ok()) << model.status();
+      (*models_)[name] = *std::move(model);
+    }
+    std::ifstream in(testing::TestDataDir() + "/generation_golden.json");
+    golden_ = new Json(Json::parse(in));
+  }
+  static void TearDownTestSuite() {
+    delete models_;
+    delete golden_;
+  }
+
+  static const TransformerModel& Model(const std::string& name) { return *models_->at(name); }
+
+  // Generates, collecting the tokens handed to on_token.
+  static GenerationResult Run(const std::string& model, const std::vector<int64_t>& prompt,
+                              const GenerationOptions& options,
+                              std::vector<GeneratedToken>* streamed = nullptr) {
+    std::vector<GeneratedToken> seen;
+    absl::StatusOr<GenerationResult> result =
+        Generate(Model(model), prompt, options, [&](const GeneratedToken& token) {
+          seen.push_back(token);
+          return absl::OkStatus();
+        });
+    EXPECT_TRUE(result.ok()) << result.status();
+    if (!result.ok()) return {};
+    EXPECT_EQ(seen.size(), result->tokens.size());
+    if (streamed != nullptr) *streamed = std::move(seen);
+    return *std::move(result);
+  }
+
+  static std::vector<int64_t> Ids(const GenerationResult& result) {
+    std::vector<int64_t> ids;
+    for (const GeneratedToken& token : result.tokens) ids.push_back(token.id);
+    return ids;
+  }
+
+  static GenerationOptions OptionsOf(const Json& c) {
+    GenerationOptions options;
+    options.max_new_tokens = c["max_new_tokens"];
+    options.eos_token_id = c["eos_token_id"];
+    const std::string method = c["method"];
+    if (method == "greedy") {
+      options.method = DecodingMethod::kGreedy;
+      options.output_attentions = true;
+    } else if (method == "beam_search") {
+      options.method = DecodingMethod::kBeamSearch;
+      options.num_beams = c["num_beams"];
+      options.length_penalty = c["length_penalty"];
+    } else {
+      options.method = DecodingMethod::kSampling;
+      options.seed = c["seed"];
+      options.temperature = c["temperature"];
+      options.top_k = c["top_k"];
+      options.top_p = c["top_p"];
+    }
+    return options;
+  }
+
+  static double MaxDifference(const torch::Tensor& a, const torch::Tensor& b) {
+    EXPECT_EQ(a.sizes(), b.sizes());
+    return a.sizes() == b.sizes() ? (a - b).abs().max().item<double>() : 1e9;
+  }
+
+  static std::map<std::string, std::unique_ptr<TransformerModel>>* models_;
+  static Json* golden_;
+};
+
+std::map<std::string, std::unique_ptr<TransformerModel>>* GenerationTest::models_ = nullptr;
+Json* GenerationTest::golden_ = nullptr;
+
+TEST_F(GenerationTest, StoriesGreedyEqualsTheSharedGolden) {
+  const std::vector<Json> cases =
+      testing::ReadJsonLines(testing::SharedDir() + "/models/stories260K/expected_greedy.jsonl");
+  ASSERT_EQ(cases.size(), 2u);
+  for (const Json& c : cases) {
+    SCOPED_TRACE(c["prompt"].get<std::string>());
+    const std::vector<int64_t> expected = c["greedy_ids"].get<std::vector<int64_t>>();
+    GenerationOptions options;
+    options.max_new_tokens = static_cast<int64_t>(expected.size());
+    options.eos_token_id = Model("stories260K").config().eos_token_id;
+    options.output_attentions = true;
+    const GenerationResult result =
+        Run("stories260K", c["input_ids"].get<std::vector<int64_t>>(), options);
+    EXPECT_EQ(Ids(result), expected);
+    EXPECT_EQ(result.finish_reason, FinishReason::kLength);
+    ASSERT_FALSE(result.tokens.empty());
+    // The first token was chosen by the prompt's last position: the golden's attention rows.
+    const torch::Tensor& attention = result.tokens[0].attention;  // [layer, head, context]
+    ASSERT_EQ(attention.sizes(),
+              (std::vector<int64_t>{5, 8, static_cast<int64_t>(c["input_ids"].size())}));
+    for (const auto& [layer, head, key] : std::vector<std::tuple<int, int, const char*>>{
+             {0, 0, "attn_l0_h0_last_row"}, {4, 7, "attn_l4_h7_last_row"}}) {
+      const torch::Tensor want = torch::tensor(c[key].get<std::vector<double>>(), torch::kFloat32);
+      EXPECT_LE(MaxDifference(attention[layer][head], want), 1e-5) << key;
+    }
+  }
+}
+
+TEST_F(GenerationTest, MatchesTheReferenceGreedyBeamSearchAndSampling) {
+  int beam_eos = 0;
+  for (const Json& c : (*golden_)["cases"]) {
+    const std::string method = c["method"];
+    SCOPED_TRACE(c.dump().substr(0, 200));
+    const GenerationResult result =
+        Run(c["model"], c["prompt_ids"].get<std::vector<int64_t>>(), OptionsOf(c));
+    if (method == "greedy") {
+      const Json& tokens = c["tokens"];
+      ASSERT_EQ(result.tokens.size(), tokens.size());
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        EXPECT_EQ(result.tokens[i].id, tokens[i]["id"].get<int64_t>()) << "token " << i;
+        EXPECT_NEAR(result.tokens[i].logprob, tokens[i]["logprob"].get<double>(), 1e-5);
+        std::vector<torch::Tensor> layers;
+        for (const Json& layer : tokens[i]["attention"]) {
+          std::vector<torch::Tensor> heads;
+          for (const Json& head : layer) {
+            heads.push_back(torch::tensor(head.get<std::vector<double>>(), torch::kFloat32));
+          }
+          layers.push_back(torch::stack(heads));
+        }
+        EXPECT_LE(MaxDifference(result.tokens[i].attention, torch::stack(layers)), 1e-5)
+            << "token " << i;
+      }
+    } else if (method == "beam_search") {
+      EXPECT_EQ(Ids(result), c["ids"].get<std::vector<int64_t>>());
+      // float32 log-probabilities summed, then multiplied by a length power: relative error.
+      const double score = c["score"].get<double>();
+      EXPECT_NEAR(result.score, score, 1e-5 + 2e-6 * std::abs(score));
+      const bool eos = c["finish_reason"] == "eos";
+      EXPECT_EQ(result.finish_reason, eos ? FinishReason::kEos : FinishReason::kLength);
+      beam_eos += eos;
+    } else {
+      EXPECT_EQ(Ids(result), c["ids"].get<std::vector<int64_t>>());
+    }
+  }
+  // The golden exercises hypotheses that end with eos, not only ones cut at max_new_tokens.
+  EXPECT_GE(beam_eos, 3);
+}
+
+TEST_F(GenerationTest, DecodeOverTheCacheEqualsTheFullForwardPass) {
+  const TransformerModel& model = Model("stories260K");
+  const std::vector<int64_t> ids = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315};
+  ForwardInput input;
+  input.input_ids = torch::tensor(ids, torch::kInt64).unsqueeze(0);
+  absl::StatusOr<ForwardOutput> full = model.Forward(input, ForwardOptions());
+  ASSERT_TRUE(full.ok()) << full.status();
+  // A prompt of 4 in one pass, then one position at a time.
+  KvCache cache;
+  absl::StatusOr<DecodeOutput> first =
+      model.Decode(input.input_ids.narrow(1, 0, 4), &cache, /*output_attentions=*/true);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(cache.length(), 4);
+  EXPECT_LE(MaxDifference(first->logits[0], full->logits[0].narrow(0, 0, 4)), 1e-5);
+  for (int64_t position = 4; position < static_cast<int64_t>(ids.size()); ++position) {
+    absl::StatusOr<DecodeOutput> step =
+        model.Decode(input.input_ids.narrow(1, position, 1), &cache, /*output_attentions=*/true);
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_EQ(cache.length(), position + 1);
+    EXPECT_LE(MaxDifference(step->logits[0][0], full->logits[0][position]), 1e-5);
+    for (size_t layer = 0; layer < step->attentions.size(); ++layer) {
+      const torch::Tensor row =
+          full->attentions[layer][0].select(1, position).narrow(1, 0, position + 1);
+      EXPECT_LE(MaxDifference(step->attentions[layer][0].select(1, 0), row), 1e-5);
+    }
+  }
+}
+
+TEST_F(GenerationTest, CachedGenerationEqualsRecomputation) {
+  const std::vector<int64_t> prompt = {1, 403, 407, 261, 378};
+  std::vector<GenerationOptions> variants(3);
+  variants[0].max_new_tokens = 40;
+  variants[1].method = DecodingMethod::kBeamSearch;
+  variants[1].num_beams = 4;
+  variants[1].max_new_tokens = 20;
+  variants[2].method = DecodingMethod::kSampling;
+  variants[2].seed = 11;
+  variants[2].top_p = 0.9;
+  variants[2].max_new_tokens = 40;
+  for (GenerationOptions& options : variants) {
+    options.output_attentions = true;
+    options.eos_token_id = 2;
+    const GenerationResult cached = Run("stories260K", prompt, options);
+    options.use_cache = false;
+    const GenerationResult recomputed = Run("stories260K", prompt, options);
+    ASSERT_EQ(Ids(cached), Ids(recomputed));
+    EXPECT_NEAR(cached.score, recomputed.score, 1e-5);
+    for (size_t i = 0; i < cached.tokens.size(); ++i) {
+      EXPECT_NEAR(cached.tokens[i].logprob, recomputed.tokens[i].logprob, 1e-5) << i;
+      EXPECT_EQ(cached.tokens[i].attention.size(2), static_cast<int64_t>(prompt.size() + i));
+      EXPECT_LE(MaxDifference(cached.tokens[i].attention, recomputed.tokens[i].attention), 1e-5)
+          << i;
+    }
+  }
+}
+
+TEST_F(GenerationTest, SamplingIsReproducibleForASeed) {
+  const std::vector<int64_t> prompt = {1, 403, 407, 261, 378};
+  GenerationOptions options;
+  options.method = DecodingMethod::kSampling;
+  options.max_new_tokens = 30;
+  options.seed = 42;
+  const std::vector<int64_t> first = Ids(Run("stories260K", prompt, options));
+  EXPECT_EQ(Ids(Run("stories260K", prompt, options)), first);
+  int differing = 0;
+  for (uint64_t seed : {1, 2, 3}) {
+    options.seed = seed;
+    differing += Ids(Run("stories260K", prompt, options)) != first;
+  }
+  EXPECT_GE(differing, 2);
+  // top_k 1 leaves one token: sampling becomes greedy search.
+  options.top_k = 1;
+  GenerationOptions greedy;
+  greedy.max_new_tokens = 30;
+  EXPECT_EQ(Ids(Run("stories260K", prompt, options)), Ids(Run("stories260K", prompt, greedy)));
+}
+
+TEST_F(GenerationTest, RefusesBadOptionsNamingThem) {
+  auto status_of = [](const std::string& model, const std::vector<int64_t>& prompt,
+                      const GenerationOptions& options) {
+    return Generate(Model(model), prompt, options,
+                    [](const GeneratedToken&) { return absl::OkStatus(); })
+        .status();
+  };
+  const std::vector<int64_t> prompt = {1, 5};
+  GenerationOptions options;
+  absl::Status status = status_of("tiny-bert", {2, 10, 3}, options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("encoder-only"));
+  EXPECT_THAT(status_of("tiny-llama", {}, options).message(), HasSubstr("prompt"));
+
+  for (int64_t bad : std::vector<int64_t>{0, -3, kMaxNewTokens + 1, 63}) {
+    GenerationOptions o;
+    o.max_new_tokens = bad;
+    status = status_of("tiny-llama", prompt, o);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(status.message(), HasSubstr("max_new_tokens")) << bad;
+  }
+  GenerationOptions beams;
+  beams.method = DecodingMethod::kBeamSearch;
+  beams.num_beams = 25;
+  status = status_of("tiny-llama", prompt, beams);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("num_beams: expected 1 to 24 (at most the vocabulary"));
+  beams.num_beams = 0;
+  EXPECT_THAT(status_of("tiny-llama", prompt, beams).message(), HasSubstr("num_beams"));
+
+  GenerationOptions sampling;
+  sampling.method = DecodingMethod::kSampling;
+  for (const auto& [field, set] :
+       std::vector<std::pair<std::string, std::function<void(GenerationOptions&)>>>{
+           {"temperature", [](GenerationOptions& o) { o.temperature = 0; }},
+           {"temperature", [](GenerationOptions& o) { o.temperature = -1; }},
+           {"top_k", [](GenerationOptions& o) { o.top_k = -1; }},
+           {"top_p", [](GenerationOptions& o) { o.top_p = 0; }},
+           {"top_p", [](GenerationOptions& o) { o.top_p = 1.5; }}}) {
+    GenerationOptions o = sampling;
+    set(o);
+    status = status_of("tiny-llama", prompt, o);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_THAT(status.message(), HasSubstr(field));
+  }
+}
+
+TEST_F(GenerationTest, StopsWhenTheCheckOrTheConsumerFails) {
+  GenerationOptions options;
+  options.max_new_tokens = 10;
+  int steps = 0;
+  options.check = [&]() {
+    return ++steps > 3 ? absl::DeadlineExceededError("deadline exceeded") : absl::OkStatus();
+  };
+  int streamed = 0;
+  absl::StatusOr<GenerationResult> result =
+      Generate(Model("stories260K"), {1}, options, [&](const GeneratedToken&) {
+        ++streamed;
+        return absl::OkStatus();
+      });
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(streamed, 3);
+
+  options.check = nullptr;
+  result = Generate(Model("stories260K"), {1}, options,
+                    [](const GeneratedToken&) { return absl::CancelledError("client went away"); });
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace attnscope
