@@ -80,6 +80,11 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Create(const Options& 
   std::unique_ptr<LoadedModel> loaded(new LoadedModel());
   loaded->name_ = options.name;
   loaded->model_dir_ = options.model_dir;
+  // config.json first: an unsupported architecture (a Marian or T5 checkpoint) is the error to
+  // report, not the tokenizer files such a checkpoint lays out differently.
+  if (absl::StatusOr<ModelConfig> config = LoadModelConfig(options.model_dir); !config.ok()) {
+    return Prefixed(options.name, config.status());
+  }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(options.model_dir);
   if (!tokenizer.ok()) return Prefixed(options.name, tokenizer.status());
   loaded->tokenizer_ = *std::move(tokenizer);

@@ -2,6 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/engine.h"
 #include "tests/unit/test_util.h"
 
 namespace attnscope {
@@ -85,6 +86,27 @@ TEST(ConfigTest, RejectsJsonNestedDeeperThanTheLimit) {
 
 TEST(ConfigTest, MissingFileIsNotFound) {
   EXPECT_EQ(LoadModelConfig(testing::MakeTempDir()).status().code(), absl::StatusCode::kNotFound);
+}
+
+// A Marian checkpoint has source.spm / target.spm rather than a tokenizer LoadTokenizer knows:
+// loading must name the unsupported architecture, not the missing tokenizer file.
+TEST(ConfigTest, LoadingReportsTheArchitectureBeforeTheTokenizer) {
+  for (const std::string model_type : {"marian", "bart", "t5"}) {
+    const std::string dir = testing::MakeTempDir();
+    testing::WriteFileBytes(dir + "/config.json",
+                            R"({"model_type": ")" + model_type + R"(", "vocab_size": 10})");
+    testing::WriteFileBytes(dir + "/source.spm", "");
+    LoadedModel::Options options;
+    options.name = "mt";
+    options.model_dir = dir;
+    const absl::Status status = LoadedModel::Create(options).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << model_type;
+    EXPECT_THAT(status.message(),
+                HasSubstr("expected one of the supported architectures \"bert\", \"llama\", "
+                          "got \"" +
+                          model_type + "\""));
+    EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("tokenizer")));
+  }
 }
 
 }  // namespace
