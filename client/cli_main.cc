@@ -57,6 +57,7 @@ Commands:
   cross       query-to-document attention (--query, --document repeatable)
   heatmap     attention drawn as a PNG or SVG heatmap (--text [--text_pair] --out FILE)
   attribute   which tokens and words made a cross-encoder's score (--text QUERY --text_pair DOC)
+  generate    text after --prompt from a decoder model, printed as it is written
   health      grpc.health.v1 status; exits 0 only when SERVING
   bench       load: concurrent clients calling GetAttention, Encode and CrossAttention
 
@@ -85,6 +86,14 @@ Attribute:   --method=integrated_gradients,occlusion,gradient_x_input (comma-sep
              --baseline=pad|zero (integrated-gradients baseline; default pad)  --format=text|json
              (default text: the score, then the words of --text_pair and of --text highest
              first, then every token; json: the AttributeResponse with snake_case field names)
+Generate:    --prompt P (may be empty: start from <s>)  --max_new_tokens N (default 20)
+             --method=greedy|beam_search|sampling (default greedy)  --num_beams N (default 4)
+             --length_penalty X (default 1)  --temperature T  --top_k K  --top_p P (sampling;
+             defaults 1, 0 = all, 1)  --seed S  --ignore_eos  --attentions (each token's
+             attention over its context; --layers --heads --aggregate --dtype as for attention)
+             --format=text|json (default text: the prompt, then the new text as it arrives, then
+             a line saying why it stopped; json: header, tokens with ids, logprobs and attention,
+             and the summary)
 Health:      --service NAME
 Bench:       --clients N (default 8) callers at once, each calling again as soon as it is
              answered, for --duration (default 30s) or until --requests N calls in all;
@@ -114,8 +123,10 @@ bool IsUsageError(const absl::Status& status) {
 
 // Flags that take no value.
 const std::set<std::string>& BoolFlags() {
-  static const auto* flags = new std::set<std::string>{
-      "rollout", "scores", "normalize", "hidden_states", "doc_to_query", "skip_special_tokens"};
+  static const auto* flags =
+      new std::set<std::string>{"rollout",       "scores",       "normalize",
+                                "hidden_states", "doc_to_query", "skip_special_tokens",
+                                "ignore_eos",    "attentions"};
   return *flags;
 }
 
@@ -151,6 +162,10 @@ const std::map<std::string, std::set<std::string>>& CommandFlags() {
         {"heatmap", with(input, {"layers", "heads", "aggregate", "window", "out", "vmax"})},
         {"attribute",
          with(input, {"method", "steps", "target", "occlusion_token", "baseline", "format"})},
+        {"generate",
+         {"model", "prompt", "max_new_tokens", "method", "num_beams", "length_penalty",
+          "temperature", "top_k", "top_p", "seed", "ignore_eos", "attentions", "layers", "heads",
+          "aggregate", "dtype", "npy_dir", "format"}},
         {"health", {"service"}},
         {"bench",
          {"model", "text", "query", "document", "clients", "duration", "requests", "rpc"}}};
@@ -826,6 +841,122 @@ absl::StatusOr<Output> RunAttribute(const CommandLine& line, Client& client,
   return JsonOutput(json::parse(out));
 }
 
+absl::StatusOr<v1::GenerateRequest> GenerateRequest(const CommandLine& line) {
+  v1::GenerateRequest request;
+  request.set_model(line.Get("model"));
+  request.set_prompt(line.Get("prompt"));
+  const std::string method = line.Get("method", "greedy");
+  if (method == "greedy") {
+    request.set_method(v1::DECODING_METHOD_GREEDY);
+  } else if (method == "beam_search") {
+    request.set_method(v1::DECODING_METHOD_BEAM_SEARCH);
+  } else if (method == "sampling") {
+    request.set_method(v1::DECODING_METHOD_SAMPLING);
+  } else {
+    return UsageError(
+        absl::StrCat("--method: '", method, "' is not one of greedy, beam_search, sampling"));
+  }
+  for (const auto& [flag, setter] :
+       {std::pair<const char*, void (v1::GenerateRequest::*)(int32_t)>{
+            "max_new_tokens", &v1::GenerateRequest::set_max_new_tokens},
+        std::pair<const char*, void (v1::GenerateRequest::*)(int32_t)>{
+            "num_beams", &v1::GenerateRequest::set_num_beams},
+        std::pair<const char*, void (v1::GenerateRequest::*)(int32_t)>{
+            "top_k", &v1::GenerateRequest::set_top_k}}) {
+    if (!line.Has(flag)) continue;
+    absl::StatusOr<int32_t> value = ParseInt32(flag, line.Get(flag));
+    if (!value.ok()) return value.status();
+    (request.*setter)(*value);
+  }
+  for (const auto& [flag, setter] :
+       {std::pair<const char*, void (v1::GenerateRequest::*)(double)>{
+            "length_penalty", &v1::GenerateRequest::set_length_penalty},
+        std::pair<const char*, void (v1::GenerateRequest::*)(double)>{
+            "temperature", &v1::GenerateRequest::set_temperature},
+        std::pair<const char*, void (v1::GenerateRequest::*)(double)>{
+            "top_p", &v1::GenerateRequest::set_top_p}}) {
+    if (!line.Has(flag)) continue;
+    double value;
+    if (!absl::SimpleAtod(line.Get(flag), &value)) {
+      return UsageError(absl::StrCat("--", flag, ": '", line.Get(flag), "' is not a number"));
+    }
+    (request.*setter)(value);
+  }
+  if (line.Has("seed")) {
+    uint64_t seed;
+    if (!absl::SimpleAtoi(line.Get("seed"), &seed)) {
+      return UsageError(absl::StrCat("--seed: '", line.Get("seed"),
+                                     "' is not an integer in [0, 18446744073709551615]"));
+    }
+    request.set_seed(seed);
+  }
+  request.set_ignore_eos(line.Has("ignore_eos"));
+  request.set_output_attentions(line.Has("attentions"));
+  if (absl::Status status = ParseSelection(line, request.mutable_layers(), request.mutable_heads());
+      !status.ok()) {
+    return status;
+  }
+  absl::StatusOr<v1::HeadAggregation> aggregation = ParseAggregation(line.Get("aggregate"));
+  if (!aggregation.ok()) return aggregation.status();
+  request.set_head_aggregation(*aggregation);
+  absl::StatusOr<v1::DType> dtype = ParseDType(line.Get("dtype"));
+  if (!dtype.ok()) return dtype.status();
+  request.set_dtype(*dtype);
+  return request;
+}
+
+absl::StatusOr<Output> RunGenerate(const CommandLine& line, Client& client, const CallOptions& call,
+                                   const TensorWriter& writer) {
+  const std::string format = line.Get("format", "text");
+  if (format != "text" && format != "json") {
+    return UsageError(absl::StrCat("--format: '", format, "' is not one of text, json"));
+  }
+  absl::StatusOr<v1::GenerateRequest> request = GenerateRequest(line);
+  if (!request.ok()) return request.status();
+  std::function<void(const GeneratedTokenResult&)> on_token;
+  if (format == "text") {
+    // The text is printed as it is written; the prompt first, so the output reads on.
+    std::cout << request->prompt() << std::flush;
+    on_token = [](const GeneratedTokenResult& token) {
+      std::cout << token.token.text() << std::flush;
+    };
+  }
+  absl::StatusOr<GenerateResult> result = client.Generate(*request, on_token, call);
+  if (format == "text" && !result.ok()) std::cout << "\n";
+  if (!result.ok()) return result.status();
+  const v1::GenerateDone& done = result->done;
+  if (format == "text") {
+    return Output{json(), absl::StrCat("\n[", done.ids_size(), " tokens, ",
+                                       done.finish_reason() == v1::FINISH_REASON_EOS
+                                           ? "stopped at the end-of-text token"
+                                           : "stopped at --max_new_tokens",
+                                       ", score ", done.score(), "]\n")};
+  }
+  json tokens = json::array();
+  for (const GeneratedTokenResult& token : result->tokens) {
+    json item = {{"index", token.token.index()}, {"position", token.token.position()},
+                 {"id", token.token.id()},       {"token", token.token.token()},
+                 {"text", token.token.text()},   {"logprob", token.token.logprob()}};
+    if (absl::Status status = writer.AddTo(item, "attention", token.attention,
+                                           absl::StrCat("token", token.token.index(), "_"));
+        !status.ok()) {
+      return status;
+    }
+    tokens.push_back(std::move(item));
+  }
+  const v1::GenerateHeader& header = result->header;
+  return JsonOutput(
+      json{{"model", header.model()},
+           {"prompt_tokens", TokensToJson(header.prompt_tokens())},
+           {"layers", std::vector<int32_t>(header.layers().begin(), header.layers().end())},
+           {"heads", std::vector<int32_t>(header.heads().begin(), header.heads().end())},
+           {"tokens", std::move(tokens)},
+           {"finish_reason", v1::FinishReason_Name(done.finish_reason())},
+           {"ids", std::vector<int32_t>(done.ids().begin(), done.ids().end())},
+           {"text", done.text()},
+           {"score", done.score()}});
+}
+
 absl::StatusOr<Output> RunCommand(const CommandLine& line, Client& client, const CallOptions& call,
                                   const TensorWriter& writer) {
   const std::string& command = line.command;
@@ -980,6 +1111,7 @@ absl::StatusOr<Output> RunCommand(const CommandLine& line, Client& client, const
   }
   if (command == "heatmap") return RunHeatmap(line, client, call);
   if (command == "attribute") return RunAttribute(line, client, call);
+  if (command == "generate") return RunGenerate(line, client, call, writer);
   if (command == "bench") return RunBench(line, client, call);
   if (command == "health") {
     absl::StatusOr<ServingStatus> status = client.Health(line.Get("service"), call);

@@ -435,6 +435,72 @@ absl::StatusOr<AttentionResult> Client::StreamAttention(const v1::GetAttentionRe
   return assembler.Finish();
 }
 
+absl::StatusOr<GenerateResult> Client::Generate(
+    const v1::GenerateRequest& request,
+    const std::function<void(const GeneratedTokenResult&)>& on_token, const CallOptions& call) {
+  grpc::ClientContext context;
+  PrepareContext(call, &context);
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+      stub_->Generate(&context, request);
+  GenerateResult result;
+  bool have_header = false, have_done = false;
+  v1::GenerateResponse message;
+  auto add = [&]() -> absl::Status {
+    auto error = [](absl::string_view what) {
+      return absl::InternalError(absl::StrCat("Generate: the server's stream ", what));
+    };
+    if (have_done) return error("went on after GenerateDone");
+    switch (message.kind_case()) {
+      case v1::GenerateResponse::kHeader:
+        if (have_header) return error("sent a second header");
+        have_header = true;
+        result.header = std::move(*message.mutable_header());
+        return absl::OkStatus();
+      case v1::GenerateResponse::kToken: {
+        if (!have_header) return error("sent a token before the header");
+        if (message.token().index() != static_cast<int32_t>(result.tokens.size())) {
+          return error(absl::StrCat("sent token ", message.token().index(), " where ",
+                                    result.tokens.size(), " was due"));
+        }
+        GeneratedTokenResult& token = result.tokens.emplace_back();
+        if (message.token().has_attention()) {
+          absl::StatusOr<DecodedTensor> attention = DecodeTensor(message.token().attention());
+          if (!attention.ok()) return attention.status();
+          token.attention = *std::move(attention);
+        }
+        token.token = std::move(*message.mutable_token());
+        token.token.clear_attention();
+        if (on_token) on_token(token);
+        return absl::OkStatus();
+      }
+      case v1::GenerateResponse::kDone:
+        if (!have_header) return error("ended before the header");
+        have_done = true;
+        result.done = std::move(*message.mutable_done());
+        return absl::OkStatus();
+      default:
+        return error("sent an empty message");
+    }
+  };
+  absl::Status stream_status;
+  while (reader->Read(&message)) {
+    stream_status = add();
+    if (!stream_status.ok()) {
+      // Stop the server's work and drain the stream so that Finish() returns promptly.
+      context.TryCancel();
+      while (reader->Read(&message)) {
+      }
+      break;
+    }
+  }
+  const absl::Status call_status = Convert(reader->Finish());
+  if (!stream_status.ok()) return stream_status;
+  if (!call_status.ok()) return call_status;
+  if (!have_done)
+    return absl::InternalError("Generate: the server's stream ended without GenerateDone");
+  return result;
+}
+
 absl::StatusOr<EncodeResponse> Client::Encode(const v1::EncodeRequest& request,
                                               const CallOptions& call) {
   grpc::ClientContext context;

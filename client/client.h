@@ -19,6 +19,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -149,6 +150,22 @@ struct ParameterResult {
   DecodedTensor tensor;
 };
 
+// One token of a Generate stream, its attention decoded.
+struct GeneratedTokenResult {
+  // The message as sent, its `attention` field cleared.
+  v1::GeneratedToken token;
+  // [layer, head, key_token] over the `token.position` tokens before it, when the request set
+  // output_attentions.
+  std::optional<DecodedTensor> attention;
+};
+
+// A whole Generate stream.
+struct GenerateResult {
+  v1::GenerateHeader header;
+  std::vector<GeneratedTokenResult> tokens;
+  v1::GenerateDone done;
+};
+
 // grpc.health.v1 serving status.
 using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
 
@@ -207,6 +224,15 @@ class Client {
   // without a classifier head or bad options.
   absl::StatusOr<v1::AttributeResponse> Attribute(const v1::AttributeRequest& request,
                                                   const CallOptions& call = {});
+  // Text generation with a decoder-only model, streamed: `on_token` (may be empty) sees each token
+  // as it arrives (greedy search and sampling send them as they are chosen, beam search at the
+  // end), and the whole stream is returned. INVALID_ARGUMENT for an encoder-only model or options
+  // out of range; INTERNAL for a stream out of order (no header first, a token index skipped, no
+  // GenerateDone last).
+  absl::StatusOr<GenerateResult> Generate(
+      const v1::GenerateRequest& request,
+      const std::function<void(const GeneratedTokenResult&)>& on_token = {},
+      const CallOptions& call = {});
   // grpc.health.v1 Check of `service` ("" = the whole server). NOT_FOUND for a service the server
   // does not know.
   absl::StatusOr<ServingStatus> Health(const std::string& service = "",

@@ -35,6 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Decode<v1::CrossAttentionRequest>(body);
   Decode<v1::GetParameterRequest>(body);
   Decode<v1::AttributeRequest>(body);
+  Decode<v1::GenerateRequest>(body);
 
   v1::TokenizeRequest request;
   if (!attnscope::server::ParseBody(body, attnscope::server::BodyFormat::kJson, &request).ok()) {

@@ -224,6 +224,10 @@ def make_request_proto(protoc):
                       'ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS] '
                       'occlusion_token: OCCLUSION_TOKEN_UNK baseline: ATTRIBUTION_BASELINE_ZERO '
                       'integrated_gradients_steps: 20'),
+        "generate": ("GenerateRequest", 'model: "stories" prompt: "Once upon a time" '
+                     'max_new_tokens: 8 method: DECODING_METHOD_SAMPLING temperature: 0.7 '
+                     'top_k: 5 top_p: 0.9 seed: 3 output_attentions: true layers: [-1] '
+                     'heads: [0, 1] head_aggregation: HEAD_AGGREGATION_MEAN dtype: DTYPE_FLOAT16'),
     }
     for name, (message, text) in requests.items():
         encoded = subprocess.run(
@@ -257,6 +261,9 @@ def make_http_body():
                       "textPair": "To insert a new table, choose Table - Insert Table.",
                       "methods": ["ATTRIBUTION_METHOD_GRADIENT_X_INPUT"],
                       "baseline": "ATTRIBUTION_BASELINE_PAD", "integratedGradientsSteps": 100},
+        "generate": {"model": "stories", "prompt": "Once upon a time", "maxNewTokens": 8,
+                     "method": "DECODING_METHOD_BEAM_SEARCH", "numBeams": 3, "lengthPenalty": 0.5,
+                     "outputAttentions": True, "layers": [-1], "dtype": "DTYPE_BFLOAT16"},
     }
     for name, body in bodies.items():
         write("http_body", name, json.dumps(body, ensure_ascii=False))

@@ -37,6 +37,9 @@ bool ValidMethods(const google::protobuf::RepeatedField<int>& methods) {
 bool ValidOcclusionToken(int value) {
   return value >= v1::OCCLUSION_TOKEN_UNSPECIFIED && value <= v1::OCCLUSION_TOKEN_UNK;
 }
+bool ValidDecodingMethod(int value) {
+  return value >= v1::DECODING_METHOD_UNSPECIFIED && value <= v1::DECODING_METHOD_SAMPLING;
+}
 bool ValidBaseline(int value) {
   return value >= v1::ATTRIBUTION_BASELINE_UNSPECIFIED && value <= v1::ATTRIBUTION_BASELINE_ZERO;
 }
@@ -170,6 +173,25 @@ void CheckToQuery(const v1::AttributeRequest& request) {
           query->integrated_gradients_steps == request.integrated_gradients_steps() &&
           query->methods.size() == static_cast<size_t>(request.methods_size()),
       "AttributeRequest: options changed on the way");
+}
+
+void CheckToQuery(const v1::GenerateRequest& request) {
+  const auto query = server::ToQuery(request);
+  const bool valid = ValidDecodingMethod(request.method()) &&
+                     ValidAggregation(request.head_aggregation()) && ValidDtype(request.dtype());
+  if (!Accepted(query, valid, "GenerateRequest")) return;
+  // 0 asks for the defaults; anything else passes through for RunGenerate to check.
+  ATTNSCOPE_FUZZ_CHECK(
+      query->model == request.model() && query->prompt == request.prompt() &&
+          query->generation.max_new_tokens ==
+              (request.max_new_tokens() == 0 ? kDefaultMaxNewTokens : request.max_new_tokens()) &&
+          query->generation.num_beams ==
+              (request.num_beams() == 0 ? kDefaultNumBeams : request.num_beams()) &&
+          query->generation.top_k == request.top_k() && query->generation.seed == request.seed() &&
+          query->output_attentions == request.output_attentions() &&
+          SameIndices(query->layers, request.layers()) &&
+          SameIndices(query->heads, request.heads()),
+      "GenerateRequest: fields changed on the way");
 }
 
 }  // namespace attnscope::fuzz

@@ -14,6 +14,7 @@ void CheckToQuery(const v1::EncodeRequest& request);
 void CheckToQuery(const v1::CrossAttentionRequest& request);
 void CheckToQuery(const v1::GetParameterRequest& request);
 void CheckToQuery(const v1::AttributeRequest& request);
+void CheckToQuery(const v1::GenerateRequest& request);
 
 }  // namespace attnscope::fuzz
 

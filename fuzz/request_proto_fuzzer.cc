@@ -1,6 +1,7 @@
 // Request decoding as the gRPC front end sees it: arbitrary bytes parsed as each attnscope.v1
 // request the request layer takes (Tokenize, GetAttention, Encode, CrossAttention, GetParameter,
-// Attribute), and every message that parses converted with ToQuery (server/query_convert.h).
+// Attribute, Generate), and every message that parses converted with ToQuery
+// (server/query_convert.h).
 #include <cstddef>
 #include <cstdint>
 
@@ -32,5 +33,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Decode<v1::CrossAttentionRequest>(data, size);
   Decode<v1::GetParameterRequest>(data, size);
   Decode<v1::AttributeRequest>(data, size);
+  Decode<v1::GenerateRequest>(data, size);
   return 0;
 }

@@ -56,6 +56,18 @@ grpc::Status AttentionService::StreamAttention(
       }));
 }
 
+grpc::Status AttentionService::Generate(grpc::ServerContext* context,
+                                        const v1::GenerateRequest* request,
+                                        grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  return ToGrpcStatus(
+      core_->Generate(GrpcCall(context), *request, [writer](const v1::GenerateResponse& message) {
+        if (!writer->Write(message)) {
+          return absl::CancelledError("the client closed the stream before it was complete");
+        }
+        return absl::OkStatus();
+      }));
+}
+
 grpc::Status AttentionService::Encode(grpc::ServerContext* context,
                                       const v1::EncodeRequest* request,
                                       v1::EncodeResponse* response) {

@@ -45,6 +45,8 @@ class AttentionService final : public v1::AttentionService::Service {
                                  v1::TrainingRecord* response) override;
   grpc::Status Attribute(grpc::ServerContext* context, const v1::AttributeRequest* request,
                          v1::AttributeResponse* response) override;
+  grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
+                        grpc::ServerWriter<v1::GenerateResponse>* writer) override;
 
  private:
   ServiceCore* const core_;

@@ -145,15 +145,18 @@ class Router {
       return Unary(&ServiceCore::GetTrainingRecord, *body, request, response);
     }
     if (method == "Attribute") return Unary(&ServiceCore::Attribute, *body, request, response);
-    if (method == "StreamAttention" && request.method == "GET") {
-      WriteError(absl::InvalidArgumentError(
-                     "HTTP GET: StreamAttention streams its answer and takes a POST body"),
+    if ((method == "StreamAttention" || method == "Generate") && request.method == "GET") {
+      WriteError(absl::InvalidArgumentError(absl::StrCat(
+                     "HTTP GET: ", method, " streams its answer and takes a POST body")),
                  response);
       response.status = 405;
       response.set_header("Allow", "POST");
       return;
     }
-    if (method == "StreamAttention") return Stream(*body, request, response);
+    if (method == "StreamAttention") {
+      return Stream(&ServiceCore::StreamAttention, *body, request, response);
+    }
+    if (method == "Generate") return Stream(&ServiceCore::Generate, *body, request, response);
     WriteError(absl::UnimplementedError(absl::StrCat(
                    "method '", method, "': not a method of attnscope.v1.AttentionService; ",
                    "expected one of ", absl::StrJoin(Metrics::RpcNames(), ", "))),
@@ -185,9 +188,14 @@ class Router {
     }
   }
 
-  void Stream(const Body& body, const httplib::Request& http_request,
-              httplib::Response& http_response) const {
-    auto request = std::make_shared<v1::GetAttentionRequest>();
+  template <typename Request, typename Response>
+  using StreamMethod = absl::Status (ServiceCore::*)(
+      const Call&, const Request&, const std::function<absl::Status(const Response&)>&);
+
+  template <typename Request, typename Response>
+  void Stream(StreamMethod<Request, Response> method, const Body& body,
+              const httplib::Request& http_request, httplib::Response& http_response) const {
+    auto request = std::make_shared<Request>();
     absl::Status status = ParseBody(body.text, body.format, request.get());
     absl::StatusOr<std::chrono::system_clock::time_point> deadline = DeadlineOf(http_request);
     if (status.ok()) status = deadline.status();
@@ -199,15 +207,15 @@ class Router {
     // (admission, metrics, the forward pass) happens while the answer is written.
     http_response.set_chunked_content_provider(
         json ? "application/x-ndjson" : "application/connect+proto",
-        [core = core_, request, json, deadline = *deadline, authorization](
+        [core = core_, method, request, json, deadline = *deadline, authorization](
             size_t, httplib::DataSink& sink) {
           auto write = [&sink](const std::string& chunk) {
             return sink.write(chunk.data(), chunk.size());
           };
           const Call call = MakeCall(
               "http", deadline, [&sink] { return !sink.is_writable(); }, authorization);
-          const absl::Status status = core->StreamAttention(
-              call, *request, [&](const v1::StreamAttentionResponse& message) -> absl::Status {
+          const absl::Status status =
+              (core->*method)(call, *request, [&](const Response& message) -> absl::Status {
                 const bool written = json ? write(ToJson(message) + "\n")
                                           : write(Envelope(0, message.SerializeAsString()));
                 if (!written) {

@@ -10,8 +10,9 @@
 //   strings, never base64.
 // - `Content-Type: application/proto`: the binary messages. A body without a Content-Type, or with
 //   curl's default application/x-www-form-urlencoded, is read as JSON.
-// - StreamAttention answers JSON requests with newline-delimited JSON (`application/x-ndjson`): one
-//   StreamAttentionResponse per line. Binary requests get the Connect streaming envelope
+// - StreamAttention and Generate answer JSON requests with newline-delimited JSON
+//   (`application/x-ndjson`): one StreamAttentionResponse / GenerateResponse per line. Binary
+//   requests get the Connect streaming envelope
 //   (`application/connect+proto`: a flags byte and a 4-byte big-endian length before each
 //   message). A stream that fails after it started ends with an error line (NDJSON) or an
 //   end-of-stream envelope (flags 0x02) holding {"error": {"code", "message"}}.

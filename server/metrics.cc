@@ -97,6 +97,10 @@ Metrics::Metrics()
            .Name("attnscope_batch_tokens")
            .Help("Padded tokens (inputs x longest input) in one forward pass, by model.")
            .Register(*registry_);
+  generated_tokens_family_ = &prometheus::BuildCounter()
+                                  .Name("attnscope_generated_tokens_total")
+                                  .Help("Tokens produced by finished Generate calls, by model.")
+                                  .Register(*registry_);
   auto& rejections = prometheus::BuildCounter()
                          .Name("attnscope_rejected_requests_total")
                          .Help(
@@ -150,6 +154,7 @@ void Metrics::AddModel(const LoadedModel& model) {
       &queue_wait_family_->Add(labels, DurationBuckets()),
       &batch_size_family_->Add(labels, PowersOf(2, 1, 8)),
       &batch_tokens_family_->Add(labels, PowersOf(2, 16, 12)),
+      &generated_tokens_family_->Add(labels),
   };
   AddRequestDurations(model.name());
 }
@@ -198,6 +203,12 @@ void Metrics::RecordForwardPass(const std::string& model, int64_t sequences, int
     it->second.inference_duration->Observe(seconds);
     it->second.batch_size->Observe(static_cast<double>(sequences));
     it->second.batch_tokens->Observe(static_cast<double>(padded_tokens));
+  }
+}
+
+void Metrics::RecordGeneratedTokens(const std::string& model, int64_t tokens) {
+  if (auto it = per_model_.find(model); it != per_model_.end()) {
+    it->second.generated_tokens->Increment(static_cast<double>(tokens));
   }
 }
 

@@ -64,6 +64,8 @@ class Metrics {
   // longest input: the padded tokens the pass computed).
   void RecordForwardPass(const std::string& model, int64_t sequences, int64_t padded_tokens,
                          double seconds);
+  // attnscope_generated_tokens_total{model}: tokens a finished Generate call produced.
+  void RecordGeneratedTokens(const std::string& model, int64_t tokens);
   // attnscope_response_bytes: serialized size of a unary response or of a whole stream.
   void RecordResponseBytes(int64_t bytes);
   // attnscope_inflight_requests.
@@ -86,11 +88,13 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>* queue_wait_family_;
   prometheus::Family<prometheus::Histogram>* batch_size_family_;
   prometheus::Family<prometheus::Histogram>* batch_tokens_family_;
+  prometheus::Family<prometheus::Counter>* generated_tokens_family_;
   struct ModelHistograms {
     prometheus::Histogram* inference_duration;
     prometheus::Histogram* queue_wait;
     prometheus::Histogram* batch_size;
     prometheus::Histogram* batch_tokens;
+    prometheus::Counter* generated_tokens;
   };
   // Filled by AddModel before serving starts, read-only afterwards.
   std::map<std::string, ModelHistograms, std::less<>> per_model_;

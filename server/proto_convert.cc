@@ -338,4 +338,49 @@ void ToProto(const AttributeAnswer& answer, v1::AttributeResponse* response) {
   }
 }
 
+namespace {
+
+v1::DecodingMethod ToWire(DecodingMethod method) {
+  switch (method) {
+    case DecodingMethod::kBeamSearch:
+      return v1::DECODING_METHOD_BEAM_SEARCH;
+    case DecodingMethod::kSampling:
+      return v1::DECODING_METHOD_SAMPLING;
+    case DecodingMethod::kGreedy:
+      break;
+  }
+  return v1::DECODING_METHOD_GREEDY;
+}
+
+}  // namespace
+
+void ToProto(const GenerateHeader& header, v1::GenerateHeader* out) {
+  out->set_model(header.model->name());
+  ToProto(header.prompt_tokens, out->mutable_prompt_tokens());
+  out->set_method(ToWire(header.method));
+  AddIndices(header.layers, header.heads, out);
+}
+
+absl::Status ToProto(const GenerateStep& step, OutputDType dtype, v1::GeneratedToken* out) {
+  out->set_index(static_cast<int32_t>(step.index));
+  out->set_position(static_cast<int32_t>(step.position));
+  out->set_id(static_cast<int32_t>(step.id));
+  out->set_token(step.token);
+  out->set_text(step.text);
+  out->set_logprob(step.logprob);
+  if (step.attention.defined()) {
+    ATTNSCOPE_RETURN_IF_ERROR(EncodeTensor(step.attention, {"layer", "head", "key_token"},
+                                           ToWire(dtype), out->mutable_attention()));
+  }
+  return absl::OkStatus();
+}
+
+void ToProto(const GenerateSummary& summary, v1::GenerateDone* out) {
+  out->set_finish_reason(summary.finish_reason == FinishReason::kEos ? v1::FINISH_REASON_EOS
+                                                                     : v1::FINISH_REASON_LENGTH);
+  for (const int64_t id : summary.ids) out->add_ids(static_cast<int32_t>(id));
+  out->set_text(summary.text);
+  out->set_score(summary.score);
+}
+
 }  // namespace attnscope::server

@@ -24,6 +24,10 @@ void ToProto(const ParameterListAnswer& answer, v1::ListParametersResponse* resp
 absl::Status ToProto(const ParameterAnswer& answer, v1::GetParameterResponse* response);
 void ToProto(const TrainingRecordAnswer& answer, v1::TrainingRecord* record);
 void ToProto(const AttributeAnswer& answer, v1::AttributeResponse* response);
+void ToProto(const GenerateHeader& header, v1::GenerateHeader* out);
+// `dtype` is the header's: the wire type of the token's attention.
+absl::Status ToProto(const GenerateStep& step, OutputDType dtype, v1::GeneratedToken* out);
+void ToProto(const GenerateSummary& summary, v1::GenerateDone* out);
 
 // One message's share of a layer's [head, query_token, key] slice: heads [head_offset,
 // head_offset + heads) and rows [query_offset, query_offset + rows). Always one contiguous run of

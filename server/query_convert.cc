@@ -218,4 +218,43 @@ absl::StatusOr<AttributeQuery> ToQuery(const v1::AttributeRequest& request) {
   return query;
 }
 
+absl::StatusOr<GenerateQuery> ToQuery(const v1::GenerateRequest& request) {
+  GenerateQuery query;
+  query.model = request.model();
+  query.prompt = request.prompt();
+  GenerationOptions& generation = query.generation;
+  switch (request.method()) {
+    case v1::DECODING_METHOD_UNSPECIFIED:
+    case v1::DECODING_METHOD_GREEDY:
+      generation.method = DecodingMethod::kGreedy;
+      break;
+    case v1::DECODING_METHOD_BEAM_SEARCH:
+      generation.method = DecodingMethod::kBeamSearch;
+      break;
+    case v1::DECODING_METHOD_SAMPLING:
+      generation.method = DecodingMethod::kSampling;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("method ", static_cast<int>(request.method()),
+                       ": expected DECODING_METHOD_GREEDY, DECODING_METHOD_BEAM_SEARCH or "
+                       "DECODING_METHOD_SAMPLING"));
+  }
+  generation.max_new_tokens =
+      request.max_new_tokens() == 0 ? kDefaultMaxNewTokens : request.max_new_tokens();
+  generation.num_beams = request.num_beams() == 0 ? kDefaultNumBeams : request.num_beams();
+  if (request.has_length_penalty()) generation.length_penalty = request.length_penalty();
+  if (request.has_temperature()) generation.temperature = request.temperature();
+  generation.top_k = request.top_k();
+  if (request.has_top_p()) generation.top_p = request.top_p();
+  generation.seed = request.seed();
+  query.ignore_eos = request.ignore_eos();
+  query.output_attentions = request.output_attentions();
+  query.layers.assign(request.layers().begin(), request.layers().end());
+  query.heads.assign(request.heads().begin(), request.heads().end());
+  ATTNSCOPE_ASSIGN_OR_RETURN(query.head_aggregation, ToAggregation(request.head_aggregation()));
+  ATTNSCOPE_ASSIGN_OR_RETURN(query.dtype, ToOutputDType(request.dtype()));
+  return query;
+}
+
 }  // namespace attnscope::server

@@ -20,6 +20,7 @@ absl::StatusOr<CrossAttentionQuery> ToQuery(const v1::CrossAttentionRequest& req
 absl::StatusOr<ParameterQuery> ToQuery(const v1::GetParameterRequest& request);
 // Also for methods, occlusion_token and baseline.
 absl::StatusOr<AttributeQuery> ToQuery(const v1::AttributeRequest& request);
+absl::StatusOr<GenerateQuery> ToQuery(const v1::GenerateRequest& request);
 
 }  // namespace attnscope::server
 

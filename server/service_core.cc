@@ -268,4 +268,37 @@ absl::Status ServiceCore::Attribute(const Call& call, const v1::AttributeRequest
                });
 }
 
+absl::Status ServiceCore::Generate(const Call& call, const v1::GenerateRequest& request,
+                                   const GenerateWriter& write) {
+  return Serve(call, "Generate", &request.model(), nullptr, "", [&]() -> absl::Status {
+    ATTNSCOPE_ASSIGN_OR_RETURN(const GenerateQuery query, ToQuery(request));
+    int64_t bytes = 0;
+    auto send = [&](const v1::GenerateResponse& message) {
+      bytes += static_cast<int64_t>(message.ByteSizeLong());
+      return write(message);
+    };
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        const GenerateSummary summary,
+        runner_->RunGenerate(
+            query, call.check,
+            [&](const GenerateHeader& header) {
+              v1::GenerateResponse message;
+              ToProto(header, message.mutable_header());
+              return send(message);
+            },
+            [&](const GenerateStep& step) -> absl::Status {
+              v1::GenerateResponse message;
+              ATTNSCOPE_RETURN_IF_ERROR(ToProto(step, query.dtype, message.mutable_token()));
+              return send(message);
+            }));
+    v1::GenerateResponse done;
+    ToProto(summary, done.mutable_done());
+    ATTNSCOPE_RETURN_IF_ERROR(send(done));
+    metrics_->RecordGeneratedTokens(ModelLabel(&request.model()),
+                                    static_cast<int64_t>(summary.ids.size()));
+    metrics_->RecordResponseBytes(bytes);
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace attnscope::server

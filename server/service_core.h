@@ -74,6 +74,8 @@ Call MakeCall(absl::string_view transport, std::chrono::system_clock::time_point
 
 // Writes one StreamAttention message; a non-OK status (the client went away) ends the stream.
 using StreamWriter = std::function<absl::Status(const v1::StreamAttentionResponse&)>;
+// Writes one Generate message; a non-OK status (the client went away) ends the generation.
+using GenerateWriter = std::function<absl::Status(const v1::GenerateResponse&)>;
 
 class ServiceCore {
  public:
@@ -117,6 +119,8 @@ class ServiceCore {
                                  v1::TrainingRecord* response);
   absl::Status Attribute(const Call& call, const v1::AttributeRequest& request,
                          v1::AttributeResponse* response);
+  absl::Status Generate(const Call& call, const v1::GenerateRequest& request,
+                        const GenerateWriter& write);
 
  private:
   class Observer;

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -670,6 +671,107 @@ absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery
     out.word = std::move(word);
   }
   return answer;
+}
+
+absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
+    const GenerateQuery& query, const CallCheck& check,
+    const std::function<absl::Status(const GenerateHeader&)>& on_header,
+    const std::function<absl::Status(const GenerateStep&)>& on_step) const {
+  GenerateHeader header;
+  ATTNSCOPE_ASSIGN_OR_RETURN(header.model, FindModel(query.model));
+  const LoadedModel& model = *header.model;
+  const ModelConfig& config = model.config();
+  if (!model.model().is_decoder()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", model.name(), "': expected a decoder-only model (llama) to generate with, got ",
+        "an encoder-only ", ArchitectureName(config.architecture),
+        " model; set `model` to a decoder (ModelInfo.architecture \"llama\")"));
+  }
+  if (!query.prompt.empty()) ATTNSCOPE_RETURN_IF_ERROR(CheckText(query.prompt, "prompt"));
+  header.method = query.generation.method;
+  header.dtype = query.dtype;
+  if (query.output_attentions) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        header.layers, ResolveIndices(query.layers, config.num_hidden_layers, "layer", "layers"));
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        header.heads, ResolveIndices(query.heads, config.num_attention_heads, "head", "heads"));
+    // Checked before the first pass: the last token's attention is the largest message.
+    const int64_t context = config.max_position_embeddings;
+    const int64_t bytes = static_cast<int64_t>(header.layers.size()) *
+                          HeadsOut(query.head_aggregation, header.heads.size()) * context *
+                          BytesPerElement(query.dtype);
+    if (bytes > options_.max_response_bytes) {
+      return TooLarge("Generate token", bytes, options_.max_response_bytes,
+                      "request fewer layers or heads, a head_aggregation or dtype DTYPE_FLOAT16");
+    }
+  }
+  const Clock::time_point start = Clock::now();
+  ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText text, model.Tokenize(query.prompt));
+  ATTNSCOPE_ASSIGN_OR_RETURN(Encoding encoding,
+                             model.Assemble(std::move(text), std::nullopt, TextOptions()));
+  if (observer_ != nullptr) {
+    observer_->OnTokenized(SecondsSince(start), static_cast<int64_t>(encoding.size()));
+  }
+  header.prompt_tokens.original_texts = OriginalTexts(encoding, query.prompt, "");
+  header.prompt_tokens.encoding = std::move(encoding);
+  const std::vector<int64_t>& prompt_ids = header.prompt_tokens.encoding.input_ids;
+
+  GenerationOptions options = query.generation;
+  options.eos_token_id = query.ignore_eos ? -1 : config.eos_token_id;
+  options.output_attentions = query.output_attentions;
+  options.check = [&check]() {
+    return check ? check("before a generation step") : absl::OkStatus();
+  };
+  ATTNSCOPE_RETURN_IF_ERROR(on_header(header));
+
+  // Text is decoded from the whole sequence, so that a piece's leading space and multi-piece
+  // characters come out as the tokenizer's decoder writes them; a token adds what the decoded
+  // text gained.
+  const Tokenizer& tokenizer = model.tokenizer();
+  std::vector<int64_t> ids = prompt_ids;
+  const std::string prompt_text = tokenizer.Decode(ids, /*skip_special_tokens=*/true);
+  std::string decoded = prompt_text;
+  int64_t index = 0;
+  auto handle = [&](const GeneratedToken& token) -> absl::Status {
+    GenerateStep step;
+    step.index = index++;
+    step.position = static_cast<int64_t>(prompt_ids.size()) + step.index;
+    step.id = token.id;
+    step.token = tokenizer.IdToToken(token.id);
+    step.logprob = token.logprob;
+    ids.push_back(token.id);
+    std::string now = tokenizer.Decode(ids, /*skip_special_tokens=*/true);
+    constexpr absl::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD: an incomplete character
+    if (absl::StartsWith(now, decoded) && !absl::EndsWith(now, kReplacement)) {
+      step.text = now.substr(decoded.size());
+      decoded = std::move(now);
+    }
+    if (token.attention.defined()) {
+      std::vector<torch::Tensor> layers;
+      for (const int64_t layer : header.layers) {
+        // [head, context] as one query row: [head, 1, context].
+        ATTNSCOPE_ASSIGN_OR_RETURN(torch::Tensor selected,
+                                   SelectHeads(token.attention[layer].unsqueeze(1), header.heads,
+                                               query.head_aggregation, AttentionWindow()));
+        layers.push_back(selected.squeeze(1));
+      }
+      step.attention = torch::stack(layers);
+    }
+    return on_step(step);
+  };
+  ATTNSCOPE_ASSIGN_OR_RETURN(const GenerationResult result,
+                             Generate(model.model(), prompt_ids, options, handle));
+  GenerateSummary summary;
+  summary.finish_reason = result.finish_reason;
+  summary.score = result.score;
+  for (const GeneratedToken& token : result.tokens) summary.ids.push_back(token.id);
+  std::vector<int64_t> all = prompt_ids;
+  all.insert(all.end(), summary.ids.begin(), summary.ids.end());
+  const std::string full = tokenizer.Decode(all, /*skip_special_tokens=*/true);
+  summary.text = absl::StartsWith(full, prompt_text)
+                     ? full.substr(prompt_text.size())
+                     : tokenizer.Decode(summary.ids, /*skip_special_tokens=*/true);
+  return summary;
 }
 
 absl::StatusOr<ParameterListAnswer> RequestRunner::ListParameters(const std::string& model) const {

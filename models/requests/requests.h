@@ -1,7 +1,8 @@
 // The request layer: every RPC of attnscope.v1.AttentionService as a proto-free query and answer
 // (TokenizeQuery -> Tokenize -> TokenizeAnswer, AttentionQuery -> RunAttention -> AttentionAnswer,
 // EncodeQuery -> RunEncode -> EncodeAnswer, CrossAttentionQuery -> RunCrossAttention ->
-// CrossAttentionAnswer, AttributeQuery -> RunAttribute -> AttributeAnswer). A RequestRunner does
+// CrossAttentionAnswer, AttributeQuery -> RunAttribute -> AttributeAnswer, GenerateQuery ->
+// RunGenerate -> GenerateHeader, GenerateStep..., GenerateSummary). A RequestRunner does
 // all validation, tokenization, forward passes, post-processing and response-size estimates, so
 // that the gRPC and HTTP front ends only map messages. LibTorch and Abseil only: it knows nothing
 // of gRPC, protobuf or HTTP.
@@ -35,6 +36,7 @@
 #include "models/attention_ops.h"
 #include "models/attribution.h"
 #include "models/engine.h"
+#include "models/generation.h"
 #include "models/requests/batcher.h"
 
 namespace attnscope {
@@ -282,6 +284,61 @@ struct AttributeAnswer {
   std::vector<AttributedWord> words;
 };
 
+// The default of GenerateRequest.max_new_tokens (0) and num_beams (0).
+inline constexpr int64_t kDefaultMaxNewTokens = 20;
+inline constexpr int64_t kDefaultNumBeams = 4;
+
+struct GenerateQuery {
+  std::string model;
+  // Valid UTF-8; may be empty (the model's special tokens alone, e.g. <s>).
+  std::string prompt;
+  // method, max_new_tokens, num_beams, length_penalty, temperature, top_k, top_p, seed and
+  // use_cache; RunGenerate sets eos_token_id, output_attentions and check.
+  GenerationOptions generation;
+  // Do not stop at config.json's eos_token_id.
+  bool ignore_eos = false;
+  // Each token's attention over its context, for the selected layers and heads.
+  bool output_attentions = false;
+  std::vector<int32_t> layers;
+  std::vector<int32_t> heads;
+  HeadAggregation head_aggregation = HeadAggregation::kNone;
+  OutputDType dtype = OutputDType::kFloat32;
+};
+
+// What a generation starts from, sent before its first token.
+struct GenerateHeader {
+  const LoadedModel* model = nullptr;
+  EncodedText prompt_tokens;
+  DecodingMethod method = DecodingMethod::kGreedy;
+  // Resolved indices of the attention's layers and heads; empty without output_attentions.
+  std::vector<int64_t> layers;
+  std::vector<int64_t> heads;
+  OutputDType dtype = OutputDType::kFloat32;
+};
+
+struct GenerateStep {
+  // 0 for the first new token; position = prompt tokens + index.
+  int64_t index = 0;
+  int64_t position = 0;
+  int64_t id = 0;
+  // The vocabulary entry, and the decoded text it adds ("" while a character is incomplete).
+  std::string token;
+  std::string text;
+  double logprob = 0.0;
+  // [layer, head, key_token] float32 over the `position` tokens before it, with
+  // output_attentions (heads aggregated to 1 with head_aggregation); undefined otherwise.
+  torch::Tensor attention;
+};
+
+struct GenerateSummary {
+  FinishReason finish_reason = FinishReason::kLength;
+  std::vector<int64_t> ids;
+  // The decoded generated text, special tokens left out.
+  std::string text;
+  // GenerationResult::score.
+  double score = 0.0;
+};
+
 // A weight tensor by its checkpoint name (ListParameters, GetParameter).
 struct ParameterInfo {
   std::string name;
@@ -376,6 +433,18 @@ class RequestRunner {
   // `check`.
   absl::StatusOr<AttributeAnswer> RunAttribute(const AttributeQuery& query,
                                                const CallCheck& check) const;
+  // Generates after query.prompt (models/generation.h) on the calling thread: the passes of one
+  // generation are sequential and share its KV cache, so they are not batched with other calls.
+  // Calls on_header once, then on_step per token as Generate hands it on, and returns the
+  // summary; a non-OK status from a callback (the client went away) ends the generation.
+  // `check` runs before every step. Errors: InvalidArgument for an encoder-only model, invalid
+  // UTF-8, options out of range or a layer/head index outside the model (naming the field);
+  // ResourceExhausted when one token's attention at the longest context would exceed
+  // max_response_bytes; NotFound for an unknown model; the status of `check`.
+  absl::StatusOr<GenerateSummary> RunGenerate(
+      const GenerateQuery& query, const CallCheck& check,
+      const std::function<absl::Status(const GenerateHeader&)>& on_header,
+      const std::function<absl::Status(const GenerateStep&)>& on_step) const;
   // Every tensor of the model's checkpoint. NotFound for an unknown model.
   absl::StatusOr<ParameterListAnswer> ListParameters(const std::string& model) const;
   // One checkpoint tensor. NotFound for an unknown name (naming similar ones); InvalidArgument

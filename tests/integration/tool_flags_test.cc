@@ -63,6 +63,17 @@ TEST(ToolFlagsTest, ServiceBenchRefusesWhatItCannotMeasure) {
        {"python", {{"--python=/bin/false"}, "--python '/bin/false': expected"}}});
 }
 
+TEST(ToolFlagsTest, GenerationBenchRefusesWhatItCannotMeasure) {
+  ExpectEveryFlagRefused(
+      ATTNSCOPE_GENERATION_BENCH_PATH, {},
+      {{"model_dir",
+        {{"--model_dir", "/nonexistent/llama"}, "--model_dir '/nonexistent/llama': expected"}},
+       {"max_new_tokens",
+        {{"--max_new_tokens", "8"}, "--max_new_tokens '8': expected an integer from 32"}},
+       {"repeats", {{"--repeats=0"}, "--repeats '0': expected an integer from 1"}},
+       {"threads", {{"--threads", "-1"}, "--threads '-1': expected an integer from 0"}}});
+}
+
 TEST(ToolFlagsTest, TrainerRefusesBadValuesAndFlagsOfTheOtherCommand) {
   TempDir model_dir;
   std::ofstream(model_dir.path() + "/vocab.txt") << "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n";
