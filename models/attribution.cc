@@ -268,9 +268,11 @@ absl::StatusOr<Attributions> Attribute(const TransformerModel& model, const Attr
         CheckTokenId(baseline_token_id, "baseline_token_id", config.vocab_size,
                      "a token id (-1: config.json's pad_token_id, which is unset)"));
   }
-  ATTNSCOPE_ASSIGN_OR_RETURN(
-      const ForwardInput checked,
-      model.CheckInput({input.input_ids, input.attention_mask, input.token_type_ids}));
+  ForwardInput forward_input;
+  forward_input.input_ids = input.input_ids;
+  forward_input.attention_mask = input.attention_mask;
+  forward_input.token_type_ids = input.token_type_ids;
+  ATTNSCOPE_ASSIGN_OR_RETURN(const ForwardInput checked, model.CheckInput(forward_input));
   const torch::IntArrayRef shape = checked.input_ids.sizes();
   if (shape[0] != 1) {
     return absl::InvalidArgumentError(

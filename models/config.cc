@@ -72,6 +72,65 @@ class FieldReader {
   absl::string_view source_;
 };
 
+// The BART family's config.json (MarianConfig, BartConfig): the encoder's sizes into the common
+// fields, the decoder's into decoder_*.
+absl::StatusOr<ModelConfig> ParseEncoderDecoder(const FieldReader& reader, ModelConfig config) {
+  const bool marian = config.architecture == Architecture::kMarian;
+  config.is_encoder_decoder = true;
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.RequiredPositive("vocab_size"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_size, reader.RequiredPositive("d_model"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_hidden_layers, reader.RequiredPositive("encoder_layers"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.decoder_layers, reader.RequiredPositive("decoder_layers"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_attention_heads,
+                             reader.RequiredPositive("encoder_attention_heads"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.decoder_attention_heads,
+                             reader.RequiredPositive("decoder_attention_heads"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.intermediate_size, reader.RequiredPositive("encoder_ffn_dim"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.decoder_ffn_dim, reader.RequiredPositive("decoder_ffn_dim"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.max_position_embeddings,
+                             reader.IntOr("max_position_embeddings", marian ? 512 : 1024));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act,
+                             reader.StringOr("activation_function", marian ? "swish" : "gelu"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.scale_embedding, reader.BoolOr("scale_embedding", false));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
+                             reader.BoolOr("tie_word_embeddings", true));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.pad_token_id, reader.IntOr("pad_token_id", 1));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.bos_token_id, reader.IntOr("bos_token_id", 0));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.eos_token_id, reader.IntOr("eos_token_id", 2));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.decoder_start_token_id,
+                             reader.IntOr("decoder_start_token_id", config.pad_token_id));
+  config.layer_norm_eps = 1e-5;  // nn.LayerNorm's default, which both classes use
+  config.type_vocab_size = 0;
+  config.num_key_value_heads = config.num_attention_heads;
+  if (config.max_position_embeddings <= 0) {
+    return reader.Error("max_position_embeddings", "a positive integer",
+                        std::to_string(config.max_position_embeddings));
+  }
+  for (const auto& [field, heads] :
+       {std::pair<const char*, int64_t>{"encoder_attention_heads", config.num_attention_heads},
+        std::pair<const char*, int64_t>{"decoder_attention_heads",
+                                        config.decoder_attention_heads}}) {
+    if (config.hidden_size % heads != 0) {
+      return reader.Error(field, absl::StrCat("a divisor of d_model (", config.hidden_size, ")"),
+                          std::to_string(heads));
+    }
+  }
+  config.head_dim = config.hidden_size / config.num_attention_heads;
+  if (marian && config.hidden_size % 2 != 0) {
+    return reader.Error("d_model", "an even number (sinusoidal positions pair sin and cos)",
+                        std::to_string(config.hidden_size));
+  }
+  if (config.hidden_act == "silu") config.hidden_act = "swish";
+  if (config.hidden_act != "gelu" && config.hidden_act != "swish" && config.hidden_act != "relu") {
+    return reader.Error("activation_function", "\"gelu\", \"swish\" (\"silu\") or \"relu\"",
+                        absl::StrCat("\"", config.hidden_act, "\""));
+  }
+  if (!config.tie_word_embeddings) {
+    return reader.Error("tie_word_embeddings", "true (lm_head is the shared embeddings)", "false");
+  }
+  return config;
+}
+
 }  // namespace
 
 absl::string_view ArchitectureName(Architecture architecture) {
@@ -80,6 +139,10 @@ absl::string_view ArchitectureName(Architecture architecture) {
       return "bert";
     case Architecture::kLlama:
       return "llama";
+    case Architecture::kMarian:
+      return "marian";
+    case Architecture::kBart:
+      return "bart";
   }
   return "unknown";
 }
@@ -99,14 +162,23 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     config.architecture = Architecture::kBert;
   } else if (config.model_type == "llama") {
     config.architecture = Architecture::kLlama;
+  } else if (config.model_type == "marian") {
+    config.architecture = Architecture::kMarian;
+  } else if (config.model_type == "bart") {
+    config.architecture = Architecture::kBart;
   } else {
-    return reader.Error("model_type", "one of the supported architectures \"bert\", \"llama\"",
-                        absl::StrCat("\"", config.model_type, "\""));
+    return reader.Error(
+        "model_type",
+        "one of the supported architectures \"bert\", \"llama\", \"marian\", \"bart\"",
+        absl::StrCat("\"", config.model_type, "\""));
   }
   if (auto it = json.find("architectures"); it != json.end() && it->is_array()) {
     for (const Json& name : *it) {
       if (name.is_string()) config.architectures.push_back(name.get<std::string>());
     }
+  }
+  if (config.architecture == Architecture::kMarian || config.architecture == Architecture::kBart) {
+    return ParseEncoderDecoder(reader, std::move(config));
   }
   const bool is_bert = config.architecture == Architecture::kBert;
 

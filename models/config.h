@@ -12,13 +12,18 @@
 
 namespace attnscope {
 
-enum class Architecture { kBert, kLlama };
+// kMarian and kBart are encoder-decoders of one family (transformers' MarianMTModel and
+// BartForConditionalGeneration), told apart by their positions and embedding normalisation.
+enum class Architecture { kBert, kLlama, kMarian, kBart };
 
-// "bert" or "llama".
+// "bert", "llama", "marian" or "bart".
 absl::string_view ArchitectureName(Architecture architecture);
 
 // The fields of config.json that the supported architectures read, with the defaults of the
-// transformers configuration classes (BertConfig, LlamaConfig) where config.json omits a field.
+// transformers configuration classes (BertConfig, LlamaConfig, MarianConfig, BartConfig) where
+// config.json omits a field. For the encoder-decoders the common fields hold the encoder's sizes
+// (d_model, encoder_layers, encoder_attention_heads, encoder_ffn_dim, activation_function) and the
+// decoder_* fields the decoder's.
 struct ModelConfig {
   std::string model_type;  // as written in config.json, e.g. "bert"
   Architecture architecture = Architecture::kBert;
@@ -32,15 +37,23 @@ struct ModelConfig {
   int64_t head_dim = 0;  // hidden_size / num_attention_heads unless config.json says otherwise
   int64_t intermediate_size = 0;
   int64_t max_position_embeddings = 0;
-  int64_t type_vocab_size = 0;      // BERT token type embeddings
-  double layer_norm_eps = 1e-12;    // BERT LayerNorm
-  double rms_norm_eps = 1e-6;       // Llama RMSNorm
-  std::string hidden_act;           // "gelu" (exact erf) for BERT, "silu" for Llama
-  double rope_theta = 10000.0;      // RoPE base (Llama)
-  bool tie_word_embeddings = false; // lm_head shares the input embedding matrix
-  int64_t pad_token_id = -1;        // -1: not set
+  int64_t type_vocab_size = 0;    // BERT token type embeddings
+  double layer_norm_eps = 1e-12;  // BERT LayerNorm (1e-5 for marian and bart)
+  double rms_norm_eps = 1e-6;     // Llama RMSNorm
+  std::string hidden_act;       // "gelu" (exact erf) for BERT and bart, "silu" for Llama and marian
+  double rope_theta = 10000.0;  // RoPE base (Llama)
+  bool tie_word_embeddings = false;  // lm_head shares the input embedding matrix
+  int64_t pad_token_id = -1;         // -1: not set
   int64_t bos_token_id = -1;
   int64_t eos_token_id = -1;
+  // Encoder-decoders (marian, bart): the decoder's sizes, whether token embeddings are scaled by
+  // sqrt(hidden_size) (scale_embedding), and the first decoder token (decoder_start_token_id).
+  bool is_encoder_decoder = false;
+  int64_t decoder_layers = 0;
+  int64_t decoder_attention_heads = 0;
+  int64_t decoder_ffn_dim = 0;
+  bool scale_embedding = false;
+  int64_t decoder_start_token_id = -1;
   // Classifier labels of *ForSequenceClassification checkpoints, by class index.
   std::map<int64_t, std::string> id2label;
   int64_t num_labels = 0;  // id2label size, or num_labels, or 0 when there is no classifier

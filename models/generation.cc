@@ -15,6 +15,12 @@ namespace {
 absl::Status CheckOptions(const TransformerModel& model, const std::vector<int64_t>& prompt_ids,
                           const GenerationOptions& options) {
   const ModelConfig& config = model.config();
+  if (config.is_encoder_decoder) {
+    return absl::UnimplementedError(
+        absl::StrCat("model_type '", config.model_type,
+                     "': generation from an encoder-decoder is not supported yet; generate with "
+                     "a decoder-only model (llama)"));
+  }
   if (!model.is_decoder()) {
     return absl::InvalidArgumentError(
         absl::StrCat("model_type '", config.model_type,

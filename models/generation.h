@@ -92,7 +92,8 @@ struct GenerationResult {
 // at least one) with `model`, calling `on_token` with each token as it is chosen (greedy search and
 // sampling) or, for beam search, with the winning hypothesis's tokens once the search ends; a
 // non-OK status from on_token (the client went away) ends the generation and is returned.
-// InvalidArgument, naming the option: an encoder-only model (model.is_decoder() false), an empty
+// Unimplemented: an encoder-decoder (not yet). InvalidArgument, naming the option: an encoder-only
+// model (model.is_decoder() false), an empty
 // prompt or ids outside the vocabulary, options outside the ranges above, a prompt plus
 // max_new_tokens over max_position_embeddings. The status of options.check. Internal: a LibTorch
 // error (a bug).

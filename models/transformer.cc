@@ -64,6 +64,34 @@ absl::StatusOr<ForwardInput> TransformerModel::CheckInput(const ForwardInput& in
   } else {
     checked.token_type_ids = torch::zeros_like(ids);
   }
+  if (input.decoder_input_ids.defined()) {
+    const torch::Tensor& decoder_ids = input.decoder_input_ids;
+    if (!config_.is_encoder_decoder) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("decoder_input_ids: expected none for model_type '", config_.model_type,
+                       "', which has no decoder of its own; got ", ShapeOf(decoder_ids)));
+    }
+    if (decoder_ids.dim() != 2 || decoder_ids.size(0) != shape[0] || decoder_ids.size(1) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "decoder_input_ids: expected int64 [", shape[0], ", T > 0], got ", ShapeOf(decoder_ids)));
+    }
+    if (decoder_ids.size(1) > config_.max_position_embeddings) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("decoder_input_ids: expected at most ", config_.max_position_embeddings,
+                       " tokens (max_position_embeddings), got ", decoder_ids.size(1)));
+    }
+    const std::vector<int64_t> decoder_shape = decoder_ids.sizes().vec();
+    ATTNSCOPE_RETURN_IF_ERROR(CheckIds(decoder_ids, "decoder_input_ids", decoder_shape,
+                                       config_.vocab_size, "vocab_size"));
+    checked.decoder_input_ids = decoder_ids;
+    if (input.decoder_attention_mask.defined()) {
+      ATTNSCOPE_RETURN_IF_ERROR(CheckIds(input.decoder_attention_mask, "decoder_attention_mask",
+                                         decoder_shape, 2, "0 or 1"));
+      checked.decoder_attention_mask = input.decoder_attention_mask;
+    } else {
+      checked.decoder_attention_mask = torch::ones_like(decoder_ids);
+    }
+  }
   return checked;
 }
 
@@ -145,6 +173,10 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
       break;
     case Architecture::kLlama:
       model = CreateLlamaModel(std::move(config), *checkpoint);
+      break;
+    case Architecture::kMarian:
+    case Architecture::kBart:
+      model = CreateEncoderDecoderModel(std::move(config), *checkpoint);
       break;
   }
   if (model.ok()) (*model)->checkpoint_ = std::move(checkpoint);

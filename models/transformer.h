@@ -24,6 +24,11 @@ struct ForwardInput {
   torch::Tensor input_ids;       // [B, S] int64
   torch::Tensor attention_mask;  // [B, S] int64, 1 = real token, 0 = padding; undefined = all 1
   torch::Tensor token_type_ids;  // [B, S] int64 (BERT segment ids); undefined = all 0
+  // Encoder-decoders only: the decoder's input [B, T] int64 (teacher forcing: the target text
+  // after decoder_start_token_id), right-padded as decoder_attention_mask [B, T] says (undefined =
+  // all 1). Undefined decoder_input_ids: the encoder alone runs.
+  torch::Tensor decoder_input_ids;
+  torch::Tensor decoder_attention_mask;
 };
 
 struct ForwardOptions {
@@ -51,9 +56,19 @@ struct ForwardOutput {
   std::vector<torch::Tensor> attentions;
   // L tensors [B, N, S, S]: QK^T / sqrt(head_dim) before the mask, when requested.
   std::vector<torch::Tensor> attention_scores;
+  // Encoder-decoders, with decoder_input_ids: `attentions` and `hidden_states` are the
+  // encoder's (transformers' encoder_attentions, encoder_hidden_states), last_hidden_state is the
+  // decoder's. Undefined / empty otherwise.
+  torch::Tensor encoder_last_hidden_state;  // [B, S, H]
+  // L_dec tensors [B, N_dec, T, T]: the decoder's causal self-attention.
+  std::vector<torch::Tensor> decoder_attentions;
+  // L_dec tensors [B, N_dec, T, S]: each decoder position's attention over the encoder output,
+  // padded source positions 0.
+  std::vector<torch::Tensor> cross_attentions;
   // [B, H]: BERT pooler output tanh(W h_[CLS] + b), when the checkpoint has a pooler.
   torch::Tensor pooler_output;
-  // [B, num_labels] for a BERT classifier; [B, S, vocab] for Llama; undefined otherwise.
+  // [B, num_labels] for a BERT classifier; [B, S, vocab] for Llama; [B, T, vocab] for an
+  // encoder-decoder with decoder_input_ids (lm_head + final_logits_bias); undefined otherwise.
   torch::Tensor logits;
 };
 
@@ -90,7 +105,8 @@ class TransformerModel {
   virtual ~TransformerModel() = default;
 
   // Runs the model under torch::InferenceMode. InvalidArgument: inputs of the wrong shape or dtype,
-  // ids outside the vocabulary, sequences longer than max_position_embeddings. Any status
+  // ids outside the vocabulary, sequences longer than max_position_embeddings, decoder_input_ids
+  // for a model that is not an encoder-decoder. Any status
   // returned by options.on_layer_done. Internal: a LibTorch error (a bug).
   absl::StatusOr<ForwardOutput> Forward(const ForwardInput& input,
                                         const ForwardOptions& options) const;
@@ -161,6 +177,8 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig co
                                                                   const Checkpoint& checkpoint);
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateLlamaModel(ModelConfig config,
                                                                    const Checkpoint& checkpoint);
+absl::StatusOr<std::unique_ptr<TransformerModel>> CreateEncoderDecoderModel(
+    ModelConfig config, const Checkpoint& checkpoint);
 
 }  // namespace attnscope
 

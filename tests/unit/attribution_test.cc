@@ -119,8 +119,11 @@ TEST_F(AttributionTest, ScoreIsTheServedLogit) {
   const AttributionInput input = InputOf(c);
   ForwardOptions forward;
   forward.output_attentions = false;
-  absl::StatusOr<ForwardOutput> served =
-      model_->Forward({input.input_ids, input.attention_mask, input.token_type_ids}, forward);
+  ForwardInput forward_input;
+  forward_input.input_ids = input.input_ids;
+  forward_input.attention_mask = input.attention_mask;
+  forward_input.token_type_ids = input.token_type_ids;
+  absl::StatusOr<ForwardOutput> served = model_->Forward(forward_input, forward);
   ASSERT_TRUE(served.ok()) << served.status();
   const Attributions out = Run(input, OptionsOf(c));
   EXPECT_NEAR(out.score, served->logits[0][0].item<double>(), 1e-5);

@@ -1,5 +1,5 @@
-// BERT against goldens from PyTorch's own modules (tests/data/make_tiny_bert.py), plus the attention
-// invariants every model must keep.
+// BERT against goldens from PyTorch's own modules (tests/data/make_tiny_bert.py), plus the
+// attention invariants every model must keep.
 #include <torch/torch.h>
 
 #include <functional>
@@ -56,9 +56,11 @@ class BertGoldenTest : public ::testing::Test {
   }
 
   static ForwardInput InputOf(const Json& c) {
-    return ForwardInput{FromJson(c["input_ids"], torch::kInt64),
-                        FromJson(c["attention_mask"], torch::kInt64),
-                        FromJson(c["token_type_ids"], torch::kInt64)};
+    ForwardInput input;
+    input.input_ids = FromJson(c["input_ids"], torch::kInt64);
+    input.attention_mask = FromJson(c["attention_mask"], torch::kInt64);
+    input.token_type_ids = FromJson(c["token_type_ids"], torch::kInt64);
+    return input;
   }
 
   static ForwardOutput Run(const ForwardInput& input) {
@@ -134,8 +136,9 @@ TEST_F(BertGoldenTest, TokenizerGivesTheGoldenPairIds) {
   const Json& c = (*golden_)["pair"];
   auto tokenizer = LoadTokenizer(testing::TestDataDir() + "/tiny-bert");
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  auto encoding = (*tokenizer)->EncodePair(c["text"].get<std::string>(),
-                                           c["text_pair"].get<std::string>(), EncodeOptions());
+  auto encoding = (*tokenizer)
+                      ->EncodePair(c["text"].get<std::string>(), c["text_pair"].get<std::string>(),
+                                   EncodeOptions());
   ASSERT_TRUE(encoding.ok()) << encoding.status();
   EXPECT_EQ(encoding->input_ids, c["input_ids"][0].get<std::vector<int64_t>>());
   EXPECT_EQ(encoding->token_type_ids, c["token_type_ids"][0].get<std::vector<int64_t>>());
@@ -155,9 +158,10 @@ TEST_F(BertGoldenTest, AttentionInvariants) {
     // Exactly zero, not merely small.
     EXPECT_EQ(probs.masked_select(padded_keys.expand_as(probs)).abs().max().item<float>(), 0.0f);
     // The probabilities are the softmax of the returned scores under the mask.
-    const torch::Tensor recomputed = torch::softmax(
-        out.attention_scores[layer].masked_fill(padded_keys, -std::numeric_limits<float>::infinity()),
-        -1);
+    const torch::Tensor recomputed =
+        torch::softmax(out.attention_scores[layer].masked_fill(
+                           padded_keys, -std::numeric_limits<float>::infinity()),
+                       -1);
     EXPECT_LE((recomputed - probs).abs().max().item<double>(), 1e-6);
   }
 }
@@ -173,10 +177,12 @@ TEST_F(BertGoldenTest, PaddedBatchEqualsEachInputAlone) {
     alone.token_type_ids = input.token_type_ids[b].narrow(0, 0, real).unsqueeze(0);
     const ForwardOutput single = Run(alone);
     EXPECT_LE((batched.last_hidden_state[b].narrow(0, 0, real) - single.last_hidden_state[0])
-                  .abs().max().item<double>(), 1e-5);
+                  .abs()
+                  .max()
+                  .item<double>(),
+              1e-5);
     for (size_t layer = 0; layer < single.attentions.size(); ++layer) {
-      const torch::Tensor part =
-          batched.attentions[layer][b].narrow(1, 0, real).narrow(2, 0, real);
+      const torch::Tensor part = batched.attentions[layer][b].narrow(1, 0, real).narrow(2, 0, real);
       EXPECT_LE((part - single.attentions[layer][0]).abs().max().item<double>(), 1e-5);
     }
     EXPECT_LE((batched.logits[b] - single.logits[0]).abs().max().item<double>(), 1e-5);

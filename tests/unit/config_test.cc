@@ -45,7 +45,8 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
   };
   const Case cases[] = {
       {R"({"model_type": "gpt2", "vocab_size": 5})",
-       "field 'model_type': expected one of the supported architectures \"bert\", \"llama\", got "
+       "field 'model_type': expected one of the supported architectures \"bert\", \"llama\", "
+       "\"marian\", \"bart\", got "
        "\"gpt2\""},
       {"{not json", "malformed JSON"},
       {R"({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
@@ -88,14 +89,14 @@ TEST(ConfigTest, MissingFileIsNotFound) {
   EXPECT_EQ(LoadModelConfig(testing::MakeTempDir()).status().code(), absl::StatusCode::kNotFound);
 }
 
-// A Marian checkpoint has source.spm / target.spm rather than a tokenizer LoadTokenizer knows:
-// loading must name the unsupported architecture, not the missing tokenizer file.
+// A T5 checkpoint has spiece.model rather than a tokenizer LoadTokenizer knows: loading must
+// name the unsupported architecture, not the missing tokenizer file.
 TEST(ConfigTest, LoadingReportsTheArchitectureBeforeTheTokenizer) {
-  for (const std::string model_type : {"marian", "bart", "t5"}) {
+  for (const std::string model_type : {"t5", "gpt2"}) {
     const std::string dir = testing::MakeTempDir();
     testing::WriteFileBytes(dir + "/config.json",
                             R"({"model_type": ")" + model_type + R"(", "vocab_size": 10})");
-    testing::WriteFileBytes(dir + "/source.spm", "");
+    testing::WriteFileBytes(dir + "/spiece.model", "");
     LoadedModel::Options options;
     options.name = "mt";
     options.model_dir = dir;
@@ -103,10 +104,22 @@ TEST(ConfigTest, LoadingReportsTheArchitectureBeforeTheTokenizer) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << model_type;
     EXPECT_THAT(status.message(),
                 HasSubstr("expected one of the supported architectures \"bert\", \"llama\", "
-                          "got \"" +
+                          "\"marian\", \"bart\", got \"" +
                           model_type + "\""));
     EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("tokenizer")));
   }
+}
+
+// The engine runs Marian and BART checkpoints, but their tokenizers are not loaded yet: the
+// server refuses them saying so, not with a missing-file error.
+TEST(ConfigTest, EncoderDecodersAreNotServedYet) {
+  LoadedModel::Options options;
+  options.name = "mt";
+  options.model_dir = testing::TestDataDir() + "/tiny-marian";
+  const absl::Status status = LoadedModel::Create(options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(status.message(), HasSubstr("model 'mt': model_type 'marian': encoder-decoders are "
+                                          "not served yet"));
 }
 
 }  // namespace

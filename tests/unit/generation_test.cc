@@ -32,7 +32,8 @@ class GenerationTest : public ::testing::Test {
     for (const auto& [name, dir] : std::vector<std::pair<std::string, std::string>>{
              {"stories260K", testing::SharedDir() + "/models/stories260K"},
              {"tiny-llama", testing::TestDataDir() + "/tiny-llama"},
-             {"tiny-bert", testing::TestDataDir() + "/tiny-bert"}}) {
+             {"tiny-bert", testing::TestDataDir() + "/tiny-bert"},
+             {"tiny-marian", testing::TestDataDir() + "/tiny-marian"}}) {
       absl::StatusOr<std::unique_ptr<TransformerModel>> model =
           LoadTransformerModel({.model_dir = dir});
       ASSERT_TRUE(model.ok()) << model.status();
@@ -263,6 +264,9 @@ TEST_F(GenerationTest, RefusesBadOptionsNamingThem) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("encoder-only"));
   EXPECT_THAT(status_of("tiny-llama", {}, options).message(), HasSubstr("prompt"));
+  status = status_of("tiny-marian", {5, 2}, options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(status.message(), HasSubstr("encoder-decoder"));
 
   for (int64_t bad : std::vector<int64_t>{0, -3, kMaxNewTokens + 1, 63}) {
     GenerationOptions o;

@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""Builds tests/data/tiny-marian and tests/data/tiny-bart: small random encoder-decoder checkpoints
+in Hugging Face layout (MarianMTModel, BartForConditionalGeneration), each with golden.json.
+
+The reference is written with PyTorch's own modules: nn.Embedding, nn.MultiheadAttention (with
+average_attn_weights=False, for the encoder's and the decoder's self-attention and the decoder's
+cross-attention over the encoder output), nn.LayerNorm, nn.SiLU / nn.GELU and nn.Linear, in the
+post-LayerNorm order of fairseq's transformer that BART and Marian keep (Lewis et al. 2020;
+Junczys-Dowmunt et al. 2018): x = LayerNorm(x + Attention(x)), then x = LayerNorm(x + FFN(x)).
+The two differ where transformers' classes differ:
+
+- marian: static sinusoidal positions (first half sin, second half cos of pos / 10000^(2i/d)),
+  embeddings scaled by sqrt(d_model), SiLU ("swish"), no embedding LayerNorm;
+- bart: learned positions at offset 2 (BartLearnedPositionalEmbedding), no scaling, GELU, a
+  LayerNorm on the embeddings (layernorm_embedding).
+
+Both tie lm_head to the shared embeddings and add final_logits_bias. It runs in float64 on the
+float32 weights that are saved; golden.json holds per case the encoder input_ids and
+attention_mask, the decoder_input_ids, and the expected encoder_last_hidden_state,
+encoder_attentions, decoder_attentions, cross_attentions (each [batch, head, query, key] per
+layer), decoder last hidden state and logits.
+
+Run with Debian's interpreter: /usr/bin/python3 tests/data/make_encoder_decoder.py
+"""
+import json
+import math
+import os
+import struct
+
+import torch
+from torch import nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+COMMON = {
+    "vocab_size": 40,
+    "d_model": 32,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 64,
+    "decoder_ffn_dim": 64,
+    "max_position_embeddings": 64,
+    "pad_token_id": 1,
+    "eos_token_id": 2,
+    "decoder_start_token_id": 1,
+    "is_encoder_decoder": True,
+    "torch_dtype": "float32",
+}
+VARIANTS = {
+    "marian": dict(COMMON, model_type="marian", architectures=["MarianMTModel"],
+                   activation_function="swish", scale_embedding=True, pad_token_id=39,
+                   decoder_start_token_id=39, eos_token_id=0),
+    "bart": dict(COMMON, model_type="bart", architectures=["BartForConditionalGeneration"],
+                 activation_function="gelu", scale_embedding=False, bos_token_id=0),
+}
+
+
+def write_safetensors(path, tensors):
+    """safetensors: u64 little-endian header size, JSON header, then the raw little-endian data."""
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        data = tensors[name].detach().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+
+
+def sinusoidal(positions, dim):
+    """MarianSinusoidalPositionalEmbedding: [sin(p w_0) .. sin(p w_{d/2-1}), cos(p w_0) ..]."""
+    j = torch.arange(dim // 2, dtype=torch.float64)
+    angles = positions.double().unsqueeze(-1) / torch.pow(10000.0, 2 * j / dim)
+    return torch.cat([angles.sin(), angles.cos()], -1)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, c, activation):
+        super().__init__()
+        d = c["d_model"]
+        self.self_attn = nn.MultiheadAttention(d, c["encoder_attention_heads"], batch_first=True)
+        self.self_attn_layer_norm = nn.LayerNorm(d, eps=1e-5)
+        self.fc1 = nn.Linear(d, c["encoder_ffn_dim"])
+        self.fc2 = nn.Linear(c["encoder_ffn_dim"], d)
+        self.final_layer_norm = nn.LayerNorm(d, eps=1e-5)
+        self.activation = activation
+
+    def forward(self, x, padding):
+        attended, weights = self.self_attn(x, x, x, key_padding_mask=padding, need_weights=True,
+                                           average_attn_weights=False)
+        x = self.self_attn_layer_norm(x + attended)
+        return self.final_layer_norm(x + self.fc2(self.activation(self.fc1(x)))), weights
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c, activation):
+        super().__init__()
+        d, heads = c["d_model"], c["decoder_attention_heads"]
+        self.self_attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.self_attn_layer_norm = nn.LayerNorm(d, eps=1e-5)
+        self.encoder_attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.encoder_attn_layer_norm = nn.LayerNorm(d, eps=1e-5)
+        self.fc1 = nn.Linear(d, c["decoder_ffn_dim"])
+        self.fc2 = nn.Linear(c["decoder_ffn_dim"], d)
+        self.final_layer_norm = nn.LayerNorm(d, eps=1e-5)
+        self.activation = activation
+
+    def forward(self, x, causal, memory, memory_padding):
+        attended, self_weights = self.self_attn(x, x, x, attn_mask=causal, need_weights=True,
+                                                average_attn_weights=False)
+        x = self.self_attn_layer_norm(x + attended)
+        attended, cross_weights = self.encoder_attn(x, memory, memory,
+                                                    key_padding_mask=memory_padding,
+                                                    need_weights=True, average_attn_weights=False)
+        x = self.encoder_attn_layer_norm(x + attended)
+        x = self.final_layer_norm(x + self.fc2(self.activation(self.fc1(x))))
+        return x, self_weights, cross_weights
+
+
+class EncoderDecoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        d = c["d_model"]
+        activation = nn.SiLU() if c["activation_function"] == "swish" else nn.GELU()
+        self.shared = nn.Embedding(c["vocab_size"], d)
+        self.bart = c["model_type"] == "bart"
+        if self.bart:
+            self.encoder_positions = nn.Embedding(c["max_position_embeddings"] + 2, d)
+            self.decoder_positions = nn.Embedding(c["max_position_embeddings"] + 2, d)
+            self.encoder_layernorm_embedding = nn.LayerNorm(d, eps=1e-5)
+            self.decoder_layernorm_embedding = nn.LayerNorm(d, eps=1e-5)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(c, activation)
+                                            for _ in range(c["encoder_layers"]))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(c, activation)
+                                            for _ in range(c["decoder_layers"]))
+        self.final_logits_bias = nn.Parameter(torch.zeros(1, c["vocab_size"]))
+        self.scale = math.sqrt(d) if c["scale_embedding"] else 1.0
+
+    def embed(self, ids, side):
+        positions = torch.arange(ids.shape[1])
+        x = self.shared(ids) * self.scale
+        if self.bart:
+            table = self.encoder_positions if side == "encoder" else self.decoder_positions
+            norm = (self.encoder_layernorm_embedding if side == "encoder"
+                    else self.decoder_layernorm_embedding)
+            return norm(x + table(positions + 2))
+        return x + sinusoidal(positions, self.c["d_model"]).to(x.dtype)
+
+    def forward(self, input_ids, attention_mask, decoder_input_ids):
+        padding = attention_mask == 0
+        x = self.embed(input_ids, "encoder")
+        encoder_attentions = []
+        for layer in self.encoder_layers:
+            x, weights = layer(x, padding)
+            encoder_attentions.append(weights)
+        memory = x
+        length = decoder_input_ids.shape[1]
+        causal = torch.ones(length, length, dtype=torch.bool).triu(1)
+        y = self.embed(decoder_input_ids, "decoder")
+        decoder_attentions, cross_attentions = [], []
+        for layer in self.decoder_layers:
+            y, self_weights, cross_weights = layer(y, causal, memory, padding)
+            decoder_attentions.append(self_weights)
+            cross_attentions.append(cross_weights)
+        logits = y @ self.shared.weight.t() + self.final_logits_bias
+        return memory, encoder_attentions, y, decoder_attentions, cross_attentions, logits
+
+
+def hf_state_dict(model):
+    """The weights under MarianMTModel / BartForConditionalGeneration names."""
+    tensors = {"model.shared.weight": model.shared.weight,
+               "final_logits_bias": model.final_logits_bias}
+    if model.bart:
+        for side in ("encoder", "decoder"):
+            tensors[f"model.{side}.embed_positions.weight"] = getattr(
+                model, side + "_positions").weight
+            norm = getattr(model, side + "_layernorm_embedding")
+            tensors[f"model.{side}.layernorm_embedding.weight"] = norm.weight
+            tensors[f"model.{side}.layernorm_embedding.bias"] = norm.bias
+
+    def attention(prefix, module):
+        q, k, v = module.in_proj_weight.chunk(3)
+        qb, kb, vb = module.in_proj_bias.chunk(3)
+        tensors.update({prefix + "q_proj.weight": q, prefix + "q_proj.bias": qb,
+                        prefix + "k_proj.weight": k, prefix + "k_proj.bias": kb,
+                        prefix + "v_proj.weight": v, prefix + "v_proj.bias": vb,
+                        prefix + "out_proj.weight": module.out_proj.weight,
+                        prefix + "out_proj.bias": module.out_proj.bias})
+
+    def linear_and_norms(prefix, layer, norms):
+        for name in ("fc1", "fc2") + norms:
+            module = getattr(layer, name)
+            tensors[prefix + name + ".weight"] = module.weight
+            tensors[prefix + name + ".bias"] = module.bias
+
+    for i, layer in enumerate(model.encoder_layers):
+        prefix = f"model.encoder.layers.{i}."
+        attention(prefix + "self_attn.", layer.self_attn)
+        linear_and_norms(prefix, layer, ("self_attn_layer_norm", "final_layer_norm"))
+    for i, layer in enumerate(model.decoder_layers):
+        prefix = f"model.decoder.layers.{i}."
+        attention(prefix + "self_attn.", layer.self_attn)
+        attention(prefix + "encoder_attn.", layer.encoder_attn)
+        linear_and_norms(prefix, layer, ("self_attn_layer_norm", "encoder_attn_layer_norm",
+                                         "final_layer_norm"))
+    return tensors
+
+
+def main():
+    cases = {
+        "single": ([[5, 9, 12, 7, 3, 2]], [[1, 1, 1, 1, 1, 1]], [[0, 14, 6, 21]]),
+        "padded_batch": ([[5, 9, 12, 7, 3, 2], [8, 30, 2, 0, 0, 0]],
+                         [[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]],
+                         [[0, 14, 6, 21, 17], [0, 25, 4, 11, 33]]),
+    }
+    for seed, (name, config) in enumerate(VARIANTS.items()):
+        torch.manual_seed(20261202 + seed)
+        model = EncoderDecoder(config)
+        with torch.no_grad():
+            for param_name, param in model.named_parameters():
+                if "norm" in param_name and param_name.endswith("weight"):
+                    param.copy_(1.0 + 0.1 * torch.randn_like(param))
+                elif "norm" in param_name:
+                    param.copy_(0.1 * torch.randn_like(param))
+                else:
+                    param.copy_(0.3 * torch.randn_like(param))
+        model.eval()
+        out = os.path.join(HERE, "tiny-" + name)
+        os.makedirs(out, exist_ok=True)
+        write_safetensors(os.path.join(out, "model.safetensors"), hf_state_dict(model))
+        with open(os.path.join(out, "config.json"), "w") as f:
+            json.dump(config, f, indent=2)
+            f.write("\n")
+        reference = model.double()
+        golden = {}
+        for case, (ids, mask, decoder_ids) in cases.items():
+            with torch.no_grad():
+                memory, encoder_attentions, last, decoder_attentions, cross_attentions, logits = \
+                    reference(torch.tensor(ids), torch.tensor(mask), torch.tensor(decoder_ids))
+            golden[case] = {
+                "input_ids": ids, "attention_mask": mask, "decoder_input_ids": decoder_ids,
+                "encoder_last_hidden_state": memory.tolist(),
+                "encoder_attentions": [a.tolist() for a in encoder_attentions],
+                "decoder_last_hidden_state": last.tolist(),
+                "decoder_attentions": [a.tolist() for a in decoder_attentions],
+                "cross_attentions": [a.tolist() for a in cross_attentions],
+                "logits": logits.tolist(),
+            }
+        with open(os.path.join(out, "golden.json"), "w") as f:
+            json.dump(golden, f)
+        print(f"{out}: {sum(p.numel() for p in model.parameters())} parameters")
+
+
+if __name__ == "__main__":
+    main()
