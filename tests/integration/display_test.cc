@@ -228,7 +228,13 @@ TEST_F(DisplayTest, PngCellsFollowTheServersAttention) {
           darkest_luminance = Luminance(sampled);
         }
       }
-      EXPECT_EQ(values[darkest], *largest) << "the largest value's cell is the darkest";
+      // Values within one 8-bit colour step of the largest share its colour (a head that puts
+      // 0.998 on one key and 0.9979 on another), so the darkest cell holds the largest value or
+      // one drawn as dark: its expected colour is the largest's, within the sampling tolerance.
+      EXPECT_LE(Luminance(render::YlOrBr(values[darkest] / *largest)),
+                Luminance(render::YlOrBr(1.0)) + 2 * 1000)
+          << "the darkest cell's value " << values[darkest] << " is drawn as dark as the largest "
+          << *largest;
       cairo_surface_destroy(image);
     }
   }
