@@ -117,42 +117,50 @@ class EncoderDecoderModel : public TransformerModel {
     return torch::gelu(x);
   }
 
-  // Token embeddings (scaled with scale_embedding) plus positions 0.., then BART's LayerNorm.
+  // Token embeddings (scaled with scale_embedding) plus positions past.., then BART's LayerNorm.
   torch::Tensor Embed(const torch::Tensor& ids, const torch::Tensor& positions,
-                      const Norm& embedding_norm) const {
+                      const Norm& embedding_norm, int64_t past = 0) const {
     const double scale =
         config().scale_embedding ? std::sqrt(static_cast<double>(config().hidden_size)) : 1.0;
-    const int64_t offset = bart_ ? kBartPositionOffset : 0;
+    const int64_t offset = (bart_ ? kBartPositionOffset : 0) + past;
     const torch::Tensor embedded = torch::embedding(shared_, ids).mul(scale) +
                                    positions.narrow(0, offset, ids.size(1)).unsqueeze(0);
     return bart_ ? LayerNorm(embedded, embedding_norm) : embedded;
   }
 
-  // Multi-head attention of `x` [B, Tq, H] over `memory` [B, Tk, H]; query i sees key j where
-  // visible[b, 0, i, j] ([B or 1, 1, Tq or 1, Tk] bool). Returns the output [B, Tq, H] and the
-  // probabilities [B, N, Tq, Tk].
-  std::pair<torch::Tensor, torch::Tensor> Attend(const AttentionWeights& w, const torch::Tensor& x,
-                                                 const torch::Tensor& memory,
-                                                 const torch::Tensor& visible,
-                                                 int64_t heads) const {
-    const int64_t batch = x.size(0);
-    const int64_t queries = x.size(1);
-    const int64_t keys = memory.size(1);
-    const int64_t head_dim = config().hidden_size / heads;
-    auto split = [&](const torch::Tensor& t, int64_t length) {
-      return t.view({batch, length, heads, head_dim}).transpose(1, 2);
-    };
-    const torch::Tensor query =
-        split(w.q(x).mul(1.0 / std::sqrt(static_cast<double>(head_dim))), queries);
-    const torch::Tensor key = split(w.k(memory), keys);
-    const torch::Tensor value = split(w.v(memory), keys);
+  // [B, L, H] -> [B, N, L, head_dim].
+  torch::Tensor SplitHeads(const torch::Tensor& t, int64_t heads) const {
+    return t.view({t.size(0), t.size(1), heads, config().hidden_size / heads}).transpose(1, 2);
+  }
+
+  // The scaled query heads of `x` [B, Tq, H]: [B, N, Tq, head_dim].
+  torch::Tensor Query(const AttentionWeights& w, const torch::Tensor& x, int64_t heads) const {
+    const double head_dim = static_cast<double>(config().hidden_size / heads);
+    return SplitHeads(w.q(x).mul(1.0 / std::sqrt(head_dim)), heads);
+  }
+
+  // Attention of `query` [B, N, Tq, D] over `key` and `value` [B, N, Tk, D]; query i sees key j
+  // where visible[b, 0, i, j] ([B or 1, 1, Tq or 1, Tk] bool). Returns the output [B, Tq, H]
+  // and the probabilities [B, N, Tq, Tk].
+  std::pair<torch::Tensor, torch::Tensor> AttendTo(const Linear& out, const torch::Tensor& query,
+                                                   const torch::Tensor& key,
+                                                   const torch::Tensor& value,
+                                                   const torch::Tensor& visible) const {
     torch::Tensor probs = torch::softmax(
         torch::matmul(query, key.transpose(-1, -2))
             .masked_fill(visible.logical_not(), std::numeric_limits<float>::lowest()),
         -1);
-    const torch::Tensor context =
-        torch::matmul(probs, value).transpose(1, 2).reshape({batch, queries, heads * head_dim});
-    return {w.out(context), std::move(probs)};
+    const torch::Tensor context = torch::matmul(probs, value).transpose(1, 2).flatten(2);
+    return {out(context), std::move(probs)};
+  }
+
+  // Multi-head attention of `x` [B, Tq, H] over `memory` [B, Tk, H].
+  std::pair<torch::Tensor, torch::Tensor> Attend(const AttentionWeights& w, const torch::Tensor& x,
+                                                 const torch::Tensor& memory,
+                                                 const torch::Tensor& visible,
+                                                 int64_t heads) const {
+    return AttendTo(w.out, Query(w, x, heads), SplitHeads(w.k(memory), heads),
+                    SplitHeads(w.v(memory), heads), visible);
   }
 
   torch::Tensor FeedForward(const torch::Tensor& x, const Linear& fc1, const Linear& fc2,
@@ -160,33 +168,40 @@ class EncoderDecoderModel : public TransformerModel {
     return LayerNorm(x + fc2(Activation(fc1(x))), norm);
   }
 
-  absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
-                                    const ForwardOptions& options) const override {
-    const ModelConfig& cfg = config();
+  // The encoder over checked input: attentions, hidden states and last_hidden_state of `out`.
+  absl::Status RunEncoder(const ForwardInput& input, const ForwardOptions& options,
+                          ForwardOutput* out) const {
     const int64_t batch = input.input_ids.size(0);
-    const int64_t length = input.input_ids.size(1);
     const torch::Tensor source_visible =
-        input.attention_mask.to(torch::kBool).view({batch, 1, 1, length});
-
-    ForwardOutput out;
+        input.attention_mask.to(torch::kBool).view({batch, 1, 1, input.input_ids.size(1)});
     torch::Tensor hidden = Embed(input.input_ids, encoder_positions_, encoder_embedding_norm_);
-    if (options.output_hidden_states) out.hidden_states.push_back(hidden);
+    if (options.output_hidden_states) out->hidden_states.push_back(hidden);
     for (size_t i = 0; i < encoder_layers_.size(); ++i) {
       const EncoderLayer& layer = encoder_layers_[i];
       auto [attended, probs] =
-          Attend(layer.self_attn, hidden, hidden, source_visible, cfg.num_attention_heads);
+          Attend(layer.self_attn, hidden, hidden, source_visible, config().num_attention_heads);
       hidden = LayerNorm(hidden + attended, layer.self_attn_norm);
       hidden = FeedForward(hidden, layer.fc1, layer.fc2, layer.final_norm);
-      if (options.output_attentions) out.attentions.push_back(std::move(probs));
-      if (options.output_hidden_states) out.hidden_states.push_back(hidden);
+      if (options.output_attentions) out->attentions.push_back(std::move(probs));
+      if (options.output_hidden_states) out->hidden_states.push_back(hidden);
       if (options.on_layer_done) {
         ATTNSCOPE_RETURN_IF_ERROR(options.on_layer_done(static_cast<int64_t>(i)));
       }
     }
-    out.last_hidden_state = hidden;
-    if (!input.decoder_input_ids.defined()) return out;
+    out->last_hidden_state = hidden;
+    return absl::OkStatus();
+  }
 
-    const torch::Tensor memory = hidden;
+  absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
+                                    const ForwardOptions& options) const override {
+    const ModelConfig& cfg = config();
+    const int64_t batch = input.input_ids.size(0);
+    const torch::Tensor source_visible =
+        input.attention_mask.to(torch::kBool).view({batch, 1, 1, input.input_ids.size(1)});
+    ForwardOutput out;
+    ATTNSCOPE_RETURN_IF_ERROR(RunEncoder(input, options, &out));
+    if (!input.decoder_input_ids.defined()) return out;
+    const torch::Tensor memory = out.last_hidden_state;
     out.encoder_last_hidden_state = memory;
     const int64_t target = input.decoder_input_ids.size(1);
     const torch::Tensor target_visible =
@@ -215,6 +230,64 @@ class EncoderDecoderModel : public TransformerModel {
     }
     out.last_hidden_state = y;
     if (options.output_logits) out.logits = torch::linear(y, shared_) + final_logits_bias_;
+    return out;
+  }
+
+  absl::StatusOr<KvCache> RunEncode(const ForwardInput& source) const override {
+    ForwardOptions options;
+    options.output_attentions = false;
+    ForwardOutput encoded;
+    ATTNSCOPE_RETURN_IF_ERROR(RunEncoder(source, options, &encoded));
+    KvCache cache;
+    for (const DecoderLayer& layer : decoder_layers_) {
+      const int64_t heads = config().decoder_attention_heads;
+      cache.cross_keys.push_back(SplitHeads(layer.cross_attn.k(encoded.last_hidden_state), heads));
+      cache.cross_values.push_back(
+          SplitHeads(layer.cross_attn.v(encoded.last_hidden_state), heads));
+    }
+    cache.encoder_attention_mask = source.attention_mask;
+    return cache;
+  }
+
+  // The decoder over new positions past..past+T-1 of the cache: self-attention over the cached
+  // and new positions, cross-attention over the cached encoder keys and values.
+  absl::StatusOr<DecodeOutput> RunDecode(const torch::Tensor& input_ids, KvCache* cache,
+                                         bool output_attentions) const override {
+    const int64_t heads = config().decoder_attention_heads;
+    const int64_t past = cache->length();
+    const int64_t length = input_ids.size(1);
+    const torch::Tensor self_visible =
+        torch::ones({length, past + length}, torch::kBool).tril(past).view({1, 1, length, -1});
+    const torch::Tensor source_visible =
+        cache->encoder_attention_mask.to(torch::kBool)
+            .view({cache->encoder_attention_mask.size(0), 1, 1, -1});
+    DecodeOutput out;
+    torch::Tensor y = Embed(input_ids, decoder_positions_, decoder_embedding_norm_, past);
+    for (size_t i = 0; i < decoder_layers_.size(); ++i) {
+      const DecoderLayer& layer = decoder_layers_[i];
+      torch::Tensor key = SplitHeads(layer.self_attn.k(y), heads);
+      torch::Tensor value = SplitHeads(layer.self_attn.v(y), heads);
+      if (i < cache->keys.size()) {
+        key = cache->keys[i] = torch::cat({cache->keys[i], key}, /*dim=*/2);
+        value = cache->values[i] = torch::cat({cache->values[i], value}, /*dim=*/2);
+      } else {
+        cache->keys.push_back(key);
+        cache->values.push_back(value);
+      }
+      auto [attended, self_probs] =
+          AttendTo(layer.self_attn.out, Query(layer.self_attn, y, heads), key, value, self_visible);
+      y = LayerNorm(y + attended, layer.self_attn_norm);
+      auto [crossed, cross_probs] =
+          AttendTo(layer.cross_attn.out, Query(layer.cross_attn, y, heads), cache->cross_keys[i],
+                   cache->cross_values[i], source_visible);
+      y = LayerNorm(y + crossed, layer.cross_attn_norm);
+      y = FeedForward(y, layer.fc1, layer.fc2, layer.final_norm);
+      if (output_attentions) {
+        out.attentions.push_back(std::move(self_probs));
+        out.cross_attentions.push_back(std::move(cross_probs));
+      }
+    }
+    out.logits = torch::linear(y, shared_) + final_logits_bias_;
     return out;
   }
 

@@ -15,30 +15,33 @@ namespace {
 absl::Status CheckOptions(const TransformerModel& model, const std::vector<int64_t>& prompt_ids,
                           const GenerationOptions& options) {
   const ModelConfig& config = model.config();
-  if (config.is_encoder_decoder) {
-    return absl::UnimplementedError(
-        absl::StrCat("model_type '", config.model_type,
-                     "': generation from an encoder-decoder is not supported yet; generate with "
-                     "a decoder-only model (llama)"));
-  }
-  if (!model.is_decoder()) {
+  if (!model.is_decoder() && !config.is_encoder_decoder) {
     return absl::InvalidArgumentError(
         absl::StrCat("model_type '", config.model_type,
-                     "': expected a decoder that generates text (llama), got an encoder-only "
-                     "model; generate with a decoder model"));
+                     "': expected a model that generates text (llama, marian, bart), got an "
+                     "encoder-only model; generate with a decoder or an encoder-decoder"));
   }
   if (prompt_ids.empty()) {
     return absl::InvalidArgumentError("prompt: expected at least one token, got none");
+  }
+  if (config.is_encoder_decoder && config.decoder_start_token_id < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model_type '", config.model_type,
+        "': expected config.json's decoder_start_token_id (the decoder's first token), got none"));
   }
   if (options.max_new_tokens < 1 || options.max_new_tokens > kMaxNewTokens) {
     return absl::InvalidArgumentError(absl::StrCat("max_new_tokens: expected 1 to ", kMaxNewTokens,
                                                    ", got ", options.max_new_tokens));
   }
-  const int64_t total = static_cast<int64_t>(prompt_ids.size()) + options.max_new_tokens;
+  // An encoder-decoder's decoder starts from decoder_start_token_id alone; the source has its
+  // own positions, checked by Encode.
+  const int64_t prompt_length =
+      config.is_encoder_decoder ? 1 : static_cast<int64_t>(prompt_ids.size());
+  const int64_t total = prompt_length + options.max_new_tokens;
   if (total > config.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "max_new_tokens: expected at most ", config.max_position_embeddings - prompt_ids.size(),
-        " after a prompt of ", prompt_ids.size(), " tokens (max_position_embeddings ",
+        "max_new_tokens: expected at most ", config.max_position_embeddings - prompt_length,
+        " after a prompt of ", prompt_length, " tokens (max_position_embeddings ",
         config.max_position_embeddings, "), got ", options.max_new_tokens,
         "; ask for fewer tokens or shorten the prompt"));
   }
@@ -76,17 +79,39 @@ absl::Status CheckOptions(const TransformerModel& model, const std::vector<int64
   return absl::OkStatus();
 }
 
-// The passes of one generation: the sequences so far ([B, length] int64, prompt first) and,
-// with use_cache, the keys and values of all but their last token.
+// The passes of one generation: the (decoder) sequences so far ([B, length] int64, prompt first)
+// and, with use_cache, the keys and values of all but their last token. For an encoder-decoder the
+// prompt is the source: it is encoded once, and the decoder's sequences start from
+// decoder_start_token_id.
 class Stepper {
  public:
-  Stepper(const TransformerModel& model, const GenerationOptions& options, torch::Tensor sequences)
-      : model_(model), options_(options), sequences_(std::move(sequences)) {}
+  Stepper(const TransformerModel& model, const GenerationOptions& options)
+      : model_(model), options_(options) {}
+
+  absl::Status Start(const std::vector<int64_t>& prompt_ids) {
+    const torch::Tensor prompt = torch::tensor(prompt_ids, torch::kInt64).unsqueeze(0);
+    if (!model_.config().is_encoder_decoder) {
+      sequences_ = prompt;
+      return absl::OkStatus();
+    }
+    ForwardInput source;
+    source.input_ids = prompt;
+    ATTNSCOPE_ASSIGN_OR_RETURN(source_, model_.Encode(source));
+    cache_ = source_;
+    sequences_ = torch::full({1, 1}, model_.config().decoder_start_token_id, torch::kInt64);
+    return absl::OkStatus();
+  }
 
   // The next-token log-probabilities [B, vocab] float32 of each sequence and, with
-  // output_attentions, the last position's attention [B, layer, head, length].
+  // output_attentions, the last position's attention [B, layer, head, keys]: over the sequence
+  // (decoder-only models) or over the source (cross-attention, encoder-decoders).
   absl::Status Run(torch::Tensor* logprobs, torch::Tensor* attention) {
     KvCache fresh;
+    if (!options_.use_cache && model_.config().is_encoder_decoder) {
+      // Every beam reads the one source.
+      fresh = source_;
+      fresh.SelectRows(torch::zeros({sequences_.size(0)}, torch::kInt64));
+    }
     KvCache* cache = options_.use_cache ? &cache_ : &fresh;
     const torch::Tensor input =
         cache->length() == 0 ? sequences_ : sequences_.narrow(1, cache->length(), 1);
@@ -95,7 +120,10 @@ class Stepper {
     *logprobs = torch::log_softmax(out.logits.select(1, -1), -1);
     if (options_.output_attentions) {
       std::vector<torch::Tensor> rows;
-      for (const torch::Tensor& layer : out.attentions) rows.push_back(layer.select(2, -1));
+      for (const torch::Tensor& layer :
+           model_.config().is_encoder_decoder ? out.cross_attentions : out.attentions) {
+        rows.push_back(layer.select(2, -1));
+      }
       *attention = torch::stack(rows, /*dim=*/1);
     }
     return absl::OkStatus();
@@ -111,6 +139,7 @@ class Stepper {
   const TransformerModel& model_;
   const GenerationOptions& options_;
   torch::Tensor sequences_;
+  KvCache source_;  // encoder-decoders: the encoded source alone
   KvCache cache_;
 };
 
@@ -250,7 +279,8 @@ absl::StatusOr<GenerationResult> Generate(
   ATTNSCOPE_RETURN_IF_ERROR(CheckOptions(model, prompt_ids, options));
   try {
     torch::InferenceMode guard;
-    Stepper stepper(model, options, torch::tensor(prompt_ids, torch::kInt64).unsqueeze(0));
+    Stepper stepper(model, options);
+    ATTNSCOPE_RETURN_IF_ERROR(stepper.Start(prompt_ids));
     return options.method == DecodingMethod::kBeamSearch ? BeamSearch(stepper, options, on_token)
                                                          : GenerateOne(stepper, options, on_token);
   } catch (const c10::Error& error) {

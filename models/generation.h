@@ -37,7 +37,8 @@ enum class DecodingMethod {
 
 struct GenerationOptions {
   DecodingMethod method = DecodingMethod::kGreedy;
-  // Tokens to add, in [1, kMaxNewTokens]; the prompt plus these must fit max_position_embeddings.
+  // Tokens to add, in [1, kMaxNewTokens]; the prompt (for an encoder-decoder the decoder's start
+  // token) plus these must fit max_position_embeddings.
   int64_t max_new_tokens = 20;
   // Beam search: hypotheses kept, in [1, min(vocab_size, kMaxBeams)].
   int64_t num_beams = 4;
@@ -72,7 +73,8 @@ struct GeneratedToken {
   double logprob = 0.0;
   // [layer, head, context] float32, with output_attentions: the attention probabilities of the
   // position that predicted this token (the last one before it) over the prompt and the tokens
-  // generated before it; row sums 1. Undefined otherwise.
+  // generated before it, or for an encoder-decoder its cross-attention over the source tokens;
+  // row sums 1. Undefined otherwise.
   torch::Tensor attention;
 };
 
@@ -89,14 +91,14 @@ struct GenerationResult {
 };
 
 // Generates up to options.max_new_tokens after `prompt_ids` (token ids, special tokens included,
-// at least one) with `model`, calling `on_token` with each token as it is chosen (greedy search and
-// sampling) or, for beam search, with the winning hypothesis's tokens once the search ends; a
-// non-OK status from on_token (the client went away) ends the generation and is returned.
-// Unimplemented: an encoder-decoder (not yet). InvalidArgument, naming the option: an encoder-only
-// model (model.is_decoder() false), an empty
-// prompt or ids outside the vocabulary, options outside the ranges above, a prompt plus
-// max_new_tokens over max_position_embeddings. The status of options.check. Internal: a LibTorch
-// error (a bug).
+// at least one) with a decoder-only `model`, or from the source `prompt_ids` with an
+// encoder-decoder (its decoder starting from decoder_start_token_id), calling `on_token` with each
+// token as it is chosen (greedy search and sampling) or, for beam search, with the winning
+// hypothesis's tokens once the search ends; a non-OK status from on_token (the client went away)
+// ends the generation and is returned. InvalidArgument, naming the option: an encoder-only model,
+// an encoder-decoder without decoder_start_token_id, an empty prompt or ids outside the vocabulary,
+// options outside the ranges above, a prompt plus max_new_tokens over max_position_embeddings. The
+// status of options.check. Internal: a LibTorch error (a bug).
 absl::StatusOr<GenerationResult> Generate(
     const TransformerModel& model, const std::vector<int64_t>& prompt_ids,
     const GenerationOptions& options,

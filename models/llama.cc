@@ -78,7 +78,10 @@ class LlamaModel : public TransformerModel {
     ForwardOptions options;
     options.output_attentions = output_attentions;
     ATTNSCOPE_ASSIGN_OR_RETURN(ForwardOutput out, Layers(input_ids, visible, cache, options));
-    return DecodeOutput{std::move(out.logits), std::move(out.attentions)};
+    DecodeOutput decoded;
+    decoded.logits = std::move(out.logits);
+    decoded.attentions = std::move(out.attentions);
+    return decoded;
   }
 
   // The decoder stack over `input_ids` [B, T] at positions P..P+T-1, P = the cache's length (0

@@ -108,17 +108,27 @@ absl::StatusOr<ForwardOutput> TransformerModel::Forward(const ForwardInput& inpu
 }
 
 void KvCache::SelectRows(const torch::Tensor& rows) {
-  for (torch::Tensor& key : keys) key = key.index_select(0, rows);
-  for (torch::Tensor& value : values) value = value.index_select(0, rows);
+  for (std::vector<torch::Tensor>* tensors : {&keys, &values, &cross_keys, &cross_values}) {
+    for (torch::Tensor& tensor : *tensors) tensor = tensor.index_select(0, rows);
+  }
+  if (encoder_attention_mask.defined()) {
+    encoder_attention_mask = encoder_attention_mask.index_select(0, rows);
+  }
 }
 
 absl::StatusOr<DecodeOutput> TransformerModel::Decode(const torch::Tensor& input_ids,
                                                       KvCache* cache,
                                                       bool output_attentions) const {
-  if (!is_decoder()) {
+  if (!is_decoder() && !config_.is_encoder_decoder) {
     return absl::UnimplementedError(absl::StrCat(
         "model_type '", config_.model_type,
-        "': expected a decoder (llama) for incremental decoding, got an encoder-only model"));
+        "': expected a decoder (llama) or an encoder-decoder (marian, bart) for incremental "
+        "decoding, got an encoder-only model"));
+  }
+  if (config_.is_encoder_decoder && cache->cross_keys.empty()) {
+    return absl::InvalidArgumentError(
+        "cache: expected the encoder's keys and values of an encoder-decoder, got none; run "
+        "Encode first");
   }
   if (!input_ids.defined() || input_ids.dim() != 2 || input_ids.size(0) == 0 ||
       input_ids.size(1) == 0) {
@@ -147,6 +157,30 @@ absl::StatusOr<DecodeOutput> TransformerModel::Decode(const torch::Tensor& input
     return absl::InternalError(absl::StrCat(ArchitectureName(config_.architecture),
                                             " decode failed: ", error.what_without_backtrace()));
   }
+}
+
+absl::StatusOr<KvCache> TransformerModel::Encode(const ForwardInput& source) const {
+  if (!config_.is_encoder_decoder) {
+    return absl::UnimplementedError(absl::StrCat("model_type '", config_.model_type,
+                                                 "': expected an encoder-decoder (marian, "
+                                                 "bart) to encode a source for decoding"));
+  }
+  ForwardInput encoder_input;
+  encoder_input.input_ids = source.input_ids;
+  encoder_input.attention_mask = source.attention_mask;
+  ATTNSCOPE_ASSIGN_OR_RETURN(const ForwardInput checked, CheckInput(encoder_input));
+  try {
+    torch::InferenceMode guard;
+    return RunEncode(checked);
+  } catch (const c10::Error& error) {
+    return absl::InternalError(absl::StrCat(ArchitectureName(config_.architecture),
+                                            " encode failed: ", error.what_without_backtrace()));
+  }
+}
+
+absl::StatusOr<KvCache> TransformerModel::RunEncode(const ForwardInput& /*source*/) const {
+  return absl::UnimplementedError(
+      absl::StrCat(ArchitectureName(config_.architecture), ": no encoder for decoding"));
 }
 
 absl::StatusOr<DecodeOutput> TransformerModel::RunDecode(const torch::Tensor& /*input_ids*/,

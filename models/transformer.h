@@ -79,11 +79,19 @@ struct ForwardOutput {
 struct KvCache {
   std::vector<torch::Tensor> keys;
   std::vector<torch::Tensor> values;
+  // Encoder-decoders, filled by TransformerModel::Encode: each decoder layer's keys and values of
+  // the encoder output, [B, N, S, head_dim], and the source's attention_mask [B, S] int64.
+  std::vector<torch::Tensor> cross_keys;
+  std::vector<torch::Tensor> cross_values;
+  torch::Tensor encoder_attention_mask;
 
   // T, the positions cached; 0 when empty.
   int64_t length() const { return keys.empty() ? 0 : keys[0].size(2); }
   // B, the sequences cached; 0 when empty.
-  int64_t batch_size() const { return keys.empty() ? 0 : keys[0].size(0); }
+  int64_t batch_size() const {
+    if (!keys.empty()) return keys[0].size(0);
+    return encoder_attention_mask.defined() ? encoder_attention_mask.size(0) : 0;
+  }
   // Row b of the cache becomes the old row rows[b] ([B'] int64, values in [0, B)): beam search's
   // reordering of its hypotheses (Hugging Face's _reorder_cache).
   void SelectRows(const torch::Tensor& rows);
@@ -95,6 +103,9 @@ struct DecodeOutput {
   // L tensors [B, N, T, past + T], when requested: each new position's attention probabilities
   // over every position so far (cached ones first), rows over keys; future keys are not included.
   std::vector<torch::Tensor> attentions;
+  // Encoder-decoders, when requested: L_dec tensors [B, N_dec, T, S], each new position's
+  // attention over the source.
+  std::vector<torch::Tensor> cross_attentions;
 };
 
 struct ModelOptions;
@@ -116,10 +127,16 @@ class TransformerModel {
   // positions and appending the new ones: the incremental forward pass of generation. The result
   // equals Forward on the whole sequence (tested to 1e-5). InvalidArgument: ids of the wrong shape
   // or dtype or outside the vocabulary, a cache of another batch size, more positions in all than
-  // max_position_embeddings. Unimplemented for encoder-only architectures (is_decoder() false).
+  // max_position_embeddings, a cache without the encoder's part for an encoder-decoder.
+  // Unimplemented for encoder-only architectures.
   // Internal: a LibTorch error (a bug); the cache is then unspecified.
   absl::StatusOr<DecodeOutput> Decode(const torch::Tensor& input_ids, KvCache* cache,
                                       bool output_attentions) const;
+  // Encoder-decoders: runs the encoder on `source` (input_ids and attention_mask, [B, S]) and
+  // puts each decoder layer's cross-attention keys and values, and the source mask, into a new
+  // cache for Decode, which then runs decoder positions (decoder_input_ids) over it.
+  // InvalidArgument as Forward; Unimplemented for other architectures.
+  absl::StatusOr<KvCache> Encode(const ForwardInput& source) const;
 
   const ModelConfig& config() const { return config_; }
   // True for architectures that generate text left to right (Llama), which Decode runs.
@@ -149,6 +166,9 @@ class TransformerModel {
   // Unimplemented unless overridden.
   virtual absl::StatusOr<DecodeOutput> RunDecode(const torch::Tensor& input_ids, KvCache* cache,
                                                  bool output_attentions) const;
+  // The encoder pass of Encode on checked input, under InferenceMode. Unimplemented unless
+  // overridden.
+  virtual absl::StatusOr<KvCache> RunEncode(const ForwardInput& source) const;
 
  private:
   friend absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(

@@ -681,12 +681,6 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   ATTNSCOPE_ASSIGN_OR_RETURN(header.model, FindModel(query.model));
   const LoadedModel& model = *header.model;
   const ModelConfig& config = model.config();
-  if (config.is_encoder_decoder) {
-    return absl::UnimplementedError(
-        absl::StrCat("model '", model.name(), "': generation from an encoder-decoder (",
-                     ArchitectureName(config.architecture),
-                     ") is not supported yet; set `model` to a decoder-only model (llama)"));
-  }
   if (!model.model().is_decoder()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model '", model.name(), "': expected a decoder-only model (llama) to generate with, got ",

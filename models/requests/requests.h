@@ -437,8 +437,7 @@ class RequestRunner {
   // generation are sequential and share its KV cache, so they are not batched with other calls.
   // Calls on_header once, then on_step per token as Generate hands it on, and returns the
   // summary; a non-OK status from a callback (the client went away) ends the generation.
-  // `check` runs before every step. Errors: Unimplemented for an encoder-decoder (not yet);
-  // InvalidArgument for an encoder-only model, invalid
+  // `check` runs before every step. Errors: InvalidArgument for an encoder-only model, invalid
   // UTF-8, options out of range or a layer/head index outside the model (naming the field);
   // ResourceExhausted when one token's attention at the longest context would exceed
   // max_response_bytes; NotFound for an unknown model; the status of `check`.

@@ -18,7 +18,10 @@ Both tie lm_head to the shared embeddings and add final_logits_bias. It runs in 
 float32 weights that are saved; golden.json holds per case the encoder input_ids and
 attention_mask, the decoder_input_ids, and the expected encoder_last_hidden_state,
 encoder_attentions, decoder_attentions, cross_attentions (each [batch, head, query, key] per
-layer), decoder last hidden state and logits.
+layer), decoder last hidden state and logits; generation.json the greedy search (ids,
+log-probabilities, each token's cross-attention rows) and beam searches of
+make_generation_golden.py run on this model, recomputing the decoder from decoder_start_token_id
+at every step.
 
 Run with Debian's interpreter: /usr/bin/python3 tests/data/make_encoder_decoder.py
 """
@@ -26,11 +29,14 @@ import json
 import math
 import os
 import struct
+import sys
 
 import torch
 from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_generation_golden as generation  # noqa: E402  (greedy and beam search references)
 
 COMMON = {
     "vocab_size": 40,
@@ -215,6 +221,35 @@ def hf_state_dict(model):
     return tensors
 
 
+class DecoderView:
+    """The model as make_generation_golden.py's searches call it: log-probabilities of the next
+    decoder token after `ids` (decoder_start_token_id first) for one source, and each layer's
+    cross-attention row [head, source] of the last decoder position."""
+
+    def __init__(self, model, source):
+        self.model = model
+        self.source = torch.tensor([source])
+
+    def __call__(self, ids):
+        *_, cross_attentions, logits = self.model(self.source, torch.ones_like(self.source),
+                                                  torch.tensor([ids]))
+        return torch.log_softmax(logits[0, -1], -1), [a[0, :, -1] for a in cross_attentions]
+
+
+def generation_cases(model, config):
+    cases = []
+    start, eos = config["decoder_start_token_id"], config["eos_token_id"]
+    for source in ([5, 9, 12, 7, 3, 2], [8, 30, 2], [17, 4, 4, 26, 11, 9, 21, 2]):
+        view = DecoderView(model, source)
+        cases.append({"method": "greedy", "source_ids": source, "max_new_tokens": 10,
+                      "tokens": generation.greedy(view, [start], 10, eos)})
+        for beams, penalty in [(2, 1.0), (4, 0.0), (6, 2.0)]:
+            cases.append({"method": "beam_search", "source_ids": source, "max_new_tokens": 10,
+                          "num_beams": beams, "length_penalty": penalty,
+                          **generation.beam_search(view, [start], 10, eos, beams, penalty)})
+    return cases
+
+
 def main():
     cases = {
         "single": ([[5, 9, 12, 7, 3, 2]], [[1, 1, 1, 1, 1, 1]], [[0, 14, 6, 21]]),
@@ -257,6 +292,14 @@ def main():
             }
         with open(os.path.join(out, "golden.json"), "w") as f:
             json.dump(golden, f)
+        with torch.no_grad():
+            searches = generation_cases(reference, config)
+        with open(os.path.join(out, "generation.json"), "w") as f:
+            json.dump({"cases": searches}, f, indent=1)
+            f.write("\n")
+        print(f"{out}: beam searches ended by eos: "
+              f"{sum(1 for c in searches if c.get('finish_reason') == 'eos')} of "
+              f"{sum(1 for c in searches if c['method'] == 'beam_search')}")
         print(f"{out}: {sum(p.numel() for p in model.parameters())} parameters")
 
 
