@@ -911,26 +911,32 @@ absl::StatusOr<Output> RunGenerate(const CommandLine& line, Client& client, cons
   if (format != "text" && format != "json") {
     return UsageError(absl::StrCat("--format: '", format, "' is not one of text, json"));
   }
+  if (format == "text" && line.Has("attentions")) {
+    return UsageError("--attentions: the text output prints no attention; add --format json");
+  }
   absl::StatusOr<v1::GenerateRequest> request = GenerateRequest(line);
   if (!request.ok()) return request.status();
   std::function<void(const GeneratedTokenResult&)> on_token;
+  bool printed = false;
   if (format == "text") {
-    // The text is printed as it is written; the prompt first, so the output reads on.
-    std::cout << request->prompt() << std::flush;
-    on_token = [](const GeneratedTokenResult& token) {
+    // The text is printed as it is written, after the prompt, so the output reads on.
+    on_token = [&](const GeneratedTokenResult& token) {
+      if (!printed) std::cout << request->prompt();
+      printed = true;
       std::cout << token.token.text() << std::flush;
     };
   }
   absl::StatusOr<GenerateResult> result = client.Generate(*request, on_token, call);
-  if (format == "text" && !result.ok()) std::cout << "\n";
+  if (printed && !result.ok()) std::cout << "\n";
   if (!result.ok()) return result.status();
   const v1::GenerateDone& done = result->done;
   if (format == "text") {
-    return Output{json(), absl::StrCat("\n[", done.ids_size(), " tokens, ",
-                                       done.finish_reason() == v1::FINISH_REASON_EOS
-                                           ? "stopped at the end-of-text token"
-                                           : "stopped at --max_new_tokens",
-                                       ", score ", done.score(), "]\n")};
+    return Output{
+        json(), absl::StrCat(printed ? "" : request->prompt(), "\n[", done.ids_size(), " tokens, ",
+                             done.finish_reason() == v1::FINISH_REASON_EOS
+                                 ? "stopped at the end-of-text token"
+                                 : "stopped at --max_new_tokens",
+                             ", score ", done.score(), "]\n")};
   }
   json tokens = json::array();
   for (const GeneratedTokenResult& token : result->tokens) {
@@ -947,6 +953,7 @@ absl::StatusOr<Output> RunGenerate(const CommandLine& line, Client& client, cons
   const v1::GenerateHeader& header = result->header;
   return JsonOutput(
       json{{"model", header.model()},
+           {"method", v1::DecodingMethod_Name(header.method())},
            {"prompt_tokens", TokensToJson(header.prompt_tokens())},
            {"layers", std::vector<int32_t>(header.layers().begin(), header.layers().end())},
            {"heads", std::vector<int32_t>(header.heads().begin(), header.heads().end())},

@@ -10,10 +10,11 @@
 #include "common/status_macros.h"
 
 namespace attnscope {
-namespace {
+namespace {}  // namespace
 
-absl::Status CheckOptions(const TransformerModel& model, const std::vector<int64_t>& prompt_ids,
-                          const GenerationOptions& options) {
+absl::Status CheckGenerationOptions(const TransformerModel& model,
+                                    const std::vector<int64_t>& prompt_ids,
+                                    const GenerationOptions& options) {
   const ModelConfig& config = model.config();
   if (!model.is_decoder() && !config.is_encoder_decoder) {
     return absl::InvalidArgumentError(
@@ -37,6 +38,12 @@ absl::Status CheckOptions(const TransformerModel& model, const std::vector<int64
   // own positions, checked by Encode.
   const int64_t prompt_length =
       config.is_encoder_decoder ? 1 : static_cast<int64_t>(prompt_ids.size());
+  if (prompt_length >= config.max_position_embeddings) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt: expected fewer than ", config.max_position_embeddings,
+                     " tokens (max_position_embeddings), so that a token can follow, got ",
+                     prompt_length, "; shorten the prompt"));
+  }
   const int64_t total = prompt_length + options.max_new_tokens;
   if (total > config.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -55,16 +62,18 @@ absl::Status CheckOptions(const TransformerModel& model, const std::vector<int64
             "num_beams: expected 1 to ", widest, " (at most the vocabulary, ", config.vocab_size,
             " tokens, and ", kMaxBeams, "), got ", options.num_beams));
       }
-      if (!std::isfinite(options.length_penalty)) {
+      if (!(std::abs(options.length_penalty) <= kMaxLengthPenalty)) {
         return absl::InvalidArgumentError(
-            absl::StrCat("length_penalty: expected a finite number, got ", options.length_penalty));
+            absl::StrCat("length_penalty: expected a number from ", -kMaxLengthPenalty, " to ",
+                         kMaxLengthPenalty, ", got ", options.length_penalty));
       }
       break;
     }
     case DecodingMethod::kSampling:
-      if (!(options.temperature > 0) || !std::isfinite(options.temperature)) {
+      if (!(options.temperature >= kMinTemperature) || !std::isfinite(options.temperature)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "temperature: expected a finite number above 0, got ", options.temperature));
+            "temperature: expected a finite number of at least ", kMinTemperature, ", got ",
+            options.temperature, "; for the most probable token use greedy search"));
       }
       if (options.top_k < 0) {
         return absl::InvalidArgumentError(
@@ -78,6 +87,8 @@ absl::Status CheckOptions(const TransformerModel& model, const std::vector<int64
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 // The passes of one generation: the (decoder) sequences so far ([B, length] int64, prompt first)
 // and, with use_cache, the keys and values of all but their last token. For an encoder-decoder the
@@ -176,9 +187,11 @@ absl::StatusOr<GenerationResult> GenerateOne(
       if (options.top_p < 1) {
         const auto [sorted, order] = scores.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true);
         const torch::Tensor probs = torch::softmax(sorted, 0);
-        // A token stays while the tokens before it hold less than top_p; the first always stays.
-        const torch::Tensor before = probs.cumsum(0) - probs;
-        scores = scores.index_fill(0, order.masked_select(before >= options.top_p),
+        // A token stays while the tokens before it hold less than top_p; the first always stays
+        // (a top_p below float32's range would otherwise drop it too).
+        torch::Tensor drop = probs.cumsum(0) - probs >= options.top_p;
+        drop[0] = false;
+        scores = scores.index_fill(0, order.masked_select(drop),
                                    -std::numeric_limits<float>::infinity());
       }
       id = torch::multinomial(torch::softmax(scores, 0), /*num_samples=*/1,
@@ -276,7 +289,7 @@ absl::StatusOr<GenerationResult> Generate(
     const TransformerModel& model, const std::vector<int64_t>& prompt_ids,
     const GenerationOptions& options,
     const std::function<absl::Status(const GeneratedToken&)>& on_token) {
-  ATTNSCOPE_RETURN_IF_ERROR(CheckOptions(model, prompt_ids, options));
+  ATTNSCOPE_RETURN_IF_ERROR(CheckGenerationOptions(model, prompt_ids, options));
   try {
     torch::InferenceMode guard;
     Stepper stepper(model, options);

@@ -23,6 +23,10 @@ namespace attnscope {
 // position per beam; the bounds keep a call's work and its stream finite.
 inline constexpr int64_t kMaxNewTokens = 1024;
 inline constexpr int64_t kMaxBeams = 64;
+// Bounds that keep the float32 arithmetic finite: logits / temperature, and a finished beam's
+// log-probability / length ^ length_penalty.
+inline constexpr double kMinTemperature = 1e-6;
+inline constexpr double kMaxLengthPenalty = 10.0;
 
 enum class DecodingMethod {
   // The most probable token at each step.
@@ -43,9 +47,11 @@ struct GenerationOptions {
   // Beam search: hypotheses kept, in [1, min(vocab_size, kMaxBeams)].
   int64_t num_beams = 4;
   // Beam search: the exponent of the generated length that divides a finished hypothesis's
-  // log-probability; above 0 favours longer outputs, below 0 shorter ones.
+  // log-probability, in [-kMaxLengthPenalty, kMaxLengthPenalty]; above 0 favours longer outputs,
+  // below 0 shorter ones.
   double length_penalty = 1.0;
-  // Sampling: logits are divided by temperature (> 0) before top_k and top_p.
+  // Sampling: logits are divided by temperature (at least kMinTemperature) before top_k and
+  // top_p.
   double temperature = 1.0;
   // Sampling: keep the k most probable tokens (0 = all).
   int64_t top_k = 0;
@@ -89,6 +95,12 @@ struct GenerationResult {
   // Sum of the tokens' log-probabilities, divided by length ^ length_penalty for beam search.
   double score = 0.0;
 };
+
+// The checks of Generate on its arguments alone (InvalidArgument as below), for callers that
+// must refuse a request before they answer anything.
+absl::Status CheckGenerationOptions(const TransformerModel& model,
+                                    const std::vector<int64_t>& prompt_ids,
+                                    const GenerationOptions& options);
 
 // Generates up to options.max_new_tokens after `prompt_ids` (token ids, special tokens included,
 // at least one) with a decoder-only `model`, or from the source `prompt_ids` with an

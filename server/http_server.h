@@ -14,7 +14,8 @@
 //   (`application/x-ndjson`): one StreamAttentionResponse / GenerateResponse per line. Binary
 //   requests get the Connect streaming envelope
 //   (`application/connect+proto`: a flags byte and a 4-byte big-endian length before each
-//   message). A stream that fails after it started ends with an error line (NDJSON) or an
+//   message). Once the body has parsed and the API key passed, a stream's status is 200: a call
+//   that fails after that (a refused field included) ends with an error line (NDJSON) or an
 //   end-of-stream envelope (flags 0x02) holding {"error": {"code", "message"}}.
 // - Errors: the HTTP status of the gRPC code as google.rpc.Code and grpc-gateway map them (400
 //   INVALID_ARGUMENT, 404 NOT_FOUND, 429 RESOURCE_EXHAUSTED, 503 UNAVAILABLE, 504

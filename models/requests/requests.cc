@@ -695,25 +695,23 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
         header.layers, ResolveIndices(query.layers, config.num_hidden_layers, "layer", "layers"));
     ATTNSCOPE_ASSIGN_OR_RETURN(
         header.heads, ResolveIndices(query.heads, config.num_attention_heads, "head", "heads"));
-    // Checked before the first pass: the last token's attention is the largest message.
-    const int64_t context = config.max_position_embeddings;
-    const int64_t bytes = static_cast<int64_t>(header.layers.size()) *
-                          HeadsOut(query.head_aggregation, header.heads.size()) * context *
-                          BytesPerElement(query.dtype);
-    if (bytes > options_.max_response_bytes) {
-      return TooLarge("Generate token", bytes, options_.max_response_bytes,
-                      "request fewer layers or heads, a head_aggregation or dtype DTYPE_FLOAT16");
-    }
   }
   const Clock::time_point start = Clock::now();
   ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText text, model.Tokenize(query.prompt));
-  ATTNSCOPE_ASSIGN_OR_RETURN(Encoding encoding,
-                             model.Assemble(std::move(text), std::nullopt, TextOptions()));
-  if (observer_ != nullptr) {
-    observer_->OnTokenized(SecondsSince(start), static_cast<int64_t>(encoding.size()));
+  const int64_t text_tokens = static_cast<int64_t>(text.size());
+  absl::StatusOr<Encoding> encoding = model.Assemble(std::move(text), std::nullopt, TextOptions());
+  if (!encoding.ok()) {
+    // Generate takes no truncation option: name the prompt and its fix instead.
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt: expected at most ", model.max_tokens(),
+                     " tokens (the model's limit, special tokens included), got ", text_tokens,
+                     " tokens of text; shorten the prompt"));
   }
-  header.prompt_tokens.original_texts = OriginalTexts(encoding, query.prompt, "");
-  header.prompt_tokens.encoding = std::move(encoding);
+  if (observer_ != nullptr) {
+    observer_->OnTokenized(SecondsSince(start), static_cast<int64_t>(encoding->size()));
+  }
+  header.prompt_tokens.original_texts = OriginalTexts(*encoding, query.prompt, "");
+  header.prompt_tokens.encoding = *std::move(encoding);
   const std::vector<int64_t>& prompt_ids = header.prompt_tokens.encoding.input_ids;
 
   GenerationOptions options = query.generation;
@@ -722,6 +720,20 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   options.check = [&check]() {
     return check ? check("before a generation step") : absl::OkStatus();
   };
+  // Every option is checked before the header goes out, so that a refusal is the whole answer.
+  ATTNSCOPE_RETURN_IF_ERROR(CheckGenerationOptions(model.model(), prompt_ids, options));
+  if (query.output_attentions) {
+    // The last token's attention, over the longest context, is the largest message.
+    const int64_t context = static_cast<int64_t>(prompt_ids.size()) + options.max_new_tokens - 1;
+    const int64_t bytes = static_cast<int64_t>(header.layers.size()) *
+                          HeadsOut(query.head_aggregation, header.heads.size()) * context *
+                          BytesPerElement(query.dtype);
+    if (bytes > options_.max_response_bytes) {
+      return TooLarge("Generate token", bytes, options_.max_response_bytes,
+                      "request fewer layers or heads, a head_aggregation, dtype DTYPE_FLOAT16 or "
+                      "fewer max_new_tokens");
+    }
+  }
   ATTNSCOPE_RETURN_IF_ERROR(on_header(header));
 
   // Text is decoded from the whole sequence, so that a piece's leading space and multi-piece
@@ -765,12 +777,8 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   summary.finish_reason = result.finish_reason;
   summary.score = result.score;
   for (const GeneratedToken& token : result.tokens) summary.ids.push_back(token.id);
-  std::vector<int64_t> all = prompt_ids;
-  all.insert(all.end(), summary.ids.begin(), summary.ids.end());
-  const std::string full = tokenizer.Decode(all, /*skip_special_tokens=*/true);
-  summary.text = absl::StartsWith(full, prompt_text)
-                     ? full.substr(prompt_text.size())
-                     : tokenizer.Decode(summary.ids, /*skip_special_tokens=*/true);
+  // The streamed texts joined: a character the last tokens left incomplete is not in it.
+  summary.text = decoded.substr(prompt_text.size());
   return summary;
 }
 

@@ -279,6 +279,17 @@ TEST_F(GenerateTest, BadInputIsRefusedAndTheServerKeepsServing) {
        with([](auto& r) { r.set_prompt("Once \xff"); }),
        absl::StatusCode::kInvalidArgument,
        {"prompt"}},
+      {"prompt over the positions",
+       with([](auto& r) { r.set_prompt(std::string(600, 'x') + " " + std::string(600, 'y')); }),
+       absl::StatusCode::kInvalidArgument,
+       {"prompt: expected at most 512 tokens", "shorten"}},
+      {"temperature too small to divide by",
+       with([](auto& r) {
+         r.set_method(v1::DECODING_METHOD_SAMPLING);
+         r.set_temperature(1e-300);
+       }),
+       absl::StatusCode::kInvalidArgument,
+       {"temperature", "greedy"}},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.name);
@@ -331,10 +342,14 @@ TEST_F(GenerateTest, CliPrintsTheTextAndTheJson) {
                                   "--model", "bert", "--prompt", "hello"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_THAT(bad.stderr_text, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_EQ(bad.stdout_text, "");  // the prompt is printed with the first token, not before
   CommandResult usage =
       RunCommand({CliBinary(), "generate", "--server", server_->address(), "--method", "beam"});
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_THAT(usage.stderr_text, HasSubstr("--method: 'beam'"));
+  usage = RunCommand({CliBinary(), "generate", "--server", server_->address(), "--attentions"});
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_THAT(usage.stderr_text, HasSubstr("--format json"));
 }
 
 // POST /attnscope.v1.AttentionService/Generate answers newline-delimited JSON: the header, one
@@ -365,6 +380,13 @@ TEST_F(GenerateTest, HttpStreamsTheSameTokens) {
   const json error = json::parse(bad->body);
   EXPECT_EQ(error["error"]["code"], "invalid_argument");
   EXPECT_THAT(error["error"]["message"].get<std::string>(), HasSubstr("encoder-only"));
+  // Every option is checked before the header: a refused one is the whole answer.
+  const httplib::Result negative =
+      http.Post("/attnscope.v1.AttentionService/Generate",
+                R"({"model": "stories", "prompt": "hi", "maxNewTokens": -1})", "application/json");
+  ASSERT_TRUE(negative);
+  const json refused = json::parse(negative->body);
+  EXPECT_THAT(refused["error"]["message"].get<std::string>(), HasSubstr("max_new_tokens"));
 }
 
 TEST_F(GenerateTest, CountedInMetrics) {

@@ -333,11 +333,16 @@ TEST_F(GenerationTest, SamplingIsReproducibleForASeed) {
     differing += Ids(Run("stories260K", prompt, options)) != first;
   }
   EXPECT_GE(differing, 2);
-  // top_k 1 leaves one token: sampling becomes greedy search.
+  // top_k 1 leaves one token: sampling becomes greedy search; so does a top_p too small for
+  // float32, which keeps the most probable token only.
   options.top_k = 1;
   GenerationOptions greedy;
   greedy.max_new_tokens = 30;
-  EXPECT_EQ(Ids(Run("stories260K", prompt, options)), Ids(Run("stories260K", prompt, greedy)));
+  const std::vector<int64_t> greedy_ids = Ids(Run("stories260K", prompt, greedy));
+  EXPECT_EQ(Ids(Run("stories260K", prompt, options)), greedy_ids);
+  options.top_k = 0;
+  options.top_p = 1e-300;
+  EXPECT_EQ(Ids(Run("stories260K", prompt, options)), greedy_ids);
 }
 
 TEST_F(GenerationTest, RefusesBadOptionsNamingThem) {
@@ -369,6 +374,14 @@ TEST_F(GenerationTest, RefusesBadOptionsNamingThem) {
   EXPECT_THAT(status.message(), HasSubstr("num_beams: expected 1 to 24 (at most the vocabulary"));
   beams.num_beams = 0;
   EXPECT_THAT(status_of("tiny-llama", prompt, beams).message(), HasSubstr("num_beams"));
+  beams.num_beams = 2;
+  beams.length_penalty = 1e308;
+  EXPECT_THAT(status_of("tiny-llama", prompt, beams).message(),
+              HasSubstr("length_penalty: expected a number from -10 to 10"));
+  // A prompt that fills every position leaves no room for a token.
+  status = status_of("tiny-llama", std::vector<int64_t>(64, 5), options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("prompt: expected fewer than 64 tokens"));
 
   GenerationOptions sampling;
   sampling.method = DecodingMethod::kSampling;
@@ -376,6 +389,7 @@ TEST_F(GenerationTest, RefusesBadOptionsNamingThem) {
        std::vector<std::pair<std::string, std::function<void(GenerationOptions&)>>>{
            {"temperature", [](GenerationOptions& o) { o.temperature = 0; }},
            {"temperature", [](GenerationOptions& o) { o.temperature = -1; }},
+           {"temperature", [](GenerationOptions& o) { o.temperature = 1e-300; }},
            {"top_k", [](GenerationOptions& o) { o.top_k = -1; }},
            {"top_p", [](GenerationOptions& o) { o.top_p = 0; }},
            {"top_p", [](GenerationOptions& o) { o.top_p = 1.5; }}}) {
