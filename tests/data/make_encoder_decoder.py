@@ -28,7 +28,6 @@ Run with Debian's interpreter: /usr/bin/python3 tests/data/make_encoder_decoder.
 import json
 import math
 import os
-import struct
 import sys
 
 import torch
@@ -36,7 +35,7 @@ from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import make_generation_golden as generation  # noqa: E402  (greedy and beam search references)
+import make_generation_golden as generation  # noqa: E402  (searches, safetensors writer)
 
 COMMON = {
     "vocab_size": 40,
@@ -61,24 +60,6 @@ VARIANTS = {
     "bart": dict(COMMON, model_type="bart", architectures=["BartForConditionalGeneration"],
                  activation_function="gelu", scale_embedding=False, bos_token_id=0),
 }
-
-
-def write_safetensors(path, tensors):
-    """safetensors: u64 little-endian header size, JSON header, then the raw little-endian data."""
-    header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
-        data = tensors[name].detach().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for blob in blobs:
-            f.write(blob)
 
 
 def sinusoidal(positions, dim):
@@ -271,7 +252,8 @@ def main():
         model.eval()
         out = os.path.join(HERE, "tiny-" + name)
         os.makedirs(out, exist_ok=True)
-        write_safetensors(os.path.join(out, "model.safetensors"), hf_state_dict(model))
+        generation.write_safetensors(os.path.join(out, "model.safetensors"),
+                                     hf_state_dict(model))
         with open(os.path.join(out, "config.json"), "w") as f:
             json.dump(config, f, indent=2)
             f.write("\n")

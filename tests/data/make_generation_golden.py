@@ -74,7 +74,7 @@ def write_safetensors(path, tensors):
     """safetensors: u64 little-endian header size, JSON header, then the raw little-endian data."""
     header, blobs, offset = {}, [], 0
     for name in sorted(tensors):
-        data = tensors[name].to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
+        data = tensors[name].detach().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
         header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
                         "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)

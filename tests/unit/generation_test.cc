@@ -95,6 +95,19 @@ class GenerationTest : public ::testing::Test {
     return options;
   }
 
+  // A golden token's attention rows, nested [layer][head][key], as a float32 tensor.
+  static torch::Tensor Attention(const Json& rows) {
+    std::vector<torch::Tensor> layers;
+    for (const Json& layer : rows) {
+      std::vector<torch::Tensor> heads;
+      for (const Json& head : layer) {
+        heads.push_back(torch::tensor(head.get<std::vector<double>>(), torch::kFloat32));
+      }
+      layers.push_back(torch::stack(heads));
+    }
+    return torch::stack(layers);
+  }
+
   static double MaxDifference(const torch::Tensor& a, const torch::Tensor& b) {
     EXPECT_EQ(a.sizes(), b.sizes());
     return a.sizes() == b.sizes() ? (a - b).abs().max().item<double>() : 1e9;
@@ -148,15 +161,8 @@ TEST_F(GenerationTest, MatchesTheReferenceGreedyBeamSearchAndSampling) {
       for (size_t i = 0; i < tokens.size(); ++i) {
         EXPECT_EQ(result.tokens[i].id, tokens[i]["id"].get<int64_t>()) << "token " << i;
         EXPECT_NEAR(result.tokens[i].logprob, tokens[i]["logprob"].get<double>(), 1e-5);
-        std::vector<torch::Tensor> layers;
-        for (const Json& layer : tokens[i]["attention"]) {
-          std::vector<torch::Tensor> heads;
-          for (const Json& head : layer) {
-            heads.push_back(torch::tensor(head.get<std::vector<double>>(), torch::kFloat32));
-          }
-          layers.push_back(torch::stack(heads));
-        }
-        EXPECT_LE(MaxDifference(result.tokens[i].attention, torch::stack(layers)), 1e-5)
+        EXPECT_LE(MaxDifference(result.tokens[i].attention, Attention(tokens[i]["attention"])),
+                  1e-5)
             << "token " << i;
       }
     } else if (method == "beam_search") {
@@ -198,16 +204,10 @@ TEST_F(GenerationTest, EncoderDecodersMatchTheReference) {
         for (size_t i = 0; i < tokens.size(); ++i) {
           EXPECT_EQ(result.tokens[i].id, tokens[i]["id"].get<int64_t>()) << i;
           EXPECT_NEAR(result.tokens[i].logprob, tokens[i]["logprob"].get<double>(), 1e-5) << i;
-          std::vector<torch::Tensor> layers;
-          for (const Json& layer : tokens[i]["attention"]) {
-            std::vector<torch::Tensor> heads;
-            for (const Json& head : layer) {
-              heads.push_back(torch::tensor(head.get<std::vector<double>>(), torch::kFloat32));
-            }
-            layers.push_back(torch::stack(heads));
-          }
           // [layer, head, source token].
-          EXPECT_LE(MaxDifference(result.tokens[i].attention, torch::stack(layers)), 1e-5) << i;
+          EXPECT_LE(MaxDifference(result.tokens[i].attention, Attention(tokens[i]["attention"])),
+                    1e-5)
+              << i;
         }
         options.use_cache = false;
         const GenerationResult recomputed = Run(model, source, options);
