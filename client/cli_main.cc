@@ -336,6 +336,22 @@ absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text,
   return duration;
 }
 
+// The value of --`flag` (`fallback` when the flag is absent) among `choices`, in the order the
+// usage error lists them.
+template <typename T>
+absl::StatusOr<T> ParseChoice(const CommandLine& line, const std::string& flag,
+                              const std::string& fallback,
+                              const std::vector<std::pair<std::string, T>>& choices) {
+  const std::string value = line.Get(flag, fallback);
+  std::vector<std::string> names;
+  for (const auto& [name, choice] : choices) {
+    if (name == value) return choice;
+    names.push_back(name);
+  }
+  return UsageError(
+      absl::StrCat("--", flag, ": '", value, "' is not one of ", absl::StrJoin(names, ", ")));
+}
+
 absl::StatusOr<v1::DType> ParseDType(const std::string& text) {
   if (text.empty() || text == "float32") return v1::DTYPE_FLOAT32;
   if (text == "float16") return v1::DTYPE_FLOAT16;
@@ -796,37 +812,29 @@ absl::StatusOr<v1::AttributeRequest> AttributeRequest(const CommandLine& line) {
     if (!value.ok()) return value.status();
     (request.*setter)(*value);
   }
-  const std::string occlusion_token = line.Get("occlusion_token", "mask");
-  if (occlusion_token == "mask") {
-    request.set_occlusion_token(v1::OCCLUSION_TOKEN_MASK);
-  } else if (occlusion_token == "unk") {
-    request.set_occlusion_token(v1::OCCLUSION_TOKEN_UNK);
-  } else {
-    return UsageError(
-        absl::StrCat("--occlusion_token: '", occlusion_token, "' is not one of mask, unk"));
-  }
-  const std::string baseline = line.Get("baseline", "pad");
-  if (baseline == "pad") {
-    request.set_baseline(v1::ATTRIBUTION_BASELINE_PAD);
-  } else if (baseline == "zero") {
-    request.set_baseline(v1::ATTRIBUTION_BASELINE_ZERO);
-  } else {
-    return UsageError(absl::StrCat("--baseline: '", baseline, "' is not one of pad, zero"));
-  }
+  absl::StatusOr<v1::OcclusionToken> occlusion_token = ParseChoice<v1::OcclusionToken>(
+      line, "occlusion_token", "mask",
+      {{"mask", v1::OCCLUSION_TOKEN_MASK}, {"unk", v1::OCCLUSION_TOKEN_UNK}});
+  if (!occlusion_token.ok()) return occlusion_token.status();
+  request.set_occlusion_token(*occlusion_token);
+  absl::StatusOr<v1::AttributionBaseline> baseline = ParseChoice<v1::AttributionBaseline>(
+      line, "baseline", "pad",
+      {{"pad", v1::ATTRIBUTION_BASELINE_PAD}, {"zero", v1::ATTRIBUTION_BASELINE_ZERO}});
+  if (!baseline.ok()) return baseline.status();
+  request.set_baseline(*baseline);
   return request;
 }
 
 absl::StatusOr<Output> RunAttribute(const CommandLine& line, Client& client,
                                     const CallOptions& call) {
-  const std::string format = line.Get("format", "text");
-  if (format != "text" && format != "json") {
-    return UsageError(absl::StrCat("--format: '", format, "' is not one of text, json"));
-  }
+  absl::StatusOr<std::string> format =
+      ParseChoice<std::string>(line, "format", "text", {{"text", "text"}, {"json", "json"}});
+  if (!format.ok()) return format.status();
   absl::StatusOr<v1::AttributeRequest> request = AttributeRequest(line);
   if (!request.ok()) return request.status();
   absl::StatusOr<v1::AttributeResponse> response = client.Attribute(*request, call);
   if (!response.ok()) return response.status();
-  if (format == "text") {
+  if (*format == "text") {
     absl::StatusOr<std::string> text = AttributionText(*response);
     if (!text.ok()) return text.status();
     return Output{json(), *std::move(text)};
@@ -845,17 +853,13 @@ absl::StatusOr<v1::GenerateRequest> GenerateRequest(const CommandLine& line) {
   v1::GenerateRequest request;
   request.set_model(line.Get("model"));
   request.set_prompt(line.Get("prompt"));
-  const std::string method = line.Get("method", "greedy");
-  if (method == "greedy") {
-    request.set_method(v1::DECODING_METHOD_GREEDY);
-  } else if (method == "beam_search") {
-    request.set_method(v1::DECODING_METHOD_BEAM_SEARCH);
-  } else if (method == "sampling") {
-    request.set_method(v1::DECODING_METHOD_SAMPLING);
-  } else {
-    return UsageError(
-        absl::StrCat("--method: '", method, "' is not one of greedy, beam_search, sampling"));
-  }
+  absl::StatusOr<v1::DecodingMethod> method =
+      ParseChoice<v1::DecodingMethod>(line, "method", "greedy",
+                                      {{"greedy", v1::DECODING_METHOD_GREEDY},
+                                       {"beam_search", v1::DECODING_METHOD_BEAM_SEARCH},
+                                       {"sampling", v1::DECODING_METHOD_SAMPLING}});
+  if (!method.ok()) return method.status();
+  request.set_method(*method);
   for (const auto& [flag, setter] :
        {std::pair<const char*, void (v1::GenerateRequest::*)(int32_t)>{
             "max_new_tokens", &v1::GenerateRequest::set_max_new_tokens},
@@ -907,18 +911,17 @@ absl::StatusOr<v1::GenerateRequest> GenerateRequest(const CommandLine& line) {
 
 absl::StatusOr<Output> RunGenerate(const CommandLine& line, Client& client, const CallOptions& call,
                                    const TensorWriter& writer) {
-  const std::string format = line.Get("format", "text");
-  if (format != "text" && format != "json") {
-    return UsageError(absl::StrCat("--format: '", format, "' is not one of text, json"));
-  }
-  if (format == "text" && line.Has("attentions")) {
+  absl::StatusOr<std::string> format =
+      ParseChoice<std::string>(line, "format", "text", {{"text", "text"}, {"json", "json"}});
+  if (!format.ok()) return format.status();
+  if (*format == "text" && line.Has("attentions")) {
     return UsageError("--attentions: the text output prints no attention; add --format json");
   }
   absl::StatusOr<v1::GenerateRequest> request = GenerateRequest(line);
   if (!request.ok()) return request.status();
   std::function<void(const GeneratedTokenResult&)> on_token;
   bool printed = false;
-  if (format == "text") {
+  if (*format == "text") {
     // The text is printed as it is written, after the prompt, so the output reads on.
     on_token = [&](const GeneratedTokenResult& token) {
       if (!printed) std::cout << request->prompt();
@@ -930,7 +933,7 @@ absl::StatusOr<Output> RunGenerate(const CommandLine& line, Client& client, cons
   if (printed && !result.ok()) std::cout << "\n";
   if (!result.ok()) return result.status();
   const v1::GenerateDone& done = result->done;
-  if (format == "text") {
+  if (*format == "text") {
     return Output{
         json(), absl::StrCat(printed ? "" : request->prompt(), "\n[", done.ids_size(), " tokens, ",
                              done.finish_reason() == v1::FINISH_REASON_EOS
@@ -1025,16 +1028,11 @@ absl::StatusOr<Output> RunCommand(const CommandLine& line, Client& client, const
     if (!tokenization.ok()) return tokenization.status();
     *request.mutable_tokenization() = *tokenization;
     request.set_output_hidden_states(line.Has("hidden_states"));
-    const std::string pooling = line.Get("pooling", "none");
-    if (pooling == "none") {
-      request.set_pooling(v1::POOLING_NONE);
-    } else if (pooling == "cls") {
-      request.set_pooling(v1::POOLING_CLS);
-    } else if (pooling == "mean") {
-      request.set_pooling(v1::POOLING_MEAN);
-    } else {
-      return UsageError(absl::StrCat("--pooling: '", pooling, "' is not one of none, cls, mean"));
-    }
+    absl::StatusOr<v1::Pooling> pooling = ParseChoice<v1::Pooling>(
+        line, "pooling", "none",
+        {{"none", v1::POOLING_NONE}, {"cls", v1::POOLING_CLS}, {"mean", v1::POOLING_MEAN}});
+    if (!pooling.ok()) return pooling.status();
+    request.set_pooling(*pooling);
     request.set_normalize(line.Has("normalize"));
     absl::StatusOr<v1::DType> dtype = ParseDType(line.Get("dtype"));
     if (!dtype.ok()) return dtype.status();
