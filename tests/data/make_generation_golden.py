@@ -25,11 +25,14 @@ import json
 import math
 import os
 import struct
+import sys
 
 import torch
 from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from make_attribution_golden import read_safetensors  # noqa: E402  (float64 tensors by name)
 SHARED = os.environ.get("ATTNSCOPE_SHARED_DIR", os.path.join(HERE, "..", "..", "..", "shared"))
 STORIES = os.path.join(SHARED, "models", "stories260K")
 TINY = os.path.join(HERE, "tiny-llama")
@@ -52,22 +55,6 @@ TINY_CONFIG = {
     "eos_token_id": 2,
     "torch_dtype": "float32",
 }
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        (size,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(size))
-        data = f.read()
-    tensors = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        assert entry["dtype"] == "F32", (name, entry["dtype"])
-        begin, end = entry["data_offsets"]
-        values = struct.unpack("<%df" % ((end - begin) // 4), data[begin:end])
-        tensors[name] = torch.tensor(values, dtype=torch.float64).reshape(entry["shape"])
-    return tensors
 
 
 def write_safetensors(path, tensors):
