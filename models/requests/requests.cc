@@ -673,6 +673,10 @@ absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery
   return answer;
 }
 
+// Prompt tokens before the first generated one that its text is decoded after: enough for a
+// decoder to see the piece boundary before it.
+constexpr size_t kDecodeContext = 5;
+
 absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
     const GenerateQuery& query, const CallCheck& check,
     const std::function<absl::Status(const GenerateHeader&)>& on_header,
@@ -736,13 +740,15 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   }
   ATTNSCOPE_RETURN_IF_ERROR(on_header(header));
 
-  // Text is decoded from the whole sequence, so that a piece's leading space and multi-piece
-  // characters come out as the tokenizer's decoder writes them; a token adds what the decoded
-  // text gained.
+  // A token's text is what decoding a short run of tokens ending with it adds to decoding the
+  // same run without it (text-generation-inference's incremental decoding): both decodes start at
+  // the same token, so a piece's leading space and multi-piece characters come out as the
+  // tokenizer's decoder writes them, and each step decodes a few tokens, not the whole sequence.
   const Tokenizer& tokenizer = model.tokenizer();
   std::vector<int64_t> ids = prompt_ids;
-  const std::string prompt_text = tokenizer.Decode(ids, /*skip_special_tokens=*/true);
-  std::string decoded = prompt_text;
+  size_t prefix_offset = ids.size() > kDecodeContext ? ids.size() - kDecodeContext : 0;
+  size_t read_offset = ids.size();
+  std::string text_so_far;
   int64_t index = 0;
   auto handle = [&](const GeneratedToken& token) -> absl::Status {
     GenerateStep step;
@@ -752,11 +758,19 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
     step.token = tokenizer.IdToToken(token.id);
     step.logprob = token.logprob;
     ids.push_back(token.id);
-    std::string now = tokenizer.Decode(ids, /*skip_special_tokens=*/true);
+    auto decode = [&](size_t begin, size_t end) {
+      return tokenizer.Decode(std::vector<int64_t>(ids.begin() + begin, ids.begin() + end),
+                              /*skip_special_tokens=*/true);
+    };
+    const std::string before = decode(prefix_offset, read_offset);
+    const std::string now = decode(prefix_offset, ids.size());
     constexpr absl::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD: an incomplete character
-    if (absl::StartsWith(now, decoded) && !absl::EndsWith(now, kReplacement)) {
-      step.text = now.substr(decoded.size());
-      decoded = std::move(now);
+    if (now.size() > before.size() && absl::StartsWith(now, before) &&
+        !absl::EndsWith(now, kReplacement)) {
+      step.text = now.substr(before.size());
+      text_so_far += step.text;
+      prefix_offset = read_offset;
+      read_offset = ids.size();
     }
     if (token.attention.defined()) {
       std::vector<torch::Tensor> layers;
@@ -778,7 +792,7 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   summary.score = result.score;
   for (const GeneratedToken& token : result.tokens) summary.ids.push_back(token.id);
   // The streamed texts joined: a character the last tokens left incomplete is not in it.
-  summary.text = decoded.substr(prompt_text.size());
+  summary.text = std::move(text_so_far);
   return summary;
 }
 
