@@ -1,18 +1,27 @@
 // attnscope-train: builds the vocabulary of the default model and trains it (see
-// scripts/make_default_model.sh for the whole recipe).
+// scripts/make_default_model.sh for the whole recipe), and trains and evaluates the translation
+// model (scripts/make_translation_model.sh).
 //
 //   attnscope-train vocab --corpus=vocab_corpus.txt --heldout=heldout.jsonl
 //       --model_dir=models/default
 //   attnscope-train train --data=train.jsonl --model_dir=models/default --steps=N
 //       --record_examples=tests/data/default-model-first-steps.jsonl
 //   attnscope-train tokens --heldout=heldout.jsonl --model_dir=DIR   # [UNK] rate, tokens per word
+//   attnscope-train translate --data=train.jsonl --model_dir=models/translation --steps=N
+//       --heldout=tests/data/translation-heldout.jsonl   # trains, then evaluates
+//   attnscope-train evaluate --model_dir=models/translation
+//       --heldout=tests/data/translation-heldout.jsonl   # greedy translations, chrF
+#include <malloc.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -28,37 +37,45 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "models/engine.h"
 #include "models/file_util.h"
+#include "models/generation.h"
 #include "models/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tools/train/bert_trainer.h"
+#include "tools/train/chrf.h"
+#include "tools/train/marian_trainer.h"
 #include "tools/train/vocab_builder.h"
 
 ABSL_FLAG(std::string, model_dir, "models/default", "the checkpoint directory written");
 ABSL_FLAG(std::string, corpus, "", "vocab: training texts, one a line");
 ABSL_FLAG(std::string, heldout, "",
-          "vocab, tokens: held-out JSONL whose texts the unknown-token rate and tokens per word "
-          "are measured on");
+          "vocab, tokens, translate, evaluate: held-out JSONL whose texts the unknown-token rate "
+          "and tokens per word are measured on (vocab, tokens), or whose pairs are translated and "
+          "scored (translate, evaluate)");
 ABSL_FLAG(int64_t, vocab_size, 8000, "vocab: entries including special tokens");
 ABSL_FLAG(std::string, required_tokens, "",
           "vocab: tokens the vocabulary must hold whatever their count in --corpus, one a line "
           "(\"##\" for continuations; NFC, lower-cased), e.g. whole Hangul syllables and "
           "Vietnamese syllables, so that text outside the corpus does not fall apart or become "
           "[UNK]");
-ABSL_FLAG(std::string, data, "", "train: train.jsonl from scripts/extract_help_text.py");
-ABSL_FLAG(int64_t, steps, 14000, "train: optimiser steps");
-ABSL_FLAG(int64_t, warmup_steps, 400, "train: linear warm-up steps");
+ABSL_FLAG(std::string, data, "",
+          "train, translate: train.jsonl from scripts/extract_help_text.py (train) or "
+          "scripts/extract_parallel_text.py (translate)");
+ABSL_FLAG(int64_t, steps, 14000, "train, translate: optimiser steps");
+ABSL_FLAG(int64_t, warmup_steps, 400, "train, translate: linear warm-up steps");
 ABSL_FLAG(bool, linear_decay, false,
           "train: after the warm-up, decay the learning rate linearly to 0 at --steps (default: "
           "peak_lr * sqrt(warmup_steps / step), which does not depend on --steps)");
-ABSL_FLAG(double, peak_lr, 1e-3, "train: learning rate at the end of the warm-up");
-ABSL_FLAG(int64_t, batch_size, 32, "train: sequences per step");
+ABSL_FLAG(double, peak_lr, 1e-3, "train, translate: learning rate at the end of the warm-up");
+ABSL_FLAG(int64_t, batch_size, 32, "train, translate: sequences (sentence pairs) per step");
 ABSL_FLAG(int64_t, single_every, 1,
           "train: keep every n-th single-text (masked-LM only) example (1: all); pairs are all "
           "kept, and are masked too");
 ABSL_FLAG(int64_t, length_bucket_batches, 64,
-          "train: sort windows of this many batches by length before batching (1: no sorting)");
-ABSL_FLAG(int32_t, threads, 1, "train: intra-op threads (fixed for reproducible sums)");
+          "train, translate: sort windows of this many batches by length before batching (1: no "
+          "sorting)");
+ABSL_FLAG(int32_t, threads, 1, "train, translate: intra-op threads (fixed for reproducible sums)");
 ABSL_FLAG(double, tied_query_key_init, 0,
           "train: start each query projection as a copy of the key projection, both with this "
           "times the usual deviation (0: independent)");
@@ -66,22 +83,38 @@ ABSL_FLAG(double, query_mask_prob, 0,
           "train: masking rate of a pair's query tokens (0: the usual 15%)");
 ABSL_FLAG(double, relevance_weight, 2.0, "train: weight of the relevance loss");
 ABSL_FLAG(double, dropout, 0.1,
-          "train: dropout rate of the embeddings, attention probabilities and layer outputs "
-          "(BERT's hidden_dropout_prob and attention_probs_dropout_prob)");
+          "train, translate: dropout rate of the embeddings, attention probabilities and layer "
+          "outputs (BERT's hidden_dropout_prob and attention_probs_dropout_prob); for translate "
+          "MarianConfig's dropout, of the embeddings and layer outputs only");
 ABSL_FLAG(std::string, init_from, "",
           "train: start from this checkpoint's weights (a further stage) instead of the seeded "
           "initialisation");
 ABSL_FLAG(std::string, record_name, "training_record.json",
-          "train: file in --model_dir for the recipe and recorded losses");
-ABSL_FLAG(int64_t, log_every, 20, "train: steps between progress lines");
+          "train, translate: file in --model_dir for the recipe and recorded losses");
+ABSL_FLAG(int64_t, log_every, 20, "train, translate: steps between progress lines");
 ABSL_FLAG(int64_t, history_every, 50,
-          "train: steps between the points of the record's \"history\" (mean losses of those "
-          "steps and the learning rate), the series GetTrainingRecord serves");
-ABSL_FLAG(int64_t, save_every, 500, "train: steps between checkpoints (also saved at the end)");
+          "train, translate: steps between the points of the record's \"history\" (mean losses "
+          "of those steps and the learning rate), the series GetTrainingRecord serves");
+ABSL_FLAG(int64_t, save_every, 500,
+          "train, translate: steps between checkpoints (also saved at the end)");
 ABSL_FLAG(int64_t, record_steps, 8,
           "train: steps whose losses (and examples) are recorded for the reproducibility test");
 ABSL_FLAG(std::string, record_examples, "",
           "train: where the examples of the recorded steps go (default: not written)");
+ABSL_FLAG(int64_t, d_model, 256, "translate: hidden size of the encoder and decoder");
+ABSL_FLAG(int64_t, encoder_layers, 3, "translate: encoder layers");
+ABSL_FLAG(int64_t, decoder_layers, 3, "translate: decoder layers");
+ABSL_FLAG(int64_t, attention_heads, 4,
+          "translate: attention heads of every layer (a divisor of --d_model)");
+ABSL_FLAG(int64_t, ffn_dim, 1024, "translate: feed-forward size of every layer");
+ABSL_FLAG(int64_t, max_length, 128,
+          "translate: pairs whose source or target has more tokens (</s> included) are left out");
+ABSL_FLAG(double, label_smoothing, 0.1,
+          "translate: probability mass spread over the vocabulary in the training targets");
+ABSL_FLAG(int64_t, max_new_tokens, 64,
+          "translate, evaluate: most tokens a held-out translation may have");
+ABSL_FLAG(std::string, evaluation_name, "evaluation.json",
+          "translate, evaluate: file in --model_dir for the held-out translations and scores");
 
 namespace attnscope::train {
 namespace {
@@ -286,11 +319,56 @@ absl::Status CheckFlags(const std::string& command) {
     // [PAD], [UNK], [CLS], [SEP], [MASK] and at least one character.
     return at_least("vocab_size", absl::GetFlag(FLAGS_vocab_size), 6);
   }
+  if (command == "evaluate") {
+    ATTNSCOPE_RETURN_IF_ERROR(readable("heldout", absl::GetFlag(FLAGS_heldout)));
+    if (!std::ifstream(JoinPath(model_dir, "model.safetensors"))) {
+      return absl::NotFoundError(absl::StrCat("--model_dir '", model_dir,
+                                              "': expected model.safetensors there; run "
+                                              "'attnscope-train translate' first"));
+    }
+    return at_least("max_new_tokens", absl::GetFlag(FLAGS_max_new_tokens), 1);
+  }
   ATTNSCOPE_RETURN_IF_ERROR(readable("data", absl::GetFlag(FLAGS_data)));
-  if (!std::ifstream(JoinPath(model_dir, "vocab.txt"))) {
+  if (command == "train" && !std::ifstream(JoinPath(model_dir, "vocab.txt"))) {
     return absl::NotFoundError(absl::StrCat("--model_dir '", model_dir,
                                             "': expected vocab.txt there; run "
                                             "'attnscope-train vocab' first"));
+  }
+  if (command == "translate") {
+    for (const char* name : {"source.spm", "target.spm", "vocab.json"}) {
+      if (!std::ifstream(JoinPath(model_dir, name))) {
+        return absl::NotFoundError(
+            absl::StrCat("--model_dir '", model_dir, "': expected ", name,
+                         " there; run 'scripts/extract_parallel_text.py tokenizer' first"));
+      }
+    }
+    if (!absl::GetFlag(FLAGS_heldout).empty()) {
+      ATTNSCOPE_RETURN_IF_ERROR(readable("heldout", absl::GetFlag(FLAGS_heldout)));
+    }
+    for (const auto& [name, value, min] : std::vector<std::tuple<const char*, double, double>>{
+             {"d_model", absl::GetFlag(FLAGS_d_model), 2},
+             {"encoder_layers", absl::GetFlag(FLAGS_encoder_layers), 1},
+             {"decoder_layers", absl::GetFlag(FLAGS_decoder_layers), 1},
+             {"attention_heads", absl::GetFlag(FLAGS_attention_heads), 1},
+             {"ffn_dim", absl::GetFlag(FLAGS_ffn_dim), 1},
+             // ">>xxx<<", a token and </s>.
+             {"max_length", absl::GetFlag(FLAGS_max_length), 3},
+             {"max_new_tokens", absl::GetFlag(FLAGS_max_new_tokens), 1}}) {
+      ATTNSCOPE_RETURN_IF_ERROR(at_least(name, value, min));
+    }
+    const int64_t d_model = absl::GetFlag(FLAGS_d_model);
+    if (d_model % absl::GetFlag(FLAGS_attention_heads) != 0 || d_model % 2 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--d_model ", d_model, ": expected an even multiple of --attention_heads (",
+          absl::GetFlag(FLAGS_attention_heads), "); sinusoidal positions pair sin and cos"));
+    }
+    ATTNSCOPE_RETURN_IF_ERROR(fraction("label_smoothing", absl::GetFlag(FLAGS_label_smoothing)));
+    if (absl::GetFlag(FLAGS_steps) <= absl::GetFlag(FLAGS_warmup_steps)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--steps ", absl::GetFlag(FLAGS_steps),
+                       ": expected more than --warmup_steps (", absl::GetFlag(FLAGS_warmup_steps),
+                       "), the learning rate decays from the end of the warm-up to --steps"));
+    }
   }
   for (const auto& [name, value, min] : std::vector<std::tuple<const char*, double, double>>{
            {"steps", absl::GetFlag(FLAGS_steps), 1},
@@ -459,6 +537,176 @@ absl::Status Train() {
   return absl::OkStatus();
 }
 
+// The processor's name as /proc/cpuinfo gives it, for the training record: step times depend on it.
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (absl::StartsWith(line, "model name")) {
+      const size_t colon = line.find(':');
+      return colon == std::string::npos ? line
+                                        : line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+// Greedy translations of the held-out pairs by attnscope's own engine on the saved checkpoint
+// (LoadedModel: its tokenizer and weights, Generate), and their chrF against the references per
+// language, next to the chrF of the English source copied unchanged: what a model that learnt
+// nothing but to copy would score, which shared names and numbers keep above 0.
+absl::Status EvaluateTranslations(const std::string& model_dir, const std::string& heldout) {
+  LoadedModel::Options options;
+  options.name = "translation";
+  options.model_dir = model_dir;
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> loaded, LoadedModel::Create(options));
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::vector<TranslationExample> examples,
+                             ReadTranslationExamples(heldout));
+  GenerationOptions generation;
+  generation.method = DecodingMethod::kGreedy;
+  generation.eos_token_id = loaded->config().eos_token_id;
+  generation.max_new_tokens =
+      std::min(absl::GetFlag(FLAGS_max_new_tokens), loaded->config().max_position_embeddings - 1);
+  std::map<std::string, ChrfScorer> model_scores, copy_scores;
+  std::map<std::string, int64_t> counts;
+  json translations = json::array();
+  const Clock::time_point start = Clock::now();
+  for (const TranslationExample& example : examples) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(std::string source, PrefixedSource(example));
+    TextOptions text_options;
+    text_options.truncation = Truncation::kLongestFirst;
+    ATTNSCOPE_ASSIGN_OR_RETURN(Encoding encoding,
+                               loaded->Encode(source, std::nullopt, text_options));
+    ATTNSCOPE_ASSIGN_OR_RETURN(GenerationResult result,
+                               Generate(loaded->model(), encoding.input_ids, generation,
+                                        [](const GeneratedToken&) { return absl::OkStatus(); }));
+    std::vector<int64_t> ids;
+    for (const GeneratedToken& token : result.tokens) ids.push_back(token.id);
+    const std::string translation = loaded->tokenizer().Decode(ids, /*skip_special_tokens=*/true);
+    ATTNSCOPE_RETURN_IF_ERROR(model_scores[example.lang].Add(translation, example.target));
+    ATTNSCOPE_RETURN_IF_ERROR(copy_scores[example.lang].Add(example.source, example.target));
+    ++counts[example.lang];
+    translations.push_back({{"lang", example.lang},
+                            {"source", example.source},
+                            {"reference", example.target},
+                            {"translation", translation}});
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  json scores = json::object();
+  for (const auto& [lang, count] : counts) {
+    const double chrf = model_scores[lang].Score();
+    const double copy = copy_scores[lang].Score();
+    scores[lang] = {{"pairs", count}, {"chrf", chrf}, {"copy_source_chrf", copy}};
+    std::printf("held-out %s: %lld pairs, chrF2 %.1f (copying the source: %.1f)\n", lang.c_str(),
+                static_cast<long long>(count), chrf, copy);
+  }
+  std::printf("%zu greedy translations in %.1f s\n", examples.size(), seconds);
+  const json evaluation = {{"heldout", heldout},
+                           {"decoding", "greedy"},
+                           {"max_new_tokens", generation.max_new_tokens},
+                           {"metric",
+                            "chrF2 (character 1- to 6-grams, beta 2, whitespace removed, "
+                            "corpus statistics, as sacreBLEU's CHRF defaults)"},
+                           {"scores", scores},
+                           {"seconds", seconds},
+                           {"translations", translations}};
+  return WriteText(JoinPath(model_dir, absl::GetFlag(FLAGS_evaluation_name)),
+                   evaluation.dump(2) + "\n");
+}
+
+absl::Status Translate() {
+  // A step's largest tensors, the logits over the vocabulary and their gradients, are tens of MB:
+  // glibc serves such blocks by mmap and unmaps them when freed, so each step faulted their pages
+  // in again (a fifth of the time in a profile). From the heap, without trimming, they are reused.
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+  const std::string model_dir = absl::GetFlag(FLAGS_model_dir);
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadTokenizer(model_dir));
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::vector<TranslationExample> examples,
+                             ReadTranslationExamples(absl::GetFlag(FLAGS_data)));
+  MarianConfig config;
+  config.d_model = absl::GetFlag(FLAGS_d_model);
+  config.encoder_layers = absl::GetFlag(FLAGS_encoder_layers);
+  config.decoder_layers = absl::GetFlag(FLAGS_decoder_layers);
+  config.attention_heads = absl::GetFlag(FLAGS_attention_heads);
+  config.ffn_dim = absl::GetFlag(FLAGS_ffn_dim);
+  config.max_length = absl::GetFlag(FLAGS_max_length);
+  config.dropout = absl::GetFlag(FLAGS_dropout);
+  config.label_smoothing = absl::GetFlag(FLAGS_label_smoothing);
+  config.batch_size = absl::GetFlag(FLAGS_batch_size);
+  config.steps = absl::GetFlag(FLAGS_steps);
+  config.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  config.peak_lr = absl::GetFlag(FLAGS_peak_lr);
+  config.length_bucket_batches = absl::GetFlag(FLAGS_length_bucket_batches);
+  config.threads = absl::GetFlag(FLAGS_threads);
+  std::printf("%zu pairs; tokenizing\n", examples.size());
+  std::fflush(stdout);
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      std::unique_ptr<MarianTrainer> trainer,
+      MarianTrainer::Create(config, *tokenizer, std::move(examples), model_dir));
+  trainer->BucketRemainingByLength();
+  std::printf("%lld pairs kept, %lld over --max_length %lld left out; vocabulary %lld\n",
+              static_cast<long long>(trainer->num_examples()),
+              static_cast<long long>(trainer->num_too_long()),
+              static_cast<long long>(trainer->config().max_length),
+              static_cast<long long>(trainer->config().vocab_size));
+  json record = {{"config", trainer->config().ToJson()},
+                 {"examples", trainer->num_examples()},
+                 {"examples_too_long", trainer->num_too_long()},
+                 {"cpu", CpuModel()},
+                 {"history", json::array()}};
+  const Clock::time_point start = Clock::now();
+  Clock::time_point window_start = start;
+  double loss_sum = 0, nll_sum = 0, history_loss = 0, history_nll = 0;
+  int64_t window_steps = 0, window_tokens = 0;
+  const int64_t history_every = absl::GetFlag(FLAGS_history_every);
+  for (int64_t step = 1; step <= config.steps; ++step) {
+    const TranslationStepStats stats = trainer->Step();
+    loss_sum += stats.loss;
+    nll_sum += stats.nll;
+    history_loss += stats.loss;
+    history_nll += stats.nll;
+    window_tokens += stats.source_tokens + stats.target_tokens;
+    ++window_steps;
+    if (step % history_every == 0 || step == config.steps) {
+      const double steps_summed = static_cast<double>((step - 1) % history_every + 1);
+      record["history"].push_back({{"step", step},
+                                   {"loss", history_loss / steps_summed},
+                                   {"nll", history_nll / steps_summed},
+                                   {"learning_rate", stats.lr}});
+      history_loss = history_nll = 0;
+    }
+    if (step % absl::GetFlag(FLAGS_log_every) == 0 || step == config.steps) {
+      const Clock::time_point now = Clock::now();
+      const double elapsed = std::chrono::duration<double>(now - start).count();
+      const double window = std::chrono::duration<double>(now - window_start).count();
+      const double left =
+          elapsed / static_cast<double>(step) * static_cast<double>(config.steps - step);
+      std::printf(
+          "step %5lld/%lld  loss %.4f (nll %.4f)  lr %.2e  %.3f s/step  %.0f tokens/s  elapsed %s  "
+          "left %s\n",
+          static_cast<long long>(step), static_cast<long long>(config.steps),
+          loss_sum / window_steps, nll_sum / window_steps, stats.lr,
+          window / static_cast<double>(window_steps), static_cast<double>(window_tokens) / window,
+          FormatDuration(elapsed).c_str(), FormatDuration(left).c_str());
+      std::fflush(stdout);
+      window_start = now;
+      loss_sum = nll_sum = 0;
+      window_steps = window_tokens = 0;
+    }
+    if (step % absl::GetFlag(FLAGS_save_every) == 0 || step == config.steps) {
+      ATTNSCOPE_RETURN_IF_ERROR(trainer->Save(model_dir));
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      record["steps_done"] = step;
+      record["training_seconds"] = seconds;
+      record["seconds_per_step"] = seconds / static_cast<double>(step);
+      ATTNSCOPE_RETURN_IF_ERROR(
+          WriteText(JoinPath(model_dir, absl::GetFlag(FLAGS_record_name)), record.dump(2) + "\n"));
+    }
+  }
+  if (absl::GetFlag(FLAGS_heldout).empty()) return absl::OkStatus();
+  return EvaluateTranslations(model_dir, absl::GetFlag(FLAGS_heldout));
+}
+
 }  // namespace
 }  // namespace attnscope::train
 
@@ -471,13 +719,16 @@ int main(int argc, char** argv) {
   usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
-      "attnscope-train vocab|train|tokens [flags]: builds the default model's vocabulary, trains "
-      "it, or measures its tokenization");
+      "attnscope-train vocab|train|tokens|translate|evaluate [flags]: builds the default model's "
+      "vocabulary, trains it, or measures its tokenization; trains the translation model, or "
+      "scores its held-out translations");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   const std::string command = positional.size() == 2 ? positional[1] : "";
-  if (command != "vocab" && command != "train" && command != "tokens") {
+  if (command != "vocab" && command != "train" && command != "tokens" && command != "translate" &&
+      command != "evaluate") {
     std::fprintf(stderr,
-                 "usage: attnscope-train vocab|train|tokens [flags] (--help for the flags)\n");
+                 "usage: attnscope-train vocab|train|tokens|translate|evaluate [flags] (--help for "
+                 "the flags)\n");
     return 2;
   }
   absl::Status status = attnscope::train::CheckFlags(command);
@@ -491,6 +742,11 @@ int main(int argc, char** argv) {
   } else if (command == "tokens") {
     status = attnscope::train::ReportTokenization(absl::GetFlag(FLAGS_model_dir),
                                                   absl::GetFlag(FLAGS_heldout));
+  } else if (command == "translate") {
+    status = attnscope::train::Translate();
+  } else if (command == "evaluate") {
+    status = attnscope::train::EvaluateTranslations(absl::GetFlag(FLAGS_model_dir),
+                                                    absl::GetFlag(FLAGS_heldout));
   } else {
     status = attnscope::train::Train();
   }
