@@ -4,6 +4,8 @@
 // scaled by sqrt(d_model), SiLU, an lm_head tied to the shared embeddings plus final_logits_bias.
 // The engine is inference-only; this is its differentiable twin from torch::nn modules, trained by
 // teacher-forced cross-entropy, and saved as a MarianMTModel checkpoint the engine loads.
+// final_logits_bias is trained here (transformers keeps it a zero buffer): it learns the target
+// tokens' prior, and pushes down "<pad>", which the decoder reads as its start but never writes.
 //
 // One model translates English into several languages: the source starts with the target
 // language's token (">>vie<< Inserting Tables"), Marian's multilingual convention.
