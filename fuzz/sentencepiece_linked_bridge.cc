@@ -29,6 +29,11 @@ bool Processor::Decode(const std::vector<int>& ids, std::string* text, std::stri
   return impl_->Decode(ids, text, error);
 }
 
+bool Processor::DecodePieces(const std::vector<std::string>& pieces, std::string* text,
+                             std::string* error) const {
+  return impl_->DecodePieces(pieces, text, error);
+}
+
 int Processor::GetPieceSize() const { return impl_->GetPieceSize(); }
 const std::string& Processor::IdToPiece(int id) const { return impl_->IdToPiece(id); }
 bool Processor::IsControl(int id) const { return impl_->IsControl(id); }

@@ -84,14 +84,6 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Create(const Options& 
   // report, not the tokenizer files such a checkpoint lays out differently.
   absl::StatusOr<ModelConfig> config = LoadModelConfig(options.model_dir);
   if (!config.ok()) return Prefixed(options.name, config.status());
-  if (config->is_encoder_decoder) {
-    return Prefixed(options.name,
-                    absl::UnimplementedError(absl::StrCat(
-                        "model_type '", config->model_type,
-                        "': encoder-decoders are not served yet (their tokenizers, Marian's "
-                        "source.spm / target.spm and BART's byte-level BPE, are not loaded); serve "
-                        "a bert or llama checkpoint")));
-  }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(options.model_dir);
   if (!tokenizer.ok()) return Prefixed(options.name, tokenizer.status());
   loaded->tokenizer_ = *std::move(tokenizer);

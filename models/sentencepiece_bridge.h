@@ -44,6 +44,9 @@ class Processor {
   bool Load(const std::string& path, std::string* error);
   bool Encode(std::string_view text, std::vector<Piece>* pieces, std::string* error) const;
   bool Decode(const std::vector<int>& ids, std::string* text, std::string* error) const;
+  // Pieces the model lacks decode as its unknown piece (SentencePiece's DecodePieces).
+  bool DecodePieces(const std::vector<std::string>& pieces, std::string* text,
+                    std::string* error) const;
 
   int GetPieceSize() const;
   // `id` must be in [0, GetPieceSize()).

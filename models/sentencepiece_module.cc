@@ -80,6 +80,13 @@ class LibSentencePieceProcessor : public ModuleProcessor {
     return status.ok();
   }
 
+  bool DecodePieces(const std::vector<std::string>& pieces, std::string* text,
+                    std::string* error) const override {
+    const sentencepiece::util::Status status = impl_.Decode(pieces, text);
+    if (!status.ok()) *error = status.ToString();
+    return status.ok();
+  }
+
   int GetPieceSize() const override { return impl_.GetPieceSize(); }
   const std::string& IdToPiece(int id) const override { return impl_.IdToPiece(id); }
   bool IsControl(int id) const override { return impl_.IsControl(id); }

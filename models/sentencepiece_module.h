@@ -28,6 +28,8 @@ class ModuleProcessor {
   virtual bool Encode(std::string_view text, std::vector<Piece>* pieces,
                       std::string* error) const = 0;
   virtual bool Decode(const std::vector<int>& ids, std::string* text, std::string* error) const = 0;
+  virtual bool DecodePieces(const std::vector<std::string>& pieces, std::string* text,
+                            std::string* error) const = 0;
   virtual int GetPieceSize() const = 0;
   virtual const std::string& IdToPiece(int id) const = 0;
   virtual bool IsControl(int id) const = 0;

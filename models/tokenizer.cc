@@ -132,9 +132,27 @@ absl::StatusOr<Truncation> ParseTruncation(std::string_view name) {
                    "': expected none, longest_first, only_first or only_second"));
 }
 
+std::string_view TokenizerKindName(TokenizerKind kind) {
+  switch (kind) {
+    case TokenizerKind::kWordPiece:
+      return "wordpiece";
+    case TokenizerKind::kSentencePiece:
+      return "sentencepiece";
+    case TokenizerKind::kByteLevelBpe:
+      return "bpe";
+  }
+  return "unknown";
+}
+
 absl::StatusOr<Encoding> Tokenizer::Encode(std::string_view text,
                                            const EncodeOptions& options) const {
   ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText first, Tokenize(text));
+  return Assemble(std::move(first), nullptr, options);
+}
+
+absl::StatusOr<Encoding> Tokenizer::EncodeTarget(std::string_view text,
+                                                 const EncodeOptions& options) const {
+  ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText first, TokenizeTarget(text));
   return Assemble(std::move(first), nullptr, options);
 }
 

@@ -101,7 +101,10 @@ struct TokenizerNormalization {
 };
 
 // Which file format a tokenizer was loaded from.
-enum class TokenizerKind { kWordPiece, kSentencePiece };
+enum class TokenizerKind { kWordPiece, kSentencePiece, kByteLevelBpe };
+
+// "wordpiece", "sentencepiece" or "bpe" (ModelInfo.tokenizer_kind).
+std::string_view TokenizerKindName(TokenizerKind kind);
 
 // One position of a post-processing template (Hugging Face TemplateProcessing).
 struct TemplatePiece {
@@ -144,7 +147,20 @@ class Tokenizer {
   absl::StatusOr<Encoding> Assemble(TokenizedText first, TokenizedText* second,
                                     const EncodeOptions& options) const;
 
-  // Joins tokens back into text, dropping special tokens when `skip_special_tokens`.
+  // Tokenizes a text of an encoder-decoder's target language (the decoder side) without special
+  // tokens: Marian's target.spm, as transformers' MarianTokenizer(text_target=...). Every other
+  // tokenizer has one vocabulary for both sides and tokenizes as Tokenize.
+  // InvalidArgument: `text` is not valid UTF-8.
+  virtual absl::StatusOr<TokenizedText> TokenizeTarget(std::string_view text) const {
+    return Tokenize(text);
+  }
+
+  // TokenizeTarget with the single-text template, truncation and padding: the labels of a
+  // sequence-to-sequence model ("t1 .. tn </s>" for Marian).
+  absl::StatusOr<Encoding> EncodeTarget(std::string_view text, const EncodeOptions& options) const;
+
+  // Joins tokens back into text, dropping special tokens when `skip_special_tokens`. For an
+  // encoder-decoder the ids are of the target side (what the decoder writes).
   virtual std::string Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const = 0;
 
   virtual TokenizerKind kind() const = 0;
@@ -170,8 +186,11 @@ class Tokenizer {
 };
 
 // Loads the tokenizer of a Hugging Face checkpoint directory, trying in order: tokenizer.json with
-// a WordPiece model, vocab.txt (+ tokenizer_config.json), tokenizer.model (SentencePiece, +
-// config.json and tokenizer_config.json for BOS/EOS handling). NotFound: none of those files exist.
+// a WordPiece model, source.spm + target.spm + vocab.json (Marian, + tokenizer_config.json's
+// special tokens), vocab.json + merges.txt (byte-level BPE of GPT-2, RoBERTa and BART, +
+// tokenizer_config.json's special tokens), vocab.txt (+ tokenizer_config.json), tokenizer.model
+// (SentencePiece, + config.json and tokenizer_config.json for BOS/EOS handling). NotFound: none of
+// those files exist.
 // FailedPrecondition: a tokenizer.model but no loadable libattnscope_sentencepiece module (see
 // sentencepiece_module.h). InvalidArgument: a file is malformed or of an unsupported kind; the
 // message names the file and field.

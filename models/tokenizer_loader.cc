@@ -9,8 +9,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "models/bpe_tokenizer.h"
 #include "models/file_util.h"
 #include "models/json_util.h"
+#include "models/marian_tokenizer.h"
 #include "models/sentencepiece_tokenizer.h"
 #include "models/tokenizer.h"
 #include "models/wordpiece_tokenizer.h"
@@ -193,6 +195,59 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
                    "\"WordPiece\" (or a vocab.txt or tokenizer.model beside it)", type);
   }
 
+  if (FileExists(JoinPath(model_dir, "source.spm")) ||
+      FileExists(JoinPath(model_dir, "target.spm"))) {
+    MarianTokenizerOptions options;
+    ATTNSCOPE_RETURN_IF_ERROR(
+        ReadTokenName(tokenizer_config, "eos_token", tokenizer_config_path, &options.eos_token));
+    ATTNSCOPE_RETURN_IF_ERROR(
+        ReadTokenName(tokenizer_config, "unk_token", tokenizer_config_path, &options.unk_token));
+    ATTNSCOPE_RETURN_IF_ERROR(
+        ReadTokenName(tokenizer_config, "pad_token", tokenizer_config_path, &options.pad_token));
+    bool separate_vocabs = false;
+    ATTNSCOPE_RETURN_IF_ERROR(ReadBool(tokenizer_config, "separate_vocabs", "tokenizer_config.json",
+                                       tokenizer_config_path, &separate_vocabs));
+    if (separate_vocabs) {
+      return FieldError("tokenizer_config.json", tokenizer_config_path, "separate_vocabs",
+                        "false (one vocab.json for both languages; target_vocab.json is not "
+                        "supported)",
+                        true);
+    }
+    options.model_max_length = model_max_length;
+    ATTNSCOPE_ASSIGN_OR_RETURN(auto tokenizer, MarianTokenizer::Load(model_dir, options));
+    return std::unique_ptr<Tokenizer>(std::move(tokenizer));
+  }
+
+  const std::string bpe_vocab_path = JoinPath(model_dir, "vocab.json");
+  const std::string merges_path = JoinPath(model_dir, "merges.txt");
+  if (FileExists(bpe_vocab_path) && FileExists(merges_path)) {
+    BpeOptions options;
+    for (const auto& [key, name] :
+         {std::pair<const char*, std::string*>{"bos_token", &options.bos_token},
+          {"eos_token", &options.eos_token},
+          {"cls_token", &options.cls_token},
+          {"sep_token", &options.sep_token},
+          {"unk_token", &options.unk_token},
+          {"pad_token", &options.pad_token},
+          {"mask_token", &options.mask_token}}) {
+      ATTNSCOPE_RETURN_IF_ERROR(ReadTokenName(tokenizer_config, key, tokenizer_config_path, name));
+    }
+    bool add_prefix_space = false;
+    ATTNSCOPE_RETURN_IF_ERROR(ReadBool(tokenizer_config, "add_prefix_space",
+                                       "tokenizer_config.json", tokenizer_config_path,
+                                       &add_prefix_space));
+    if (add_prefix_space) {
+      return FieldError("tokenizer_config.json", tokenizer_config_path, "add_prefix_space",
+                        "false (a space added before the text is not supported)", true);
+    }
+    ATTNSCOPE_RETURN_IF_ERROR(ReadBool(tokenizer_config, "trim_offsets", "tokenizer_config.json",
+                                       tokenizer_config_path, &options.trim_offsets));
+    options.model_max_length = model_max_length;
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        auto tokenizer, BpeTokenizer::FromFiles(bpe_vocab_path, merges_path, std::move(options)));
+    return std::unique_ptr<Tokenizer>(std::move(tokenizer));
+  }
+
   const std::string vocab_path = JoinPath(model_dir, "vocab.txt");
   if (FileExists(vocab_path)) {
     ATTNSCOPE_ASSIGN_OR_RETURN(WordPieceOptions options,
@@ -224,7 +279,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
   if (!unsupported_json.ok()) return unsupported_json;
   return absl::NotFoundError(absl::StrCat(
       "tokenizer files in '", model_dir,
-      "': expected tokenizer.json (WordPiece), vocab.txt or tokenizer.model, got none of them"));
+      "': expected tokenizer.json (WordPiece), source.spm + target.spm + vocab.json (Marian), "
+      "vocab.json + merges.txt (byte-level BPE), vocab.txt or tokenizer.model, got none of them"));
 }
 
 }  // namespace attnscope

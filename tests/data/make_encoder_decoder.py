@@ -23,7 +23,9 @@ log-probabilities, each token's cross-attention rows) and beam searches of
 make_generation_golden.py run on this model, recomputing the decoder from decoder_start_token_id
 at every step.
 
-Run with Debian's interpreter: /usr/bin/python3 tests/data/make_encoder_decoder.py
+Run with Debian's interpreter, after make_marian_tokenizer.py and make_bpe_tokenizer.py (the
+vocabulary sizes of tiny-marian and tiny-bart):
+/usr/bin/python3 tests/data/make_encoder_decoder.py
 """
 import json
 import math
@@ -53,12 +55,21 @@ COMMON = {
     "is_encoder_decoder": True,
     "torch_dtype": "float32",
 }
+# tiny-marian's vocabulary is its tokenizer's (make_marian_tokenizer.py): "</s>" 0, "<pad>" last.
+with open(os.path.join(HERE, "tiny-marian", "vocab.json")) as vocab_file:
+    MARIAN_VOCAB_SIZE = len(json.load(vocab_file))
+# tiny-bart's is its byte-level BPE tokenizer's (make_bpe_tokenizer.py): "<s>" 0, "<pad>" 1,
+# "</s>" 2, "<mask>" last.
+with open(os.path.join(HERE, "tiny-bart", "vocab.json"), encoding="utf-8") as vocab_file:
+    BART_VOCAB_SIZE = len(json.load(vocab_file))
 VARIANTS = {
     "marian": dict(COMMON, model_type="marian", architectures=["MarianMTModel"],
-                   activation_function="swish", scale_embedding=True, pad_token_id=39,
-                   decoder_start_token_id=39, eos_token_id=0),
+                   activation_function="swish", scale_embedding=True,
+                   vocab_size=MARIAN_VOCAB_SIZE, pad_token_id=MARIAN_VOCAB_SIZE - 1,
+                   decoder_start_token_id=MARIAN_VOCAB_SIZE - 1, eos_token_id=0),
     "bart": dict(COMMON, model_type="bart", architectures=["BartForConditionalGeneration"],
-                 activation_function="gelu", scale_embedding=False, bos_token_id=0),
+                 activation_function="gelu", scale_embedding=False, bos_token_id=0,
+                 vocab_size=BART_VOCAB_SIZE),
 }
 
 
@@ -217,10 +228,10 @@ class DecoderView:
         return torch.log_softmax(logits[0, -1], -1), [a[0, :, -1] for a in cross_attentions]
 
 
-def generation_cases(model, config):
+def generation_cases(model, config, extra_sources):
     cases = []
     start, eos = config["decoder_start_token_id"], config["eos_token_id"]
-    for source in ([5, 9, 12, 7, 3, 2], [8, 30, 2], [17, 4, 4, 26, 11, 9, 21, 2]):
+    for source in [[5, 9, 12, 7, 3, 2], [8, 30, 2], [17, 4, 4, 26, 11, 9, 21, 2]] + extra_sources:
         view = DecoderView(model, source)
         cases.append({"method": "greedy", "source_ids": source, "max_new_tokens": 10,
                       "tokens": generation.greedy(view, [start], 10, eos)})
@@ -259,7 +270,19 @@ def main():
             f.write("\n")
         reference = model.double()
         golden = {}
-        for case, (ids, mask, decoder_ids) in cases.items():
+        variant_cases = dict(cases)
+        if name == "marian":
+            # A source and a target text as the Marian tokenizer encodes them
+            # (make_marian_tokenizer.py): the decoder reads decoder_start_token_id, then the
+            # target's tokens without its </s> (transformers' shift_tokens_right of the labels).
+            with open(os.path.join(out, "marian_tokenizer_golden.json")) as f:
+                tokenizer_golden = json.load(f)
+            source = tokenizer_golden["source"][1]
+            target = tokenizer_golden["target"][0]
+            variant_cases["texts"] = ([source["input_ids"]], [[1] * len(source["input_ids"])],
+                                      [[config["decoder_start_token_id"]] +
+                                       target["input_ids"][:-1]])
+        for case, (ids, mask, decoder_ids) in variant_cases.items():
             with torch.no_grad():
                 memory, encoder_attentions, last, decoder_attentions, cross_attentions, logits = \
                     reference(torch.tensor(ids), torch.tensor(mask), torch.tensor(decoder_ids))
@@ -272,10 +295,16 @@ def main():
                 "cross_attentions": [a.tolist() for a in cross_attentions],
                 "logits": logits.tolist(),
             }
+            if case == "texts":
+                golden[case]["source_text"] = source["text"]
+                golden[case]["target_text"] = target["text"]
         with open(os.path.join(out, "golden.json"), "w") as f:
             json.dump(golden, f)
         with torch.no_grad():
-            searches = generation_cases(reference, config)
+            # tiny-marian also translates the tokenized source text of the "texts" case.
+            searches = generation_cases(
+                reference, config,
+                [variant_cases["texts"][0][0]] if "texts" in variant_cases else [])
         with open(os.path.join(out, "generation.json"), "w") as f:
             json.dump({"cases": searches}, f, indent=1)
             f.write("\n")

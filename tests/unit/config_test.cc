@@ -110,16 +110,26 @@ TEST(ConfigTest, LoadingReportsTheArchitectureBeforeTheTokenizer) {
   }
 }
 
-// The engine runs Marian and BART checkpoints, but their tokenizers are not loaded yet: the
-// server refuses them saying so, not with a missing-file error.
-TEST(ConfigTest, EncoderDecodersAreNotServedYet) {
+// A BART checkpoint loads with its byte-level BPE tokenizer (vocab.json + merges.txt), whose
+// vocabulary is the model's.
+TEST(ConfigTest, BartIsServed) {
+  LoadedModel::Options options;
+  options.name = "mt";
+  options.model_dir = testing::TestDataDir() + "/tiny-bart";
+  absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadedModel::Create(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE((*model)->model().config().is_encoder_decoder);
+  EXPECT_EQ((*model)->tokenizer().kind(), TokenizerKind::kByteLevelBpe);
+  EXPECT_EQ((*model)->tokenizer().vocab_size(), (*model)->model().config().vocab_size);
+}
+
+TEST(ConfigTest, MarianIsServed) {
   LoadedModel::Options options;
   options.name = "mt";
   options.model_dir = testing::TestDataDir() + "/tiny-marian";
-  const absl::Status status = LoadedModel::Create(options).status();
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(status.message(), HasSubstr("model 'mt': model_type 'marian': encoder-decoders are "
-                                          "not served yet"));
+  absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadedModel::Create(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE((*model)->model().config().is_encoder_decoder);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/transformer.h"
@@ -113,10 +114,12 @@ TEST_P(EncoderDecoderTest, RefusesBadDecoderInput) {
   ASSERT_TRUE(model.ok()) << model.status();
   ForwardInput input;
   input.input_ids = torch::tensor({{5, 9, 2}});
-  input.decoder_input_ids = torch::tensor({{0, 40}});  // vocab_size is 40
+  const int64_t vocab_size = (*model)->config().vocab_size;
+  input.decoder_input_ids = torch::tensor({{int64_t{0}, vocab_size}});
   absl::Status status = (*model)->Forward(input, ForwardOptions()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("decoder_input_ids: expected values in [0, 40)"));
+  EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("decoder_input_ids: expected values in [0, ",
+                                                       vocab_size, ")")));
   input.decoder_input_ids = torch::tensor({{0, 4}, {0, 5}});  // two rows for one source
   status = (*model)->Forward(input, ForwardOptions()).status();
   EXPECT_THAT(status.message(), HasSubstr("decoder_input_ids: expected int64 [1, T > 0]"));

@@ -112,6 +112,11 @@ class GenerationTest : public ::testing::Test {
     EXPECT_EQ(a.sizes(), b.sizes());
     return a.sizes() == b.sizes() ? (a - b).abs().max().item<double>() : 1e9;
   }
+  // The largest difference relative to the largest magnitude of `b` (at least 1): logits in the
+  // tens carry float32 rounding of a few 1e-6 whichever way the sums are split.
+  static double MaxRelativeDifference(const torch::Tensor& a, const torch::Tensor& b) {
+    return MaxDifference(a, b) / std::max(1.0, b.abs().max().item<double>());
+  }
 
   static std::map<std::string, std::unique_ptr<TransformerModel>>* models_;
   static Json* golden_;
@@ -189,7 +194,9 @@ TEST_F(GenerationTest, EncoderDecodersMatchTheReference) {
   for (const std::string model : {"tiny-marian", "tiny-bart"}) {
     std::ifstream in(testing::TestDataDir() + "/" + model + "/generation.json");
     const Json golden = Json::parse(in);
-    ASSERT_EQ(golden["cases"].size(), 12u) << model;
+    // Three sources (four for tiny-marian, whose "texts" source is a tokenized text), each
+    // searched greedily and by three beam searches.
+    ASSERT_EQ(golden["cases"].size(), model == "tiny-marian" ? 16u : 12u) << model;
     for (const Json& c : golden["cases"]) {
       SCOPED_TRACE(model + " " + c.dump().substr(0, 120));
       GenerationOptions options;
@@ -276,13 +283,13 @@ TEST_F(GenerationTest, DecodeOverTheCacheEqualsTheFullForwardPass) {
       model.Decode(input.input_ids.narrow(1, 0, 4), &cache, /*output_attentions=*/true);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(cache.length(), 4);
-  EXPECT_LE(MaxDifference(first->logits[0], full->logits[0].narrow(0, 0, 4)), 1e-5);
+  EXPECT_LE(MaxRelativeDifference(first->logits[0], full->logits[0].narrow(0, 0, 4)), 1e-5);
   for (int64_t position = 4; position < static_cast<int64_t>(ids.size()); ++position) {
     absl::StatusOr<DecodeOutput> step =
         model.Decode(input.input_ids.narrow(1, position, 1), &cache, /*output_attentions=*/true);
     ASSERT_TRUE(step.ok()) << step.status();
     EXPECT_EQ(cache.length(), position + 1);
-    EXPECT_LE(MaxDifference(step->logits[0][0], full->logits[0][position]), 1e-5);
+    EXPECT_LE(MaxRelativeDifference(step->logits[0][0], full->logits[0][position]), 1e-5);
     for (size_t layer = 0; layer < step->attentions.size(); ++layer) {
       const torch::Tensor row =
           full->attentions[layer][0].select(1, position).narrow(1, 0, position + 1);
