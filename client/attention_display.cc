@@ -142,14 +142,51 @@ std::string DescribeIndices(const std::vector<int32_t>& indices) {
   return absl::StrJoin(parts, ", ");
 }
 
+namespace {
+
+// One attention block of an answer: the encoder's (or only) self-attention, the decoder's
+// self-attention, or its cross-attention, with the tokens of each axis.
+struct BlockView {
+  // "" for the self-attention of a model without decoder_text; otherwise prefixes titles.
+  std::string name;
+  const v1::Tokens* row_tokens = nullptr;
+  int32_t query_start = 0;
+  const v1::Tokens* column_tokens = nullptr;
+  int32_t key_start = 0;
+  const std::vector<int32_t>* layers = nullptr;
+  const std::vector<int32_t>* heads = nullptr;
+  const DecodedTensor* attentions = nullptr;
+  const std::optional<DecodedTensor>* top_k_indices = nullptr;
+};
+
+std::vector<BlockView> BlocksOf(const AttentionResult& result) {
+  std::vector<BlockView> blocks = {{"", &result.tokens, result.query_start, &result.tokens,
+                                    result.key_start, &result.layers, &result.heads,
+                                    &result.attentions, &result.top_k_indices}};
+  if (!result.decoder.has_value()) return blocks;
+  const AttentionResult::Decoder& decoder = *result.decoder;
+  blocks[0].name = "encoder self-attention";
+  blocks.push_back({"decoder self-attention", &decoder.tokens, decoder.query_start, &decoder.tokens,
+                    decoder.key_start, &decoder.layers, &decoder.heads, &decoder.attentions,
+                    &decoder.top_k_indices});
+  blocks.push_back({"cross-attention", &decoder.tokens, decoder.query_start, &result.tokens,
+                    result.key_start, &decoder.layers, &decoder.heads, &decoder.cross_attentions,
+                    &decoder.cross_top_k_indices});
+  return blocks;
+}
+
+}  // namespace
+
 absl::StatusOr<render::Heatmap> AttentionHeatmap(const AttentionResult& result,
                                                  v1::HeadAggregation aggregation) {
-  if (result.top_k_indices.has_value()) {
+  // With decoder_text the picture people ask for is the alignment: target rows, source columns.
+  const std::vector<BlockView> blocks = BlocksOf(result);
+  const BlockView& block = blocks.back();
+  if (block.top_k_indices->has_value()) {
     return absl::InvalidArgumentError(
         "heatmap: expected dense attention, got a top_k answer; leave --top_k out");
   }
-  const DecodedTensor& attentions = result.attentions;
-  const int64_t tokens = result.tokens.tokens_size();
+  const DecodedTensor& attentions = *block.attentions;
   if (attentions.shape.size() != 4) {
     return absl::InvalidArgumentError(
         absl::StrCat("heatmap: expected attention [layer, head, query_token, key_token], got ",
@@ -157,17 +194,19 @@ absl::StatusOr<render::Heatmap> AttentionHeatmap(const AttentionResult& result,
   }
   const int64_t rows = attentions.shape[2];
   const int64_t columns = attentions.shape[3];
-  if (result.query_start + rows > tokens || result.key_start + columns > tokens) {
+  if (block.query_start + rows > block.row_tokens->tokens_size() ||
+      block.key_start + columns > block.column_tokens->tokens_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "heatmap: expected the window within the ", tokens, " tokens, got queries from ",
-        result.query_start, " x ", rows, " and keys from ", result.key_start, " x ", columns));
+        "heatmap: expected the window within the ", block.row_tokens->tokens_size(), " x ",
+        block.column_tokens->tokens_size(), " tokens, got queries from ", block.query_start, " x ",
+        rows, " and keys from ", block.key_start, " x ", columns));
   }
   ATTNSCOPE_RETURN_IF_ERROR(CheckAttentionShape("heatmap attention", attentions,
-                                                result.layers.size(), result.heads.size(),
+                                                block.layers->size(), block.heads->size(),
                                                 aggregation, rows, columns));
   render::Heatmap heatmap;
-  heatmap.row_labels = LabelsFrom(result.tokens, result.query_start, rows);
-  heatmap.column_labels = LabelsFrom(result.tokens, result.key_start, columns);
+  heatmap.row_labels = LabelsFrom(*block.row_tokens, block.query_start, rows);
+  heatmap.column_labels = LabelsFrom(*block.column_tokens, block.key_start, columns);
   const size_t layers = attentions.shape[0];
   const size_t heads = attentions.shape[1];
   const size_t slice = static_cast<size_t>(rows * columns);
@@ -176,8 +215,8 @@ absl::StatusOr<render::Heatmap> AttentionHeatmap(const AttentionResult& result,
       render::HeatmapPanel panel;
       const auto begin = attentions.values.begin() + (l * heads + h) * slice;
       panel.values.assign(begin, begin + slice);
-      const std::string layer = absl::StrCat("layer ", result.layers[l]);
-      const std::string head = HeadName(result.heads, aggregation, h);
+      const std::string layer = absl::StrCat("layer ", (*block.layers)[l]);
+      const std::string head = HeadName(*block.heads, aggregation, h);
       if (layers > 1 && heads > 1) {
         panel.title = absl::StrCat(layer, ", ", head);
       } else if (layers > 1) {
@@ -188,16 +227,18 @@ absl::StatusOr<render::Heatmap> AttentionHeatmap(const AttentionResult& result,
       heatmap.panels.push_back(std::move(panel));
     }
   }
-  const std::string layer = absl::StrCat("layer ", result.layers.empty() ? 0 : result.layers[0]);
-  const std::string head = HeadName(result.heads, aggregation, 0);
+  const std::string model =
+      block.name.empty() ? result.model : absl::StrCat(result.model, " ", block.name);
+  const std::string layer = absl::StrCat("layer ", block.layers->empty() ? 0 : (*block.layers)[0]);
+  const std::string head = HeadName(*block.heads, aggregation, 0);
   if (layers == 1 && heads == 1) {
-    heatmap.title = absl::StrCat(result.model, ": ", layer, ", ", head);
+    heatmap.title = absl::StrCat(model, ": ", layer, ", ", head);
   } else if (layers == 1) {
-    heatmap.title = absl::StrCat(result.model, ": ", layer);
+    heatmap.title = absl::StrCat(model, ": ", layer);
   } else if (heads == 1) {
-    heatmap.title = absl::StrCat(result.model, ": ", head);
+    heatmap.title = absl::StrCat(model, ": ", head);
   } else {
-    heatmap.title = result.model;
+    heatmap.title = model;
     // One figure row per layer, one column per head, as bertviz's model view.
     heatmap.panel_columns = static_cast<int>(heads);
   }
@@ -215,10 +256,14 @@ std::string TopAttendedLines(const std::vector<std::string>& row_labels,
   return FormatRows(row_labels, rows);
 }
 
-absl::StatusOr<std::string> AttentionText(const AttentionResult& result,
-                                          v1::HeadAggregation aggregation, int top) {
-  const DecodedTensor& attentions = result.attentions;
-  const int64_t tokens = result.tokens.tokens_size();
+namespace {
+
+// AttentionText's lines for one block, appended to `out`.
+absl::Status AppendBlockText(const BlockView& block, v1::HeadAggregation aggregation, int top,
+                             std::string& out) {
+  const DecodedTensor& attentions = *block.attentions;
+  const int64_t row_tokens = block.row_tokens->tokens_size();
+  const int64_t column_tokens = block.column_tokens->tokens_size();
   if (attentions.shape.size() != 4) {
     return absl::InvalidArgumentError(absl::StrCat(
         "attention text: expected attention [layer, head, query_token, key_token], got ",
@@ -226,32 +271,34 @@ absl::StatusOr<std::string> AttentionText(const AttentionResult& result,
   }
   const int64_t rows = attentions.shape[2];
   const int64_t columns = attentions.shape[3];
-  const bool sparse = result.top_k_indices.has_value();
-  const int64_t keys = sparse ? tokens - result.key_start : columns;
-  if (result.query_start + rows > tokens || result.key_start + keys > tokens) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "attention text: expected the window within the ", tokens, " tokens, got queries from ",
-        result.query_start, " x ", rows, " and keys from ", result.key_start, " x ", keys));
+  const bool sparse = block.top_k_indices->has_value();
+  const int64_t keys = sparse ? column_tokens - block.key_start : columns;
+  if (block.query_start + rows > row_tokens || block.key_start + keys > column_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attention text: expected the window within the ", row_tokens, " x ",
+                     column_tokens, " tokens, got queries from ", block.query_start, " x ", rows,
+                     " and keys from ", block.key_start, " x ", keys));
   }
-  ATTNSCOPE_RETURN_IF_ERROR(CheckAttentionShape("attention text", attentions, result.layers.size(),
-                                                result.heads.size(), aggregation, rows, columns));
-  if (sparse && result.top_k_indices->shape != attentions.shape) {
+  ATTNSCOPE_RETURN_IF_ERROR(CheckAttentionShape("attention text", attentions, block.layers->size(),
+                                                block.heads->size(), aggregation, rows, columns));
+  if (sparse && (*block.top_k_indices)->shape != attentions.shape) {
     return absl::InvalidArgumentError(absl::StrCat(
         "attention text: expected top_k_indices of shape [", absl::StrJoin(attentions.shape, ", "),
-        "], got [", absl::StrJoin(result.top_k_indices->shape, ", "), "]"));
+        "], got [", absl::StrJoin((*block.top_k_indices)->shape, ", "), "]"));
   }
-  const std::vector<std::string> row_labels = LabelsFrom(result.tokens, result.query_start, rows);
+  const std::vector<std::string> row_labels =
+      LabelsFrom(*block.row_tokens, block.query_start, rows);
   const std::vector<std::string> column_labels =
-      LabelsFrom(result.tokens, result.key_start, columns);
+      LabelsFrom(*block.column_tokens, block.key_start, columns);
   const size_t layers = attentions.shape[0];
   const size_t heads = attentions.shape[1];
   const size_t slice = static_cast<size_t>(rows * columns);
-  std::string out;
   for (size_t l = 0; l < layers; ++l) {
     for (size_t h = 0; h < heads; ++h) {
       if (!out.empty()) out += "\n";
-      absl::StrAppend(&out, "layer ", result.layers[l], ", ",
-                      HeadName(result.heads, aggregation, h), ":\n");
+      if (!block.name.empty()) absl::StrAppend(&out, block.name, ", ");
+      absl::StrAppend(&out, "layer ", (*block.layers)[l], ", ",
+                      HeadName(*block.heads, aggregation, h), ":\n");
       const size_t offset = (l * heads + h) * slice;
       const absl::Span<const float> weights(attentions.values.data() + offset, slice);
       if (!sparse) {
@@ -263,18 +310,31 @@ absl::StatusOr<std::string> AttentionText(const AttentionResult& result,
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t i = 0; i < std::min<int64_t>(columns, std::max(top, 1)); ++i) {
           const size_t at = offset + r * columns + i;
-          const int32_t key = result.top_k_indices->int_values[at];
-          if (key < 0 || key >= tokens) {
+          const int32_t key = (*block.top_k_indices)->int_values[at];
+          if (key < 0 || key >= column_tokens) {
             return absl::InvalidArgumentError(absl::StrCat(
-                "attention text: expected top_k_indices in [0, ", tokens, "), got ", key));
+                "attention text: expected top_k_indices in [0, ", column_tokens, "), got ", key));
           }
-          entries[r].emplace_back(TokenLabel(result.tokens, key), attentions.values[at]);
+          entries[r].emplace_back(TokenLabel(*block.column_tokens, key), attentions.values[at]);
         }
       }
       absl::StrAppend(&out, FormatRows(row_labels, entries));
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> AttentionText(const AttentionResult& result,
+                                          v1::HeadAggregation aggregation, int top) {
+  std::string out;
+  for (const BlockView& block : BlocksOf(result)) {
+    ATTNSCOPE_RETURN_IF_ERROR(AppendBlockText(block, aggregation, top, out));
+  }
   if (result.rollout.has_value()) {
+    const int64_t tokens = result.tokens.tokens_size();
+    const int64_t rows = result.attentions.shape[2];
     const DecodedTensor& rollout = *result.rollout;
     if (rollout.shape.size() != 2 || rollout.shape[0] != rows ||
         result.key_start + rollout.shape[1] > tokens) {
@@ -282,10 +342,10 @@ absl::StatusOr<std::string> AttentionText(const AttentionResult& result,
                                                      ", key_token], got [",
                                                      absl::StrJoin(rollout.shape, ", "), "]"));
     }
-    absl::StrAppend(
-        &out, "\nrollout:\n",
-        TopAttendedLines(row_labels, LabelsFrom(result.tokens, result.key_start, rollout.shape[1]),
-                         rollout.values, top));
+    absl::StrAppend(&out, "\nrollout:\n",
+                    TopAttendedLines(LabelsFrom(result.tokens, result.query_start, rows),
+                                     LabelsFrom(result.tokens, result.key_start, rollout.shape[1]),
+                                     rollout.values, top));
   }
   return out;
 }

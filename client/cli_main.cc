@@ -57,7 +57,8 @@ Commands:
   cross       query-to-document attention (--query, --document repeatable)
   heatmap     attention drawn as a PNG or SVG heatmap (--text [--text_pair] --out FILE)
   attribute   which tokens and words made a cross-encoder's score (--text QUERY --text_pair DOC)
-  generate    text after --prompt from a decoder model, printed as it is written
+  generate    text after --prompt from a decoder model, or its translation by an encoder-decoder,
+              printed as it is written
   health      grpc.health.v1 status; exits 0 only when SERVING
   bench       load: concurrent clients calling GetAttention, Encode and CrossAttention
 
@@ -71,11 +72,15 @@ Input:       --model NAME  --text T  --text_pair T  --truncation=none|longest_fi
              only_second  --max_length N  --skip_special_tokens
 Attention:   --layers=0,-1  --heads=0,2  --aggregate=none|mean|max  --rollout  --scores
              --dtype=float32|float16|bfloat16  --top_k K  --window=QS,QE,KS,KE (end 0 = to the end)
+             Encoder-decoders (marian, bart): --decoder_text T (the translation the decoder reads; adds
+             the decoder's self-attention and its cross-attention over --text's tokens)
+             --decoder_window=QS,QE,KS,KE (decoder rows, and decoder keys of its self-attention)
 Encode:      --hidden_states  --pooling=none|cls|mean  --normalize  --dtype
 Cross:       --query Q  --document D (repeatable)  --doc_to_query  --layers --heads --aggregate
 Heatmap:     --out FILE.png | FILE.svg (the extension picks the format)  --layers --heads
              --aggregate --window as for attention  --vmax V (the value drawn darkest; default the
              largest value shown, so the scale is 0..max; --vmax=1 for 0..1)
+             --decoder_text T: the cross-attention, target tokens down, source tokens across
              One layer and one head: one panel. One layer, several heads: a grid of heads. Several
              layers with --aggregate mean: one panel per layer (head means). Rows are query tokens,
              columns key tokens, labelled with their original text ([CLS] etc. for special
@@ -142,9 +147,9 @@ const std::map<std::string, std::set<std::string>>& CommandFlags() {
   static const auto* flags = [] {
     const std::set<std::string> input = {"model",      "text",       "text_pair",
                                          "truncation", "max_length", "skip_special_tokens"};
-    const std::set<std::string> attention = {"layers",  "heads",  "aggregate", "rollout",
-                                             "scores",  "dtype",  "top_k",     "window",
-                                             "npy_dir", "format", "top"};
+    const std::set<std::string> attention = {
+        "layers", "heads",   "aggregate", "rollout", "scores",       "dtype",         "top_k",
+        "window", "npy_dir", "format",    "top",     "decoder_text", "decoder_window"};
     auto with = [](std::set<std::string> a, const std::set<std::string>& b) {
       a.insert(b.begin(), b.end());
       return a;
@@ -159,7 +164,8 @@ const std::map<std::string, std::set<std::string>>& CommandFlags() {
         {"cross",
          {"model", "query", "document", "truncation", "max_length", "skip_special_tokens", "layers",
           "heads", "aggregate", "doc_to_query", "dtype", "npy_dir", "format", "top"}},
-        {"heatmap", with(input, {"layers", "heads", "aggregate", "window", "out", "vmax"})},
+        {"heatmap", with(input, {"layers", "heads", "aggregate", "window", "out", "vmax",
+                                 "decoder_text", "decoder_window"})},
         {"attribute",
          with(input, {"method", "steps", "target", "occlusion_token", "baseline", "format"})},
         {"generate",
@@ -455,6 +461,9 @@ json ModelInfoToJson(const v1::ModelInfo& info) {
       {"labels", std::vector<std::string>(info.labels().begin(), info.labels().end())},
       {"weights_checksum", info.weights_checksum()},
       {"is_causal", info.is_causal()},
+      {"is_encoder_decoder", info.is_encoder_decoder()},
+      {"decoder_layers", info.decoder_layers()},
+      {"decoder_attention_heads", info.decoder_attention_heads()},
   };
 }
 
@@ -523,6 +532,20 @@ absl::StatusOr<json> AttentionToJson(const AttentionResult& result, const Tensor
   if (status.ok()) status = writer.AddTo(out, "scores", result.scores);
   if (status.ok()) status = writer.AddTo(out, "top_k_indices", result.top_k_indices);
   if (status.ok()) status = writer.AddTo(out, "rollout", result.rollout);
+  if (status.ok() && result.decoder.has_value()) {
+    const AttentionResult::Decoder& decoder = *result.decoder;
+    out["decoder_tokens"] = TokensToJson(decoder.tokens);
+    out["decoder_layers"] = decoder.layers;
+    out["decoder_heads"] = decoder.heads;
+    out["decoder_query_start"] = decoder.query_start;
+    out["decoder_key_start"] = decoder.key_start;
+    status = writer.AddTo(out, "decoder_attentions", decoder.attentions);
+    if (status.ok()) status = writer.AddTo(out, "decoder_top_k_indices", decoder.top_k_indices);
+    if (status.ok()) status = writer.AddTo(out, "cross_attentions", decoder.cross_attentions);
+    if (status.ok()) {
+      status = writer.AddTo(out, "cross_top_k_indices", decoder.cross_top_k_indices);
+    }
+  }
   if (!status.ok()) return status;
   return out;
 }
@@ -564,20 +587,23 @@ absl::StatusOr<v1::GetAttentionRequest> AttentionRequest(const CommandLine& line
     if (!top_k.ok()) return top_k.status();
     request.set_top_k(*top_k);
   }
-  if (line.Has("window")) {
-    absl::StatusOr<std::vector<int32_t>> window =
-        ParseIntList("window", line.Get("window"), kWindowForm);
+  for (const auto& [flag, out] : {std::pair{"window", request.mutable_window()},
+                                  std::pair{"decoder_window", request.mutable_decoder_window()}}) {
+    if (!line.Has(flag)) continue;
+    absl::StatusOr<std::vector<int32_t>> window = ParseIntList(flag, line.Get(flag), kWindowForm);
     if (!window.ok()) return window.status();
     if (window->size() != 4) {
       return UsageError(
-          absl::StrCat("--window: got ", window->size(), " values; pass ", kWindowForm));
+          absl::StrCat("--", flag, ": got ", window->size(), " values; pass ", kWindowForm));
     }
-    v1::Window* out = request.mutable_window();
     out->set_query_start((*window)[0]);
     out->set_query_end((*window)[1]);
     out->set_key_start((*window)[2]);
     out->set_key_end((*window)[3]);
   }
+  absl::StatusOr<std::optional<std::string>> decoder_text = OptionalFlag(line, "decoder_text");
+  if (!decoder_text.ok()) return decoder_text.status();
+  if (decoder_text->has_value()) request.set_decoder_text(**decoder_text);
   return request;
 }
 
@@ -920,26 +946,33 @@ absl::StatusOr<Output> RunGenerate(const CommandLine& line, Client& client, cons
   absl::StatusOr<v1::GenerateRequest> request = GenerateRequest(line);
   if (!request.ok()) return request.status();
   std::function<void(const GeneratedTokenResult&)> on_token;
+  std::function<void(const v1::GenerateHeader&)> on_header;
   bool printed = false;
+  // A decoder-only model continues the prompt; an encoder-decoder's output (a translation) goes
+  // on a line of its own below its source.
+  std::string prompt_end;
   if (*format == "text") {
+    on_header = [&](const v1::GenerateHeader& header) {
+      if (header.encoder_decoder()) prompt_end = "\n";
+    };
     // The text is printed as it is written, after the prompt, so the output reads on.
     on_token = [&](const GeneratedTokenResult& token) {
-      if (!printed) std::cout << request->prompt();
+      if (!printed) std::cout << request->prompt() << prompt_end;
       printed = true;
       std::cout << token.token.text() << std::flush;
     };
   }
-  absl::StatusOr<GenerateResult> result = client.Generate(*request, on_token, call);
+  absl::StatusOr<GenerateResult> result = client.Generate(*request, on_token, call, on_header);
   if (printed && !result.ok()) std::cout << "\n";
   if (!result.ok()) return result.status();
   const v1::GenerateDone& done = result->done;
   if (*format == "text") {
-    return Output{
-        json(), absl::StrCat(printed ? "" : request->prompt(), "\n[", done.ids_size(), " tokens, ",
-                             done.finish_reason() == v1::FINISH_REASON_EOS
-                                 ? "stopped at the end-of-text token"
-                                 : "stopped at --max_new_tokens",
-                             ", score ", done.score(), "]\n")};
+    return Output{json(), absl::StrCat(printed ? "" : request->prompt() + prompt_end, "\n[",
+                                       done.ids_size(), " tokens, ",
+                                       done.finish_reason() == v1::FINISH_REASON_EOS
+                                           ? "stopped at the end-of-text token"
+                                           : "stopped at --max_new_tokens",
+                                       ", score ", done.score(), "]\n")};
   }
   json tokens = json::array();
   for (const GeneratedTokenResult& token : result->tokens) {
@@ -957,6 +990,7 @@ absl::StatusOr<Output> RunGenerate(const CommandLine& line, Client& client, cons
   return JsonOutput(
       json{{"model", header.model()},
            {"method", v1::DecodingMethod_Name(header.method())},
+           {"encoder_decoder", header.encoder_decoder()},
            {"prompt_tokens", TokensToJson(header.prompt_tokens())},
            {"layers", std::vector<int32_t>(header.layers().begin(), header.layers().end())},
            {"heads", std::vector<int32_t>(header.heads().begin(), header.heads().end())},

@@ -1,6 +1,7 @@
 #include "client/client.h"
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -44,9 +45,10 @@ absl::Status StreamError(absl::string_view what) {
   return absl::InternalError(absl::StrCat("StreamAttention: the server's stream ", what));
 }
 
-// Reassembles a stream: the header fixes the full shape, and the pieces of each layer (whole
+// Reassembles a stream: the header fixes the full shapes, and the pieces of each layer (whole
 // heads, or rows of one head: each a contiguous run of the layer's [head, query, key] slice) are
-// decoded straight into buffers preallocated from it, in order.
+// decoded straight into buffers preallocated from it, in order: the self-attention block, then
+// with decoder_text the decoder's self-attention and cross-attention blocks.
 class StreamAssembler {
  public:
   absl::Status Add(v1::StreamAttentionResponse& message) {
@@ -64,9 +66,12 @@ class StreamAssembler {
 
   absl::StatusOr<AttentionResult> Finish() {
     if (!have_header_) return StreamError("ended without a header");
-    if (next_layer_ != result_.layers.size() || layer_filled_ != 0) {
-      return StreamError(
-          absl::StrCat("ended after ", next_layer_, " of ", result_.layers.size(), " layers"));
+    for (const Block& block : blocks_) {
+      if (block.layers == nullptr) continue;
+      if (block.next_layer != block.layers->size() || block.layer_filled != 0) {
+        return StreamError(absl::StrCat("ended after ", block.next_layer, " of ",
+                                        block.layers->size(), " layers of ", block.name));
+      }
     }
     if (result_.rollout.has_value() &&
         rollout_rows_ != static_cast<size_t>(result_.rollout->shape[0])) {
@@ -77,6 +82,43 @@ class StreamAssembler {
   }
 
  private:
+  // One stacked tensor the layer messages fill, with its top-k indices and scores.
+  struct Block {
+    const char* name = "";
+    // Null for a block the header does not announce.
+    const std::vector<int32_t>* layers = nullptr;
+    DecodedTensor* attentions = nullptr;
+    std::optional<DecodedTensor>* scores = nullptr;
+    std::optional<DecodedTensor>* top_k_indices = nullptr;
+    size_t next_layer = 0;
+    // Elements of the current layer's slice received so far.
+    int64_t layer_filled = 0;
+    int64_t slice_elements = 0;
+  };
+
+  // Sets `block` up from its announced shape: [layers, heads, queries, keys].
+  static absl::Status StartBlock(const google::protobuf::RepeatedField<int64_t>& shape,
+                                 const google::protobuf::RepeatedPtrField<std::string>& dim_names,
+                                 v1::DType dtype, Block& block) {
+    DecodedTensor& attentions = *block.attentions;
+    attentions.shape.assign(shape.begin(), shape.end());
+    attentions.dim_names.assign(dim_names.begin(), dim_names.end());
+    attentions.wire_dtype = dtype;
+    if (attentions.shape.size() != 4 ||
+        attentions.shape[0] != static_cast<int64_t>(block.layers->size())) {
+      return StreamError(absl::StrCat("header has ", block.name, " shape [",
+                                      absl::StrJoin(attentions.shape, ", "), "] for ",
+                                      block.layers->size(), " layers"));
+    }
+    block.slice_elements = 1;
+    for (size_t i = 1; i < attentions.shape.size(); ++i) {
+      if (attentions.shape[i] < 0) return StreamError("header has a negative dimension");
+      block.slice_elements *= attentions.shape[i];
+    }
+    attentions.values.resize(block.slice_elements * attentions.shape[0]);
+    return absl::OkStatus();
+  }
+
   absl::Status AddHeader(v1::StreamAttentionHeader& header) {
     if (have_header_) return StreamError("sent two headers");
     have_header_ = true;
@@ -87,31 +129,36 @@ class StreamAssembler {
     result_.query_start = header.query_start();
     result_.key_start = header.key_start();
     result_.words.assign(header.words().begin(), header.words().end());
-    DecodedTensor& attentions = result_.attentions;
-    attentions.shape.assign(header.attentions_shape().begin(), header.attentions_shape().end());
-    attentions.dim_names.assign(header.dim_names().begin(), header.dim_names().end());
-    attentions.wire_dtype = header.dtype();
-    if (attentions.shape.size() != 4 ||
-        attentions.shape[0] != static_cast<int64_t>(result_.layers.size())) {
-      return StreamError(absl::StrCat("header has attentions_shape [",
-                                      absl::StrJoin(attentions.shape, ", "), "] for ",
-                                      result_.layers.size(), " layers"));
-    }
-    slice_elements_ = 1;
-    for (size_t i = 1; i < attentions.shape.size(); ++i) {
-      if (attentions.shape[i] < 0) return StreamError("header has a negative dimension");
-      slice_elements_ *= attentions.shape[i];
-    }
-    attentions.values.resize(slice_elements_ * attentions.shape[0]);
-    return absl::OkStatus();
+    blocks_[v1::ATTENTION_BLOCK_SELF] = {"attentions", &result_.layers, &result_.attentions,
+                                         &result_.scores, &result_.top_k_indices};
+    absl::Status status = StartBlock(header.attentions_shape(), header.dim_names(), header.dtype(),
+                                     blocks_[v1::ATTENTION_BLOCK_SELF]);
+    if (!status.ok() || !header.has_decoder_tokens()) return status;
+    AttentionResult::Decoder& decoder = result_.decoder.emplace();
+    decoder.tokens = std::move(*header.mutable_decoder_tokens());
+    decoder.layers.assign(header.decoder_layers().begin(), header.decoder_layers().end());
+    decoder.heads.assign(header.decoder_heads().begin(), header.decoder_heads().end());
+    decoder.query_start = header.decoder_query_start();
+    decoder.key_start = header.decoder_key_start();
+    blocks_[v1::ATTENTION_BLOCK_DECODER_SELF] = {"decoder_attentions", &decoder.layers,
+                                                 &decoder.attentions, nullptr,
+                                                 &decoder.top_k_indices};
+    blocks_[v1::ATTENTION_BLOCK_CROSS] = {"cross_attentions", &decoder.layers,
+                                          &decoder.cross_attentions, nullptr,
+                                          &decoder.cross_top_k_indices};
+    status = StartBlock(header.decoder_attentions_shape(), header.decoder_dim_names(),
+                        header.dtype(), blocks_[v1::ATTENTION_BLOCK_DECODER_SELF]);
+    if (!status.ok()) return status;
+    return StartBlock(header.cross_attentions_shape(), header.cross_dim_names(), header.dtype(),
+                      blocks_[v1::ATTENTION_BLOCK_CROSS]);
   }
 
-  // Checks that `tensor` is the piece of the current layer at (head_offset, query_offset), the
-  // next contiguous run of the layer's slice, and decodes it into `target` there, allocating the
-  // target on the first piece.
-  absl::Status AddPiece(const v1::Tensor& tensor, const char* name, int64_t head_offset,
-                        int64_t query_offset, DecodedTensor& target) {
-    const DecodedTensor& full = result_.attentions;
+  // Checks that `tensor` is the piece of the block's current layer at (head_offset,
+  // query_offset), the next contiguous run of the layer's slice, and decodes it into `target`
+  // there, allocating the target on the first piece.
+  static absl::Status AddPiece(const Block& block, const v1::Tensor& tensor, const char* name,
+                               int64_t head_offset, int64_t query_offset, DecodedTensor& target) {
+    const DecodedTensor& full = *block.attentions;
     const int64_t heads = full.shape[1];
     const int64_t rows = full.shape[2];
     const int64_t keys = full.shape[3];
@@ -120,12 +167,13 @@ class StreamAssembler {
                       query_offset + tensor.shape(1) <= rows &&
                       (tensor.shape(1) == rows || tensor.shape(0) == 1);
     const int64_t start = (head_offset * rows + query_offset) * keys;
-    if (!fits || start != layer_filled_) {
+    const int32_t layer = (*block.layers)[block.next_layer];
+    if (!fits || start != block.layer_filled) {
       return StreamError(absl::StrCat(
-          "sent a piece of layer ", result_.layers[next_layer_], " ", name, " of shape [",
+          "sent a piece of layer ", layer, " ", name, " of shape [",
           absl::StrJoin(tensor.shape(), ", "), "] at head ", head_offset, ", query row ",
           query_offset, "; expected whole heads or rows of one head of [", heads, ", ", rows, ", ",
-          keys, "], continuing at element ", layer_filled_));
+          keys, "], continuing at element ", block.layer_filled));
     }
     if (target.shape.empty()) {
       target.shape = full.shape;
@@ -137,11 +185,11 @@ class StreamAssembler {
         target.values.resize(full.values.size());
       }
     } else if (target.wire_dtype != tensor.dtype()) {
-      return StreamError(absl::StrCat("sent layer ", result_.layers[next_layer_], " ", name, " as ",
+      return StreamError(absl::StrCat("sent layer ", layer, " ", name, " as ",
                                       DTypeName(tensor.dtype()), ", expected ",
                                       DTypeName(target.wire_dtype)));
     }
-    const int64_t offset = static_cast<int64_t>(next_layer_) * slice_elements_ + start;
+    const int64_t offset = static_cast<int64_t>(block.next_layer) * block.slice_elements + start;
     const int64_t count = tensor.shape(0) * tensor.shape(1) * keys;
     return DecodeTensorDataInto(tensor, count,
                                 target.is_int() ? nullptr : target.values.data() + offset,
@@ -150,35 +198,51 @@ class StreamAssembler {
 
   absl::Status AddLayer(const v1::StreamAttentionLayer& layer) {
     if (!have_header_) return StreamError("sent a layer before the header");
-    if (next_layer_ >= result_.layers.size()) {
+    const int kind = layer.block();
+    if (kind < 0 || kind >= static_cast<int>(blocks_.size()) || blocks_[kind].layers == nullptr) {
       return StreamError(
-          absl::StrCat("sent more than the ", result_.layers.size(), " layers of its header"));
+          absl::StrCat("sent a layer of block ", kind, ", which its header does not announce"));
     }
-    if (layer.layer() != result_.layers[next_layer_]) {
-      return StreamError(absl::StrCat("sent layer ", layer.layer(), " where the header announced ",
-                                      result_.layers[next_layer_]));
+    // Blocks come in order, each complete before the next starts.
+    for (int earlier = 0; earlier < kind; ++earlier) {
+      const Block& block = blocks_[earlier];
+      if (block.layers != nullptr && block.next_layer != block.layers->size()) {
+        return StreamError(
+            absl::StrCat("sent ", blocks_[kind].name, " before the end of ", block.name));
+      }
+    }
+    Block& block = blocks_[kind];
+    if (block.next_layer >= block.layers->size()) {
+      return StreamError(absl::StrCat("sent more than the ", block.layers->size(), " layers of ",
+                                      block.name, " its header announced"));
+    }
+    if (layer.layer() != (*block.layers)[block.next_layer]) {
+      return StreamError(absl::StrCat("sent ", block.name, " layer ", layer.layer(),
+                                      " where the header announced ",
+                                      (*block.layers)[block.next_layer]));
     }
     const int64_t head_offset = layer.head_offset();
     const int64_t query_offset = layer.query_offset();
-    absl::Status status =
-        AddPiece(layer.attentions(), "attentions", head_offset, query_offset, result_.attentions);
+    absl::Status status = AddPiece(block, layer.attentions(), block.name, head_offset, query_offset,
+                                   *block.attentions);
     if (!status.ok()) return status;
     if (layer.has_scores()) {
-      if (!result_.scores.has_value()) result_.scores.emplace();
-      status = AddPiece(layer.scores(), "scores", head_offset, query_offset, *result_.scores);
+      if (block.scores == nullptr) return StreamError("sent scores of a decoder block");
+      if (!block.scores->has_value()) block.scores->emplace();
+      status = AddPiece(block, layer.scores(), "scores", head_offset, query_offset, **block.scores);
       if (!status.ok()) return status;
     }
     if (layer.has_top_k_indices()) {
-      if (!result_.top_k_indices.has_value()) result_.top_k_indices.emplace();
-      status = AddPiece(layer.top_k_indices(), "top_k_indices", head_offset, query_offset,
-                        *result_.top_k_indices);
+      if (!block.top_k_indices->has_value()) block.top_k_indices->emplace();
+      status = AddPiece(block, layer.top_k_indices(), "top_k_indices", head_offset, query_offset,
+                        **block.top_k_indices);
       if (!status.ok()) return status;
     }
-    layer_filled_ +=
-        layer.attentions().shape(0) * layer.attentions().shape(1) * result_.attentions.shape[3];
-    if (layer_filled_ == slice_elements_) {
-      layer_filled_ = 0;
-      ++next_layer_;
+    block.layer_filled +=
+        layer.attentions().shape(0) * layer.attentions().shape(1) * block.attentions->shape[3];
+    if (block.layer_filled == block.slice_elements) {
+      block.layer_filled = 0;
+      ++block.next_layer;
     }
     return absl::OkStatus();
   }
@@ -213,11 +277,9 @@ class StreamAssembler {
 
   AttentionResult result_;
   bool have_header_ = false;
-  size_t next_layer_ = 0;
-  // Elements of the current layer's slice received so far.
-  int64_t layer_filled_ = 0;
+  // Indexed by v1::AttentionBlock.
+  std::array<Block, 3> blocks_;
   size_t rollout_rows_ = 0;
-  int64_t slice_elements_ = 0;
 };
 
 }  // namespace
@@ -407,6 +469,27 @@ absl::StatusOr<AttentionResult> Client::GetAttention(const v1::GetAttentionReque
   optional = DecodeOptional(response.has_rollout(), response.rollout());
   if (!optional.ok()) return optional.status();
   result.rollout = *std::move(optional);
+  if (response.has_decoder_tokens()) {
+    AttentionResult::Decoder& decoder = result.decoder.emplace();
+    decoder.tokens = std::move(*response.mutable_decoder_tokens());
+    decoder.layers.assign(response.decoder_layers().begin(), response.decoder_layers().end());
+    decoder.heads.assign(response.decoder_heads().begin(), response.decoder_heads().end());
+    decoder.query_start = response.decoder_query_start();
+    decoder.key_start = response.decoder_key_start();
+    for (auto [from, to] : {std::pair{&response.decoder_attentions(), &decoder.attentions},
+                            std::pair{&response.cross_attentions(), &decoder.cross_attentions}}) {
+      absl::StatusOr<DecodedTensor> decoded = DecodeTensor(*from);
+      if (!decoded.ok()) return decoded.status();
+      *to = *std::move(decoded);
+    }
+    optional =
+        DecodeOptional(response.has_decoder_top_k_indices(), response.decoder_top_k_indices());
+    if (!optional.ok()) return optional.status();
+    decoder.top_k_indices = *std::move(optional);
+    optional = DecodeOptional(response.has_cross_top_k_indices(), response.cross_top_k_indices());
+    if (!optional.ok()) return optional.status();
+    decoder.cross_top_k_indices = *std::move(optional);
+  }
   return result;
 }
 
@@ -437,7 +520,8 @@ absl::StatusOr<AttentionResult> Client::StreamAttention(const v1::GetAttentionRe
 
 absl::StatusOr<GenerateResult> Client::Generate(
     const v1::GenerateRequest& request,
-    const std::function<void(const GeneratedTokenResult&)>& on_token, const CallOptions& call) {
+    const std::function<void(const GeneratedTokenResult&)>& on_token, const CallOptions& call,
+    const std::function<void(const v1::GenerateHeader&)>& on_header) {
   grpc::ClientContext context;
   PrepareContext(call, &context);
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
@@ -455,6 +539,7 @@ absl::StatusOr<GenerateResult> Client::Generate(
         if (have_header) return error("sent a second header");
         have_header = true;
         result.header = std::move(*message.mutable_header());
+        if (on_header) on_header(result.header);
         return absl::OkStatus();
       case v1::GenerateResponse::kToken: {
         if (!have_header) return error("sent a token before the header");

@@ -98,6 +98,26 @@ struct AttentionResult {
   std::optional<DecodedTensor> scores;
   std::optional<DecodedTensor> top_k_indices;
   std::optional<DecodedTensor> rollout;
+
+  // With decoder_text (encoder-decoders): the decoder's side. The fields above are then the
+  // encoder's.
+  struct Decoder {
+    // The decoder's input: its start token, then the target's tokens.
+    v1::Tokens tokens;
+    std::vector<int32_t> layers;
+    std::vector<int32_t> heads;
+    // Decoder position of output query / key index 0 (decoder_window's start).
+    int32_t query_start = 0;
+    int32_t key_start = 0;
+    // [layer, head, decoder_token, decoder_token] causal self-attention ([..., k] with top_k).
+    DecodedTensor attentions;
+    std::optional<DecodedTensor> top_k_indices;
+    // [layer, head, decoder_token, encoder_token] ([..., k] with top_k); the encoder axis starts
+    // at key_start of the encoder above.
+    DecodedTensor cross_attentions;
+    std::optional<DecodedTensor> cross_top_k_indices;
+  };
+  std::optional<Decoder> decoder;
 };
 
 // One input's answer of Encode.
@@ -224,15 +244,17 @@ class Client {
   // without a classifier head or bad options.
   absl::StatusOr<v1::AttributeResponse> Attribute(const v1::AttributeRequest& request,
                                                   const CallOptions& call = {});
-  // Text generation with a decoder-only model, streamed: `on_token` (may be empty) sees each token
-  // as it arrives (greedy search and sampling send them as they are chosen, beam search at the
-  // end), and the whole stream is returned. INVALID_ARGUMENT for an encoder-only model or options
-  // out of range; INTERNAL for a stream out of order (no header first, a token index skipped, no
-  // GenerateDone last).
+  // Text generation with a decoder-only or encoder-decoder model, streamed: `on_header` (may be
+  // empty) sees the header when it arrives, `on_token` (may be empty) each token as it arrives
+  // (greedy search and sampling send them as they are chosen, beam search at the end), and the
+  // whole stream is returned. INVALID_ARGUMENT for an encoder-only model or options out of range;
+  // INTERNAL for a stream out of order (no header first, a token index skipped, no GenerateDone
+  // last).
   absl::StatusOr<GenerateResult> Generate(
       const v1::GenerateRequest& request,
       const std::function<void(const GeneratedTokenResult&)>& on_token = {},
-      const CallOptions& call = {});
+      const CallOptions& call = {},
+      const std::function<void(const v1::GenerateHeader&)>& on_header = {});
   // grpc.health.v1 Check of `service` ("" = the whole server). NOT_FOUND for a service the server
   // does not know.
   absl::StatusOr<ServingStatus> Health(const std::string& service = "",

@@ -208,6 +208,9 @@ def make_request_proto(protoc):
         "get_attention_scores": ("GetAttentionRequest", 'text: "the cat" include_scores: true '
                                  'dtype: DTYPE_BFLOAT16 tokenization { truncation: '
                                  'TRUNCATION_ONLY_SECOND max_length: 8 } text_pair: "sat"'),
+        "get_attention_decoder": ("GetAttentionRequest", 'model: "marian" text: ">>vie<< Inserting '
+                                  'Tables" decoder_text: "Chèn bảng" layers: [-1] top_k: 2 '
+                                  'decoder_window { query_start: 1 query_end: 3 }'),
         "encode": ("EncodeRequest", 'model: "default" inputs { text: "a" } inputs { text: "b" '
                    'text_pair: "c" } output_hidden_states: true pooling: POOLING_MEAN '
                    'normalize: true dtype: DTYPE_FLOAT32'),
@@ -248,6 +251,9 @@ def make_http_body():
                                  "window": {"queryStart": 1, "keyEnd": 2}, "rollout": True,
                                  "text_pair": "hi", "tokenization": {"truncation":
                                  "TRUNCATION_LONGEST_FIRST", "maxLength": 8}},
+        "get_attention_decoder": {"model": "marian", "text": ">>kor<< Inserting Tables",
+                                  "decoderText": "표 삽입", "headAggregation": "HEAD_AGGREGATION_MAX",
+                                  "decoder_window": {"queryStart": 1, "keyEnd": 2}},
         "cross_attention": {"model": "default", "query": "랭체인 뭐야",
                             "documents": ["오늘 저녁에는 김치찌개를 먹었다",
                                           "랭체인은 대규모 언어 모델로 애플리케이션을 만드는 프레임워크입니다"],

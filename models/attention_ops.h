@@ -39,8 +39,10 @@ struct AttentionWindow {
 };
 
 // Replaces 0 ends by `length` and checks 0 <= start < end <= length for both axes.
-// InvalidArgument otherwise, naming the axis, the bounds and the sequence length.
-absl::StatusOr<AttentionWindow> ResolveWindow(const AttentionWindow& window, int64_t length);
+// InvalidArgument otherwise, naming the axis, the bounds, the sequence length and the request
+// field (`field`.query_start ...) to fix.
+absl::StatusOr<AttentionWindow> ResolveWindow(const AttentionWindow& window, int64_t length,
+                                              absl::string_view field = "window");
 
 // One batch item of a [B, N, S, S] layer tensor with padding removed: [N, length, length] (a view).
 // Inputs are right-padded, so the real tokens are the first `length` positions.

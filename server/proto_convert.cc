@@ -49,6 +49,16 @@ void FillAttentionHeader(const AttentionAnswer& answer, Message* message) {
     out->mutable_byte_offsets()->set_start(word.byte_offsets.start);
     out->mutable_byte_offsets()->set_end(word.byte_offsets.end);
   }
+  if (!answer.decoder_tokens.has_value()) return;
+  ToProto(*answer.decoder_tokens, message->mutable_decoder_tokens());
+  for (const int64_t layer : answer.decoder_layers) {
+    message->add_decoder_layers(static_cast<int32_t>(layer));
+  }
+  for (const int64_t head : answer.decoder_heads) {
+    message->add_decoder_heads(static_cast<int32_t>(head));
+  }
+  message->set_decoder_query_start(static_cast<int32_t>(answer.decoder_window.query_start));
+  message->set_decoder_key_start(static_cast<int32_t>(answer.decoder_window.key_start));
 }
 
 // Dimension names of the answer's scores (dense, token axes), top-k indices and rollout.
@@ -104,14 +114,16 @@ void ToProto(const LoadedModel& model, v1::ModelInfo* info) {
   info->set_head_dim(static_cast<int32_t>(config.head_dim));
   info->set_vocab_size(static_cast<int32_t>(config.vocab_size));
   info->set_max_position_embeddings(static_cast<int32_t>(config.max_position_embeddings));
-  info->set_tokenizer_kind(model.tokenizer().kind() == TokenizerKind::kWordPiece ? "wordpiece"
-                                                                                 : "sentencepiece");
+  info->set_tokenizer_kind(std::string(TokenizerKindName(model.tokenizer().kind())));
   info->set_has_classifier(model.model().has_classifier());
   if (model.model().has_classifier()) {
     for (const auto& [index, label] : config.id2label) info->add_labels(label);
   }
   info->set_weights_checksum(model.weights_checksum());
   info->set_is_causal(config.architecture == Architecture::kLlama);
+  info->set_is_encoder_decoder(config.is_encoder_decoder);
+  info->set_decoder_layers(static_cast<int32_t>(config.decoder_layers));
+  info->set_decoder_attention_heads(static_cast<int32_t>(config.decoder_attention_heads));
   const TokenizerNormalization normalization = model.tokenizer().normalization();
   v1::TokenizerNormalization* out = info->mutable_normalization();
   out->set_lowercase(normalization.lowercase);
@@ -156,6 +168,20 @@ absl::Status ToProto(const AttentionAnswer& answer, v1::GetAttentionResponse* re
     ATTNSCOPE_RETURN_IF_ERROR(
         EncodeTensor(answer.rollout, RolloutDims(answer), dtype, response->mutable_rollout()));
   }
+  if (answer.decoder_tokens.has_value()) {
+    ATTNSCOPE_RETURN_IF_ERROR(EncodeStacked(answer.decoder_attentions, answer.decoder_dim_names(),
+                                            dtype, response->mutable_decoder_attentions()));
+    ATTNSCOPE_RETURN_IF_ERROR(EncodeStacked(answer.cross_attentions, answer.cross_dim_names(),
+                                            dtype, response->mutable_cross_attentions()));
+    if (answer.top_k) {
+      ATTNSCOPE_RETURN_IF_ERROR(EncodeStacked(answer.decoder_top_k_indices,
+                                              answer.decoder_dim_names(), v1::DTYPE_INT32,
+                                              response->mutable_decoder_top_k_indices()));
+      ATTNSCOPE_RETURN_IF_ERROR(EncodeStacked(answer.cross_top_k_indices, answer.cross_dim_names(),
+                                              v1::DTYPE_INT32,
+                                              response->mutable_cross_top_k_indices()));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -169,40 +195,65 @@ absl::Status WriteStream(
   for (const int64_t dim : answer.shape()) header->add_attentions_shape(dim);
   for (const std::string& name : answer.dim_names()) header->add_dim_names(name);
   header->set_dtype(dtype);
+  for (const int64_t dim : answer.decoder_shape()) header->add_decoder_attentions_shape(dim);
+  for (const int64_t dim : answer.cross_shape()) header->add_cross_attentions_shape(dim);
+  if (answer.decoder_tokens.has_value()) {
+    for (const std::string& name : answer.decoder_dim_names()) header->add_decoder_dim_names(name);
+    for (const std::string& name : answer.cross_dim_names()) header->add_cross_dim_names(name);
+  }
   ATTNSCOPE_RETURN_IF_ERROR(write(message));
-  const std::vector<std::string> dims = WithoutLayer(answer.dim_names());
-  const std::vector<std::string> score_dims = WithoutLayer(ScoreDims(answer));
-  for (size_t i = 0; i < answer.layers.size(); ++i) {
-    const torch::Tensor& attentions = answer.attentions[i];
-    const int64_t heads = attentions.size(0);
-    const int64_t rows = attentions.size(1);
-    // Bytes of one query row of every tensor the pieces carry.
-    int64_t row_bytes = attentions.size(2) * BytesPerElement(dtype);
-    if (!answer.scores.empty()) row_bytes += answer.scores[i].size(2) * BytesPerElement(dtype);
-    if (answer.top_k)
-      row_bytes += answer.top_k_indices[i].size(2) * BytesPerElement(v1::DTYPE_INT32);
-    for (const StreamPiece& piece : PlanStreamPieces(heads, rows, row_bytes, max_message_bytes)) {
-      const auto cut = [&piece](const torch::Tensor& tensor) {
-        return tensor.narrow(0, piece.head_offset, piece.heads)
-            .narrow(1, piece.query_offset, piece.rows);
-      };
-      message.Clear();
-      v1::StreamAttentionLayer* layer = message.mutable_layer();
-      layer->set_layer(static_cast<int32_t>(answer.layers[i]));
-      layer->set_head_offset(static_cast<int32_t>(piece.head_offset));
-      layer->set_query_offset(static_cast<int32_t>(piece.query_offset));
-      ATTNSCOPE_RETURN_IF_ERROR(
-          EncodeTensor(cut(attentions), dims, dtype, layer->mutable_attentions()));
-      if (!answer.scores.empty()) {
+  // Sends one block's layers in pieces; `scores` may be empty, `top_k_indices` is empty without
+  // top_k.
+  const auto write_block =
+      [&](v1::AttentionBlock block, const std::vector<int64_t>& layers,
+          const std::vector<torch::Tensor>& attentions, const std::vector<torch::Tensor>& scores,
+          const std::vector<torch::Tensor>& top_k_indices, const std::vector<std::string>& dims,
+          const std::vector<std::string>& score_dims) -> absl::Status {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const int64_t heads = attentions[i].size(0);
+      const int64_t rows = attentions[i].size(1);
+      // Bytes of one query row of every tensor the pieces carry.
+      int64_t row_bytes = attentions[i].size(2) * BytesPerElement(dtype);
+      if (!scores.empty()) row_bytes += scores[i].size(2) * BytesPerElement(dtype);
+      if (!top_k_indices.empty()) {
+        row_bytes += top_k_indices[i].size(2) * BytesPerElement(v1::DTYPE_INT32);
+      }
+      for (const StreamPiece& piece : PlanStreamPieces(heads, rows, row_bytes, max_message_bytes)) {
+        const auto cut = [&piece](const torch::Tensor& tensor) {
+          return tensor.narrow(0, piece.head_offset, piece.heads)
+              .narrow(1, piece.query_offset, piece.rows);
+        };
+        message.Clear();
+        v1::StreamAttentionLayer* layer = message.mutable_layer();
+        layer->set_layer(static_cast<int32_t>(layers[i]));
+        layer->set_block(block);
+        layer->set_head_offset(static_cast<int32_t>(piece.head_offset));
+        layer->set_query_offset(static_cast<int32_t>(piece.query_offset));
         ATTNSCOPE_RETURN_IF_ERROR(
-            EncodeTensor(cut(answer.scores[i]), score_dims, dtype, layer->mutable_scores()));
+            EncodeTensor(cut(attentions[i]), dims, dtype, layer->mutable_attentions()));
+        if (!scores.empty()) {
+          ATTNSCOPE_RETURN_IF_ERROR(
+              EncodeTensor(cut(scores[i]), score_dims, dtype, layer->mutable_scores()));
+        }
+        if (!top_k_indices.empty()) {
+          ATTNSCOPE_RETURN_IF_ERROR(EncodeTensor(cut(top_k_indices[i]), dims, v1::DTYPE_INT32,
+                                                 layer->mutable_top_k_indices()));
+        }
+        ATTNSCOPE_RETURN_IF_ERROR(write(message));
       }
-      if (answer.top_k) {
-        ATTNSCOPE_RETURN_IF_ERROR(EncodeTensor(cut(answer.top_k_indices[i]), dims, v1::DTYPE_INT32,
-                                               layer->mutable_top_k_indices()));
-      }
-      ATTNSCOPE_RETURN_IF_ERROR(write(message));
     }
+    return absl::OkStatus();
+  };
+  ATTNSCOPE_RETURN_IF_ERROR(write_block(
+      v1::ATTENTION_BLOCK_SELF, answer.layers, answer.attentions, answer.scores,
+      answer.top_k_indices, WithoutLayer(answer.dim_names()), WithoutLayer(ScoreDims(answer))));
+  if (answer.decoder_tokens.has_value()) {
+    ATTNSCOPE_RETURN_IF_ERROR(write_block(
+        v1::ATTENTION_BLOCK_DECODER_SELF, answer.decoder_layers, answer.decoder_attentions, {},
+        answer.decoder_top_k_indices, WithoutLayer(answer.decoder_dim_names()), {}));
+    ATTNSCOPE_RETURN_IF_ERROR(write_block(v1::ATTENTION_BLOCK_CROSS, answer.decoder_layers,
+                                          answer.cross_attentions, {}, answer.cross_top_k_indices,
+                                          WithoutLayer(answer.cross_dim_names()), {}));
   }
   if (answer.rollout.defined()) {
     const int64_t row_bytes = answer.rollout.size(1) * BytesPerElement(dtype);
@@ -359,6 +410,7 @@ void ToProto(const GenerateHeader& header, v1::GenerateHeader* out) {
   ToProto(header.prompt_tokens, out->mutable_prompt_tokens());
   out->set_method(ToWire(header.method));
   AddIndices(header.layers, header.heads, out);
+  out->set_encoder_decoder(header.model->config().is_encoder_decoder);
 }
 
 absl::Status ToProto(const GenerateStep& step, OutputDType dtype, v1::GeneratedToken* out) {

@@ -109,6 +109,10 @@ absl::StatusOr<AttentionQuery> ToQuery(const v1::GetAttentionRequest& request) {
   const v1::Window& window = request.window();
   query.window = {window.query_start(), window.query_end(), window.key_start(), window.key_end()};
   query.aggregate_words = request.aggregate_words();
+  if (request.has_decoder_text()) query.decoder_text = request.decoder_text();
+  const v1::Window& decoder_window = request.decoder_window();
+  query.decoder_window = {decoder_window.query_start(), decoder_window.query_end(),
+                          decoder_window.key_start(), decoder_window.key_end()};
   return query;
 }
 

@@ -147,6 +147,70 @@ torch::Tensor Row(const std::vector<int64_t>& values) {
   return torch::tensor(values, torch::kInt64).view({1, -1});
 }
 
+// The decoder's teacher-forced input for `text`, transformers' shift_tokens_right of the labels
+// that EncodeTarget gives ("t1 .. tn </s>" for Marian): decoder_start_token_id, t1 .. tn.
+// InvalidArgument naming `decoder_text` when it is empty, not UTF-8, yields no token, or is longer
+// than the decoder's positions.
+absl::StatusOr<EncodedText> DecoderInput(const LoadedModel& model, const std::string& text) {
+  ATTNSCOPE_RETURN_IF_ERROR(CheckText(text, "decoder_text"));
+  const Tokenizer& tokenizer = model.tokenizer();
+  ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText target, tokenizer.TokenizeTarget(text));
+  ATTNSCOPE_RETURN_IF_ERROR(CheckHasTokens(target, "decoder_text"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(Encoding labels,
+                             tokenizer.Assemble(std::move(target), nullptr, EncodeOptions()));
+  const int64_t limit = model.config().max_position_embeddings;
+  if (static_cast<int64_t>(labels.size()) > limit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "decoder_text: expected at most ", limit, " tokens with the decoder's start token (",
+        "max_position_embeddings), got ", labels.size(), "; shorten `decoder_text`"));
+  }
+  const int64_t start_id = model.config().decoder_start_token_id;
+  Encoding input;
+  const auto push = [&input](const Encoding& from, size_t i) {
+    input.input_ids.push_back(from.input_ids[i]);
+    input.tokens.push_back(from.tokens[i]);
+    input.token_type_ids.push_back(from.token_type_ids[i]);
+    input.attention_mask.push_back(1);
+    input.special_tokens_mask.push_back(from.special_tokens_mask[i]);
+    input.offsets.push_back(from.offsets[i]);
+    input.byte_offsets.push_back(from.byte_offsets[i]);
+    input.word_ids.push_back(from.word_ids[i]);
+    input.sequence_ids.push_back(from.sequence_ids[i]);
+  };
+  Encoding start;
+  start.input_ids = {start_id};
+  start.tokens = {tokenizer.IdToToken(start_id)};
+  start.token_type_ids = {0};
+  start.special_tokens_mask = {1};
+  start.offsets = start.byte_offsets = {Offset{}};
+  start.word_ids = {-1};
+  start.sequence_ids = {-1};
+  push(start, 0);
+  for (size_t i = 0; i + 1 < labels.size(); ++i) push(labels, i);
+  EncodedText encoded;
+  encoded.original_texts = OriginalTexts(input, text, "");
+  encoded.encoding = std::move(input);
+  return encoded;
+}
+
+// The selected heads of one layer's attention [N, Q, K], cut to `window`, as the answer holds it:
+// dense, or the k largest of each row with their key positions (pushed to `indices`).
+absl::Status AppendSelected(const torch::Tensor& layer, const std::vector<int64_t>& heads,
+                            HeadAggregation aggregation, const AttentionWindow& window,
+                            int64_t top_k, std::vector<torch::Tensor>* values,
+                            std::vector<torch::Tensor>* indices) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(torch::Tensor selected,
+                             SelectHeads(layer, heads, aggregation, window));
+  if (top_k <= 0) {
+    values->push_back(std::move(selected));
+    return absl::OkStatus();
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(RowTopK top, TopKPerRow(selected, top_k, window.key_start));
+  values->push_back(std::move(top.values));
+  indices->push_back(std::move(top.indices));
+  return absl::OkStatus();
+}
+
 // A word's value per method: the WordSums entry of (sequence id, word id).
 using WordKey = std::pair<int64_t, int64_t>;
 
@@ -171,6 +235,28 @@ std::vector<std::string> AttentionAnswer::dim_names() const {
 std::vector<int64_t> AttentionAnswer::shape() const {
   std::vector<int64_t> shape = {static_cast<int64_t>(layers.size())};
   for (const int64_t dim : attentions.front().sizes()) shape.push_back(dim);
+  return shape;
+}
+
+std::vector<std::string> AttentionAnswer::decoder_dim_names() const {
+  return {"layer", "head", "decoder_token", top_k ? "k" : "decoder_token"};
+}
+
+std::vector<std::string> AttentionAnswer::cross_dim_names() const {
+  return {"layer", "head", "decoder_token", top_k ? "k" : "encoder_token"};
+}
+
+std::vector<int64_t> AttentionAnswer::decoder_shape() const {
+  if (decoder_attentions.empty()) return {};
+  std::vector<int64_t> shape = {static_cast<int64_t>(decoder_layers.size())};
+  for (const int64_t dim : decoder_attentions.front().sizes()) shape.push_back(dim);
+  return shape;
+}
+
+std::vector<int64_t> AttentionAnswer::cross_shape() const {
+  if (cross_attentions.empty()) return {};
+  std::vector<int64_t> shape = {static_cast<int64_t>(decoder_layers.size())};
+  for (const int64_t dim : cross_attentions.front().sizes()) shape.push_back(dim);
   return shape;
 }
 
@@ -271,6 +357,24 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
         "include_scores with aggregate_words: pre-softmax scores do not add up over a word's "
         "tokens; drop `include_scores` or `aggregate_words`");
   }
+  if (query.decoder_text.has_value()) {
+    if (!config.is_encoder_decoder) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "decoder_text: model '", answer.model->name(), "' (model_type '", config.model_type,
+          "') is not an encoder-decoder, it reads one text; drop `decoder_text`, or use a marian "
+          "or bart "
+          "model"));
+    }
+    for (const auto& [set, option] :
+         {std::pair{query.include_scores, "include_scores"}, std::pair{query.rollout, "rollout"},
+          std::pair{query.aggregate_words, "aggregate_words"}}) {
+      if (set) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            option, " with decoder_text: not available for encoder-decoders yet; drop `", option,
+            "` (or `decoder_text` for the encoder's attention alone)"));
+      }
+    }
+  }
   answer.dtype = query.dtype;
   ATTNSCOPE_ASSIGN_OR_RETURN(
       answer.layers, ResolveIndices(query.layers, config.num_hidden_layers, "layer", "layers"));
@@ -289,14 +393,43 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
   const int64_t units = query.aggregate_words ? static_cast<int64_t>(spans.size()) : length;
   ATTNSCOPE_ASSIGN_OR_RETURN(answer.window, ResolveWindow(query.window, units));
   answer.top_k = query.top_k > 0;
+  int64_t decoder_length = 0;
+  if (query.decoder_text.has_value()) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(answer.decoder_tokens,
+                               DecoderInput(*answer.model, *query.decoder_text));
+    decoder_length = static_cast<int64_t>(answer.decoder_tokens->encoding.size());
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        answer.decoder_layers,
+        ResolveIndices(query.layers, config.decoder_layers, "decoder layer", "layers"));
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        answer.decoder_heads,
+        ResolveIndices(query.heads, config.decoder_attention_heads, "decoder head", "heads"));
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        answer.decoder_window,
+        ResolveWindow(query.decoder_window, decoder_length, "decoder_window"));
+  }
+  // The cross-attention's rectangle: decoder rows, encoder columns.
+  const AttentionWindow cross_window = {answer.decoder_window.query_start,
+                                        answer.decoder_window.query_end, answer.window.key_start,
+                                        answer.window.key_end};
 
   const int64_t queries = answer.window.query_end - answer.window.query_start;
   const int64_t keys = answer.window.key_end - answer.window.key_start;
   if (delivery == Delivery::kUnary) {
     // Refuse before the forward pass: an over-cap answer would be computed only to be dropped.
-    const int64_t columns = answer.top_k ? std::min<int64_t>(query.top_k, keys) : keys;
-    const int64_t cells = static_cast<int64_t>(answer.layers.size()) *
-                          HeadsOut(query.head_aggregation, answer.heads.size()) * queries * columns;
+    const auto columns = [&](int64_t keys) {
+      return answer.top_k ? std::min<int64_t>(query.top_k, keys) : keys;
+    };
+    int64_t cells = static_cast<int64_t>(answer.layers.size()) *
+                    HeadsOut(query.head_aggregation, answer.heads.size()) * queries * columns(keys);
+    if (answer.decoder_tokens.has_value()) {
+      const int64_t decoder_queries =
+          answer.decoder_window.query_end - answer.decoder_window.query_start;
+      cells += static_cast<int64_t>(answer.decoder_layers.size()) *
+               HeadsOut(query.head_aggregation, answer.decoder_heads.size()) * decoder_queries *
+               (columns(answer.decoder_window.key_end - answer.decoder_window.key_start) +
+                columns(keys));
+    }
     int64_t bytes = cells * BytesPerElement(answer.dtype);
     if (query.include_scores) bytes *= 2;
     if (answer.top_k) bytes += cells * BytesPerElement(OutputDType::kFloat32);
@@ -309,9 +442,30 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
   ForwardOptions forward;
   forward.output_attention_scores = query.include_scores;
   forward.output_logits = false;
-  std::vector<Encoding> batch_input = {answer.tokens.encoding};
-  ATTNSCOPE_ASSIGN_OR_RETURN(BatchOutput batch,
-                             batcher_.Run(*answer.model, std::move(batch_input), forward, check));
+  BatchOutput batch;
+  if (answer.decoder_tokens.has_value()) {
+    // One teacher-forced pass on this thread: the batcher's passes carry no decoder input.
+    ATTNSCOPE_RETURN_IF_ERROR(check("before the forward pass"));
+    forward.on_layer_done = [&check](int64_t) { return check("between layers"); };
+    ForwardInput input;
+    input.input_ids = Row(answer.tokens.encoding.input_ids);
+    input.decoder_input_ids = Row(answer.decoder_tokens->encoding.input_ids);
+    ATTNSCOPE_ASSIGN_OR_RETURN(batch.forward, answer.model->model().Forward(input, forward));
+    for (const int64_t layer : answer.decoder_layers) {
+      ATTNSCOPE_RETURN_IF_ERROR(
+          AppendSelected(StripPadding(batch.forward.decoder_attentions[layer], 0, decoder_length),
+                         answer.decoder_heads, query.head_aggregation, answer.decoder_window,
+                         query.top_k, &answer.decoder_attentions, &answer.decoder_top_k_indices));
+      ATTNSCOPE_RETURN_IF_ERROR(AppendSelected(batch.forward.cross_attentions[layer].select(0, 0),
+                                               answer.decoder_heads, query.head_aggregation,
+                                               cross_window, query.top_k, &answer.cross_attentions,
+                                               &answer.cross_top_k_indices));
+    }
+  } else {
+    std::vector<Encoding> batch_input = {answer.tokens.encoding};
+    ATTNSCOPE_ASSIGN_OR_RETURN(batch,
+                               batcher_.Run(*answer.model, std::move(batch_input), forward, check));
+  }
   auto unit_attention = [&](const torch::Tensor& tokens) -> absl::StatusOr<torch::Tensor> {
     if (!query.aggregate_words) return tokens;
     return AggregateWords(tokens, spans);
@@ -320,17 +474,9 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
     ATTNSCOPE_ASSIGN_OR_RETURN(
         const torch::Tensor full,
         unit_attention(StripPadding(batch.forward.attentions[layer], 0, length)));
-    ATTNSCOPE_ASSIGN_OR_RETURN(
-        torch::Tensor selected,
-        SelectHeads(full, answer.heads, query.head_aggregation, answer.window));
-    if (answer.top_k) {
-      ATTNSCOPE_ASSIGN_OR_RETURN(RowTopK top,
-                                 TopKPerRow(selected, query.top_k, answer.window.key_start));
-      answer.attentions.push_back(std::move(top.values));
-      answer.top_k_indices.push_back(std::move(top.indices));
-    } else {
-      answer.attentions.push_back(std::move(selected));
-    }
+    ATTNSCOPE_RETURN_IF_ERROR(AppendSelected(full, answer.heads, query.head_aggregation,
+                                             answer.window, query.top_k, &answer.attentions,
+                                             &answer.top_k_indices));
     if (query.include_scores) {
       ATTNSCOPE_ASSIGN_OR_RETURN(
           torch::Tensor scores,
@@ -685,23 +831,35 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   ATTNSCOPE_ASSIGN_OR_RETURN(header.model, FindModel(query.model));
   const LoadedModel& model = *header.model;
   const ModelConfig& config = model.config();
-  if (!model.model().is_decoder()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model '", model.name(), "': expected a decoder-only model (llama) to generate with, got ",
-        "an encoder-only ", ArchitectureName(config.architecture),
-        " model; set `model` to a decoder (ModelInfo.architecture \"llama\")"));
+  const bool seq2seq = config.is_encoder_decoder;
+  if (!model.model().is_decoder() && !seq2seq) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", model.name(),
+                     "': expected a decoder-only (llama) or encoder-decoder (marian, bart) ",
+                     "model to generate with, got an encoder-only ",
+                     ArchitectureName(config.architecture), " model; set `model` to one of those"));
   }
-  if (!query.prompt.empty()) ATTNSCOPE_RETURN_IF_ERROR(CheckText(query.prompt, "prompt"));
+  // An encoder-decoder writes from a source text, which must not be empty.
+  if (!query.prompt.empty() || seq2seq) {
+    ATTNSCOPE_RETURN_IF_ERROR(CheckText(query.prompt, "prompt"));
+  }
   header.method = query.generation.method;
   header.dtype = query.dtype;
   if (query.output_attentions) {
+    // An encoder-decoder's tokens come with the decoder's cross-attention.
     ATTNSCOPE_ASSIGN_OR_RETURN(
-        header.layers, ResolveIndices(query.layers, config.num_hidden_layers, "layer", "layers"));
+        header.layers,
+        ResolveIndices(query.layers, seq2seq ? config.decoder_layers : config.num_hidden_layers,
+                       seq2seq ? "decoder layer" : "layer", "layers"));
     ATTNSCOPE_ASSIGN_OR_RETURN(
-        header.heads, ResolveIndices(query.heads, config.num_attention_heads, "head", "heads"));
+        header.heads,
+        ResolveIndices(query.heads,
+                       seq2seq ? config.decoder_attention_heads : config.num_attention_heads,
+                       seq2seq ? "decoder head" : "head", "heads"));
   }
   const Clock::time_point start = Clock::now();
   ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText text, model.Tokenize(query.prompt));
+  if (seq2seq) ATTNSCOPE_RETURN_IF_ERROR(CheckHasTokens(text, "prompt"));
   const int64_t text_tokens = static_cast<int64_t>(text.size());
   absl::StatusOr<Encoding> encoding = model.Assemble(std::move(text), std::nullopt, TextOptions());
   if (!encoding.ok()) {
@@ -727,8 +885,11 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   // Every option is checked before the header goes out, so that a refusal is the whole answer.
   ATTNSCOPE_RETURN_IF_ERROR(CheckGenerationOptions(model.model(), prompt_ids, options));
   if (query.output_attentions) {
-    // The last token's attention, over the longest context, is the largest message.
-    const int64_t context = static_cast<int64_t>(prompt_ids.size()) + options.max_new_tokens - 1;
+    // The last token's attention, over the longest context, is the largest message (an
+    // encoder-decoder's is over the source, whatever the step).
+    const int64_t context =
+        seq2seq ? static_cast<int64_t>(prompt_ids.size())
+                : static_cast<int64_t>(prompt_ids.size()) + options.max_new_tokens - 1;
     const int64_t bytes = static_cast<int64_t>(header.layers.size()) *
                           HeadsOut(query.head_aggregation, header.heads.size()) * context *
                           BytesPerElement(query.dtype);
@@ -744,8 +905,11 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   // same run without it (text-generation-inference's incremental decoding): both decodes start at
   // the same token, so a piece's leading space and multi-piece characters come out as the
   // tokenizer's decoder writes them, and each step decodes a few tokens, not the whole sequence.
+  // An encoder-decoder's output is in the target vocabulary and decodes on its own; its decoder
+  // starts from decoder_start_token_id at position 0.
   const Tokenizer& tokenizer = model.tokenizer();
-  std::vector<int64_t> ids = prompt_ids;
+  std::vector<int64_t> ids = seq2seq ? std::vector<int64_t>() : prompt_ids;
+  const int64_t first_position = seq2seq ? 1 : static_cast<int64_t>(prompt_ids.size());
   size_t prefix_offset = ids.size() > kDecodeContext ? ids.size() - kDecodeContext : 0;
   size_t read_offset = ids.size();
   std::string text_so_far;
@@ -753,7 +917,7 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   auto handle = [&](const GeneratedToken& token) -> absl::Status {
     GenerateStep step;
     step.index = index++;
-    step.position = static_cast<int64_t>(prompt_ids.size()) + step.index;
+    step.position = first_position + step.index;
     step.id = token.id;
     step.token = tokenizer.IdToToken(token.id);
     step.logprob = token.logprob;

@@ -108,6 +108,14 @@ struct AttentionQuery {
   // Word-level attention (AggregateWords in attention_ops.h): query and key axes count words.
   // Not with include_scores (a sum of pre-softmax scores means nothing).
   bool aggregate_words = false;
+  // Encoder-decoders only: the target text the decoder reads (teacher forcing). The answer then
+  // also holds the decoder's self-attention and its cross-attention over `input`'s tokens, with
+  // the same layer and head selection (resolved against the decoder), head_aggregation, dtype and
+  // top_k. Not with include_scores, rollout or aggregate_words.
+  std::optional<std::string> decoder_text;
+  // Decoder positions: the query rows of the decoder's self- and cross-attention and the key
+  // columns of its self-attention; the cross-attention's key columns are `window`'s.
+  AttentionWindow decoder_window;
 };
 
 // One word of an answer whose axes count words (aggregate_words).
@@ -145,11 +153,33 @@ struct AttentionAnswer {
   // [query_token, key_token], when rollout; undefined otherwise.
   torch::Tensor rollout;
 
+  // With decoder_text (encoder-decoders), teacher forcing as transformers' shift_tokens_right:
+  // the decoder reads decoder_start_token_id and then the target's tokens, its last token's row
+  // predicting "</s>". `tokens`, `attentions` and `window` are the encoder's.
+  std::optional<EncodedText> decoder_tokens;
+  std::vector<int64_t> decoder_layers;
+  std::vector<int64_t> decoder_heads;
+  // Decoder query rows and decoder key columns (self-attention).
+  AttentionWindow decoder_window;
+  // One per selected decoder layer: [head, decoder_token, decoder_token] causal self-attention
+  // and [head, decoder_token, encoder_token] cross-attention, or [head, decoder_token, k] with
+  // top_k (key positions in the *_top_k_indices, int32). Float32.
+  std::vector<torch::Tensor> decoder_attentions;
+  std::vector<torch::Tensor> decoder_top_k_indices;
+  std::vector<torch::Tensor> cross_attentions;
+  std::vector<torch::Tensor> cross_top_k_indices;
+
   // Dimension names of the stacked attentions: layer, head, query_token, key_token (query_word,
   // key_word with aggregate_words; k with top_k).
   std::vector<std::string> dim_names() const;
   // Shape of the stacked attentions: [layers, heads, queries, keys or k].
   std::vector<int64_t> shape() const;
+  // The same for decoder_attentions (layer, head, decoder_token, decoder_token or k) and
+  // cross_attentions (layer, head, decoder_token, encoder_token or k).
+  std::vector<std::string> decoder_dim_names() const;
+  std::vector<std::string> cross_dim_names() const;
+  std::vector<int64_t> decoder_shape() const;
+  std::vector<int64_t> cross_shape() const;
 };
 
 struct EncodeQuery {
@@ -290,7 +320,8 @@ inline constexpr int64_t kDefaultNumBeams = 4;
 
 struct GenerateQuery {
   std::string model;
-  // Valid UTF-8; may be empty (the model's special tokens alone, e.g. <s>).
+  // Valid UTF-8; may be empty (the model's special tokens alone, e.g. <s>). For an encoder-decoder
+  // the source text the encoder reads (not empty), the decoder starting from its start token.
   std::string prompt;
   // method, max_new_tokens, num_beams, length_penalty, temperature, top_k, top_p, seed and
   // use_cache; RunGenerate sets eos_token_id, output_attentions and check.
@@ -317,7 +348,8 @@ struct GenerateHeader {
 };
 
 struct GenerateStep {
-  // 0 for the first new token; position = prompt tokens + index.
+  // 0 for the first new token; position = prompt tokens + index (decoder-only), or 1 + index for
+  // an encoder-decoder (the decoder's position; its start token is at 0).
   int64_t index = 0;
   int64_t position = 0;
   int64_t id = 0;
@@ -325,8 +357,9 @@ struct GenerateStep {
   std::string token;
   std::string text;
   double logprob = 0.0;
-  // [layer, head, key_token] float32 over the `position` tokens before it, with
-  // output_attentions (heads aggregated to 1 with head_aggregation); undefined otherwise.
+  // [layer, head, key_token] float32 over the `position` tokens before it (an encoder-decoder's
+  // cross-attention over the source tokens), with output_attentions (heads aggregated to 1 with
+  // head_aggregation); undefined otherwise.
   torch::Tensor attention;
 };
 
@@ -438,7 +471,8 @@ class RequestRunner {
   // Calls on_header once, then on_step per token as Generate hands it on, and returns the
   // summary; a non-OK status from a callback (the client went away) ends the generation.
   // `check` runs before every step. Errors: InvalidArgument for an encoder-only model, invalid
-  // UTF-8, options out of range or a layer/head index outside the model (naming the field);
+  // UTF-8, an empty source for an encoder-decoder, options out of range or a layer/head index
+  // outside the model (naming the field);
   // ResourceExhausted when one token's attention at the longest context would exceed
   // max_response_bytes; NotFound for an unknown model; the status of `check`.
   absl::StatusOr<GenerateSummary> RunGenerate(
