@@ -88,6 +88,19 @@ TEST(ToolFlagsTest, TrainerRefusesBadValuesAndFlagsOfTheOtherCommand) {
     args.insert(args.begin(), train.begin(), train.end());
     return args;
   };
+  TempDir marian_dir;
+  for (const char* name : {"source.spm", "target.spm", "vocab.json"}) {
+    std::ifstream in(TestDataDir() + "/tiny-marian/" + name, std::ios::binary);
+    std::ofstream(marian_dir.path() + "/" + name, std::ios::binary) << in.rdbuf();
+  }
+  const std::string pairs = data_dir.path() + "/pairs.jsonl";
+  std::ofstream(pairs) << R"({"lang": "vi", "source": "Inserting Tables", "target": "Chèn bảng"})"
+                       << "\n";
+  auto translate = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"translate", "--model_dir=" + marian_dir.path(), "--data=" + pairs,
+                               "--steps=10", "--warmup_steps=1"});
+    return args;
+  };
   // model_dir and the vocab flags through 'vocab', the rest through 'train' with valid data.
   const std::string corpus = data;
   ExpectEveryFlagRefused(
@@ -133,7 +146,19 @@ TEST(ToolFlagsTest, TrainerRefusesBadValuesAndFlagsOfTheOtherCommand) {
        {"record_steps", {with({"--record_steps=-1"}), "--record_steps -1"}},
        {"record_examples",
         {with({"--record_examples=/nonexistent/dir/x.jsonl"}),
-         "--record_examples '/nonexistent/dir/x.jsonl'"}}});
+         "--record_examples '/nonexistent/dir/x.jsonl'"}},
+       // The translation model's flags through 'translate', on tiny-marian's tokenizer files.
+       {"d_model", {translate({"--d_model=1"}), "--d_model 1: expected at least 2"}},
+       {"encoder_layers", {translate({"--encoder_layers=0"}), "--encoder_layers 0"}},
+       {"decoder_layers", {translate({"--decoder_layers=0"}), "--decoder_layers 0"}},
+       {"attention_heads",
+        {translate({"--attention_heads=3"}), "expected an even multiple of --attention_heads (3)"}},
+       {"ffn_dim", {translate({"--ffn_dim=0"}), "--ffn_dim 0"}},
+       {"max_length", {translate({"--max_length=2"}), "--max_length 2: expected at least 3"}},
+       {"label_smoothing", {translate({"--label_smoothing=1"}), "--label_smoothing 1"}},
+       {"max_new_tokens", {translate({"--max_new_tokens=0"}), "--max_new_tokens 0"}},
+       {"evaluation_name",
+        {translate({"--evaluation_name=a/b.json"}), "--evaluation_name 'a/b.json'"}}});
 
   // A flag of the other command is refused, not ignored.
   CommandResult result = RunCommand(

@@ -300,10 +300,20 @@ absl::Status CheckFlags(const std::string& command) {
                                : absl::NotFoundError(absl::StrCat("--", name, " '", path,
                                                                   "': expected a readable file"));
   };
+  auto file_name = [](const char* name, const std::string& value) {
+    return !value.empty() && !absl::StrContains(value, '/')
+               ? absl::OkStatus()
+               : absl::InvalidArgumentError(
+                     absl::StrCat("--", name, " '", value,
+                                  "': expected a file name in --model_dir, without '/'"));
+  };
   const std::string model_dir = absl::GetFlag(FLAGS_model_dir);
   if (!std::filesystem::is_directory(model_dir)) {
     return absl::NotFoundError(
         absl::StrCat("--model_dir '", model_dir, "': expected an existing directory"));
+  }
+  if (command == "translate" || command == "evaluate") {
+    ATTNSCOPE_RETURN_IF_ERROR(file_name("evaluation_name", absl::GetFlag(FLAGS_evaluation_name)));
   }
   if (command == "tokens") {
     return readable("heldout", absl::GetFlag(FLAGS_heldout));
@@ -402,11 +412,7 @@ absl::Status CheckFlags(const std::string& command) {
   if (!init_from.empty()) {
     ATTNSCOPE_RETURN_IF_ERROR(readable("init_from", JoinPath(init_from, "model.safetensors")));
   }
-  const std::string record_name = absl::GetFlag(FLAGS_record_name);
-  if (record_name.empty() || absl::StrContains(record_name, '/')) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--record_name '", record_name, "': expected a file name in --model_dir, without '/'"));
-  }
+  ATTNSCOPE_RETURN_IF_ERROR(file_name("record_name", absl::GetFlag(FLAGS_record_name)));
   const std::string record_examples = absl::GetFlag(FLAGS_record_examples);
   if (!record_examples.empty()) {
     const std::filesystem::path parent = std::filesystem::absolute(record_examples).parent_path();
