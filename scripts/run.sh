@@ -2,7 +2,10 @@
 # The run command: installs what is missing, builds the server, the CLI and the web dashboard,
 # starts attnscope-server on its default model, answers GetAttention and CrossAttention requests on
 # Vietnamese, Korean and English text through the CLI, prints them, draws one heatmap
-# (build/heatmap.png), prints the dashboard's address, and keeps serving until Ctrl-C.
+# (build/heatmap.png), translates a held-out help title into Vietnamese and Korean with the
+# translation model and shows which English tokens each target token read (its cross-attention, as
+# text and as build/translation-heatmap.png), prints the dashboard's address, and keeps serving
+# until Ctrl-C.
 #
 #   scripts/run.sh           serve on 127.0.0.1:50051 (metrics on :9464, HTTP/JSON API and the
 #                            dashboard on http://127.0.0.1:8080/) after the demo requests
@@ -10,8 +13,10 @@
 #
 # The model: models/default when present (the built-in model); otherwise the real trained
 # stories260K weights from ../shared when this checkout has them; otherwise the small random BERT
-# cross-encoder in tests/data/tiny-bert. Set ATTNSCOPE_MODEL_DIR to serve another checkpoint,
-# ATTNSCOPE_LISTEN and ATTNSCOPE_HTTP_LISTEN for other gRPC and HTTP addresses.
+# cross-encoder in tests/data/tiny-bert. Beside it, models/translation (the built-in
+# English -> Vietnamese / Korean translation model) when present. Set ATTNSCOPE_MODEL_DIR to serve
+# another checkpoint (alone), ATTNSCOPE_LISTEN and ATTNSCOPE_HTTP_LISTEN for other gRPC and HTTP
+# addresses.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 once=false
@@ -20,16 +25,20 @@ once=false
 bash "$root/scripts/build.sh" --target attnscope-server attnscope dashboard >&2
 
 model_dir=${ATTNSCOPE_MODEL_DIR:-}
+translation_dir=
 if [ -z "$model_dir" ]; then
   for candidate in "$root/models/default" "$root/../shared/models/stories260K" "$root/tests/data/tiny-bert"; do
     if [ -f "$candidate/config.json" ]; then model_dir=$candidate; break; fi
   done
+  [ -f "$root/models/translation/config.json" ] && translation_dir=$root/models/translation
 fi
 model_name=$(basename "$model_dir")
 address=${ATTNSCOPE_LISTEN:-127.0.0.1:50051}
 http_address=${ATTNSCOPE_HTTP_LISTEN:-127.0.0.1:8080}
 
-"$root/build/server/attnscope-server" --model "$model_name=$model_dir" --listen "$address" \
+models=(--model "$model_name=$model_dir")
+[ -n "$translation_dir" ] && models+=(--model "translation=$translation_dir")
+"$root/build/server/attnscope-server" "${models[@]}" --listen "$address" \
   --http_listen "$http_address" &
 server_pid=$!
 trap 'kill -TERM $server_pid 2>/dev/null; wait $server_pid 2>/dev/null' EXIT INT TERM
@@ -66,6 +75,30 @@ show cross --query "insert a table" --document "$table" \
   --format text
 # And one picture: every layer's head mean of the Vietnamese sentence.
 show heatmap --text "Tôi yêu Việt Nam quá" --aggregate mean --out "$root/build/heatmap.png"
+
+if [ -n "$translation_dir" ]; then
+  model_name=translation
+  # A help title the translation model never saw (tests/data/translation-heldout.jsonl; the help's
+  # own translations: "Tạo trang tựa", "제목 페이지 만들기"). The target language is the first
+  # token. Greedy translation, then the same pair teacher-forced: for each target token the
+  # English tokens its cross-attention read most (last decoder layer, mean of the heads).
+  title="Create title page"
+  for code in kor vie; do
+    output=$(show generate --prompt ">>$code<< $title" --max_new_tokens 32)
+    echo "$output"
+    # The translation is the line after the source in the text output.
+    translated=$(echo "$output" | sed -n '/^>>/{n;p;q}')
+    echo
+    echo "\$ attnscope attention --text \">>$code<< $title\" --decoder_text \"$translated\"" \
+      "--layers=-1 --aggregate mean --format text --top 2 --model translation  # cross-attention"
+    "$cli" attention --server "$address" --model translation --text ">>$code<< $title" \
+      --decoder_text "$translated" --layers=-1 --aggregate mean --format text --top 2 |
+      sed -n '/^cross-attention/,$p'
+  done
+  # The last one, Vietnamese, as a picture: target tokens down, English tokens across.
+  show heatmap --text ">>vie<< $title" --decoder_text "$translated" --layers=-1 --aggregate mean \
+    --out "$root/build/translation-heatmap.png"
+fi
 
 dashboard=http://$http_address/
 echo
