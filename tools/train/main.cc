@@ -45,6 +45,7 @@
 #include "tools/train/bert_trainer.h"
 #include "tools/train/chrf.h"
 #include "tools/train/marian_trainer.h"
+#include "tools/train/translation_eval.h"
 #include "tools/train/vocab_builder.h"
 
 ABSL_FLAG(std::string, model_dir, "models/default", "the checkpoint directory written");
@@ -556,64 +557,37 @@ std::string CpuModel() {
   return "unknown";
 }
 
-// Greedy translations of the held-out pairs by attnscope's own engine on the saved checkpoint
-// (LoadedModel: its tokenizer and weights, Generate), and their chrF against the references per
-// language, next to the chrF of the English source copied unchanged: what a model that learnt
-// nothing but to copy would score, which shared names and numbers keep above 0.
-absl::Status EvaluateTranslations(const std::string& model_dir, const std::string& heldout) {
-  LoadedModel::Options options;
-  options.name = "translation";
-  options.model_dir = model_dir;
-  ATTNSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> loaded, LoadedModel::Create(options));
+// Scores greedy translations of `heldout` (translation_eval.h) and writes them with the scores to
+// --evaluation_name in `model_dir`.
+absl::Status EvaluateHeldOut(const std::string& model_dir, const std::string& heldout) {
   ATTNSCOPE_ASSIGN_OR_RETURN(std::vector<TranslationExample> examples,
                              ReadTranslationExamples(heldout));
-  GenerationOptions generation;
-  generation.method = DecodingMethod::kGreedy;
-  generation.eos_token_id = loaded->config().eos_token_id;
-  generation.max_new_tokens =
-      std::min(absl::GetFlag(FLAGS_max_new_tokens), loaded->config().max_position_embeddings - 1);
-  std::map<std::string, ChrfScorer> model_scores, copy_scores;
-  std::map<std::string, int64_t> counts;
-  json translations = json::array();
-  const Clock::time_point start = Clock::now();
-  for (const TranslationExample& example : examples) {
-    ATTNSCOPE_ASSIGN_OR_RETURN(std::string source, PrefixedSource(example));
-    TextOptions text_options;
-    text_options.truncation = Truncation::kLongestFirst;
-    ATTNSCOPE_ASSIGN_OR_RETURN(Encoding encoding,
-                               loaded->Encode(source, std::nullopt, text_options));
-    ATTNSCOPE_ASSIGN_OR_RETURN(GenerationResult result,
-                               Generate(loaded->model(), encoding.input_ids, generation,
-                                        [](const GeneratedToken&) { return absl::OkStatus(); }));
-    std::vector<int64_t> ids;
-    for (const GeneratedToken& token : result.tokens) ids.push_back(token.id);
-    const std::string translation = loaded->tokenizer().Decode(ids, /*skip_special_tokens=*/true);
-    ATTNSCOPE_RETURN_IF_ERROR(model_scores[example.lang].Add(translation, example.target));
-    ATTNSCOPE_RETURN_IF_ERROR(copy_scores[example.lang].Add(example.source, example.target));
-    ++counts[example.lang];
-    translations.push_back({{"lang", example.lang},
-                            {"source", example.source},
-                            {"reference", example.target},
-                            {"translation", translation}});
-  }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      TranslationEvaluation result,
+      EvaluateTranslations(model_dir, examples, absl::GetFlag(FLAGS_max_new_tokens)));
   json scores = json::object();
-  for (const auto& [lang, count] : counts) {
-    const double chrf = model_scores[lang].Score();
-    const double copy = copy_scores[lang].Score();
-    scores[lang] = {{"pairs", count}, {"chrf", chrf}, {"copy_source_chrf", copy}};
+  for (const auto& [lang, score] : result.scores) {
+    scores[lang] = {
+        {"pairs", score.pairs}, {"chrf", score.chrf}, {"copy_source_chrf", score.copy_source_chrf}};
     std::printf("held-out %s: %lld pairs, chrF2 %.1f (copying the source: %.1f)\n", lang.c_str(),
-                static_cast<long long>(count), chrf, copy);
+                static_cast<long long>(score.pairs), score.chrf, score.copy_source_chrf);
   }
-  std::printf("%zu greedy translations in %.1f s\n", examples.size(), seconds);
+  std::printf("%zu greedy translations in %.1f s\n", examples.size(), result.seconds);
+  json translations = json::array();
+  for (size_t i = 0; i < examples.size(); ++i) {
+    translations.push_back({{"lang", examples[i].lang},
+                            {"source", examples[i].source},
+                            {"reference", examples[i].target},
+                            {"translation", result.translations[i]}});
+  }
   const json evaluation = {{"heldout", heldout},
                            {"decoding", "greedy"},
-                           {"max_new_tokens", generation.max_new_tokens},
+                           {"max_new_tokens", result.max_new_tokens},
                            {"metric",
                             "chrF2 (character 1- to 6-grams, beta 2, whitespace removed, "
                             "corpus statistics, as sacreBLEU's CHRF defaults)"},
                            {"scores", scores},
-                           {"seconds", seconds},
+                           {"seconds", result.seconds},
                            {"translations", translations}};
   return WriteText(JoinPath(model_dir, absl::GetFlag(FLAGS_evaluation_name)),
                    evaluation.dump(2) + "\n");
@@ -710,7 +684,7 @@ absl::Status Translate() {
     }
   }
   if (absl::GetFlag(FLAGS_heldout).empty()) return absl::OkStatus();
-  return EvaluateTranslations(model_dir, absl::GetFlag(FLAGS_heldout));
+  return EvaluateHeldOut(model_dir, absl::GetFlag(FLAGS_heldout));
 }
 
 }  // namespace
@@ -751,8 +725,8 @@ int main(int argc, char** argv) {
   } else if (command == "translate") {
     status = attnscope::train::Translate();
   } else if (command == "evaluate") {
-    status = attnscope::train::EvaluateTranslations(absl::GetFlag(FLAGS_model_dir),
-                                                    absl::GetFlag(FLAGS_heldout));
+    status = attnscope::train::EvaluateHeldOut(absl::GetFlag(FLAGS_model_dir),
+                                               absl::GetFlag(FLAGS_heldout));
   } else {
     status = attnscope::train::Train();
   }
