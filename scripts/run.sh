@@ -78,11 +78,13 @@ show heatmap --text "Tôi yêu Việt Nam quá" --aggregate mean --out "$root/bu
 
 if [ -n "$translation_dir" ]; then
   model_name=translation
-  # A help title the translation model never saw (tests/data/translation-heldout.jsonl; the help's
-  # own translations: "Tạo trang tựa", "제목 페이지 만들기"). The target language is the first
-  # token. Greedy translation, then the same pair teacher-forced: for each target token the
-  # English tokens its cross-attention read most (last decoder layer, mean of the heads).
-  title="Create title page"
+  # A help title the translation model never saw (tests/data/translation-heldout.jsonl; the
+  # help's own translations: "명령 창에 수식 만들기", "Tạo công thức trong cửa sổ Lệnh"). The target
+  # language is the first token. Greedy translation, then the same pair teacher-forced: for each
+  # decoder position the English tokens its cross-attention read most (last decoder layer, mean of
+  # the heads). A row is labelled by the token the position reads and writes the next one: the
+  # <pad> (start) row is the first word being written.
+  title="Creating a Formula in the Commands Window"
   for code in kor vie; do
     output=$(show generate --prompt ">>$code<< $title" --max_new_tokens 32)
     echo "$output"
