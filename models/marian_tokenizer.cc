@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "models/file_util.h"
 #include "models/json_util.h"
+#include "models/sentencepiece_tokenizer.h"
 #include "models/unicode.h"
 #include "nlohmann/json.hpp"
 
@@ -156,23 +157,7 @@ MarianTokenizer::MarianTokenizer(std::unique_ptr<sentencepiece_bridge::Processor
       unk_token_id_(unk_token_id) {}
 
 TokenizerNormalization MarianTokenizer::normalization() const {
-  TokenizerNormalization normalization;
-  const std::string name = source_->NormalizerName();
-  if (name == "nmt_nfkc" || name == "nfkc") {
-    normalization.unicode_form = "NFKC";
-  } else if (name == "nmt_nfkc_cf" || name == "nfkc_cf") {
-    normalization.unicode_form = "NFKC_CF";
-    normalization.lowercase = true;
-  }
-  normalization.description =
-      normalization.unicode_form.empty()
-          ? absl::StrCat("SentencePiece normalizer '", name.empty() ? "identity" : name,
-                         "' of source.spm: text kept as written (case and accents kept)")
-          : absl::StrCat("SentencePiece normalizer '", name, "' of source.spm: Unicode ",
-                         normalization.unicode_form,
-                         normalization.lowercase ? " with case folding" : " (case kept)",
-                         ", accents kept");
-  return normalization;
+  return SentencePieceNormalization(source_->NormalizerName(), "source.spm");
 }
 
 std::string MarianTokenizer::IdToToken(int64_t id) const {

@@ -100,23 +100,29 @@ SentencePieceTokenizer::SentencePieceTokenizer(
 
 int64_t SentencePieceTokenizer::vocab_size() const { return processor_->GetPieceSize(); }
 
-TokenizerNormalization SentencePieceTokenizer::normalization() const {
+TokenizerNormalization SentencePieceNormalization(const std::string& name,
+                                                  std::string_view model_file) {
   TokenizerNormalization normalization;
-  const std::string name = processor_->NormalizerName();
   if (name == "nmt_nfkc" || name == "nfkc") {
     normalization.unicode_form = "NFKC";
   } else if (name == "nmt_nfkc_cf" || name == "nfkc_cf") {
     normalization.unicode_form = "NFKC_CF";
     normalization.lowercase = true;
   }
+  const std::string normalizer =
+      absl::StrCat("SentencePiece normalizer '", name.empty() ? "identity" : name, "'",
+                   model_file.empty() ? "" : absl::StrCat(" of ", std::string(model_file)));
   normalization.description =
       normalization.unicode_form.empty()
-          ? absl::StrCat("SentencePiece normalizer '", name.empty() ? "identity" : name,
-                         "': text kept as written (case and accents kept)")
-          : absl::StrCat(
-                "SentencePiece normalizer '", name, "': Unicode ", normalization.unicode_form,
-                normalization.lowercase ? " with case folding" : " (case kept)", ", accents kept");
+          ? absl::StrCat(normalizer, ": text kept as written (case and accents kept)")
+          : absl::StrCat(normalizer, ": Unicode ", normalization.unicode_form,
+                         normalization.lowercase ? " with case folding" : " (case kept)",
+                         ", accents kept");
   return normalization;
+}
+
+TokenizerNormalization SentencePieceTokenizer::normalization() const {
+  return SentencePieceNormalization(processor_->NormalizerName(), /*model_file=*/"");
 }
 
 std::string SentencePieceTokenizer::IdToToken(int64_t id) const {

@@ -29,6 +29,12 @@ struct SentencePieceOptions {
   int64_t model_max_length = kNoMaxLength;
 };
 
+// What the SentencePiece normalizer named `name` (a model's normalizer_spec: nmt_nfkc, nfkc,
+// nmt_nfkc_cf, nfkc_cf, identity or "") does to text; `model_file` ("" for none) is named in the
+// description ("... normalizer 'nmt_nfkc' of source.spm: ...").
+TokenizerNormalization SentencePieceNormalization(const std::string& name,
+                                                  std::string_view model_file);
+
 class SentencePieceTokenizer : public Tokenizer {
  public:
   // Loads `model_path` (a serialized SentencePiece ModelProto). The template is
