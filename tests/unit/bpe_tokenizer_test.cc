@@ -93,7 +93,8 @@ TEST(BpeTokenizerTest, LoadsTinyBartFiles) {
 TEST(BpeTokenizerTest, EncodeMatchesTheReference) {
   auto tokenizer = LoadBart();
   ASSERT_NE(tokenizer, nullptr);
-  for (const json& expected : Golden()["encode"]) {
+  const json golden = Golden();
+  for (const json& expected : golden["encode"]) {
     SCOPED_TRACE(expected["text"].dump());
     absl::StatusOr<Encoding> encoding =
         tokenizer->Encode(expected["text"].get<std::string>(), EncodeOptions());
@@ -105,7 +106,8 @@ TEST(BpeTokenizerTest, EncodeMatchesTheReference) {
 TEST(BpeTokenizerTest, EncodePairMatchesTheReference) {
   auto tokenizer = LoadBart();
   ASSERT_NE(tokenizer, nullptr);
-  for (const json& expected : Golden()["pairs"]) {
+  const json golden = Golden();
+  for (const json& expected : golden["pairs"]) {
     SCOPED_TRACE(expected["text"].dump() + " " + expected["text_pair"].dump());
     absl::StatusOr<Encoding> encoding =
         tokenizer->EncodePair(expected["text"].get<std::string>(),
@@ -118,7 +120,8 @@ TEST(BpeTokenizerTest, EncodePairMatchesTheReference) {
 TEST(BpeTokenizerTest, DecodeMatchesTheReference) {
   auto tokenizer = LoadBart();
   ASSERT_NE(tokenizer, nullptr);
-  for (const json& expected : Golden()["decode"]) {
+  const json golden = Golden();
+  for (const json& expected : golden["decode"]) {
     EXPECT_EQ(tokenizer->Decode(expected["ids"].get<std::vector<int64_t>>(),
                                 expected["skip_special_tokens"].get<bool>()),
               expected["text"].get<std::string>())
@@ -131,7 +134,8 @@ TEST(BpeTokenizerTest, DecodeMatchesTheReference) {
 TEST(BpeTokenizerTest, DecodeRoundTrips) {
   auto tokenizer = LoadBart();
   ASSERT_NE(tokenizer, nullptr);
-  for (const json& expected : Golden()["encode"]) {
+  const json golden = Golden();
+  for (const json& expected : golden["encode"]) {
     const std::string text = expected["text"];
     const std::vector<int64_t> ids = expected["input_ids"];
     if (text.find("<mask>") != std::string::npos) {

@@ -73,7 +73,8 @@ TEST(MarianTokenizerTest, LoadsSourceTargetAndSharedVocabulary) {
 TEST(MarianTokenizerTest, SourceTextsMatchMarianTokenizer) {
   auto tokenizer = LoadMarian();
   ASSERT_NE(tokenizer, nullptr);
-  for (const json& expected : Golden()["source"]) {
+  const json golden = Golden();
+  for (const json& expected : golden["source"]) {
     SCOPED_TRACE(expected["text"].get<std::string>());
     absl::StatusOr<Encoding> encoding =
         tokenizer->Encode(expected["text"].get<std::string>(), EncodeOptions());
@@ -85,7 +86,8 @@ TEST(MarianTokenizerTest, SourceTextsMatchMarianTokenizer) {
 TEST(MarianTokenizerTest, TargetTextsUseTheTargetModel) {
   auto tokenizer = LoadMarian();
   ASSERT_NE(tokenizer, nullptr);
-  for (const json& expected : Golden()["target"]) {
+  const json golden = Golden();
+  for (const json& expected : golden["target"]) {
     SCOPED_TRACE(expected["text"].get<std::string>());
     absl::StatusOr<Encoding> encoding =
         tokenizer->EncodeTarget(expected["text"].get<std::string>(), EncodeOptions());
@@ -112,7 +114,8 @@ TEST(MarianTokenizerTest, LanguageCodeIsOneWord) {
 TEST(MarianTokenizerTest, DecodeMatchesMarianTokenizer) {
   auto tokenizer = LoadMarian();
   ASSERT_NE(tokenizer, nullptr);
-  for (const json& expected : Golden()["decode"]) {
+  const json golden = Golden();
+  for (const json& expected : golden["decode"]) {
     EXPECT_EQ(tokenizer->Decode(expected["ids"].get<std::vector<int64_t>>(),
                                 expected["skip_special_tokens"].get<bool>()),
               expected["text"].get<std::string>())
