@@ -292,6 +292,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& opt
   ATTNSCOPE_ASSIGN_OR_RETURN(
       const ListenAddress address,
       ParseListenAddress("--http_listen", options.listen, "127.0.0.1:8080 or 0.0.0.0:8080"));
+  if (options.threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http_threads ", options.threads, ": expected at least 1 connection served at once"));
+  }
   ATTNSCOPE_RETURN_IF_ERROR(ValidateTlsOptions(options.tls));
   std::unique_ptr<httplib::Server> http;
   if (options.tls.enabled()) {
@@ -311,6 +315,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& opt
     http = std::make_unique<httplib::Server>();
   }
   http->set_payload_max_length(static_cast<size_t>(options.max_request_bytes));
+  const size_t threads = static_cast<size_t>(options.threads);
+  http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   auto router = std::make_shared<Router>(core);
   http->Post(absl::StrCat(kServicePath, "[A-Za-z]+"),
              [router](const httplib::Request& request, httplib::Response& response) {

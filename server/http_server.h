@@ -66,12 +66,18 @@ class HttpServer {
     TlsOptions tls;
     // Larger request bodies get 413 with a JSON error naming --max_request_bytes.
     int64_t max_request_bytes = kDefaultMaxRequestBytes;
+    // Connections served at once. cpp-httplib gives every open connection a thread of this pool
+    // for as long as it stays open: a stream, and a kept-alive connection between requests (up to
+    // 5 s). Browsers keep six connections per host, so a few dashboard tabs would hold all of
+    // cpp-httplib's default eight and make every other client wait. Threads waiting on a socket
+    // cost no CPU; inference is bounded by --max_concurrent_requests, not by this.
+    int threads = 64;
   };
 
   // Binds and starts serving on a thread of its own. `core` must outlive the server.
-  // InvalidArgument: a listen address that is not HOST:PORT, or TLS files that do not make a
-  // certificate and key. NotFound: a TLS file cannot be read. Unavailable: the address cannot be
-  // bound (in use, or not local).
+  // InvalidArgument: a listen address that is not HOST:PORT, threads below 1, or TLS files that do
+  // not make a certificate and key. NotFound: a TLS file cannot be read. Unavailable: the address
+  // cannot be bound (in use, or not local).
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const Options& options,
                                                            ServiceCore* core);
   // Stops accepting, lets the requests in flight finish and joins the thread.

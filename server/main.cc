@@ -69,6 +69,9 @@ ABSL_FLAG(std::string, http_listen, kDefaults.http.listen,
           "HTTP/JSON API and dashboard address host:port (POST "
           "/attnscope.v1.AttentionService/<Method>, the dashboard at /); port 0 picks a free "
           "port; empty disables HTTP.");
+ABSL_FLAG(int, http_threads, kDefaults.http.threads,
+          "Most HTTP connections served at once (each open or kept-alive connection and each "
+          "stream holds one); more wait for a free one.");
 ABSL_FLAG(std::string, dashboard_dir, ATTNSCOPE_DASHBOARD_DIR,
           "Folder of the built dashboard, served at / on --http_listen.");
 ABSL_FLAG(int64_t, max_response_bytes, kDefaults.service.max_response_bytes,
@@ -145,6 +148,7 @@ int main(int argc, char** argv) {
   options.api_keys_file = absl::GetFlag(FLAGS_api_keys_file);
   options.http.listen = absl::GetFlag(FLAGS_http_listen);
   options.http.dashboard_dir = absl::GetFlag(FLAGS_dashboard_dir);
+  options.http.threads = absl::GetFlag(FLAGS_http_threads);
   options.service.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   options.service.max_concurrent_requests = absl::GetFlag(FLAGS_max_concurrent_requests);
   options.service.max_stream_message_bytes = absl::GetFlag(FLAGS_max_stream_message_bytes);

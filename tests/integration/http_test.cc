@@ -418,6 +418,29 @@ TEST_F(HttpTest, MetricsCountEachTransport) {
   EXPECT_EQ(count("Tokenize", "grpc") - grpc_before, 1);
 }
 
+// cpp-httplib serves each open connection on a thread of a fixed pool, eight by default, and keeps
+// a connection between requests for 5 s. Sixteen kept-alive clients (three browsers' worth) must
+// leave threads for a new one: its request gets an answer within 3 s, before any of theirs
+// expires.
+TEST_F(HttpTest, KeptAliveConnectionsLeaveRoomForOtherClients) {
+  std::vector<std::unique_ptr<httplib::Client>> idle;
+  for (int i = 0; i < 16; ++i) {
+    idle.push_back(std::make_unique<httplib::Client>("127.0.0.1", server_->http_port()));
+    idle.back()->set_keep_alive(true);
+    httplib::Result result =
+        idle.back()->Post(absl::StrCat(kPath, "ListModels").c_str(), "{}", "application/json");
+    ASSERT_TRUE(result) << "kept-alive client " << i << ": " << httplib::to_string(result.error());
+    ASSERT_EQ(result->status, 200);
+  }
+  httplib::Client fresh("127.0.0.1", server_->http_port());
+  fresh.set_read_timeout(3);
+  httplib::Result result =
+      fresh.Post(absl::StrCat(kPath, "ListModels").c_str(), "{}", "application/json");
+  ASSERT_TRUE(result) << "a new client waited for a free thread: "
+                      << httplib::to_string(result.error());
+  EXPECT_EQ(result->status, 200);
+}
+
 TEST_F(HttpTest, WithoutADashboardTheRootSaysSo) {
   httplib::Result root = http_->Get("/");
   ASSERT_TRUE(root);

@@ -37,6 +37,7 @@ const std::map<std::string, Refusal>& Refusals() {
        {{"--max_concurrent_requests=-1"}, "--max_concurrent_requests -1"}},
       {"max_inputs_per_request", {{"--max_inputs_per_request=0"}, "--max_inputs_per_request 0"}},
       {"max_request_bytes", {{"--max_request_bytes=0"}, "--max_request_bytes 0"}},
+      {"http_threads", {{"--http_threads=0"}, "--http_threads 0"}},
       {"max_queue_delay_microseconds",
        {{"--max_queue_delay_microseconds=-5"}, "--max_queue_delay_microseconds -5"}},
       {"max_response_bytes", {{"--max_response_bytes=0"}, "--max_response_bytes 0"}},
