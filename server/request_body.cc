@@ -3,6 +3,8 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -37,6 +39,22 @@ void EncodeTextFields(const google::protobuf::Descriptor& descriptor, nlohmann::
   }
 }
 
+// nlohmann's parse error text without its "[json.exception.parse_error.101] " tag and the "; last
+// read: '...'" echo of the input, which may hold invalid UTF-8 that the JSON error answer cannot
+// carry. Leaves "parse error at line 1, column 12: syntax error while parsing object - ...".
+std::string ParseErrorWithoutInput(std::string text) {
+  if (const size_t tag_end = text.find("] "); tag_end != std::string::npos) {
+    text.erase(0, tag_end + 2);
+  }
+  constexpr std::string_view kLastRead = "; last read: '";
+  if (const size_t start = text.find(kLastRead); start != std::string::npos) {
+    size_t end = text.find("'; expected ", start + kLastRead.size());
+    if (end == std::string::npos) end = text.rfind('\'');
+    text.erase(start, end + 1 - start);
+  }
+  return text;
+}
+
 }  // namespace
 
 absl::Status ParseBody(const std::string& body, BodyFormat format,
@@ -50,11 +68,14 @@ absl::Status ParseBody(const std::string& body, BodyFormat format,
     }
     return absl::OkStatus();
   }
-  nlohmann::json json = nlohmann::json::parse(body.empty() ? std::string("{}") : body, nullptr,
-                                              /*allow_exceptions=*/false);
-  if (json.is_discarded()) {
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(body.empty() ? std::string("{}") : body);
+  } catch (const nlohmann::json::parse_error& error) {
     return absl::InvalidArgumentError(
-        "request body: expected a JSON object in UTF-8, got text that does not parse as JSON");
+        absl::StrCat("request body: expected a JSON object in UTF-8, got text that does not parse "
+                     "as JSON (",
+                     ParseErrorWithoutInput(error.what()), ")"));
   }
   if (!json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat("request body: expected a JSON object (", type,

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "attnscope/v1/attnscope.grpc.pb.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/integration_util.h"
 
@@ -23,6 +24,8 @@ namespace attnscope::testing {
 namespace {
 
 using google::protobuf::util::MessageDifferencer;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
 
 constexpr char kPath[] = "/attnscope.v1.AttentionService/";
 
@@ -343,14 +346,20 @@ TEST_F(HttpTest, MalformedRequestsSayWhatWasWrong) {
   httplib::Result not_json = Post("Tokenize", "{\"text\": ");
   ASSERT_TRUE(not_json);
   EXPECT_EQ(not_json->status, 400);
-  EXPECT_NE(nlohmann::json::parse(not_json->body)["message"].get<std::string>().find(
-                "does not parse as JSON"),
-            std::string::npos);
+  EXPECT_THAT(nlohmann::json::parse(not_json->body)["message"].get<std::string>(),
+              AllOf(HasSubstr("does not parse as JSON (parse error at line 1, column 10"),
+                    HasSubstr("unexpected end of input")));
 
-  // Invalid UTF-8 cannot travel in JSON text; the parser refuses it before the service sees it.
+  // Invalid UTF-8 cannot travel in JSON text; the parser refuses it before the service sees it,
+  // and the answer, itself JSON, does not echo the bad bytes.
   httplib::Result bad_utf8 = Post("Tokenize", "{\"text\": \"caf\xC3\"}");
   ASSERT_TRUE(bad_utf8);
   EXPECT_EQ(bad_utf8->status, 400);
+  const nlohmann::json bad_utf8_answer =
+      nlohmann::json::parse(bad_utf8->body, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(bad_utf8_answer.is_discarded()) << bad_utf8->body;
+  EXPECT_THAT(bad_utf8_answer["message"].get<std::string>(),
+              AllOf(HasSubstr("line 1, column 15"), HasSubstr("ill-formed UTF-8 byte")));
 
   httplib::Result unknown_field = Post("Tokenize", R"({"text": "hi", "txet": "typo"})");
   ASSERT_TRUE(unknown_field);
