@@ -131,6 +131,81 @@ absl::StatusOr<ModelConfig> ParseEncoderDecoder(const FieldReader& reader, Model
   return config;
 }
 
+// T5Config (transformers' configuration_t5.py): its own field names, mapped onto the common ones.
+absl::StatusOr<ModelConfig> ParseT5(const FieldReader& reader, ModelConfig config) {
+  config.is_encoder_decoder = true;
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.RequiredPositive("vocab_size"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_size, reader.RequiredPositive("d_model"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.head_dim, reader.RequiredPositive("d_kv"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.intermediate_size, reader.RequiredPositive("d_ff"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_hidden_layers, reader.RequiredPositive("num_layers"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_attention_heads, reader.RequiredPositive("num_heads"));
+  // T5Config: num_decoder_layers defaults to num_layers.
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.decoder_layers,
+                             reader.IntOr("num_decoder_layers", config.num_hidden_layers));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.relative_attention_num_buckets,
+                             reader.IntOr("relative_attention_num_buckets", 32));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.relative_attention_max_distance,
+                             reader.IntOr("relative_attention_max_distance", 128));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.rms_norm_eps, reader.DoubleOr("layer_norm_epsilon", 1e-6));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const std::string feed_forward_proj,
+                             reader.StringOr("feed_forward_proj", "relu"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
+                             reader.BoolOr("tie_word_embeddings", true));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.pad_token_id, reader.IntOr("pad_token_id", 0));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.eos_token_id, reader.IntOr("eos_token_id", 1));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.bos_token_id, reader.IntOr("bos_token_id", -1));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.decoder_start_token_id,
+                             reader.IntOr("decoder_start_token_id", config.pad_token_id));
+  // Relative positions need no table, so T5Config has no limit; n_positions (512 in the original
+  // checkpoints' config.json) bounds what the service accepts.
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.max_position_embeddings, reader.IntOr("n_positions", 512));
+  config.decoder_attention_heads = config.num_attention_heads;
+  config.num_key_value_heads = config.num_attention_heads;
+  config.decoder_ffn_dim = config.intermediate_size;
+  config.type_vocab_size = 0;
+  for (const auto& [field, value] :
+       {std::pair<const char*, int64_t>{"num_decoder_layers", config.decoder_layers},
+        std::pair<const char*, int64_t>{"relative_attention_num_buckets",
+                                        config.relative_attention_num_buckets},
+        std::pair<const char*, int64_t>{"relative_attention_max_distance",
+                                        config.relative_attention_max_distance},
+        std::pair<const char*, int64_t>{"n_positions", config.max_position_embeddings}}) {
+    if (value <= 0) return reader.Error(field, "a positive integer", std::to_string(value));
+  }
+  // _relative_position_bucket gives half the buckets to each direction in the encoder and half of
+  // those to exact distances, and takes log(max_distance / max_exact) beyond them.
+  if (config.relative_attention_num_buckets < 4) {
+    return reader.Error("relative_attention_num_buckets",
+                        "at least 4 (2 directions of exact and logarithmic buckets)",
+                        std::to_string(config.relative_attention_num_buckets));
+  }
+  if (config.relative_attention_max_distance <= config.relative_attention_num_buckets / 2) {
+    return reader.Error(
+        "relative_attention_max_distance",
+        absl::StrCat("more than relative_attention_num_buckets / 2 (",
+                     config.relative_attention_num_buckets / 2, ", the exact buckets)"),
+        std::to_string(config.relative_attention_max_distance));
+  }
+  if (config.rms_norm_eps <= 0) {
+    return reader.Error("layer_norm_epsilon", "a positive number",
+                        std::to_string(config.rms_norm_eps));
+  }
+  // T5Config's two documented projections: "relu" (T5 v1.0) and "gated-gelu" (T5 v1.1, Flan-T5),
+  // whose activation transformers maps to gelu_new.
+  if (feed_forward_proj == "relu") {
+    config.hidden_act = "relu";
+    config.gated_feed_forward = false;
+  } else if (feed_forward_proj == "gated-gelu") {
+    config.hidden_act = "gelu_new";
+    config.gated_feed_forward = true;
+  } else {
+    return reader.Error("feed_forward_proj", "\"relu\" or \"gated-gelu\"",
+                        absl::StrCat("\"", feed_forward_proj, "\""));
+  }
+  return config;
+}
+
 }  // namespace
 
 absl::string_view ArchitectureName(Architecture architecture) {
@@ -143,6 +218,8 @@ absl::string_view ArchitectureName(Architecture architecture) {
       return "marian";
     case Architecture::kBart:
       return "bart";
+    case Architecture::kT5:
+      return "t5";
   }
   return "unknown";
 }
@@ -166,10 +243,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     config.architecture = Architecture::kMarian;
   } else if (config.model_type == "bart") {
     config.architecture = Architecture::kBart;
+  } else if (config.model_type == "t5") {
+    config.architecture = Architecture::kT5;
   } else {
     return reader.Error(
         "model_type",
-        "one of the supported architectures \"bert\", \"llama\", \"marian\", \"bart\"",
+        "one of the supported architectures \"bert\", \"llama\", \"marian\", \"bart\", \"t5\"",
         absl::StrCat("\"", config.model_type, "\""));
   }
   if (auto it = json.find("architectures"); it != json.end() && it->is_array()) {
@@ -180,6 +259,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   if (config.architecture == Architecture::kMarian || config.architecture == Architecture::kBart) {
     return ParseEncoderDecoder(reader, std::move(config));
   }
+  if (config.architecture == Architecture::kT5) return ParseT5(reader, std::move(config));
   const bool is_bert = config.architecture == Architecture::kBert;
 
   ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.RequiredPositive("vocab_size"));

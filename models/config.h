@@ -13,17 +13,24 @@
 namespace attnscope {
 
 // kMarian and kBart are encoder-decoders of one family (transformers' MarianMTModel and
-// BartForConditionalGeneration), told apart by their positions and embedding normalisation.
-enum class Architecture { kBert, kLlama, kMarian, kBart };
+// BartForConditionalGeneration), told apart by their positions and embedding normalisation. kT5 is
+// the encoder-decoder of Raffel et al. 2020 (transformers' T5ForConditionalGeneration): pre-RMSNorm
+// blocks and relative position buckets instead of absolute positions.
+enum class Architecture { kBert, kLlama, kMarian, kBart, kT5 };
 
-// "bert", "llama", "marian" or "bart".
+// "bert", "llama", "marian", "bart" or "t5".
 absl::string_view ArchitectureName(Architecture architecture);
 
 // The fields of config.json that the supported architectures read, with the defaults of the
-// transformers configuration classes (BertConfig, LlamaConfig, MarianConfig, BartConfig) where
-// config.json omits a field. For the encoder-decoders the common fields hold the encoder's sizes
-// (d_model, encoder_layers, encoder_attention_heads, encoder_ffn_dim, activation_function) and the
-// decoder_* fields the decoder's.
+// transformers configuration classes (BertConfig, LlamaConfig, MarianConfig, BartConfig, T5Config)
+// where config.json omits a field. For the encoder-decoders the common fields hold the encoder's
+// sizes (d_model, encoder_layers, encoder_attention_heads, encoder_ffn_dim, activation_function)
+// and the decoder_* fields the decoder's. T5Config's fields map onto them as:
+//   d_model -> hidden_size; d_kv -> head_dim (num_heads * d_kv may differ from d_model);
+//   d_ff -> intermediate_size and decoder_ffn_dim; num_layers -> num_hidden_layers;
+//   num_decoder_layers -> decoder_layers; num_heads -> num_attention_heads and
+//   decoder_attention_heads; layer_norm_epsilon -> rms_norm_eps; n_positions (default 512) ->
+//   max_position_embeddings.
 struct ModelConfig {
   std::string model_type;  // as written in config.json, e.g. "bert"
   Architecture architecture = Architecture::kBert;
@@ -39,21 +46,30 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
   int64_t type_vocab_size = 0;    // BERT token type embeddings
   double layer_norm_eps = 1e-12;  // BERT LayerNorm (1e-5 for marian and bart)
-  double rms_norm_eps = 1e-6;     // Llama RMSNorm
-  std::string hidden_act;       // "gelu" (exact erf) for BERT and bart, "silu" for Llama and marian
-  double rope_theta = 10000.0;  // RoPE base (Llama)
+  double rms_norm_eps = 1e-6;     // Llama RMSNorm, T5LayerNorm
+  // "gelu" (exact erf) for BERT and bart, "silu" for Llama and marian; "relu" or "gelu_new" (the
+  // tanh approximation) for t5.
+  std::string hidden_act;
+  double rope_theta = 10000.0;       // RoPE base (Llama)
   bool tie_word_embeddings = false;  // lm_head shares the input embedding matrix
   int64_t pad_token_id = -1;         // -1: not set
   int64_t bos_token_id = -1;
   int64_t eos_token_id = -1;
-  // Encoder-decoders (marian, bart): the decoder's sizes, whether token embeddings are scaled by
-  // sqrt(hidden_size) (scale_embedding), and the first decoder token (decoder_start_token_id).
+  // Encoder-decoders (marian, bart, t5): the decoder's sizes, whether token embeddings are scaled
+  // by sqrt(hidden_size) (scale_embedding), and the first decoder token (decoder_start_token_id).
   bool is_encoder_decoder = false;
   int64_t decoder_layers = 0;
   int64_t decoder_attention_heads = 0;
   int64_t decoder_ffn_dim = 0;
   bool scale_embedding = false;
   int64_t decoder_start_token_id = -1;
+  // T5 (feed_forward_proj, relative_attention_*): whether the feed-forward is gated (wo(act(wi_0 x)
+  // * wi_1 x), "gated-gelu") rather than wo(act(wi x)), and the relative position buckets of
+  // T5Attention. With tie_word_embeddings the decoder output is scaled by d_model^-1/2 before the
+  // shared embeddings turn it into logits.
+  bool gated_feed_forward = false;
+  int64_t relative_attention_num_buckets = 0;
+  int64_t relative_attention_max_distance = 0;
   // Classifier labels of *ForSequenceClassification checkpoints, by class index.
   std::map<int64_t, std::string> id2label;
   int64_t num_labels = 0;  // id2label size, or num_labels, or 0 when there is no classifier

@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Create(const Options& 
   std::unique_ptr<LoadedModel> loaded(new LoadedModel());
   loaded->name_ = options.name;
   loaded->model_dir_ = options.model_dir;
-  // config.json first: an unsupported architecture (a Marian or T5 checkpoint) is the error to
+  // config.json first: an unsupported architecture (a GPT-2 checkpoint, say) is the error to
   // report, not the tokenizer files such a checkpoint lays out differently.
   absl::StatusOr<ModelConfig> config = LoadModelConfig(options.model_dir);
   if (!config.ok()) return Prefixed(options.name, config.status());

@@ -19,7 +19,7 @@ absl::Status CheckGenerationOptions(const TransformerModel& model,
   if (!model.is_decoder() && !config.is_encoder_decoder) {
     return absl::InvalidArgumentError(
         absl::StrCat("model_type '", config.model_type,
-                     "': expected a model that generates text (llama, marian, bart), got an "
+                     "': expected a model that generates text (llama, marian, bart, t5), got an "
                      "encoder-only model; generate with a decoder or an encoder-decoder"));
   }
   if (prompt_ids.empty()) {

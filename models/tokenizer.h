@@ -187,10 +187,10 @@ class Tokenizer {
 
 // Loads the tokenizer of a Hugging Face checkpoint directory, trying in order: tokenizer.json with
 // a WordPiece model, source.spm + target.spm + vocab.json (Marian, + tokenizer_config.json's
-// special tokens), vocab.json + merges.txt (byte-level BPE of GPT-2, RoBERTa and BART, +
-// tokenizer_config.json's special tokens), vocab.txt (+ tokenizer_config.json), tokenizer.model
-// (SentencePiece, + config.json and tokenizer_config.json for BOS/EOS handling). NotFound: none of
-// those files exist.
+// special tokens), spiece.model (T5, + tokenizer_config.json's extra_ids), vocab.json + merges.txt
+// (byte-level BPE of GPT-2, RoBERTa and BART, + tokenizer_config.json's special tokens), vocab.txt
+// (+ tokenizer_config.json), tokenizer.model (SentencePiece, + config.json and
+// tokenizer_config.json for BOS/EOS handling). NotFound: none of those files exist.
 // FailedPrecondition: a tokenizer.model but no loadable libattnscope_sentencepiece module (see
 // sentencepiece_module.h). InvalidArgument: a file is malformed or of an unsupported kind; the
 // message names the file and field.

@@ -14,6 +14,7 @@
 #include "models/json_util.h"
 #include "models/marian_tokenizer.h"
 #include "models/sentencepiece_tokenizer.h"
+#include "models/t5_tokenizer.h"
 #include "models/tokenizer.h"
 #include "models/wordpiece_tokenizer.h"
 #include "nlohmann/json.hpp"
@@ -218,6 +219,24 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
     return std::unique_ptr<Tokenizer>(std::move(tokenizer));
   }
 
+  // T5's spiece.model (T5Tokenizer): after Marian's files, before the BPE and WordPiece ones.
+  const std::string spiece_path = JoinPath(model_dir, "spiece.model");
+  if (FileExists(spiece_path)) {
+    T5TokenizerOptions options;
+    options.model_max_length = model_max_length;
+    if (tokenizer_config.is_object() && tokenizer_config.contains("extra_ids") &&
+        !tokenizer_config["extra_ids"].is_null()) {
+      const json& extra_ids = tokenizer_config["extra_ids"];
+      if (!extra_ids.is_number_integer() || extra_ids.get<int64_t>() < 0) {
+        return FieldError("tokenizer_config.json", tokenizer_config_path, "extra_ids",
+                          "a number of sentinel tokens >= 0", extra_ids);
+      }
+      options.extra_ids = extra_ids.get<int64_t>();
+    }
+    ATTNSCOPE_ASSIGN_OR_RETURN(auto tokenizer, T5Tokenizer::Load(spiece_path, options));
+    return std::unique_ptr<Tokenizer>(std::move(tokenizer));
+  }
+
   const std::string bpe_vocab_path = JoinPath(model_dir, "vocab.json");
   const std::string merges_path = JoinPath(model_dir, "merges.txt");
   if (FileExists(bpe_vocab_path) && FileExists(merges_path)) {
@@ -280,7 +299,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
   return absl::NotFoundError(absl::StrCat(
       "tokenizer files in '", model_dir,
       "': expected tokenizer.json (WordPiece), source.spm + target.spm + vocab.json (Marian), "
-      "vocab.json + merges.txt (byte-level BPE), vocab.txt or tokenizer.model, got none of them"));
+      "spiece.model (T5), vocab.json + merges.txt (byte-level BPE), vocab.txt or tokenizer.model, "
+      "got none of them"));
 }
 
 }  // namespace attnscope

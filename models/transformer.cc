@@ -122,7 +122,7 @@ absl::StatusOr<DecodeOutput> TransformerModel::Decode(const torch::Tensor& input
   if (!is_decoder() && !config_.is_encoder_decoder) {
     return absl::UnimplementedError(absl::StrCat(
         "model_type '", config_.model_type,
-        "': expected a decoder (llama) or an encoder-decoder (marian, bart) for incremental "
+        "': expected a decoder (llama) or an encoder-decoder (marian, bart, t5) for incremental "
         "decoding, got an encoder-only model"));
   }
   if (config_.is_encoder_decoder && cache->cross_keys.empty()) {
@@ -163,7 +163,7 @@ absl::StatusOr<KvCache> TransformerModel::Encode(const ForwardInput& source) con
   if (!config_.is_encoder_decoder) {
     return absl::UnimplementedError(absl::StrCat("model_type '", config_.model_type,
                                                  "': expected an encoder-decoder (marian, "
-                                                 "bart) to encode a source for decoding"));
+                                                 "bart, t5) to encode a source for decoding"));
   }
   ForwardInput encoder_input;
   encoder_input.input_ids = source.input_ids;
@@ -211,6 +211,9 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
     case Architecture::kMarian:
     case Architecture::kBart:
       model = CreateEncoderDecoderModel(std::move(config), *checkpoint);
+      break;
+    case Architecture::kT5:
+      model = CreateT5Model(std::move(config), *checkpoint);
       break;
   }
   if (model.ok()) (*model)->checkpoint_ = std::move(checkpoint);

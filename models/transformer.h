@@ -49,7 +49,8 @@ struct ForwardOutput {
   // [B, S, H]: the last layer's output (BERT) or the final RMSNorm of it (Llama), as Hugging Face
   // transformers' last_hidden_state.
   torch::Tensor last_hidden_state;
-  // L + 1 tensors [B, S, H]: embeddings, then each layer; the last entry equals last_hidden_state.
+  // L + 1 tensors [B, S, H]: embeddings, then each layer; the last entry equals last_hidden_state
+  // (for T5, as transformers' T5Stack gives them, the last layer's output after final_layer_norm).
   std::vector<torch::Tensor> hidden_states;
   // L tensors [B, N, S, S]: softmax(QK^T / sqrt(head_dim) + mask), rows over keys. Keys that are
   // padding (or in the future, for causal models) get exactly 0.
@@ -199,6 +200,8 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateLlamaModel(ModelConfig c
                                                                    const Checkpoint& checkpoint);
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateEncoderDecoderModel(
     ModelConfig config, const Checkpoint& checkpoint);
+absl::StatusOr<std::unique_ptr<TransformerModel>> CreateT5Model(ModelConfig config,
+                                                                const Checkpoint& checkpoint);
 
 }  // namespace attnscope
 

@@ -835,7 +835,7 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   if (!model.model().is_decoder() && !seq2seq) {
     return absl::InvalidArgumentError(
         absl::StrCat("model '", model.name(),
-                     "': expected a decoder-only (llama) or encoder-decoder (marian, bart) ",
+                     "': expected a decoder-only (llama) or encoder-decoder (marian, bart, t5) ",
                      "model to generate with, got an encoder-only ",
                      ArchitectureName(config.architecture), " model; set `model` to one of those"));
   }

@@ -1,9 +1,14 @@
-// Encoder-decoders (models/encoder_decoder.cc) against tests/data/make_encoder_decoder.py: random
-// MarianMTModel and BartForConditionalGeneration checkpoints whose golden encoder output, encoder
-// self-attention, decoder self-attention, cross-attention, decoder output and logits come from a
-// reference built of PyTorch modules (nn.MultiheadAttention, nn.LayerNorm) in float64.
+// Encoder-decoders (models/encoder_decoder.cc, models/t5.cc) against
+// tests/data/make_encoder_decoder.py: random MarianMTModel, BartForConditionalGeneration and
+// T5ForConditionalGeneration checkpoints whose golden encoder output, encoder self-attention,
+// decoder self-attention, cross-attention, decoder output and logits (and for T5 the encoder's
+// hidden states) come from a reference built of PyTorch modules (nn.MultiheadAttention,
+// nn.LayerNorm; for T5 bias-free nn.Linear, RMS norms and relative position buckets written from
+// modeling_t5.py) in float64. tiny-t5 is gated-gelu with an untied lm_head, tiny-t5/relu-tied the
+// relu feed-forward with lm_head tied to the scaled shared embeddings.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -12,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/transformer.h"
+#include "nlohmann/json.hpp"
 #include "tests/unit/test_util.h"
 
 namespace attnscope {
@@ -36,10 +42,16 @@ torch::Tensor Ids(const Json& json) {
   return torch::stack(rows);
 }
 
+// The largest MaxDifference of the current test, recorded as its "max_abs_diff" property
+// (--gtest_output=json shows how close to the tolerance the goldens are).
+double worst_difference = 0;
+
 double MaxDifference(const torch::Tensor& got, const torch::Tensor& want) {
   EXPECT_EQ(got.sizes(), want.sizes());
   if (got.sizes() != want.sizes()) return 1e9;
-  return (got.to(torch::kFloat64) - want).abs().max().item<double>();
+  const double difference = (got.to(torch::kFloat64) - want).abs().max().item<double>();
+  worst_difference = std::max(worst_difference, difference);
+  return difference;
 }
 
 class EncoderDecoderTest : public ::testing::TestWithParam<std::string> {
@@ -54,18 +66,41 @@ TEST_P(EncoderDecoderTest, MatchesThePyTorchReference) {
   const ModelConfig& config = (*model)->config();
   EXPECT_TRUE(config.is_encoder_decoder);
   EXPECT_EQ(config.num_hidden_layers, 2);
-  EXPECT_EQ(config.decoder_layers, 2);
+  // T5's num_decoder_layers differs from num_layers here.
+  const bool t5 = config.architecture == Architecture::kT5;
+  EXPECT_EQ(config.decoder_layers, t5 ? 3 : 2);
   EXPECT_FALSE((*model)->is_decoder());
   std::ifstream in(Dir() + "/golden.json");
   const Json golden = Json::parse(in);
+  worst_difference = 0;
   for (const auto& [name, c] : golden.items()) {
     SCOPED_TRACE(name);
     ForwardInput input;
     input.input_ids = Ids(c["input_ids"]);
     input.attention_mask = Ids(c["attention_mask"]);
     input.decoder_input_ids = Ids(c["decoder_input_ids"]);
-    absl::StatusOr<ForwardOutput> out = (*model)->Forward(input, ForwardOptions());
+    ForwardOptions options;
+    options.output_hidden_states = c.contains("encoder_hidden_states");
+    std::vector<int64_t> layers_done;
+    options.on_layer_done = [&](int64_t layer) {
+      layers_done.push_back(layer);
+      return absl::OkStatus();
+    };
+    absl::StatusOr<ForwardOutput> out = (*model)->Forward(input, options);
     ASSERT_TRUE(out.ok()) << out.status();
+    // Every encoder layer, then every decoder layer, numbered on.
+    ASSERT_EQ(layers_done.size(),
+              static_cast<size_t>(config.num_hidden_layers + config.decoder_layers));
+    for (size_t i = 0; i < layers_done.size(); ++i) EXPECT_EQ(layers_done[i], i);
+    if (options.output_hidden_states) {
+      // Each encoder block's input, then the final_layer_norm output (transformers' T5Stack).
+      const Json& want = c["encoder_hidden_states"];
+      ASSERT_EQ(out->hidden_states.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_LE(MaxDifference(out->hidden_states[i], ToTensor(want[i])), kTolerance)
+            << "hidden state " << i;
+      }
+    }
     EXPECT_LE(
         MaxDifference(out->encoder_last_hidden_state, ToTensor(c["encoder_last_hidden_state"])),
         kTolerance);
@@ -106,6 +141,7 @@ TEST_P(EncoderDecoderTest, MatchesThePyTorchReference) {
     EXPECT_TRUE(encoded->cross_attentions.empty());
     EXPECT_FALSE(encoded->logits.defined());
   }
+  RecordProperty("max_abs_diff", absl::StrCat(worst_difference));
 }
 
 TEST_P(EncoderDecoderTest, RefusesBadDecoderInput) {
@@ -125,7 +161,39 @@ TEST_P(EncoderDecoderTest, RefusesBadDecoderInput) {
   EXPECT_THAT(status.message(), HasSubstr("decoder_input_ids: expected int64 [1, T > 0]"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, EncoderDecoderTest, ::testing::Values("marian", "bart"));
+INSTANTIATE_TEST_SUITE_P(Architectures, EncoderDecoderTest,
+                         ::testing::Values("marian", "bart", "t5", "t5/relu-tied"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '/', '_');
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// A checkpoint that does not fit config.json is refused before serving, naming the tensor and
+// both shapes; T5's inner attention size is num_heads * d_kv, not d_model.
+TEST(T5CheckpointTest, RefusesTensorsThatDoNotFitTheConfig) {
+  const std::string source = testing::TestDataDir() + "/tiny-t5";
+  const std::string dir = testing::MakeTempDir();
+  testing::WriteFileBytes(dir + "/model.safetensors",
+                          testing::ReadFileBytes(source + "/model.safetensors"));
+  Json config = Json::parse(testing::ReadFileBytes(source + "/config.json"));
+  config["d_kv"] = 8;
+  testing::WriteFileBytes(dir + "/config.json", config.dump());
+  absl::Status status = LoadTransformerModel({.model_dir = dir}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("encoder.block.0.layer.0.SelfAttention.q.weight"));
+  EXPECT_THAT(status.message(), HasSubstr("[32, 32]"));
+  EXPECT_THAT(status.message(), HasSubstr("[24, 32]"));
+  // An untied checkpoint needs its lm_head; declaring relu wants wi, which a gated one lacks.
+  config = Json::parse(testing::ReadFileBytes(source + "/config.json"));
+  config["feed_forward_proj"] = "relu";
+  testing::WriteFileBytes(dir + "/config.json", config.dump());
+  status = LoadTransformerModel({.model_dir = dir}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("encoder.block.0.layer.1.DenseReluDense.wi.weight"));
+  EXPECT_THAT(status.message(), HasSubstr("wi_0.weight"));
+}
 
 TEST(EncoderDecoderConfigTest, DecoderInputOnAnEncoderOnlyModelIsRefused) {
   absl::StatusOr<std::unique_ptr<TransformerModel>> bert =
