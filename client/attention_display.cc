@@ -169,7 +169,9 @@ std::vector<BlockView> BlocksOf(const AttentionResult& result) {
   blocks.push_back({"decoder self-attention", &decoder.tokens, decoder.query_start, &decoder.tokens,
                     decoder.key_start, &decoder.layers, &decoder.heads, &decoder.attentions,
                     &decoder.top_k_indices});
-  blocks.push_back({"cross-attention", &decoder.tokens, decoder.query_start, &result.tokens,
+  // Rows by the token each position writes: the alignment reads "Tạo -> Creat", where the row of
+  // the start token it reads would say "<pad> -> Creat".
+  blocks.push_back({"cross-attention", &decoder.labels, decoder.query_start, &result.tokens,
                     result.key_start, &decoder.layers, &decoder.heads, &decoder.cross_attentions,
                     &decoder.cross_top_k_indices});
   return blocks;

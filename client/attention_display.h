@@ -33,7 +33,8 @@ std::string DescribeIndices(const std::vector<int32_t>& indices);
 //   several layers, one head or aggregated: "MODEL: mean of heads 0-3", panels "layer 0", ...;
 //   several layers and heads: "MODEL", a row of panels "layer L, head H" per layer.
 // With decoder_text (an encoder-decoder's answer) the cross-attention is drawn: target tokens
-// down, source tokens across, titled "MODEL cross-attention: ...".
+// down, each row labelled by the token its position writes (decoder_labels), source tokens across,
+// titled "MODEL cross-attention: ...".
 // The colour scale is left unset (0 to the largest value). InvalidArgument for an answer with
 // top_k (not a dense matrix) or whose attention is not [layer, head, query_token, key_token] with
 // one token per row and column.
@@ -54,10 +55,10 @@ std::string TopAttendedLines(const std::vector<std::string>& row_labels,
 // ("layer 3, head 1:" or "layer 3, mean of heads 0-3:") and TopAttendedLines, blocks separated by
 // an empty line; then "rollout:" and its rows when the answer has a rollout. With decoder_text the
 // blocks of the encoder's self-attention, the decoder's self-attention and the cross-attention
-// follow each other, each header line starting with its name ("cross-attention, layer 1, ...:").
-// A top_k answer shows
-// its k entries per row (at most `top`). Scores are not shown. InvalidArgument when the tensor
-// shapes do not match the tokens.
+// follow each other, each header line starting with its name ("cross-attention, layer 1, ...:");
+// the decoder self-attention's rows are the tokens each position reads, the cross-attention's the
+// tokens each writes. A top_k answer shows its k entries per row (at most `top`). Scores are not
+// shown. InvalidArgument when the tensor shapes do not match the tokens.
 absl::StatusOr<std::string> AttentionText(const AttentionResult& result,
                                           v1::HeadAggregation aggregation, int top);
 

@@ -72,15 +72,17 @@ Input:       --model NAME  --text T  --text_pair T  --truncation=none|longest_fi
              only_second  --max_length N  --skip_special_tokens
 Attention:   --layers=0,-1  --heads=0,2  --aggregate=none|mean|max  --rollout  --scores
              --dtype=float32|float16|bfloat16  --top_k K  --window=QS,QE,KS,KE (end 0 = to the end)
-             Encoder-decoders (marian, bart): --decoder_text T (the translation the decoder reads; adds
-             the decoder's self-attention and its cross-attention over --text's tokens)
+             Encoder-decoders (marian, bart, t5): --decoder_text T (the translation the decoder reads;
+             adds the decoder's self-attention, rows by the token each position reads, and its
+             cross-attention over --text's tokens, rows by the token each position writes)
              --decoder_window=QS,QE,KS,KE (decoder rows, and decoder keys of its self-attention)
 Encode:      --hidden_states  --pooling=none|cls|mean  --normalize  --dtype
 Cross:       --query Q  --document D (repeatable)  --doc_to_query  --layers --heads --aggregate
 Heatmap:     --out FILE.png | FILE.svg (the extension picks the format)  --layers --heads
              --aggregate --window as for attention  --vmax V (the value drawn darkest; default the
              largest value shown, so the scale is 0..max; --vmax=1 for 0..1)
-             --decoder_text T: the cross-attention, target tokens down, source tokens across
+             --decoder_text T: the cross-attention, target tokens down (the token each decoder
+             position writes), source tokens across
              One layer and one head: one panel. One layer, several heads: a grid of heads. Several
              layers with --aggregate mean: one panel per layer (head means). Rows are query tokens,
              columns key tokens, labelled with their original text ([CLS] etc. for special
@@ -535,6 +537,7 @@ absl::StatusOr<json> AttentionToJson(const AttentionResult& result, const Tensor
   if (status.ok() && result.decoder.has_value()) {
     const AttentionResult::Decoder& decoder = *result.decoder;
     out["decoder_tokens"] = TokensToJson(decoder.tokens);
+    out["decoder_labels"] = TokensToJson(decoder.labels);
     out["decoder_layers"] = decoder.layers;
     out["decoder_heads"] = decoder.heads;
     out["decoder_query_start"] = decoder.query_start;

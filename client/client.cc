@@ -136,6 +136,7 @@ class StreamAssembler {
     if (!status.ok() || !header.has_decoder_tokens()) return status;
     AttentionResult::Decoder& decoder = result_.decoder.emplace();
     decoder.tokens = std::move(*header.mutable_decoder_tokens());
+    decoder.labels = std::move(*header.mutable_decoder_labels());
     decoder.layers.assign(header.decoder_layers().begin(), header.decoder_layers().end());
     decoder.heads.assign(header.decoder_heads().begin(), header.decoder_heads().end());
     decoder.query_start = header.decoder_query_start();
@@ -472,6 +473,7 @@ absl::StatusOr<AttentionResult> Client::GetAttention(const v1::GetAttentionReque
   if (response.has_decoder_tokens()) {
     AttentionResult::Decoder& decoder = result.decoder.emplace();
     decoder.tokens = std::move(*response.mutable_decoder_tokens());
+    decoder.labels = std::move(*response.mutable_decoder_labels());
     decoder.layers.assign(response.decoder_layers().begin(), response.decoder_layers().end());
     decoder.heads.assign(response.decoder_heads().begin(), response.decoder_heads().end());
     decoder.query_start = response.decoder_query_start();

@@ -104,6 +104,8 @@ struct AttentionResult {
   struct Decoder {
     // The decoder's input: its start token, then the target's tokens.
     v1::Tokens tokens;
+    // The token each decoder position writes: the target's tokens, then the end-of-sequence token.
+    v1::Tokens labels;
     std::vector<int32_t> layers;
     std::vector<int32_t> heads;
     // Decoder position of output query / key index 0 (decoder_window's start).

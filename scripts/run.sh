@@ -82,8 +82,7 @@ if [ -n "$translation_dir" ]; then
   # help's own translations: "명령 창에 수식 만들기", "Tạo công thức trong cửa sổ Lệnh"). The target
   # language is the first token. Greedy translation, then the same pair teacher-forced: for each
   # decoder position the English tokens its cross-attention read most (last decoder layer, mean of
-  # the heads). A row is labelled by the token the position reads and writes the next one: the
-  # <pad> (start) row is the first word being written.
+  # the heads), each row labelled by the token that position writes (decoder_labels).
   title="Creating a Formula in the Commands Window"
   for code in kor vie; do
     output=$(show generate --prompt ">>$code<< $title" --max_new_tokens 32)

@@ -51,6 +51,7 @@ void FillAttentionHeader(const AttentionAnswer& answer, Message* message) {
   }
   if (!answer.decoder_tokens.has_value()) return;
   ToProto(*answer.decoder_tokens, message->mutable_decoder_tokens());
+  ToProto(*answer.decoder_labels, message->mutable_decoder_labels());
   for (const int64_t layer : answer.decoder_layers) {
     message->add_decoder_layers(static_cast<int32_t>(layer));
   }

@@ -147,11 +147,18 @@ torch::Tensor Row(const std::vector<int64_t>& values) {
   return torch::tensor(values, torch::kInt64).view({1, -1});
 }
 
-// The decoder's teacher-forced input for `text`, transformers' shift_tokens_right of the labels
-// that EncodeTarget gives ("t1 .. tn </s>" for Marian): decoder_start_token_id, t1 .. tn.
+// The decoder's side of teacher forcing for `text`.
+struct DecoderText {
+  // What the decoder reads: transformers' shift_tokens_right of the labels,
+  // decoder_start_token_id, t1 .. tn.
+  EncodedText input;
+  // What each position writes: the labels that EncodeTarget gives ("t1 .. tn </s>" for Marian).
+  EncodedText labels;
+};
+
 // InvalidArgument naming `decoder_text` when it is empty, not UTF-8, yields no token, or is longer
 // than the decoder's positions.
-absl::StatusOr<EncodedText> DecoderInput(const LoadedModel& model, const std::string& text) {
+absl::StatusOr<DecoderText> DecoderInput(const LoadedModel& model, const std::string& text) {
   ATTNSCOPE_RETURN_IF_ERROR(CheckText(text, "decoder_text"));
   const Tokenizer& tokenizer = model.tokenizer();
   ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText target, tokenizer.TokenizeTarget(text));
@@ -187,10 +194,12 @@ absl::StatusOr<EncodedText> DecoderInput(const LoadedModel& model, const std::st
   start.sequence_ids = {-1};
   push(start, 0);
   for (size_t i = 0; i + 1 < labels.size(); ++i) push(labels, i);
-  EncodedText encoded;
-  encoded.original_texts = OriginalTexts(input, text, "");
-  encoded.encoding = std::move(input);
-  return encoded;
+  DecoderText decoder;
+  decoder.input.original_texts = OriginalTexts(input, text, "");
+  decoder.input.encoding = std::move(input);
+  decoder.labels.original_texts = OriginalTexts(labels, text, "");
+  decoder.labels.encoding = std::move(labels);
+  return decoder;
 }
 
 // The selected heads of one layer's attention [N, Q, K], cut to `window`, as the answer holds it:
@@ -395,8 +404,10 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
   answer.top_k = query.top_k > 0;
   int64_t decoder_length = 0;
   if (query.decoder_text.has_value()) {
-    ATTNSCOPE_ASSIGN_OR_RETURN(answer.decoder_tokens,
+    ATTNSCOPE_ASSIGN_OR_RETURN(DecoderText decoder,
                                DecoderInput(*answer.model, *query.decoder_text));
+    answer.decoder_tokens = std::move(decoder.input);
+    answer.decoder_labels = std::move(decoder.labels);
     decoder_length = static_cast<int64_t>(answer.decoder_tokens->encoding.size());
     ATTNSCOPE_ASSIGN_OR_RETURN(
         answer.decoder_layers,

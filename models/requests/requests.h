@@ -157,6 +157,9 @@ struct AttentionAnswer {
   // the decoder reads decoder_start_token_id and then the target's tokens, its last token's row
   // predicting "</s>". `tokens`, `attentions` and `window` are the encoder's.
   std::optional<EncodedText> decoder_tokens;
+  // The token each decoder position writes (transformers' `labels`): decoder_tokens shifted left,
+  // then the end-of-sequence token. Set with decoder_tokens.
+  std::optional<EncodedText> decoder_labels;
   std::vector<int64_t> decoder_layers;
   std::vector<int64_t> decoder_heads;
   // Decoder query rows and decoder key columns (self-attention).

@@ -25,6 +25,7 @@ namespace attnscope::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using json = nlohmann::json;
 
 std::string MarianDir() { return TestDataDir() + "/tiny-marian"; }
@@ -39,6 +40,16 @@ const json& Golden() {
     return new json(json::parse(bytes.str())["texts"]);
   }();
   return *golden;
+}
+
+const json& MarianConfig() {
+  static const json* config = [] {
+    std::ifstream file(MarianDir() + "/config.json");
+    std::stringstream bytes;
+    bytes << file.rdbuf();
+    return new json(json::parse(bytes.str()));
+  }();
+  return *config;
 }
 
 // Checks a decoded [layer, head, query, key] tensor against the reference's
@@ -122,6 +133,15 @@ TEST_F(Seq2SeqAttentionTest, TeacherForcedAttentionEqualsTheReference) {
   EXPECT_EQ(decoder.tokens.tokens(0), "<pad>");
   EXPECT_EQ(decoder.tokens.special_tokens_mask(0), 1);
   EXPECT_EQ(decoder.tokens.original_texts(1), "Ch");
+  // What each position writes: transformers' labels, from which the input is shifted right.
+  std::vector<int64_t> labels = Golden()["decoder_input_ids"][0].get<std::vector<int64_t>>();
+  labels.erase(labels.begin());
+  labels.push_back(MarianConfig()["eos_token_id"].get<int64_t>());
+  EXPECT_EQ(Ids(decoder.labels), labels);
+  EXPECT_EQ(decoder.labels.tokens(0), decoder.tokens.tokens(1));
+  EXPECT_EQ(decoder.labels.original_texts(0), "Ch");
+  EXPECT_EQ(decoder.labels.tokens(decoder.labels.tokens_size() - 1), "</s>");
+  EXPECT_EQ(decoder.labels.special_tokens_mask(decoder.labels.tokens_size() - 1), 1);
   EXPECT_EQ(decoder.layers, (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(decoder.heads, (std::vector<int32_t>{0, 1, 2, 3}));
   EXPECT_EQ(decoder.attentions.dim_names,
@@ -215,6 +235,16 @@ TEST_F(Seq2SeqAttentionTest, CliPrintsCrossAttention) {
   EXPECT_THAT(text.stdout_text, HasSubstr("encoder self-attention, layer 1, mean of heads 0-3:"));
   EXPECT_THAT(text.stdout_text, HasSubstr("decoder self-attention, layer 1, mean of heads 0-3:"));
   EXPECT_THAT(text.stdout_text, HasSubstr("cross-attention, layer 1, mean of heads 0-3:"));
+  // The decoder self-attention's rows are the tokens read, from the start token; the
+  // cross-attention's the tokens written, to the end-of-sequence token.
+  const std::string self_rows = text.stdout_text.substr(
+      text.stdout_text.find("decoder self-attention, layer 1, mean of heads 0-3:\n"));
+  EXPECT_EQ(self_rows.substr(self_rows.find('\n') + 1, 5), "<pad>");
+  const std::string cross_rows = text.stdout_text.substr(
+      text.stdout_text.find("cross-attention, layer 1, mean of heads 0-3:\n"));
+  EXPECT_EQ(cross_rows.substr(cross_rows.find('\n') + 1, 2), "Ch");
+  EXPECT_THAT(cross_rows, Not(HasSubstr("<pad>")));
+  EXPECT_THAT(cross_rows, HasSubstr("\n</s>"));
   const std::string png = absl::StrCat(::testing::TempDir(), "/cross.png");
   const CommandResult heatmap = RunCommand(
       {CliBinary(), "heatmap", "--server", server_->address(), "--model", "marian", "--text",
