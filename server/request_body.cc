@@ -71,7 +71,7 @@ absl::Status ParseBody(const std::string& body, BodyFormat format,
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(body.empty() ? std::string("{}") : body);
-  } catch (const nlohmann::json::parse_error& error) {
+  } catch (const nlohmann::json::exception& error) {  // a parse_error, or a number overflow
     return absl::InvalidArgumentError(
         absl::StrCat("request body: expected a JSON object in UTF-8, got text that does not parse "
                      "as JSON (",

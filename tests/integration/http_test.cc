@@ -350,6 +350,14 @@ TEST_F(HttpTest, MalformedRequestsSayWhatWasWrong) {
               AllOf(HasSubstr("does not parse as JSON (parse error at line 1, column 10"),
                     HasSubstr("unexpected end of input")));
 
+  // A number beyond double's range is the parser's error too (it throws another kind).
+  httplib::Result overflow =
+      Post("Tokenize", R"({"text": "hi", "tokenization": {"maxLength": 1e999}})");
+  ASSERT_TRUE(overflow);
+  EXPECT_EQ(overflow->status, 400);
+  EXPECT_THAT(nlohmann::json::parse(overflow->body)["message"].get<std::string>(),
+              HasSubstr("number overflow parsing '1e999'"));
+
   // Invalid UTF-8 cannot travel in JSON text; the parser refuses it before the service sees it,
   // and the answer, itself JSON, does not echo the bad bytes.
   httplib::Result bad_utf8 = Post("Tokenize", "{\"text\": \"caf\xC3\"}");
