@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "models/model_util.h"
 #include "models/transformer.h"
 
 namespace attnscope {
@@ -171,9 +172,7 @@ class EncoderDecoderModel : public TransformerModel {
   // The encoder over checked input: attentions, hidden states and last_hidden_state of `out`.
   absl::Status RunEncoder(const ForwardInput& input, const ForwardOptions& options,
                           ForwardOutput* out) const {
-    const int64_t batch = input.input_ids.size(0);
-    const torch::Tensor source_visible =
-        input.attention_mask.to(torch::kBool).view({batch, 1, 1, input.input_ids.size(1)});
+    const torch::Tensor source_visible = PaddingMask(input.attention_mask);
     torch::Tensor hidden = Embed(input.input_ids, encoder_positions_, encoder_embedding_norm_);
     if (options.output_hidden_states) out->hidden_states.push_back(hidden);
     for (size_t i = 0; i < encoder_layers_.size(); ++i) {
@@ -195,20 +194,13 @@ class EncoderDecoderModel : public TransformerModel {
   absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
                                     const ForwardOptions& options) const override {
     const ModelConfig& cfg = config();
-    const int64_t batch = input.input_ids.size(0);
-    const torch::Tensor source_visible =
-        input.attention_mask.to(torch::kBool).view({batch, 1, 1, input.input_ids.size(1)});
+    const torch::Tensor source_visible = PaddingMask(input.attention_mask);
     ForwardOutput out;
     ATTNSCOPE_RETURN_IF_ERROR(RunEncoder(input, options, &out));
     if (!input.decoder_input_ids.defined()) return out;
     const torch::Tensor memory = out.last_hidden_state;
     out.encoder_last_hidden_state = memory;
-    const int64_t target = input.decoder_input_ids.size(1);
-    const torch::Tensor target_visible =
-        torch::ones({target, target}, torch::kBool)
-            .tril()
-            .view({1, 1, target, target})
-            .logical_and(input.decoder_attention_mask.to(torch::kBool).view({batch, 1, 1, target}));
+    const torch::Tensor target_visible = CausalMask(input.decoder_attention_mask);
     torch::Tensor y = Embed(input.decoder_input_ids, decoder_positions_, decoder_embedding_norm_);
     for (size_t i = 0; i < decoder_layers_.size(); ++i) {
       const DecoderLayer& layer = decoder_layers_[i];
@@ -256,24 +248,14 @@ class EncoderDecoderModel : public TransformerModel {
     const int64_t heads = config().decoder_attention_heads;
     const int64_t past = cache->length();
     const int64_t length = input_ids.size(1);
-    const torch::Tensor self_visible =
-        torch::ones({length, past + length}, torch::kBool).tril(past).view({1, 1, length, -1});
-    const torch::Tensor source_visible =
-        cache->encoder_attention_mask.to(torch::kBool)
-            .view({cache->encoder_attention_mask.size(0), 1, 1, -1});
+    const torch::Tensor self_visible = CachedCausalMask(past, length);
+    const torch::Tensor source_visible = PaddingMask(cache->encoder_attention_mask);
     DecodeOutput out;
     torch::Tensor y = Embed(input_ids, decoder_positions_, decoder_embedding_norm_, past);
     for (size_t i = 0; i < decoder_layers_.size(); ++i) {
       const DecoderLayer& layer = decoder_layers_[i];
-      torch::Tensor key = SplitHeads(layer.self_attn.k(y), heads);
-      torch::Tensor value = SplitHeads(layer.self_attn.v(y), heads);
-      if (i < cache->keys.size()) {
-        key = cache->keys[i] = torch::cat({cache->keys[i], key}, /*dim=*/2);
-        value = cache->values[i] = torch::cat({cache->values[i], value}, /*dim=*/2);
-      } else {
-        cache->keys.push_back(key);
-        cache->values.push_back(value);
-      }
+      const auto [key, value] = AppendToCache(cache, i, SplitHeads(layer.self_attn.k(y), heads),
+                                              SplitHeads(layer.self_attn.v(y), heads));
       auto [attended, self_probs] =
           AttendTo(layer.self_attn.out, Query(layer.self_attn, y, heads), key, value, self_visible);
       y = LayerNorm(y + attended, layer.self_attn_norm);

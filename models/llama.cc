@@ -5,10 +5,12 @@
 // embeddings.
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "models/model_util.h"
 #include "models/transformer.h"
 
 namespace attnscope {
@@ -57,24 +59,13 @@ class LlamaModel : public TransformerModel {
 
   absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
                                     const ForwardOptions& options) const override {
-    const int64_t batch = input.input_ids.size(0);
-    const int64_t length = input.input_ids.size(1);
-    // [B, 1, S, S]: a key is visible when it is real and not in the future of the query. Right
-    // padding keeps positions 0..S-1 for every real token.
-    const torch::Tensor causal = torch::ones({length, length}, torch::kBool).tril();
-    const torch::Tensor visible =
-        causal.view({1, 1, length, length})
-            .logical_and(input.attention_mask.to(torch::kBool).view({batch, 1, 1, length}));
-    return Layers(input.input_ids, visible, /*cache=*/nullptr, options);
+    // Right padding keeps positions 0..S-1 for every real token.
+    return Layers(input.input_ids, CausalMask(input.attention_mask), /*cache=*/nullptr, options);
   }
 
   absl::StatusOr<DecodeOutput> RunDecode(const torch::Tensor& input_ids, KvCache* cache,
                                          bool output_attentions) const override {
-    const int64_t past = cache->length();
-    const int64_t length = input_ids.size(1);
-    // New query i sits at position past + i and sees every key up to it.
-    const torch::Tensor visible =
-        torch::ones({length, past + length}, torch::kBool).tril(past).view({1, 1, length, -1});
+    const torch::Tensor visible = CachedCausalMask(cache->length(), input_ids.size(1));
     ForwardOptions options;
     options.output_attentions = output_attentions;
     ATTNSCOPE_ASSIGN_OR_RETURN(ForwardOutput out, Layers(input_ids, visible, cache, options));
@@ -121,17 +112,7 @@ class LlamaModel : public TransformerModel {
       torch::Tensor value = torch::linear(normed, layer.v_proj)
                                 .view({batch, length, kv_heads, head_dim})
                                 .transpose(1, 2);
-      if (cache != nullptr) {
-        if (i < cache->keys.size()) {
-          key = torch::cat({cache->keys[i], key}, /*dim=*/2);
-          value = torch::cat({cache->values[i], value}, /*dim=*/2);
-          cache->keys[i] = key;
-          cache->values[i] = value;
-        } else {
-          cache->keys.push_back(key);
-          cache->values.push_back(value);
-        }
-      }
+      if (cache != nullptr) std::tie(key, value) = AppendToCache(cache, i, key, value);
       if (queries_per_kv > 1) {
         key = key.repeat_interleave(queries_per_kv, /*dim=*/1);
         value = value.repeat_interleave(queries_per_kv, /*dim=*/1);

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "models/model_util.h"
 #include "models/transformer.h"
 
 namespace attnscope {
@@ -195,9 +196,8 @@ class T5Model : public TransformerModel {
   // hidden_states as transformers' T5Stack: each block's input, then the final_layer_norm output.
   absl::Status RunEncoder(const ForwardInput& input, const ForwardOptions& options,
                           ForwardOutput* out) const {
-    const int64_t batch = input.input_ids.size(0);
     const int64_t length = input.input_ids.size(1);
-    const torch::Tensor visible = input.attention_mask.to(torch::kBool).view({batch, 1, 1, length});
+    const torch::Tensor visible = PaddingMask(input.attention_mask);
     const torch::Tensor bias = PositionBias(encoder_bias_, 0, length, length, true);
     torch::Tensor hidden = torch::embedding(shared_, input.input_ids);
     for (size_t i = 0; i < encoder_blocks_.size(); ++i) {
@@ -220,20 +220,14 @@ class T5Model : public TransformerModel {
 
   absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
                                     const ForwardOptions& options) const override {
-    const int64_t batch = input.input_ids.size(0);
-    const torch::Tensor source_visible =
-        input.attention_mask.to(torch::kBool).view({batch, 1, 1, input.input_ids.size(1)});
+    const torch::Tensor source_visible = PaddingMask(input.attention_mask);
     ForwardOutput out;
     ATTNSCOPE_RETURN_IF_ERROR(RunEncoder(input, options, &out));
     if (!input.decoder_input_ids.defined()) return out;
     const torch::Tensor memory = out.last_hidden_state;
     out.encoder_last_hidden_state = memory;
     const int64_t target = input.decoder_input_ids.size(1);
-    const torch::Tensor target_visible =
-        torch::ones({target, target}, torch::kBool)
-            .tril()
-            .view({1, 1, target, target})
-            .logical_and(input.decoder_attention_mask.to(torch::kBool).view({batch, 1, 1, target}));
+    const torch::Tensor target_visible = CausalMask(input.decoder_attention_mask);
     const torch::Tensor self_bias = PositionBias(decoder_bias_, 0, target, target, false);
     torch::Tensor y = torch::embedding(shared_, input.decoder_input_ids);
     for (size_t i = 0; i < decoder_blocks_.size(); ++i) {
@@ -284,26 +278,17 @@ class T5Model : public TransformerModel {
                                          bool output_attentions) const override {
     const int64_t past = cache->length();
     const int64_t length = input_ids.size(1);
-    const torch::Tensor self_visible =
-        torch::ones({length, past + length}, torch::kBool).tril(past).view({1, 1, length, -1});
+    const torch::Tensor self_visible = CachedCausalMask(past, length);
     const torch::Tensor self_bias = PositionBias(decoder_bias_, past, length, past + length, false);
-    const torch::Tensor source_visible =
-        cache->encoder_attention_mask.to(torch::kBool)
-            .view({cache->encoder_attention_mask.size(0), 1, 1, -1});
+    const torch::Tensor source_visible = PaddingMask(cache->encoder_attention_mask);
     DecodeOutput out;
     torch::Tensor y = torch::embedding(shared_, input_ids);
     for (size_t i = 0; i < decoder_blocks_.size(); ++i) {
       const DecoderBlock& block = decoder_blocks_[i];
       const torch::Tensor normed = Norm(y, block.self_attn_norm);
-      torch::Tensor key = SplitHeads(torch::linear(normed, block.self_attn.k));
-      torch::Tensor value = SplitHeads(torch::linear(normed, block.self_attn.v));
-      if (i < cache->keys.size()) {
-        key = cache->keys[i] = torch::cat({cache->keys[i], key}, /*dim=*/2);
-        value = cache->values[i] = torch::cat({cache->values[i], value}, /*dim=*/2);
-      } else {
-        cache->keys.push_back(key);
-        cache->values.push_back(value);
-      }
+      const auto [key, value] =
+          AppendToCache(cache, i, SplitHeads(torch::linear(normed, block.self_attn.k)),
+                        SplitHeads(torch::linear(normed, block.self_attn.v)));
       auto [attended, self_probs] =
           AttendTo(block.self_attn, SplitHeads(torch::linear(normed, block.self_attn.q)), key,
                    value, self_bias, self_visible);
