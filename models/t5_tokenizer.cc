@@ -20,16 +20,13 @@ absl::StatusOr<std::unique_ptr<T5Tokenizer>> T5Tokenizer::Load(const std::string
         "spiece.model '", model_path,
         "': extra_ids: expected a number of sentinel tokens >= 0, got ", options.extra_ids));
   }
-  // The model's own eos id, through the template of a SentencePieceTokenizer that appends it.
+  // Loaded to append "</s>" only so that its template names the model's own eos piece; T5's
+  // template below is built from it.
   SentencePieceOptions with_eos;
   with_eos.add_bos_token = false;
   with_eos.add_eos_token = true;
-  ATTNSCOPE_ASSIGN_OR_RETURN(auto probe, SentencePieceTokenizer::Load(model_path, with_eos));
-  TemplatePiece eos = probe->post_processor().single.back();
-  SentencePieceOptions plain;
-  plain.add_bos_token = false;
-  plain.add_eos_token = false;
-  ATTNSCOPE_ASSIGN_OR_RETURN(auto pieces, SentencePieceTokenizer::Load(model_path, plain));
+  ATTNSCOPE_ASSIGN_OR_RETURN(auto pieces, SentencePieceTokenizer::Load(model_path, with_eos));
+  TemplatePiece eos = pieces->post_processor().single.back();
   // T5's pad is piece 0 of its own model; SentencePieceTokenizer falls back to 0 only when the
   // model defines none, which for T5 would pad with an ordinary piece.
   if (pieces->IdToToken(pieces->pad_token_id()) != "<pad>") {

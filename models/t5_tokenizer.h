@@ -54,7 +54,8 @@ class T5Tokenizer : public Tokenizer {
   T5Tokenizer(std::unique_ptr<SentencePieceTokenizer> pieces, PostProcessorTemplate post_processor,
               int64_t pad_token_id, int64_t extra_ids, int64_t model_max_length);
 
-  // Loaded without BOS or EOS: its Tokenize and Decode are T5's on SentencePiece's own ids.
+  // SentencePiece's pieces and ids: only its Tokenize and Decode are used (T5's template, not its
+  // own, frames the pieces).
   std::unique_ptr<SentencePieceTokenizer> pieces_;
   int64_t extra_ids_;
 };

@@ -30,25 +30,22 @@ using json = nlohmann::json;
 
 std::string MarianDir() { return TestDataDir() + "/tiny-marian"; }
 
+json ReadJson(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream bytes;
+  bytes << file.rdbuf();
+  return json::parse(bytes.str());
+}
+
 // The reference's "texts" case: input_ids, decoder_input_ids and [layer][batch][head][q][k]
 // attentions in float64.
 const json& Golden() {
-  static const json* golden = [] {
-    std::ifstream file(MarianDir() + "/golden.json");
-    std::stringstream bytes;
-    bytes << file.rdbuf();
-    return new json(json::parse(bytes.str())["texts"]);
-  }();
+  static const json* golden = new json(ReadJson(MarianDir() + "/golden.json")["texts"]);
   return *golden;
 }
 
 const json& MarianConfig() {
-  static const json* config = [] {
-    std::ifstream file(MarianDir() + "/config.json");
-    std::stringstream bytes;
-    bytes << file.rdbuf();
-    return new json(json::parse(bytes.str()));
-  }();
+  static const json* config = new json(ReadJson(MarianDir() + "/config.json"));
   return *config;
 }
 
