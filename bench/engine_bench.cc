@@ -6,7 +6,8 @@
 // Usage: engine_bench [--dir DIR] [--tokens 128] [--repeats 30] [--threads 0]
 //                     [--python /usr/bin/python3]
 // DIR keeps the generated checkpoint between runs (default /tmp/attnscope-bench-bert-base).
-#include <torch/torch.h>
+#include <ATen/Parallel.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <array>

@@ -6,7 +6,7 @@
 //
 // Usage: generation_bench [--model_dir DIR] [--max_new_tokens 500] [--repeats 3] [--threads 1]
 // DIR is a Llama checkpoint (default ../shared/models/stories260K).
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <chrono>
 #include <cstdio>

@@ -5,7 +5,7 @@
 // known. Engine and service calls alternate so that both see the same machine load.
 //
 // Usage: service_bench [--dir DIR] [--repeats 30] [--python /usr/bin/python3]
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,7 @@
 #include "models/attention_ops.h"
 
+#include <torch/utils.h>
+
 #include <string>
 #include <utility>
 

@@ -9,7 +9,7 @@
 #ifndef ATTNSCOPE_MODELS_ATTENTION_OPS_H_
 #define ATTNSCOPE_MODELS_ATTENTION_OPS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <vector>

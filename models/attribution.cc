@@ -1,5 +1,8 @@
 #include "models/attribution.h"
 
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/utils.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>

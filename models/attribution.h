@@ -27,7 +27,8 @@
 #ifndef ATTNSCOPE_MODELS_ATTRIBUTION_H_
 #define ATTNSCOPE_MODELS_ATTRIBUTION_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cstdint>
 #include <functional>

@@ -2,6 +2,8 @@
 // compute it in eval mode: embeddings (word + position + token type) -> LayerNorm, then
 // post-LayerNorm encoder blocks with exact-erf GELU, an additive attention mask of float32's lowest
 // value on padded keys, the tanh pooler on [CLS] and a linear classifier.
+#include <ATen/Parallel.h>
+
 #include <cmath>
 #include <limits>
 #include <vector>

@@ -1,6 +1,7 @@
 #include "models/blas_check.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,7 @@
 #include "models/checkpoint.h"
 
+#include <torch/serialize.h>
+
 #include <set>
 
 #include "absl/status/status.h"

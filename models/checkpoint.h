@@ -3,7 +3,7 @@
 #ifndef ATTNSCOPE_MODELS_CHECKPOINT_H_
 #define ATTNSCOPE_MODELS_CHECKPOINT_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <map>

@@ -4,7 +4,7 @@
 #ifndef ATTNSCOPE_MODELS_ENGINE_H_
 #define ATTNSCOPE_MODELS_ENGINE_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <functional>

@@ -1,5 +1,6 @@
 #include "models/fused_ops.h"
 
+#include <ATen/Parallel.h>
 #include <immintrin.h>
 
 #include <cmath>

@@ -8,7 +8,7 @@
 #ifndef ATTNSCOPE_MODELS_FUSED_OPS_H_
 #define ATTNSCOPE_MODELS_FUSED_OPS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 

@@ -1,5 +1,6 @@
 #include "models/gemm.h"
 
+#include <ATen/Parallel.h>
 #include <malloc.h>
 #include <unistd.h>
 

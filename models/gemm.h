@@ -7,7 +7,7 @@
 #ifndef ATTNSCOPE_MODELS_GEMM_H_
 #define ATTNSCOPE_MODELS_GEMM_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <vector>

@@ -1,6 +1,7 @@
 #include "models/generation.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/utils.h>
 
 #include <cmath>
 #include <limits>

@@ -5,7 +5,7 @@
 #ifndef ATTNSCOPE_MODELS_SAFETENSORS_H_
 #define ATTNSCOPE_MODELS_SAFETENSORS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <map>

@@ -1,5 +1,7 @@
 #include "models/transformer.h"
 
+#include <torch/utils.h>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

@@ -6,7 +6,8 @@
 #ifndef ATTNSCOPE_MODELS_TRANSFORMER_H_
 #define ATTNSCOPE_MODELS_TRANSFORMER_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cstdint>
 #include <functional>

@@ -13,5 +13,9 @@ if [ "${1:-}" = "--sanitize" ]; then
   options=(-DATTNSCOPE_SANITIZE=ON -DATTNSCOPE_FUZZ=OFF)
 fi
 bash "$root/scripts/install-deps.sh"
+# ccache (CMakeLists.txt uses it when installed) keys its entries on paths relative to the source
+# root, so that this checkout and CI's clone elsewhere share them; the fuzz build's line tables then
+# carry relative paths, which is why the build directory is not part of the key either.
+export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1
 cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${options[@]}" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)" "$@"

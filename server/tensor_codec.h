@@ -8,7 +8,7 @@
 #ifndef ATTNSCOPE_SERVER_TENSOR_CODEC_H_
 #define ATTNSCOPE_SERVER_TENSOR_CODEC_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <string>

@@ -19,7 +19,7 @@
 #ifndef ATTNSCOPE_MODELS_REQUESTS_REQUESTS_H_
 #define ATTNSCOPE_MODELS_REQUESTS_REQUESTS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <functional>

@@ -5,7 +5,7 @@
 #ifndef ATTNSCOPE_TESTS_INTEGRATION_REFERENCE_H_
 #define ATTNSCOPE_TESTS_INTEGRATION_REFERENCE_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <optional>

@@ -3,7 +3,8 @@
 // integrated gradients, word sums, independence of padding and batching.
 #include "models/attribution.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cmath>
 #include <cstdio>

@@ -1,6 +1,6 @@
 // BERT against goldens from PyTorch's own modules (tests/data/make_tiny_bert.py), plus the
 // attention invariants every model must keep.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <functional>
 #include <limits>

@@ -3,7 +3,8 @@
 // tests/data/default-model-heldout.jsonl: help pages the training never saw, in English, Vietnamese
 // and Korean. The figures printed here are the ones in models/default/MODEL_CARD.md.
 // ATTNSCOPE_EVAL_MODEL_DIR evaluates another checkpoint (a candidate being trained) instead.
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cmath>
 #include <cstdio>

@@ -6,7 +6,7 @@
 // nn.LayerNorm; for T5 bias-free nn.Linear, RMS norms and relative position buckets written from
 // modeling_t5.py) in float64. tiny-t5 is gated-gelu with an untied lm_head, tiny-t5/relu-tied the
 // relu feed-forward with lm_head tied to the scaled shared embeddings.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <fstream>

@@ -5,7 +5,8 @@
 #include "models/fused_ops.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cstdlib>
 #include <limits>

@@ -5,7 +5,7 @@
 // and attention, beam search and seeded sampling on stories260K and a random tiny Llama.
 #include "models/generation.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // Llama on real trained weights (../shared/models/stories260K): greedy decoding and attention rows
 // against the independent reference in expected_greedy.jsonl, plus the causal-model invariants.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <string>
 #include <vector>

@@ -2,7 +2,7 @@
 // corrupt or mismatched files that must give a Status error rather than a crash.
 #include "models/safetensors.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstring>
 #include <string>

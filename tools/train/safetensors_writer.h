@@ -2,7 +2,7 @@
 #ifndef ATTNSCOPE_TOOLS_TRAIN_SAFETENSORS_WRITER_H_
 #define ATTNSCOPE_TOOLS_TRAIN_SAFETENSORS_WRITER_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <string>
 #include <utility>
