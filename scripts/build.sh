@@ -3,19 +3,27 @@
 # Usage: scripts/build.sh [--sanitize] [cmake --build arguments, e.g. --target attnscope-server]
 # --sanitize builds into build-sanitize/ with AddressSanitizer and UndefinedBehaviorSanitizer
 # (ATTNSCOPE_SANITIZE=ON) and without the fuzz targets, which have a build of their own.
+# Prints "attnscope-stage install SECONDS" and "attnscope-stage build SECONDS" (sanitizer-build with
+# --sanitize) for .ci/run's table.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=$root/build
 options=()
+stage=build
 if [ "${1:-}" = "--sanitize" ]; then
   shift
   build_dir=$root/build-sanitize
   options=(-DATTNSCOPE_SANITIZE=ON -DATTNSCOPE_FUZZ=OFF)
+  stage=sanitizer-build
 fi
+start=$SECONDS
 bash "$root/scripts/install-deps.sh"
+echo "attnscope-stage install $((SECONDS - start))"
+start=$SECONDS
 # ccache (CMakeLists.txt uses it when installed) keys its entries on paths relative to the source
 # root, so that this checkout and CI's clone elsewhere share them; the fuzz build's line tables then
 # carry relative paths, which is why the build directory is not part of the key either.
 export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1
 cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${options[@]}" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)" "$@"
+echo "attnscope-stage $stage $((SECONDS - start))"

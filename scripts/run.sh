@@ -23,6 +23,7 @@ once=false
 [ "${1:-}" = "--once" ] && once=true
 
 bash "$root/scripts/build.sh" --target attnscope-server attnscope dashboard >&2
+demo_start=$SECONDS
 
 model_dir=${ATTNSCOPE_MODEL_DIR:-}
 translation_dir=
@@ -107,6 +108,8 @@ echo "Dashboard: $dashboard"
 echo "  the Korean query and documents (랭체인 뭐야): ${dashboard}?view=documents"
 echo "  every layer and head of 'Tôi yêu Việt Nam quá': ${dashboard}?view=model"
 echo "  the HTTP/JSON API: curl -s -d '{}' ${dashboard}attnscope.v1.AttentionService/ListModels"
+
+echo "attnscope-stage demo $((SECONDS - demo_start))"
 
 if ! $once; then
   echo

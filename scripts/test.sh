@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds everything and runs every test (unit,
-# integration and fuzz) with CTest; meanwhile builds the unit tests once more with AddressSanitizer
-# and UndefinedBehaviorSanitizer (build-sanitize), and runs them after. Needs root or sudo for apt
-# on a fresh machine.
+# The test command: installs what is missing, builds everything, runs every test that checks a
+# behaviour (unit, integration and fuzz) with CTest, then builds the unit tests once more with
+# AddressSanitizer and UndefinedBehaviorSanitizer (build-sanitize) and runs them there. Needs root
+# or sudo for apt on a fresh machine.
+#
+#   scripts/test.sh          the tests CI runs
+#   scripts/test.sh --slow   the tests labelled "slow" instead: figures measured on the built-in
+#                            models (held-out chrF of the translation model, where the default
+#                            model's attributions point), minutes each
+#
+# Each stage ends with a line "attnscope-stage NAME SECONDS" (the builds: scripts/build.sh), which
+# .ci/run adds up.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+slow=false
+[ "${1:-}" = "--slow" ] && slow=true
 # The real weights, vocabularies and goldens are read in place from ../shared (or
 # ATTNSCOPE_SHARED_DIR); without them a third of the tests would fail one by one.
 export ATTNSCOPE_SHARED_DIR=${ATTNSCOPE_SHARED_DIR:-$root/../shared}
@@ -14,34 +24,34 @@ if [ ! -d "$ATTNSCOPE_SHARED_DIR/models/stories260K" ]; then
     "ATTNSCOPE_SHARED_DIR" >&2
   exit 1
 fi
-bash "$root/scripts/build.sh"
 
-# The sanitizer build runs beside the tests at the lowest priority: it takes only the CPU they leave
-# idle (servers starting, clients waiting), which keeps the whole command well inside CI's 90
-# minutes without slowing the timed tests.
-sanitize_log=$(mktemp)
-# Its own process group (setsid), so that a failing test stops the compilers too.
-setsid nice -n 19 bash "$root/scripts/build.sh" --sanitize --target tests/unit/all \
-  >"$sanitize_log" 2>&1 &
-sanitize_build=$!
-trap 'kill -- "-$sanitize_build" 2>/dev/null || true; rm -f "$sanitize_log"' EXIT
+# stage NAME COMMAND...: runs the command and prints how long it took.
+stage() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "attnscope-stage $name $((SECONDS - start))"
+}
+
+bash "$root/scripts/build.sh"
 cd "$root/build"
-ctest --output-on-failure --timeout 900 -j1
-if ! wait "$sanitize_build"; then
-  cat "$sanitize_log" >&2
-  echo "scripts/test.sh: the sanitizer build (scripts/build.sh --sanitize) failed" >&2
-  exit 1
+if $slow; then
+  stage slow-tests ctest --output-on-failure --timeout 1800 -L slow
+  exit 0
 fi
 
+# Two tests at a time (two cores); the integration binaries that time something or load both cores
+# run alone (RUN_SERIAL, tests/integration/CMakeLists.txt).
+stage tests ctest --output-on-failure --timeout 900 -j2 -LE slow
+
+bash "$root/scripts/build.sh" --sanitize --target tests/unit/all
 cd "$root/build-sanitize/tests/unit"
-# Left out: the tests that load a SentencePiece model (Llama's, Marian's or T5's). Its module must be dlopen()ed with
-# RTLD_DEEPBIND beside LibTorch (models/sentencepiece_module.h), which AddressSanitizer refuses
-# (google/sanitizers#611); the SentencePiece tokenizer runs under the sanitizers in the fuzz
-# targets instead, linked without LibTorch. Also left out: the default model's attribution figure
-# (two minutes of integrated gradients in the main run), whose code attribution_test already runs
-# under the sanitizers.
-ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
-  LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/sanitizer/lsan.supp} \
-  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
-  ctest --output-on-failure --timeout 900 -j2 -L unit \
-  -E '^(SentencePieceTokenizerTest|MarianTokenizerTest|T5TokenizerTest|DefaultModelAttributionTest)\.|^ConfigTest\.(Marian|T5)IsServed$'
+# Left out: the tests that load a SentencePiece model (Llama's, Marian's or T5's). Its module must be
+# dlopen()ed with RTLD_DEEPBIND beside LibTorch (models/sentencepiece_module.h), which
+# AddressSanitizer refuses (google/sanitizers#611); the SentencePiece tokenizer runs under the
+# sanitizers in the fuzz targets instead, linked without LibTorch.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/sanitizer/lsan.supp}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+stage sanitizer-tests ctest --output-on-failure --timeout 900 -j2 -L unit \
+  -E '^(SentencePieceTokenizerTest|MarianTokenizerTest|T5TokenizerTest)\.|^ConfigTest\.(Marian|T5)IsServed$'
