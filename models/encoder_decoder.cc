@@ -142,15 +142,17 @@ class EncoderDecoderModel : public TransformerModel {
 
   // Attention of `query` [B, N, Tq, D] over `key` and `value` [B, N, Tk, D]; query i sees key j
   // where visible[b, 0, i, j] ([B or 1, 1, Tq or 1, Tk] bool). Returns the output [B, Tq, H]
-  // and the probabilities [B, N, Tq, Tk].
+  // and the probabilities [B, N, Tq, Tk]; `scores`, when not null, receives the scores QK^T /
+  // sqrt(head_dim) before the mask, [B, N, Tq, Tk].
   std::pair<torch::Tensor, torch::Tensor> AttendTo(const Linear& out, const torch::Tensor& query,
                                                    const torch::Tensor& key,
                                                    const torch::Tensor& value,
-                                                   const torch::Tensor& visible) const {
+                                                   const torch::Tensor& visible,
+                                                   torch::Tensor* scores = nullptr) const {
+    const torch::Tensor raw = torch::matmul(query, key.transpose(-1, -2));
     torch::Tensor probs = torch::softmax(
-        torch::matmul(query, key.transpose(-1, -2))
-            .masked_fill(visible.logical_not(), std::numeric_limits<float>::lowest()),
-        -1);
+        raw.masked_fill(visible.logical_not(), std::numeric_limits<float>::lowest()), -1);
+    if (scores != nullptr) *scores = raw;
     const torch::Tensor context = torch::matmul(probs, value).transpose(1, 2).flatten(2);
     return {out(context), std::move(probs)};
   }
@@ -158,10 +160,10 @@ class EncoderDecoderModel : public TransformerModel {
   // Multi-head attention of `x` [B, Tq, H] over `memory` [B, Tk, H].
   std::pair<torch::Tensor, torch::Tensor> Attend(const AttentionWeights& w, const torch::Tensor& x,
                                                  const torch::Tensor& memory,
-                                                 const torch::Tensor& visible,
-                                                 int64_t heads) const {
+                                                 const torch::Tensor& visible, int64_t heads,
+                                                 torch::Tensor* scores = nullptr) const {
     return AttendTo(w.out, Query(w, x, heads), SplitHeads(w.k(memory), heads),
-                    SplitHeads(w.v(memory), heads), visible);
+                    SplitHeads(w.v(memory), heads), visible, scores);
   }
 
   torch::Tensor FeedForward(const torch::Tensor& x, const Linear& fc1, const Linear& fc2,
@@ -177,11 +179,14 @@ class EncoderDecoderModel : public TransformerModel {
     if (options.output_hidden_states) out->hidden_states.push_back(hidden);
     for (size_t i = 0; i < encoder_layers_.size(); ++i) {
       const EncoderLayer& layer = encoder_layers_[i];
+      torch::Tensor scores;
       auto [attended, probs] =
-          Attend(layer.self_attn, hidden, hidden, source_visible, config().num_attention_heads);
+          Attend(layer.self_attn, hidden, hidden, source_visible, config().num_attention_heads,
+                 options.output_attention_scores ? &scores : nullptr);
       hidden = LayerNorm(hidden + attended, layer.self_attn_norm);
       hidden = FeedForward(hidden, layer.fc1, layer.fc2, layer.final_norm);
       if (options.output_attentions) out->attentions.push_back(std::move(probs));
+      if (options.output_attention_scores) out->attention_scores.push_back(std::move(scores));
       if (options.output_hidden_states) out->hidden_states.push_back(hidden);
       if (options.on_layer_done) {
         ATTNSCOPE_RETURN_IF_ERROR(options.on_layer_done(static_cast<int64_t>(i)));

@@ -162,16 +162,19 @@ class T5Model : public TransformerModel {
 
   // Attention of `query` [B, N, Tq, D] over `key` and `value` [B, N, Tk, D] with scores
   // q.k + bias (no scaling); query i sees key j where visible[b, 0, i, j]. Returns the output
-  // [B, Tq, d_model] and the probabilities [B, N, Tq, Tk].
+  // [B, Tq, d_model] and the probabilities [B, N, Tq, Tk]; `scores`, when not null, receives
+  // q.k + bias before the mask, [B, N, Tq, Tk].
   std::pair<torch::Tensor, torch::Tensor> AttendTo(const Attention& w, const torch::Tensor& query,
                                                    const torch::Tensor& key,
                                                    const torch::Tensor& value,
                                                    const std::optional<torch::Tensor>& bias,
-                                                   const torch::Tensor& visible) const {
-    torch::Tensor scores = torch::matmul(query, key.transpose(-1, -2));
-    if (bias.has_value()) scores = scores + *bias;
+                                                   const torch::Tensor& visible,
+                                                   torch::Tensor* scores = nullptr) const {
+    torch::Tensor raw = torch::matmul(query, key.transpose(-1, -2));
+    if (bias.has_value()) raw = raw + *bias;
     torch::Tensor probs = torch::softmax(
-        scores.masked_fill(visible.logical_not(), std::numeric_limits<float>::lowest()), -1);
+        raw.masked_fill(visible.logical_not(), std::numeric_limits<float>::lowest()), -1);
+    if (scores != nullptr) *scores = raw;
     const torch::Tensor context = torch::matmul(probs, value).transpose(1, 2).flatten(2);
     return {torch::linear(context, w.o), std::move(probs)};
   }
@@ -179,9 +182,10 @@ class T5Model : public TransformerModel {
   std::pair<torch::Tensor, torch::Tensor> Attend(const Attention& w, const torch::Tensor& x,
                                                  const torch::Tensor& memory,
                                                  const std::optional<torch::Tensor>& bias,
-                                                 const torch::Tensor& visible) const {
+                                                 const torch::Tensor& visible,
+                                                 torch::Tensor* scores = nullptr) const {
     return AttendTo(w, SplitHeads(torch::linear(x, w.q)), SplitHeads(torch::linear(memory, w.k)),
-                    SplitHeads(torch::linear(memory, w.v)), bias, visible);
+                    SplitHeads(torch::linear(memory, w.v)), bias, visible, scores);
   }
 
   // The decoder output [B, T, d_model] (after final_layer_norm) as logits.
@@ -204,10 +208,13 @@ class T5Model : public TransformerModel {
       if (options.output_hidden_states) out->hidden_states.push_back(hidden);
       const EncoderBlock& block = encoder_blocks_[i];
       const torch::Tensor normed = Norm(hidden, block.self_attn_norm);
-      auto [attended, probs] = Attend(block.self_attn, normed, normed, bias, visible);
+      torch::Tensor scores;
+      auto [attended, probs] = Attend(block.self_attn, normed, normed, bias, visible,
+                                      options.output_attention_scores ? &scores : nullptr);
       hidden = hidden + attended;
       hidden = hidden + FeedForwardOf(block.ff, Norm(hidden, block.ff_norm));
       if (options.output_attentions) out->attentions.push_back(std::move(probs));
+      if (options.output_attention_scores) out->attention_scores.push_back(std::move(scores));
       if (options.on_layer_done) {
         ATTNSCOPE_RETURN_IF_ERROR(options.on_layer_done(static_cast<int64_t>(i)));
       }

@@ -34,6 +34,39 @@ absl::Status CheckIds(const torch::Tensor& tensor, const char* name,
   return absl::OkStatus();
 }
 
+// Runs `pass` under InferenceMode; no exception leaves it. A LibTorch error or any other exception
+// is a bug (Internal), an allocation that failed is ResourceExhausted: either way the caller gets a
+// status and the process keeps serving.
+template <typename Pass>
+auto RunGuarded(Architecture architecture, absl::string_view what, Pass&& pass)
+    -> decltype(pass()) {
+  const auto failed = [&](absl::string_view why) {
+    return absl::StrCat(ArchitectureName(architecture), " ", what, " failed: ", why);
+  };
+  try {
+    torch::InferenceMode guard;
+    return pass();
+  } catch (const c10::Error& error) {
+    return absl::InternalError(failed(error.what_without_backtrace()));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        failed("out of memory; send a shorter input or fewer inputs at once"));
+  } catch (const std::exception& error) {
+    return absl::InternalError(failed(error.what()));
+  }
+}
+
+// Internal unless `tensors` holds one tensor per layer: an architecture that leaves out an output
+// it was asked for is a bug, which must reach the caller as a status, never as an index past the
+// end of a vector.
+absl::Status CheckLayers(Architecture architecture, absl::string_view name,
+                         const std::vector<torch::Tensor>& tensors, int64_t expected) {
+  if (static_cast<int64_t>(tensors.size()) == expected) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(ArchitectureName(architecture), " forward: ", name,
+                                          ": expected ", expected, " tensors, got ", tensors.size(),
+                                          " (a bug in the architecture)"));
+}
+
 }  // namespace
 
 absl::StatusOr<ForwardInput> TransformerModel::CheckInput(const ForwardInput& input) const {
@@ -100,13 +133,28 @@ absl::StatusOr<ForwardInput> TransformerModel::CheckInput(const ForwardInput& in
 absl::StatusOr<ForwardOutput> TransformerModel::Forward(const ForwardInput& input,
                                                         const ForwardOptions& options) const {
   ATTNSCOPE_ASSIGN_OR_RETURN(const ForwardInput checked, CheckInput(input));
-  try {
-    torch::InferenceMode guard;
-    return Run(checked, options);
-  } catch (const c10::Error& error) {
-    return absl::InternalError(absl::StrCat(ArchitectureName(config_.architecture),
-                                            " forward failed: ", error.what_without_backtrace()));
+  ATTNSCOPE_ASSIGN_OR_RETURN(ForwardOutput output, RunGuarded(config_.architecture, "forward", [&] {
+                               return Run(checked, options);
+                             }));
+  const Architecture arch = config_.architecture;
+  const int64_t layers = config_.num_hidden_layers;
+  if (options.output_attentions) {
+    ATTNSCOPE_RETURN_IF_ERROR(CheckLayers(arch, "attentions", output.attentions, layers));
   }
+  if (options.output_attention_scores) {
+    ATTNSCOPE_RETURN_IF_ERROR(
+        CheckLayers(arch, "attention_scores", output.attention_scores, layers));
+  }
+  if (options.output_hidden_states) {
+    ATTNSCOPE_RETURN_IF_ERROR(CheckLayers(arch, "hidden_states", output.hidden_states, layers + 1));
+  }
+  if (checked.decoder_input_ids.defined() && options.output_attentions) {
+    ATTNSCOPE_RETURN_IF_ERROR(
+        CheckLayers(arch, "decoder_attentions", output.decoder_attentions, config_.decoder_layers));
+    ATTNSCOPE_RETURN_IF_ERROR(
+        CheckLayers(arch, "cross_attentions", output.cross_attentions, config_.decoder_layers));
+  }
+  return output;
 }
 
 void KvCache::SelectRows(const torch::Tensor& rows) {
@@ -152,13 +200,20 @@ absl::StatusOr<DecodeOutput> TransformerModel::Decode(const torch::Tensor& input
                      " positions in all (max_position_embeddings), got ", cache->length(),
                      " cached + ", input_ids.size(1), " new"));
   }
-  try {
-    torch::InferenceMode guard;
-    return RunDecode(input_ids, cache, output_attentions);
-  } catch (const c10::Error& error) {
-    return absl::InternalError(absl::StrCat(ArchitectureName(config_.architecture),
-                                            " decode failed: ", error.what_without_backtrace()));
+  ATTNSCOPE_ASSIGN_OR_RETURN(DecodeOutput output, RunGuarded(config_.architecture, "decode", [&] {
+                               return RunDecode(input_ids, cache, output_attentions);
+                             }));
+  if (output_attentions) {
+    const int64_t layers =
+        config_.is_encoder_decoder ? config_.decoder_layers : config_.num_hidden_layers;
+    ATTNSCOPE_RETURN_IF_ERROR(
+        CheckLayers(config_.architecture, "attentions", output.attentions, layers));
+    if (config_.is_encoder_decoder) {
+      ATTNSCOPE_RETURN_IF_ERROR(
+          CheckLayers(config_.architecture, "cross_attentions", output.cross_attentions, layers));
+    }
   }
+  return output;
 }
 
 absl::StatusOr<KvCache> TransformerModel::Encode(const ForwardInput& source) const {
@@ -171,13 +226,7 @@ absl::StatusOr<KvCache> TransformerModel::Encode(const ForwardInput& source) con
   encoder_input.input_ids = source.input_ids;
   encoder_input.attention_mask = source.attention_mask;
   ATTNSCOPE_ASSIGN_OR_RETURN(const ForwardInput checked, CheckInput(encoder_input));
-  try {
-    torch::InferenceMode guard;
-    return RunEncode(checked);
-  } catch (const c10::Error& error) {
-    return absl::InternalError(absl::StrCat(ArchitectureName(config_.architecture),
-                                            " encode failed: ", error.what_without_backtrace()));
-  }
+  return RunGuarded(config_.architecture, "encode", [&] { return RunEncode(checked); });
 }
 
 absl::StatusOr<KvCache> TransformerModel::RunEncode(const ForwardInput& /*source*/) const {

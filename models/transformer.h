@@ -56,7 +56,9 @@ struct ForwardOutput {
   // L tensors [B, N, S, S]: softmax(QK^T / sqrt(head_dim) + mask), rows over keys. Keys that are
   // padding (or in the future, for causal models) get exactly 0.
   std::vector<torch::Tensor> attentions;
-  // L tensors [B, N, S, S]: QK^T / sqrt(head_dim) before the mask, when requested.
+  // L tensors [B, N, S, S]: QK^T / sqrt(head_dim) before the mask, when requested (for T5, which
+  // does not scale, QK^T plus the relative position bias, as T5Attention adds it).
+  // Encoder-decoders: the encoder's.
   std::vector<torch::Tensor> attention_scores;
   // Encoder-decoders, with decoder_input_ids: `attentions` and `hidden_states` are the
   // encoder's (transformers' encoder_attentions, encoder_hidden_states), last_hidden_state is the
