@@ -103,6 +103,22 @@ absl::Status CheckInputCount(size_t count, absl::string_view field, int max) {
                                                  count, "; split them over several calls"));
 }
 
+// InvalidArgument for skip_special_tokens on a model with a classifier head: a cross-encoder's score
+// reads [CLS] query [SEP] document [SEP], and a score of the texts without them would be a number
+// the model was never trained to give. The specials stay in the input; special_tokens_mask marks
+// them for a display that leaves them out.
+absl::Status CheckScoredWithSpecialTokens(const LoadedModel& model,
+                                          const TokenizationQuery& tokenization) {
+  if (!tokenization.skip_special_tokens || !model.model().has_classifier()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "tokenization.skip_special_tokens: model '", model.name(),
+      "' is a cross-encoder, whose score reads the pair with its special tokens ([CLS] query [SEP] "
+      "document [SEP]); expected false, got true; leave `skip_special_tokens` off and use "
+      "Tokens.special_tokens_mask to hide them in a display"));
+}
+
 absl::Status TooLarge(absl::string_view rpc, int64_t bytes, int64_t cap, absl::string_view fixes) {
   return absl::ResourceExhaustedError(TooLargeMessage(rpc, bytes, cap, fixes));
 }
@@ -598,6 +614,7 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
         "' is causal, so the document (first) never attends to the query (after it); leave "
         "`include_document_to_query` false or use an encoder model"));
   }
+  ATTNSCOPE_RETURN_IF_ERROR(CheckScoredWithSpecialTokens(model, query.tokenization));
   answer.dtype = query.dtype;
   ATTNSCOPE_ASSIGN_OR_RETURN(
       answer.layers, ResolveIndices(query.layers, config.num_hidden_layers, "layer", "layers"));
@@ -707,6 +724,7 @@ absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery
         "logit is attributed, got a model without one (ModelInfo.has_classifier is false); set "
         "`model` to a cross-encoder"));
   }
+  ATTNSCOPE_RETURN_IF_ERROR(CheckScoredWithSpecialTokens(model, query.tokenization));
   if (query.target < 0 || query.target >= config.num_labels) {
     return absl::InvalidArgumentError(absl::StrCat(
         "target ", query.target, ": expected a classifier label index in [0, ", config.num_labels,

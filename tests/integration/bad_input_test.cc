@@ -205,6 +205,30 @@ TEST_F(BadInputTest, CrossAttentionTextWithoutTokens) {
             absl::StatusCode::kInvalidArgument, {"documents[1]", "at least one token"});
 }
 
+TEST_F(BadInputTest, CrossEncoderScoresOnlyWithItsSpecialTokens) {
+  // A cross-encoder's score of "query document" without [CLS] and [SEP] is no relevance score.
+  v1::CrossAttentionRequest cross;
+  cross.set_model("bert");
+  cross.set_query("paris");
+  cross.add_documents("paris is the capital of france");
+  cross.mutable_tokenization()->set_skip_special_tokens(true);
+  ExpectRow("CrossAttention skip_special_tokens", client_->CrossAttention(cross).status(),
+            absl::StatusCode::kInvalidArgument, {"skip_special_tokens", "cross-encoder"});
+  v1::AttributeRequest attribute;
+  attribute.set_model("bert");
+  attribute.set_text("paris");
+  attribute.set_text_pair("paris is the capital of france");
+  attribute.mutable_tokenization()->set_skip_special_tokens(true);
+  ExpectRow("Attribute skip_special_tokens", client_->Attribute(attribute).status(),
+            absl::StatusCode::kInvalidArgument, {"skip_special_tokens", "cross-encoder"});
+  // Attention alone has no score to spoil.
+  v1::GetAttentionRequest attention = Normal();
+  attention.mutable_tokenization()->set_skip_special_tokens(true);
+  absl::StatusOr<AttentionResult> without_specials = client_->GetAttention(attention);
+  ASSERT_TRUE(without_specials.ok()) << without_specials.status();
+  EXPECT_EQ(without_specials->attentions.shape, (std::vector<int64_t>{3, 4, 6, 6}));
+}
+
 TEST_F(BadInputTest, EveryTextFieldRefusesTextWithoutTokens) {
   // One rule on every text field: a text must give at least one token of its own.
   v1::TokenizeRequest tokenize;
