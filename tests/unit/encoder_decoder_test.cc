@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,36 @@ TEST_P(EncoderDecoderTest, MatchesThePyTorchReference) {
     EXPECT_FALSE(encoded->logits.defined());
   }
   RecordProperty("max_abs_diff", absl::StrCat(worst_difference));
+}
+
+// The encoder's pre-softmax scores are what its softmax read: softmax over the unpadded keys gives
+// the attentions the reference checks (for T5 the scores include the position bias).
+TEST_P(EncoderDecoderTest, EncoderScoresAreWhatTheSoftmaxRead) {
+  absl::StatusOr<std::unique_ptr<TransformerModel>> model =
+      LoadTransformerModel({.model_dir = Dir()});
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::ifstream in(Dir() + "/golden.json");
+  const Json golden = Json::parse(in);
+  for (const auto& [name, c] : golden.items()) {
+    SCOPED_TRACE(name);
+    ForwardInput input;
+    input.input_ids = Ids(c["input_ids"]);
+    input.attention_mask = Ids(c["attention_mask"]);
+    ForwardOptions options;
+    options.output_attention_scores = true;
+    absl::StatusOr<ForwardOutput> out = (*model)->Forward(input, options);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->attention_scores.size(), out->attentions.size());
+    const torch::Tensor padded = input.attention_mask.eq(0).view(
+        {input.attention_mask.size(0), 1, 1, input.attention_mask.size(1)});
+    for (size_t layer = 0; layer < out->attentions.size(); ++layer) {
+      const torch::Tensor& scores = out->attention_scores[layer];
+      ASSERT_EQ(scores.sizes(), out->attentions[layer].sizes());
+      const torch::Tensor probs =
+          torch::softmax(scores.masked_fill(padded, -std::numeric_limits<float>::infinity()), -1);
+      EXPECT_LE(MaxDifference(probs, out->attentions[layer]), 1e-6) << "layer " << layer;
+    }
+  }
 }
 
 TEST_P(EncoderDecoderTest, RefusesBadDecoderInput) {
