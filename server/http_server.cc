@@ -314,6 +314,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& opt
   } else {
     http = std::make_unique<httplib::Server>();
   }
+  http->set_socket_options(SetExclusiveListenerOptions);
   http->set_payload_max_length(static_cast<size_t>(options.max_request_bytes));
   const size_t threads = static_cast<size_t>(options.threads);
   http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };

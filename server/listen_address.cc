@@ -1,5 +1,7 @@
 #include "server/listen_address.h"
 
+#include <sys/socket.h>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -22,6 +24,11 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view flag, absl::s
     address.host = address.host.substr(1, address.host.size() - 2);
   }
   return address;
+}
+
+void SetExclusiveListenerOptions(int socket) {
+  const int yes = 1;
+  setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
 }
 
 }  // namespace attnscope::server

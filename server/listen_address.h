@@ -21,6 +21,11 @@ struct ListenAddress {
 absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view flag, absl::string_view value,
                                                  absl::string_view example);
 
+// Socket options of every listener: SO_REUSEADDR (a restart binds at once, without waiting for the
+// old connections' TIME_WAIT), never SO_REUSEPORT, which would let a second server bind the same
+// port and the kernel split the calls between the two.
+void SetExclusiveListenerOptions(int socket);
+
 }  // namespace attnscope::server
 
 #endif  // ATTNSCOPE_SERVER_LISTEN_ADDRESS_H_

@@ -168,7 +168,8 @@ int main(int argc, char** argv) {
   const absl::Status status = attnscope::server::RunServer(options);
   if (!status.ok()) {
     std::fprintf(stderr, "attnscope-server: %s\n", status.ToString().c_str());
-    return 1;
+    // An address in use is a flag to change, like a value refused above.
+    return status.code() == absl::StatusCode::kUnavailable ? 2 : 1;
   }
   return 0;
 }

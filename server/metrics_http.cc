@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/listen_address.h"
 
 namespace attnscope::server {
 
@@ -14,6 +15,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& host, int port,
     std::vector<std::shared_ptr<prometheus::Collectable>> collectables) {
   auto http = std::make_unique<httplib::Server>();
+  http->set_socket_options(SetExclusiveListenerOptions);
   http->Get("/metrics", [collectables](const httplib::Request&, httplib::Response& response) {
     std::vector<prometheus::MetricFamily> families;
     for (const auto& collectable : collectables) {

@@ -239,6 +239,9 @@ absl::Status RunServer(const ServerOptions& options) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.listen, credentials, &port);
+  // gRPC sets SO_REUSEPORT by default: a second server on the same port would start and the kernel
+  // would split the calls between the two.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_request_bytes));
   // gRPC's synchronous server keeps at most MAX_POLLERS idle threads (2 by default) and ends the

@@ -150,5 +150,38 @@ TEST(ServerFlagsTest, RequestLimitsRefuseWhatIsOverThemAndNameTheFlag) {
   EXPECT_TRUE(client->GetAttention(attention).ok());
 }
 
+// A port another process (here: another attnscope-server) listens on stops the start with exit
+// code 2 and the flag's name, on each of the three listeners; the first server keeps every call.
+TEST(ServerFlagsTest, APortInUseStopsTheStartNamingTheFlag) {
+  ServerProcess::Options options;
+  options.models = {"bert=" + TinyBertDir()};
+  options.metrics_port = FreeTcpPort();
+  absl::StatusOr<std::unique_ptr<ServerProcess>> first = ServerProcess::Start(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::map<std::string, std::vector<std::string>> taken = {
+      {"--listen", {"--listen=" + (*first)->address(), "--http_listen=127.0.0.1:0",
+                    "--metrics_port=0"}},
+      {"--http_listen",
+       {"--listen=127.0.0.1:0", absl::StrCat("--http_listen=127.0.0.1:", (*first)->http_port()),
+        "--metrics_port=0"}},
+      {"--metrics_port",
+       {"--listen=127.0.0.1:0", "--http_listen=127.0.0.1:0",
+        absl::StrCat("--metrics_port=", (*first)->metrics_port())}},
+  };
+  for (const auto& [flag, flags] : taken) {
+    SCOPED_TRACE(flag);
+    std::vector<std::string> argv = {ServerBinary(), "--model=bert=" + TinyBertDir()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const CommandResult second = RunCommand(argv, absl::Seconds(30));
+    EXPECT_EQ(second.exit_code, 2) << second.stderr_text;
+    EXPECT_NE(second.stderr_text.find(flag), std::string::npos) << second.stderr_text;
+    EXPECT_EQ(second.stdout_text.find("listening on"), std::string::npos) << second.stdout_text;
+  }
+  std::unique_ptr<Client> client = (*first)->NewClient();
+  v1::GetAttentionRequest attention;
+  attention.set_text("paris");
+  EXPECT_TRUE(client->GetAttention(attention).ok());
+}
+
 }  // namespace
 }  // namespace attnscope::testing
