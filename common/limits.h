@@ -16,6 +16,18 @@ inline constexpr int64_t kDefaultMaxResponseBytes = int64_t{64} << 20;
 // 32; a call over the cap is split by the caller.
 inline constexpr int kDefaultMaxInputsPerRequest = 64;
 
+// Default bound on the work of one call, in token passes: the tokens of every pass it would run,
+// summed (attnscope-server --max_call_tokens). One GetAttention is one pass over its tokens; a
+// CrossAttention one per document; an Attribute one per occluded token and one per
+// integrated-gradients step over the whole input; a Generate one per beam over the prompt and the
+// new tokens. Two Attribute calls of a 512-token pair with every method at the default steps fit
+// (2 x 288 768); 1000 integrated-gradients steps over 512 tokens do not.
+inline constexpr int64_t kDefaultMaxCallTokens = int64_t{1} << 20;
+
+// Default ceiling on a call's time when its caller sets no deadline, or a later one, in seconds
+// (attnscope-server --max_call_seconds): what the work bound above allows, on a slow machine.
+inline constexpr double kDefaultMaxCallSeconds = 300.0;
+
 }  // namespace attnscope
 
 #endif  // ATTNSCOPE_COMMON_LIMITS_H_

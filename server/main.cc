@@ -94,6 +94,14 @@ ABSL_FLAG(int64_t, max_request_bytes, kDefaults.max_request_bytes,
 ABSL_FLAG(int, max_inputs_per_request, kDefaults.service.max_inputs_per_request,
           "Most inputs of one Encode and documents of one CrossAttention; more get "
           "INVALID_ARGUMENT.");
+ABSL_FLAG(int64_t, max_call_tokens, kDefaults.service.max_call_tokens,
+          "Most token passes one call may run, every pass counted: a CrossAttention's documents, "
+          "an Attribute's occluded tokens and integrated-gradients steps, a Generate's beams over "
+          "the prompt and new tokens, each times their tokens. More get RESOURCE_EXHAUSTED before "
+          "the first pass.");
+ABSL_FLAG(double, max_call_seconds, kDefaults.service.max_call_seconds,
+          "Longest a call may run, in seconds, whatever deadline its caller sets (or none); then "
+          "it ends with DEADLINE_EXCEEDED.");
 ABSL_FLAG(int, max_batch_size, kDefaults.service.batching.max_batch_size,
           "Most inputs in one forward pass: concurrent GetAttention, StreamAttention, Encode and "
           "CrossAttention calls for the same model run as one padded batch. 1 = no batching.");
@@ -154,6 +162,8 @@ int main(int argc, char** argv) {
   options.service.max_stream_message_bytes = absl::GetFlag(FLAGS_max_stream_message_bytes);
   options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options.service.max_inputs_per_request = absl::GetFlag(FLAGS_max_inputs_per_request);
+  options.service.max_call_tokens = absl::GetFlag(FLAGS_max_call_tokens);
+  options.service.max_call_seconds = absl::GetFlag(FLAGS_max_call_seconds);
   options.service.batching.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   options.service.batching.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   options.service.batching.max_queue_delay =

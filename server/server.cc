@@ -177,6 +177,16 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
         "--max_stream_message_bytes ", options.service.max_stream_message_bytes,
         ": expected at least 1 byte; the default is ", ServiceOptions().max_stream_message_bytes));
   }
+  if (options.service.max_call_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_call_tokens ", options.service.max_call_tokens,
+        ": expected at least 1 token pass; the default is ", kDefaultMaxCallTokens));
+  }
+  if (!(options.service.max_call_seconds > 0) || std::isinf(options.service.max_call_seconds)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_call_seconds ", options.service.max_call_seconds,
+        ": expected a finite number of seconds above 0; the default is ", kDefaultMaxCallSeconds));
+  }
   for (const LoadedModel::Options& model : options.models) {
     if (model.max_tokens < 0) {
       return absl::InvalidArgumentError(

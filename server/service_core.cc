@@ -80,6 +80,7 @@ void ServiceCore::SetModels(std::vector<std::unique_ptr<LoadedModel>> models) {
   options.max_response_bytes = options_.max_response_bytes;
   options.batching = options_.batching;
   options.max_inputs_per_request = options_.max_inputs_per_request;
+  options.max_call_tokens = options_.max_call_tokens;
   runner_ = std::make_unique<RequestRunner>(options, std::move(models), observer_.get());
   ready_.store(true);
 }
@@ -107,8 +108,21 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
                      " concurrent requests (--max_concurrent_requests); retry with backoff"));
     metrics_->RecordRejection("concurrency_limit");
   } else {
+    // The server's ceiling on the call's time, whatever deadline the caller set (or none).
+    const Clock::time_point ceiling =
+        start + std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(options_.max_call_seconds));
+    const CallCheck check = [&call, ceiling, seconds = options_.max_call_seconds](
+                                absl::string_view when) -> absl::Status {
+      if (Clock::now() > ceiling) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "the call ran past this server's ceiling of ", seconds, " s (--max_call_seconds) ",
+            when, "; ask for less work per call (fewer tokens, documents, steps or new tokens)"));
+      }
+      return call.check ? call.check(when) : absl::OkStatus();
+    };
     try {
-      status = handler();
+      status = handler(check);
     } catch (const std::exception& error) {
       status = absl::InternalError(absl::StrCat(rpc, " failed (a bug): ", error.what()));
     }
@@ -149,7 +163,7 @@ std::string ServiceCore::ModelLabel(const std::string* model) const {
 
 absl::Status ServiceCore::ListModels(const Call& call, const v1::ListModelsRequest&,
                                      v1::ListModelsResponse* response) {
-  return Serve(call, "ListModels", /*model=*/nullptr, response, "", [&]() -> absl::Status {
+  return Serve(call, "ListModels", /*model=*/nullptr, response, "", [&](const CallCheck& /*check*/) -> absl::Status {
     for (const auto& model : runner_->models()) ToProto(*model, response->add_models());
     return absl::OkStatus();
   });
@@ -157,7 +171,7 @@ absl::Status ServiceCore::ListModels(const Call& call, const v1::ListModelsReque
 
 absl::Status ServiceCore::GetModelInfo(const Call& call, const v1::GetModelInfoRequest& request,
                                        v1::ModelInfo* response) {
-  return Serve(call, "GetModelInfo", &request.model(), response, "", [&]() -> absl::Status {
+  return Serve(call, "GetModelInfo", &request.model(), response, "", [&](const CallCheck& /*check*/) -> absl::Status {
     ATTNSCOPE_ASSIGN_OR_RETURN(const LoadedModel* model, runner_->FindModel(request.model()));
     ToProto(*model, response);
     return absl::OkStatus();
@@ -166,7 +180,7 @@ absl::Status ServiceCore::GetModelInfo(const Call& call, const v1::GetModelInfoR
 
 absl::Status ServiceCore::Tokenize(const Call& call, const v1::TokenizeRequest& request,
                                    v1::TokenizeResponse* response) {
-  return Serve(call, "Tokenize", &request.model(), response, kTokenizeFixes, [&]() -> absl::Status {
+  return Serve(call, "Tokenize", &request.model(), response, kTokenizeFixes, [&](const CallCheck& /*check*/) -> absl::Status {
     ATTNSCOPE_ASSIGN_OR_RETURN(const TokenizeQuery query, ToQuery(request));
     ATTNSCOPE_ASSIGN_OR_RETURN(const TokenizeAnswer answer, runner_->Tokenize(query));
     response->set_model(answer.model->name());
@@ -179,20 +193,20 @@ absl::Status ServiceCore::GetAttention(const Call& call, const v1::GetAttentionR
                                        v1::GetAttentionResponse* response) {
   absl::StatusOr<AttentionQuery> query = ToQuery(request);
   const std::string fixes = query.ok() ? AttentionFixes(*query) : "";
-  return Serve(call, "GetAttention", &request.model(), response, fixes, [&]() -> absl::Status {
+  return Serve(call, "GetAttention", &request.model(), response, fixes, [&](const CallCheck& check) -> absl::Status {
     if (!query.ok()) return query.status();
     ATTNSCOPE_ASSIGN_OR_RETURN(const AttentionAnswer answer,
-                               runner_->RunAttention(*query, call.check, Delivery::kUnary));
+                               runner_->RunAttention(*query, check, Delivery::kUnary));
     return ToProto(answer, response);
   });
 }
 
 absl::Status ServiceCore::StreamAttention(const Call& call, const v1::GetAttentionRequest& request,
                                           const StreamWriter& write) {
-  return Serve(call, "StreamAttention", &request.model(), nullptr, "", [&]() -> absl::Status {
+  return Serve(call, "StreamAttention", &request.model(), nullptr, "", [&](const CallCheck& check) -> absl::Status {
     ATTNSCOPE_ASSIGN_OR_RETURN(const AttentionQuery query, ToQuery(request));
     ATTNSCOPE_ASSIGN_OR_RETURN(const AttentionAnswer answer,
-                               runner_->RunAttention(query, call.check, Delivery::kStream));
+                               runner_->RunAttention(query, check, Delivery::kStream));
     int64_t bytes = 0;
     ATTNSCOPE_RETURN_IF_ERROR(WriteStream(answer, options_.max_stream_message_bytes,
                                           [&](const v1::StreamAttentionResponse& message) {
@@ -206,9 +220,9 @@ absl::Status ServiceCore::StreamAttention(const Call& call, const v1::GetAttenti
 
 absl::Status ServiceCore::Encode(const Call& call, const v1::EncodeRequest& request,
                                  v1::EncodeResponse* response) {
-  return Serve(call, "Encode", &request.model(), response, kEncodeFixes, [&]() -> absl::Status {
+  return Serve(call, "Encode", &request.model(), response, kEncodeFixes, [&](const CallCheck& check) -> absl::Status {
     ATTNSCOPE_ASSIGN_OR_RETURN(const EncodeQuery query, ToQuery(request));
-    ATTNSCOPE_ASSIGN_OR_RETURN(const EncodeAnswer answer, runner_->RunEncode(query, call.check));
+    ATTNSCOPE_ASSIGN_OR_RETURN(const EncodeAnswer answer, runner_->RunEncode(query, check));
     return ToProto(answer, response);
   });
 }
@@ -216,17 +230,17 @@ absl::Status ServiceCore::Encode(const Call& call, const v1::EncodeRequest& requ
 absl::Status ServiceCore::CrossAttention(const Call& call, const v1::CrossAttentionRequest& request,
                                          v1::CrossAttentionResponse* response) {
   return Serve(call, "CrossAttention", &request.model(), response, kCrossAttentionFixes,
-               [&]() -> absl::Status {
+               [&](const CallCheck& check) -> absl::Status {
                  ATTNSCOPE_ASSIGN_OR_RETURN(const CrossAttentionQuery query, ToQuery(request));
                  ATTNSCOPE_ASSIGN_OR_RETURN(const CrossAttentionAnswer answer,
-                                            runner_->RunCrossAttention(query, call.check));
+                                            runner_->RunCrossAttention(query, check));
                  return ToProto(answer, response);
                });
 }
 
 absl::Status ServiceCore::ListParameters(const Call& call, const v1::ListParametersRequest& request,
                                          v1::ListParametersResponse* response) {
-  return Serve(call, "ListParameters", &request.model(), response, "", [&]() -> absl::Status {
+  return Serve(call, "ListParameters", &request.model(), response, "", [&](const CallCheck& /*check*/) -> absl::Status {
     ATTNSCOPE_ASSIGN_OR_RETURN(const ParameterListAnswer answer,
                                runner_->ListParameters(request.model()));
     ToProto(answer, response);
@@ -237,7 +251,7 @@ absl::Status ServiceCore::ListParameters(const Call& call, const v1::ListParamet
 absl::Status ServiceCore::GetParameter(const Call& call, const v1::GetParameterRequest& request,
                                        v1::GetParameterResponse* response) {
   return Serve(call, "GetParameter", &request.model(), response,
-               "ask for fewer rows or dtype DTYPE_FLOAT16", [&]() -> absl::Status {
+               "ask for fewer rows or dtype DTYPE_FLOAT16", [&](const CallCheck& /*check*/) -> absl::Status {
                  ATTNSCOPE_ASSIGN_OR_RETURN(const ParameterQuery query, ToQuery(request));
                  ATTNSCOPE_ASSIGN_OR_RETURN(const ParameterAnswer answer,
                                             runner_->GetParameter(query));
@@ -248,7 +262,7 @@ absl::Status ServiceCore::GetParameter(const Call& call, const v1::GetParameterR
 absl::Status ServiceCore::GetTrainingRecord(const Call& call,
                                             const v1::GetTrainingRecordRequest& request,
                                             v1::TrainingRecord* response) {
-  return Serve(call, "GetTrainingRecord", &request.model(), response, "", [&]() -> absl::Status {
+  return Serve(call, "GetTrainingRecord", &request.model(), response, "", [&](const CallCheck& /*check*/) -> absl::Status {
     ATTNSCOPE_ASSIGN_OR_RETURN(const TrainingRecordAnswer answer,
                                runner_->GetTrainingRecord(request.model()));
     ToProto(answer, response);
@@ -259,10 +273,10 @@ absl::Status ServiceCore::GetTrainingRecord(const Call& call,
 absl::Status ServiceCore::Attribute(const Call& call, const v1::AttributeRequest& request,
                                     v1::AttributeResponse* response) {
   return Serve(call, "Attribute", &request.model(), response, kAttributeFixes,
-               [&]() -> absl::Status {
+               [&](const CallCheck& check) -> absl::Status {
                  ATTNSCOPE_ASSIGN_OR_RETURN(const AttributeQuery query, ToQuery(request));
                  ATTNSCOPE_ASSIGN_OR_RETURN(const AttributeAnswer answer,
-                                            runner_->RunAttribute(query, call.check));
+                                            runner_->RunAttribute(query, check));
                  ToProto(answer, response);
                  return absl::OkStatus();
                });
@@ -270,7 +284,7 @@ absl::Status ServiceCore::Attribute(const Call& call, const v1::AttributeRequest
 
 absl::Status ServiceCore::Generate(const Call& call, const v1::GenerateRequest& request,
                                    const GenerateWriter& write) {
-  return Serve(call, "Generate", &request.model(), nullptr, "", [&]() -> absl::Status {
+  return Serve(call, "Generate", &request.model(), nullptr, "", [&](const CallCheck& check) -> absl::Status {
     ATTNSCOPE_ASSIGN_OR_RETURN(const GenerateQuery query, ToQuery(request));
     int64_t bytes = 0;
     auto send = [&](const v1::GenerateResponse& message) {
@@ -280,7 +294,7 @@ absl::Status ServiceCore::Generate(const Call& call, const v1::GenerateRequest& 
     ATTNSCOPE_ASSIGN_OR_RETURN(
         const GenerateSummary summary,
         runner_->RunGenerate(
-            query, call.check,
+            query, check,
             [&](const GenerateHeader& header) {
               v1::GenerateResponse message;
               ToProto(header, message.mutable_header());

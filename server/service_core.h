@@ -42,6 +42,12 @@ struct ServiceOptions {
   int64_t max_stream_message_bytes = int64_t{1} << 20;
   // Most inputs of one Encode and documents of one CrossAttention; more get INVALID_ARGUMENT.
   int max_inputs_per_request = kDefaultMaxInputsPerRequest;
+  // Most token passes one call may run (common/limits.h says how they count); a call asking for
+  // more gets RESOURCE_EXHAUSTED before its first pass.
+  int64_t max_call_tokens = kDefaultMaxCallTokens;
+  // Longest a call may run, in seconds, whatever deadline its caller set (or none): then it ends
+  // with DEADLINE_EXCEEDED at its next check (between layers, steps or batches of passes).
+  double max_call_seconds = kDefaultMaxCallSeconds;
   // Dynamic batching of forward passes (models/requests/batcher.h).
   ForwardBatcher::Options batching;
 };
@@ -125,7 +131,8 @@ class ServiceCore {
  private:
   class Observer;
 
-  // Admission, metrics and the size cap around `handler`. `model` is the requested model's name
+  // Admission, metrics and the size cap around `handler`, which is called with the call's check
+  // bounded by max_call_seconds. `model` is the requested model's name
   // (null for calls about no model), for the metrics' model label. `response` (null for streams)
   // is size-checked and recorded; `fixes` names what shrinks it.
   template <typename Handler>

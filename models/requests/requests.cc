@@ -350,6 +350,14 @@ absl::StatusOr<EncodedText> RequestRunner::EncodeInput(const LoadedModel& model,
   return encoded;
 }
 
+absl::Status RequestRunner::CheckWork(absl::string_view rpc, int64_t token_passes,
+                                      absl::string_view work, absl::string_view fixes) const {
+  if (token_passes <= options_.max_call_tokens) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      rpc, ": ", work, " = ", token_passes, " token passes, over this server's limit of ",
+      options_.max_call_tokens, " per call (--max_call_tokens); ", fixes));
+}
+
 absl::StatusOr<TokenizeAnswer> RequestRunner::Tokenize(const TokenizeQuery& query) const {
   TokenizeAnswer answer;
   ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(query.model));
@@ -557,6 +565,9 @@ absl::StatusOr<EncodeAnswer> RequestRunner::RunEncode(const EncodeQuery& query,
   const ModelConfig& config = answer.model->config();
   int64_t tokens = 0;
   for (const Encoding& encoding : encodings) tokens += static_cast<int64_t>(encoding.size());
+  ATTNSCOPE_RETURN_IF_ERROR(CheckWork("Encode", tokens,
+                                      absl::StrCat(encodings.size(), " inputs, one pass each"),
+                                      "send fewer or shorter inputs per call"));
   const int64_t states = query.output_hidden_states ? config.num_hidden_layers + 2 : 1;
   const int64_t pooled_vectors =
       query.pooling.has_value() ? static_cast<int64_t>(encodings.size()) : 0;
@@ -661,6 +672,12 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
     encodings.push_back(tokens.encoding);
     result.tokens = std::move(tokens);
   }
+  int64_t token_passes = 0;
+  for (const Encoding& encoding : encodings) token_passes += static_cast<int64_t>(encoding.size());
+  ATTNSCOPE_RETURN_IF_ERROR(
+      CheckWork("CrossAttention",
+                token_passes, absl::StrCat(encodings.size(), " documents, one pass each"),
+                "send fewer or shorter documents per call"));
   // Refuse before the forward pass: the blocks' size is known from the token counts.
   const int64_t blocks = static_cast<int64_t>(answer.layers.size()) *
                          HeadsOut(query.head_aggregation, answer.heads.size()) *
@@ -803,6 +820,15 @@ absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery
   if (bytes > options_.max_response_bytes) {
     return TooLarge("Attribute", bytes, options_.max_response_bytes, kAttributeFixes);
   }
+  // Occlusion runs the input once as it is and once per occluded token (the text's tokens), each
+  // integrated-gradients step and gradient x input one forward and backward pass.
+  const int64_t length = static_cast<int64_t>(encoding.size());
+  const int64_t passes =
+      (options.occlusion ? length + 1 : 0) + (options.gradient_x_input ? 1 : 0) +
+      (options.integrated_gradients ? options.integrated_gradients_steps + 1 : 0);
+  ATTNSCOPE_RETURN_IF_ERROR(CheckWork(
+      "Attribute", passes * length, absl::StrCat(passes, " passes over ", length, " tokens"),
+      "ask for fewer integrated_gradients_steps or methods, or send shorter texts"));
   if (check) ATTNSCOPE_RETURN_IF_ERROR(check("before the attribution passes"));
 
   const AttributionInput input{Row(encoding.input_ids), Row(encoding.attention_mask),
@@ -913,6 +939,17 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   };
   // Every option is checked before the header goes out, so that a refusal is the whole answer.
   ATTNSCOPE_RETURN_IF_ERROR(CheckGenerationOptions(model.model(), prompt_ids, options));
+  const int64_t beams =
+      options.method == DecodingMethod::kBeamSearch ? options.num_beams : int64_t{1};
+  const int64_t prompt_length = static_cast<int64_t>(prompt_ids.size());
+  // An encoder-decoder's source is encoded once; a decoder-only model's prompt is in each beam.
+  const int64_t token_passes = seq2seq ? prompt_length + beams * options.max_new_tokens
+                                       : beams * (prompt_length + options.max_new_tokens);
+  ATTNSCOPE_RETURN_IF_ERROR(CheckWork(
+      "Generate", token_passes,
+      absl::StrCat(beams, " beams over ", prompt_length, " prompt and ", options.max_new_tokens,
+                   " new tokens"),
+      "ask for fewer max_new_tokens or num_beams, or send a shorter prompt"));
   if (query.output_attentions) {
     // The last token's attention, over the longest context, is the largest message (an
     // encoder-decoder's is over the source, whatever the step).

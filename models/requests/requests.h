@@ -441,6 +441,10 @@ class RequestRunner {
     // Most inputs of one Encode and documents of one CrossAttention (the server's
     // --max_inputs_per_request); more get InvalidArgument.
     int max_inputs_per_request = kDefaultMaxInputsPerRequest;
+    // Most token passes one call may run (the server's --max_call_tokens; see
+    // kDefaultMaxCallTokens for how they count): Encode, CrossAttention, Attribute and Generate
+    // over it get ResourceExhausted before their first pass.
+    int64_t max_call_tokens = kDefaultMaxCallTokens;
     // Dynamic batching of the forward passes of GetAttention, StreamAttention, Encode and
     // CrossAttention.
     ForwardBatcher::Options batching;
@@ -496,6 +500,11 @@ class RequestRunner {
   int64_t max_response_bytes() const { return options_.max_response_bytes; }
 
  private:
+  // ResourceExhausted naming --max_call_tokens when `token_passes` (what `work` describes, e.g.
+  // "3 documents over 96 tokens") exceeds Options::max_call_tokens; `fixes` says what to send
+  // instead.
+  absl::Status CheckWork(absl::string_view rpc, int64_t token_passes, absl::string_view work,
+                         absl::string_view fixes) const;
   // Tokenizes one (checked) text or pair and records it with the observer. InvalidArgument naming
   // the field (`field_prefix` + "text" or "text_pair") when a text yields no token of its own.
   absl::StatusOr<EncodedText> EncodeInput(const LoadedModel& model, const TextInput& input,

@@ -33,6 +33,8 @@ const std::map<std::string, Refusal>& Refusals() {
       {"listen", {{"--listen=127.0.0.1:99999"}, "--listen '127.0.0.1:99999'"}},
       {"max_batch_size", {{"--max_batch_size=0"}, "--max_batch_size 0"}},
       {"max_batch_tokens", {{"--max_batch_tokens=0"}, "--max_batch_tokens 0"}},
+      {"max_call_seconds", {{"--max_call_seconds=0"}, "--max_call_seconds 0"}},
+      {"max_call_tokens", {{"--max_call_tokens=0"}, "--max_call_tokens 0"}},
       {"max_concurrent_requests",
        {{"--max_concurrent_requests=-1"}, "--max_concurrent_requests -1"}},
       {"max_inputs_per_request", {{"--max_inputs_per_request=0"}, "--max_inputs_per_request 0"}},

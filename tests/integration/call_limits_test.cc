@@ -1,0 +1,158 @@
+// No call costs unbounded CPU: a call whose caller sets no deadline still ends at the server's
+// ceiling (--max_call_seconds), and a call that asks for more work than --max_call_tokens allows
+// (integrated-gradients steps x tokens, beams x new tokens, documents x tokens) is refused before
+// its first pass, naming the flag.
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "attnscope/v1/attnscope.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/integration_util.h"
+
+namespace attnscope::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<v1::AttentionService::Stub> StubOf(const ServerProcess& server) {
+  return v1::AttentionService::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+}
+
+TEST(CallLimitsTest, ACallWithoutDeadlineEndsAtTheServersCeiling) {
+  ServerProcess::Options options;
+  options.models = {"llama=" + Stories260kDir()};
+  options.extra_flags = {"--max_call_seconds=0.5"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<v1::AttentionService::Stub> stub = StubOf(**server);
+
+  // 500 tokens, each with every layer's attention over its context: seconds of work, and the
+  // client sets no deadline.
+  v1::GenerateRequest request;
+  request.set_prompt("Once upon a time");
+  request.set_max_new_tokens(500);
+  request.set_ignore_eos(true);
+  request.set_output_attentions(true);
+  request.set_method(v1::DECODING_METHOD_BEAM_SEARCH);
+  request.set_num_beams(8);
+  grpc::ClientContext context;
+  const absl::Time start = absl::Now();
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+      stub->Generate(&context, request);
+  v1::GenerateResponse response;
+  while (reader->Read(&response)) {
+  }
+  const grpc::Status status = reader->Finish();
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("--max_call_seconds"));
+  EXPECT_LT(took, absl::Seconds(5));
+}
+
+TEST(CallLimitsTest, WorkOverTheBoundIsRefusedBeforeTheFirstPass) {
+  TempDir dir;
+  BertShape shape;
+  shape.layers = 2;
+  shape.hidden = 64;
+  shape.heads = 4;
+  shape.intermediate = 128;
+  shape.max_positions = 1100;
+  shape.classifier = true;
+  ASSERT_TRUE(WriteRandomBert(shape, dir.path()).ok());
+  ServerProcess::Options options;
+  options.models = {"bert=" + dir.path(), "llama=" + Stories260kDir()};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<v1::AttentionService::Stub> stub = StubOf(**server);
+
+  // With the default bound (2^20 token passes): 1000 integrated-gradients steps over a
+  // 1050-token pair are refused at once.
+  v1::AttributeRequest attribute;
+  attribute.set_model("bert");
+  attribute.set_text(RandomBertText(shape, 550));
+  attribute.set_text_pair(RandomBertText(shape, 501));
+  attribute.set_integrated_gradients_steps(1000);
+  attribute.add_methods(v1::ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS);
+  {
+    grpc::ClientContext context;
+    v1::AttributeResponse response;
+    const absl::Time start = absl::Now();
+    const grpc::Status status = stub->Attribute(&context, attribute, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << status.error_message();
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("Attribute: 1001 passes over 1050 tokens = 1051050 token passes"));
+    EXPECT_THAT(status.error_message(), HasSubstr("--max_call_tokens"));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  }
+  // Two steps of the same pair are within it.
+  attribute.set_integrated_gradients_steps(2);
+  {
+    grpc::ClientContext context;
+    v1::AttributeResponse response;
+    const grpc::Status status = stub->Attribute(&context, attribute, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+
+  ServerProcess::Options tight = options;
+  tight.extra_flags = {"--max_call_tokens=38"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> bounded = ServerProcess::Start(tight);
+  ASSERT_TRUE(bounded.ok()) << bounded.status();
+  stub = StubOf(**bounded);
+  v1::CrossAttentionRequest cross;
+  cross.set_model("bert");
+  cross.set_query(RandomBertText(shape, 5));
+  for (int i = 0; i < 3; ++i) cross.add_documents(RandomBertText(shape, 10));
+  {
+    grpc::ClientContext context;
+    v1::CrossAttentionResponse response;
+    const grpc::Status status = stub->CrossAttention(&context, cross, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("CrossAttention: 3 documents, one pass each = 42 token passes"));
+  }
+  v1::EncodeRequest encode;
+  encode.set_model("bert");
+  for (int i = 0; i < 3; ++i) encode.add_inputs()->set_text(RandomBertText(shape, 14));
+  {
+    grpc::ClientContext context;
+    v1::EncodeResponse response;
+    const grpc::Status status = stub->Encode(&context, encode, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("Encode: 3 inputs, one pass each = 42 token passes"));
+  }
+  v1::GenerateRequest generate;
+  generate.set_model("llama");
+  generate.set_prompt("Once upon a time");
+  generate.set_method(v1::DECODING_METHOD_BEAM_SEARCH);
+  generate.set_num_beams(4);
+  generate.set_max_new_tokens(8);
+  {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+        stub->Generate(&context, generate);
+    v1::GenerateResponse response;
+    EXPECT_FALSE(reader->Read(&response)) << "the refusal comes before the header";
+    const grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(status.error_message(), HasSubstr("Generate: 4 beams over"));
+    EXPECT_THAT(status.error_message(), HasSubstr("--max_call_tokens"));
+  }
+  // One pass of a short text is within the bound.
+  v1::GetAttentionRequest attention;
+  attention.set_model("bert");
+  attention.set_text(RandomBertText(shape, 10));
+  grpc::ClientContext context;
+  v1::GetAttentionResponse response;
+  EXPECT_TRUE(stub->GetAttention(&context, attention, &response).ok());
+}
+
+}  // namespace
+}  // namespace attnscope::testing
