@@ -5,9 +5,7 @@
 // convention):
 // - `Content-Type: application/json`: protobuf's canonical JSON mapping of the request and the
 //   response (lowerCamelCase names in answers, either spelling accepted in requests; int64 as
-//   strings; Tensor.data as base64), with one exception: the request fields that hold texts
-//   (`bytes` in the contract, so that invalid UTF-8 reaches the service over gRPC) are plain JSON
-//   strings, never base64.
+//   strings; Tensor.data as base64; texts as plain strings).
 // - `Content-Type: application/proto`: the binary messages. A body without a Content-Type, or with
 //   curl's default application/x-www-form-urlencoded, is read as JSON.
 // - StreamAttention and Generate answer JSON requests with newline-delimited JSON

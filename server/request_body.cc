@@ -6,38 +6,12 @@
 #include <string>
 #include <string_view>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "models/json_util.h"
 
 namespace attnscope::server {
 namespace {
-
-// Turns the plain-text values of the `bytes` fields of `json` (a `descriptor` message) into base64,
-// the canonical JSON form the protobuf parser reads. Every `bytes` field of a request holds a text.
-// Values of the wrong JSON type are left for the parser to report.
-void EncodeTextFields(const google::protobuf::Descriptor& descriptor, nlohmann::json& json) {
-  if (!json.is_object()) return;
-  for (auto& item : json.items()) {
-    const google::protobuf::FieldDescriptor* field = descriptor.FindFieldByName(item.key());
-    if (field == nullptr) field = descriptor.FindFieldByCamelcaseName(item.key());
-    if (field == nullptr) continue;
-    nlohmann::json& value = item.value();
-    auto convert = [field](nlohmann::json& element) {
-      if (field->type() == google::protobuf::FieldDescriptor::TYPE_BYTES && element.is_string()) {
-        element = absl::Base64Escape(element.get<std::string>());
-      } else if (field->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE) {
-        EncodeTextFields(*field->message_type(), element);
-      }
-    };
-    if (field->is_repeated() && value.is_array()) {
-      for (nlohmann::json& element : value) convert(element);
-    } else {
-      convert(value);
-    }
-  }
-}
 
 // nlohmann's parse error text without its "[json.exception.parse_error.101] " tag and the "; last
 // read: '...'" echo of the input, which may hold invalid UTF-8 that the JSON error answer cannot
@@ -62,9 +36,10 @@ absl::Status ParseBody(const std::string& body, BodyFormat format,
   const std::string& type = message->GetDescriptor()->full_name();
   if (format == BodyFormat::kProto) {
     if (!message->ParseFromString(body)) {
-      return absl::InvalidArgumentError(absl::StrCat("request body: not a serialized ", type,
-                                                     "; send one, or JSON with Content-Type "
-                                                     "application/json"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request body: not a serialized ", type,
+          " (or a text in it is not valid UTF-8); send one, or JSON with Content-Type "
+          "application/json"));
     }
     return absl::OkStatus();
   }
@@ -82,7 +57,6 @@ absl::Status ParseBody(const std::string& body, BodyFormat format,
                                                    "), got a JSON ", json.type_name()));
   }
   ATTNSCOPE_RETURN_IF_ERROR(CheckJsonDepth(json, "request body"));
-  EncodeTextFields(*message->GetDescriptor(), json);
   const google::protobuf::util::Status parsed = google::protobuf::util::JsonStringToMessage(
       json.dump(), message, google::protobuf::util::JsonParseOptions());
   if (!parsed.ok()) {

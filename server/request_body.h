@@ -1,6 +1,5 @@
 // The HTTP/JSON front end's reading of a request body into an attnscope.v1 request message: binary
-// protobuf, or protobuf's canonical JSON mapping with plain-string texts (http_server.h describes
-// the protocol). Apart from the server so that the body fuzzer (fuzz/) reaches it without a socket.
+// protobuf, or protobuf's canonical JSON mapping (http_server.h describes the protocol). Apart from the server so that the body fuzzer (fuzz/) reaches it without a socket.
 #ifndef ATTNSCOPE_SERVER_REQUEST_BODY_H_
 #define ATTNSCOPE_SERVER_REQUEST_BODY_H_
 
@@ -13,10 +12,10 @@ namespace attnscope::server {
 
 enum class BodyFormat { kJson, kProto };
 
-// Parses `body` into `message`. JSON: an object in the canonical mapping (either field spelling),
-// whose `bytes` fields hold plain JSON strings, not base64; an empty body is an empty request.
-// InvalidArgument naming the message type: not a serialized message, not JSON, not an object, or
-// fields the mapping refuses.
+// Parses `body` into `message`. JSON: an object in the canonical mapping (either field spelling);
+// an empty body is an empty request. InvalidArgument naming the message type: not a serialized
+// message (a text that is not UTF-8 included), not JSON (in UTF-8), not an object, or fields the
+// mapping refuses.
 absl::Status ParseBody(const std::string& body, BodyFormat format,
                        google::protobuf::Message* message);
 

@@ -31,6 +31,7 @@
 #include "server/listen_address.h"
 #include "server/metrics.h"
 #include "server/metrics_http.h"
+#include "server/parse_failure_interceptor.h"
 #include "server/security.h"
 
 namespace attnscope::server {
@@ -253,6 +254,9 @@ absl::Status RunServer(const ServerOptions& options) {
   // would split the calls between the two.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<ParseFailureInterceptorFactory>(&metrics));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_request_bytes));
   // gRPC's synchronous server keeps at most MAX_POLLERS idle threads (2 by default) and ends the
   // rest as soon as their call is answered, so under load nearly every call ran on a new thread.

@@ -1,6 +1,9 @@
 // The bad-input table of issue 3 against the real server: each row gets its documented gRPC code
 // and a message naming the problem, and a normal request right after it still succeeds (bad input
 // never wedges the server).
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -134,21 +137,60 @@ TEST_F(BadInputTest, NegativeMaxLength) {
 }
 
 TEST_F(BadInputTest, InvalidUtf8) {
+  // Texts are proto3 strings: a text that is not UTF-8 does not parse as the request at all, and
+  // the answer says so rather than gRPC's bare INTERNAL.
   v1::GetAttentionRequest request = Normal();
   request.set_text(
       "paris \xC3\x28 france");  // 0xC3 starts a 2-byte sequence; 0x28 cannot continue it
   ExpectRow("invalid UTF-8", client_->GetAttention(request).status(),
-            absl::StatusCode::kInvalidArgument, {"utf-8", "6"});
+            absl::StatusCode::kInvalidArgument, {"utf-8", "GetAttention"});
   v1::TokenizeRequest tokenize;
   tokenize.set_model("llama");
   tokenize.set_text("\xFF");
   ExpectRow("invalid UTF-8 Tokenize", client_->Tokenize(tokenize).status(),
-            absl::StatusCode::kInvalidArgument, {"utf-8"});
-  // The message names the field that holds the bad bytes.
+            absl::StatusCode::kInvalidArgument, {"utf-8", "Tokenize"});
   tokenize.set_text("hi");
   tokenize.set_text_pair("ok \xFF");
   ExpectRow("invalid UTF-8 text_pair", client_->Tokenize(tokenize).status(),
-            absl::StatusCode::kInvalidArgument, {"text_pair: expected valid utf-8", "offset 3"});
+            absl::StatusCode::kInvalidArgument, {"utf-8", "Tokenize"});
+}
+
+// Bytes that are not the method's message at all (here: a text field cut short, and a text field
+// with invalid UTF-8, sent by a client without generated code) are INVALID_ARGUMENT naming the
+// RPC, and counted in the request metrics like every other call.
+TEST(UndecodableRequestTest, IsInvalidArgumentAndCounted) {
+  ServerProcess::Options options;
+  options.models = {"bert=" + TinyBertDir()};
+  options.metrics_port = FreeTcpPort();
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto channel = grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  for (const std::string& bytes : {std::string("\x12\x09paris"), std::string("\x12\x03" "ab\xff")}) {
+    grpc::CompletionQueue queue;
+    grpc::ClientContext context;
+    grpc::Slice slice(bytes);
+    const grpc::ByteBuffer request(&slice, 1);
+    std::unique_ptr<grpc::GenericClientAsyncResponseReader> call = generic.PrepareUnaryCall(
+        &context, "/attnscope.v1.AttentionService/GetAttention", request, &queue);
+    call->StartCall();
+    grpc::ByteBuffer response;
+    grpc::Status status;
+    call->Finish(&response, &status, reinterpret_cast<void*>(1));
+    void* tag = nullptr;
+    bool ok = false;
+    ASSERT_TRUE(queue.Next(&tag, &ok));
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr("GetAttention"));
+    EXPECT_THAT(status.error_message(), HasSubstr("UTF-8"));
+  }
+  absl::StatusOr<std::string> metrics = HttpGet((*server)->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  const std::vector<MetricSample> counted =
+      FindSamples(ParseMetrics(*metrics), "attnscope_requests_total",
+                  {{"rpc", "GetAttention"}, {"transport", "grpc"}, {"code", "INVALID_ARGUMENT"}});
+  ASSERT_EQ(counted.size(), 1u) << *metrics;
+  EXPECT_EQ(counted[0].value, 2);
 }
 
 TEST_F(BadInputTest, UnknownModel) {

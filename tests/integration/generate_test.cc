@@ -278,7 +278,7 @@ TEST_F(GenerateTest, BadInputIsRefusedAndTheServerKeepsServing) {
       {"invalid UTF-8",
        with([](auto& r) { r.set_prompt("Once \xff"); }),
        absl::StatusCode::kInvalidArgument,
-       {"prompt"}},
+       {"Generate", "UTF-8"}},
       {"prompt over the positions",
        with([](auto& r) { r.set_prompt(std::string(600, 'x') + " " + std::string(600, 'y')); }),
        absl::StatusCode::kInvalidArgument,

@@ -34,7 +34,7 @@ def main():
     sys.path.insert(0, args.proto_dir)
     from attnscope.v1 import attnscope_pb2 as pb
 
-    request = pb.GetAttentionRequest(model=args.model, text=args.text.encode("utf-8"))
+    request = pb.GetAttentionRequest(model=args.model, text=args.text)
     channel = grpc.insecure_channel(args.address)
     stream = channel.unary_stream(
         METHOD + "StreamAttention",

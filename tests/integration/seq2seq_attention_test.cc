@@ -312,7 +312,7 @@ TEST_F(Seq2SeqAttentionTest, BadInputIsInvalidArgumentNamingTheField) {
        "decoder_text: expected a non-empty UTF-8 text"},
       {[](v1::GetAttentionRequest& r) { r.set_decoder_text("   "); },
        "decoder_text: expected text that yields at least one token"},
-      {[](v1::GetAttentionRequest& r) { r.set_decoder_text("ab\xff"); }, "decoder_text: "},
+      {[](v1::GetAttentionRequest& r) { r.set_decoder_text("ab\xff"); }, "UTF-8"},
       {[](v1::GetAttentionRequest& r) {
          std::string long_text;
          for (int i = 0; i < 100; ++i) long_text += "a ";
