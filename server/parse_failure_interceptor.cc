@@ -22,8 +22,7 @@ class ParseFailureInterceptor : public grpc::experimental::Interceptor {
       // Null when the bytes did not parse: the handler will not run.
       unparsed_ = methods->GetRecvMessage() == nullptr;
     }
-    if (unparsed_ &&
-        methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
+    if (unparsed_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
         methods->GetSendStatus().error_code() == grpc::StatusCode::INTERNAL) {
       methods->ModifySendStatus(grpc::Status(
           grpc::StatusCode::INVALID_ARGUMENT,

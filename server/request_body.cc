@@ -36,10 +36,10 @@ absl::Status ParseBody(const std::string& body, BodyFormat format,
   const std::string& type = message->GetDescriptor()->full_name();
   if (format == BodyFormat::kProto) {
     if (!message->ParseFromString(body)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "request body: not a serialized ", type,
-          " (or a text in it is not valid UTF-8); send one, or JSON with Content-Type "
-          "application/json"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("request body: not a serialized ", type,
+                       " (or a text in it is not valid UTF-8); send one, or JSON with Content-Type "
+                       "application/json"));
     }
     return absl::OkStatus();
   }

@@ -1,5 +1,6 @@
 // The HTTP/JSON front end's reading of a request body into an attnscope.v1 request message: binary
-// protobuf, or protobuf's canonical JSON mapping (http_server.h describes the protocol). Apart from the server so that the body fuzzer (fuzz/) reaches it without a socket.
+// protobuf, or protobuf's canonical JSON mapping (http_server.h describes the protocol). Apart from
+// the server so that the body fuzzer (fuzz/) reaches it without a socket.
 #ifndef ATTNSCOPE_SERVER_REQUEST_BODY_H_
 #define ATTNSCOPE_SERVER_REQUEST_BODY_H_
 
