@@ -232,12 +232,30 @@ def make_request_proto(protoc):
                      'top_k: 5 top_p: 0.9 seed: 3 output_attentions: true layers: [-1] '
                      'heads: [0, 1] head_aggregation: HEAD_AGGREGATION_MEAN dtype: DTYPE_FLOAT16'),
     }
+    encoded = {}
     for name, (message, text) in requests.items():
-        encoded = subprocess.run(
+        encoded[name] = subprocess.run(
             [protoc, f"--encode=attnscope.v1.{message}", f"--proto_path={ROOT / 'proto'}",
              "attnscope/v1/attnscope.proto"],
             input=text.encode(), capture_output=True, check=True).stdout
-        write("request_proto", name, encoded)
+        write("request_proto", name, encoded[name])
+    return encoded
+
+
+# request_run_fuzzer.cc: byte 0 picks the RPC, byte 1 one of its 7 models (high bit: the message's
+# own model name).
+REQUEST_RUN_RPCS = {"tokenize_pair": [0], "get_attention": [1, 2], "get_attention_scores": [1, 2],
+                    "get_attention_decoder": [1, 2], "encode": [3], "cross_attention": [4],
+                    "attribute": [5], "generate": [6], "get_parameter": [7]}
+
+
+def make_request_run(encoded):
+    """Each request of request_proto on each of the fuzzer's models."""
+    for name, rpcs in REQUEST_RUN_RPCS.items():
+        for rpc in rpcs:
+            for model in range(7):
+                write("request_run", f"{name}_{rpc}_{model}", bytes([rpc, model]) + encoded[name])
+    write("request_run", "training_record", bytes([8, 1]))
 
 
 def make_http_body():
@@ -284,14 +302,14 @@ def main():
     shared = pathlib.Path(args.shared)
     shutil.rmtree(CORPUS, ignore_errors=True)
     for target in ["safetensors", "model_config", "tokenizer_config", "tokenizer_json",
-                   "wordpiece", "sentencepiece", "request_proto", "http_body"]:
+                   "wordpiece", "sentencepiece", "request_proto", "request_run", "http_body"]:
         (CORPUS / target).mkdir(parents=True)
     make_safetensors()
     make_model_config(shared)
     make_tokenizer_config(shared)
     make_tokenizer_json()
     make_texts(shared)
-    make_request_proto(args.protoc)
+    make_request_run(make_request_proto(args.protoc))
     make_http_body()
 
 
