@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "models/file_util.h"
+#include "models/unicode.h"
 
 namespace attnscope {
 namespace {
@@ -131,6 +132,30 @@ absl::StatusOr<Encoding> LoadedModel::Encode(absl::string_view text,
 }
 
 absl::StatusOr<TokenizedText> LoadedModel::Tokenize(absl::string_view text) const {
+  // No encoding keeps more than max_tokens_ tokens of one text, so a long text is tokenized by
+  // growing prefixes, each cut at an ASCII space or line break (no tokenizer here makes a token
+  // across one, and a space belongs to the token after it), until one gives more than that: its
+  // tokens are the text's first tokens, the rest of the text cannot change them, and a 4 MB text
+  // over the limit costs a few kilobytes of tokenizing. Prefixes start at kPrefixBytesPerToken
+  // bytes a token and grow fourfold, so a text of few tokens costs less than two passes.
+  constexpr size_t kPrefixBytesPerToken = 16;
+  const size_t keep = static_cast<size_t>(max_tokens_) + 1;
+  for (size_t length = keep * kPrefixBytesPerToken; length < text.size() / 2; length *= 4) {
+    const size_t cut = text.find_last_of(" \n\r\t", length);
+    if (cut == absl::string_view::npos || cut < length / 2) continue;
+    ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText prefix,
+                               tokenizer_->Tokenize(ToStd(text.substr(0, cut))));
+    if (prefix.size() <= keep) continue;
+    // Invalid UTF-8 past the cut: the whole text's refusal, with its byte offset.
+    if (!unicode::CheckUtf8(ToStd(text.substr(cut))).ok()) break;
+    prefix.ids.resize(keep);
+    prefix.tokens.resize(keep);
+    prefix.offsets.resize(keep);
+    prefix.byte_offsets.resize(keep);
+    prefix.word_ids.resize(keep);
+    prefix.is_prefix = true;
+    return prefix;
+  }
   return tokenizer_->Tokenize(ToStd(text));
 }
 
@@ -151,6 +176,7 @@ absl::StatusOr<Encoding> LoadedModel::Assemble(TokenizedText text,
     }
     encode.max_length = options.max_length > 0 ? options.max_length : max_tokens_;
   }
+  const bool more_than = text.is_prefix || (text_pair.has_value() && text_pair->is_prefix);
   ATTNSCOPE_ASSIGN_OR_RETURN(
       Encoding encoding,
       tokenizer_->Assemble(std::move(text), text_pair.has_value() ? &*text_pair : nullptr, encode));
@@ -158,7 +184,7 @@ absl::StatusOr<Encoding> LoadedModel::Assemble(TokenizedText text,
   if (length > max_tokens_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "input of model '", name_, "': expected at most ", max_tokens_,
-        " tokens (special tokens included), got ", length,
+        " tokens (special tokens included), got ", more_than ? "more than " : "", length,
         "; set `tokenization.truncation` (e.g. TRUNCATION_LONGEST_FIRST) or shorten the text"));
   }
   if (length == 0) {

@@ -32,6 +32,9 @@ struct TokenizedText {
   std::vector<Offset> byte_offsets;
   // Index of the pre-tokenized word each token came from (0-based, per text).
   std::vector<int64_t> word_ids;
+  // True when only the text's first tokens are here: it has more, none of which any encoding would
+  // keep (LoadedModel::Tokenize stops early on a text over the model's limit).
+  bool is_prefix = false;
 
   size_t size() const { return ids.size(); }
 };

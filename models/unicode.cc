@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
 #include "utf8proc.h"
 
 namespace attnscope::unicode {
@@ -26,24 +27,10 @@ int CombiningClass(char32_t c) {
   return utf8proc_get_property(static_cast<utf8proc_int32_t>(c))->combining_class;
 }
 
-}  // namespace
-
-int64_t DecodedText::CodePointAtByte(int64_t byte) const {
-  // The last start <= byte; byte_starts is strictly increasing.
-  auto it = std::upper_bound(byte_starts.begin(), byte_starts.end(), byte);
-  const int64_t index = std::distance(byte_starts.begin(), it) - 1;
-  return std::clamp<int64_t>(index, 0, size());
-}
-
-int64_t DecodedText::CodePointsBeforeByte(int64_t byte) const {
-  auto it = std::lower_bound(byte_starts.begin(), byte_starts.end(), byte);
-  return std::min<int64_t>(std::distance(byte_starts.begin(), it), size());
-}
-
-absl::StatusOr<DecodedText> DecodeUtf8(std::string_view text) {
-  DecodedText decoded;
-  decoded.code_points.reserve(text.size());
-  decoded.byte_starts.reserve(text.size() + 1);
+// Calls on_code_point(code_point, byte_start) for each code point of `text`, strictly decoded;
+// InvalidArgument at the first bad sequence.
+template <typename OnCodePoint>
+absl::Status ForEachCodePoint(std::string_view text, OnCodePoint on_code_point) {
   size_t i = 0;
   while (i < text.size()) {
     const unsigned char lead = static_cast<unsigned char>(text[i]);
@@ -86,12 +73,40 @@ absl::StatusOr<DecodedText> DecodeUtf8(std::string_view text) {
       return InvalidUtf8(text, i, "an encoded UTF-16 surrogate");
     }
     if (code_point > 0x10FFFF) return InvalidUtf8(text, i, "a code point above U+10FFFF");
-    decoded.code_points.push_back(code_point);
-    decoded.byte_starts.push_back(static_cast<int64_t>(i));
+    on_code_point(code_point, i);
     i += length;
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int64_t DecodedText::CodePointAtByte(int64_t byte) const {
+  // The last start <= byte; byte_starts is strictly increasing.
+  auto it = std::upper_bound(byte_starts.begin(), byte_starts.end(), byte);
+  const int64_t index = std::distance(byte_starts.begin(), it) - 1;
+  return std::clamp<int64_t>(index, 0, size());
+}
+
+int64_t DecodedText::CodePointsBeforeByte(int64_t byte) const {
+  auto it = std::lower_bound(byte_starts.begin(), byte_starts.end(), byte);
+  return std::min<int64_t>(std::distance(byte_starts.begin(), it), size());
+}
+
+absl::StatusOr<DecodedText> DecodeUtf8(std::string_view text) {
+  DecodedText decoded;
+  decoded.code_points.reserve(text.size());
+  decoded.byte_starts.reserve(text.size() + 1);
+  ATTNSCOPE_RETURN_IF_ERROR(ForEachCodePoint(text, [&](char32_t code_point, size_t start) {
+    decoded.code_points.push_back(code_point);
+    decoded.byte_starts.push_back(static_cast<int64_t>(start));
+  }));
   decoded.byte_starts.push_back(static_cast<int64_t>(text.size()));
   return decoded;
+}
+
+absl::Status CheckUtf8(std::string_view text) {
+  return ForEachCodePoint(text, [](char32_t, size_t) {});
 }
 
 void AppendUtf8(char32_t code_point, std::string* out) {

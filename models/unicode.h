@@ -35,6 +35,9 @@ struct DecodedText {
 // InvalidArgument naming the byte offset of the first bad sequence.
 absl::StatusOr<DecodedText> DecodeUtf8(std::string_view text);
 
+// DecodeUtf8's check alone, without keeping the code points: the same InvalidArgument.
+absl::Status CheckUtf8(std::string_view text);
+
 // Appends the UTF-8 encoding of `code_point`, which must be a Unicode scalar value.
 void AppendUtf8(char32_t code_point, std::string* out);
 

@@ -916,13 +916,14 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText text, model.Tokenize(query.prompt));
   if (seq2seq) ATTNSCOPE_RETURN_IF_ERROR(CheckHasTokens(text, "prompt"));
   const int64_t text_tokens = static_cast<int64_t>(text.size());
+  const bool more_than = text.is_prefix;
   absl::StatusOr<Encoding> encoding = model.Assemble(std::move(text), std::nullopt, TextOptions());
   if (!encoding.ok()) {
     // Generate takes no truncation option: name the prompt and its fix instead.
-    return absl::InvalidArgumentError(
-        absl::StrCat("prompt: expected at most ", model.max_tokens(),
-                     " tokens (the model's limit, special tokens included), got ", text_tokens,
-                     " tokens of text; shorten the prompt"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt: expected at most ", model.max_tokens(),
+        " tokens (the model's limit, special tokens included), got ", more_than ? "more than " : "",
+        text_tokens, " tokens of text; shorten the prompt"));
   }
   if (observer_ != nullptr) {
     observer_->OnTokenized(SecondsSince(start), static_cast<int64_t>(encoding->size()));
