@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -20,10 +21,13 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 
 namespace attnscope::testing {
@@ -277,6 +281,170 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
     return absl::InternalError(absl::StrCat("GET ", path, ": ", status_line));
   }
   return response.substr(body + 4);
+}
+
+absl::StatusOr<std::unique_ptr<RawConnection>> RawConnection::Open(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    const std::string error = std::strerror(errno);
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("connect 127.0.0.1:", port, ": ", error));
+  }
+  return std::unique_ptr<RawConnection>(new RawConnection(fd));
+}
+
+RawConnection::~RawConnection() { Close(); }
+
+void RawConnection::Close() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+bool RawConnection::Send(const std::string& data) {
+  size_t sent = 0;
+  while (fd_ >= 0 && sent < data.size()) {
+    const ssize_t n = send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += static_cast<size_t>(n);
+  }
+  return fd_ >= 0;
+}
+
+bool RawConnection::Fill(absl::Time deadline, bool* closed) {
+  *closed = false;
+  if (fd_ < 0) {
+    *closed = true;
+    return false;
+  }
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return false;
+  pollfd request{fd_, POLLIN, 0};
+  if (poll(&request, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1) <= 0) return false;
+  char buffer[65536];
+  const ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
+  if (n <= 0) {
+    *closed = true;
+    return false;
+  }
+  pending_.append(buffer, static_cast<size_t>(n));
+  return true;
+}
+
+absl::StatusOr<RawResponse> RawConnection::ReadResponse(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  bool closed = false;
+  auto fill = [&]() -> absl::Status {
+    if (Fill(deadline, &closed)) return absl::OkStatus();
+    return closed ? absl::UnavailableError(absl::StrCat("the server closed the connection; got '",
+                                                        pending_.substr(0, 300), "'"))
+                  : absl::DeadlineExceededError(
+                        absl::StrCat("no whole response in ", absl::FormatDuration(timeout),
+                                     "; got '", pending_.substr(0, 300), "'"));
+  };
+  size_t head_end;
+  while ((head_end = pending_.find("\r\n\r\n")) == std::string::npos) {
+    if (absl::Status status = fill(); !status.ok()) return status;
+  }
+  RawResponse response;
+  std::vector<std::string> lines = absl::StrSplit(pending_.substr(0, head_end), "\r\n");
+  pending_.erase(0, head_end + 4);
+  std::vector<std::string> status_line = absl::StrSplit(lines[0], ' ');
+  if (status_line.size() < 2 || !absl::StartsWith(status_line[0], "HTTP/1.") ||
+      !absl::SimpleAtoi(status_line[1], &response.status)) {
+    return absl::InternalError(absl::StrCat("not an HTTP status line: '", lines[0], "'"));
+  }
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const size_t colon = lines[i].find(':');
+    if (colon == std::string::npos) continue;
+    response.headers[absl::AsciiStrToLower(lines[i].substr(0, colon))] =
+        std::string(absl::StripAsciiWhitespace(lines[i].substr(colon + 1)));
+  }
+  auto header = [&](const std::string& name) {
+    auto it = response.headers.find(name);
+    return it == response.headers.end() ? std::string() : it->second;
+  };
+  if (absl::AsciiStrToLower(header("transfer-encoding")) == "chunked") {
+    while (true) {
+      size_t line_end;
+      while ((line_end = pending_.find("\r\n")) == std::string::npos) {
+        if (absl::Status status = fill(); !status.ok()) return status;
+      }
+      size_t size = 0;
+      const std::string size_text = pending_.substr(0, pending_.find_first_of(";\r"));
+      if (!absl::SimpleHexAtoi(size_text, &size)) {
+        return absl::InternalError(absl::StrCat("bad chunk size '", size_text, "'"));
+      }
+      while (pending_.size() < line_end + 2 + size + 2) {
+        if (absl::Status status = fill(); !status.ok()) return status;
+      }
+      response.body.append(pending_, line_end + 2, size);
+      pending_.erase(0, line_end + 2 + size + 2);
+      if (size == 0) break;
+    }
+  } else if (const std::string length = header("content-length"); !length.empty()) {
+    size_t size = 0;
+    if (!absl::SimpleAtoi(length, &size)) {
+      return absl::InternalError(absl::StrCat("bad Content-Length '", length, "'"));
+    }
+    while (pending_.size() < size) {
+      if (absl::Status status = fill(); !status.ok()) return status;
+    }
+    response.body = pending_.substr(0, size);
+    pending_.erase(0, size);
+  } else if (response.status >= 200 && response.status != 204 && response.status != 304) {
+    while (fill().ok()) {
+    }
+    if (!closed) return fill();
+    response.body = std::move(pending_);
+    pending_.clear();
+  }
+  return response;
+}
+
+bool RawConnection::WaitClosed(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  bool closed = false;
+  while (!closed && absl::Now() < deadline) {
+    Fill(deadline, &closed);
+    pending_.clear();
+  }
+  return closed;
+}
+
+int64_t ProcessRssBytes(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    int64_t kib = 0;
+    if (absl::StartsWith(line, "VmRSS:") &&
+        absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(line.substr(6)), " kB"),
+                         &kib)) {
+      return kib * 1024;
+    }
+  }
+  return -1;
+}
+
+double ProcessCpuSeconds(pid_t pid) {
+  const std::string stat = ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/stat"));
+  // The fields after the command name, which is in parentheses and may hold spaces: utime and
+  // stime are the 14th and 15th fields of the line, the 12th and 13th after ") ".
+  const size_t close = stat.rfind(") ");
+  if (close == std::string::npos) return -1;
+  const std::vector<std::string> fields = absl::StrSplit(stat.substr(close + 2), ' ');
+  int64_t user = 0;
+  int64_t system = 0;
+  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &user) ||
+      !absl::SimpleAtoi(fields[12], &system)) {
+    return -1;
+  }
+  return static_cast<double>(user + system) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration timeout) {

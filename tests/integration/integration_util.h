@@ -133,6 +133,50 @@ int FreeTcpPort();
 // is 200; Unavailable when the connection fails, Internal on another status.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 
+// One HTTP response as read off a RawConnection. Header names are lower-cased.
+struct RawResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;
+  // Decoded from chunked transfer encoding when the response used it.
+  std::string body;
+};
+
+// A plain TCP connection to 127.0.0.1, for tests that send what no HTTP library would: slow
+// bytes, oversized headers, bodies larger than what the server reads, connections abandoned
+// mid-call.
+class RawConnection {
+ public:
+  // Unavailable when the connection is refused.
+  static absl::StatusOr<std::unique_ptr<RawConnection>> Open(int port);
+  ~RawConnection();
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  // Sends all of `data`; false once the server has closed or reset the connection.
+  bool Send(const std::string& data);
+  // Reads one response (status line, headers, then the body by Content-Length, chunked encoding,
+  // or until the server closes) within `timeout`. DeadlineExceeded when it does not arrive in
+  // time, Unavailable when the server closes first, Internal when it is not HTTP.
+  absl::StatusOr<RawResponse> ReadResponse(absl::Duration timeout);
+  // True when the server closes the connection within `timeout` (anything it sends is dropped).
+  bool WaitClosed(absl::Duration timeout);
+  // Closes the connection now (the server sees the client go away).
+  void Close();
+
+ private:
+  explicit RawConnection(int fd) : fd_(fd) {}
+  // Appends what arrives within `deadline` to pending_; false on timeout or close.
+  bool Fill(absl::Time deadline, bool* closed);
+
+  int fd_ = -1;
+  std::string pending_;
+};
+
+// The resident set size of process `pid` in bytes (VmRSS of /proc/PID/status); -1 when unknown.
+int64_t ProcessRssBytes(pid_t pid);
+// The CPU time process `pid` has used so far, user plus system, in seconds (/proc/PID/stat).
+double ProcessCpuSeconds(pid_t pid);
+
 // One sample line of a Prometheus text exposition.
 struct MetricSample {
   std::string name;
