@@ -11,6 +11,10 @@ namespace attnscope {
 // a receive limit of at least this much; the client library's default is the same value.
 inline constexpr int64_t kDefaultMaxResponseBytes = int64_t{64} << 20;
 
+// Default cap on one request, in bytes, on both transports of attnscope-server
+// (--max_request_bytes): gRPC's default receive limit.
+inline constexpr int64_t kDefaultMaxRequestBytes = int64_t{4} << 20;
+
 // Default cap on the inputs of one Encode and the documents of one CrossAttention
 // (attnscope-server --max_inputs_per_request). text-embeddings-inference's client batch limit is
 // 32; a call over the cap is split by the caller.

@@ -1,21 +1,33 @@
 #include "server/http_server.h"
 
+#include <arpa/inet.h>
 #include <google/protobuf/util/json_util.h>
-#include <httplib.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 
 #include <chrono>
-#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 #include <utility>
 
+#include "absl/algorithm/container.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "attnscope/v1/attnscope.pb.h"
 #include "common/status_macros.h"
+#include "server/http_connection.h"
 #include "server/listen_address.h"
 #include "server/metrics.h"
 #include "server/request_body.h"
@@ -23,22 +35,158 @@
 namespace attnscope::server {
 namespace {
 
+namespace http = boost::beast::http;
+
 constexpr absl::string_view kServicePath = "/attnscope.v1.AttentionService/";
 
-// The body format a Content-Type names (parameters such as charset ignored). A request without
-// one, or with curl's default form type, is read as JSON, so that `curl -d '{...}'` needs no
-// header.
-absl::StatusOr<BodyFormat> FormatOf(const httplib::Request& request) {
-  std::string type = request.get_header_value("Content-Type");
-  type = absl::AsciiStrToLower(absl::StripAsciiWhitespace(type.substr(0, type.find(';'))));
-  if (type.empty() || type == "application/json" || type == "application/x-www-form-urlencoded") {
-    return BodyFormat::kJson;
+// What the dashboard's page may do, and nothing more: run its own app.js, apply its own app.css
+// (and the styles its script sets), draw images it makes itself (a canvas's data: URL, the
+// blob: of an export), call the API of its own origin, and never be framed or post a form
+// elsewhere.
+constexpr absl::string_view kDashboardPolicy =
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+// The request headers a page of an allowed origin may send: the key and the Connect protocol's.
+constexpr absl::string_view kAllowedRequestHeaders =
+    "Authorization, Content-Type, Connect-Protocol-Version, Connect-Timeout-Ms, "
+    "Connect-Content-Encoding, Connect-Accept-Encoding, X-User-Agent";
+
+// Abseil's string_view is not std's here, nor Beast's.
+absl::string_view View(boost::beast::string_view text) { return {text.data(), text.size()}; }
+boost::beast::string_view BeastView(absl::string_view text) { return {text.data(), text.size()}; }
+
+std::string HeaderOf(const HttpRequestHeader& request, http::field field) {
+  return std::string(request[field]);
+}
+std::string HeaderOf(const HttpRequestHeader& request, absl::string_view name) {
+  return std::string(request[BeastView(name)]);
+}
+
+// The request target's path (before '?') and query (after it).
+absl::string_view PathOf(absl::string_view target) { return target.substr(0, target.find('?')); }
+absl::string_view QueryOf(absl::string_view target) {
+  const size_t mark = target.find('?');
+  return mark == absl::string_view::npos ? absl::string_view() : target.substr(mark + 1);
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The method a request to kServicePath calls ("Tokenize").
+absl::string_view MethodOf(const HttpRequestHeader& request) {
+  return absl::StripPrefix(PathOf(View(request.target())), kServicePath);
+}
+
+// Percent-decoding of a path or a query value ('+' a space in a query, as forms encode it).
+absl::StatusOr<std::string> PercentDecode(absl::string_view text, bool plus_is_space) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out.push_back(plus_is_space && text[i] == '+' ? ' ' : text[i]);
+      continue;
+    }
+    const int high = i + 2 < text.size() ? HexDigit(text[i + 1]) : -1;
+    const int low = high >= 0 ? HexDigit(text[i + 2]) : -1;
+    if (low < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", text.substr(i, 3), "' in the request URI: expected % and two hex digits"));
+    }
+    out.push_back(static_cast<char>(high * 16 + low));
+    i += 2;
   }
-  if (type == "application/proto" || type == "application/x-protobuf") return BodyFormat::kProto;
-  return absl::InvalidArgumentError(
-      absl::StrCat("Content-Type '", type,
-                   "': expected application/json or application/proto; e.g. curl -H 'Content-Type: "
-                   "application/json' -d '{\"text\": \"...\"}'"));
+  return out;
+}
+
+// The decoded value of query parameter `name`, or nullopt when absent.
+absl::StatusOr<std::optional<std::string>> QueryParam(absl::string_view query,
+                                                      absl::string_view name) {
+  for (absl::string_view pair : absl::StrSplit(query, '&', absl::SkipEmpty())) {
+    const size_t equals = pair.find('=');
+    if (pair.substr(0, equals) != name) continue;
+    if (equals == absl::string_view::npos) return std::optional<std::string>("");
+    ATTNSCOPE_ASSIGN_OR_RETURN(std::string value,
+                               PercentDecode(pair.substr(equals + 1), /*plus_is_space=*/true));
+    return std::optional<std::string>(std::move(value));
+  }
+  return std::optional<std::string>();
+}
+
+// The media type of a Content-Type, lower-cased, without parameters (charset, boundary).
+std::string MediaType(const HttpRequestHeader& request) {
+  const std::string type = HeaderOf(request, http::field::content_type);
+  return absl::AsciiStrToLower(absl::StripAsciiWhitespace(type.substr(0, type.find(';'))));
+}
+
+// How a call's message arrives and its answer leaves.
+enum class Codec {
+  kJson,          // application/json: one message; NDJSON for a stream's answer
+  kProto,         // application/proto: one message; Connect envelopes for a stream's answer
+  kConnectJson,   // application/connect+json: a stream, JSON messages in envelopes both ways
+  kConnectProto,  // application/connect+proto: a stream, binary messages in envelopes both ways
+};
+
+bool Enveloped(Codec codec) {
+  return codec == Codec::kConnectJson || codec == Codec::kConnectProto;
+}
+BodyFormat FormatOf(Codec codec) {
+  return codec == Codec::kJson || codec == Codec::kConnectJson ? BodyFormat::kJson
+                                                               : BodyFormat::kProto;
+}
+
+// True for a request a browser made: browsers send Origin with every request a page makes
+// cross-origin (and with same-origin POSTs), and Sec-Fetch-Site with every request.
+bool FromBrowser(const HttpRequestHeader& request) {
+  return request.count(http::field::origin) > 0 || request.count("Sec-Fetch-Site") > 0;
+}
+
+bool StreamingMethod(absl::string_view method) {
+  return method == "StreamAttention" || method == "Generate";
+}
+
+// The codec a request asks for, from its Content-Type (POST) or its encoding parameter (GET).
+// InvalidArgument (answered 415) for anything else, saying what to send.
+absl::StatusOr<Codec> CodecOf(const HttpRequestHeader& request, absl::string_view method) {
+  if (request.method() == http::verb::get) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(std::optional<std::string> encoding,
+                               QueryParam(QueryOf(View(request.target())), "encoding"));
+    if (!encoding.has_value() || *encoding == "json") return Codec::kJson;
+    if (*encoding == "proto") return Codec::kProto;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "encoding '", *encoding, "': expected json or proto (with base64=1) for a GET"));
+  }
+  const std::string type = MediaType(request);
+  if (FromBrowser(request) && (type == "application/x-www-form-urlencoded" ||
+                               type == "multipart/form-data" || type == "text/plain")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Content-Type '", type,
+        "' from a browser: refused, since any page may send it to any site without asking; "
+        "send application/json or application/proto"));
+  }
+  // curl -d sends its form type; a body without a type is JSON too.
+  if (type.empty() || type == "application/json" || type == "application/x-www-form-urlencoded") {
+    return Codec::kJson;
+  }
+  if (type == "application/proto" || type == "application/x-protobuf") return Codec::kProto;
+  const bool connect_json = type == "application/connect+json";
+  if (connect_json || type == "application/connect+proto") {
+    if (!StreamingMethod(method)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Content-Type '", type, "': a streaming content type, and ", method,
+                       " is unary; send application/json or application/proto"));
+    }
+    return connect_json ? Codec::kConnectJson : Codec::kConnectProto;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "Content-Type '", type,
+      "': expected application/json or application/proto (application/connect+json or "
+      "application/connect+proto for StreamAttention and Generate); e.g. curl -H 'Content-Type: "
+      "application/json' -d '{\"text\": \"...\"}'"));
 }
 
 std::string ToJson(const google::protobuf::Message& message) {
@@ -51,25 +199,78 @@ std::string ToJson(const google::protobuf::Message& message) {
   return json;
 }
 
-nlohmann::json ErrorJson(const absl::Status& status) {
-  return {{"code", ConnectCodeName(status.code())}, {"message", ClientMessage(status)}};
+// A Connect streaming envelope: flags, big-endian length, payload.
+std::string Envelope(uint8_t flags, absl::string_view payload) {
+  std::string out(5, '\0');
+  out[0] = static_cast<char>(flags);
+  const uint32_t size = static_cast<uint32_t>(payload.size());
+  for (int i = 0; i < 4; ++i) out[1 + i] = static_cast<char>((size >> (24 - 8 * i)) & 0xff);
+  return absl::StrCat(out, payload);
 }
 
-std::string Dump(const nlohmann::json& json) {
-  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+// The Connect protocol's end of a stream: {} or {"error": {...}}.
+std::string EndOfStream(const absl::Status& status) {
+  return Envelope(0x02, status.ok() ? "{}" : absl::StrCat("{\"error\": ", ErrorJson(status), "}"));
 }
 
-void WriteError(const absl::Status& status, httplib::Response& response) {
-  response.status = HttpStatusOf(status.code());
-  response.set_content(Dump(ErrorJson(status)), "application/json");
+// A Connect stream that fails before it starts: as the protocol requires, a 200 whose only
+// envelope is the end of the stream.
+HttpResponse FailedConnectStream(const absl::Status& status, Codec codec) {
+  HttpResponse response(http::status::ok, 11);
+  response.set(http::field::content_type, codec == Codec::kConnectJson
+                                              ? "application/connect+json"
+                                              : "application/connect+proto");
+  response.body() = EndOfStream(status);
+  return response;
+}
+
+// The one message of an enveloped request body. InvalidArgument: not exactly one envelope;
+// Unimplemented: a compressed one.
+absl::StatusOr<std::string> Unenvelope(const std::string& body) {
+  if (body.size() < 5) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request body: expected one Connect envelope (a flags byte, a 4-byte big-endian length, "
+        "the message), got ",
+        body.size(), " bytes"));
+  }
+  const auto byte = [&body](size_t i) { return static_cast<unsigned char>(body[i]); };
+  const uint64_t size = (uint64_t{byte(1)} << 24) | (byte(2) << 16) | (byte(3) << 8) | byte(4);
+  if ((byte(0) & 0x01) != 0) {
+    return absl::UnimplementedError(
+        "request envelope: compressed (flags 0x01), and the server compresses nothing; send "
+        "flags 0 and no Connect-Content-Encoding");
+  }
+  if (byte(0) != 0 || size + 5 != body.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request body: expected one Connect envelope with flags 0 and a length of the ",
+        body.size() - 5, " bytes after it, got flags ", byte(0), " and length ", size,
+        "; StreamAttention and Generate take exactly one request message"));
+  }
+  return body.substr(5);
+}
+
+// The request message as sent: a POST body (in its envelope for a Connect stream), or the Connect
+// GET form's message parameter (base64 when base64=1; none: an empty request).
+absl::StatusOr<std::string> MessageOf(const HttpRequest& request, Codec codec) {
+  if (request.method() != http::verb::get) {
+    return Enveloped(codec) ? Unenvelope(request.body()) : request.body();
+  }
+  const absl::string_view query = QueryOf(View(request.target()));
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::optional<std::string> message, QueryParam(query, "message"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::optional<std::string> base64, QueryParam(query, "base64"));
+  if (!message.has_value() || base64 != "1") return message.value_or("");
+  std::string decoded;
+  if (!absl::WebSafeBase64Unescape(*message, &decoded)) {
+    return absl::InvalidArgumentError(
+        "message: expected URL-safe base64 with base64=1, got other characters");
+  }
+  return decoded;
 }
 
 // The call's deadline from the Connect protocol's Connect-Timeout-Ms header (none without it).
-absl::StatusOr<std::chrono::system_clock::time_point> DeadlineOf(const httplib::Request& request) {
-  if (!request.has_header("Connect-Timeout-Ms")) {
-    return std::chrono::system_clock::time_point::max();
-  }
-  const std::string value = request.get_header_value("Connect-Timeout-Ms");
+absl::StatusOr<std::chrono::system_clock::time_point> DeadlineOf(const HttpRequestHeader& request) {
+  if (request.count("Connect-Timeout-Ms") == 0) return std::chrono::system_clock::time_point::max();
+  const std::string value = HeaderOf(request, "Connect-Timeout-Ms");
   int64_t milliseconds = 0;
   // At most 10 digits, as the Connect protocol allows.
   if (value.size() > 10 || !absl::SimpleAtoi(value, &milliseconds) || milliseconds <= 0) {
@@ -79,213 +280,403 @@ absl::StatusOr<std::chrono::system_clock::time_point> DeadlineOf(const httplib::
   return std::chrono::system_clock::now() + std::chrono::milliseconds(milliseconds);
 }
 
-// A Connect streaming envelope: flags, big-endian length, payload.
-std::string Envelope(uint8_t flags, const std::string& payload) {
-  std::string out(5, '\0');
-  out[0] = static_cast<char>(flags);
-  const uint32_t size = static_cast<uint32_t>(payload.size());
-  for (int i = 0; i < 4; ++i) out[1 + i] = static_cast<char>((size >> (24 - 8 * i)) & 0xff);
-  return out + payload;
+// The call a request makes: its deadline, its key, and its end when the client goes away or the
+// shutdown's grace period is over.
+absl::StatusOr<Call> CallOf(const HttpRequestHeader& request, const HttpExchange& exchange) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(const auto deadline, DeadlineOf(request));
+  Call call = MakeCall(
+      "http", deadline, [&exchange] { return exchange.ClientGone(); },
+      HeaderOf(request, http::field::authorization));
+  call.check = [client = std::move(call.check), &exchange](absl::string_view when) {
+    if (exchange.GraceOver()) {
+      return absl::UnavailableError(
+          absl::StrCat("the server is shutting down and the call ran past its grace period "
+                       "(--shutdown_grace_seconds) ",
+                       when, "; retry on another replica"));
+    }
+    return client(when);
+  };
+  return call;
 }
 
-// A request message as sent: a POST body, or the Connect protocol's GET form
-// (?encoding=json&message=<JSON>, no message meaning an empty request) that lets a browser link or
-// a plain `curl URL` call a method.
-struct Body {
-  std::string text;
-  BodyFormat format = BodyFormat::kJson;
-};
-
-absl::StatusOr<Body> BodyOf(const httplib::Request& request) {
-  if (request.method == "GET") {
-    const std::string encoding =
-        request.has_param("encoding") ? request.get_param_value("encoding") : "json";
-    if (encoding != "json") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("encoding '", encoding,
-                       "': expected json for a GET (binary messages go in a POST body)"));
-    }
-    return Body{request.get_param_value("message"), BodyFormat::kJson};
+// Lower-cased, without a trailing '/' or the scheme's default port: origins compare equal when
+// browsers would call them the same.
+std::string NormalizeOrigin(absl::string_view origin) {
+  std::string normal = absl::AsciiStrToLower(absl::StripSuffix(origin, "/"));
+  if (absl::StartsWith(normal, "http://") && absl::EndsWith(normal, ":80")) {
+    normal.resize(normal.size() - 3);
+  } else if (absl::StartsWith(normal, "https://") && absl::EndsWith(normal, ":443")) {
+    normal.resize(normal.size() - 4);
   }
-  ATTNSCOPE_ASSIGN_OR_RETURN(const BodyFormat format, FormatOf(request));
-  return Body{request.body, format};
+  return normal;
 }
 
-class Router {
- public:
-  explicit Router(ServiceCore* core) : core_(core) {}
+// The host name of a Host header: lower-cased, without the port (IPv6 literals keep brackets).
+std::string HostName(absl::string_view host) {
+  std::string name = absl::AsciiStrToLower(host);
+  const size_t bracket = name.rfind(']');
+  const size_t colon = name.rfind(':');
+  if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
+    name.resize(colon);
+  }
+  return name;
+}
 
-  void Handle(const httplib::Request& request, httplib::Response& response) const {
-    const std::string method = request.path.substr(kServicePath.size());
-    const absl::StatusOr<Body> body = BodyOf(request);
-    if (!body.ok()) {
-      WriteError(body.status(), response);
-      response.status = 415;
-      return;
+bool LoopbackName(const std::string& name) {
+  if (name == "localhost" || absl::EndsWith(name, ".localhost") || name == "[::1]") return true;
+  in_addr address{};
+  return inet_pton(AF_INET, name.c_str(), &address) == 1 && (ntohl(address.s_addr) >> 24) == 127;
+}
+
+absl::string_view ContentTypeOf(absl::string_view path) {
+  static const auto* types = new std::vector<std::pair<absl::string_view, absl::string_view>>{
+      {".html", "text/html; charset=utf-8"},
+      {".js", "text/javascript; charset=utf-8"},
+      {".mjs", "text/javascript; charset=utf-8"},
+      {".css", "text/css; charset=utf-8"},
+      {".json", "application/json"},
+      {".map", "application/json"},
+      {".svg", "image/svg+xml"},
+      {".png", "image/png"},
+      {".ico", "image/x-icon"},
+      {".woff2", "font/woff2"},
+      {".txt", "text/plain; charset=utf-8"},
+  };
+  for (const auto& [extension, type] : *types) {
+    if (absl::EndsWith(path, extension)) return type;
+  }
+  return "application/octet-stream";
+}
+
+HttpResponse NotFound(absl::string_view path) {
+  return ErrorResponse(
+      absl::NotFoundError(absl::StrCat("path '", path, "': not found; the API is at POST ",
+                                       kServicePath, "<Method>, the dashboard at /")));
+}
+
+HttpResponse MethodNotAllowed(absl::string_view method, absl::string_view what,
+                              absl::string_view allowed) {
+  HttpResponse response =
+      ErrorResponse(absl::InvalidArgumentError(
+                        absl::StrCat("HTTP method ", method, ": ", what, " takes ", allowed)),
+                    405);
+  response.set(http::field::allow, BeastView(allowed));
+  return response;
+}
+
+}  // namespace
+
+class ApiHandler : public HttpHandler {
+ public:
+  ApiHandler(const HttpServer::Options& options, ServiceCore* core, bool loopback,
+             std::string dashboard_root, std::string dashboard_missing)
+      : core_(core),
+        scheme_(options.tls.enabled() ? "https://" : "http://"),
+        loopback_(loopback),
+        dashboard_root_(std::move(dashboard_root)),
+        dashboard_missing_(std::move(dashboard_missing)) {
+    for (const std::string& origin : options.allowed_origins) {
+      allowed_origins_.push_back(NormalizeOrigin(origin));
     }
-    if (method == "ListModels") return Unary(&ServiceCore::ListModels, *body, request, response);
-    if (method == "GetModelInfo") {
-      return Unary(&ServiceCore::GetModelInfo, *body, request, response);
+    for (const std::string& host : options.allowed_hosts) {
+      allowed_hosts_.push_back(absl::AsciiStrToLower(host));
     }
-    if (method == "Tokenize") return Unary(&ServiceCore::Tokenize, *body, request, response);
-    if (method == "GetAttention") {
-      return Unary(&ServiceCore::GetAttention, *body, request, response);
+  }
+
+  std::optional<HttpResponse> Screen(const HttpRequestHeader& request,
+                                     HttpFields& answer_headers) override {
+    if (absl::Status host = CheckHost(request); !host.ok()) return ErrorResponse(host);
+    const std::string origin = HeaderOf(request, http::field::origin);
+    const bool own_origin =
+        !origin.empty() &&
+        NormalizeOrigin(origin) ==
+            NormalizeOrigin(absl::StrCat(scheme_, HeaderOf(request, http::field::host)));
+    const bool listed = !origin.empty() && OriginListed(origin);
+    if (!origin.empty() && !own_origin) {
+      if (!listed) {
+        return ErrorResponse(absl::PermissionDeniedError(
+            absl::StrCat("Origin '", origin,
+                         "': refused, a page of another origin than the server's own; list it in "
+                         "--http_allowed_origins to let its pages call the API")));
+      }
+      answer_headers.set(http::field::access_control_allow_origin, origin);
+      answer_headers.set(http::field::vary, "Origin");
     }
-    if (method == "Encode") return Unary(&ServiceCore::Encode, *body, request, response);
-    if (method == "CrossAttention") {
-      return Unary(&ServiceCore::CrossAttention, *body, request, response);
+    if (request.method() == http::verb::options) return Preflight(request, origin);
+    const absl::string_view path = PathOf(View(request.target()));
+    if (!absl::StartsWith(path, kServicePath)) {
+      if (request.method() != http::verb::get) {
+        return MethodNotAllowed(View(request.method_string()), "the dashboard's files", "GET");
+      }
+      return std::nullopt;
     }
-    if (method == "ListParameters") {
-      return Unary(&ServiceCore::ListParameters, *body, request, response);
+    const std::string method(MethodOf(request));
+    if (!Methods().contains(method)) {
+      return ErrorResponse(absl::UnimplementedError(absl::StrCat(
+                               "method '", method,
+                               "': not a method of attnscope.v1.AttentionService; expected one of ",
+                               absl::StrJoin(Metrics::RpcNames(), ", "))),
+                           404);
     }
-    if (method == "GetParameter") {
-      return Unary(&ServiceCore::GetParameter, *body, request, response);
+    const bool get = request.method() == http::verb::get;
+    if (!get && request.method() != http::verb::post) {
+      return MethodNotAllowed(View(request.method_string()), method, "GET, POST");
     }
-    if (method == "GetTrainingRecord") {
-      return Unary(&ServiceCore::GetTrainingRecord, *body, request, response);
+    if (get && StreamingMethod(method)) {
+      return MethodNotAllowed("GET", absl::StrCat(method, " streams its answer and"), "POST");
     }
-    if (method == "Attribute") return Unary(&ServiceCore::Attribute, *body, request, response);
-    if ((method == "StreamAttention" || method == "Generate") && request.method == "GET") {
-      WriteError(absl::InvalidArgumentError(absl::StrCat(
-                     "HTTP GET: ", method, " streams its answer and takes a POST body")),
-                 response);
-      response.status = 405;
-      response.set_header("Allow", "POST");
-      return;
+    const std::string site = absl::AsciiStrToLower(HeaderOf(request, "Sec-Fetch-Site"));
+    if (get && (site == "cross-site" || site == "same-site") && !listed) {
+      return ErrorResponse(absl::PermissionDeniedError(absl::StrCat(
+          "GET ", method, " from another site's page (Sec-Fetch-Site: ", site,
+          "): refused, as a link or an image there could call the API with this browser; list "
+          "the page's origin in --http_allowed_origins")));
     }
-    if (method == "StreamAttention") {
-      return Stream(&ServiceCore::StreamAttention, *body, request, response);
+    const absl::StatusOr<Codec> codec = CodecOf(request, method);
+    if (!codec.ok()) return ErrorResponse(codec.status(), 415);
+    auto refuse = [&](const absl::Status& status) {
+      return Enveloped(*codec) ? FailedConnectStream(status, *codec) : ErrorResponse(status);
+    };
+    if (absl::Status encoding = CheckEncoding(request, *codec); !encoding.ok()) {
+      return refuse(encoding);
     }
-    if (method == "Generate") return Stream(&ServiceCore::Generate, *body, request, response);
-    WriteError(absl::UnimplementedError(absl::StrCat(
-                   "method '", method, "': not a method of attnscope.v1.AttentionService; ",
-                   "expected one of ", absl::StrJoin(Metrics::RpcNames(), ", "))),
-               response);
-    response.status = 404;
+    if (absl::Status key =
+            core_->Authenticate(MakeCall("http", std::chrono::system_clock::time_point::max(), {},
+                                         HeaderOf(request, http::field::authorization)));
+        !key.ok()) {
+      return refuse(key);
+    }
+    return std::nullopt;
+  }
+
+  void Handle(const HttpRequest& request, HttpExchange& exchange) override {
+    const absl::string_view path = PathOf(View(request.target()));
+    if (!absl::StartsWith(path, kServicePath)) return exchange.Respond(ServeFile(path));
+    Methods().at(std::string(MethodOf(request)))(*this, request, exchange);
   }
 
  private:
-  template <typename Request, typename Response>
-  using UnaryMethod = absl::Status (ServiceCore::*)(const Call&, const Request&, Response*);
+  using Route = std::function<void(const ApiHandler&, const HttpRequest&, HttpExchange&)>;
 
-  template <typename Request, typename Response>
-  void Unary(UnaryMethod<Request, Response> method, const Body& body,
-             const httplib::Request& http_request, httplib::Response& http_response) const {
-    Request request;
-    Response response;
-    absl::Status status = ParseBody(body.text, body.format, &request);
-    absl::StatusOr<std::chrono::system_clock::time_point> deadline = DeadlineOf(http_request);
-    if (status.ok()) status = deadline.status();
-    if (status.ok())
-      status = (core_->*method)(
-          MakeCall("http", *deadline, {}, http_request.get_header_value("Authorization")), request,
-          &response);
-    if (!status.ok()) return WriteError(status, http_response);
-    if (body.format == BodyFormat::kProto) {
-      http_response.set_content(response.SerializeAsString(), "application/proto");
-    } else {
-      http_response.set_content(ToJson(response), "application/json");
-    }
+  // Every method of the service and how it is called.
+  static const absl::flat_hash_map<std::string, Route>& Methods() {
+    static const auto* methods = new absl::flat_hash_map<std::string, Route>{
+        {"ListModels", UnaryRoute(&ServiceCore::ListModels)},
+        {"GetModelInfo", UnaryRoute(&ServiceCore::GetModelInfo)},
+        {"Tokenize", UnaryRoute(&ServiceCore::Tokenize)},
+        {"GetAttention", UnaryRoute(&ServiceCore::GetAttention)},
+        {"Encode", UnaryRoute(&ServiceCore::Encode)},
+        {"CrossAttention", UnaryRoute(&ServiceCore::CrossAttention)},
+        {"ListParameters", UnaryRoute(&ServiceCore::ListParameters)},
+        {"GetParameter", UnaryRoute(&ServiceCore::GetParameter)},
+        {"GetTrainingRecord", UnaryRoute(&ServiceCore::GetTrainingRecord)},
+        {"Attribute", UnaryRoute(&ServiceCore::Attribute)},
+        {"StreamAttention", StreamRoute(&ServiceCore::StreamAttention)},
+        {"Generate", StreamRoute(&ServiceCore::Generate)},
+    };
+    return *methods;
   }
 
+  template <typename Request, typename Response>
+  using UnaryMethod = absl::Status (ServiceCore::*)(const Call&, const Request&, Response*);
   template <typename Request, typename Response>
   using StreamMethod = absl::Status (ServiceCore::*)(
       const Call&, const Request&, const std::function<absl::Status(const Response&)>&);
 
   template <typename Request, typename Response>
-  void Stream(StreamMethod<Request, Response> method, const Body& body,
-              const httplib::Request& http_request, httplib::Response& http_response) const {
-    auto request = std::make_shared<Request>();
-    absl::Status status = ParseBody(body.text, body.format, request.get());
-    absl::StatusOr<std::chrono::system_clock::time_point> deadline = DeadlineOf(http_request);
-    if (status.ok()) status = deadline.status();
-    const std::string authorization = http_request.get_header_value("Authorization");
-    if (status.ok()) status = core_->Authenticate(MakeCall("http", *deadline, {}, authorization));
-    if (!status.ok()) return WriteError(status, http_response);
-    const bool json = body.format == BodyFormat::kJson;
-    // The provider runs after this handler returns, on the same connection's thread: the call
-    // (admission, metrics, the forward pass) happens while the answer is written.
-    http_response.set_chunked_content_provider(
-        json ? "application/x-ndjson" : "application/connect+proto",
-        [core = core_, method, request, json, deadline = *deadline, authorization](
-            size_t, httplib::DataSink& sink) {
-          auto write = [&sink](const std::string& chunk) {
-            return sink.write(chunk.data(), chunk.size());
-          };
-          const Call call = MakeCall(
-              "http", deadline, [&sink] { return !sink.is_writable(); }, authorization);
-          const absl::Status status =
-              (core->*method)(call, *request, [&](const Response& message) -> absl::Status {
-                const bool written = json ? write(ToJson(message) + "\n")
-                                          : write(Envelope(0, message.SerializeAsString()));
-                if (!written) {
-                  return absl::CancelledError(
-                      "the client closed the stream before it was complete");
-                }
-                return absl::OkStatus();
-              });
-          const nlohmann::json end =
-              status.ok() ? nlohmann::json::object() : nlohmann::json{{"error", ErrorJson(status)}};
-          if (json) {
-            if (!status.ok()) write(Dump(end) + "\n");
-          } else {
-            write(Envelope(0x02, Dump(end)));
-          }
-          sink.done();
-          return true;
-        });
+  static Route UnaryRoute(UnaryMethod<Request, Response> method) {
+    return [method](const ApiHandler& self, const HttpRequest& request, HttpExchange& exchange) {
+      self.Unary(method, request, exchange);
+    };
+  }
+  template <typename Request, typename Response>
+  static Route StreamRoute(StreamMethod<Request, Response> method) {
+    return [method](const ApiHandler& self, const HttpRequest& request, HttpExchange& exchange) {
+      self.Stream(method, request, exchange);
+    };
+  }
+
+  // The request message of `request` parsed into `message`; `codec` passed Screen.
+  static absl::Status Parse(const HttpRequest& request, Codec codec,
+                            google::protobuf::Message* message) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(const std::string text, MessageOf(request, codec));
+    return ParseBody(text, FormatOf(codec), message);
+  }
+
+  template <typename Request, typename Response>
+  void Unary(UnaryMethod<Request, Response> method, const HttpRequest& http_request,
+             HttpExchange& exchange) const {
+    const absl::StatusOr<Codec> codec = CodecOf(http_request, MethodOf(http_request));
+    if (!codec.ok()) return exchange.Respond(ErrorResponse(codec.status(), 415));
+    Request request;
+    Response response;
+    absl::Status status = Parse(http_request, *codec, &request);
+    absl::StatusOr<Call> call = CallOf(http_request, exchange);
+    if (status.ok()) status = call.status();
+    if (status.ok()) status = (core_->*method)(*call, request, &response);
+    if (!status.ok()) return exchange.Respond(ErrorResponse(status));
+    HttpResponse answer(http::status::ok, 11);
+    const bool json = *codec == Codec::kJson;
+    answer.set(http::field::content_type, json ? "application/json" : "application/proto");
+    answer.body() = json ? ToJson(response) : response.SerializeAsString();
+    exchange.Respond(std::move(answer));
+  }
+
+  template <typename Request, typename Response>
+  void Stream(StreamMethod<Request, Response> method, const HttpRequest& http_request,
+              HttpExchange& exchange) const {
+    const absl::StatusOr<Codec> found = CodecOf(http_request, MethodOf(http_request));
+    if (!found.ok()) return exchange.Respond(ErrorResponse(found.status(), 415));
+    const Codec codec = *found;
+    Request request;
+    absl::Status status = Parse(http_request, codec, &request);
+    absl::StatusOr<Call> call = CallOf(http_request, exchange);
+    if (status.ok()) status = call.status();
+    if (!status.ok()) {
+      return exchange.Respond(Enveloped(codec) ? FailedConnectStream(status, codec)
+                                               : ErrorResponse(status));
+    }
+    const bool json = FormatOf(codec) == BodyFormat::kJson;
+    HttpResponse head(http::status::ok, 11);
+    head.set(http::field::content_type, codec == Codec::kJson    ? "application/x-ndjson"
+                                        : codec == Codec::kProto ? "application/connect+proto"
+                                        : json                   ? "application/connect+json"
+                                                                 : "application/connect+proto");
+    if (!exchange.StartStream(std::move(head))) return;
+    status = (core_->*method)(*call, request, [&](const Response& message) -> absl::Status {
+      const std::string payload = json ? ToJson(message) : message.SerializeAsString();
+      if (!exchange.Write(codec == Codec::kJson ? absl::StrCat(payload, "\n")
+                                                : Envelope(0, payload))) {
+        return absl::CancelledError("the client closed the stream before it was complete");
+      }
+      return absl::OkStatus();
+    });
+    if (codec != Codec::kJson) {
+      exchange.Write(EndOfStream(status));
+    } else if (!status.ok()) {
+      exchange.Write(absl::StrCat("{\"error\": ", ErrorJson(status), "}\n"));
+    }
+  }
+
+  // Against DNS rebinding: a page of evil.example whose name now resolves to 127.0.0.1 reaches a
+  // loopback listener with its own name as the Host.
+  absl::Status CheckHost(const HttpRequestHeader& request) const {
+    const std::string host = HeaderOf(request, http::field::host);
+    if (!loopback_ || host.empty()) return absl::OkStatus();
+    const std::string name = HostName(host);
+    if (LoopbackName(name)) return absl::OkStatus();
+    for (const std::string& allowed : allowed_hosts_) {
+      if (allowed == name || allowed == absl::AsciiStrToLower(host)) return absl::OkStatus();
+    }
+    return absl::PermissionDeniedError(absl::StrCat(
+        "Host '", host,
+        "': expected a loopback name (localhost, 127.0.0.1, [::1]) on this loopback listener, "
+        "got another, as a page whose DNS name was rebound to this machine would send; list the "
+        "name in --http_allowed_hosts if a proxy or an alias uses it"));
+  }
+
+  bool OriginListed(const std::string& origin) const {
+    const std::string normal = NormalizeOrigin(origin);
+    for (const std::string& allowed : allowed_origins_) {
+      if (allowed == "*" || allowed == normal) return true;
+    }
+    return false;
+  }
+
+  // Connect's content encodings: the server compresses nothing and takes nothing compressed.
+  static absl::Status CheckEncoding(const HttpRequestHeader& request, Codec codec) {
+    const std::string version = HeaderOf(request, "Connect-Protocol-Version");
+    if (!version.empty() && version != "1") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Connect-Protocol-Version '", version, "': expected 1, the version served"));
+    }
+    const absl::string_view header =
+        Enveloped(codec) ? "Connect-Content-Encoding" : "Content-Encoding";
+    std::string encoding = absl::AsciiStrToLower(HeaderOf(request, header));
+    if (request.method() == http::verb::get) {
+      ATTNSCOPE_ASSIGN_OR_RETURN(std::optional<std::string> compression,
+                                 QueryParam(QueryOf(View(request.target())), "compression"));
+      encoding = compression.value_or("");
+    }
+    if (!encoding.empty() && encoding != "identity") {
+      return absl::UnimplementedError(
+          absl::StrCat(header, " '", encoding, "': not supported; the server takes identity only"));
+    }
+    return absl::OkStatus();
+  }
+
+  HttpResponse Preflight(const HttpRequestHeader& request, const std::string& origin) const {
+    HttpResponse response(http::status::no_content, 11);
+    if (origin.empty() || request.count(http::field::access_control_request_method) == 0) {
+      response.set(http::field::allow, "GET, POST, OPTIONS");
+      return response;
+    }
+    response.set(http::field::access_control_allow_origin, origin);
+    response.set(http::field::access_control_allow_methods, "GET, POST");
+    response.set(http::field::access_control_allow_headers, BeastView(kAllowedRequestHeaders));
+    // Chrome's cap; the answer depends on nothing but the origin.
+    response.set(http::field::access_control_max_age, "7200");
+    response.set(http::field::vary,
+                 "Origin, Access-Control-Request-Method, Access-Control-Request-Headers");
+    return response;
+  }
+
+  // A file of the dashboard: a regular file strictly inside its folder once symbolic links are
+  // resolved, so that neither `..` nor a link leads out of it.
+  HttpResponse ServeFile(absl::string_view path) const {
+    if (dashboard_root_.empty()) {
+      if (path != "/") return NotFound(path);
+      HttpResponse response(http::status::not_found, 11);
+      response.set(http::field::content_type, "text/plain; charset=utf-8");
+      response.body() =
+          absl::StrCat(dashboard_missing_, "; the API is at POST ", kServicePath, "<Method>\n");
+      return response;
+    }
+    absl::StatusOr<std::string> decoded = PercentDecode(path, /*plus_is_space=*/false);
+    if (!decoded.ok()) return ErrorResponse(decoded.status());
+    const std::vector<absl::string_view> segments = absl::StrSplit(*decoded, '/');
+    if (absl::StrContains(*decoded, '\0') || absl::c_linear_search(segments, "..")) {
+      return ErrorResponse(absl::InvalidArgumentError(absl::StrCat(
+          "path '", path, "': expected a file of the dashboard, got a NUL byte or '..'")));
+    }
+    const std::string wanted =
+        absl::StrCat(dashboard_root_, *decoded == "/" ? "/index.html" : *decoded);
+    char resolved[PATH_MAX];
+    struct stat info {};
+    if (realpath(wanted.c_str(), resolved) == nullptr ||
+        !absl::StartsWith(resolved, absl::StrCat(dashboard_root_, "/")) ||
+        stat(resolved, &info) != 0 || !S_ISREG(info.st_mode)) {
+      return NotFound(path);
+    }
+    std::ifstream file(resolved, std::ios::binary);
+    std::ostringstream contents;
+    contents << file.rdbuf();
+    if (!file) return NotFound(path);
+    HttpResponse response(http::status::ok, 11);
+    response.set(http::field::content_type, BeastView(ContentTypeOf(resolved)));
+    response.set("Content-Security-Policy", BeastView(kDashboardPolicy));
+    response.body() = std::move(contents).str();
+    return response;
   }
 
   ServiceCore* const core_;
+  const std::string scheme_;
+  const bool loopback_;
+  // The folder's real path, or empty when there is no dashboard.
+  const std::string dashboard_root_;
+  const std::string dashboard_missing_;
+  std::vector<std::string> allowed_origins_;
+  std::vector<std::string> allowed_hosts_;
 };
 
-}  // namespace
+HttpServer::HttpServer(std::unique_ptr<ApiHandler> handler, std::unique_ptr<HttpListener> listener)
+    : handler_(std::move(handler)), listener_(std::move(listener)) {}
 
-int HttpStatusOf(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kOk:
-      return 200;
-    case absl::StatusCode::kCancelled:
-      return 499;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kOutOfRange:
-      return 400;
-    case absl::StatusCode::kDeadlineExceeded:
-      return 504;
-    case absl::StatusCode::kNotFound:
-      return 404;
-    case absl::StatusCode::kAlreadyExists:
-    case absl::StatusCode::kAborted:
-      return 409;
-    case absl::StatusCode::kPermissionDenied:
-      return 403;
-    case absl::StatusCode::kUnauthenticated:
-      return 401;
-    case absl::StatusCode::kResourceExhausted:
-      return 429;
-    case absl::StatusCode::kUnimplemented:
-      return 501;
-    case absl::StatusCode::kUnavailable:
-      return 503;
-    default:
-      return 500;
-  }
-}
+HttpServer::~HttpServer() = default;
 
-std::string ConnectCodeName(absl::StatusCode code) {
-  // Connect spells the codes in lower case, and "canceled" with one l.
-  if (code == absl::StatusCode::kCancelled) return "canceled";
-  return absl::AsciiStrToLower(absl::StatusCodeToString(code));
-}
+void HttpServer::Shutdown(absl::Time deadline) { listener_->Shutdown(deadline); }
 
-HttpServer::HttpServer(std::unique_ptr<httplib::Server> http, int port)
-    : http_(std::move(http)), port_(port), thread_([this] { http_->listen_after_bind(); }) {}
-
-HttpServer::~HttpServer() {
-  http_->stop();
-  thread_.join();
-}
+int HttpServer::port() const { return listener_->port(); }
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& options,
                                                               ServiceCore* core) {
@@ -294,81 +685,52 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& opt
       ParseListenAddress("--http_listen", options.listen, "127.0.0.1:8080 or 0.0.0.0:8080"));
   if (options.threads < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--http_threads ", options.threads, ": expected at least 1 connection served at once"));
+        "--http_threads ", options.threads, ": expected at least 1 request answered at once"));
+  }
+  for (const std::string& origin : options.allowed_origins) {
+    const size_t scheme_end = origin.find("://");
+    const bool valid =
+        origin == "*" ||
+        ((absl::StartsWith(origin, "http://") || absl::StartsWith(origin, "https://")) &&
+         origin.size() > scheme_end + 3 && origin.find('/', scheme_end + 3) == std::string::npos);
+    if (!valid) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--http_allowed_origins '", origin,
+          "': expected origins as scheme://host[:port] (e.g. https://app.example.com), "
+          "comma-separated, or *"));
+    }
   }
   ATTNSCOPE_RETURN_IF_ERROR(ValidateTlsOptions(options.tls));
-  std::unique_ptr<httplib::Server> http;
-  if (options.tls.enabled()) {
-    // httplib's SSLServer requires and verifies a client certificate when given a client CA.
-    auto https = std::make_unique<httplib::SSLServer>(
-        options.tls.cert_file.c_str(), options.tls.key_file.c_str(),
-        options.tls.client_ca_file.empty() ? nullptr : options.tls.client_ca_file.c_str());
-    if (!https->is_valid()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tls_cert_file '", options.tls.cert_file, "' and --tls_key_file '",
-                       options.tls.key_file,
-                       "': expected a PEM certificate and its private key (and a PEM CA in "
-                       "--tls_client_ca_file), got files OpenSSL cannot use together"));
-    }
-    http = std::move(https);
-  } else {
-    http = std::make_unique<httplib::Server>();
+  HttpListener::Options listen;
+  listen.host = address.host;
+  listen.port = address.port;
+  listen.tls = options.tls;
+  listen.limits = options.limits;
+  listen.workers = options.threads;
+  absl::StatusOr<std::unique_ptr<HttpListener>> listener = HttpListener::Bind(listen);
+  if (!listener.ok() && listener.status().code() == absl::StatusCode::kUnavailable) {
+    return absl::UnavailableError(
+        absl::StrCat("--http_listen '", options.listen, "': cannot listen there (",
+                     listener.status().message(), "); choose another address or port"));
   }
-  http->set_socket_options(SetExclusiveListenerOptions);
-  http->set_payload_max_length(static_cast<size_t>(options.max_request_bytes));
-  const size_t threads = static_cast<size_t>(options.threads);
-  http->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  auto router = std::make_shared<Router>(core);
-  http->Post(absl::StrCat(kServicePath, "[A-Za-z]+"),
-             [router](const httplib::Request& request, httplib::Response& response) {
-               router->Handle(request, response);
-             });
-  http->Get(absl::StrCat(kServicePath, "[A-Za-z]+"),
-            [router](const httplib::Request& request, httplib::Response& response) {
-              router->Handle(request, response);
-            });
-  if (options.dashboard_dir.empty() || !http->set_mount_point("/", options.dashboard_dir)) {
-    const std::string missing =
-        options.dashboard_dir.empty()
-            ? std::string("attnscope-server runs without the dashboard (--dashboard_dir is empty)")
-            : absl::StrCat("the dashboard is not built: --dashboard_dir '", options.dashboard_dir,
-                           "' is not a directory (scripts/build.sh builds it)");
-    http->Get("/", [missing](const httplib::Request&, httplib::Response& response) {
-      response.status = 404;
-      response.set_content(
-          absl::StrCat(missing, "; the API is at POST ", kServicePath, "<Method>\n"),
-          "text/plain; charset=utf-8");
-    });
+  ATTNSCOPE_RETURN_IF_ERROR(listener.status());
+
+  std::string root;
+  char resolved[PATH_MAX];
+  struct stat info {};
+  if (!options.dashboard_dir.empty() && realpath(options.dashboard_dir.c_str(), resolved) &&
+      stat(resolved, &info) == 0 && S_ISDIR(info.st_mode)) {
+    root = resolved;
   }
-  // Errors httplib answers itself (413 for a body over max_request_bytes, 404 for an unknown
-  // path) get a JSON body saying what was wrong.
-  const int64_t max_request_bytes = options.max_request_bytes;
-  http->set_error_handler([max_request_bytes](const httplib::Request& request,
-                                              httplib::Response& response) {
-    if (!response.body.empty()) return;
-    if (response.status == 413) {
-      WriteError(absl::ResourceExhaustedError(absl::StrCat(
-                     "request body: expected at most ", max_request_bytes,
-                     " bytes (--max_request_bytes, the same limit as gRPC's); send shorter texts "
-                     "or fewer inputs")),
-                 response);
-      response.status = 413;
-    } else if (response.status == 404) {
-      WriteError(absl::NotFoundError(absl::StrCat("path '", request.path,
-                                                  "': not found; the API is at POST ", kServicePath,
-                                                  "<Method>, the dashboard at /")),
-                 response);
-    }
-  });
-  const int bound = address.port == 0
-                        ? http->bind_to_any_port(address.host)
-                        : (http->bind_to_port(address.host, address.port) ? address.port : -1);
-  if (bound <= 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "--http_listen '", options.listen,
-        "': cannot listen there (in use, or not a local address); choose another address or port"));
-  }
-  return std::unique_ptr<HttpServer>(new HttpServer(std::move(http), bound));
+  const std::string missing =
+      options.dashboard_dir.empty()
+          ? std::string("attnscope-server runs without the dashboard (--dashboard_dir is empty)")
+          : absl::StrCat("the dashboard is not built: --dashboard_dir '", options.dashboard_dir,
+                         "' is not a directory (scripts/build.sh builds it)");
+  auto handler = std::make_unique<ApiHandler>(options, core, (*listener)->loopback(),
+                                              std::move(root), missing);
+  (*listener)->Start(handler.get());
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(handler), *std::move(listener)));
 }
 
 }  // namespace attnscope::server

@@ -1,5 +1,5 @@
-// The HTTP/JSON front end of attnscope.v1.AttentionService, on cpp-httplib, and the dashboard's
-// files.
+// The HTTP/JSON front end of attnscope.v1.AttentionService, and the dashboard's files, on the
+// transport of server/http_connection.h (Boost.Beast).
 //
 // Every RPC is `POST /attnscope.v1.AttentionService/<Method>` (the Connect protocol's unary
 // convention):
@@ -7,50 +7,63 @@
 //   response (lowerCamelCase names in answers, either spelling accepted in requests; int64 as
 //   strings; Tensor.data as base64; texts as plain strings).
 // - `Content-Type: application/proto`: the binary messages. A body without a Content-Type, or with
-//   curl's default application/x-www-form-urlencoded, is read as JSON.
+//   curl's default application/x-www-form-urlencoded, is read as JSON (unless a browser sent it,
+//   see below).
 // - StreamAttention and Generate answer JSON requests with newline-delimited JSON
-//   (`application/x-ndjson`): one StreamAttentionResponse / GenerateResponse per line. Binary
-//   requests get the Connect streaming envelope
-//   (`application/connect+proto`: a flags byte and a 4-byte big-endian length before each
-//   message). Once the body has parsed and the API key passed, a stream's status is 200: a call
-//   that fails after that (a refused field included) ends with an error line (NDJSON) or an
-//   end-of-stream envelope (flags 0x02) holding {"error": {"code", "message"}}.
+//   (`application/x-ndjson`): one StreamAttentionResponse / GenerateResponse per line, and binary
+//   ones with the Connect streaming envelope (`application/connect+proto`: a flags byte and a
+//   4-byte big-endian length before each message). Once the body has parsed and the API key
+//   passed, such a stream's status is 200: a call that fails after that (a refused field included)
+//   ends with an error line (NDJSON) or an end-of-stream envelope (flags 0x02) holding
+//   {"error": {"code", "message"}}.
+// - They also take the Connect protocol's own streaming requests, `application/connect+json` and
+//   `application/connect+proto`: the request in one envelope, answered in envelopes of the same
+//   codec (JSON messages for connect+json), the last one the end of the stream (flags 0x02)
+//   holding {} or {"error": {...}}. As the protocol requires, every error of such a call, a
+//   missing key or a malformed envelope included, is that last envelope of a 200 answer.
 // - Errors: the HTTP status of the gRPC code as google.rpc.Code and grpc-gateway map them (400
 //   INVALID_ARGUMENT, 404 NOT_FOUND, 429 RESOURCE_EXHAUSTED, 503 UNAVAILABLE, 504
 //   DEADLINE_EXCEEDED, ...), with {"code": "invalid_argument", "message": "..."} as Connect writes
-//   it. Messages are the same as over gRPC.
+//   it. Messages are the same as over gRPC. So are the errors of the HTTP layer itself (413 body
+//   too large, 414 URI too long, 431 headers too large, 400 malformed request, 405 method).
 // - A `Connect-Timeout-Ms` header sets the call's deadline, honoured between layers.
 // - Unary methods also answer the Connect protocol's GET form, `GET
-//   /attnscope.v1.AttentionService/<Method>?encoding=json&message=<URL-encoded JSON>` (no message:
-//   an empty request), so that `curl URL` lists the models and a link can carry a request.
+//   /attnscope.v1.AttentionService/<Method>?encoding=json&message=<URL-encoded JSON>`
+//   (`encoding=proto&base64=1` for a binary message; no message: an empty request), so that `curl
+//   URL` lists the models and a link can carry a request.
+// - A call whose client closes its connection is cancelled (CANCELLED in the metrics), unary or
+//   streaming; after SIGTERM calls get the grace period, then end with UNAVAILABLE.
 //
-// Any other path is a GET of the dashboard's files (index.html at "/").
+// Any other path is a GET of the dashboard's files (index.html at "/"): regular files inside
+// --dashboard_dir only (symbolic links resolved first), typed by their extension, with a
+// Content-Security-Policy that lets the page load only its own script and style and call only
+// its own origin.
+//
+// Browsers: a request with an `Origin` other than the server's own (scheme://Host) is refused
+// (403) unless --http_allowed_origins lists it; those listed get CORS answers and preflights. A
+// browser's request (one with Origin or Sec-Fetch-Site) with a content type that pages may send
+// anywhere without a preflight (forms, text/plain) is refused (415), and a GET call from another
+// site's page (Sec-Fetch-Site cross-site or same-site) too. On a loopback listener the Host must
+// name a loopback host or one of --http_allowed_hosts, so that a DNS name rebound to 127.0.0.1
+// reaches nothing. With API keys, a request without a valid key is refused before its body is
+// read.
 #ifndef ATTNSCOPE_SERVER_HTTP_SERVER_H_
 #define ATTNSCOPE_SERVER_HTTP_SERVER_H_
 
-#include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
+#include <vector>
 
-#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/http_limits.h"
 #include "server/security.h"
 #include "server/service_core.h"
 
-namespace httplib {
-class Server;
-}  // namespace httplib
-
 namespace attnscope::server {
 
-// Largest request, in bytes, on both transports by default: gRPC's default receive limit.
-inline constexpr int64_t kDefaultMaxRequestBytes = int64_t{4} << 20;
-
-// The HTTP status of a canonical code (google.rpc.Code's mapping): 400, 404, 429, 503, ...
-int HttpStatusOf(absl::StatusCode code);
-// The Connect protocol's name of a canonical code: "invalid_argument", "not_found", ...
-std::string ConnectCodeName(absl::StatusCode code);
+class HttpListener;
+class ApiHandler;
 
 class HttpServer {
  public:
@@ -62,34 +75,43 @@ class HttpServer {
     std::string dashboard_dir;
     // HTTPS, with the same certificate, key and client CA as the gRPC listener.
     TlsOptions tls;
-    // Larger request bodies get 413 with a JSON error naming --max_request_bytes.
-    int64_t max_request_bytes = kDefaultMaxRequestBytes;
-    // Connections served at once. cpp-httplib gives every open connection a thread of this pool
-    // for as long as it stays open: a stream, and a kept-alive connection between requests (up to
-    // 5 s). Browsers keep six connections per host, so a few dashboard tabs would hold all of
-    // cpp-httplib's default eight and make every other client wait. Threads waiting on a socket
-    // cost no CPU; inference is bounded by --max_concurrent_requests, not by this.
+    // Sizes (max_body_bytes is --max_request_bytes) and deadlines of a request.
+    HttpLimits limits;
+    // Requests answered at once: each unary call and each stream holds a thread while it is
+    // answered; more wait for a free one. Connections that are idle or still sending their
+    // request hold none. Inference is bounded by --max_concurrent_requests, not by this.
     int threads = 64;
+    // Origins ("https://app.example.com", scheme://host[:port]) whose pages may call the API
+    // besides the server's own; "*" allows every origin.
+    std::vector<std::string> allowed_origins;
+    // Names a request's Host may carry when the listener is on a loopback address, besides
+    // localhost, 127.0.0.1 and [::1] (e.g. the name of a proxy in front).
+    std::vector<std::string> allowed_hosts;
   };
 
-  // Binds and starts serving on a thread of its own. `core` must outlive the server.
-  // InvalidArgument: a listen address that is not HOST:PORT, threads below 1, or TLS files that do
-  // not make a certificate and key. NotFound: a TLS file cannot be read. Unavailable: the address
+  // Binds and starts serving on threads of its own. `core` must outlive the server.
+  // InvalidArgument: a listen address that is not HOST:PORT, threads below 1, a timeout that is
+  // not positive, an allowed origin that is not scheme://host[:port], or TLS files that do not
+  // make a certificate and key. NotFound: a TLS file cannot be read. Unavailable: the address
   // cannot be bound (in use, or not local).
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const Options& options,
                                                            ServiceCore* core);
-  // Stops accepting, lets the requests in flight finish and joins the thread.
+  // Stops accepting and waits for the calls in flight: until the deadline of Shutdown when it was
+  // called, else they are cancelled (UNAVAILABLE) at once.
   ~HttpServer();
 
+  // Stops accepting and closes idle connections; calls in flight may run until `deadline`, then
+  // are cancelled (UNAVAILABLE; streams end with their error line or envelope). Returns at once.
+  void Shutdown(absl::Time deadline);
+
   // The bound port.
-  int port() const { return port_; }
+  int port() const;
 
  private:
-  HttpServer(std::unique_ptr<httplib::Server> http, int port);
+  HttpServer(std::unique_ptr<ApiHandler> handler, std::unique_ptr<HttpListener> listener);
 
-  std::unique_ptr<httplib::Server> http_;
-  const int port_;
-  std::thread thread_;
+  std::unique_ptr<ApiHandler> handler_;
+  std::unique_ptr<HttpListener> listener_;
 };
 
 }  // namespace attnscope::server

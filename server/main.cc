@@ -70,8 +70,29 @@ ABSL_FLAG(std::string, http_listen, kDefaults.http.listen,
           "/attnscope.v1.AttentionService/<Method>, the dashboard at /); port 0 picks a free "
           "port; empty disables HTTP.");
 ABSL_FLAG(int, http_threads, kDefaults.http.threads,
-          "Most HTTP connections served at once (each open or kept-alive connection and each "
-          "stream holds one); more wait for a free one.");
+          "Most HTTP requests answered at once (each unary call and each stream holds a thread "
+          "while it is answered); more wait for a free one. Idle connections and requests still "
+          "being sent hold none.");
+ABSL_FLAG(double, http_header_timeout_seconds,
+          absl::ToDoubleSeconds(kDefaults.http.limits.header_timeout),
+          "Longest an HTTP client may take to send a request's headers (and a new connection's "
+          "first byte); then the connection is closed. Also on the /metrics port.");
+ABSL_FLAG(double, http_body_timeout_seconds,
+          absl::ToDoubleSeconds(kDefaults.http.limits.body_timeout),
+          "Longest an HTTP client may take to send a request's body after its headers; then the "
+          "connection is closed.");
+ABSL_FLAG(double, http_idle_timeout_seconds,
+          absl::ToDoubleSeconds(kDefaults.http.limits.idle_timeout),
+          "How long a kept-alive HTTP connection may wait for its next request before it is "
+          "closed; keep it above the idle timeout of a load balancer in front.");
+ABSL_FLAG(std::vector<std::string>, http_allowed_origins, {},
+          "Comma-separated origins (scheme://host[:port]) whose web pages may call the HTTP API "
+          "(CORS), besides the server's own, which the dashboard uses; * allows every origin. "
+          "Requests with any other Origin get 403.");
+ABSL_FLAG(std::vector<std::string>, http_allowed_hosts, {},
+          "Comma-separated host names that requests to a loopback --http_listen may carry in "
+          "their Host header besides localhost, 127.0.0.1 and [::1] (others get 403, against "
+          "DNS rebinding), e.g. the name a local proxy uses.");
 ABSL_FLAG(std::string, dashboard_dir, ATTNSCOPE_DASHBOARD_DIR,
           "Folder of the built dashboard, served at / on --http_listen.");
 ABSL_FLAG(int64_t, max_response_bytes, kDefaults.service.max_response_bytes,
@@ -157,6 +178,12 @@ int main(int argc, char** argv) {
   options.http.listen = absl::GetFlag(FLAGS_http_listen);
   options.http.dashboard_dir = absl::GetFlag(FLAGS_dashboard_dir);
   options.http.threads = absl::GetFlag(FLAGS_http_threads);
+  options.http.limits.header_timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_http_header_timeout_seconds));
+  options.http.limits.body_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_body_timeout_seconds));
+  options.http.limits.idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_idle_timeout_seconds));
+  options.http.allowed_origins = absl::GetFlag(FLAGS_http_allowed_origins);
+  options.http.allowed_hosts = absl::GetFlag(FLAGS_http_allowed_hosts);
   options.service.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   options.service.max_concurrent_requests = absl::GetFlag(FLAGS_max_concurrent_requests);
   options.service.max_stream_message_bytes = absl::GetFlag(FLAGS_max_stream_message_bytes);

@@ -1,47 +1,85 @@
 #include "server/metrics_http.h"
 
-#include <httplib.h>
 #include <prometheus/text_serializer.h>
 
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/listen_address.h"
+#include "server/http_connection.h"
 
 namespace attnscope::server {
 
-absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const std::string& host, int port,
-    std::vector<std::shared_ptr<prometheus::Collectable>> collectables) {
-  auto http = std::make_unique<httplib::Server>();
-  http->set_socket_options(SetExclusiveListenerOptions);
-  http->Get("/metrics", [collectables](const httplib::Request&, httplib::Response& response) {
+class MetricsHandler : public HttpHandler {
+ public:
+  explicit MetricsHandler(std::vector<std::shared_ptr<prometheus::Collectable>> collectables)
+      : collectables_(std::move(collectables)) {}
+
+  std::optional<HttpResponse> Screen(const HttpRequestHeader& request, HttpFields&) override {
+    const std::string target(request.target());
+    if (target.substr(0, target.find('?')) != "/metrics") {
+      return ErrorResponse(absl::NotFoundError(absl::StrCat(
+          "path '", target.substr(0, 200), "': not found; the metrics are at GET /metrics")));
+    }
+    if (request.method() != boost::beast::http::verb::get) {
+      HttpResponse refusal = ErrorResponse(
+          absl::InvalidArgumentError(absl::StrCat(
+              "HTTP method ", std::string(request.method_string()), ": /metrics takes GET")),
+          405);
+      refusal.set(boost::beast::http::field::allow, "GET");
+      return refusal;
+    }
+    return std::nullopt;
+  }
+
+  void Handle(const HttpRequest&, HttpExchange& exchange) override {
     std::vector<prometheus::MetricFamily> families;
-    for (const auto& collectable : collectables) {
+    for (const auto& collectable : collectables_) {
       for (auto& family : collectable->Collect()) families.push_back(std::move(family));
     }
-    response.set_content(prometheus::TextSerializer().Serialize(families),
-                         "text/plain; version=0.0.4; charset=utf-8");
-  });
-  const int bound =
-      port == 0 ? http->bind_to_any_port(host) : (http->bind_to_port(host, port) ? port : -1);
-  if (bound <= 0) {
-    return absl::UnavailableError(absl::StrCat("--metrics_host '", host, "' --metrics_port ", port,
-                                               ": cannot listen there; choose a free port, a "
-                                               "local address, or port 0 to disable metrics"));
+    HttpResponse response(boost::beast::http::status::ok, 11);
+    response.set(boost::beast::http::field::content_type,
+                 "text/plain; version=0.0.4; charset=utf-8");
+    response.body() = prometheus::TextSerializer().Serialize(families);
+    exchange.Respond(std::move(response));
   }
-  return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(http), bound));
+
+ private:
+  const std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
+};
+
+absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
+    const std::string& host, int port,
+    std::vector<std::shared_ptr<prometheus::Collectable>> collectables, const HttpLimits& limits) {
+  HttpListener::Options options;
+  options.host = host;
+  options.port = port;
+  options.limits = limits;
+  // A GET carries no body; a scraper sending one gets 413 at once.
+  options.limits.max_body_bytes = 0;
+  options.limits.body_limit_source = "a GET of /metrics takes none";
+  // Scrapes are answered in milliseconds; two let a slow collection not hold up the next scraper.
+  options.workers = 2;
+  absl::StatusOr<std::unique_ptr<HttpListener>> listener = HttpListener::Bind(options);
+  if (!listener.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("--metrics_host '", host, "' --metrics_port ", port, ": cannot listen there (",
+                     listener.status().message(),
+                     "); choose a free port, a local address, or port 0 to disable metrics"));
+  }
+  auto handler = std::make_unique<MetricsHandler>(std::move(collectables));
+  (*listener)->Start(handler.get());
+  return std::unique_ptr<MetricsHttpServer>(
+      new MetricsHttpServer(std::move(handler), *std::move(listener)));
 }
 
-MetricsHttpServer::MetricsHttpServer(std::unique_ptr<httplib::Server> http, int port)
-    : http_(std::move(http)), port_(port) {
-  thread_ = std::thread([this] { http_->listen_after_bind(); });
-}
+MetricsHttpServer::MetricsHttpServer(std::unique_ptr<MetricsHandler> handler,
+                                     std::unique_ptr<HttpListener> listener)
+    : handler_(std::move(handler)), listener_(std::move(listener)) {}
 
-MetricsHttpServer::~MetricsHttpServer() {
-  http_->stop();
-  thread_.join();
-}
+MetricsHttpServer::~MetricsHttpServer() = default;
+
+int MetricsHttpServer::port() const { return listener_->port(); }
 
 }  // namespace attnscope::server

@@ -202,6 +202,17 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
                      batching.max_batch_tokens,
                      ": expected at least 1 each; --max_batch_size 1 turns dynamic batching off"));
   }
+  const std::pair<const char*, absl::Duration> timeouts[] = {
+      {"--http_header_timeout_seconds", options.http.limits.header_timeout},
+      {"--http_body_timeout_seconds", options.http.limits.body_timeout},
+      {"--http_idle_timeout_seconds", options.http.limits.idle_timeout}};
+  for (const auto& [flag, value] : timeouts) {
+    if (!(value > absl::ZeroDuration()) || value == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " ", absl::ToDoubleSeconds(value),
+                                                     ": expected a finite number of seconds "
+                                                     "above 0"));
+    }
+  }
   const std::pair<const char*, double> counts[] = {
       {"--max_queue_delay_microseconds", absl::ToDoubleMicroseconds(batching.max_queue_delay)},
       {"--worker_threads", options.worker_threads},
@@ -237,7 +248,7 @@ absl::Status RunServer(const ServerOptions& options) {
                              GrpcServerCredentials(options.tls));
   if (options.metrics_port > 0) {
     absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started = MetricsHttpServer::Start(
-        options.metrics_host, options.metrics_port, metrics.Collectables());
+        options.metrics_host, options.metrics_port, metrics.Collectables(), options.http.limits);
     if (!started.ok()) return started.status();
     metrics_server = *std::move(started);
   }
@@ -282,7 +293,7 @@ absl::Status RunServer(const ServerOptions& options) {
   if (!options.http.listen.empty()) {
     HttpServer::Options http_options = options.http;
     http_options.tls = options.tls;
-    http_options.max_request_bytes = options.max_request_bytes;
+    http_options.limits.max_body_bytes = options.max_request_bytes;
     absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(http_options, &core);
     if (!started.ok()) {
       server->Shutdown();
@@ -342,11 +353,12 @@ absl::Status RunServer(const ServerOptions& options) {
   // CANCELLED. Handlers now answer every new call with UNAVAILABLE (retry elsewhere), so give the
   // calls already on their way a moment to reach one first.
   absl::SleepFor(kDrainSettleTime);
-  server->Shutdown(std::chrono::system_clock::now() +
-                   std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                       std::chrono::duration<double>(options.shutdown_grace_seconds)));
+  // One grace period for both transports: HTTP calls run beside gRPC's until the same deadline.
+  const absl::Time deadline = absl::Now() + absl::Seconds(options.shutdown_grace_seconds);
+  if (http != nullptr) http->Shutdown(deadline);
+  server->Shutdown(absl::ToChronoTime(deadline));
   server->Wait();
-  // HTTP calls in flight finish too: stopping joins httplib's workers.
+  // Waits for the HTTP calls, cancelled at the deadline if still running.
   http.reset();
   std::fprintf(stderr, "attnscope-server: stopped\n");
   return absl::OkStatus();

@@ -51,7 +51,7 @@ struct ServerOptions {
   HttpServer::Options http;
   ServiceOptions service;
   // Largest request on either transport: gRPC refuses a bigger message with RESOURCE_EXHAUSTED,
-  // HTTP a bigger body with 413. Also sets http.max_request_bytes.
+  // HTTP a bigger body with 413. Also sets http.limits.max_body_bytes.
   int64_t max_request_bytes = kDefaultMaxRequestBytes;
   // gRPC threads serving calls; 0 = gRPC's default.
   int worker_threads = 0;
@@ -63,8 +63,8 @@ struct ServerOptions {
 // --listen or non-empty --http_listen that is not HOST:PORT with a port in [0, 65535], a
 // --metrics_port outside that range, a --max_stream_message_bytes below 1,
 // a --max_response_bytes below 1, and a negative --max_tokens, --worker_threads,
-// --max_concurrent_requests or --shutdown_grace_seconds; TLS flags as ValidateTlsOptions says
-// (InvalidArgument or NotFound).
+// --max_concurrent_requests or --shutdown_grace_seconds, an HTTP timeout (--http_*_timeout_seconds)
+// that is not above 0; TLS flags as ValidateTlsOptions says (InvalidArgument or NotFound).
 absl::Status ValidateServerOptions(const ServerOptions& options);
 
 // Runs the server until SIGTERM or SIGINT, then drains and returns OK. The caller must block both

@@ -465,5 +465,149 @@ TEST_F(HttpTest, WithoutADashboardTheRootSaysSo) {
   EXPECT_NE(root->body.find("/attnscope.v1.AttentionService/"), std::string::npos);
 }
 
+// A Connect envelope: flags, 4-byte big-endian length, payload.
+std::string Envelope(int flags, const std::string& payload) {
+  std::string out(5, '\0');
+  out[0] = static_cast<char>(flags);
+  for (int i = 0; i < 4; ++i)
+    out[1 + i] = static_cast<char>((payload.size() >> (24 - 8 * i)) & 0xff);
+  return out + payload;
+}
+
+// The (flags, payload) envelopes of a body; a test failure when it does not split into whole ones.
+std::vector<std::pair<int, std::string>> Envelopes(const std::string& body) {
+  std::vector<std::pair<int, std::string>> envelopes;
+  size_t at = 0;
+  while (at + 5 <= body.size()) {
+    const auto byte = [&](size_t i) { return static_cast<unsigned char>(body[at + i]); };
+    const size_t size = (size_t{byte(1)} << 24) | (byte(2) << 16) | (byte(3) << 8) | byte(4);
+    envelopes.emplace_back(byte(0), body.substr(at + 5, size));
+    at += 5 + size;
+  }
+  EXPECT_EQ(at, body.size()) << "a cut envelope";
+  return envelopes;
+}
+
+TEST_F(HttpTest, ConnectStreamingRequestsGetConnectStreamingAnswers) {
+  v1::GetAttentionRequest request;
+  request.set_model("llama");
+  request.set_text("Once upon a time");
+  request.add_layers(0);
+  request.add_layers(-1);
+  std::vector<v1::StreamAttentionResponse> expected;
+  {
+    grpc::ClientContext context;
+    auto reader = stub_->StreamAttention(&context, request);
+    v1::StreamAttentionResponse message;
+    while (reader->Read(&message)) expected.push_back(message);
+    ASSERT_TRUE(reader->Finish().ok());
+  }
+  ASSERT_EQ(expected.size(), 3u);  // header, two layers
+
+  // connect+json: JSON messages in envelopes, then the end of the stream.
+  httplib::Result json =
+      Post("StreamAttention", Envelope(0, R"({"model": "llama", "text": "Once upon a time",
+                                              "layers": [0, -1]})"),
+           "application/connect+json");
+  ASSERT_TRUE(json);
+  EXPECT_EQ(json->status, 200);
+  EXPECT_EQ(json->get_header_value("Content-Type"), "application/connect+json");
+  auto envelopes = Envelopes(json->body);
+  ASSERT_EQ(envelopes.size(), expected.size() + 1);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(envelopes[i].first, 0);
+    v1::StreamAttentionResponse message;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(envelopes[i].second, &message).ok())
+        << envelopes[i].second.substr(0, 200);
+    EXPECT_TRUE(MessageDifferencer::Equals(message, expected[i])) << "envelope " << i;
+  }
+  EXPECT_EQ(envelopes.back().first, 2);
+  EXPECT_EQ(nlohmann::json::parse(envelopes.back().second), nlohmann::json::object());
+
+  // connect+proto: the binary request in an envelope.
+  httplib::Result binary = Post("StreamAttention", Envelope(0, request.SerializeAsString()),
+                                "application/connect+proto");
+  ASSERT_TRUE(binary);
+  EXPECT_EQ(binary->status, 200);
+  EXPECT_EQ(binary->get_header_value("Content-Type"), "application/connect+proto");
+  envelopes = Envelopes(binary->body);
+  ASSERT_EQ(envelopes.size(), expected.size() + 1);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    v1::StreamAttentionResponse message;
+    ASSERT_TRUE(message.ParseFromString(envelopes[i].second));
+    EXPECT_TRUE(MessageDifferencer::Equals(message, expected[i])) << "envelope " << i;
+  }
+  EXPECT_EQ(envelopes.back(), std::make_pair(2, std::string("{}")));
+
+  // Generate too, and errors of a Connect stream come in its end-of-stream envelope with 200.
+  httplib::Result generated =
+      Post("Generate",
+           Envelope(0, R"({"model": "llama", "prompt": "Once upon a time", "maxNewTokens": 3})"),
+           "application/connect+json");
+  ASSERT_TRUE(generated);
+  EXPECT_EQ(generated->status, 200);
+  envelopes = Envelopes(generated->body);
+  ASSERT_EQ(envelopes.size(), 6u);  // header, three tokens, done, end
+  EXPECT_TRUE(nlohmann::json::parse(envelopes[0].second).contains("header"));
+  EXPECT_TRUE(nlohmann::json::parse(envelopes[4].second).contains("done"));
+  EXPECT_EQ(envelopes.back(), std::make_pair(2, std::string("{}")));
+  for (const auto& [body, code] : std::vector<std::pair<std::string, std::string>>{
+           {Envelope(0, R"({"model": "nope", "prompt": "hi"})"), "not_found"},
+           {Envelope(0, "{\"model\": "), "invalid_argument"},
+           {Envelope(1, "{}"), "internal"},
+           {Envelope(0, "{}").substr(0, 3), "invalid_argument"},
+           {Envelope(0, "{}") + Envelope(0, "{}"), "invalid_argument"}}) {
+    SCOPED_TRACE(body);
+    httplib::Result failed = Post("Generate", body, "application/connect+json");
+    ASSERT_TRUE(failed);
+    EXPECT_EQ(failed->status, 200);
+    EXPECT_EQ(failed->get_header_value("Content-Type"), "application/connect+json");
+    envelopes = Envelopes(failed->body);
+    ASSERT_EQ(envelopes.size(), 1u) << failed->body;
+    EXPECT_EQ(envelopes[0].first, 2);
+    const nlohmann::json end = nlohmann::json::parse(envelopes[0].second);
+    EXPECT_TRUE(end["error"]["code"] == code ||
+                (code == "internal" && end["error"]["code"] == "unimplemented"))
+        << end.dump();
+    EXPECT_FALSE(end["error"].value("message", "").empty());
+  }
+  // A unary method takes no streaming content type.
+  httplib::Result unary = Post("Tokenize", Envelope(0, "{}"), "application/connect+json");
+  ASSERT_TRUE(unary);
+  EXPECT_EQ(unary->status, 415);
+}
+
+TEST_F(HttpTest, ErrorsOfTheHttpLayerItselfAreJson) {
+  const int port = server_->http_port();
+  const std::vector<std::pair<std::string, int>> cases = {
+      // A chunk size that is not hex.
+      {absl::StrCat("POST ", kPath,
+                    "Tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    "zz\r\n{}\r\n0\r\n\r\n"),
+       400},
+      // A method HTTP does not have.
+      {absl::StrCat("BREW ", kPath, "Tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), 405},
+      // A header line without a colon.
+      {absl::StrCat("GET ", kPath, "ListModels HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n"), 400},
+      // A URI longer than the limit.
+      {absl::StrCat("GET /", std::string(20000, 'x'), " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), 414},
+      // An unknown path.
+      {"GET /nothing/here HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 404},
+  };
+  for (const auto& [request, status] : cases) {
+    SCOPED_TRACE(request.substr(0, 80));
+    absl::StatusOr<std::unique_ptr<RawConnection>> connection = RawConnection::Open(port);
+    ASSERT_TRUE(connection.ok());
+    (*connection)->Send(request);
+    absl::StatusOr<RawResponse> answer = (*connection)->ReadResponse(absl::Seconds(10));
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, status);
+    EXPECT_EQ(answer->headers["content-type"], "application/json");
+    const nlohmann::json error = nlohmann::json::parse(answer->body, nullptr, false);
+    ASSERT_TRUE(error.is_object()) << answer->body;
+    EXPECT_TRUE(error.contains("code") && error.contains("message")) << answer->body;
+  }
+}
+
 }  // namespace
 }  // namespace attnscope::testing

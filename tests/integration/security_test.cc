@@ -7,9 +7,11 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tests/integration/integration_util.h"
@@ -261,6 +263,140 @@ TEST(SecurityTest, FlagsThatCannotWorkStopTheStartWithTheirName) {
     const CommandResult result = RunCommand(argv, absl::Seconds(60));
     EXPECT_EQ(result.exit_code, 2) << absl::StrJoin(flags, " ") << "\n" << result.stderr_text;
     EXPECT_NE(result.stderr_text.find(named), std::string::npos) << result.stderr_text;
+  }
+}
+
+// One request on a new connection to 127.0.0.1:`port`: `head` is the request line and headers
+// without the blank line; `body` is sent with its Content-Length.
+RawResponse Ask(int port, const std::string& head, const std::string& body = "") {
+  absl::StatusOr<std::unique_ptr<RawConnection>> connection = RawConnection::Open(port);
+  EXPECT_TRUE(connection.ok()) << connection.status();
+  if (!connection.ok()) return {};
+  (*connection)->Send(absl::StrCat(head, "\r\nContent-Length: ", body.size(), "\r\n\r\n", body));
+  absl::StatusOr<RawResponse> answer = (*connection)->ReadResponse(absl::Seconds(10));
+  EXPECT_TRUE(answer.ok()) << head << ": " << answer.status();
+  return answer.ok() ? *answer : RawResponse{};
+}
+
+std::string HeaderOf(const RawResponse& response, const std::string& name) {
+  auto it = response.headers.find(name);
+  return it == response.headers.end() ? "" : it->second;
+}
+
+TEST(SecurityTest, BrowsersFromOtherOriginsAreRefusedUnlessAllowed) {
+  std::unique_ptr<ServerProcess> server =
+      StartServer({"--http_allowed_origins=https://app.example,http://localhost:3000",
+                   "--http_allowed_hosts=attnscope.internal"});
+  ASSERT_NE(server, nullptr);
+  const int port = server->http_port();
+  const std::string own = absl::StrCat("http://127.0.0.1:", port);
+  const std::string post = absl::StrCat("POST ", kTokenize, " HTTP/1.1\r\nHost: 127.0.0.1:", port);
+  const std::string json = "\r\nContent-Type: application/json";
+  const std::string body = R"({"text": "paris"})";
+
+  // The dashboard's own origin, and no origin at all (curl, programs), are served.
+  EXPECT_EQ(Ask(port, post + json + "\r\nOrigin: " + own, body).status, 200);
+  EXPECT_EQ(Ask(port, post + json, body).status, 200);
+  // Another origin is refused, naming the flag that would allow it.
+  RawResponse refused = Ask(port, post + json + "\r\nOrigin: https://evil.example", body);
+  EXPECT_EQ(refused.status, 403);
+  EXPECT_NE(refused.body.find("--http_allowed_origins"), std::string::npos) << refused.body;
+  EXPECT_NE(refused.body.find("\"permission_denied\""), std::string::npos) << refused.body;
+  // An allowed one is served with the CORS header that lets its page read the answer.
+  RawResponse allowed = Ask(port, post + json + "\r\nOrigin: https://app.example", body);
+  EXPECT_EQ(allowed.status, 200);
+  EXPECT_EQ(HeaderOf(allowed, "access-control-allow-origin"), "https://app.example");
+
+  // Preflights: answered for allowed origins, refused for others.
+  const std::string preflight = absl::StrCat(
+      "OPTIONS ", kTokenize, " HTTP/1.1\r\nHost: 127.0.0.1:", port,
+      "\r\nAccess-Control-Request-Method: POST\r\n"
+      "Access-Control-Request-Headers: content-type,authorization,connect-protocol-version");
+  RawResponse preflight_ok = Ask(port, preflight + "\r\nOrigin: http://localhost:3000");
+  EXPECT_EQ(preflight_ok.status, 204);
+  EXPECT_EQ(HeaderOf(preflight_ok, "access-control-allow-origin"), "http://localhost:3000");
+  EXPECT_NE(absl::AsciiStrToLower(HeaderOf(preflight_ok, "access-control-allow-headers"))
+                .find("authorization"),
+            std::string::npos);
+  EXPECT_NE(HeaderOf(preflight_ok, "access-control-allow-methods").find("POST"), std::string::npos);
+  RawResponse preflight_refused = Ask(port, preflight + "\r\nOrigin: https://evil.example");
+  EXPECT_EQ(preflight_refused.status, 403);
+  EXPECT_NE(preflight_refused.body.find("--http_allowed_origins"), std::string::npos);
+
+  // The content types a page may send anywhere without a preflight are refused from browsers...
+  for (const std::string type :
+       {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"}) {
+    SCOPED_TRACE(type);
+    RawResponse from_page =
+        Ask(port, post + "\r\nContent-Type: " + type + "\r\nSec-Fetch-Site: same-origin", body);
+    EXPECT_EQ(from_page.status, 415);
+    EXPECT_NE(from_page.body.find("\"code\""), std::string::npos) << from_page.body;
+  }
+  // ... while curl's default form type (curl -d) stays JSON, however long the body.
+  const std::string long_text(20000, 'a');
+  RawResponse curl = Ask(port, post + "\r\nContent-Type: application/x-www-form-urlencoded",
+                         absl::StrCat(R"({"text": ")", long_text, R"("})"));
+  EXPECT_EQ(curl.status, 200) << curl.body.substr(0, 300);
+
+  // GET calls from another site's page (a link, an <img>) are refused; typed URLs are not.
+  const std::string get = absl::StrCat(
+      "GET /attnscope.v1.AttentionService/ListModels HTTP/1.1\r\nHost: 127.0.0.1:", port);
+  EXPECT_EQ(Ask(port, get + "\r\nSec-Fetch-Site: cross-site").status, 403);
+  EXPECT_EQ(Ask(port, get + "\r\nSec-Fetch-Site: same-site").status, 403);
+  EXPECT_EQ(Ask(port, get + "\r\nSec-Fetch-Site: none").status, 200);
+  EXPECT_EQ(Ask(port, get + "\r\nSec-Fetch-Site: cross-site\r\nOrigin: https://app.example").status,
+            200);
+
+  // DNS rebinding: on a loopback listener the Host must be a loopback name or an allowed host.
+  const std::string get_from = "GET /attnscope.v1.AttentionService/ListModels HTTP/1.1\r\nHost: ";
+  RawResponse rebound = Ask(port, get_from + "evil.example:" + std::to_string(port));
+  EXPECT_EQ(rebound.status, 403);
+  EXPECT_NE(rebound.body.find("--http_allowed_hosts"), std::string::npos) << rebound.body;
+  for (const std::string host :
+       {"localhost:1234", "127.0.0.1", "[::1]:8080", "LocalHost", "attnscope.internal:8080"}) {
+    EXPECT_EQ(Ask(port, get_from + host).status, 200) << host;
+  }
+}
+
+TEST(SecurityTest, DashboardFilesAreServedFromInsideTheirFolderOnly) {
+  TempDir root;
+  const std::string dashboard = root.path() + "/dashboard";
+  std::filesystem::create_directories(dashboard + "/assets");
+  std::ofstream(dashboard + "/index.html") << "<title>dashboard</title>";
+  std::ofstream(dashboard + "/app.js") << "console.log('app');";
+  std::ofstream(dashboard + "/app.css") << "body {}";
+  std::ofstream(root.path() + "/secret.txt") << "not for clients";
+  std::filesystem::create_symlink(root.path() + "/secret.txt", dashboard + "/link.txt");
+  std::filesystem::create_symlink("/etc", dashboard + "/etc");
+  std::unique_ptr<ServerProcess> server = StartServer({"--dashboard_dir=" + dashboard});
+  ASSERT_NE(server, nullptr);
+  const int port = server->http_port();
+  auto get = [port](const std::string& path) {
+    return Ask(port, absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1:", port));
+  };
+
+  const RawResponse index = get("/");
+  EXPECT_EQ(index.status, 200);
+  EXPECT_EQ(index.body, "<title>dashboard</title>");
+  EXPECT_EQ(HeaderOf(index, "content-type"), "text/html; charset=utf-8");
+  EXPECT_EQ(HeaderOf(index, "x-content-type-options"), "nosniff");
+  const std::string policy = HeaderOf(index, "content-security-policy");
+  EXPECT_NE(policy.find("default-src 'none'"), std::string::npos) << policy;
+  EXPECT_NE(policy.find("script-src 'self'"), std::string::npos) << policy;
+  EXPECT_NE(policy.find("connect-src 'self'"), std::string::npos) << policy;
+  EXPECT_EQ(HeaderOf(get("/app.js"), "content-type"), "text/javascript; charset=utf-8");
+  EXPECT_EQ(HeaderOf(get("/app.css"), "content-type"), "text/css; charset=utf-8");
+
+  // Nothing outside the folder, however the path is spelled, and never a page as a script.
+  for (const std::string path :
+       {"/index.html%00.js", "/../secret.txt", "/%2e%2e/secret.txt", "/assets/../../secret.txt",
+        "/link.txt", "/etc/passwd", "/assets", "/missing.js", "/index.html%2f", "//etc/passwd"}) {
+    SCOPED_TRACE(path);
+    const RawResponse answer = get(path);
+    EXPECT_TRUE(answer.status == 400 || answer.status == 404) << answer.status;
+    EXPECT_EQ(answer.body.find("not for clients"), std::string::npos);
+    EXPECT_EQ(answer.body.find("root:"), std::string::npos);
+    EXPECT_NE(HeaderOf(answer, "content-type"), "text/javascript; charset=utf-8");
   }
 }
 

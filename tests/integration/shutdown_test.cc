@@ -8,10 +8,12 @@
 
 #include <atomic>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "attnscope/v1/attnscope.grpc.pb.h"
 #include "client/client.h"
@@ -180,6 +182,136 @@ TEST(ShutdownTest, SigtermDuringAStreamExitsWithinTheGracePeriodAndTheStreamComp
     ASSERT_TRUE(WIFEXITED(*exit_status)) << "status " << *exit_status << server.Log();
     EXPECT_EQ(WEXITSTATUS(*exit_status), 0) << server.Log();
     EXPECT_LE(exit_after, absl::Seconds(kGraceSeconds + 1)) << server.Log();
+  }
+}
+
+// The Connect envelopes of a connect+proto body: (flags, payload) pairs; a test failure when the
+// body does not split into whole envelopes.
+std::vector<std::pair<int, std::string>> Envelopes(const std::string& body) {
+  std::vector<std::pair<int, std::string>> envelopes;
+  size_t at = 0;
+  while (at + 5 <= body.size()) {
+    const auto byte = [&](size_t i) { return static_cast<unsigned char>(body[at + i]); };
+    const size_t size = (size_t{byte(1)} << 24) | (byte(2) << 16) | (byte(3) << 8) | byte(4);
+    envelopes.emplace_back(byte(0), body.substr(at + 5, size));
+    at += 5 + size;
+  }
+  EXPECT_EQ(at, body.size()) << "a cut envelope";
+  return envelopes;
+}
+
+TEST(ShutdownTest, SigtermGivesHttpCallsTheGraceThenCancelsThemAndEndsTheirStreams) {
+  BertShape shape;
+  shape.layers = 4;
+  shape.hidden = 64;
+  shape.heads = 4;
+  shape.intermediate = 256;
+  shape.max_positions = 128;
+  shape.classifier = true;
+  TempDir dir;
+  ASSERT_TRUE(WriteRandomBert(shape, dir.path()).ok());
+  constexpr int kGraceSeconds = 2;
+  ServerProcess::Options options;
+  options.models = {"ranker=" + dir.path(), "stories=" + Stories260kDir()};
+  options.extra_flags = {absl::StrCat("--shutdown_grace_seconds=", kGraceSeconds),
+                         "--dashboard_dir="};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+
+  // Each of these runs for many seconds: 1000 integrated-gradients steps, and 480 tokens of a
+  // 64-beam search with attentions.
+  const std::string attribute = nlohmann::json{
+      {"model", "ranker"},
+      {"text", RandomBertText(shape, 120)},
+      {"methods", {"ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS"}},
+      {"integratedGradientsSteps",
+       1000}}.dump();
+  v1::GenerateRequest generate;
+  generate.set_model("stories");
+  generate.set_prompt("Once upon a time");
+  generate.set_max_new_tokens(480);
+  generate.set_ignore_eos(true);
+  generate.set_method(v1::DECODING_METHOD_BEAM_SEARCH);
+  generate.set_num_beams(64);
+  generate.set_output_attentions(true);
+  // Texts are plain JSON strings over HTTP, not the canonical mapping's base64.
+  const std::string generate_json = nlohmann::json{
+      {"model", "stories"},
+      {"prompt", "Once upon a time"},
+      {"maxNewTokens", 480},
+      {"ignoreEos", true},
+      {"method", "DECODING_METHOD_BEAM_SEARCH"},
+      {"numBeams", 64},
+      {"outputAttentions", true}}.dump();
+  struct Call {
+    std::string name;
+    std::string content_type;
+    std::string body;
+    absl::StatusOr<RawResponse> answer = absl::UnknownError("not run");
+    absl::Time end = absl::InfinitePast();
+  };
+  std::vector<Call> calls = {
+      {"Attribute", "application/json", attribute},
+      {"Generate", "application/json", generate_json},
+      {"Generate", "application/proto", generate.SerializeAsString()},
+  };
+  std::vector<std::thread> threads;
+  for (Call& call : calls) {
+    threads.emplace_back([&server, &call] {
+      absl::StatusOr<std::unique_ptr<RawConnection>> client =
+          RawConnection::Open(server.http_port());
+      ASSERT_TRUE(client.ok());
+      (*client)->Send(
+          absl::StrCat("POST /attnscope.v1.AttentionService/", call.name,
+                       " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ", call.content_type,
+                       "\r\nContent-Length: ", call.body.size(), "\r\n\r\n", call.body));
+      call.answer = (*client)->ReadResponse(absl::Seconds(60));
+      call.end = absl::Now();
+    });
+  }
+  absl::SleepFor(absl::Seconds(1));
+  const absl::Time signal_time = absl::Now();
+  server.Signal(SIGTERM);
+  absl::StatusOr<int> exit_status = server.Wait(absl::Seconds(60));
+  const absl::Duration exit_after = absl::Now() - signal_time;
+  for (std::thread& thread : threads) thread.join();
+  ASSERT_TRUE(exit_status.ok()) << exit_status.status() << server.Log();
+  ASSERT_TRUE(WIFEXITED(*exit_status)) << "status " << *exit_status << server.Log();
+  EXPECT_EQ(WEXITSTATUS(*exit_status), 0) << server.Log();
+  std::cout << "# exited " << absl::FormatDuration(exit_after) << " after SIGTERM with a "
+            << kGraceSeconds << " s grace period\n";
+  EXPECT_LE(exit_after, absl::Seconds(kGraceSeconds + 1)) << server.Log();
+
+  for (const Call& call : calls) {
+    SCOPED_TRACE(absl::StrCat(call.name, " ", call.content_type));
+    ASSERT_TRUE(call.answer.ok()) << call.answer.status() << server.Log();
+    EXPECT_GE(call.end - signal_time, absl::Seconds(kGraceSeconds) - absl::Milliseconds(100))
+        << "cut before the grace period was over";
+    EXPECT_LE(call.end - signal_time, absl::Seconds(kGraceSeconds + 1));
+    nlohmann::json error;
+    if (call.name == "Attribute") {
+      EXPECT_EQ(call.answer->status, 503);
+      error = nlohmann::json::parse(call.answer->body, nullptr, false);
+    } else if (call.content_type == "application/json") {
+      EXPECT_EQ(call.answer->status, 200);
+      EXPECT_EQ(call.answer->headers.at("content-type"), "application/x-ndjson");
+      const std::vector<std::string> lines =
+          absl::StrSplit(call.answer->body, '\n', absl::SkipEmpty());
+      ASSERT_GE(lines.size(), 2u) << "no token before the cut: " << call.answer->body;
+      EXPECT_TRUE(nlohmann::json::parse(lines.front(), nullptr, false).contains("header"));
+      error = nlohmann::json::parse(lines.back(), nullptr, false)["error"];
+    } else {
+      EXPECT_EQ(call.answer->status, 200);
+      EXPECT_EQ(call.answer->headers.at("content-type"), "application/connect+proto");
+      const auto envelopes = Envelopes(call.answer->body);
+      ASSERT_GE(envelopes.size(), 2u);
+      EXPECT_EQ(envelopes.back().first, 2);
+      error = nlohmann::json::parse(envelopes.back().second, nullptr, false)["error"];
+    }
+    ASSERT_TRUE(error.is_object()) << call.answer->body.substr(0, 300);
+    EXPECT_TRUE(error["code"] == "unavailable" || error["code"] == "canceled") << error.dump();
+    EXPECT_NE(error.value("message", "").find("shutting down"), std::string::npos) << error.dump();
   }
 }
 

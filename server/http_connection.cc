@@ -1,0 +1,733 @@
+#include "server/http_connection.h"
+
+#include <openssl/ssl.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/listen_address.h"
+#include "server/service_core.h"
+
+namespace attnscope::server {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+// Threads running every connection's reads and writes; they never wait for a call.
+constexpr int kIoThreads = 2;
+// After the grace period, how long calls get to write their last words (a stream's error line)
+// before the connections still open are closed.
+constexpr absl::Duration kHardStopDelay = absl::Milliseconds(500);
+// How long a connection closed by the server keeps reading (and dropping) what its client still
+// sends: closing a socket with unread input resets the connection, and a client still sending
+// a refused body could lose the answer that says why.
+constexpr std::chrono::seconds kLingerTime(2);
+// How often a call's socket is checked for its client closing while it holds unread input (a
+// pipelined request, a TLS alert), when waiting for it to become readable would return at once.
+constexpr std::chrono::milliseconds kPeerPollInterval(100);
+constexpr size_t kReadChunk = 16 << 10;
+
+std::chrono::steady_clock::duration ToSteady(absl::Duration duration) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      absl::ToChronoNanoseconds(duration));
+}
+
+// True when the client of socket `fd` has closed its end (or the connection failed); false while
+// it may still read the answer. Leaves any unread input in place.
+bool PeerClosed(int fd) {
+  char byte;
+  const ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return true;
+  if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+  // Input is waiting: the client may still have closed after sending it.
+  pollfd check{fd, POLLRDHUP, 0};
+  return poll(&check, 1, 0) > 0 && (check.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+bool Quiet(const beast::error_code& error) {
+  return error == http::error::end_of_stream || error == asio::error::eof ||
+         error == beast::error::timeout || error == asio::error::operation_aborted ||
+         error == asio::error::connection_reset || error == asio::error::broken_pipe ||
+         error == asio::ssl::error::stream_truncated;
+}
+
+class ConnectionBase {
+ public:
+  virtual ~ConnectionBase() = default;
+  // Closes the connection if it waits for a request; otherwise it closes once answered.
+  virtual void Drain() = 0;
+  virtual void ForceClose() = 0;
+};
+
+}  // namespace
+
+int HttpStatusOf(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kCancelled:
+      return 499;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+      return 400;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kAborted:
+      return 409;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+std::string ConnectCodeName(absl::StatusCode code) {
+  // Connect spells the codes in lower case, and "canceled" with one l.
+  if (code == absl::StatusCode::kCancelled) return "canceled";
+  return absl::AsciiStrToLower(absl::StatusCodeToString(code));
+}
+
+std::string ErrorJson(const absl::Status& status) {
+  return nlohmann::json{{"code", ConnectCodeName(status.code())},
+                        {"message", ClientMessage(status)}}
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+HttpResponse ErrorResponse(const absl::Status& status, int http_status) {
+  HttpResponse response(
+      static_cast<http::status>(http_status != 0 ? http_status : HttpStatusOf(status.code())), 11);
+  response.set(http::field::content_type, "application/json");
+  response.body() = ErrorJson(status);
+  return response;
+}
+
+class HttpListener::State {
+ public:
+  explicit State(const Options& options)
+      : limits(options.limits), workers(static_cast<size_t>(options.workers)) {}
+
+  void Register(ConnectionBase* connection, std::weak_ptr<ConnectionBase> weak) {
+    std::lock_guard<std::mutex> lock(mutex);
+    connections.emplace(connection, std::move(weak));
+  }
+  void Unregister(ConnectionBase* connection) {
+    std::lock_guard<std::mutex> lock(mutex);
+    connections.erase(connection);
+    if (connections.empty()) changed.notify_all();
+  }
+  // Runs `action` on every open connection.
+  template <typename Action>
+  void ForEachConnection(Action action) {
+    std::vector<std::shared_ptr<ConnectionBase>> open;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (auto& [raw, weak] : connections) {
+        if (std::shared_ptr<ConnectionBase> connection = weak.lock()) open.push_back(connection);
+      }
+    }
+    for (auto& connection : open) action(*connection);
+  }
+
+  void Accept();
+  template <typename Stream>
+  void Serve(Stream stream);
+
+  const HttpLimits limits;
+  HttpHandler* handler = nullptr;
+  std::atomic<bool> draining{false};
+  std::atomic<bool> grace_over{false};
+  bool hard_stopped = false;  // under mutex
+  bool shut_down = false;     // under mutex
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::unordered_map<ConnectionBase*, std::weak_ptr<ConnectionBase>> connections;
+  std::optional<asio::ssl::context> tls;
+  asio::thread_pool workers;
+  std::vector<std::thread> io_threads;
+  int port = 0;
+  bool loopback = false;
+  // Destroyed first: the handlers it still holds may end connections, which use the above.
+  asio::io_context io{kIoThreads};
+  asio::strand<asio::io_context::executor_type> strand{io.get_executor()};
+  tcp::acceptor acceptor{strand};
+  asio::steady_timer accept_retry{strand};
+  asio::steady_timer grace_timer{strand};
+};
+
+namespace {
+
+template <typename Stream>
+class Connection;
+
+// One request's HttpExchange: what its handler has sent so far, and its connection.
+template <typename Stream>
+class Exchange final : public HttpExchange {
+ public:
+  explicit Exchange(std::shared_ptr<Connection<Stream>> connection)
+      : connection_(std::move(connection)) {}
+
+  bool ClientGone() const override { return connection_->client_gone(); }
+  bool GraceOver() const override { return connection_->grace_over(); }
+  void Respond(HttpResponse response) override {
+    answered_ = true;
+    connection_->Respond(std::move(response));
+  }
+  bool StartStream(HttpResponse head) override {
+    answered_ = true;
+    streamed_ = true;
+    return connection_->StartStream(std::move(head));
+  }
+  bool Write(std::string data) override { return connection_->Write(std::move(data)); }
+
+  bool answered() const { return answered_; }
+  bool streamed() const { return streamed_; }
+
+ private:
+  const std::shared_ptr<Connection<Stream>> connection_;
+  bool answered_ = false;
+  bool streamed_ = false;
+};
+
+// One client connection: its requests, one at a time, and their answers. Everything runs on the
+// connection's strand except the calls of a handler's Exchange, which post their work there.
+template <typename Stream>
+class Connection : public ConnectionBase, public std::enable_shared_from_this<Connection<Stream>> {
+ public:
+  Connection(HttpListener::State* state, Stream stream)
+      : state_(state),
+        stream_(std::move(stream)),
+        buffer_(state->limits.max_header_bytes + kReadChunk),
+        peer_poll_(stream_.get_executor()) {}
+  ~Connection() override { state_->Unregister(this); }
+
+  void Run() {
+    state_->Register(this, this->shared_from_this());
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+      WaitForRequest(/*fresh=*/true);
+    } else {
+      Lowest().expires_after(ToSteady(state_->limits.header_timeout));
+      stream_.async_handshake(asio::ssl::stream_base::server,
+                              [self = this->shared_from_this()](beast::error_code error) {
+                                if (error) return self->Close();
+                                self->WaitForRequest(/*fresh=*/true);
+                              });
+    }
+  }
+
+  void Drain() override {
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
+      if (self->idle_) self->Close();
+    });
+  }
+  void ForceClose() override {
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->Close(); });
+  }
+
+  bool client_gone() const { return client_gone_.load(); }
+  bool grace_over() const { return state_->grace_over.load(); }
+
+  // The Exchange's calls, from the handler's thread.
+  void Respond(HttpResponse response) {
+    asio::post(stream_.get_executor(),
+               [self = this->shared_from_this(), response = std::move(response)]() mutable {
+                 self->StopWatching();
+                 self->Send(std::move(response));
+               });
+  }
+
+  bool StartStream(HttpResponse head) {
+    return OnStrand([this, &head](auto done) {
+      stream_head_.emplace(std::move(head.base()));
+      AddAnswerHeaders(*stream_head_);
+      stream_head_->version(version_);
+      // HTTP/1.0 has no chunked encoding: the stream's end is the connection's.
+      chunked_ = version_ >= 11;
+      stream_head_->chunked(chunked_);
+      stream_head_->keep_alive(chunked_ && keep_alive_ && !state_->draining.load());
+      serializer_.emplace(*stream_head_);
+      Lowest().expires_after(ToSteady(state_->limits.write_timeout));
+      http::async_write_header(stream_, *serializer_,
+                               [done](beast::error_code error, size_t) { done(!error); });
+    });
+  }
+
+  bool Write(std::string data) {
+    if (client_gone_.load() || data.empty()) return !client_gone_.load();
+    return OnStrand([this, &data](auto done) {
+      Lowest().expires_after(ToSteady(state_->limits.write_timeout));
+      auto written = [done](beast::error_code error, size_t) { done(!error); };
+      if (chunked_) {
+        asio::async_write(stream_, http::make_chunk(asio::buffer(data)), written);
+      } else {
+        asio::async_write(stream_, asio::buffer(data), written);
+      }
+    });
+  }
+
+ private:
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+
+  // Runs `start(done)` on the strand and waits for the asynchronous operation it starts to call
+  // done(ok). A failed operation closes the connection: the client is gone.
+  template <typename Start>
+  bool OnStrand(Start start) {
+    std::promise<bool> promise;
+    std::future<bool> result = promise.get_future();
+    asio::post(stream_.get_executor(), [this, self = this->shared_from_this(), &start, &promise] {
+      if (closed_) return promise.set_value(false);
+      start([this, self, &promise](bool ok) {
+        if (!ok) {
+          client_gone_ = true;
+          Close();
+        }
+        promise.set_value(ok);
+      });
+    });
+    return result.get();
+  }
+
+  // Waits for the first byte of a request, unless one is buffered already: on a new connection
+  // within the header deadline, which then covers the whole header; on a kept-alive one within
+  // the idle timeout, the header deadline starting at that byte.
+  void WaitForRequest(bool fresh) {
+    answer_headers_.clear();
+    if (state_->draining.load()) return GracefulClose();
+    const auto now = std::chrono::steady_clock::now();
+    header_deadline_ = now + ToSteady(state_->limits.header_timeout);
+    if (buffer_.size() > 0) return ReadHeader();
+    idle_ = true;
+    Lowest().expires_at(fresh ? header_deadline_ : now + ToSteady(state_->limits.idle_timeout));
+    stream_.async_read_some(
+        buffer_.prepare(kReadChunk),
+        [self = this->shared_from_this(), fresh](beast::error_code error, size_t bytes) {
+          self->idle_ = false;
+          if (error) return self->Close();
+          self->buffer_.commit(bytes);
+          if (!fresh) {
+            self->header_deadline_ =
+                std::chrono::steady_clock::now() + ToSteady(self->state_->limits.header_timeout);
+          }
+          self->ReadHeader();
+        });
+  }
+
+  void ReadHeader() {
+    parser_.emplace();
+    parser_->header_limit(state_->limits.max_header_bytes);
+    // Checked after the handler has screened the headers, so that a refusal of the origin or
+    // the key comes first, and a Content-Length over it gets a JSON answer instead of a bare
+    // parse error.
+    parser_->body_limit(boost::none);
+    Lowest().expires_at(header_deadline_);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = this->shared_from_this()](beast::error_code error, size_t) {
+                              self->OnHeader(error);
+                            });
+  }
+
+  void OnHeader(beast::error_code error) {
+    if (error == http::error::header_limit || error == http::error::buffer_overflow) {
+      const std::string_view buffered(static_cast<const char*>(buffer_.data().data()),
+                                      buffer_.size());
+      const size_t line_end = buffered.find("\r\n");
+      if (line_end == std::string_view::npos || line_end > state_->limits.max_target_bytes) {
+        return Refuse(UriTooLong(line_end == std::string_view::npos ? buffered.size() : line_end));
+      }
+      return Refuse(ErrorResponse(
+          absl::ResourceExhaustedError(absl::StrCat(
+              "request headers: expected at most ", state_->limits.max_header_bytes,
+              " bytes with the request line, got more; send fewer or shorter headers")),
+          431));
+    }
+    if (error) {
+      if (Quiet(error)) return Close();
+      return Refuse(ErrorResponse(
+          absl::InvalidArgumentError(absl::StrCat(
+              "request: not valid HTTP/1.1 (", error.message(),
+              "); send a request line, then one 'Name: value' header a line, then a blank line")),
+          400));
+    }
+    const HttpRequest& request = parser_->get();
+    version_ = request.version();
+    keep_alive_ = request.keep_alive();
+    if (request.target().size() > state_->limits.max_target_bytes) {
+      return Refuse(UriTooLong(request.target().size()));
+    }
+    if (std::optional<HttpResponse> refusal = state_->handler->Screen(request, answer_headers_)) {
+      return Refuse(*std::move(refusal));
+    }
+    const int64_t limit = state_->limits.max_body_bytes;
+    if (const boost::optional<uint64_t> length = parser_->content_length();
+        length.has_value() && *length > static_cast<uint64_t>(limit)) {
+      return Refuse(TooLarge(absl::StrCat(*length)));
+    }
+    parser_->body_limit(static_cast<uint64_t>(limit));
+    if (boost::beast::iequals(request[http::field::expect], "100-continue")) {
+      auto go_on =
+          std::make_shared<http::response<http::empty_body>>(http::status::continue_, version_);
+      Lowest().expires_after(ToSteady(state_->limits.write_timeout));
+      return http::async_write(
+          stream_, *go_on,
+          [self = this->shared_from_this(), go_on](beast::error_code error, size_t) {
+            if (error) return self->Close();
+            self->ReadBody();
+          });
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    Lowest().expires_after(ToSteady(state_->limits.body_timeout));
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = this->shared_from_this()](beast::error_code error, size_t) {
+                       self->OnBody(error);
+                     });
+  }
+
+  void OnBody(beast::error_code error) {
+    if (error == http::error::body_limit) return Refuse(TooLarge("more"));
+    if (error) {
+      if (Quiet(error)) return Close();
+      return Refuse(ErrorResponse(absl::InvalidArgumentError(absl::StrCat(
+                                      "request body: not valid HTTP/1.1 framing (", error.message(),
+                                      "); send a Content-Length or whole chunks")),
+                                  400));
+    }
+    Lowest().expires_never();
+    auto request = std::make_shared<HttpRequest>(parser_->release());
+    parser_.reset();
+    WatchPeer();
+    asio::post(state_->workers, [self = this->shared_from_this(), request] {
+      Exchange<Stream> exchange(self);
+      self->state_->handler->Handle(*request, exchange);
+      if (!exchange.answered()) {
+        exchange.Respond(ErrorResponse(absl::InternalError("the request got no answer (a bug)")));
+      }
+      if (exchange.streamed()) {
+        asio::post(self->stream_.get_executor(), [self] { self->EndStream(); });
+      }
+    });
+  }
+
+  // After the handler of a stream has returned: the last chunk.
+  void EndStream() {
+    StopWatching();
+    if (closed_) return;
+    if (!chunked_) return GracefulClose();
+    const bool keep_alive = stream_head_->keep_alive() && !state_->draining.load();
+    stream_head_.reset();
+    serializer_.reset();
+    Lowest().expires_after(ToSteady(state_->limits.write_timeout));
+    asio::async_write(
+        stream_, http::make_chunk_last(),
+        [self = this->shared_from_this(), keep_alive](beast::error_code error, size_t) {
+          if (error) return self->Close();
+          self->AfterAnswer(keep_alive);
+        });
+  }
+
+  void AfterAnswer(bool keep_alive) {
+    if (keep_alive && !state_->draining.load()) {
+      WaitForRequest(/*fresh=*/false);
+    } else {
+      GracefulClose();
+    }
+  }
+
+  HttpResponse UriTooLong(size_t bytes) const {
+    return ErrorResponse(
+        absl::ResourceExhaustedError(absl::StrCat(
+            "request URI: expected at most ", state_->limits.max_target_bytes, " bytes, got ",
+            bytes, "; send the message in a POST body instead of the GET form's query")),
+        414);
+  }
+
+  HttpResponse TooLarge(const std::string& got) const {
+    return ErrorResponse(absl::ResourceExhaustedError(absl::StrCat(
+                             "request body: expected at most ", state_->limits.max_body_bytes,
+                             " bytes (", state_->limits.body_limit_source, "), got ", got,
+                             "; send shorter texts or fewer inputs")),
+                         413);
+  }
+
+  void AddAnswerHeaders(HttpResponse::header_type& response) const {
+    for (const auto& field : answer_headers_) response.set(field.name_string(), field.value());
+    response.set("X-Content-Type-Options", "nosniff");
+  }
+  template <typename Body>
+  void AddAnswerHeaders(http::response<Body>& response) const {
+    AddAnswerHeaders(response.base());
+  }
+
+  // Answers a request whose body was not read (or not all of it): the connection cannot carry
+  // another request.
+  void Refuse(HttpResponse response) {
+    keep_alive_ = false;
+    Send(std::move(response));
+  }
+
+  void Send(HttpResponse response) {
+    if (closed_) return;
+    AddAnswerHeaders(response);
+    response.version(version_);
+    response.keep_alive(keep_alive_ && response.keep_alive() && !state_->draining.load());
+    response.prepare_payload();
+    auto answer = std::make_shared<HttpResponse>(std::move(response));
+    Lowest().expires_after(ToSteady(state_->limits.write_timeout));
+    http::async_write(stream_, *answer,
+                      [self = this->shared_from_this(), answer](beast::error_code error, size_t) {
+                        if (error) return self->Close();
+                        self->AfterAnswer(answer->keep_alive());
+                      });
+  }
+
+  // Watches the socket during a call: once the client closes its end, ClientGone turns true.
+  void WatchPeer() {
+    const uint64_t watch = ++watch_;
+    Lowest().socket().async_wait(tcp::socket::wait_read,
+                                 [self = this->shared_from_this(), watch](beast::error_code error) {
+                                   if (error || watch != self->watch_) return;
+                                   self->CheckPeer(watch);
+                                 });
+  }
+  void CheckPeer(uint64_t watch) {
+    if (PeerClosed(Lowest().socket().native_handle())) {
+      client_gone_ = true;
+      return;
+    }
+    peer_poll_.expires_after(kPeerPollInterval);
+    peer_poll_.async_wait([self = this->shared_from_this(), watch](beast::error_code error) {
+      if (error || watch != self->watch_) return;
+      self->CheckPeer(watch);
+    });
+  }
+  void StopWatching() {
+    ++watch_;
+    peer_poll_.cancel();
+    // Only the watch waits on the socket now; the answer's writes start after this.
+    beast::error_code ignored;
+    Lowest().socket().cancel(ignored);
+  }
+
+  // Closes after an answer: no more writes, and what the client still sends is read and dropped
+  // for a moment.
+  void GracefulClose() {
+    if (closed_) return;
+    beast::error_code ignored;
+    Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    linger_buffer_.resize(kReadChunk);
+    Lowest().expires_after(kLingerTime);
+    Discard();
+  }
+  void Discard() {
+    Lowest().async_read_some(asio::buffer(linger_buffer_),
+                             [self = this->shared_from_this()](beast::error_code error, size_t) {
+                               if (error) return self->Close();
+                               self->Discard();
+                             });
+  }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    ++watch_;
+    peer_poll_.cancel();
+    beast::error_code ignored;
+    Lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    Lowest().close();
+  }
+
+  HttpListener::State* const state_;
+  Stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  HttpFields answer_headers_;
+  unsigned version_ = 11;
+  bool keep_alive_ = true;
+  bool idle_ = false;
+  std::chrono::steady_clock::time_point header_deadline_;
+  bool closed_ = false;
+  uint64_t watch_ = 0;
+  asio::steady_timer peer_poll_;
+  // Set by the watch or a failed write, never cleared: the connection is done for.
+  std::atomic<bool> client_gone_{false};
+  // The stream being answered; a new request is read only after its end.
+  bool chunked_ = false;
+  std::optional<http::response<http::empty_body>> stream_head_;
+  std::optional<http::response_serializer<http::empty_body>> serializer_;
+  std::vector<char> linger_buffer_;
+};
+
+}  // namespace
+
+void HttpListener::State::Accept() {
+  acceptor.async_accept(asio::make_strand(io), [this](beast::error_code error, tcp::socket socket) {
+    if (!acceptor.is_open()) return;
+    if (error) {
+      // Out of file descriptors, typically: wait for connections to close instead of
+      // spinning.
+      accept_retry.expires_after(std::chrono::milliseconds(100));
+      accept_retry.async_wait([this](beast::error_code timer_error) {
+        if (!timer_error) Accept();
+      });
+      return;
+    }
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    if (tls.has_value()) {
+      Serve(beast::ssl_stream<beast::tcp_stream>(std::move(socket), *tls));
+    } else {
+      Serve(beast::tcp_stream(std::move(socket)));
+    }
+    Accept();
+  });
+}
+
+template <typename Stream>
+void HttpListener::State::Serve(Stream stream) {
+  std::make_shared<Connection<Stream>>(this, std::move(stream))->Run();
+}
+
+HttpListener::HttpListener(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Bind(const Options& options) {
+  auto state = std::make_unique<State>(options);
+  if (options.tls.enabled()) {
+    asio::ssl::context& context = state->tls.emplace(asio::ssl::context::tls_server);
+    context.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                        asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                        asio::ssl::context::no_tlsv1_1);
+    beast::error_code error;
+    context.use_certificate_chain_file(options.tls.cert_file, error);
+    if (!error) context.use_private_key_file(options.tls.key_file, asio::ssl::context::pem, error);
+    bool usable = !error && SSL_CTX_check_private_key(context.native_handle()) == 1;
+    if (usable && !options.tls.client_ca_file.empty()) {
+      context.load_verify_file(options.tls.client_ca_file, error);
+      STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(options.tls.client_ca_file.c_str());
+      usable = !error && names != nullptr;
+      if (names != nullptr) SSL_CTX_set_client_CA_list(context.native_handle(), names);
+      context.set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+    }
+    if (!usable) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls_cert_file '", options.tls.cert_file, "' and --tls_key_file '",
+                       options.tls.key_file,
+                       "': expected a PEM certificate and its private key (and a PEM CA in "
+                       "--tls_client_ca_file), got files OpenSSL cannot use together"));
+    }
+  }
+  beast::error_code error;
+  tcp::resolver resolver(state->io);
+  const tcp::resolver::results_type found =
+      resolver.resolve(options.host, std::to_string(options.port), error);
+  if (error || found.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat("no address '", options.host, "' (", error.message(), ")"));
+  }
+  const tcp::endpoint endpoint = found.begin()->endpoint();
+  state->acceptor.open(endpoint.protocol(), error);
+  if (!error) SetExclusiveListenerOptions(state->acceptor.native_handle());
+  if (!error) state->acceptor.bind(endpoint, error);
+  if (!error) state->acceptor.listen(asio::socket_base::max_listen_connections, error);
+  if (error) return absl::UnavailableError(error.message());
+  state->port = state->acceptor.local_endpoint().port();
+  state->loopback = endpoint.address().is_loopback();
+  return std::unique_ptr<HttpListener>(new HttpListener(std::move(state)));
+}
+
+void HttpListener::Start(HttpHandler* handler) {
+  state_->handler = handler;
+  asio::post(state_->strand, [state = state_.get()] { state->Accept(); });
+  for (int i = 0; i < kIoThreads; ++i) {
+    state_->io_threads.emplace_back([state = state_.get()] { state->io.run(); });
+  }
+}
+
+void HttpListener::Shutdown(absl::Time deadline) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (state_->shut_down) return;
+    state_->shut_down = true;
+  }
+  state_->draining = true;
+  asio::post(state_->strand, [state = state_.get(), deadline] {
+    beast::error_code ignored;
+    state->acceptor.close(ignored);
+    state->accept_retry.cancel();
+    state->ForEachConnection([](ConnectionBase& connection) { connection.Drain(); });
+    state->grace_timer.expires_after(
+        ToSteady(std::max(deadline - absl::Now(), absl::ZeroDuration())));
+    state->grace_timer.async_wait([state](beast::error_code error) {
+      if (error) return;
+      state->grace_over = true;
+      state->grace_timer.expires_after(ToSteady(kHardStopDelay));
+      state->grace_timer.async_wait([state](beast::error_code error) {
+        if (error) return;
+        state->ForEachConnection([](ConnectionBase& connection) { connection.ForceClose(); });
+        std::lock_guard<std::mutex> lock(state->mutex);
+        state->hard_stopped = true;
+        state->changed.notify_all();
+      });
+    });
+  });
+}
+
+HttpListener::~HttpListener() {
+  if (!state_->io_threads.empty()) {
+    Shutdown(absl::Now());
+    {
+      // Every connection gone, or closed by the hard stop.
+      std::unique_lock<std::mutex> lock(state_->mutex);
+      state_->changed.wait(lock,
+                           [this] { return state_->connections.empty() || state_->hard_stopped; });
+    }
+    // The calls still running were told to stop (GraceOver); their writes fail on the closed
+    // connections, so they return.
+    state_->workers.join();
+  }
+  state_->io.stop();
+  for (std::thread& thread : state_->io_threads) thread.join();
+}
+
+int HttpListener::port() const { return state_->port; }
+bool HttpListener::loopback() const { return state_->loopback; }
+
+}  // namespace attnscope::server

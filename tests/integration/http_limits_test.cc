@@ -1,0 +1,339 @@
+// What hostile or careless HTTP clients can make attnscope-server do, on a real server over
+// loopback sockets: a unary call whose client went away stops computing and is counted CANCELLED;
+// request bodies and headers are bounded before they are read, and the API key checked before the
+// body is; clients that send a byte a second hold neither the API port nor the metrics port, and
+// are cut at the read deadlines. Figures (CPU seconds, RSS, latency) are measured on the server
+// process through /proc, with margins wide enough for a loaded 2-core machine.
+#include <atomic>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/integration_util.h"
+
+namespace attnscope::testing {
+namespace {
+
+constexpr char kPath[] = "/attnscope.v1.AttentionService/";
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> models,
+                                           std::vector<std::string> flags = {}) {
+  ServerProcess::Options options;
+  options.models = std::move(models);
+  options.metrics_port = FreeTcpPort();
+  options.extra_flags = std::move(flags);
+  options.extra_flags.push_back("--dashboard_dir=");
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+// A POST of `body` to `method` with Content-Length, as one string.
+std::string Post(const std::string& method, const std::string& body,
+                 const std::string& extra_headers = "") {
+  return absl::StrCat("POST ", kPath, method, " HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+                      "Content-Type: application/json\r\n", extra_headers,
+                      "Content-Length: ", body.size(), "\r\n\r\n", body);
+}
+
+// The answer to one request on a new connection.
+absl::StatusOr<RawResponse> Exchange(int port, const std::string& request,
+                                     absl::Duration timeout = absl::Seconds(10)) {
+  absl::StatusOr<std::unique_ptr<RawConnection>> connection = RawConnection::Open(port);
+  if (!connection.ok()) return connection.status();
+  (*connection)->Send(request);
+  return (*connection)->ReadResponse(timeout);
+}
+
+double RequestsCounted(int metrics_port, const std::string& rpc, const std::string& code) {
+  absl::StatusOr<std::string> body = HttpGet(metrics_port, "/metrics");
+  if (!body.ok()) return -1;
+  double total = 0;
+  for (const MetricSample& sample :
+       FindSamples(ParseMetrics(*body), "attnscope_requests_total",
+                   {{"rpc", rpc}, {"code", code}, {"transport", "http"}})) {
+    total += sample.value;
+  }
+  return total;
+}
+
+// The JSON error of `response`, or a test failure when it is not one.
+nlohmann::json ErrorOf(const RawResponse& response) {
+  EXPECT_EQ(response.headers.count("content-type") ? response.headers.at("content-type") : "",
+            "application/json");
+  nlohmann::json error = nlohmann::json::parse(response.body, nullptr, false);
+  EXPECT_TRUE(error.is_object() && error.contains("code") && error.contains("message"))
+      << response.body;
+  return error.is_object() ? error : nlohmann::json::object();
+}
+
+TEST(HttpLimitsTest, AUnaryCallWhoseClientWentAwayStopsAndIsCountedCancelled) {
+  // A cross-encoder big enough that 1000 integrated-gradients steps at 120 tokens take many
+  // seconds; the engine checks the call between batches of 8 steps.
+  BertShape shape;
+  shape.layers = 4;
+  shape.hidden = 64;
+  shape.heads = 4;
+  shape.intermediate = 256;
+  shape.max_positions = 128;
+  shape.classifier = true;
+  TempDir dir;
+  ASSERT_TRUE(WriteRandomBert(shape, dir.path()).ok());
+  std::unique_ptr<ServerProcess> server = StartServer({"ranker=" + dir.path()});
+  ASSERT_NE(server, nullptr);
+
+  const nlohmann::json request = {{"model", "ranker"},
+                                  {"text", RandomBertText(shape, 120)},
+                                  {"methods", {"ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS"}},
+                                  {"integratedGradientsSteps", 1000}};
+  absl::StatusOr<std::unique_ptr<RawConnection>> client = RawConnection::Open(server->http_port());
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Send(Post("Attribute", request.dump())));
+  absl::SleepFor(absl::Milliseconds(300));
+  (*client)->Close();
+
+  // Within a second the call has stopped: the server then burns (almost) no CPU.
+  absl::SleepFor(absl::Seconds(1));
+  const double cpu_before = ProcessCpuSeconds(server->pid());
+  absl::SleepFor(absl::Seconds(1));
+  const double cpu_used = ProcessCpuSeconds(server->pid()) - cpu_before;
+  std::cout << "# CPU used in the second after the abandoned call stopped: " << cpu_used << " s\n";
+  EXPECT_LT(cpu_used, 0.15) << "the abandoned Attribute kept computing\n" << server->Log();
+
+  double cancelled = 0;
+  for (int i = 0; i < 50 && cancelled < 1; ++i) {
+    cancelled = RequestsCounted(server->metrics_port(), "Attribute", "CANCELLED");
+    if (cancelled < 1) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(cancelled, 1);
+  EXPECT_EQ(RequestsCounted(server->metrics_port(), "Attribute", "OK"), 0);
+}
+
+TEST(HttpLimitsTest, BodiesAndHeadersAreBoundedBeforeTheyAreRead) {
+  std::unique_ptr<ServerProcess> server = StartServer({"bert=" + TinyBertDir()});
+  ASSERT_NE(server, nullptr);
+  const int port = server->http_port();
+  const int64_t rss_before = ProcessRssBytes(server->pid());
+
+  {
+    SCOPED_TRACE("100 MB in chunks against the default 4 MiB limit");
+    absl::StatusOr<std::unique_ptr<RawConnection>> client = RawConnection::Open(port);
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE((*client)->Send(absl::StrCat("POST ", kPath,
+                                             "Tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                             "Content-Type: application/json\r\n"
+                                             "Transfer-Encoding: chunked\r\n\r\n")));
+    std::thread sender([&] {
+      const std::string chunk = absl::StrCat("100000\r\n", std::string(kMiB, ' '), "\r\n");
+      for (int i = 0; i < 100 && (*client)->Send(chunk); ++i) {
+      }
+    });
+    absl::StatusOr<RawResponse> answer = (*client)->ReadResponse(absl::Seconds(30));
+    sender.join();
+    ASSERT_TRUE(answer.ok()) << answer.status() << server->Log();
+    EXPECT_EQ(answer->status, 413);
+    const nlohmann::json error = ErrorOf(*answer);
+    EXPECT_EQ(error.value("code", ""), "resource_exhausted");
+    EXPECT_NE(error.value("message", "").find("4194304 bytes (--max_request_bytes"),
+              std::string::npos)
+        << answer->body;
+  }
+  {
+    SCOPED_TRACE("a Content-Length over the limit, and no body sent");
+    absl::StatusOr<RawResponse> answer =
+        Exchange(port,
+                 absl::StrCat("POST ", kPath,
+                              "Tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                              "Content-Type: application/json\r\nContent-Length: ",
+                              100 * kMiB, "\r\n\r\n"),
+                 absl::Seconds(3));
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, 413);
+    EXPECT_NE(ErrorOf(*answer).value("message", "").find("--max_request_bytes"), std::string::npos);
+  }
+  {
+    SCOPED_TRACE("1 MB of headers");
+    std::string headers;
+    for (int i = 0; headers.size() < static_cast<size_t>(kMiB); ++i) {
+      absl::StrAppend(&headers, "X-Padding-", i, ": ", std::string(1000, 'p'), "\r\n");
+    }
+    absl::StatusOr<std::unique_ptr<RawConnection>> client = RawConnection::Open(port);
+    ASSERT_TRUE(client.ok());
+    std::thread sender([&] {
+      (*client)->Send(absl::StrCat("GET ", kPath, "ListModels HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+                                   headers, "\r\n"));
+    });
+    absl::StatusOr<RawResponse> answer = (*client)->ReadResponse(absl::Seconds(10));
+    sender.join();
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, 431);
+    EXPECT_EQ(ErrorOf(*answer).value("code", ""), "resource_exhausted");
+  }
+  {
+    SCOPED_TRACE("a 100 KB URI");
+    absl::StatusOr<RawResponse> answer =
+        Exchange(port, absl::StrCat("GET ", kPath,
+                                    "Tokenize?encoding=json&message=", std::string(100000, 'a'),
+                                    " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, 414);
+    EXPECT_NE(ErrorOf(*answer).value("message", "").find("URI"), std::string::npos);
+  }
+  const int64_t rss_growth = ProcessRssBytes(server->pid()) - rss_before;
+  std::cout << "# RSS growth after the oversized requests: " << rss_growth / kMiB << " MiB\n";
+  EXPECT_LT(rss_growth, 32 * kMiB);
+  // And the server goes on answering.
+  absl::StatusOr<RawResponse> answer = Exchange(port, Post("Tokenize", R"({"text": "paris"})"));
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->status, 200) << answer->body;
+}
+
+TEST(HttpLimitsTest, TheKeyIsCheckedBeforeTheBodyIsRead) {
+  TempDir dir;
+  std::ofstream(dir.path() + "/keys") << "limits-test-key-0042\n";
+  std::unique_ptr<ServerProcess> server = StartServer(
+      {"bert=" + TinyBertDir()},
+      {"--api_keys_file=" + dir.path() + "/keys", absl::StrCat("--max_request_bytes=", 64 * kMiB)});
+  ASSERT_NE(server, nullptr);
+  const int64_t rss_before = ProcessRssBytes(server->pid());
+  absl::StatusOr<std::unique_ptr<RawConnection>> client = RawConnection::Open(server->http_port());
+  ASSERT_TRUE(client.ok());
+  const int64_t size = 20 * kMiB;
+  // The headers alone: the refusal must come without a byte of the body.
+  ASSERT_TRUE((*client)->Send(absl::StrCat("POST ", kPath,
+                                           "Tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                           "Content-Type: application/json\r\nContent-Length: ",
+                                           size, "\r\n\r\n")));
+  absl::StatusOr<RawResponse> answer = (*client)->ReadResponse(absl::Seconds(3));
+  ASSERT_TRUE(answer.ok()) << answer.status() << server->Log();
+  EXPECT_EQ(answer->status, 401);
+  EXPECT_EQ(ErrorOf(*answer).value("code", ""), "unauthenticated");
+  // The body sent anyway is not kept.
+  const std::string body =
+      absl::StrCat(R"({"text": ")", std::string(static_cast<size_t>(size) - 12, 'a'), R"("})");
+  (*client)->Send(body);
+  absl::SleepFor(absl::Milliseconds(500));
+  const int64_t rss_growth = ProcessRssBytes(server->pid()) - rss_before;
+  std::cout << "# RSS growth after a keyless 20 MiB body: " << rss_growth / kMiB << " MiB\n";
+  EXPECT_LT(rss_growth, 8 * kMiB);
+}
+
+// Sends one byte a second on each of `count` connections to `port` until `stop`.
+class SlowClients {
+ public:
+  SlowClients(int port, int count, const std::string& request) {
+    for (int i = 0; i < count; ++i) {
+      absl::StatusOr<std::unique_ptr<RawConnection>> connection = RawConnection::Open(port);
+      EXPECT_TRUE(connection.ok()) << connection.status();
+      if (connection.ok()) connections_.push_back(*std::move(connection));
+    }
+    thread_ = std::thread([this, request] {
+      for (size_t at = 0; at < request.size() && !stop_; ++at) {
+        for (auto& connection : connections_) connection->Send(request.substr(at, 1));
+        for (int i = 0; i < 10 && !stop_; ++i) absl::SleepFor(absl::Milliseconds(100));
+      }
+    });
+  }
+  ~SlowClients() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::vector<std::unique_ptr<RawConnection>> connections_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+TEST(HttpLimitsTest, ClientsSendingAByteASecondHoldNothing) {
+  std::unique_ptr<ServerProcess> server = StartServer({"bert=" + TinyBertDir()});
+  ASSERT_NE(server, nullptr);
+  const int64_t rss_before = ProcessRssBytes(server->pid());
+  SlowClients api(server->http_port(), 64, Post("ListModels", "{}"));
+  SlowClients metrics(server->metrics_port(), 64,
+                      "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  absl::SleepFor(absl::Milliseconds(1500));
+  for (int round = 0; round < 2; ++round) {
+    absl::Time start = absl::Now();
+    absl::StatusOr<RawResponse> answer =
+        Exchange(server->http_port(), Post("ListModels", "{}"), absl::Seconds(5));
+    const absl::Duration api_latency = absl::Now() - start;
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, 200);
+    start = absl::Now();
+    answer = Exchange(server->metrics_port(), "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                      absl::Seconds(5));
+    const absl::Duration metrics_latency = absl::Now() - start;
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, 200);
+    std::cout << "# beside 2 x 64 slow clients: the API answered in "
+              << absl::FormatDuration(api_latency) << ", /metrics in "
+              << absl::FormatDuration(metrics_latency) << "\n";
+    EXPECT_LT(api_latency, absl::Seconds(1));
+    EXPECT_LT(metrics_latency, absl::Seconds(1));
+  }
+  const int64_t rss_growth = ProcessRssBytes(server->pid()) - rss_before;
+  std::cout << "# RSS growth with 128 slow clients: " << rss_growth / kMiB << " MiB\n";
+  EXPECT_LT(rss_growth, 16 * kMiB);
+}
+
+TEST(HttpLimitsTest, SlowHeadersSlowBodiesAndIdleConnectionsAreCutAtTheirDeadlines) {
+  std::unique_ptr<ServerProcess> server =
+      StartServer({"bert=" + TinyBertDir()},
+                  {"--http_header_timeout_seconds=2", "--http_body_timeout_seconds=3",
+                   "--http_idle_timeout_seconds=2"});
+  ASSERT_NE(server, nullptr);
+  const int port = server->http_port();
+  struct Case {
+    std::string name;
+    std::string sent_at_once;
+    absl::Duration deadline;
+  };
+  const std::vector<Case> cases = {
+      {"headers", absl::StrCat("POST ", kPath, "ListModels HTTP/1.1\r\nHost: 127"),
+       absl::Seconds(2)},
+      {"body",
+       absl::StrCat("POST ", kPath, "ListModels HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+                    "Content-Length: 100\r\n\r\n{"),
+       absl::Seconds(3)},
+      {"idle", Post("ListModels", "{}"), absl::Seconds(2)},
+  };
+  std::vector<std::thread> threads;
+  for (const Case& c : cases) {
+    threads.emplace_back([&, c] {
+      absl::StatusOr<std::unique_ptr<RawConnection>> client = RawConnection::Open(port);
+      ASSERT_TRUE(client.ok());
+      const absl::Time start = absl::Now();
+      (*client)->Send(c.sent_at_once);
+      bool closed = false;
+      if (c.name == "idle") {
+        absl::StatusOr<RawResponse> answer = (*client)->ReadResponse(absl::Seconds(5));
+        ASSERT_TRUE(answer.ok()) << answer.status();
+        EXPECT_EQ(answer->status, 200);
+        closed = (*client)->WaitClosed(c.deadline + absl::Seconds(3));
+      } else {
+        // One more byte a second keeps an unbounded reader waiting for ever.
+        for (int i = 0; i < 6 && !closed; ++i) {
+          closed = (*client)->WaitClosed(absl::Seconds(1));
+          if (!closed) (*client)->Send(c.name == "body" ? " " : ".");
+        }
+      }
+      const absl::Duration open = absl::Now() - start;
+      EXPECT_TRUE(closed) << c.name << ": still open " << absl::FormatDuration(open) << " later";
+      std::cout << "# " << c.name << ": closed after " << absl::FormatDuration(open) << "\n";
+      EXPECT_GE(open, c.deadline - absl::Milliseconds(100)) << c.name;
+      EXPECT_LE(open, c.deadline + absl::Seconds(1)) << c.name;
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+}
+
+}  // namespace
+}  // namespace attnscope::testing
