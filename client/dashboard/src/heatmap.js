@@ -116,7 +116,7 @@ export function drawHeatmap(parent, options) {
       .attr('width', cols * cell)
       .attr('height', rows * cell)
       .attr('preserveAspectRatio', 'none')
-      .attr('style', 'image-rendering: pixelated');
+      .style('image-rendering', 'pixelated');
     const factor = Math.max(1, Math.ceil(1 / cell));
     paint = () => image.attr('href', paintCells(values, rows, cols, color, factor));
   } else {
