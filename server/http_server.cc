@@ -700,6 +700,14 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& opt
           "comma-separated, or *"));
     }
   }
+  for (const std::string& host : options.allowed_hosts) {
+    if (host.empty() || host.find_first_of("/@ \t") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--http_allowed_hosts '", host,
+                       "': expected host names as a Host header carries them (proxy.internal, "
+                       "proxy.internal:8080), comma-separated, without a scheme or a path"));
+    }
+  }
   ATTNSCOPE_RETURN_IF_ERROR(ValidateTlsOptions(options.tls));
   HttpListener::Options listen;
   listen.host = address.host;

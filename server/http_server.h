@@ -90,10 +90,10 @@ class HttpServer {
   };
 
   // Binds and starts serving on threads of its own. `core` must outlive the server.
-  // InvalidArgument: a listen address that is not HOST:PORT, threads below 1, a timeout that is
-  // not positive, an allowed origin that is not scheme://host[:port], or TLS files that do not
-  // make a certificate and key. NotFound: a TLS file cannot be read. Unavailable: the address
-  // cannot be bound (in use, or not local).
+  // InvalidArgument: a listen address that is not HOST:PORT, threads below 1, an allowed origin
+  // that is not scheme://host[:port], an allowed host with a scheme or a path, or TLS files that
+  // do not make a certificate and key. NotFound: a TLS file cannot be read. Unavailable: the
+  // address cannot be bound (in use, or not local).
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const Options& options,
                                                            ServiceCore* core);
   // Stops accepting and waits for the calls in flight: until the deadline of Shutdown when it was
