@@ -38,7 +38,7 @@ FROM debian:12.11-slim
 # reference BLAS, about 60 times slower); their own dependencies come with them.
 RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      libabsl20220623 libcpp-httplib0.11 libdnnl2 libgrpc++1.51 libgrpc29 libopenblas0-pthread \
+      libabsl20220623 libdnnl2 libgrpc++1.51 libgrpc29 libopenblas0-pthread \
       libprometheus-cpp-core1.0 libprotobuf32 libsentencepiece0 libssl3 libtorch1.13 \
       libutf8proc2 \
  && rm -rf /var/lib/apt/lists/*
