@@ -70,11 +70,12 @@ bool PeerClosed(int fd) {
   return poll(&check, 1, 0) > 0 && (check.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
+// Errors that mean the client left, or took too long: the connection closes without an answer.
 bool Quiet(const beast::error_code& error) {
-  return error == http::error::end_of_stream || error == asio::error::eof ||
-         error == beast::error::timeout || error == asio::error::operation_aborted ||
-         error == asio::error::connection_reset || error == asio::error::broken_pipe ||
-         error == asio::ssl::error::stream_truncated;
+  return error == http::error::end_of_stream || error == http::error::partial_message ||
+         error == asio::error::eof || error == beast::error::timeout ||
+         error == asio::error::operation_aborted || error == asio::error::connection_reset ||
+         error == asio::error::broken_pipe || error == asio::ssl::error::stream_truncated;
 }
 
 class ConnectionBase {
@@ -312,7 +313,10 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     std::promise<bool> promise;
     std::future<bool> result = promise.get_future();
     asio::post(stream_.get_executor(), [this, self = this->shared_from_this(), &start, &promise] {
-      if (closed_) return promise.set_value(false);
+      if (closed_) {
+        client_gone_ = true;
+        return promise.set_value(false);
+      }
       start([this, self, &promise](bool ok) {
         if (!ok) {
           client_gone_ = true;
@@ -488,8 +492,13 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
                          413);
   }
 
+  // The handler's fields for every answer to the request, unless the answer sets its own.
   void AddAnswerHeaders(HttpResponse::header_type& response) const {
-    for (const auto& field : answer_headers_) response.set(field.name_string(), field.value());
+    for (const auto& field : answer_headers_) {
+      if (response.count(field.name_string()) == 0) {
+        response.set(field.name_string(), field.value());
+      }
+    }
     response.set("X-Content-Type-Options", "nosniff");
   }
   template <typename Body>
