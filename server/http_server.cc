@@ -383,68 +383,17 @@ class ApiHandler : public HttpHandler {
     }
   }
 
+  // Browsers' requests first (they need no body), then the call's method, codec and key.
   std::optional<HttpResponse> Screen(const HttpRequestHeader& request,
                                      HttpFields& answer_headers) override {
     if (absl::Status host = CheckHost(request); !host.ok()) return ErrorResponse(host);
-    const std::string origin = HeaderOf(request, http::field::origin);
-    const bool own_origin =
-        !origin.empty() &&
-        NormalizeOrigin(origin) ==
-            NormalizeOrigin(absl::StrCat(scheme_, HeaderOf(request, http::field::host)));
-    const bool listed = !origin.empty() && OriginListed(origin);
-    if (!origin.empty() && !own_origin) {
-      if (!listed) {
-        return ErrorResponse(absl::PermissionDeniedError(
-            absl::StrCat("Origin '", origin,
-                         "': refused, a page of another origin than the server's own; list it in "
-                         "--http_allowed_origins to let its pages call the API")));
-      }
-      answer_headers.set(http::field::access_control_allow_origin, origin);
-      answer_headers.set(http::field::vary, "Origin");
+    if (absl::Status origin = CheckOrigin(request, answer_headers); !origin.ok()) {
+      return ErrorResponse(origin);
     }
-    if (request.method() == http::verb::options) return Preflight(request, origin);
-    const absl::string_view path = PathOf(View(request.target()));
-    if (!absl::StartsWith(path, kServicePath)) {
-      if (request.method() != http::verb::get) {
-        return MethodNotAllowed(View(request.method_string()), "the dashboard's files", "GET");
-      }
-      return std::nullopt;
-    }
-    const std::string method(MethodOf(request));
-    if (!Methods().contains(method)) {
-      return ErrorResponse(absl::UnimplementedError(absl::StrCat(
-                               "method '", method,
-                               "': not a method of attnscope.v1.AttentionService; expected one of ",
-                               absl::StrJoin(Metrics::RpcNames(), ", "))),
-                           404);
-    }
-    const bool get = request.method() == http::verb::get;
-    if (!get && request.method() != http::verb::post) {
-      return MethodNotAllowed(View(request.method_string()), method, "GET, POST");
-    }
-    if (get && StreamingMethod(method)) {
-      return MethodNotAllowed("GET", absl::StrCat(method, " streams its answer and"), "POST");
-    }
-    const std::string site = absl::AsciiStrToLower(HeaderOf(request, "Sec-Fetch-Site"));
-    if (get && (site == "cross-site" || site == "same-site") && !listed) {
-      return ErrorResponse(absl::PermissionDeniedError(absl::StrCat(
-          "GET ", method, " from another site's page (Sec-Fetch-Site: ", site,
-          "): refused, as a link or an image there could call the API with this browser; list "
-          "the page's origin in --http_allowed_origins")));
-    }
-    const absl::StatusOr<Codec> codec = CodecOf(request, method);
-    if (!codec.ok()) return ErrorResponse(codec.status(), 415);
-    auto refuse = [&](const absl::Status& status) {
-      return Enveloped(*codec) ? FailedConnectStream(status, *codec) : ErrorResponse(status);
-    };
-    if (absl::Status encoding = CheckEncoding(request, *codec); !encoding.ok()) {
-      return refuse(encoding);
-    }
-    if (absl::Status key =
-            core_->Authenticate(MakeCall("http", std::chrono::system_clock::time_point::max(), {},
-                                         HeaderOf(request, http::field::authorization)));
-        !key.ok()) {
-      return refuse(key);
+    if (request.method() == http::verb::options) return Preflight(request);
+    if (absl::StartsWith(PathOf(View(request.target())), kServicePath)) return ScreenCall(request);
+    if (request.method() != http::verb::get) {
+      return MethodNotAllowed(View(request.method_string()), "the dashboard's files", "GET");
     }
     return std::nullopt;
   }
@@ -558,6 +507,61 @@ class ApiHandler : public HttpHandler {
     }
   }
 
+  std::optional<HttpResponse> ScreenCall(const HttpRequestHeader& request) const {
+    const std::string method(MethodOf(request));
+    if (!Methods().contains(method)) {
+      return ErrorResponse(absl::UnimplementedError(absl::StrCat(
+                               "method '", method,
+                               "': not a method of attnscope.v1.AttentionService; expected one of ",
+                               absl::StrJoin(Metrics::RpcNames(), ", "))),
+                           404);
+    }
+    const bool get = request.method() == http::verb::get;
+    if (!get && request.method() != http::verb::post) {
+      return MethodNotAllowed(View(request.method_string()), method, "GET, POST");
+    }
+    if (get && StreamingMethod(method)) {
+      return MethodNotAllowed("GET", absl::StrCat(method, " streams its answer and"), "POST");
+    }
+    const std::string site = absl::AsciiStrToLower(HeaderOf(request, "Sec-Fetch-Site"));
+    if (get && (site == "cross-site" || site == "same-site") &&
+        !OriginListed(HeaderOf(request, http::field::origin))) {
+      return ErrorResponse(absl::PermissionDeniedError(absl::StrCat(
+          "GET ", method, " from another site's page (Sec-Fetch-Site: ", site,
+          "): refused, as a link or an image there could call the API with this browser; list "
+          "the page's origin in --http_allowed_origins")));
+    }
+    const absl::StatusOr<Codec> codec = CodecOf(request, method);
+    if (!codec.ok()) return ErrorResponse(codec.status(), 415);
+    absl::Status status = CheckEncoding(request, *codec);
+    if (status.ok()) {
+      status = core_->Authenticate(MakeCall("http", std::chrono::system_clock::time_point::max(),
+                                            {}, HeaderOf(request, http::field::authorization)));
+    }
+    if (status.ok()) return std::nullopt;
+    return Enveloped(*codec) ? FailedConnectStream(status, *codec) : ErrorResponse(status);
+  }
+
+  // A page of another origin than the server's own may call only when listed; its answers then
+  // carry the CORS header that lets the page read them.
+  absl::Status CheckOrigin(const HttpRequestHeader& request, HttpFields& answer_headers) const {
+    const std::string origin = HeaderOf(request, http::field::origin);
+    if (origin.empty() ||
+        NormalizeOrigin(origin) ==
+            NormalizeOrigin(absl::StrCat(scheme_, HeaderOf(request, http::field::host)))) {
+      return absl::OkStatus();
+    }
+    if (!OriginListed(origin)) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("Origin '", origin,
+                       "': refused, a page of another origin than the server's own; list it in "
+                       "--http_allowed_origins to let its pages call the API"));
+    }
+    answer_headers.set(http::field::access_control_allow_origin, origin);
+    answer_headers.set(http::field::vary, "Origin");
+    return absl::OkStatus();
+  }
+
   // Against DNS rebinding: a page of evil.example whose name now resolves to 127.0.0.1 reaches a
   // loopback listener with its own name as the Host.
   absl::Status CheckHost(const HttpRequestHeader& request) const {
@@ -576,6 +580,7 @@ class ApiHandler : public HttpHandler {
   }
 
   bool OriginListed(const std::string& origin) const {
+    if (origin.empty()) return false;
     const std::string normal = NormalizeOrigin(origin);
     for (const std::string& allowed : allowed_origins_) {
       if (allowed == "*" || allowed == normal) return true;
@@ -605,7 +610,10 @@ class ApiHandler : public HttpHandler {
     return absl::OkStatus();
   }
 
-  HttpResponse Preflight(const HttpRequestHeader& request, const std::string& origin) const {
+  // Answers a CORS preflight of an origin CheckOrigin let through; without one, says what the
+  // server takes.
+  HttpResponse Preflight(const HttpRequestHeader& request) const {
+    const std::string origin = HeaderOf(request, http::field::origin);
     HttpResponse response(http::status::no_content, 11);
     if (origin.empty() || request.count(http::field::access_control_request_method) == 0) {
       response.set(http::field::allow, "GET, POST, OPTIONS");
