@@ -62,7 +62,8 @@ void ReexecWithPassiveOpenMpWait(char** argv);
 // large blocks are mapped and unmapped per call (and the top of the heap trimmed), so every call
 // page-faults all of them in again; on the virtual machines this runs on a page fault costs several
 // microseconds, and this made a BERT-base GetAttention 15-20 ms (about 10%) slower. The cost is
-// that the process keeps its peak heap size, as servers with tcmalloc or jemalloc do.
+// that the process keeps its peak heap size, as servers with tcmalloc or jemalloc do; in two
+// arenas, so that the threads that take turns at the passes do not each keep a peak of their own.
 void RetainFreedHeapMemory();
 
 // Sets the number of threads LibTorch's and oneDNN's OpenMP regions use (0 = every core), once

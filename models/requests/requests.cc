@@ -306,7 +306,8 @@ RequestRunner::RequestRunner(const Options& options,
     : options_(options),
       models_(std::move(models)),
       observer_(observer),
-      batcher_(options.batching, observer) {}
+      batcher_(options.batching, observer),
+      gate_(kComputeSlots) {}
 
 absl::StatusOr<const LoadedModel*> RequestRunner::FindModel(const std::string& name) const {
   if (models_.empty()) return absl::UnavailableError("no model is loaded yet");
@@ -480,7 +481,8 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
   BatchOutput batch;
   if (answer.decoder_tokens.has_value()) {
     // One teacher-forced pass on this thread: the batcher's passes carry no decoder input.
-    ATTNSCOPE_RETURN_IF_ERROR(check("before the forward pass"));
+    ComputeGate::Turn turn(gate_, check);
+    ATTNSCOPE_RETURN_IF_ERROR(turn.Take("before the forward pass"));
     forward.on_layer_done = [&check](int64_t) { return check("between layers"); };
     ForwardInput input;
     input.input_ids = Row(answer.tokens.encoding.input_ids);
@@ -800,8 +802,11 @@ absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery
   options.integrated_gradients_steps = query.integrated_gradients_steps == 0
                                            ? kDefaultIntegratedGradientsSteps
                                            : query.integrated_gradients_steps;
-  options.on_batch_done = [&check]() {
-    return check ? check("after a batch of attribution passes") : absl::OkStatus();
+  // Taken before the passes, given to the next waiting call after each batch of them.
+  ComputeGate::Turn turn(gate_, check);
+  options.on_batch_done = [&turn]() {
+    turn.Leave();
+    return turn.Take("after a batch of attribution passes");
   };
 
   ATTNSCOPE_ASSIGN_OR_RETURN(const TextOptions text_options,
@@ -829,7 +834,7 @@ absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery
   ATTNSCOPE_RETURN_IF_ERROR(CheckWork(
       "Attribute", passes * length, absl::StrCat(passes, " passes over ", length, " tokens"),
       "ask for fewer integrated_gradients_steps or methods, or send shorter texts"));
-  if (check) ATTNSCOPE_RETURN_IF_ERROR(check("before the attribution passes"));
+  ATTNSCOPE_RETURN_IF_ERROR(turn.Take("before the attribution passes"));
 
   const AttributionInput input{Row(encoding.input_ids), Row(encoding.attention_mask),
                                Row(encoding.token_type_ids), Row(encoding.special_tokens_mask)};
@@ -935,8 +940,12 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   GenerationOptions options = query.generation;
   options.eos_token_id = query.ignore_eos ? -1 : config.eos_token_id;
   options.output_attentions = query.output_attentions;
-  options.check = [&check]() {
-    return check ? check("before a generation step") : absl::OkStatus();
+  // Taken for each step, given to the next waiting call between steps, and left while a step's
+  // token is handed on, which may wait for the client to read it.
+  ComputeGate::Turn turn(gate_, check);
+  options.check = [&turn]() {
+    turn.Leave();
+    return turn.Take("before a generation step");
   };
   // Every option is checked before the header goes out, so that a refusal is the whole answer.
   ATTNSCOPE_RETURN_IF_ERROR(CheckGenerationOptions(model.model(), prompt_ids, options));
@@ -1014,6 +1023,7 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
       }
       step.attention = torch::stack(layers);
     }
+    turn.Leave();
     return on_step(step);
   };
   ATTNSCOPE_ASSIGN_OR_RETURN(const GenerationResult result,

@@ -38,6 +38,7 @@
 #include "models/engine.h"
 #include "models/generation.h"
 #include "models/requests/batcher.h"
+#include "models/requests/compute_gate.h"
 
 namespace attnscope {
 
@@ -515,6 +516,10 @@ class RequestRunner {
   const std::vector<std::unique_ptr<LoadedModel>> models_;
   RequestObserver* const observer_;
   mutable ForwardBatcher batcher_;
+  // One call computes on its own thread at a time, beside the batcher's pass: each uses every
+  // intra-op thread (see compute_gate.h).
+  static constexpr int kComputeSlots = 1;
+  mutable ComputeGate gate_;
 };
 
 // What shrinks an over-cap GetAttention answer, among the fixes `query` does not already use (e.g.

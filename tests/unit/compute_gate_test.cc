@@ -1,0 +1,96 @@
+// The turns of ComputeGate (models/requests/compute_gate.h): one call at a time per slot, waiting
+// calls served first come first served, and a waiting call whose check fails leaving the queue
+// without a turn, within the check interval.
+#include "models/requests/compute_gate.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+
+namespace attnscope {
+namespace {
+
+const CallCheck kNoCheck;
+
+// Long enough for a thread just started to be waiting in Take: the queue's order is the order in
+// which the threads got there.
+void LetItQueue() { absl::SleepFor(absl::Milliseconds(50)); }
+
+TEST(ComputeGateTest, WaitingCallsTakeTheirTurnsInOrder) {
+  ComputeGate gate(1);
+  ComputeGate::Turn first(gate, kNoCheck);
+  ASSERT_TRUE(first.Take("first").ok());
+
+  absl::Mutex mutex;
+  std::vector<int> order;
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 3; ++i) {
+    waiters.emplace_back([&, i] {
+      ComputeGate::Turn turn(gate, kNoCheck);
+      ASSERT_TRUE(turn.Take("waiter").ok());
+      absl::MutexLock lock(&mutex);
+      order.push_back(i);
+    });
+    LetItQueue();
+  }
+  {
+    absl::MutexLock lock(&mutex);
+    EXPECT_TRUE(order.empty()) << "a call computed beside the one holding the only slot";
+  }
+  first.Leave();
+  for (std::thread& waiter : waiters) waiter.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+}
+
+TEST(ComputeGateTest, ACallWhoseCheckFailsLeavesTheQueueAtOnce) {
+  ComputeGate gate(1);
+  ComputeGate::Turn holder(gate, kNoCheck);
+  ASSERT_TRUE(holder.Take("holder").ok());
+
+  std::atomic<bool> cancelled{false};
+  const CallCheck check = [&](absl::string_view when) {
+    return cancelled ? absl::CancelledError(std::string(when)) : absl::OkStatus();
+  };
+  absl::Status status;
+  absl::Time left;
+  std::thread waiter([&] {
+    ComputeGate::Turn turn(gate, check);
+    status = turn.Take("waiting");
+    left = absl::Now();
+  });
+  LetItQueue();
+  const absl::Time cancel = absl::Now();
+  cancelled = true;
+  waiter.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(status.message(), "waiting");
+  EXPECT_LT(left - cancel, ComputeGate::kCheckInterval + absl::Milliseconds(200));
+
+  // The call that left holds nothing, and took no place in the queue: the next one gets the slot
+  // once the holder leaves it.
+  holder.Leave();
+  ComputeGate::Turn next(gate, kNoCheck);
+  EXPECT_TRUE(next.Take("next").ok());
+}
+
+TEST(ComputeGateTest, TakingAHeldTurnOnlyChecksTheCall) {
+  ComputeGate gate(1);
+  std::atomic<int> checks{0};
+  const CallCheck check = [&](absl::string_view) {
+    ++checks;
+    return absl::OkStatus();
+  };
+  ComputeGate::Turn turn(gate, check);
+  ASSERT_TRUE(turn.Take("first").ok());
+  ASSERT_TRUE(turn.Take("again").ok());
+  EXPECT_EQ(checks, 2);
+}
+
+}  // namespace
+}  // namespace attnscope
