@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -52,6 +53,9 @@ constexpr std::chrono::seconds kLingerTime(2);
 // pipelined request, a TLS alert), when waiting for it to become readable would return at once.
 constexpr std::chrono::milliseconds kPeerPollInterval(100);
 constexpr size_t kReadChunk = 16 << 10;
+// The first bytes of each body, which HttpLimits::max_buffered_body_bytes does not count: as many
+// as a request's headers may take, so that a small call is never refused for others' large bodies.
+constexpr int64_t kUncountedBodyBytes = 64 << 10;
 
 std::chrono::steady_clock::duration ToSteady(absl::Duration duration) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -143,7 +147,10 @@ HttpResponse ErrorResponse(const absl::Status& status, int http_status) {
 class HttpListener::State {
  public:
   explicit State(const Options& options)
-      : limits(options.limits), workers(static_cast<size_t>(options.workers)) {}
+      : limits(options.limits),
+        max_buffered_body_bytes(
+            std::max(options.limits.max_buffered_body_bytes, options.limits.max_body_bytes)),
+        workers(static_cast<size_t>(options.workers)) {}
 
   void Register(ConnectionBase* connection, std::weak_ptr<ConnectionBase> weak) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -172,6 +179,10 @@ class HttpListener::State {
   void Serve(Stream stream);
 
   const HttpLimits limits;
+  // At least one largest body.
+  const int64_t max_buffered_body_bytes;
+  // What the bodies being read count against max_buffered_body_bytes.
+  std::atomic<int64_t> buffered_body_bytes{0};
   HttpHandler* handler = nullptr;
   std::atomic<bool> draining{false};
   std::atomic<bool> grace_over{false};
@@ -237,7 +248,10 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
         stream_(std::move(stream)),
         buffer_(state->limits.max_header_bytes + kReadChunk),
         peer_poll_(stream_.get_executor()) {}
-  ~Connection() override { state_->Unregister(this); }
+  ~Connection() override {
+    UncountBody();
+    state_->Unregister(this);
+  }
 
   void Run() {
     state_->Register(this, this->shared_from_this());
@@ -418,15 +432,46 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     ReadBody();
   }
 
+  // Reads the body a piece at a time, within one deadline, counting each piece against the
+  // bodies all connections may hold at once.
   void ReadBody() {
+    // A request without a body is done with its headers.
+    if (parser_->is_done()) return OnBody({});
     Lowest().expires_after(ToSteady(state_->limits.body_timeout));
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = this->shared_from_this()](beast::error_code error, size_t) {
-                       self->OnBody(error);
-                     });
+    ReadSomeBody();
+  }
+  void ReadSomeBody() {
+    http::async_read_some(stream_, buffer_, *parser_,
+                          [self = this->shared_from_this()](beast::error_code error, size_t) {
+                            self->OnSomeBody(error);
+                          });
+  }
+  void OnSomeBody(beast::error_code error) {
+    if (!error && !CountBody()) return Refuse(TooManyBodies());
+    if (error || parser_->is_done()) return OnBody(error);
+    ReadSomeBody();
+  }
+
+  // False, counting nothing, when the body read so far would take the bodies being read on every
+  // connection past HttpLimits::max_buffered_body_bytes.
+  bool CountBody() {
+    const int64_t size = static_cast<int64_t>(parser_->get().body().capacity());
+    const int64_t more = std::max<int64_t>(0, size - kUncountedBodyBytes) - counted_body_bytes_;
+    if (more <= 0) return true;
+    if (state_->buffered_body_bytes.fetch_add(more) + more > state_->max_buffered_body_bytes) {
+      state_->buffered_body_bytes.fetch_sub(more);
+      return false;
+    }
+    counted_body_bytes_ += more;
+    return true;
+  }
+  void UncountBody() {
+    state_->buffered_body_bytes.fetch_sub(counted_body_bytes_);
+    counted_body_bytes_ = 0;
   }
 
   void OnBody(beast::error_code error) {
+    UncountBody();
     if (error == http::error::body_limit) return Refuse(TooLarge("more"));
     if (error) {
       if (Quiet(error)) return Close();
@@ -484,6 +529,12 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
         414);
   }
 
+  HttpResponse TooManyBodies() const {
+    return ErrorResponse(absl::ResourceExhaustedError(absl::StrCat(
+        "request body: the server is receiving ", state_->max_buffered_body_bytes,
+        " bytes of request bodies from its clients together, its limit; retry with backoff")));
+  }
+
   HttpResponse TooLarge(const std::string& got) const {
     return ErrorResponse(absl::ResourceExhaustedError(absl::StrCat(
                              "request body: expected at most ", state_->limits.max_body_bytes,
@@ -507,9 +558,11 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   }
 
   // Answers a request whose body was not read (or not all of it): the connection cannot carry
-  // another request.
+  // another request, and what was read of it is dropped at once.
   void Refuse(HttpResponse response) {
     keep_alive_ = false;
+    UncountBody();
+    parser_.reset();
     Send(std::move(response));
   }
 
@@ -588,6 +641,8 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  // What this request's body counts against HttpLimits::max_buffered_body_bytes.
+  int64_t counted_body_bytes_ = 0;
   HttpFields answer_headers_;
   unsigned version_ = 11;
   bool keep_alive_ = true;

@@ -27,6 +27,11 @@ struct HttpLimits {
   int64_t max_body_bytes = kDefaultMaxRequestBytes;
   // What sets max_body_bytes, for the 413's message.
   std::string body_limit_source = "--max_request_bytes, the same limit as gRPC's";
+  // The bodies being read on all the port's connections together (at least max_body_bytes), so
+  // that many clients sending large bodies at once cannot fill the memory: 64 sending 100 MB in
+  // chunks held 4 MiB each until refused, 430 MB in all. A body that would pass it is refused with
+  // 429 (RESOURCE_EXHAUSTED); the first 64 KiB of each are not counted, so that small calls go on.
+  int64_t max_buffered_body_bytes = int64_t{32} << 20;
   // From a connection's first byte, or its first byte after an answer, to the end of the
   // headers; a new connection's first byte must come within it too.
   absl::Duration header_timeout = absl::Seconds(10);
