@@ -2,8 +2,11 @@
 // loopback sockets: a unary call whose client went away stops computing and is counted CANCELLED;
 // request bodies and headers are bounded before they are read, and the API key checked before the
 // body is; clients that send a byte a second hold neither the API port nor the metrics port, and
-// are cut at the read deadlines. Figures (CPU seconds, RSS, latency) are measured on the server
-// process through /proc, with margins wide enough for a loaded 2-core machine.
+// are cut at the read deadlines; and the hostile peers of issue 24's acceptance, many at once,
+// leave no work running, a normal client served and the memory bounded. Figures (CPU seconds,
+// RSS, latency) are measured on the server process through /proc, with margins wide enough for a
+// loaded 2-core machine.
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <memory>
@@ -74,9 +77,9 @@ nlohmann::json ErrorOf(const RawResponse& response) {
   return error.is_object() ? error : nlohmann::json::object();
 }
 
-TEST(HttpLimitsTest, AUnaryCallWhoseClientWentAwayStopsAndIsCountedCancelled) {
-  // A cross-encoder big enough that 1000 integrated-gradients steps at 120 tokens take many
-  // seconds; the engine checks the call between batches of 8 steps.
+// A cross-encoder big enough that 1000 integrated-gradients steps at 120 tokens take many
+// seconds; the engine checks the call between batches of 8 steps.
+BertShape RankerShape() {
   BertShape shape;
   shape.layers = 4;
   shape.hidden = 64;
@@ -84,18 +87,27 @@ TEST(HttpLimitsTest, AUnaryCallWhoseClientWentAwayStopsAndIsCountedCancelled) {
   shape.intermediate = 256;
   shape.max_positions = 128;
   shape.classifier = true;
+  return shape;
+}
+
+// An Attribute call on the model "ranker" (RankerShape) that computes for many seconds.
+std::string HeavyAttribute() {
+  const nlohmann::json request = {{"model", "ranker"},
+                                  {"text", RandomBertText(RankerShape(), 120)},
+                                  {"methods", {"ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS"}},
+                                  {"integratedGradientsSteps", 1000}};
+  return Post("Attribute", request.dump());
+}
+
+TEST(HttpLimitsTest, AUnaryCallWhoseClientWentAwayStopsAndIsCountedCancelled) {
   TempDir dir;
-  ASSERT_TRUE(WriteRandomBert(shape, dir.path()).ok());
+  ASSERT_TRUE(WriteRandomBert(RankerShape(), dir.path()).ok());
   std::unique_ptr<ServerProcess> server = StartServer({"ranker=" + dir.path()});
   ASSERT_NE(server, nullptr);
 
-  const nlohmann::json request = {{"model", "ranker"},
-                                  {"text", RandomBertText(shape, 120)},
-                                  {"methods", {"ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS"}},
-                                  {"integratedGradientsSteps", 1000}};
   absl::StatusOr<std::unique_ptr<RawConnection>> client = RawConnection::Open(server->http_port());
   ASSERT_TRUE(client.ok()) << client.status();
-  ASSERT_TRUE((*client)->Send(Post("Attribute", request.dump())));
+  ASSERT_TRUE((*client)->Send(HeavyAttribute()));
   absl::SleepFor(absl::Milliseconds(300));
   (*client)->Close();
 
@@ -225,17 +237,19 @@ TEST(HttpLimitsTest, TheKeyIsCheckedBeforeTheBodyIsRead) {
   EXPECT_LT(rss_growth, 8 * kMiB);
 }
 
-// Sends one byte a second on each of `count` connections to `port` until `stop`.
+// Sends `request` on each of `count` connections to `port`, its first `at_once` bytes at once and
+// the others one a second, until destroyed.
 class SlowClients {
  public:
-  SlowClients(int port, int count, const std::string& request) {
+  SlowClients(int port, int count, const std::string& request, size_t at_once = 0) {
     for (int i = 0; i < count; ++i) {
       absl::StatusOr<std::unique_ptr<RawConnection>> connection = RawConnection::Open(port);
       EXPECT_TRUE(connection.ok()) << connection.status();
       if (connection.ok()) connections_.push_back(*std::move(connection));
     }
-    thread_ = std::thread([this, request] {
-      for (size_t at = 0; at < request.size() && !stop_; ++at) {
+    for (auto& connection : connections_) connection->Send(request.substr(0, at_once));
+    thread_ = std::thread([this, request, at_once] {
+      for (size_t at = at_once; at < request.size() && !stop_; ++at) {
         for (auto& connection : connections_) connection->Send(request.substr(at, 1));
         for (int i = 0; i < 10 && !stop_; ++i) absl::SleepFor(absl::Milliseconds(100));
       }
@@ -333,6 +347,175 @@ TEST(HttpLimitsTest, SlowHeadersSlowBodiesAndIdleConnectionsAreCutAtTheirDeadlin
     });
   }
   for (std::thread& thread : threads) thread.join();
+}
+
+// The highest resident memory of process `pid`, sampled every 50 ms from construction to Stop.
+class PeakRss {
+ public:
+  explicit PeakRss(pid_t pid)
+      : thread_([this, pid] {
+          while (!stop_) {
+            peak_ = std::max(peak_.load(), ProcessRssBytes(pid));
+            absl::SleepFor(absl::Milliseconds(50));
+          }
+        }) {}
+  ~PeakRss() { Stop(); }
+  int64_t Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    return peak_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> peak_{0};
+  std::thread thread_;
+};
+
+// Acceptance 3 of issue 24, first half: with the default flags, 64 clients that leave their heavy
+// calls after 0.3 s leave nothing computing a second later, and nothing holding
+// --max_concurrent_requests.
+TEST(HttpLimitsTest, SixtyFourAbandonedHeavyCallsLeaveNoWorkRunning) {
+  TempDir dir;
+  ASSERT_TRUE(WriteRandomBert(RankerShape(), dir.path()).ok());
+  std::unique_ptr<ServerProcess> server = StartServer({"ranker=" + dir.path()});
+  ASSERT_NE(server, nullptr);
+  const int port = server->http_port();
+  const std::string tokenize = Post("Tokenize", R"({"model": "ranker", "text": "paris"})");
+  ASSERT_TRUE(Exchange(port, tokenize).ok());
+  const int64_t rss_idle = ProcessRssBytes(server->pid());
+  PeakRss peak(server->pid());
+
+  constexpr int kClients = 64;
+  const std::string heavy = HeavyAttribute();
+  std::vector<std::unique_ptr<RawConnection>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    absl::StatusOr<std::unique_ptr<RawConnection>> client = RawConnection::Open(port);
+    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_TRUE((*client)->Send(heavy));
+    clients.push_back(*std::move(client));
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  clients.clear();
+  absl::SleepFor(absl::Seconds(1));
+  const double cpu_before = ProcessCpuSeconds(server->pid());
+  absl::SleepFor(absl::Seconds(1));
+  const double cpu_used = ProcessCpuSeconds(server->pid()) - cpu_before;
+  std::cout << "# CPU used in the second that began 1 s after " << kClients
+            << " abandoned calls: " << cpu_used << " s\n";
+  EXPECT_LT(cpu_used, 0.15) << "abandoned calls kept computing\n" << server->Log();
+
+  const absl::Time start = absl::Now();
+  absl::StatusOr<RawResponse> answer = Exchange(port, tokenize);
+  const absl::Duration latency = absl::Now() - start;
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->status, 200) << answer->body;
+  EXPECT_LT(latency, absl::Seconds(1));
+  double cancelled = 0;
+  for (int i = 0; i < 50 && cancelled < kClients; ++i) {
+    cancelled = RequestsCounted(server->metrics_port(), "Attribute", "CANCELLED");
+    if (cancelled < kClients) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(cancelled, kClients);
+  EXPECT_EQ(RequestsCounted(server->metrics_port(), "Attribute", "OK"), 0);
+  const int64_t rss_growth = peak.Stop() - rss_idle;
+  std::cout << "# then a call answered in " << absl::FormatDuration(latency)
+            << "; peak RSS over idle: " << rss_growth / kMiB << " MiB\n";
+  EXPECT_LT(rss_growth, 100 * kMiB);
+}
+
+// Acceptance 3 of issue 24, second half: with the default flags, 64 clients sending their bodies
+// a byte a second, 64 sending 100 MB chunked bodies and 64 sending 1 MB of headers, all at once,
+// while a normal client's calls are answered within a second and the server's memory stays
+// within 100 MB of its idle level.
+TEST(HttpLimitsTest, HostileClientsAtOnceLeaveANormalClientServedAndMemoryBounded) {
+  std::unique_ptr<ServerProcess> server = StartServer({"bert=" + TinyBertDir()});
+  ASSERT_NE(server, nullptr);
+  const int port = server->http_port();
+  const std::string tokenize = Post("Tokenize", R"({"text": "paris"})");
+  ASSERT_TRUE(Exchange(port, tokenize).ok());
+  const int64_t rss_idle = ProcessRssBytes(server->pid());
+  PeakRss peak(server->pid());
+
+  constexpr int kClients = 64;
+  const std::string slow_body = absl::StrCat(R"({"text": ")", std::string(1000, 'a'), R"("})");
+  const std::string slow_request = Post("Tokenize", slow_body);
+  SlowClients slow(port, kClients, slow_request, slow_request.size() - slow_body.size());
+
+  // Refused as too large (413), or as more than the server takes in bodies at once (429).
+  std::atomic<int> bodies_refused{0};
+  std::atomic<int> headers_too_large{0};
+  std::vector<std::thread> hostile;
+  for (int i = 0; i < kClients; ++i) {
+    hostile.emplace_back([&] {
+      absl::StatusOr<std::unique_ptr<RawConnection>> client = RawConnection::Open(port);
+      ASSERT_TRUE(client.ok()) << client.status();
+      (*client)->Send(absl::StrCat("POST ", kPath,
+                                   "Tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                   "Content-Type: application/json\r\n"
+                                   "Transfer-Encoding: chunked\r\n\r\n"));
+      std::thread sender([&] {
+        const std::string chunk = absl::StrCat("100000\r\n", std::string(kMiB, ' '), "\r\n");
+        for (int j = 0; j < 100 && (*client)->Send(chunk); ++j) {
+        }
+      });
+      absl::StatusOr<RawResponse> answer = (*client)->ReadResponse(absl::Seconds(60));
+      sender.join();
+      if (!answer.ok() || (answer->status != 413 && answer->status != 429)) return;
+      EXPECT_EQ(ErrorOf(*answer).value("code", ""), "resource_exhausted") << answer->body;
+      ++bodies_refused;
+    });
+    hostile.emplace_back([&] {
+      std::string headers;
+      for (int j = 0; headers.size() < static_cast<size_t>(kMiB); ++j) {
+        absl::StrAppend(&headers, "X-Padding-", j, ": ", std::string(1000, 'p'), "\r\n");
+      }
+      absl::StatusOr<std::unique_ptr<RawConnection>> client = RawConnection::Open(port);
+      ASSERT_TRUE(client.ok()) << client.status();
+      std::thread sender([&] {
+        (*client)->Send(absl::StrCat("GET ", kPath, "ListModels HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+                                     headers, "\r\n"));
+      });
+      absl::StatusOr<RawResponse> answer = (*client)->ReadResponse(absl::Seconds(60));
+      sender.join();
+      if (answer.ok() && answer->status == 431) ++headers_too_large;
+    });
+  }
+
+  // The normal client calls every 100 ms until the hostile ones are done, and for 5 s at least.
+  std::atomic<bool> hostile_done{false};
+  std::thread waiter([&] {
+    for (std::thread& thread : hostile) thread.join();
+    hostile_done = true;
+  });
+  const absl::Time start = absl::Now();
+  absl::Duration slowest;
+  int calls = 0;
+  while (!hostile_done || absl::Now() - start < absl::Seconds(5)) {
+    const absl::Time sent = absl::Now();
+    absl::StatusOr<RawResponse> answer = Exchange(port, tokenize, absl::Seconds(10));
+    const absl::Duration latency = absl::Now() - sent;
+    if (!answer.ok()) {
+      // Not an ASSERT: the hostile clients' threads are joined below.
+      ADD_FAILURE() << answer.status();
+      break;
+    }
+    EXPECT_EQ(answer->status, 200) << answer->body;
+    slowest = std::max(slowest, latency);
+    ++calls;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  waiter.join();
+  const absl::Duration hostile_time = absl::Now() - start;
+  const int64_t rss_growth = peak.Stop() - rss_idle;
+  std::cout << "# " << kClients << " slow-body, " << kClients << " chunked 100 MB and " << kClients
+            << " 1 MB-header clients over " << absl::FormatDuration(hostile_time) << ": " << calls
+            << " normal calls, the slowest answered in " << absl::FormatDuration(slowest)
+            << "; peak RSS over idle: " << rss_growth / kMiB << " MiB\n";
+  EXPECT_LT(slowest, absl::Seconds(1));
+  EXPECT_LT(rss_growth, 100 * kMiB);
+  EXPECT_EQ(bodies_refused, kClients);
+  EXPECT_EQ(headers_too_large, kClients);
 }
 
 }  // namespace
