@@ -1,7 +1,8 @@
 // The real attnscope-server on broken and hostile checkpoints (those of issue 24 and every input
 // the fuzzers found, fuzz/regressions, as the file it stands for): each is refused within 5 s, with
 // a peak resident memory under 1 GB, a non-zero exit code (never a signal) and one readable line
-// on stderr naming the file and what is wrong with it.
+// on stderr naming the file and what is wrong with it. And a served model is not disturbed when its
+// folder or files are replaced by rename while it runs.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
@@ -356,6 +357,59 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, HostileCheckpointTest, ::testing::ValuesIn
                          [](const ::testing::TestParamInfo<HostileCase>& info) {
                            return info.param.name;
                          });
+
+// Deployments replace a model by rename (a new folder renamed over the old, or new files renamed
+// over the old ones): the running server keeps the files it opened and answers as before.
+TEST(ModelReplacementTest, ByRenameLeavesTheServedModelAlone) {
+  TempDir temp;
+  const std::string dir = temp.path() + "/model";
+  CopyModel("tiny-bert", dir);
+  ServerProcess::Options options;
+  options.models = {"bert=" + dir};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<Client> client = (*server)->NewClient();
+  v1::GetAttentionRequest request;
+  request.set_model("bert");
+  request.set_text("the capital of france is paris");
+  const absl::StatusOr<AttentionResult> before = client->GetAttention(request);
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_FALSE(before->attentions.values.empty());
+
+  // Another checkpoint of other sizes and weights, renamed over model.safetensors and config.json.
+  const std::string other = temp.path() + "/other";
+  BertShape shape;
+  shape.layers = 2;
+  shape.hidden = 64;
+  shape.heads = 2;
+  shape.intermediate = 128;
+  shape.max_positions = 64;
+  std::filesystem::create_directories(other);
+  const absl::Status written = WriteRandomBert(shape, other, /*seed=*/7);
+  ASSERT_TRUE(written.ok()) << written;
+  for (const char* file : {"model.safetensors", "config.json"}) {
+    ASSERT_EQ(std::rename((other + "/" + file).c_str(), (dir + "/" + file).c_str()), 0) << file;
+  }
+  absl::StatusOr<AttentionResult> after = client->GetAttention(request);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->attentions.shape, before->attentions.shape);
+  EXPECT_EQ(after->attentions.values, before->attentions.values);
+
+  // The whole folder renamed away and another renamed in its place.
+  ASSERT_EQ(std::rename(dir.c_str(), (temp.path() + "/old").c_str()), 0);
+  CopyModel("tiny-bert", temp.path() + "/next");
+  Safetensors next = Safetensors::Read(temp.path() + "/next/model.safetensors");
+  next.SetFloat("bert.encoder.layer.0.attention.self.query.weight", 0, 3.0f);
+  next.Write(temp.path() + "/next/model.safetensors");
+  ASSERT_EQ(std::rename((temp.path() + "/next").c_str(), dir.c_str()), 0);
+  after = client->GetAttention(request);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->attentions.values, before->attentions.values);
+  absl::StatusOr<v1::ModelInfo> info = client->GetModelInfo("bert");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->num_hidden_layers(), 3);
+  EXPECT_EQ(info->hidden_size(), 32);
+}
 
 }  // namespace
 }  // namespace attnscope::testing
