@@ -2,7 +2,8 @@
 // special tokens, lower-casing, model_max_length, BOS/EOS and pad ids), on arbitrary bytes. The
 // input is tokenizer_config.json, then optionally a NUL byte and config.json. Both files go next to
 // a vocab.txt (tests/data/tiny-bert's) and next to a tokenizer.model (stories260K's), and each
-// tokenizer that loads encodes a fixed text through the checks of tokenizer_checks.h.
+// tokenizer that loads encodes a fixed text through the checks of tokenizer_checks.h; a refusal is
+// one line of under 1000 bytes.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -66,8 +67,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     auto tokenizer = attnscope::LoadTokenizer(dir.path);
     if (!tokenizer.ok()) {
+      const absl::string_view message = tokenizer.status().message();
       ATTNSCOPE_FUZZ_CHECK(tokenizer.status().code() == absl::StatusCode::kInvalidArgument,
                            tokenizer.status().ToString());
+      ATTNSCOPE_FUZZ_CHECK(message.size() < 1000 && message.find('\n') == absl::string_view::npos,
+                           "refusal: expected one line under 1000 bytes");
       continue;
     }
     ATTNSCOPE_FUZZ_CHECK((*tokenizer)->model_max_length() > 0,

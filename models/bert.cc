@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "models/fused_ops.h"
 #include "models/gemm.h"
+#include "models/model_util.h"
 #include "models/transformer.h"
 
 namespace attnscope {
@@ -196,7 +197,7 @@ void AddNorm(std::vector<TensorSpec>& specs, const std::string& name, int64_t si
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig config,
-                                                                  const Checkpoint& checkpoint) {
+                                                                  Checkpoint& checkpoint) {
   // BertForSequenceClassification and BertForPreTraining checkpoints nest the encoder under
   // "bert."; a saved BertModel does not.
   const std::string prefix =
@@ -204,16 +205,26 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig co
   const bool has_classifier = checkpoint.Contains("classifier.weight");
   const bool has_pooler = checkpoint.Contains(prefix + "pooler.dense.weight") || has_classifier;
   const int64_t hidden = config.hidden_size;
+  // config.json against the file's shapes, before any per-layer work.
+  const std::string embeddings = prefix + "embeddings.word_embeddings.weight";
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckBlockCount(
+      "num_hidden_layers", config.num_hidden_layers, prefix + "encoder.layer."));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckConfigSize("vocab_size", config.vocab_size, embeddings, 0));
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckConfigSize("hidden_size", hidden, embeddings, 1));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckConfigSize("max_position_embeddings", config.max_position_embeddings,
+                                 prefix + "embeddings.position_embeddings.weight", 0));
   int64_t num_labels = 0;
   if (has_classifier) {
-    const torch::Tensor classifier = checkpoint.Get("classifier.weight");
-    num_labels = classifier.defined() && classifier.dim() == 2 ? classifier.size(0) : 0;
+    const std::vector<int64_t> classifier =
+        checkpoint.Shape("classifier.weight").value_or(std::vector<int64_t>());
+    num_labels = classifier.size() == 2 ? classifier[0] : 0;
     if (num_labels <= 0 || (config.num_labels > 0 && config.num_labels != num_labels)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor 'classifier.weight' in '", checkpoint.FileOf("classifier.weight"),
           "': expected shape [num_labels, ", hidden, "] with num_labels = ", config.num_labels,
-          " (config.json id2label), got ",
-          classifier.defined() ? absl::StrJoin(classifier.sizes(), "x") : "an integer tensor"));
+          " (config.json id2label), got [", absl::StrJoin(classifier, ", "), "]"));
     }
     config.num_labels = num_labels;
   } else {
@@ -242,10 +253,12 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig co
   if (has_classifier) AddLinear(specs, "classifier", num_labels, hidden);
   // position_ids is a buffer some checkpoints store; cls.* are the pre-training heads (masked LM,
   // next sentence), which attnscope does not serve.
-  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.Validate(
-      specs, /*ignored_prefixes=*/{prefix + "embeddings.position_ids", "cls."}));
-  return std::unique_ptr<TransformerModel>(
-      new BertModel(std::move(config), checkpoint, prefix, has_pooler, has_classifier));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.Load(specs, /*ignored_prefixes=*/{prefix + "embeddings.position_ids", "cls."}));
+  const Architecture architecture = config.architecture;
+  return BuildModel(architecture, [&] {
+    return new BertModel(std::move(config), checkpoint, prefix, has_pooler, has_classifier);
+  });
 }
 
 }  // namespace attnscope

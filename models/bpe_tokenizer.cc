@@ -190,7 +190,8 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromFiles(
     }
   }
 
-  ATTNSCOPE_ASSIGN_OR_RETURN(std::string vocab_contents, ReadFileToString(vocab_path));
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::string vocab_contents,
+                             ReadFileToString(vocab_path, kMaxTokenizerFileBytes));
   const json vocab = json::parse(vocab_contents, nullptr, /*allow_exceptions=*/false);
   if (vocab.is_discarded() || !vocab.is_object() || vocab.empty()) {
     return VocabError(
@@ -215,7 +216,8 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromFiles(
     token_to_id[token] = id.get<int64_t>();
   }
 
-  ATTNSCOPE_ASSIGN_OR_RETURN(std::string merges_contents, ReadFileToString(merges_path));
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::string merges_contents,
+                             ReadFileToString(merges_path, kMaxTokenizerFileBytes));
   std::vector<absl::string_view> lines = absl::StrSplit(merges_contents, '\n');
   // The newline that ends the last line does not start another.
   if (!lines.empty() && lines.back().empty()) lines.pop_back();

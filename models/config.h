@@ -80,10 +80,15 @@ struct ModelConfig {
 // Parses the text of a config.json. `source` names the file in error messages.
 // InvalidArgument: malformed JSON, a missing or mistyped required field, inconsistent sizes (for
 // example hidden_size not divisible by num_attention_heads), or an unsupported model_type (the
-// message lists the supported ones).
+// message lists the supported ones). Every size is bounded before anything is allocated from it
+// (1 to 1024 layers and heads, up to 2^24 tokens, 2^16 hidden units, 2^18 feed-forward units,
+// 2^20 positions, 4096 per head), every token id lies in [0, vocab_size) or is -1 for none, and
+// the epsilons and the RoPE base are finite and positive (rope_theta at least 1).
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::string_view source);
 
-// Reads and parses `<model_dir>/config.json`. NotFound when the file does not exist.
+// Reads and parses `<model_dir>/config.json`. NotFound when the file does not exist;
+// InvalidArgument, besides ParseModelConfig's, when it is not a regular file of at most
+// kMaxSettingsFileBytes (file_util.h).
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir);
 
 }  // namespace attnscope

@@ -52,13 +52,15 @@ struct DecoderLayer {
   Norm final_norm;
 };
 
-// The sinusoidal table of MarianSinusoidalPositionalEmbedding, [positions, dim]: column i < dim/2
-// is sin(p / 10000^(2i/dim)), column dim/2 + i the cos of the same angle. Computed in double and
-// stored as float32, as transformers does.
-torch::Tensor SinusoidalPositions(int64_t positions, int64_t dim) {
+// Rows first..first+count-1 of the sinusoidal table of MarianSinusoidalPositionalEmbedding,
+// [count, dim]: column i < dim/2 is sin(p / 10000^(2i/dim)), column dim/2 + i the cos of the same
+// angle. Computed in double and stored as float32, as transformers does. Only the rows a pass reads
+// are made: a table of max_position_embeddings rows is what a config.json claiming 10^8 positions
+// turned into 12.8 GB.
+torch::Tensor SinusoidalPositions(int64_t first, int64_t count, int64_t dim) {
   const torch::Tensor exponents =
       torch::arange(dim / 2, torch::kFloat64).mul(2.0 / static_cast<double>(dim));
-  const torch::Tensor angles = torch::arange(positions, torch::kFloat64).unsqueeze(1) /
+  const torch::Tensor angles = torch::arange(first, first + count, torch::kFloat64).unsqueeze(1) /
                                torch::pow(10000.0, exponents).unsqueeze(0);
   return torch::cat({angles.sin(), angles.cos()}, 1).to(torch::kFloat32);
 }
@@ -87,9 +89,6 @@ class EncoderDecoderModel : public TransformerModel {
       decoder_positions_ = get("model.decoder.embed_positions.weight");
       encoder_embedding_norm_ = norm("model.encoder.layernorm_embedding");
       decoder_embedding_norm_ = norm("model.decoder.layernorm_embedding");
-    } else {
-      encoder_positions_ = decoder_positions_ =
-          SinusoidalPositions(cfg.max_position_embeddings, cfg.hidden_size);
     }
     for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
       const std::string p = absl::StrCat("model.encoder.layers.", i, ".");
@@ -119,13 +118,15 @@ class EncoderDecoderModel : public TransformerModel {
   }
 
   // Token embeddings (scaled with scale_embedding) plus positions past.., then BART's LayerNorm.
+  // `positions` is BART's learned table; Marian's sinusoidal rows are computed.
   torch::Tensor Embed(const torch::Tensor& ids, const torch::Tensor& positions,
                       const Norm& embedding_norm, int64_t past = 0) const {
     const double scale =
         config().scale_embedding ? std::sqrt(static_cast<double>(config().hidden_size)) : 1.0;
-    const int64_t offset = (bart_ ? kBartPositionOffset : 0) + past;
-    const torch::Tensor embedded = torch::embedding(shared_, ids).mul(scale) +
-                                   positions.narrow(0, offset, ids.size(1)).unsqueeze(0);
+    const int64_t length = ids.size(1);
+    const torch::Tensor rows = bart_ ? positions.narrow(0, kBartPositionOffset + past, length)
+                                     : SinusoidalPositions(past, length, config().hidden_size);
+    const torch::Tensor embedded = torch::embedding(shared_, ids).mul(scale) + rows.unsqueeze(0);
     return bart_ ? LayerNorm(embedded, embedding_norm) : embedded;
   }
 
@@ -281,7 +282,7 @@ class EncoderDecoderModel : public TransformerModel {
   bool bart_ = false;
   torch::Tensor shared_;
   torch::Tensor final_logits_bias_;
-  torch::Tensor encoder_positions_, decoder_positions_;
+  torch::Tensor encoder_positions_, decoder_positions_;  // BART's learned tables
   Norm encoder_embedding_norm_, decoder_embedding_norm_;
   std::vector<EncoderLayer> encoder_layers_;
   std::vector<DecoderLayer> decoder_layers_;
@@ -290,9 +291,23 @@ class EncoderDecoderModel : public TransformerModel {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateEncoderDecoderModel(
-    ModelConfig config, const Checkpoint& checkpoint) {
+    ModelConfig config, Checkpoint& checkpoint) {
   const int64_t hidden = config.hidden_size;
   const bool bart = config.architecture == Architecture::kBart;
+  // config.json against the file's shapes, before any per-layer work.
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckBlockCount("encoder_layers", config.num_hidden_layers,
+                                                       "model.encoder.layers."));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckBlockCount("decoder_layers", config.decoder_layers, "model.decoder.layers."));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckConfigSize("vocab_size", config.vocab_size, "model.shared.weight", 0));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckConfigSize("d_model", hidden, "model.shared.weight", 1));
+  if (bart) {
+    ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckConfigSize(
+        "max_position_embeddings", config.max_position_embeddings,
+        "model.encoder.embed_positions.weight", 0, /*offset=*/kBartPositionOffset));
+  }
   std::vector<TensorSpec> specs;
   auto linear = [&](const std::string& prefix, int64_t out, int64_t in) {
     specs.push_back({prefix + ".weight", {out, in}});
@@ -342,8 +357,10 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateEncoderDecoderModel(
     ignored.push_back("model.encoder.embed_positions.");
     ignored.push_back("model.decoder.embed_positions.");
   }
-  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.Validate(specs, ignored));
-  return std::unique_ptr<TransformerModel>(new EncoderDecoderModel(std::move(config), checkpoint));
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.Load(specs, ignored));
+  const Architecture architecture = config.architecture;
+  return BuildModel(architecture,
+                    [&] { return new EncoderDecoderModel(std::move(config), checkpoint); });
 }
 
 }  // namespace attnscope

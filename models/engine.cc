@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "models/file_util.h"
+#include "models/json_util.h"
 #include "models/unicode.h"
 
 namespace attnscope {
@@ -21,8 +22,45 @@ namespace {
 
 std::string_view ToStd(absl::string_view text) { return {text.data(), text.size()}; }
 
+// The longest load error: the server prints it as one line on stderr. The loaders bound what they
+// quote from files; this is the last guard, so that no file can make the line megabytes long.
+constexpr size_t kMaxLoadErrorBytes = 4096;
+
 absl::Status Prefixed(absl::string_view model, const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat("model '", model, "': ", status.message()));
+  return absl::Status(
+      status.code(),
+      Excerpt(absl::StrCat("model '", model, "': ", status.message()), kMaxLoadErrorBytes));
+}
+
+// Every id the tokenizer can produce must be a row of the model's embedding matrix; an id beyond it
+// otherwise made each request that met the token fail (or, for padding, every batched request).
+absl::Status CheckTokenizerFits(const Tokenizer& tokenizer, const ModelConfig& config,
+                                const std::string& model_dir) {
+  const int64_t rows = config.vocab_size;
+  const std::string where = absl::StrCat("tokenizer files in '", model_dir, "'");
+  const std::string fix = absl::StrCat(
+      "; the tokenizer files must come from the same checkpoint as the weights, whose embedding "
+      "matrix has ",
+      rows, " rows (config.json 'vocab_size')");
+  if (tokenizer.vocab_size() > rows) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": expected at most ", rows,
+                                                   " tokens, got ", tokenizer.vocab_size(), fix));
+  }
+  if (tokenizer.pad_token_id() >= rows) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": pad token id: expected below ", rows,
+                                                   ", got ", tokenizer.pad_token_id(), fix));
+  }
+  for (const auto* pieces :
+       {&tokenizer.post_processor().single, &tokenizer.post_processor().pair}) {
+    for (const TemplatePiece& piece : *pieces) {
+      if (piece.kind == TemplatePiece::Kind::kSpecial && (piece.id < 0 || piece.id >= rows)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": special token '", Excerpt(piece.token),
+                         "': expected an id in [0, ", rows, "), got ", piece.id, fix));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 // The files Checkpoint::Open reads, in its order of preference: model.safetensors, the shards of a
@@ -92,6 +130,11 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Create(const Options& 
       LoadTransformerModel(ModelOptions{options.model_dir});
   if (!model.ok()) return Prefixed(options.name, model.status());
   loaded->model_ = *std::move(model);
+  if (absl::Status fits =
+          CheckTokenizerFits(*loaded->tokenizer_, loaded->model_->config(), options.model_dir);
+      !fits.ok()) {
+    return Prefixed(options.name, fits);
+  }
   const int64_t model_max = loaded->model_->max_positions();
   loaded->max_tokens_ =
       options.max_tokens > 0 ? std::min(options.max_tokens, model_max) : model_max;
@@ -112,8 +155,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Create(const Options& 
   warm_up.output_attention_scores = true;
   absl::StatusOr<BatchOutput> warm_up_output = loaded->Run({*std::move(warm_up_input)}, warm_up);
   if (!warm_up_output.ok()) {
-    return absl::InternalError(absl::StrCat(
-        "model '", options.name, "': warm-up pass failed: ", warm_up_output.status().message()));
+    return Prefixed(options.name, absl::InternalError(absl::StrCat(
+                                      "warm-up pass failed: ", warm_up_output.status().message())));
   }
   loaded->load_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,6 +1,10 @@
-// A guard for JSON documents read from outside (request bodies, checkpoint and tokenizer files).
+// Guards for JSON documents read from outside (request bodies, checkpoint and tokenizer files):
+// their depth, and how much of them an error message may quote.
 #ifndef ATTNSCOPE_MODELS_JSON_UTIL_H_
 #define ATTNSCOPE_MODELS_JSON_UTIL_H_
+
+#include <cstddef>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -19,6 +23,14 @@ inline constexpr int kMaxJsonDepth = 100;
 // (fuzz/regressions/*/deep_nesting). Call this right after parsing, before the document is dumped
 // or copied. The depth is counted without recursion.
 absl::Status CheckJsonDepth(const nlohmann::json& json, absl::string_view what);
+
+// `text` as an error message may quote it: at most `max_bytes` bytes (cut on a UTF-8 character
+// boundary, "..." after the cut) with control characters escaped (a newline becomes \n), so that
+// a message quoting a hostile file stays one readable line, never megabytes.
+std::string Excerpt(absl::string_view text, size_t max_bytes = 80);
+
+// Excerpt of `value`'s JSON text. Invalid UTF-8 in strings is replaced, never thrown about.
+std::string JsonExcerpt(const nlohmann::json& value, size_t max_bytes = 80);
 
 }  // namespace attnscope
 

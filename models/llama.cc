@@ -152,8 +152,15 @@ class LlamaModel : public TransformerModel {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateLlamaModel(ModelConfig config,
-                                                                   const Checkpoint& checkpoint) {
+                                                                   Checkpoint& checkpoint) {
   const int64_t hidden = config.hidden_size;
+  // config.json against the file's shapes, before any per-layer work.
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckBlockCount("num_hidden_layers", config.num_hidden_layers, "model.layers."));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckConfigSize("vocab_size", config.vocab_size, "model.embed_tokens.weight", 0));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckConfigSize("hidden_size", hidden, "model.embed_tokens.weight", 1));
   const int64_t q_size = config.num_attention_heads * config.head_dim;
   const int64_t kv_size = config.num_key_value_heads * config.head_dim;
   const int64_t inner = config.intermediate_size;
@@ -183,10 +190,11 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateLlamaModel(ModelConfig c
         "': tensor 'lm_head.weight': expected (config.json has tie_word_embeddings false), got "
         "nothing"));
   }
-  ATTNSCOPE_RETURN_IF_ERROR(
-      checkpoint.Validate(specs, /*ignored_prefixes=*/{".rotary_emb.inv_freq"}));
-  return std::unique_ptr<TransformerModel>(
-      new LlamaModel(std::move(config), checkpoint, separate_lm_head));
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.Load(specs, /*ignored_prefixes=*/{".rotary_emb.inv_freq"}));
+  const Architecture architecture = config.architecture;
+  return BuildModel(architecture, [&] {
+    return new LlamaModel(std::move(config), checkpoint, separate_lm_head);
+  });
 }
 
 }  // namespace attnscope

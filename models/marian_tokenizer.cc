@@ -63,7 +63,9 @@ std::string StripWhitespace(std::string text) {
 
 absl::StatusOr<std::unique_ptr<sentencepiece_bridge::Processor>> LoadModel(
     const std::string& path) {
-  if (!FileExists(path)) {
+  // SentencePiece reads the file itself: only a regular file of bounded size is handed to it.
+  if (absl::Status file = CheckRegularFile(path, kMaxTokenizerFileBytes); !file.ok()) {
+    if (!absl::IsNotFound(file)) return file;
     return absl::NotFoundError(absl::StrCat("Marian SentencePiece model '", path,
                                             "': expected a file, got nothing there"));
   }
@@ -90,11 +92,13 @@ absl::StatusOr<std::unique_ptr<MarianTokenizer>> MarianTokenizer::Load(
   ATTNSCOPE_ASSIGN_OR_RETURN(auto target, LoadModel(JoinPath(model_dir, "target.spm")));
 
   const std::string vocab_path = JoinPath(model_dir, "vocab.json");
-  if (!FileExists(vocab_path)) {
+  if (absl::Status file = CheckRegularFile(vocab_path, kMaxTokenizerFileBytes); !file.ok()) {
+    if (!absl::IsNotFound(file)) return file;
     return absl::NotFoundError(
         absl::StrCat("vocab.json '", vocab_path, "': expected a file, got nothing there"));
   }
-  ATTNSCOPE_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(vocab_path));
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::string contents,
+                             ReadFileToString(vocab_path, kMaxTokenizerFileBytes));
   const json vocab = json::parse(contents, nullptr, /*allow_exceptions=*/false);
   if (vocab.is_discarded() || !vocab.is_object() || vocab.empty()) {
     return absl::InvalidArgumentError(

@@ -1,5 +1,10 @@
 #include "models/model_util.h"
 
+#include <new>
+
+#include "absl/strings/str_cat.h"
+#include "models/json_util.h"
+
 namespace attnscope {
 
 torch::Tensor PaddingMask(const torch::Tensor& attention_mask) {
@@ -28,6 +33,25 @@ std::pair<torch::Tensor, torch::Tensor> AppendToCache(KvCache* cache, size_t lay
     cache->values.push_back(std::move(value));
   }
   return {cache->keys[layer], cache->values[layer]};
+}
+
+absl::StatusOr<std::unique_ptr<TransformerModel>> BuildModel(
+    Architecture architecture, const std::function<TransformerModel*()>& make) {
+  try {
+    return std::unique_ptr<TransformerModel>(make());
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat("building the ",
+                                                     ArchitectureName(architecture),
+                                                     " model: out of memory; give the server "
+                                                     "more memory or serve a smaller checkpoint"));
+  } catch (const c10::Error& error) {
+    return absl::InternalError(
+        absl::StrCat("building the ", ArchitectureName(architecture),
+                     " model: ", Excerpt(error.what_without_backtrace(), 300)));
+  } catch (const std::exception& error) {
+    return absl::InternalError(absl::StrCat("building the ", ArchitectureName(architecture),
+                                            " model: ", Excerpt(error.what(), 300)));
+  }
 }
 
 }  // namespace attnscope

@@ -1,10 +1,13 @@
-// Pieces the transformer implementations (llama.cc, encoder_decoder.cc, t5.cc) share: the boolean
-// attention masks their softmax reads (true = the key is visible; a hidden key's score is set to
-// the lowest float, so its probability is exactly 0) and the KV cache's growth.
+// Pieces the transformer implementations (bert.cc, llama.cc, encoder_decoder.cc, t5.cc) share: the
+// boolean attention masks their softmax reads (true = the key is visible; a hidden key's score is
+// set to the lowest float, so its probability is exactly 0), the KV cache's growth, and the guard
+// around building a model.
 #ifndef ATTNSCOPE_MODELS_MODEL_UTIL_H_
 #define ATTNSCOPE_MODELS_MODEL_UTIL_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <utility>
 
 #include "models/transformer.h"
@@ -27,6 +30,12 @@ torch::Tensor CachedCausalMask(int64_t past, int64_t length);
 // of every position so far, [B, N, past + T, head_dim].
 std::pair<torch::Tensor, torch::Tensor> AppendToCache(KvCache* cache, size_t layer,
                                                       torch::Tensor key, torch::Tensor value);
+
+// Runs `make` (an architecture's constructor, which calls LibTorch on checked weights) and owns
+// what it returns; no exception leaves it. ResourceExhausted when an allocation fails, Internal for
+// any other LibTorch error (a bug: the checks before it should have refused the checkpoint).
+absl::StatusOr<std::unique_ptr<TransformerModel>> BuildModel(
+    Architecture architecture, const std::function<TransformerModel*()>& make);
 
 }  // namespace attnscope
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "models/file_util.h"
 #include "models/json_util.h"
 #include "nlohmann/json.hpp"
 
@@ -21,8 +22,10 @@ namespace {
 
 using Json = nlohmann::json;
 
-// The reference implementation refuses headers above 100 MB; so do we, before allocating.
-constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+// The reference implementation refuses headers above 100 MB. nlohmann's document of a header takes
+// about ten times its text, so this reader stops at 16 MB, before parsing: the headers of real
+// checkpoints are under 1 MB (about 100 bytes a tensor).
+constexpr uint64_t kMaxHeaderBytes = 16ull << 20;
 
 struct DtypeInfo {
   const char* name;
@@ -48,46 +51,46 @@ absl::Status Invalid(const std::string& path, absl::string_view detail) {
 
 absl::Status TensorError(const std::string& path, const std::string& tensor, absl::string_view what,
                          absl::string_view expected, absl::string_view got) {
-  return Invalid(
-      path, absl::StrCat("tensor '", tensor, "': ", what, ": expected ", expected, ", got ", got));
+  return Invalid(path, absl::StrCat("tensor '", Excerpt(tensor, 120), "': ", what, ": expected ",
+                                    expected, ", got ", got));
 }
 
 // Validates one header entry against the data area of `data_size` bytes.
 absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& path, const std::string& name,
                                             const Json& value, uint64_t data_size) {
   if (!value.is_object()) {
-    return TensorError(path, name, "header entry", "an object", value.dump());
+    return TensorError(path, name, "header entry", "an object", JsonExcerpt(value));
   }
   SafetensorsEntry entry;
   entry.name = name;
   auto dtype = value.find("dtype");
   if (dtype == value.end() || !dtype->is_string()) {
     return TensorError(path, name, "dtype", "a string",
-                       dtype == value.end() ? "nothing" : dtype->dump());
+                       dtype == value.end() ? "nothing" : JsonExcerpt(*dtype));
   }
   entry.dtype = dtype->get<std::string>();
   const DtypeInfo* info = FindDtype(entry.dtype);
   if (info == nullptr) {
     return TensorError(path, name, "dtype", "one of F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL",
-                       entry.dtype);
+                       Excerpt(entry.dtype));
   }
   auto shape = value.find("shape");
   if (shape == value.end() || !shape->is_array()) {
     return TensorError(path, name, "shape", "an array of sizes",
-                       shape == value.end() ? "nothing" : shape->dump());
+                       shape == value.end() ? "nothing" : JsonExcerpt(*shape));
   }
   uint64_t elements = 1;
   for (const Json& dim : *shape) {
     if (!dim.is_number_unsigned()) {
-      return TensorError(path, name, "shape", "non-negative integer sizes", shape->dump());
+      return TensorError(path, name, "shape", "non-negative integer sizes", JsonExcerpt(*shape));
     }
     const uint64_t size = dim.get<uint64_t>();
     // Sizes become int64_t; the product check alone lets one through after a zero size.
     if (size > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return TensorError(path, name, "shape", "sizes below 2^63", shape->dump());
+      return TensorError(path, name, "shape", "sizes below 2^63", JsonExcerpt(*shape));
     }
     if (size != 0 && elements > std::numeric_limits<uint64_t>::max() / size / info->item_size) {
-      return TensorError(path, name, "shape", "a size that fits in memory", shape->dump());
+      return TensorError(path, name, "shape", "a size that fits in memory", JsonExcerpt(*shape));
     }
     elements *= size;
     entry.shape.push_back(static_cast<int64_t>(size));
@@ -96,19 +99,19 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& path, const std::
   if (offsets == value.end() || !offsets->is_array() || offsets->size() != 2 ||
       !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned()) {
     return TensorError(path, name, "data_offsets", "[begin, end]",
-                       offsets == value.end() ? "nothing" : offsets->dump());
+                       offsets == value.end() ? "nothing" : JsonExcerpt(*offsets));
   }
   entry.begin = (*offsets)[0].get<uint64_t>();
   entry.end = (*offsets)[1].get<uint64_t>();
   if (entry.begin > entry.end || entry.end > data_size) {
     return TensorError(path, name, "data_offsets",
                        absl::StrCat("begin <= end <= ", data_size, " (the data area size)"),
-                       offsets->dump());
+                       JsonExcerpt(*offsets));
   }
   const uint64_t expected_bytes = elements * info->item_size;
   if (entry.end - entry.begin != expected_bytes) {
     return TensorError(path, name, "data size",
-                       absl::StrCat(expected_bytes, " bytes (shape ", shape->dump(), " x ",
+                       absl::StrCat(expected_bytes, " bytes (shape ", JsonExcerpt(*shape), " x ",
                                     info->item_size, " bytes of ", entry.dtype, ")"),
                        absl::StrCat(entry.end - entry.begin, " bytes"));
   }
@@ -139,7 +142,11 @@ SafetensorsFile::SafetensorsFile(std::string path, std::shared_ptr<Mapping> mapp
 SafetensorsFile::~SafetensorsFile() = default;
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // stat before open: opening a FIFO for reading blocks until a writer comes. The file is mapped,
+  // never read whole, so its size needs no bound here.
+  ATTNSCOPE_RETURN_IF_ERROR(CheckRegularFile(path, std::numeric_limits<uint64_t>::max()));
+  // O_NONBLOCK and a second check on the open file: it may have been swapped in between.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) {
       return absl::NotFoundError(absl::StrCat("safetensors file '", path, "': does not exist"));
@@ -197,8 +204,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
       if (!value.is_object()) return Invalid(path, "__metadata__: expected an object of strings");
       for (const auto& [key, text] : value.items()) {
         if (!text.is_string()) {
-          return Invalid(
-              path, absl::StrCat("__metadata__ '", key, "': expected a string, got ", text.dump()));
+          return Invalid(path, absl::StrCat("__metadata__ '", Excerpt(key),
+                                            "': expected a string, got ", JsonExcerpt(text)));
         }
         metadata[key] = text.get<std::string>();
       }
@@ -215,8 +222,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
 absl::StatusOr<torch::Tensor> SafetensorsFile::LoadFloat(const std::string& name) const {
   auto it = index_.find(name);
   if (it == index_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("safetensors file '", path_, "': tensor '", name, "': not in the file"));
+    return absl::NotFoundError(absl::StrCat("safetensors file '", path_, "': tensor '",
+                                            Excerpt(name, 120), "': not in the file"));
   }
   const SafetensorsEntry& entry = entries_[it->second];
   torch::ScalarType type;
@@ -246,8 +253,14 @@ absl::StatusOr<torch::Tensor> SafetensorsFile::LoadFloat(const std::string& name
     // read unaligned floats.
     return view.to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true);
   } catch (const c10::Error& error) {
-    return absl::InternalError(absl::StrCat("safetensors file '", path_, "': tensor '", name,
-                                            "': ", error.what_without_backtrace()));
+    return absl::InternalError(absl::StrCat("safetensors file '", path_, "': tensor '",
+                                            Excerpt(name, 120),
+                                            "': ", Excerpt(error.what_without_backtrace(), 200)));
+  } catch (const std::exception& error) {
+    // std::bad_alloc converting a large half-precision tensor.
+    return absl::ResourceExhaustedError(
+        absl::StrCat("safetensors file '", path_, "': tensor '", Excerpt(name, 120),
+                     "': cannot convert it: ", Excerpt(error.what(), 200)));
   }
 }
 

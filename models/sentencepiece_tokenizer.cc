@@ -34,7 +34,9 @@ absl::StatusOr<int64_t> ResolveId(std::optional<int64_t> configured, int model_i
 
 absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::Load(
     const std::string& model_path, const SentencePieceOptions& options) {
-  if (!FileExists(model_path)) {
+  // SentencePiece reads the file itself: only a regular file of bounded size is handed to it.
+  if (absl::Status file = CheckRegularFile(model_path, kMaxTokenizerFileBytes); !file.ok()) {
+    if (!absl::IsNotFound(file)) return file;
     return absl::NotFoundError(
         absl::StrCat("tokenizer.model '", model_path, "': expected a file, got nothing there"));
   }

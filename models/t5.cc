@@ -325,8 +325,16 @@ class T5Model : public TransformerModel {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateT5Model(ModelConfig config,
-                                                                const Checkpoint& checkpoint) {
+                                                                Checkpoint& checkpoint) {
   const int64_t hidden = config.hidden_size;
+  // config.json against the file's shapes, before any per-layer work.
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckBlockCount("num_layers", config.num_hidden_layers, "encoder.block."));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckBlockCount("num_decoder_layers", config.decoder_layers, "decoder.block."));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckConfigSize("vocab_size", config.vocab_size, "shared.weight", 0));
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckConfigSize("d_model", hidden, "shared.weight", 1));
   const int64_t inner = config.num_attention_heads * config.head_dim;
   const int64_t ff = config.intermediate_size;
   std::vector<TensorSpec> specs;
@@ -378,8 +386,9 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateT5Model(ModelConfig conf
       "encoder.embed_tokens.", "decoder.embed_tokens.",
       "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias."};
   if (config.tie_word_embeddings) ignored.push_back("lm_head.");
-  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.Validate(specs, ignored));
-  return std::unique_ptr<TransformerModel>(new T5Model(std::move(config), checkpoint));
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.Load(specs, ignored));
+  const Architecture architecture = config.architecture;
+  return BuildModel(architecture, [&] { return new T5Model(std::move(config), checkpoint); });
 }
 
 }  // namespace attnscope

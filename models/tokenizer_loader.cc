@@ -33,9 +33,11 @@ bool IsDirectory(const std::string& path) {
 }
 
 // The parsed file, or null when it does not exist (these files are all optional).
-absl::StatusOr<json> ReadOptionalJson(const std::string& path, const std::string& what) {
-  if (!FileExists(path)) return json();
-  ATTNSCOPE_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(path));
+absl::StatusOr<json> ReadOptionalJson(const std::string& path, const std::string& what,
+                                      uint64_t max_bytes) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool exists, OptionalFileExists(path));
+  if (!exists) return json();
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(path, max_bytes));
   json parsed = json::parse(contents, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded() || !parsed.is_object()) {
     return absl::InvalidArgumentError(
@@ -49,7 +51,7 @@ absl::Status FieldError(const std::string& what, const std::string& path, const 
                         const std::string& expected, const json& got) {
   return absl::InvalidArgumentError(absl::StrCat(what, " '", path, "': field '", field,
                                                  "': expected ", expected, ", got ",
-                                                 got.dump().substr(0, 200)));
+                                                 JsonExcerpt(got, 200)));
 }
 
 absl::Status ReadBool(const json& object, const std::string& key, const std::string& what,
@@ -173,17 +175,25 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
   }
   const std::string tokenizer_config_path = JoinPath(model_dir, "tokenizer_config.json");
   const std::string config_path = JoinPath(model_dir, "config.json");
-  ATTNSCOPE_ASSIGN_OR_RETURN(json tokenizer_config,
-                             ReadOptionalJson(tokenizer_config_path, "tokenizer_config.json"));
-  ATTNSCOPE_ASSIGN_OR_RETURN(json config, ReadOptionalJson(config_path, "config.json"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      json tokenizer_config,
+      ReadOptionalJson(tokenizer_config_path, "tokenizer_config.json", kMaxSettingsFileBytes));
+  ATTNSCOPE_ASSIGN_OR_RETURN(json config,
+                             ReadOptionalJson(config_path, "config.json", kMaxSettingsFileBytes));
+  // Each tokenizer file that is there but not a regular file is an error, never taken for absent.
+  const auto exists = [&](const char* name) {
+    return OptionalFileExists(JoinPath(model_dir, name));
+  };
   const int64_t model_max_length = ModelMaxLength(tokenizer_config, config);
 
   // A tokenizer.json of another model type (BPE, Unigram) is skipped in favour of the files below;
   // its error is reported only when nothing else is there.
   absl::Status unsupported_json = absl::OkStatus();
   const std::string json_path = JoinPath(model_dir, "tokenizer.json");
-  if (FileExists(json_path)) {
-    ATTNSCOPE_ASSIGN_OR_RETURN(json tokenizer_json, ReadOptionalJson(json_path, "tokenizer.json"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool has_json, exists("tokenizer.json"));
+  if (has_json) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        json tokenizer_json, ReadOptionalJson(json_path, "tokenizer.json", kMaxTokenizerFileBytes));
     const json model = tokenizer_json.value("model", json());
     const json type = model.is_object() ? model.value("type", json()) : json();
     if (type == "WordPiece") {
@@ -196,8 +206,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
                    "\"WordPiece\" (or a vocab.txt or tokenizer.model beside it)", type);
   }
 
-  if (FileExists(JoinPath(model_dir, "source.spm")) ||
-      FileExists(JoinPath(model_dir, "target.spm"))) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool has_source_spm, exists("source.spm"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool has_target_spm, exists("target.spm"));
+  if (has_source_spm || has_target_spm) {
     MarianTokenizerOptions options;
     ATTNSCOPE_RETURN_IF_ERROR(
         ReadTokenName(tokenizer_config, "eos_token", tokenizer_config_path, &options.eos_token));
@@ -221,7 +232,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
 
   // T5's spiece.model (T5Tokenizer): after Marian's files, before the BPE and WordPiece ones.
   const std::string spiece_path = JoinPath(model_dir, "spiece.model");
-  if (FileExists(spiece_path)) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool has_spiece, exists("spiece.model"));
+  if (has_spiece) {
     T5TokenizerOptions options;
     options.model_max_length = model_max_length;
     if (tokenizer_config.is_object() && tokenizer_config.contains("extra_ids") &&
@@ -239,7 +251,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
 
   const std::string bpe_vocab_path = JoinPath(model_dir, "vocab.json");
   const std::string merges_path = JoinPath(model_dir, "merges.txt");
-  if (FileExists(bpe_vocab_path) && FileExists(merges_path)) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool has_bpe_vocab, exists("vocab.json"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool has_merges, exists("merges.txt"));
+  if (has_bpe_vocab && has_merges) {
     BpeOptions options;
     for (const auto& [key, name] :
          {std::pair<const char*, std::string*>{"bos_token", &options.bos_token},
@@ -268,7 +282,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
   }
 
   const std::string vocab_path = JoinPath(model_dir, "vocab.txt");
-  if (FileExists(vocab_path)) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool has_vocab_txt, exists("vocab.txt"));
+  if (has_vocab_txt) {
     ATTNSCOPE_ASSIGN_OR_RETURN(WordPieceOptions options,
                                WordPieceOptionsFromConfig(tokenizer_config, tokenizer_config_path));
     options.model_max_length = model_max_length;
@@ -278,7 +293,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
   }
 
   const std::string sp_path = JoinPath(model_dir, "tokenizer.model");
-  if (FileExists(sp_path)) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool has_sp_model, exists("tokenizer.model"));
+  if (has_sp_model) {
     SentencePieceOptions options;
     options.model_max_length = model_max_length;
     ATTNSCOPE_RETURN_IF_ERROR(ReadBool(tokenizer_config, "add_bos_token", "tokenizer_config.json",

@@ -193,18 +193,23 @@ struct ModelOptions {
 // Loads config.json and the weights of options.model_dir, validates every tensor against the
 // architecture and builds the model. Also measures the BLAS speed once per process (see
 // blas_check.h) and sets the intra-op thread count. NotFound / InvalidArgument as Checkpoint::Open,
-// ParseModelConfig and Checkpoint::Validate.
+// LoadModelConfig and the Create functions below; no exception leaves it.
 absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(const ModelOptions& options);
 
-// Architecture-specific constructors, used by LoadTransformerModel.
+// Architecture-specific constructors, used by LoadTransformerModel. Each checks config.json's
+// layer counts and sizes against the tensors' shapes in the checkpoint's headers, then loads the
+// tensors it uses (Checkpoint::Load: converted once, checked finite) and builds the model.
+// InvalidArgument: config.json and the weights disagree (naming the field, the tensor and the
+// file), a tensor is missing, mis-shaped or unexpected, or holds NaN or infinite values.
+// ResourceExhausted: memory ran out while building.
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig config,
-                                                                  const Checkpoint& checkpoint);
+                                                                  Checkpoint& checkpoint);
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateLlamaModel(ModelConfig config,
-                                                                   const Checkpoint& checkpoint);
-absl::StatusOr<std::unique_ptr<TransformerModel>> CreateEncoderDecoderModel(
-    ModelConfig config, const Checkpoint& checkpoint);
+                                                                   Checkpoint& checkpoint);
+absl::StatusOr<std::unique_ptr<TransformerModel>> CreateEncoderDecoderModel(ModelConfig config,
+                                                                            Checkpoint& checkpoint);
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateT5Model(ModelConfig config,
-                                                                const Checkpoint& checkpoint);
+                                                                Checkpoint& checkpoint);
 
 }  // namespace attnscope
 

@@ -394,7 +394,8 @@ WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> id_to_token,
 
 absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromVocabFile(
     const std::string& vocab_path, WordPieceOptions options) {
-  ATTNSCOPE_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(vocab_path));
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::string contents,
+                             ReadFileToString(vocab_path, kMaxTokenizerFileBytes));
   std::vector<std::string> vocab = absl::StrSplit(contents, '\n');
   // A final newline ends the last line rather than starting an empty one.
   if (!vocab.empty() && vocab.back().empty()) vocab.pop_back();
@@ -416,7 +417,7 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromVoca
 
 absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromTokenizerJson(
     const std::string& path, int64_t model_max_length) {
-  ATTNSCOPE_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(path));
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(path, kMaxTokenizerFileBytes));
   const json root = json::parse(contents, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) {
     return absl::InvalidArgumentError(

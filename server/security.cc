@@ -18,7 +18,7 @@ namespace {
 
 // The file a flag names; errors as ReadFileToString's, with the flag in front.
 absl::StatusOr<std::string> ReadFile(absl::string_view flag, const std::string& path) {
-  absl::StatusOr<std::string> contents = ReadFileToString(path);
+  absl::StatusOr<std::string> contents = ReadFileToString(path, kMaxSettingsFileBytes);
   if (!contents.ok()) {
     return absl::Status(contents.status().code(),
                         absl::StrCat(flag, " ", contents.status().message(),

@@ -149,6 +149,12 @@ class AttributeTest : public ::testing::Test {
     const std::string vocab_path = no_mask_dir_->path() + "/vocab.txt";
     const std::string vocab = ReadFile(vocab_path);
     std::ofstream(vocab_path) << absl::StrReplaceAll(vocab, {{"[MASK]\n", "mask\n"}});
+    // The tokenizer's mask token must be in the vocabulary too: a [MASK] it added after the last
+    // row of the embeddings would make the server refuse the model.
+    const std::string tokenizer_config_path = no_mask_dir_->path() + "/tokenizer_config.json";
+    json tokenizer_config = json::parse(ReadFile(tokenizer_config_path));
+    tokenizer_config["mask_token"] = "mask";
+    std::ofstream(tokenizer_config_path) << tokenizer_config.dump();
 
     ServerProcess::Options options;
     options.models = {"bert=" + TinyBertDir(), "llama=" + Stories260kDir(),

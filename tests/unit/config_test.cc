@@ -1,5 +1,13 @@
 #include "models/config.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <thread>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/engine.h"
@@ -9,6 +17,27 @@ namespace attnscope {
 namespace {
 
 using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+// tiny-bert's config.json with `patch` applied, parsed.
+absl::StatusOr<ModelConfig> ParseBertWith(const Json& patch) {
+  Json config =
+      Json::parse(testing::ReadFileBytes(testing::TestDataDir() + "/tiny-bert/config.json"));
+  for (const auto& [key, value] : patch.items()) config[key] = value;
+  return ParseModelConfig(config.dump(), "dir/config.json");
+}
+
+// The status of `load`, or DeadlineExceeded when it has not returned within 5 s: a read that never
+// ends must fail the test, not hang it. The thread is left behind then.
+absl::Status WithinFiveSeconds(std::function<absl::Status()> load) {
+  auto done = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> result = done->get_future();
+  std::thread([done, load = std::move(load)] { done->set_value(load()); }).detach();
+  if (result.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    return absl::DeadlineExceededError("still loading after 5 s");
+  }
+  return result.get();
+}
 
 TEST(ConfigTest, ReadsStoriesLlamaConfig) {
   auto config = LoadModelConfig(testing::SharedDir() + "/models/stories260K");
@@ -50,7 +79,7 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
       {"{not json", "malformed JSON"},
       {R"({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
            "num_attention_heads": 4, "intermediate_size": 8})",
-       "field 'vocab_size': expected a positive integer, got nothing"},
+       "field 'vocab_size': expected 1 to 16777216, got nothing (field missing)"},
       {R"({"model_type": "bert", "vocab_size": 10, "hidden_size": 30, "num_hidden_layers": 2,
            "num_attention_heads": 4, "intermediate_size": 8})",
        "field 'hidden_size': expected a multiple of num_attention_heads (4), got 30"},
@@ -59,7 +88,7 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
        "field 'num_key_value_heads': expected a positive divisor of num_attention_heads (4), got "
        "3"},
       {R"({"model_type": "bert", "vocab_size": "many", "hidden_size": 32})",
-       "field 'vocab_size': expected an integer, got \"many\""},
+       "field 'vocab_size': expected an integer, 1 to 16777216, got \"many\""},
       {R"({"model_type": "bert", "vocab_size": 10, "hidden_size": 32, "num_hidden_layers": 2,
            "num_attention_heads": 4, "intermediate_size": 8, "hidden_act": "relu"})",
        "field 'hidden_act': expected \"gelu\", got \"relu\""},
@@ -135,14 +164,14 @@ TEST(ConfigTest, RejectsBadT5Configs) {
       {R"("feed_forward_proj": "gated-swish")",
        "field 'feed_forward_proj': expected \"relu\" or \"gated-gelu\", got \"gated-swish\""},
       {R"("feed_forward_proj": 3)", "field 'feed_forward_proj': expected a string, got 3"},
-      {R"("num_decoder_layers": 0)",
-       "field 'num_decoder_layers': expected a positive integer, got 0"},
+      {R"("num_decoder_layers": 0)", "field 'num_decoder_layers': expected 1 to 1024, got 0"},
       {R"("relative_attention_num_buckets": 2)",
-       "field 'relative_attention_num_buckets': expected at least 4"},
+       "field 'relative_attention_num_buckets': expected 4 to 4096, got 2"},
       {R"("relative_attention_num_buckets": 8, "relative_attention_max_distance": 4)",
        "field 'relative_attention_max_distance': expected more than "
        "relative_attention_num_buckets / 2 (4, the exact buckets), got 4"},
-      {R"("layer_norm_epsilon": 0)", "field 'layer_norm_epsilon': expected a positive number"},
+      {R"("layer_norm_epsilon": 0)",
+       "field 'layer_norm_epsilon': expected a finite number > 0, got 0"},
       {R"("tie_word_embeddings": "yes")",
        "field 'tie_word_embeddings': expected true or false, got \"yes\""},
   };
@@ -226,6 +255,170 @@ TEST(ConfigTest, T5IsServed) {
   EXPECT_EQ((*model)->tokenizer().kind(), TokenizerKind::kSentencePiece);
   EXPECT_EQ((*model)->tokenizer().vocab_size(), (*model)->model().config().vocab_size);
   EXPECT_EQ((*model)->tokenizer().pad_token_id(), (*model)->model().config().pad_token_id);
+}
+
+// Every size is bounded before anything is built from it: a config.json claiming 10^9 layers made
+// the server build 10^9 x 16 tensor names (hung, past 5 GB); 10^12 Marian positions aborted it.
+TEST(ConfigTest, RefusesSizesBeyondTheirBounds) {
+  struct Case {
+    Json patch;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{{"num_hidden_layers", 1000000000}},
+       "field 'num_hidden_layers': expected 1 to 1024, got 1000000000"},
+      {{{"num_hidden_layers", 100000}},
+       "field 'num_hidden_layers': expected 1 to 1024, got 100000"},
+      {{{"max_position_embeddings", 10000000000}},
+       "field 'max_position_embeddings': expected 1 to 1048576, got 10000000000"},
+      {{{"vocab_size", 18446744073709551615ull}},
+       "field 'vocab_size': expected 1 to 16777216, got 18446744073709551615"},
+      {{{"vocab_size", -3}}, "field 'vocab_size': expected 1 to 16777216, got -3"},
+      {{{"hidden_size", 1 << 20}}, "field 'hidden_size': expected 1 to 65536, got 1048576"},
+      {{{"num_attention_heads", 4096}},
+       "field 'num_attention_heads': expected 1 to 1024, got 4096"},
+      {{{"intermediate_size", 1e12}},
+       "field 'intermediate_size': expected an integer, 1 to 262144, got 1000000000000.0"},
+      {{{"type_vocab_size", 0}}, "field 'type_vocab_size': expected 1 to 1024, got 0"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.patch.dump());
+    const absl::Status status = ParseBertWith(c.patch).status();
+    ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_EQ(status.message(), "config 'dir/config.json': " + c.message);
+  }
+  auto marian = ParseModelConfig(
+      R"({"model_type": "marian", "vocab_size": 10, "d_model": 8, "encoder_layers": 1,
+          "decoder_layers": 1, "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+          "encoder_ffn_dim": 8, "decoder_ffn_dim": 8, "max_position_embeddings": 1000000000000})",
+      "m/config.json");
+  EXPECT_EQ(marian.status().message(),
+            "config 'm/config.json': field 'max_position_embeddings': expected 1 to 1048576, got "
+            "1000000000000");
+}
+
+TEST(ConfigTest, RefusesTokenIdsOutsideTheVocabulary) {
+  struct Case {
+    Json patch;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{{"pad_token_id", 5000}},
+       "field 'pad_token_id': expected an id in [0, 137) (vocab_size) or -1 for none, got 5000"},
+      {{{"bos_token_id", -2}},
+       "field 'bos_token_id': expected an id in [0, 137) (vocab_size) or -1 for none, got -2"},
+      {{{"eos_token_id", {2, 137}}},
+       "field 'eos_token_id': expected an id in [0, 137) (vocab_size) or -1 for none, got [2,137]"},
+      {{{"eos_token_id", "[SEP]"}},
+       "field 'eos_token_id': expected an id in [0, 137) (vocab_size) or -1 for none, got "
+       "\"[SEP]\""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.patch.dump());
+    const absl::Status status = ParseBertWith(c.patch).status();
+    ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_EQ(status.message(), "config 'dir/config.json': " + c.message);
+  }
+  // Llama 3 lists its end-of-sequence ids; the first is the one kept.
+  auto listed = ParseBertWith({{"eos_token_id", {3, 2}}});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->eos_token_id, 3);
+  auto marian = ParseModelConfig(
+      R"({"model_type": "marian", "vocab_size": 10, "d_model": 8, "encoder_layers": 1,
+          "decoder_layers": 1, "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+          "encoder_ffn_dim": 8, "decoder_ffn_dim": 8, "pad_token_id": 9,
+          "decoder_start_token_id": 10})",
+      "m/config.json");
+  EXPECT_EQ(marian.status().message(),
+            "config 'm/config.json': field 'decoder_start_token_id': expected an id in [0, 10) "
+            "(vocab_size) or -1 for none, got 10");
+}
+
+TEST(ConfigTest, RefusesEpsilonsAndRopeBasesThatAreNotPositive) {
+  const std::string llama =
+      R"("model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+         "num_attention_heads": 2, "intermediate_size": 8)";
+  struct Case {
+    std::string extra;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {R"("rope_theta": 0)", "field 'rope_theta': expected a finite number of at least 1, got 0"},
+      {R"("rope_theta": -10000.0)",
+       "field 'rope_theta': expected a finite number of at least 1, got -10000.0"},
+      {R"("rms_norm_eps": 0.0)", "field 'rms_norm_eps': expected a finite number > 0, got 0.0"},
+      {R"("rms_norm_eps": "1e-5")",
+       "field 'rms_norm_eps': expected a finite number > 0, got \"1e-5\""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.extra);
+    const absl::Status status =
+        ParseModelConfig("{" + llama + ", " + c.extra + "}", "l/config.json").status();
+    ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_EQ(status.message(), "config 'l/config.json': " + c.message);
+  }
+  EXPECT_EQ(ParseBertWith({{"layer_norm_eps", -1e-12}}).status().message(),
+            "config 'dir/config.json': field 'layer_norm_eps': expected a finite number > 0, got "
+            "-1e-12");
+}
+
+// What an error quotes from the file is a short excerpt on one line, never the file's megabytes.
+TEST(ConfigTest, QuotesOnlyAShortExcerptOfWhatItRefuses) {
+  const std::string huge(1 << 20, 'x');
+  for (const Json& patch : {Json{{"hidden_act", huge + "\nsecond line"}},
+                            Json{{"vocab_size", huge}}, Json{{"model_type", huge}}}) {
+    const absl::Status status = ParseBertWith(patch).status();
+    ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_LT(status.message().size(), 400u) << status.message().substr(0, 400);
+    EXPECT_EQ(status.message().find('\n'), absl::string_view::npos);
+  }
+}
+
+// config.json (and the tokenizer files beside it) must be regular files of bounded size: a FIFO
+// hung the load, a symlink to /dev/zero was read without end.
+TEST(ConfigTest, RefusesConfigFilesThatAreNotRegularFiles) {
+  struct Case {
+    std::string name;
+    std::function<void(const std::string& path)> make;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"FIFO", [](const std::string& path) { ASSERT_EQ(mkfifo(path.c_str(), 0600), 0); },
+       "expected a regular file, got a FIFO"},
+      {"symlink to /dev/zero",
+       [](const std::string& path) { ASSERT_EQ(symlink("/dev/zero", path.c_str()), 0); },
+       "expected a regular file, got a character device"},
+      {"directory", [](const std::string& path) { ASSERT_EQ(mkdir(path.c_str(), 0700), 0); },
+       "expected a regular file, got a directory"},
+      {"17 MB file",
+       [](const std::string& path) {
+         testing::WriteFileBytes(path, "{}");
+         ASSERT_EQ(truncate(path.c_str(), 17 << 20), 0);  // sparse: no disk used
+       },
+       "expected at most 16777216 bytes, got 17825792"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string dir = testing::CopyToTempDir(testing::TestDataDir() + "/tiny-bert");
+    const std::string config = dir + "/config.json";
+    std::filesystem::remove(config);
+    c.make(config);
+    const absl::Status status = WithinFiveSeconds([&] { return LoadModelConfig(dir).status(); });
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr("'" + config + "': " + c.message));
+    // The tokenizer files are read the same way.
+    const std::string tokenizer_config = dir + "/tokenizer_config.json";
+    std::filesystem::remove(config);
+    testing::WriteFileBytes(
+        config, testing::ReadFileBytes(testing::TestDataDir() + "/tiny-bert/config.json"));
+    std::filesystem::remove(tokenizer_config);
+    c.make(tokenizer_config);
+    const absl::Status tokenizer = WithinFiveSeconds([&] { return LoadTokenizer(dir).status(); });
+    EXPECT_EQ(tokenizer.code(), absl::StatusCode::kInvalidArgument) << tokenizer;
+    EXPECT_THAT(std::string(tokenizer.message()),
+                HasSubstr("'" + tokenizer_config + "': " + c.message));
+    std::filesystem::remove_all(dir);
+  }
 }
 
 }  // namespace

@@ -2,12 +2,18 @@
 // corrupt or mismatched files that must give a Status error rather than a crash.
 #include "models/safetensors.h"
 
+#include <sys/stat.h>
 #include <torch/types.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/checkpoint.h"
@@ -147,6 +153,39 @@ TEST_F(SafetensorsTest, RejectsCorruptFiles) {
   }
   EXPECT_EQ(SafetensorsFile::Open(dir_ + "/absent.safetensors").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// A header above 16 MB is refused before it is parsed: nlohmann's document of it takes about ten
+// times its text.
+TEST_F(SafetensorsTest, RefusesHeadersAboveSixteenMegabytes) {
+  // Well-formed JSON, 70,000 empty tensors with long names.
+  std::string text = "{";
+  for (int i = 0; text.size() <= (16u << 20); ++i) {
+    text += absl::StrCat(i == 0 ? "" : ",", "\"t", i, std::string(200, 'x'),
+                         "\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}");
+  }
+  text += "}";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  const absl::Status status = OpenStatus(bytes + text);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("header length: expected at most 16777216 bytes"));
+}
+
+// Opening a FIFO for reading waits for a writer: the file is checked before it is opened.
+TEST_F(SafetensorsTest, RefusesFilesThatAreNotRegular) {
+  const std::string fifo = dir_ + "/model.safetensors";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto opened = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> status = opened->get_future();
+  std::thread([opened, fifo] { opened->set_value(SafetensorsFile::Open(fifo).status()); }).detach();
+  ASSERT_EQ(status.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+      << "still opening a FIFO after 5 s";
+  const absl::Status result = status.get();
+  EXPECT_EQ(result.code(), absl::StatusCode::kInvalidArgument) << result;
+  EXPECT_THAT(std::string(result.message()),
+              HasSubstr("'" + fifo + "': expected a regular file, got a FIFO"));
 }
 
 class CheckpointTest : public SafetensorsTest {

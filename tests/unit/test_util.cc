@@ -1,10 +1,12 @@
 #include "tests/unit/test_util.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "gtest/gtest.h"
+#include "models/checkpoint.h"
 
 namespace attnscope::testing {
 namespace {
@@ -51,6 +53,60 @@ void WriteFileBytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   EXPECT_TRUE(out.good()) << "cannot write " << path;
+}
+
+std::string CopyToTempDir(const std::string& dir) {
+  const std::string copy = MakeTempDir();
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    std::filesystem::copy_file(entry.path(), std::filesystem::path(copy) / entry.path().filename());
+  }
+  return copy;
+}
+
+void WriteSafetensors(const std::string& path,
+                      const std::map<std::string, torch::Tensor>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  std::string data;
+  for (const auto& [name, tensor] : tensors) {
+    const torch::Tensor t = tensor.contiguous();
+    const char* dtype = t.scalar_type() == torch::kFloat16    ? "F16"
+                        : t.scalar_type() == torch::kBFloat16 ? "BF16"
+                        : t.scalar_type() == torch::kFloat64  ? "F64"
+                                                              : "F32";
+    const uint64_t begin = data.size();
+    data.append(static_cast<const char*>(t.data_ptr()), t.numel() * t.element_size());
+    header[name] = {
+        {"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {begin, data.size()}}};
+  }
+  const std::string text = header.dump();
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  WriteFileBytes(path, bytes + text + data);
+}
+
+std::map<std::string, torch::Tensor> ReadCheckpointTensors(const std::string& dir) {
+  auto checkpoint = Checkpoint::Open(dir);
+  EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
+  std::map<std::string, torch::Tensor> tensors;
+  if (!checkpoint.ok()) return tensors;
+  for (const std::string& name : (*checkpoint)->Names()) {
+    const torch::Tensor tensor = (*checkpoint)->Get(name);
+    if (tensor.defined()) tensors[name] = tensor.clone();
+  }
+  return tensors;
+}
+
+void PatchJsonFile(const std::string& path, const nlohmann::json& patch) {
+  nlohmann::json json = nlohmann::json::parse(ReadFileBytes(path));
+  for (const auto& [key, value] : patch.items()) {
+    if (value.is_null()) {
+      json.erase(key);
+    } else {
+      json[key] = value;
+    }
+  }
+  WriteFileBytes(path, json.dump(2));
 }
 
 }  // namespace attnscope::testing

@@ -1,7 +1,11 @@
-// Helpers shared by the unit tests: fixture paths and JSON-lines goldens.
+// Helpers shared by the unit tests: fixture paths, JSON-lines goldens, and checkpoints copied into
+// temporary directories to be broken on purpose.
 #ifndef ATTNSCOPE_TESTS_UNIT_TEST_UTIL_H_
 #define ATTNSCOPE_TESTS_UNIT_TEST_UTIL_H_
 
+#include <torch/types.h>
+
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,6 +24,15 @@ std::vector<nlohmann::json> ReadJsonLines(const std::string& path);
 // The whole file as bytes; fails the current test when the file cannot be read.
 std::string ReadFileBytes(const std::string& path);
 void WriteFileBytes(const std::string& path, const std::string& bytes);
+// A fresh temporary directory holding a copy of every file of `dir` (not recursive).
+std::string CopyToTempDir(const std::string& dir);
+// Writes `tensors` as a safetensors file, each in its own dtype (float32, float16, bfloat16 or
+// float64), in name order.
+void WriteSafetensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors);
+// Every floating-point tensor of the checkpoint in `dir`, as float32.
+std::map<std::string, torch::Tensor> ReadCheckpointTensors(const std::string& dir);
+// Sets the top-level fields of `patch` in the JSON object of file `path` (null removes a field).
+void PatchJsonFile(const std::string& path, const nlohmann::json& patch);
 
 }  // namespace attnscope::testing
 
