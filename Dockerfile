@@ -22,12 +22,12 @@ COPY scripts/install-deps.sh scripts/install-deps.sh
 RUN bash scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
 COPY . .
 # The whole build, as CI runs it: the dashboard (build/dashboard) is part of it, and so lands in the
-# image without this file naming its target. Then the image's tree: every folder of models/ that
-# holds a config.json (checkpoints, not the C++ sources beside them), and the dashboard's files
+# image without this file naming its target. Then the image's tree: every folder of checkpoints/
+# that holds a config.json (the built-in models), and the dashboard's files
 # (an empty folder while no build makes them; the server then answers "/" with a 404 that says so).
 RUN bash scripts/build.sh \
  && mkdir -p /opt/attnscope/models /opt/attnscope/dashboard \
- && for dir in models/*/; do \
+ && for dir in checkpoints/*/; do \
       if [ -f "$dir/config.json" ]; then cp -r "$dir" /opt/attnscope/models/; fi; \
     done \
  && if [ -d build/dashboard ]; then cp -r build/dashboard/. /opt/attnscope/dashboard/; fi
@@ -45,7 +45,7 @@ RUN apt-get update -q \
 # A fixed numeric uid, so that Kubernetes' runAsNonRoot can verify it (deploy/k8s uses the same).
 RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin attnscope
-# The module is found in ../lib next to the executable (models/sentencepiece_bridge.cc).
+# The module is found in ../lib next to the executable (models/tokenizers/sentencepiece_bridge.cc).
 COPY --from=build /src/build/server/attnscope-server /src/build/client/attnscope /usr/local/bin/
 COPY --from=build /src/build/lib/libattnscope_sentencepiece.so /usr/local/lib/
 COPY --from=build /opt/attnscope/ /opt/attnscope/

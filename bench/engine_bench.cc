@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "models/blas_check.h"
-#include "models/gemm.h"
-#include "models/transformer.h"
+#include "models/architectures/transformer.h"
+#include "models/kernels/blas_check.h"
+#include "models/kernels/gemm.h"
 #include "nlohmann/json.hpp"
 
 namespace attnscope {

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "models/gemm.h"
+#include "models/architectures/transformer.h"
 #include "models/generation.h"
-#include "models/transformer.h"
+#include "models/kernels/gemm.h"
 
 namespace attnscope {
 namespace {

@@ -6,7 +6,7 @@
 # would answer.
 #
 # Usage: bench/load_bench.sh [--model DIR] [--clients 32] [--duration 30s] [--rpc mixed]
-#   --model DIR: a checkpoint folder; default: the built-in models/default.
+#   --model DIR: a checkpoint folder; default: the built-in checkpoints/default.
 #   The other flags go to `attnscope bench` as they are.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -18,9 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "bench/bench_util.h"
 #include "client/client.h"
-#include "models/gemm.h"
-#include "models/tokenizer.h"
-#include "models/transformer.h"
+#include "models/architectures/transformer.h"
+#include "models/kernels/gemm.h"
+#include "models/tokenizers/tokenizer.h"
 #include "tests/integration/integration_util.h"
 
 namespace attnscope {

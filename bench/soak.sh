@@ -3,7 +3,7 @@
 # threads and open files as it goes, so that a leak shows as a rising column after warm-up.
 #
 # Usage: bench/soak.sh [--model DIR] [--clients 16] [--duration 600] [--every 30]
-#   --model DIR: a checkpoint folder; default: the built-in models/default.
+#   --model DIR: a checkpoint folder; default: the built-in checkpoints/default.
 # Prints one line per sample (seconds, VmRSS in MB, threads, open files), then the load's report.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -65,7 +65,7 @@ def make_safetensors():
 
 def make_model_config(shared):
     shutil.copyfile(ROOT / "tests/data/tiny-bert/config.json", CORPUS / "model_config/tiny_bert")
-    shutil.copyfile(ROOT / "models/default/config.json", CORPUS / "model_config/default_model")
+    shutil.copyfile(ROOT / "checkpoints/default/config.json", CORPUS / "model_config/default_model")
     shutil.copyfile(shared / "models/stories260K/config.json", CORPUS / "model_config/stories260K")
     # bert-base-uncased's config.json as published.
     write("model_config", "bert_base_uncased", json.dumps({
@@ -91,8 +91,8 @@ def make_tokenizer_config(shared):
     stories_config = (shared / "models/stories260K/config.json").read_text()
     write("tokenizer_config", "tiny_bert", (ROOT / "tests/data/tiny-bert/tokenizer_config.json").read_text())
     write("tokenizer_config", "default_model_with_config",
-          (ROOT / "models/default/tokenizer_config.json").read_text() + "\0" +
-          (ROOT / "models/default/config.json").read_text())
+          (ROOT / "checkpoints/default/tokenizer_config.json").read_text() + "\0" +
+          (ROOT / "checkpoints/default/config.json").read_text())
     write("tokenizer_config", "bert_base_with_config", json.dumps(
         {"do_lower_case": True, "model_max_length": 512}) + "\0" + tiny_config)
     # transformers >= 4.34: AddedToken objects and added_tokens_decoder.

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "fuzz/fuzz_util.h"
-#include "models/config.h"
+#include "models/checkpoint/config.h"
 
 namespace {
 

@@ -86,7 +86,7 @@ Served& Runner() {
     const std::string data = TestDataDir();
     const std::vector<std::pair<std::string, std::string>> models = {
         {"bert", data + "/tiny-bert"},
-        {"cross-encoder", data + "/../../models/default"},
+        {"cross-encoder", data + "/../../checkpoints/default"},
         {"bart", data + "/tiny-bart"},
         {"llama", WithWordPiece("llama", SharedDir() + "/models/stories260K", 512)},
         {"marian", WithWordPiece("marian", data + "/tiny-marian", 126)},

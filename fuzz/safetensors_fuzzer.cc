@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "fuzz/fuzz_util.h"
-#include "models/checkpoint.h"
-#include "models/safetensors.h"
+#include "models/checkpoint/checkpoint.h"
+#include "models/checkpoint/safetensors.h"
 
 namespace {
 

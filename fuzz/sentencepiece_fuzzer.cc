@@ -8,7 +8,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "fuzz/tokenizer_checks.h"
-#include "models/sentencepiece_tokenizer.h"
+#include "models/tokenizers/sentencepiece_tokenizer.h"
 
 namespace attnscope::fuzz {
 namespace {

@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "fuzz/fuzz_util.h"
-#include "models/unicode.h"
+#include "models/tokenizers/unicode.h"
 
 namespace attnscope::fuzz {
 namespace {

@@ -1,12 +1,13 @@
-// What every tokenizer promises about its output (models/tokenizer.h), checked on whatever text a
-// fuzz target makes: spans inside the text and on character boundaries, ids inside the vocabulary,
-// truncation and padding as asked, errors only for invalid UTF-8 or budgets that cannot fit.
+// What every tokenizer promises about its output (models/tokenizers/tokenizer.h), checked on
+// whatever text a fuzz target makes: spans inside the text and on character boundaries, ids inside
+// the vocabulary, truncation and padding as asked, errors only for invalid UTF-8 or budgets that
+// cannot fit.
 #ifndef ATTNSCOPE_FUZZ_TOKENIZER_CHECKS_H_
 #define ATTNSCOPE_FUZZ_TOKENIZER_CHECKS_H_
 
 #include <string_view>
 
-#include "models/tokenizer.h"
+#include "models/tokenizers/tokenizer.h"
 
 namespace attnscope::fuzz {
 

@@ -1,9 +1,9 @@
-// tokenizer_config.json and config.json as LoadTokenizer reads them (models/tokenizer_loader.cc:
-// special tokens, lower-casing, model_max_length, BOS/EOS and pad ids), on arbitrary bytes. The
-// input is tokenizer_config.json, then optionally a NUL byte and config.json. Both files go next to
-// a vocab.txt (tests/data/tiny-bert's) and next to a tokenizer.model (stories260K's), and each
-// tokenizer that loads encodes a fixed text through the checks of tokenizer_checks.h; a refusal is
-// one line of under 1000 bytes.
+// tokenizer_config.json and config.json as LoadTokenizer reads them
+// (models/tokenizers/tokenizer_loader.cc: special tokens, lower-casing, model_max_length, BOS/EOS
+// and pad ids), on arbitrary bytes. The input is tokenizer_config.json, then optionally a NUL byte
+// and config.json. Both files go next to a vocab.txt (tests/data/tiny-bert's) and next to a
+// tokenizer.model (stories260K's), and each tokenizer that loads encodes a fixed text through the
+// checks of tokenizer_checks.h; a refusal is one line of under 1000 bytes.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -12,7 +12,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "fuzz/tokenizer_checks.h"
-#include "models/tokenizer.h"
+#include "models/tokenizers/tokenizer.h"
 
 namespace attnscope::fuzz {
 namespace {

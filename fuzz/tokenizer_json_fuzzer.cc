@@ -9,7 +9,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "fuzz/tokenizer_checks.h"
-#include "models/tokenizer.h"
+#include "models/tokenizers/tokenizer.h"
 
 namespace attnscope::fuzz {
 namespace {

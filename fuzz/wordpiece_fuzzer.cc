@@ -8,7 +8,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "fuzz/tokenizer_checks.h"
-#include "models/wordpiece_tokenizer.h"
+#include "models/tokenizers/wordpiece_tokenizer.h"
 
 namespace attnscope::fuzz {
 namespace {

@@ -37,7 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "models/transformer.h"
+#include "models/architectures/transformer.h"
 
 namespace attnscope {
 

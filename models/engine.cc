@@ -12,10 +12,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/json_util.h"
 #include "common/status_macros.h"
-#include "models/file_util.h"
-#include "models/json_util.h"
-#include "models/unicode.h"
+#include "models/tokenizers/unicode.h"
 
 namespace attnscope {
 namespace {

@@ -15,8 +15,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "models/tokenizer.h"
-#include "models/transformer.h"
+#include "models/architectures/transformer.h"
+#include "models/tokenizers/tokenizer.h"
 
 namespace attnscope {
 

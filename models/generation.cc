@@ -108,7 +108,7 @@ class Stepper {
     }
     ForwardInput source;
     source.input_ids = prompt;
-    ATTNSCOPE_ASSIGN_OR_RETURN(source_, model_.Encode(source));
+    ATTNSCOPE_ASSIGN_OR_RETURN(source_, model_.RunEncoder(source));
     cache_ = source_;
     sequences_ = torch::full({1, 1}, model_.config().decoder_start_token_id, torch::kInt64);
     return absl::OkStatus();

@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "models/transformer.h"
+#include "models/architectures/transformer.h"
 
 namespace attnscope {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rebuilds the built-in default model (models/default) from scratch, reproducibly: installs the
+# Rebuilds the built-in default model (checkpoints/default) from scratch, reproducibly: installs the
 # LibreOffice help packages (and hunspell-vi, whose Vietnamese syllables the vocabulary keeps whole),
 # extracts their text (scripts/extract_help_text.py), builds the WordPiece vocabulary (NFC,
 # lower-cased, accents kept) and trains the model with attnscope-train. Everything runs under
@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_dir=${BUILD_DIR:-build-train}
-model_dir=models/default
+model_dir=checkpoints/default
 heldout=tests/data/default-model-heldout.jsonl
 
 # Only this recipe needs the help pages, so they are not in scripts/install-deps.sh.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the translation model (models/translation) from scratch, reproducibly: one Marian
+# Builds the translation model (checkpoints/translation) from scratch, reproducibly: one Marian
 # encoder-decoder that translates English into Vietnamese or Korean, the target language chosen by
 # the token that starts the source (">>vie<< Inserting Tables", ">>kor<< Inserting Tables").
 # Installs the LibreOffice help packages and SentencePiece's Python trainer, extracts the aligned
@@ -28,7 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_dir=${BUILD_DIR:-build-train}
-model_dir=${MODEL_DIR:-models/translation}
+model_dir=${MODEL_DIR:-checkpoints/translation}
 heldout=tests/data/translation-heldout.jsonl
 steps=${STEPS:-2200}
 warmup_steps=${WARMUP_STEPS:-300}

@@ -11,9 +11,9 @@
 #                            dashboard on http://127.0.0.1:8080/) after the demo requests
 #   scripts/run.sh --once    exit after the demo requests
 #
-# The model: models/default when present (the built-in model); otherwise the real trained
+# The model: checkpoints/default when present (the built-in model); otherwise the real trained
 # stories260K weights from ../shared when this checkout has them; otherwise the small random BERT
-# cross-encoder in tests/data/tiny-bert. Beside it, models/translation (the built-in
+# cross-encoder in tests/data/tiny-bert. Beside it, checkpoints/translation (the built-in
 # English -> Vietnamese / Korean translation model) when present. Set ATTNSCOPE_MODEL_DIR to serve
 # another checkpoint (alone), ATTNSCOPE_LISTEN and ATTNSCOPE_HTTP_LISTEN for other gRPC and HTTP
 # addresses.
@@ -28,10 +28,10 @@ demo_start=$SECONDS
 model_dir=${ATTNSCOPE_MODEL_DIR:-}
 translation_dir=
 if [ -z "$model_dir" ]; then
-  for candidate in "$root/models/default" "$root/../shared/models/stories260K" "$root/tests/data/tiny-bert"; do
+  for candidate in "$root/checkpoints/default" "$root/../shared/models/stories260K" "$root/tests/data/tiny-bert"; do
     if [ -f "$candidate/config.json" ]; then model_dir=$candidate; break; fi
   done
-  [ -f "$root/models/translation/config.json" ] && translation_dir=$root/models/translation
+  [ -f "$root/checkpoints/translation/config.json" ] && translation_dir=$root/checkpoints/translation
 fi
 model_name=$(basename "$model_dir")
 address=${ATTNSCOPE_LISTEN:-127.0.0.1:50051}

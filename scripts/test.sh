@@ -47,7 +47,7 @@ stage tests ctest --output-on-failure --timeout 900 -j2 -LE slow
 bash "$root/scripts/build.sh" --sanitize --target tests/unit/all
 cd "$root/build-sanitize/tests/unit"
 # Left out: the tests that load a SentencePiece model (Llama's, Marian's or T5's). Its module must be
-# dlopen()ed with RTLD_DEEPBIND beside LibTorch (models/sentencepiece_module.h), which
+# dlopen()ed with RTLD_DEEPBIND beside LibTorch (models/tokenizers/sentencepiece_module.h), which
 # AddressSanitizer refuses (google/sanitizers#611); the SentencePiece tokenizer runs under the
 # sanitizers in the fuzz targets instead, linked without LibTorch.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}

@@ -1,5 +1,6 @@
-// attnscope-server: serves attention of transformer checkpoints over gRPC. Every flag is defined
-// here; the rest of the server takes Options structs.
+// attnscope-server: serves what transformer checkpoints attend to over gRPC, HTTP/JSON and Connect,
+// with Prometheus metrics and the dashboard. Every flag is defined here; the rest of the server
+// takes Options structs.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -12,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "models/gemm.h"
+#include "models/kernels/gemm.h"
 #include "server/server.h"
 
 namespace {
@@ -45,7 +46,7 @@ const attnscope::server::ServerOptions kDefaults;
 
 ABSL_FLAG(ModelSpecs, model, {},
           "A model to serve as NAME=DIR (a Hugging Face checkpoint directory); repeatable. With "
-          "no --model and no --model_repository, the built-in models/default is served.");
+          "no --model and no --model_repository, the built-in checkpoints/default is served.");
 ABSL_FLAG(std::string, model_repository, "",
           "A folder whose subdirectories containing a config.json are served, each named after "
           "its subdirectory.");

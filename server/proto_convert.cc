@@ -155,32 +155,33 @@ void ToProto(const EncodedText& tokens, v1::Tokens* out) {
 absl::Status ToProto(const AttentionAnswer& answer, v1::GetAttentionResponse* response) {
   FillAttentionHeader(answer, response);
   const v1::DType dtype = ToWire(answer.dtype);
-  ATTNSCOPE_RETURN_IF_ERROR(
-      EncodeStacked(answer.attentions, answer.dim_names(), dtype, response->mutable_attentions()));
+  ATTNSCOPE_RETURN_IF_ERROR(SerializeStacked(answer.attentions, answer.dim_names(), dtype,
+                                             response->mutable_attentions()));
   if (!answer.scores.empty()) {
     ATTNSCOPE_RETURN_IF_ERROR(
-        EncodeStacked(answer.scores, ScoreDims(answer), dtype, response->mutable_scores()));
+        SerializeStacked(answer.scores, ScoreDims(answer), dtype, response->mutable_scores()));
   }
   if (answer.top_k) {
-    ATTNSCOPE_RETURN_IF_ERROR(EncodeStacked(answer.top_k_indices, answer.dim_names(),
-                                            v1::DTYPE_INT32, response->mutable_top_k_indices()));
+    ATTNSCOPE_RETURN_IF_ERROR(SerializeStacked(answer.top_k_indices, answer.dim_names(),
+                                               v1::DTYPE_INT32, response->mutable_top_k_indices()));
   }
   if (answer.rollout.defined()) {
     ATTNSCOPE_RETURN_IF_ERROR(
-        EncodeTensor(answer.rollout, RolloutDims(answer), dtype, response->mutable_rollout()));
+        SerializeTensor(answer.rollout, RolloutDims(answer), dtype, response->mutable_rollout()));
   }
   if (answer.decoder_tokens.has_value()) {
-    ATTNSCOPE_RETURN_IF_ERROR(EncodeStacked(answer.decoder_attentions, answer.decoder_dim_names(),
-                                            dtype, response->mutable_decoder_attentions()));
-    ATTNSCOPE_RETURN_IF_ERROR(EncodeStacked(answer.cross_attentions, answer.cross_dim_names(),
-                                            dtype, response->mutable_cross_attentions()));
+    ATTNSCOPE_RETURN_IF_ERROR(SerializeStacked(answer.decoder_attentions,
+                                               answer.decoder_dim_names(), dtype,
+                                               response->mutable_decoder_attentions()));
+    ATTNSCOPE_RETURN_IF_ERROR(SerializeStacked(answer.cross_attentions, answer.cross_dim_names(),
+                                               dtype, response->mutable_cross_attentions()));
     if (answer.top_k) {
-      ATTNSCOPE_RETURN_IF_ERROR(EncodeStacked(answer.decoder_top_k_indices,
-                                              answer.decoder_dim_names(), v1::DTYPE_INT32,
-                                              response->mutable_decoder_top_k_indices()));
-      ATTNSCOPE_RETURN_IF_ERROR(EncodeStacked(answer.cross_top_k_indices, answer.cross_dim_names(),
-                                              v1::DTYPE_INT32,
-                                              response->mutable_cross_top_k_indices()));
+      ATTNSCOPE_RETURN_IF_ERROR(SerializeStacked(answer.decoder_top_k_indices,
+                                                 answer.decoder_dim_names(), v1::DTYPE_INT32,
+                                                 response->mutable_decoder_top_k_indices()));
+      ATTNSCOPE_RETURN_IF_ERROR(SerializeStacked(answer.cross_top_k_indices,
+                                                 answer.cross_dim_names(), v1::DTYPE_INT32,
+                                                 response->mutable_cross_top_k_indices()));
     }
   }
   return absl::OkStatus();
@@ -231,14 +232,14 @@ absl::Status WriteStream(
         layer->set_head_offset(static_cast<int32_t>(piece.head_offset));
         layer->set_query_offset(static_cast<int32_t>(piece.query_offset));
         ATTNSCOPE_RETURN_IF_ERROR(
-            EncodeTensor(cut(attentions[i]), dims, dtype, layer->mutable_attentions()));
+            SerializeTensor(cut(attentions[i]), dims, dtype, layer->mutable_attentions()));
         if (!scores.empty()) {
           ATTNSCOPE_RETURN_IF_ERROR(
-              EncodeTensor(cut(scores[i]), score_dims, dtype, layer->mutable_scores()));
+              SerializeTensor(cut(scores[i]), score_dims, dtype, layer->mutable_scores()));
         }
         if (!top_k_indices.empty()) {
-          ATTNSCOPE_RETURN_IF_ERROR(EncodeTensor(cut(top_k_indices[i]), dims, v1::DTYPE_INT32,
-                                                 layer->mutable_top_k_indices()));
+          ATTNSCOPE_RETURN_IF_ERROR(SerializeTensor(cut(top_k_indices[i]), dims, v1::DTYPE_INT32,
+                                                    layer->mutable_top_k_indices()));
         }
         ATTNSCOPE_RETURN_IF_ERROR(write(message));
       }
@@ -264,8 +265,8 @@ absl::Status WriteStream(
       v1::StreamAttentionRollout* rollout = message.mutable_rollout();
       rollout->set_query_offset(static_cast<int32_t>(piece.query_offset));
       ATTNSCOPE_RETURN_IF_ERROR(
-          EncodeTensor(answer.rollout.narrow(0, piece.query_offset, piece.rows),
-                       RolloutDims(answer), dtype, rollout->mutable_rollout()));
+          SerializeTensor(answer.rollout.narrow(0, piece.query_offset, piece.rows),
+                          RolloutDims(answer), dtype, rollout->mutable_rollout()));
       ATTNSCOPE_RETURN_IF_ERROR(write(message));
     }
   }
@@ -278,15 +279,15 @@ absl::Status ToProto(const EncodeAnswer& answer, v1::EncodeResponse* response) {
   for (const EncodedInput& input : answer.results) {
     v1::EncodeResult* result = response->add_results();
     ToProto(input.tokens, result->mutable_tokens());
-    ATTNSCOPE_RETURN_IF_ERROR(EncodeTensor(input.last_hidden_state, {"token", "hidden"}, dtype,
-                                           result->mutable_last_hidden_state()));
+    ATTNSCOPE_RETURN_IF_ERROR(SerializeTensor(input.last_hidden_state, {"token", "hidden"}, dtype,
+                                              result->mutable_last_hidden_state()));
     if (!input.hidden_states.empty()) {
-      ATTNSCOPE_RETURN_IF_ERROR(EncodeStacked(input.hidden_states, {"layer", "token", "hidden"},
-                                              dtype, result->mutable_hidden_states()));
+      ATTNSCOPE_RETURN_IF_ERROR(SerializeStacked(input.hidden_states, {"layer", "token", "hidden"},
+                                                 dtype, result->mutable_hidden_states()));
     }
     if (input.pooled.defined()) {
       ATTNSCOPE_RETURN_IF_ERROR(
-          EncodeTensor(input.pooled, {"hidden"}, dtype, result->mutable_pooled()));
+          SerializeTensor(input.pooled, {"hidden"}, dtype, result->mutable_pooled()));
     }
   }
   return absl::OkStatus();
@@ -305,13 +306,13 @@ absl::Status ToProto(const CrossAttentionAnswer& answer, v1::CrossAttentionRespo
     for (const int64_t p : document.document_positions) {
       result->add_document_positions(static_cast<int32_t>(p));
     }
-    ATTNSCOPE_RETURN_IF_ERROR(EncodeStacked(document.query_to_document,
-                                            {"layer", "head", "query_token", "document_token"},
-                                            dtype, result->mutable_query_to_document()));
+    ATTNSCOPE_RETURN_IF_ERROR(SerializeStacked(document.query_to_document,
+                                               {"layer", "head", "query_token", "document_token"},
+                                               dtype, result->mutable_query_to_document()));
     if (!document.document_to_query.empty()) {
-      ATTNSCOPE_RETURN_IF_ERROR(EncodeStacked(document.document_to_query,
-                                              {"layer", "head", "document_token", "query_token"},
-                                              dtype, result->mutable_document_to_query()));
+      ATTNSCOPE_RETURN_IF_ERROR(SerializeStacked(document.document_to_query,
+                                                 {"layer", "head", "document_token", "query_token"},
+                                                 dtype, result->mutable_document_to_query()));
     }
     for (const float logit : document.logits) result->add_logits(logit);
     if (document.relevance_score.has_value()) {
@@ -340,7 +341,7 @@ absl::Status ToProto(const ParameterAnswer& answer, v1::GetParameterResponse* re
   for (int64_t i = static_cast<int64_t>(dims.size()); i < answer.tensor.dim(); ++i) {
     dims.push_back(absl::StrCat("dim", i));
   }
-  return EncodeTensor(answer.tensor, dims, ToWire(answer.dtype), response->mutable_tensor());
+  return SerializeTensor(answer.tensor, dims, ToWire(answer.dtype), response->mutable_tensor());
 }
 
 void ToProto(const TrainingRecordAnswer& answer, v1::TrainingRecord* record) {
@@ -422,8 +423,8 @@ absl::Status ToProto(const GenerateStep& step, OutputDType dtype, v1::GeneratedT
   out->set_text(step.text);
   out->set_logprob(step.logprob);
   if (step.attention.defined()) {
-    ATTNSCOPE_RETURN_IF_ERROR(EncodeTensor(step.attention, {"layer", "head", "key_token"},
-                                           ToWire(dtype), out->mutable_attention()));
+    ATTNSCOPE_RETURN_IF_ERROR(SerializeTensor(step.attention, {"layer", "head", "key_token"},
+                                              ToWire(dtype), out->mutable_attention()));
   }
   return absl::OkStatus();
 }

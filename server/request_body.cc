@@ -7,8 +7,8 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_util.h"
 #include "common/status_macros.h"
-#include "models/json_util.h"
 
 namespace attnscope::server {
 namespace {

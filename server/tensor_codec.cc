@@ -42,12 +42,12 @@ int64_t EncodedBytes(absl::Span<const int64_t> shape, v1::DType dtype) {
   return elements * BytesPerElement(ResolveDType(dtype));
 }
 
-absl::Status EncodeTensor(const torch::Tensor& tensor, const std::vector<std::string>& dim_names,
-                          v1::DType dtype, v1::Tensor* out) {
+absl::Status SerializeTensor(const torch::Tensor& tensor, const std::vector<std::string>& dim_names,
+                             v1::DType dtype, v1::Tensor* out) {
   // A one-part stack minus its leading dimension is the tensor itself.
   std::vector<std::string> names = {"part"};
   names.insert(names.end(), dim_names.begin(), dim_names.end());
-  if (absl::Status status = EncodeStacked({tensor}, names, dtype, out); !status.ok()) {
+  if (absl::Status status = SerializeStacked({tensor}, names, dtype, out); !status.ok()) {
     return status;
   }
   out->mutable_shape()->erase(out->mutable_shape()->begin());
@@ -55,9 +55,9 @@ absl::Status EncodeTensor(const torch::Tensor& tensor, const std::vector<std::st
   return absl::OkStatus();
 }
 
-absl::Status EncodeStacked(absl::Span<const torch::Tensor> parts,
-                           const std::vector<std::string>& dim_names, v1::DType dtype,
-                           v1::Tensor* out) {
+absl::Status SerializeStacked(absl::Span<const torch::Tensor> parts,
+                              const std::vector<std::string>& dim_names, v1::DType dtype,
+                              v1::Tensor* out) {
   if (parts.empty()) return absl::InvalidArgumentError("tensor codec: no tensors to encode");
   const torch::IntArrayRef part_shape = parts[0].sizes();
   if (dim_names.size() != part_shape.size() + 1) {

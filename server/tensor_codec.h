@@ -36,16 +36,16 @@ int64_t EncodedBytes(absl::Span<const int64_t> shape, v1::DType dtype);
 // Writes `tensor` (any shape and strides, CPU, any real dtype) into `out` as `dtype`: shape,
 // dim_names (one per dimension), dtype and data. InvalidArgument: dim_names of the wrong length or
 // an unknown dtype. Internal: a LibTorch error (a bug).
-absl::Status EncodeTensor(const torch::Tensor& tensor, const std::vector<std::string>& dim_names,
-                          v1::DType dtype, v1::Tensor* out);
+absl::Status SerializeTensor(const torch::Tensor& tensor, const std::vector<std::string>& dim_names,
+                             v1::DType dtype, v1::Tensor* out);
 
 // Writes `parts` (all of one shape [d1, ..., dn]) as one tensor [parts.size(), d1, ..., dn], as
 // torch::stack(parts) would be, without building the stacked tensor first. Used for
-// [layer, head, query_token, key_token] from one tensor per layer. Errors as EncodeTensor, and
+// [layer, head, query_token, key_token] from one tensor per layer. Errors as SerializeTensor, and
 // InvalidArgument when `parts` is empty or the shapes differ.
-absl::Status EncodeStacked(absl::Span<const torch::Tensor> parts,
-                           const std::vector<std::string>& dim_names, v1::DType dtype,
-                           v1::Tensor* out);
+absl::Status SerializeStacked(absl::Span<const torch::Tensor> parts,
+                              const std::vector<std::string>& dim_names, v1::DType dtype,
+                              v1::Tensor* out);
 
 }  // namespace attnscope::server
 

@@ -25,7 +25,7 @@ values, at every position (0 at padding).
   /usr/bin/python3 tests/data/make_attribution_golden.py          regenerates the golden
   /usr/bin/python3 tests/data/make_attribution_golden.py --completeness MODEL_DIR
       prints the integrated-gradients completeness error of another BERT checkpoint (for example
-      models/default) on a few inputs, for step counts and integration rules side by side
+      checkpoints/default) on a few inputs, for step counts and integration rules side by side
 """
 import argparse
 import json

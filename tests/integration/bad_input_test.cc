@@ -1,4 +1,4 @@
-// The bad-input table of issue 3 against the real server: each row gets its documented gRPC code
+// The bad-input table against the real server: each row gets its documented gRPC code
 // and a message naming the problem, and a normal request right after it still succeeds (bad input
 // never wedges the server).
 #include <grpcpp/generic/generic_stub.h>

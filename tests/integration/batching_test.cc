@@ -29,7 +29,7 @@ std::unique_ptr<ServerProcess> StartServer(const std::vector<std::string>& flags
 }
 
 // Within 1e-5 of the tensor's scale (its largest magnitude, when above 1), as
-// tests/unit/batcher_test.cc checks.
+// tests/unit/requests/batcher_test.cc checks.
 void ExpectClose(const DecodedTensor& actual, const DecodedTensor& expected,
                  const std::string& what) {
   ASSERT_EQ(actual.shape, expected.shape) << what;

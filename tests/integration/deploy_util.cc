@@ -130,7 +130,7 @@ ImageLayout::ImageLayout() {
   namespace fs = std::filesystem;
   fs::create_directories(root() + "/models");
   fs::create_directories(root() + "/dashboard");
-  for (const auto& entry : fs::directory_iterator(SourceDir() + "/models")) {
+  for (const auto& entry : fs::directory_iterator(SourceDir() + "/checkpoints")) {
     if (entry.is_directory() && fs::exists(entry.path() / "config.json")) {
       fs::create_directory_symlink(entry.path(),
                                    root() + "/models/" + entry.path().filename().string());

@@ -56,7 +56,7 @@ std::vector<DockerStage> ParseDockerfile(const std::string& text);
 std::vector<std::string> ExecForm(const std::string& arguments);
 
 // The image's /opt/attnscope (Dockerfile) made in a temporary folder: models/ holds a link to every
-// folder of the source tree's models/ that has a config.json (what the build stage copies),
+// folder of the source tree's checkpoints/ that has a config.json (what the build stage copies),
 // dashboard/ is empty.
 class ImageLayout {
  public:

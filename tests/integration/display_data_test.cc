@@ -11,7 +11,7 @@
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "models/checkpoint.h"
+#include "models/checkpoint/checkpoint.h"
 #include "tests/integration/integration_util.h"
 
 namespace attnscope::testing {
@@ -73,7 +73,7 @@ TEST_F(DisplayDataTest, OriginalTextsAreTheCallersTextAtEachTokensBytes) {
 TEST_F(DisplayDataTest, ModelInfoSaysHowTheTokenizerNormalises) {
   absl::StatusOr<v1::ModelInfo> bert = client_->GetModelInfo("default");
   ASSERT_TRUE(bert.ok()) << bert.status();
-  // models/default/tokenizer.json: normalizer Sequence [NFC, BertNormalizer(lowercase,
+  // checkpoints/default/tokenizer.json: normalizer Sequence [NFC, BertNormalizer(lowercase,
   // strip_accents false)].
   EXPECT_TRUE(bert->normalization().lowercase());
   EXPECT_FALSE(bert->normalization().strip_accents());

@@ -73,7 +73,7 @@ struct Selection {
   v1::HeadAggregation aggregation;
 };
 
-// The three pictures of the issue: one head, a layer's heads, every layer's head mean.
+// The three pictures: one head, a layer's heads, every layer's head mean.
 const std::vector<Selection>& Selections() {
   static const auto* selections = new std::vector<Selection>{
       {"one head", {"--layers=-1", "--heads=0"}, {-1}, {0}, v1::HEAD_AGGREGATION_NONE},
@@ -127,7 +127,7 @@ class DisplayTest : public ::testing::Test {
     return result.ok() ? *std::move(result) : AttentionResult();
   }
 
-  // The title the issue asks for: model, layer and head, or the heads' mean.
+  // The title: model, layer and head, or the heads' mean.
   static std::string ExpectedTitle(const Selection& selection) {
     const int last_layer = info_->num_hidden_layers() - 1;
     const std::string heads = absl::StrCat("0-", info_->num_attention_heads() - 1);

@@ -142,7 +142,7 @@ TEST_F(DockerfileTest, RuntimeStageRunsAsNonRootAndLeavesNoAptLists) {
     }
   }
 
-  // Only what the build made: no COPY from the build context, whose models/ also holds C++.
+  // Only what the build made: no COPY from the build context.
   for (const std::string& copy : runtime().All("COPY")) {
     EXPECT_THAT(copy, HasSubstr("--from=build")) << copy;
     // The build stage's outputs exist in this build tree at the same relative paths.
@@ -183,7 +183,8 @@ TEST_F(DockerfileTest, ExposesTheEntrypointPortsAndHealthChecksThroughTheCli) {
               ElementsAre("attnscope", "health", "--server",
                           absl::StrCat("127.0.0.1:", PortOf(flags.at("listen")))));
 
-  // The build stage makes both folders the flags name, and fills models/ from the source tree.
+  // The build stage makes both folders the flags name, and fills models/ from the source tree's
+  // checkpoints/.
   const std::string runs = absl::StrJoin(build().All("RUN"), "\n");
   EXPECT_THAT(
       runs, HasSubstr(absl::StrCat("mkdir -p ", kImageRoot, "/models ", kImageRoot, "/dashboard")));

@@ -1,8 +1,8 @@
-// The real attnscope-server on broken and hostile checkpoints (those of issue 24 and every input
-// the fuzzers found, fuzz/regressions, as the file it stands for): each is refused within 5 s, with
-// a peak resident memory under 1 GB, a non-zero exit code (never a signal) and one readable line
-// on stderr naming the file and what is wrong with it. And a served model is not disturbed when its
-// folder or files are replaced by rename while it runs.
+// The real attnscope-server on broken and hostile checkpoints (hand-made hostile ones and every
+// input the fuzzers found, fuzz/regressions, as the file it stands for): each is refused within 5
+// s, with a peak resident memory under 1 GB, a non-zero exit code (never a signal) and one readable
+// line on stderr naming the file and what is wrong with it. And a served model is not disturbed
+// when its folder or files are replaced by rename while it runs.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
@@ -156,7 +156,7 @@ Outcome ServeAndWait(const std::string& dir) {
 }
 
 // The lines of stderr other than the start-up report of the BLAS speed, which the server measures
-// (models/blas_check.cc) and logs (server/server.cc) before it reads any model.
+// (models/kernels/blas_check.cc) and logs (server/server.cc) before it reads any model.
 std::vector<std::string> ErrorLines(const std::string& text) {
   std::vector<std::string> lines;
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {

@@ -2,7 +2,7 @@
 // loopback sockets: a unary call whose client went away stops computing and is counted CANCELLED;
 // request bodies and headers are bounded before they are read, and the API key checked before the
 // body is; clients that send a byte a second hold neither the API port nor the metrics port, and
-// are cut at the read deadlines; and the hostile peers of issue 24's acceptance, many at once,
+// are cut at the read deadlines; and hostile peers, many at once,
 // leave no work running, a normal client served and the memory bounded. Figures (CPU seconds,
 // RSS, latency) are measured on the server process through /proc, with margins wide enough for a
 // loaded 2-core machine.
@@ -372,7 +372,7 @@ class PeakRss {
   std::thread thread_;
 };
 
-// Acceptance 3 of issue 24, first half: with the default flags, 64 clients that leave their heavy
+// Hostile peers, first half: with the default flags, 64 clients that leave their heavy
 // calls after 0.3 s leave nothing computing a second later, and nothing holding
 // --max_concurrent_requests.
 TEST(HttpLimitsTest, SixtyFourAbandonedHeavyCallsLeaveNoWorkRunning) {
@@ -424,7 +424,7 @@ TEST(HttpLimitsTest, SixtyFourAbandonedHeavyCallsLeaveNoWorkRunning) {
   EXPECT_LT(rss_growth, 100 * kMiB);
 }
 
-// Acceptance 3 of issue 24, second half: with the default flags, 64 clients sending their bodies
+// Hostile peers, second half: with the default flags, 64 clients sending their bodies
 // a byte a second, 64 sending 100 MB chunked bodies and 64 sending 1 MB of headers, all at once,
 // while a normal client's calls are answered within a second and the server's memory stays
 // within 100 MB of its idle level.

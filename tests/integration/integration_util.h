@@ -29,7 +29,7 @@ std::string ServerBinary();
 std::string CliBinary();
 // ../shared/models/stories260K and tests/data/tiny-bert.
 std::string Stories260kDir();
-// models/default: the built-in cross-encoder.
+// checkpoints/default: the built-in cross-encoder.
 std::string DefaultModelDir();
 std::string TinyBertDir();
 

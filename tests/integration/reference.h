@@ -15,8 +15,8 @@
 #include "attnscope/v1/attnscope.pb.h"
 #include "client/tensor.h"
 #include "gtest/gtest.h"
-#include "models/tokenizer.h"
-#include "models/transformer.h"
+#include "models/architectures/transformer.h"
+#include "models/tokenizers/tokenizer.h"
 
 namespace attnscope::testing {
 

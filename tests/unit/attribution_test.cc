@@ -13,11 +13,11 @@
 #include <thread>
 #include <vector>
 
+#include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "models/file_util.h"
-#include "models/tokenizer.h"
-#include "models/transformer.h"
+#include "models/architectures/transformer.h"
+#include "models/tokenizers/tokenizer.h"
 #include "tests/unit/test_util.h"
 
 namespace attnscope {
@@ -312,10 +312,10 @@ TEST(AttributionArchitectureTest, LlamaIsNotSupportedYet) {
   EXPECT_THAT(status.message(), HasSubstr("BERT cross-encoders"));
 }
 
-// The trained default model (models/default) on held-out query-document pairs in its three
+// The trained default model (checkpoints/default) on held-out query-document pairs in its three
 // languages: completeness at the default step count holds on a real model too.
 TEST(AttributionDefaultModelTest, IntegratedGradientsCompleteOnTrainedModel) {
-  const std::string dir = testing::TestDataDir() + "/../../models/default";
+  const std::string dir = testing::TestDataDir() + "/../../checkpoints/default";
   if (!FileExists(JoinPath(dir, "model.safetensors"))) GTEST_SKIP() << dir << " has no weights";
   auto model = LoadTransformerModel({.model_dir = dir});
   ASSERT_TRUE(model.ok()) << model.status();

@@ -3,11 +3,11 @@
 // gradients of the relevance logit are summed by word, and the pair counts as a hit when the
 // document's three highest-scoring words include a word of the query (texts compared lower-cased
 // and in NFC; query words without a letter or digit, such as ".", are not counted). The figure is
-// printed per language (issue 15, acceptance 3) beside the same fraction for three document words
+// printed per language beside the same fraction for three document words
 // chosen at random, computed exactly on the same pairs. Translations are not matched: a Korean
 // query's English document word counts as a miss.
 // Engine only (LoadTransformerModel + LoadTokenizer + Attribute), like default_model_test;
-// ATTNSCOPE_EVAL_MODEL_DIR evaluates another checkpoint instead of models/default.
+// ATTNSCOPE_EVAL_MODEL_DIR evaluates another checkpoint instead of checkpoints/default.
 // Integrated gradients cost 50 forward and backward passes a pair (about 0.7 s on this machine's
 // two cores, shared with a training run: 131 s for 180 pairs, 523 s for all 600), so by default the
 // test takes the first kPairsPerLanguage pairs of each language in file order;
@@ -27,13 +27,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 #include "gtest/gtest.h"
+#include "models/architectures/transformer.h"
 #include "models/attribution.h"
-#include "models/file_util.h"
-#include "models/tokenizer.h"
-#include "models/transformer.h"
-#include "models/unicode.h"
+#include "models/tokenizers/tokenizer.h"
+#include "models/tokenizers/unicode.h"
 #include "tests/unit/test_util.h"
 
 namespace attnscope {
@@ -54,7 +54,7 @@ int PairsPerLanguage() {
 std::string ModelDir() {
   const char* override_dir = std::getenv("ATTNSCOPE_EVAL_MODEL_DIR");
   return override_dir != nullptr ? std::string(override_dir)
-                                 : testing::TestDataDir() + "/../../models/default";
+                                 : testing::TestDataDir() + "/../../checkpoints/default";
 }
 
 // `text` in NFC, lower-cased code point by code point (the default tokenizer's normalisation).

@@ -1,7 +1,7 @@
-// The committed default model (models/default), evaluated with the inference engine only
+// The committed default model (checkpoints/default), evaluated with the inference engine only
 // (LoadTransformerModel + LoadTokenizer, never the training code) on the held-out set
 // tests/data/default-model-heldout.jsonl: help pages the training never saw, in English, Vietnamese
-// and Korean. The figures printed here are the ones in models/default/MODEL_CARD.md.
+// and Korean. The figures printed here are the ones in checkpoints/default/MODEL_CARD.md.
 // ATTNSCOPE_EVAL_MODEL_DIR evaluates another checkpoint (a candidate being trained) instead.
 #include <torch/types.h>
 #include <torch/utils.h>
@@ -17,12 +17,12 @@
 #include <utility>
 #include <vector>
 
+#include "common/file_util.h"
 #include "gtest/gtest.h"
-#include "models/checkpoint.h"
-#include "models/file_util.h"
-#include "models/tokenizer.h"
-#include "models/transformer.h"
-#include "models/unicode.h"
+#include "models/architectures/transformer.h"
+#include "models/checkpoint/checkpoint.h"
+#include "models/tokenizers/tokenizer.h"
+#include "models/tokenizers/unicode.h"
 #include "tests/unit/test_util.h"
 
 namespace attnscope {
@@ -35,7 +35,7 @@ const char* const kLanguages[] = {"en", "vi", "ko"};
 std::string DefaultModelDir() {
   const char* override_dir = std::getenv("ATTNSCOPE_EVAL_MODEL_DIR");
   return override_dir != nullptr ? std::string(override_dir)
-                                 : testing::TestDataDir() + "/../../models/default";
+                                 : testing::TestDataDir() + "/../../checkpoints/default";
 }
 
 class DefaultModelTest : public ::testing::Test {
@@ -267,7 +267,7 @@ TEST_F(DefaultModelTest, RanksTheRelevantDocumentFirst) {
 // Masks 15% of each held-out sentence's tokens (a fixed draw), predicts them with the masked-LM
 // head stored under cls.predictions.* (applied here to the engine's last hidden state, the decoder
 // being the word embeddings) and compares with the best unigram guess: the most frequent of the
-// masked tokens themselves, an upper bound of any context-free predictor. "Well above" (issue 4) is
+// masked tokens themselves, an upper bound of any context-free predictor. "Well above" is
 // read as at least twice that bound.
 TEST_F(DefaultModelTest, PredictsMaskedTokensFarAboveUnigram) {
   const torch::Tensor dense_w = checkpoint_->Get("cls.predictions.transform.dense.weight");

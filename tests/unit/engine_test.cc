@@ -40,7 +40,7 @@ std::string LongText() {
 class LongTextTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    model_ = Load(GetParam() == "wordpiece" ? testing::TestDataDir() + "/../../models/default"
+    model_ = Load(GetParam() == "wordpiece" ? testing::TestDataDir() + "/../../checkpoints/default"
                                             : testing::TestDataDir() + "/tiny-bart");
     ASSERT_NE(model_, nullptr);
   }

@@ -17,7 +17,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "models/transformer.h"
+#include "models/architectures/transformer.h"
 #include "tests/unit/test_util.h"
 
 namespace attnscope {
@@ -249,7 +249,7 @@ TEST_F(GenerationTest, EncoderDecoderDecodeEqualsTheForwardPass) {
   input.decoder_input_ids = torch::tensor({{1, 14, 6, 21, 17}, {1, 25, 4, 11, 33}});
   absl::StatusOr<ForwardOutput> full = model.Forward(input, ForwardOptions());
   ASSERT_TRUE(full.ok()) << full.status();
-  absl::StatusOr<KvCache> cache = model.Encode(input);
+  absl::StatusOr<KvCache> cache = model.RunEncoder(input);
   ASSERT_TRUE(cache.ok()) << cache.status();
   for (int64_t position = 0; position < 5; ++position) {
     absl::StatusOr<DecodeOutput> step = model.Decode(input.decoder_input_ids.narrow(1, position, 1),
@@ -292,7 +292,7 @@ TEST_F(GenerationTest, T5DecodeOverTheCacheEqualsTheForwardPass) {
     ASSERT_TRUE(full.ok()) << full.status();
     const int64_t target = input.decoder_input_ids.size(1);
     for (const int64_t first_chunk : {int64_t{1}, int64_t{5}}) {
-      absl::StatusOr<KvCache> cache = model.Encode(input);
+      absl::StatusOr<KvCache> cache = model.RunEncoder(input);
       ASSERT_TRUE(cache.ok()) << cache.status();
       // The first chunk in one pass, then chunks of 3 positions (the last one shorter).
       for (int64_t position = 0; position < target;) {

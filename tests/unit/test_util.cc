@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
-#include "models/checkpoint.h"
+#include "models/checkpoint/checkpoint.h"
 
 namespace attnscope::testing {
 namespace {

@@ -8,9 +8,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
-#include "models/file_util.h"
-#include "models/safetensors.h"
+#include "models/checkpoint/safetensors.h"
 #include "tools/train/safetensors_writer.h"
 
 namespace attnscope::train {

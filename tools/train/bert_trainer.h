@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/tokenizer.h"
+#include "models/tokenizers/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace attnscope::train {

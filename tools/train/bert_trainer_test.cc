@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "models/tokenizer.h"
+#include "models/tokenizers/tokenizer.h"
 
 namespace attnscope::train {
 namespace {
@@ -51,7 +51,7 @@ class LengthBucketTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
-        LoadTokenizer(std::string(ATTNSCOPE_SOURCE_DIR) + "/models/default");
+        LoadTokenizer(std::string(ATTNSCOPE_SOURCE_DIR) + "/checkpoints/default");
     ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
     tokenizer_ = *std::move(tokenizer);
   }

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "models/unicode.h"
+#include "models/tokenizers/unicode.h"
 
 namespace attnscope::train {
 namespace {

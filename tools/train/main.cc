@@ -3,13 +3,13 @@
 // model (scripts/make_translation_model.sh).
 //
 //   attnscope-train vocab --corpus=vocab_corpus.txt --heldout=heldout.jsonl
-//       --model_dir=models/default
-//   attnscope-train train --data=train.jsonl --model_dir=models/default --steps=N
+//       --model_dir=checkpoints/default
+//   attnscope-train train --data=train.jsonl --model_dir=checkpoints/default --steps=N
 //       --record_examples=tests/data/default-model-first-steps.jsonl
 //   attnscope-train tokens --heldout=heldout.jsonl --model_dir=DIR   # [UNK] rate, tokens per word
-//   attnscope-train translate --data=train.jsonl --model_dir=models/translation --steps=N
+//   attnscope-train translate --data=train.jsonl --model_dir=checkpoints/translation --steps=N
 //       --heldout=tests/data/translation-heldout.jsonl   # trains, then evaluates
-//   attnscope-train evaluate --model_dir=models/translation
+//   attnscope-train evaluate --model_dir=checkpoints/translation
 //       --heldout=tests/data/translation-heldout.jsonl   # greedy translations, chrF
 #include <malloc.h>
 
@@ -36,11 +36,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 #include "models/engine.h"
-#include "models/file_util.h"
 #include "models/generation.h"
-#include "models/tokenizer.h"
+#include "models/tokenizers/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tools/train/bert_trainer.h"
 #include "tools/train/chrf.h"
@@ -48,7 +48,7 @@
 #include "tools/train/translation_eval.h"
 #include "tools/train/vocab_builder.h"
 
-ABSL_FLAG(std::string, model_dir, "models/default", "the checkpoint directory written");
+ABSL_FLAG(std::string, model_dir, "checkpoints/default", "the checkpoint directory written");
 ABSL_FLAG(std::string, corpus, "", "vocab: training texts, one a line");
 ABSL_FLAG(std::string, heldout, "",
           "vocab, tokens, translate, evaluate: held-out JSONL whose texts the unknown-token rate "

@@ -8,8 +8,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
-#include "models/file_util.h"
 #include "tools/train/safetensors_writer.h"
 
 namespace attnscope::train {

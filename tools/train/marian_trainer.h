@@ -1,11 +1,12 @@
 // Trains the translation model: an encoder-decoder computed as Hugging Face's MarianMTModel
 // (Junczys-Dowmunt et al. 2018; transformers' modeling_marian.py) and as attnscope's engine runs it
-// (models/encoder_decoder.cc): post-LayerNorm layers, static sinusoidal positions, token embeddings
-// scaled by sqrt(d_model), SiLU, an lm_head tied to the shared embeddings plus final_logits_bias.
-// The engine is inference-only; this is its differentiable twin from torch::nn modules, trained by
-// teacher-forced cross-entropy, and saved as a MarianMTModel checkpoint the engine loads.
-// final_logits_bias is trained here (transformers keeps it a zero buffer): it learns the target
-// tokens' prior, and pushes down "<pad>", which the decoder reads as its start but never writes.
+// (models/architectures/encoder_decoder.cc): post-LayerNorm layers, static sinusoidal positions,
+// token embeddings scaled by sqrt(d_model), SiLU, an lm_head tied to the shared embeddings plus
+// final_logits_bias. The engine is inference-only; this is its differentiable twin from torch::nn
+// modules, trained by teacher-forced cross-entropy, and saved as a MarianMTModel checkpoint the
+// engine loads. final_logits_bias is trained here (transformers keeps it a zero buffer): it learns
+// the target tokens' prior, and pushes down "<pad>", which the decoder reads as its start but never
+// writes.
 //
 // One model translates English into several languages: the source starts with the target
 // language's token (">>vie<< Inserting Tables"), Marian's multilingual convention.
@@ -23,7 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "models/tokenizer.h"
+#include "models/tokenizers/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace attnscope::train {
@@ -131,8 +132,8 @@ class MarianTrainer {
                        const torch::Tensor& decoder_ids, const torch::Tensor& decoder_mask);
 
   // Writes into `dir` config.json (model_type "marian"), model.safetensors (float32, the tensor
-  // names of transformers' MarianMTModel that models/encoder_decoder.cc loads) and copies the
-  // tokenizer files (source.spm, target.spm, vocab.json, tokenizer_config.json) from
+  // names of transformers' MarianMTModel that models/architectures/encoder_decoder.cc loads) and
+  // copies the tokenizer files (source.spm, target.spm, vocab.json, tokenizer_config.json) from
   // tokenizer_dir when that is another folder. Internal on I/O errors.
   absl::Status Save(const std::string& dir) const;
 

@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "models/architectures/transformer.h"
 #include "models/generation.h"
-#include "models/tokenizer.h"
-#include "models/transformer.h"
+#include "models/tokenizers/tokenizer.h"
 
 namespace attnscope::train {
 namespace {

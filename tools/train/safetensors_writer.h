@@ -16,9 +16,9 @@ namespace attnscope::train {
 absl::Status WriteFile(const std::string& path, const std::string& bytes);
 
 // Writes `tensors` (any float dtype, stored as F32, in name order) as a safetensors file (see
-// models/safetensors.h): u64 little-endian header length, JSON header, data. The header is padded
-// with spaces to a multiple of 8 bytes so that the engine can map the float32 data in place.
-// Internal on I/O errors.
+// models/checkpoint/safetensors.h): u64 little-endian header length, JSON header, data. The header
+// is padded with spaces to a multiple of 8 bytes so that the engine can map the float32 data in
+// place. Internal on I/O errors.
 absl::Status WriteSafetensors(const std::vector<std::pair<std::string, torch::Tensor>>& tensors,
                               const std::string& path);
 

@@ -1,15 +1,15 @@
 // Reruns the first steps of the default model's training from the seed, on the examples those steps
 // consumed (tests/data/default-model-first-steps.jsonl), and checks the losses recorded when the
-// committed model was trained (models/default/training_record.json): same initial weights, same
-// masking, same dropout, same updates. Then checks that the inference engine, loading what the
+// committed model was trained (checkpoints/default/training_record.json): same initial weights,
+// same masking, same dropout, same updates. Then checks that the inference engine, loading what the
 // trainer saves, computes the trainer's own relevance logits.
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
-#include "models/tokenizer.h"
-#include "models/transformer.h"
+#include "models/architectures/transformer.h"
+#include "models/tokenizers/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tools/train/bert_trainer.h"
 
@@ -18,7 +18,7 @@ namespace {
 
 TEST(TrainReproTest, FirstStepsGiveTheRecordedLosses) {
   const std::string source = ATTNSCOPE_SOURCE_DIR;
-  const std::string model_dir = source + "/models/default";
+  const std::string model_dir = source + "/checkpoints/default";
   std::ifstream in(model_dir + "/training_record.json");
   ASSERT_TRUE(in.good()) << "no training record in " << model_dir;
   const nlohmann::json record = nlohmann::json::parse(in);

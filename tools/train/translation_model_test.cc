@@ -1,5 +1,5 @@
-// The built-in translation model (models/translation, scripts/make_translation_model.sh) as the
-// server runs it: greedy translations of the held-out help text (pages the training never saw)
+// The built-in translation model (checkpoints/translation, scripts/make_translation_model.sh) as
+// the server runs it: greedy translations of the held-out help text (pages the training never saw)
 // beat copying the English source by the margin its model card states, in both target languages,
 // and give the figures the card and evaluation.json report.
 #include <fstream>
@@ -16,7 +16,7 @@ namespace {
 
 using json = nlohmann::json;
 
-const std::string kModelDir = std::string(ATTNSCOPE_SOURCE_DIR) + "/models/translation";
+const std::string kModelDir = std::string(ATTNSCOPE_SOURCE_DIR) + "/checkpoints/translation";
 const std::string kHeldOut =
     std::string(ATTNSCOPE_SOURCE_DIR) + "/tests/data/translation-heldout.jsonl";
 

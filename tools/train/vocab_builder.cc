@@ -7,7 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "common/status_macros.h"
-#include "models/unicode.h"
+#include "models/tokenizers/unicode.h"
 
 namespace attnscope::train {
 namespace {

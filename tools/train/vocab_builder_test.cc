@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "models/wordpiece_tokenizer.h"
+#include "models/tokenizers/wordpiece_tokenizer.h"
 
 namespace attnscope::train {
 namespace {

@@ -5,7 +5,7 @@
 //
 //   node browser_test.mjs --url http://127.0.0.1:PORT/ --screenshots DIR --long-text TEXT
 //
-// The server has three models: "default" (models/default, a 4-layer, 4-head BERT cross-encoder),
+// The server has three models: "default" (checkpoints/default, a 4-layer, 4-head BERT cross-encoder),
 // "llama" (stories260K, causal) and "big" (a random 12-layer, 12-head BERT; TEXT is 512 of its
 // tokens).
 import assert from 'node:assert/strict';

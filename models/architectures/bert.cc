@@ -1,0 +1,264 @@
+// BERT (Devlin et al. 2019) as Hugging Face transformers' BertModel / BertForSequenceClassification
+// compute it in eval mode: embeddings (word + position + token type) -> LayerNorm, then
+// post-LayerNorm encoder blocks with exact-erf GELU, an additive attention mask of float32's lowest
+// value on padded keys, the tanh pooler on [CLS] and a linear classifier.
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "models/architectures/model_util.h"
+#include "models/architectures/transformer.h"
+#include "models/kernels/fused_ops.h"
+#include "models/kernels/gemm.h"
+
+namespace attnscope {
+namespace {
+
+struct Dense {
+  torch::Tensor weight;  // [out, in]
+  torch::Tensor bias;    // [out]
+  torch::Tensor operator()(const torch::Tensor& x, const torch::Tensor& residual = torch::Tensor(),
+                           Activation activation = Activation::kNone) const {
+    return attnscope::Linear(x, weight, bias, residual, activation);
+  }
+};
+
+struct Norm {
+  torch::Tensor weight;
+  torch::Tensor bias;
+  torch::Tensor operator()(const torch::Tensor& x, double eps) const {
+    return LayerNorm(x, weight, bias, eps);
+  }
+};
+
+struct BertLayer {
+  Dense query, key, value, attention_output, intermediate, output;
+  Norm attention_norm, output_norm;
+};
+
+class BertModel : public TransformerModel {
+ public:
+  BertModel(ModelConfig config, const Checkpoint& checkpoint, const std::string& prefix,
+            bool has_pooler, bool has_classifier)
+      : TransformerModel(std::move(config)),
+        has_pooler_(has_pooler),
+        has_classifier_(has_classifier) {
+    auto get = [&](const std::string& name) { return checkpoint.Get(prefix + name); };
+    auto linear = [&](const std::string& name) {
+      return Dense{get(name + ".weight"), get(name + ".bias")};
+    };
+    auto norm = [&](const std::string& name) {
+      return Norm{get(name + ".weight"), get(name + ".bias")};
+    };
+    word_embeddings_ = get("embeddings.word_embeddings.weight");
+    position_embeddings_ = get("embeddings.position_embeddings.weight");
+    token_type_embeddings_ = get("embeddings.token_type_embeddings.weight");
+    embedding_norm_ = norm("embeddings.LayerNorm");
+    for (int64_t i = 0; i < this->config().num_hidden_layers; ++i) {
+      const std::string layer = absl::StrCat("encoder.layer.", i, ".");
+      layers_.push_back(BertLayer{
+          linear(layer + "attention.self.query"), linear(layer + "attention.self.key"),
+          linear(layer + "attention.self.value"), linear(layer + "attention.output.dense"),
+          linear(layer + "intermediate.dense"), linear(layer + "output.dense"),
+          norm(layer + "attention.output.LayerNorm"), norm(layer + "output.LayerNorm")});
+    }
+    if (has_pooler_) pooler_ = linear("pooler.dense");
+    if (has_classifier_) {
+      classifier_ = Dense{checkpoint.Get("classifier.weight"), checkpoint.Get("classifier.bias")};
+    }
+  }
+
+  bool has_classifier() const override { return has_classifier_; }
+
+ private:
+  absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
+                                    const ForwardOptions& options) const override {
+    const ModelConfig& cfg = config();
+    const int64_t batch = input.input_ids.size(0);
+    const int64_t length = input.input_ids.size(1);
+    const int64_t heads = cfg.num_attention_heads;
+    const int64_t head_dim = cfg.head_dim;
+    const double eps = cfg.layer_norm_eps;
+
+    ForwardOutput out;
+    torch::Tensor hidden =
+        torch::embedding(word_embeddings_, input.input_ids)
+            .add_(position_embeddings_.narrow(0, 0, length))
+            .add_(torch::embedding(token_type_embeddings_, input.token_type_ids));
+    hidden = embedding_norm_(hidden, eps);
+    if (options.output_hidden_states) out.hidden_states.push_back(hidden);
+
+    // [B, 1, 1, S]: 0 for real keys, float32's lowest value for padding, as transformers'
+    // get_extended_attention_mask; exp() of it after the row maximum is subtracted is exactly 0.
+    const torch::Tensor additive_mask = (1.0 - input.attention_mask.to(torch::kFloat32))
+                                            .mul_(std::numeric_limits<float>::lowest())
+                                            .view({batch, 1, 1, length});
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    // Adding the mask's zeros changes nothing: skip the pass over the scores when nothing is
+    // padded.
+    const bool has_padding = !input.attention_mask.all().item<bool>();
+
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const BertLayer& layer = layers_[i];
+      const std::vector<torch::Tensor> projections =
+          LinearGroup(hidden, {layer.query.weight, layer.key.weight, layer.value.weight},
+                      {layer.query.bias, layer.key.bias, layer.value.bias});
+      const torch::Tensor& query = projections[0];
+      const torch::Tensor& key = projections[1];
+      const torch::Tensor& value = projections[2];
+      // The pre-softmax scores are kept only when asked for. Otherwise each head's live in a
+      // per-thread scratch block that stays in cache: writing every layer's to a fresh tensor made
+      // the attention about a third slower (its stores missed the cache).
+      const bool keep_scores = options.output_attention_scores;
+      torch::Tensor scores = keep_scores
+                                 ? torch::empty({batch, heads, length, length}, hidden.options())
+                                 : torch::Tensor();
+      torch::Tensor probs = torch::empty({batch, heads, length, length}, hidden.options());
+      torch::Tensor context = torch::empty_like(hidden);
+      const float* q = query.data_ptr<float>();
+      const float* k = key.data_ptr<float>();
+      const float* v = value.data_ptr<float>();
+      float* s = keep_scores ? scores.data_ptr<float>() : nullptr;
+      float* c = context.data_ptr<float>();
+      const int64_t hidden_size = cfg.hidden_size;
+      // Head h of sequence b reads columns [h * head_dim, (h + 1) * head_dim) of the [token,
+      // hidden] projections in place (leading dimension hidden_size): no split-heads copies.
+      auto head_offset = [&](int64_t bh) {
+        return (bh / heads) * length * hidden_size + (bh % heads) * head_dim;
+      };
+      float* p = probs.data_ptr<float>();
+      const float* mask = has_padding ? additive_mask.data_ptr<float>() : nullptr;
+      // Each head's scores, softmax and context in turn, while its [length, length] block is in
+      // cache, in one parallel region per layer.
+      at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+        std::vector<float> scratch(keep_scores ? 0 : static_cast<size_t>(length * length));
+        std::vector<float> head_probs(static_cast<size_t>(length * length));
+        for (int64_t bh = begin; bh < end; ++bh) {
+          const int64_t block = bh * length * length;
+          float* head_scores = keep_scores ? s + block : scratch.data();
+          Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, length, length, head_dim, scale,
+                q + head_offset(bh), hidden_size, k + head_offset(bh), hidden_size, /*beta=*/0.0f,
+                head_scores, length);
+          SoftmaxRows(head_scores, mask == nullptr ? nullptr : mask + (bh / heads) * length,
+                      /*rows=*/length, /*columns=*/length, head_probs.data());
+          Sgemm(/*transpose_a=*/false, /*transpose_b=*/false, length, head_dim, length, 1.0f,
+                head_probs.data(), length, v + head_offset(bh), hidden_size, /*beta=*/0.0f,
+                c + head_offset(bh), hidden_size);
+          CopyToOutput(head_probs.data(), length * length, p + block);
+        }
+      });
+      const torch::Tensor attended =
+          layer.attention_norm(layer.attention_output(context, /*residual=*/hidden), eps);
+      const torch::Tensor intermediate =
+          layer.intermediate(attended, /*residual=*/torch::Tensor(), Activation::kGelu);
+      hidden = layer.output_norm(layer.output(intermediate, /*residual=*/attended), eps);
+      if (options.output_attentions) out.attentions.push_back(std::move(probs));
+      if (keep_scores) out.attention_scores.push_back(std::move(scores));
+      if (options.output_hidden_states) out.hidden_states.push_back(hidden);
+      if (options.on_layer_done) {
+        ATTNSCOPE_RETURN_IF_ERROR(options.on_layer_done(static_cast<int64_t>(i)));
+      }
+    }
+    out.last_hidden_state = hidden;
+    if (has_pooler_) {
+      out.pooler_output = torch::tanh(pooler_(hidden.select(/*dim=*/1, /*index=*/0).contiguous()));
+      if (has_classifier_ && options.output_logits) out.logits = classifier_(out.pooler_output);
+    }
+    return out;
+  }
+
+  bool has_pooler_;
+  bool has_classifier_;
+  torch::Tensor word_embeddings_;
+  torch::Tensor position_embeddings_;
+  torch::Tensor token_type_embeddings_;
+  Norm embedding_norm_;
+  std::vector<BertLayer> layers_;
+  Dense pooler_;
+  Dense classifier_;
+};
+
+void AddLinear(std::vector<TensorSpec>& specs, const std::string& name, int64_t out, int64_t in) {
+  specs.push_back({name + ".weight", {out, in}});
+  specs.push_back({name + ".bias", {out}});
+}
+
+void AddNorm(std::vector<TensorSpec>& specs, const std::string& name, int64_t size) {
+  specs.push_back({name + ".weight", {size}});
+  specs.push_back({name + ".bias", {size}});
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig config,
+                                                                  Checkpoint& checkpoint) {
+  // BertForSequenceClassification and BertForPreTraining checkpoints nest the encoder under
+  // "bert."; a saved BertModel does not.
+  const std::string prefix =
+      checkpoint.Contains("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+  const bool has_classifier = checkpoint.Contains("classifier.weight");
+  const bool has_pooler = checkpoint.Contains(prefix + "pooler.dense.weight") || has_classifier;
+  const int64_t hidden = config.hidden_size;
+  // config.json against the file's shapes, before any per-layer work.
+  const std::string embeddings = prefix + "embeddings.word_embeddings.weight";
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckBlockCount(
+      "num_hidden_layers", config.num_hidden_layers, prefix + "encoder.layer."));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckConfigSize("vocab_size", config.vocab_size, embeddings, 0));
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckConfigSize("hidden_size", hidden, embeddings, 1));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckConfigSize("max_position_embeddings", config.max_position_embeddings,
+                                 prefix + "embeddings.position_embeddings.weight", 0));
+  int64_t num_labels = 0;
+  if (has_classifier) {
+    const std::vector<int64_t> classifier =
+        checkpoint.Shape("classifier.weight").value_or(std::vector<int64_t>());
+    num_labels = classifier.size() == 2 ? classifier[0] : 0;
+    if (num_labels <= 0 || (config.num_labels > 0 && config.num_labels != num_labels)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor 'classifier.weight' in '", checkpoint.FileOf("classifier.weight"),
+          "': expected shape [num_labels, ", hidden, "] with num_labels = ", config.num_labels,
+          " (config.json id2label), got [", absl::StrJoin(classifier, ", "), "]"));
+    }
+    config.num_labels = num_labels;
+  } else {
+    config.num_labels = 0;
+  }
+
+  std::vector<TensorSpec> specs;
+  specs.push_back({prefix + "embeddings.word_embeddings.weight", {config.vocab_size, hidden}});
+  specs.push_back(
+      {prefix + "embeddings.position_embeddings.weight", {config.max_position_embeddings, hidden}});
+  specs.push_back(
+      {prefix + "embeddings.token_type_embeddings.weight", {config.type_vocab_size, hidden}});
+  AddNorm(specs, prefix + "embeddings.LayerNorm", hidden);
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    const std::string layer = absl::StrCat(prefix, "encoder.layer.", i, ".");
+    AddLinear(specs, layer + "attention.self.query", hidden, hidden);
+    AddLinear(specs, layer + "attention.self.key", hidden, hidden);
+    AddLinear(specs, layer + "attention.self.value", hidden, hidden);
+    AddLinear(specs, layer + "attention.output.dense", hidden, hidden);
+    AddNorm(specs, layer + "attention.output.LayerNorm", hidden);
+    AddLinear(specs, layer + "intermediate.dense", config.intermediate_size, hidden);
+    AddLinear(specs, layer + "output.dense", hidden, config.intermediate_size);
+    AddNorm(specs, layer + "output.LayerNorm", hidden);
+  }
+  if (has_pooler) AddLinear(specs, prefix + "pooler.dense", hidden, hidden);
+  if (has_classifier) AddLinear(specs, "classifier", num_labels, hidden);
+  // position_ids is a buffer some checkpoints store; cls.* are the pre-training heads (masked LM,
+  // next sentence), which attnscope does not serve.
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.Load(specs, /*ignored_prefixes=*/{prefix + "embeddings.position_ids", "cls."}));
+  const Architecture architecture = config.architecture;
+  return BuildModel(architecture, [&] {
+    return new BertModel(std::move(config), checkpoint, prefix, has_pooler, has_classifier);
+  });
+}
+
+}  // namespace attnscope

@@ -1,0 +1,200 @@
+// Llama (Touvron et al. 2023) as Hugging Face transformers' LlamaForCausalLM computes it: RMSNorm
+// pre-normalisation, rotary position embeddings in the rotate_half layout (Su et al. 2021,
+// RoFormer), grouped-query attention (Ainslie et al. 2023: query head h reads key/value head h / (N
+// / N_kv)), a causal mask, a SiLU-gated MLP and an lm_head that may be tied to the input
+// embeddings.
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "models/architectures/model_util.h"
+#include "models/architectures/transformer.h"
+
+namespace attnscope {
+namespace {
+
+struct LlamaLayer {
+  torch::Tensor input_norm, q_proj, k_proj, v_proj, o_proj;
+  torch::Tensor post_attention_norm, gate_proj, up_proj, down_proj;
+};
+
+class LlamaModel : public TransformerModel {
+ public:
+  LlamaModel(ModelConfig config, const Checkpoint& checkpoint, bool separate_lm_head)
+      : TransformerModel(std::move(config)) {
+    embed_tokens_ = checkpoint.Get("model.embed_tokens.weight");
+    for (int64_t i = 0; i < this->config().num_hidden_layers; ++i) {
+      const std::string layer = absl::StrCat("model.layers.", i, ".");
+      auto get = [&](const std::string& name) { return checkpoint.Get(layer + name + ".weight"); };
+      layers_.push_back(LlamaLayer{get("input_layernorm"), get("self_attn.q_proj"),
+                                   get("self_attn.k_proj"), get("self_attn.v_proj"),
+                                   get("self_attn.o_proj"), get("post_attention_layernorm"),
+                                   get("mlp.gate_proj"), get("mlp.up_proj"), get("mlp.down_proj")});
+    }
+    norm_ = checkpoint.Get("model.norm.weight");
+    lm_head_ = separate_lm_head ? checkpoint.Get("lm_head.weight") : embed_tokens_;
+    // RoPE inverse frequencies theta^(-2i/d), computed in float32 like transformers'
+    // LlamaRotaryEmbedding.
+    const int64_t head_dim = this->config().head_dim;
+    inv_freq_ = 1.0 / torch::pow(this->config().rope_theta,
+                                 torch::arange(0, head_dim, 2, torch::kInt64).to(torch::kFloat32) /
+                                     static_cast<double>(head_dim));
+  }
+
+ private:
+  torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight) const {
+    const torch::Tensor variance = x.pow(2).mean(-1, /*keepdim=*/true);
+    return weight * (x * torch::rsqrt(variance + config().rms_norm_eps));
+  }
+
+  static torch::Tensor RotateHalf(const torch::Tensor& x) {
+    const int64_t half = x.size(-1) / 2;
+    return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  }
+
+  bool is_decoder() const override { return true; }
+
+  absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
+                                    const ForwardOptions& options) const override {
+    // Right padding keeps positions 0..S-1 for every real token.
+    return Layers(input.input_ids, CausalMask(input.attention_mask), /*cache=*/nullptr, options);
+  }
+
+  absl::StatusOr<DecodeOutput> RunDecode(const torch::Tensor& input_ids, KvCache* cache,
+                                         bool output_attentions) const override {
+    const torch::Tensor visible = CachedCausalMask(cache->length(), input_ids.size(1));
+    ForwardOptions options;
+    options.output_attentions = output_attentions;
+    ATTNSCOPE_ASSIGN_OR_RETURN(ForwardOutput out, Layers(input_ids, visible, cache, options));
+    DecodeOutput decoded;
+    decoded.logits = std::move(out.logits);
+    decoded.attentions = std::move(out.attentions);
+    return decoded;
+  }
+
+  // The decoder stack over `input_ids` [B, T] at positions P..P+T-1, P = the cache's length (0
+  // without a cache): query i sees key j where visible[b, 0, i, j] ([B or 1, 1, T, P + T] bool).
+  // With a cache, each layer's keys and values follow the cached ones and are appended to them.
+  absl::StatusOr<ForwardOutput> Layers(const torch::Tensor& input_ids, const torch::Tensor& visible,
+                                       KvCache* cache, const ForwardOptions& options) const {
+    const ModelConfig& cfg = config();
+    const int64_t batch = input_ids.size(0);
+    const int64_t length = input_ids.size(1);
+    const int64_t past = cache == nullptr ? 0 : cache->length();
+    const int64_t heads = cfg.num_attention_heads;
+    const int64_t kv_heads = cfg.num_key_value_heads;
+    const int64_t head_dim = cfg.head_dim;
+    const int64_t queries_per_kv = cfg.num_queries_per_kv();
+
+    const torch::Tensor positions = torch::arange(past, past + length, torch::kFloat32);
+    const torch::Tensor freqs = torch::outer(positions, inv_freq_);
+    const torch::Tensor angles = torch::cat({freqs, freqs}, -1);  // [T, head_dim]
+    const torch::Tensor cos = angles.cos();
+    const torch::Tensor sin = angles.sin();
+    auto rotate = [&](const torch::Tensor& x) { return x * cos + RotateHalf(x) * sin; };
+    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+
+    ForwardOutput out;
+    torch::Tensor hidden = torch::embedding(embed_tokens_, input_ids);
+    if (options.output_hidden_states) out.hidden_states.push_back(hidden);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const LlamaLayer& layer = layers_[i];
+      const torch::Tensor normed = RmsNorm(hidden, layer.input_norm);
+      const torch::Tensor query = rotate(torch::linear(normed, layer.q_proj)
+                                             .view({batch, length, heads, head_dim})
+                                             .transpose(1, 2));
+      torch::Tensor key = rotate(torch::linear(normed, layer.k_proj)
+                                     .view({batch, length, kv_heads, head_dim})
+                                     .transpose(1, 2));
+      torch::Tensor value = torch::linear(normed, layer.v_proj)
+                                .view({batch, length, kv_heads, head_dim})
+                                .transpose(1, 2);
+      if (cache != nullptr) std::tie(key, value) = AppendToCache(cache, i, key, value);
+      if (queries_per_kv > 1) {
+        key = key.repeat_interleave(queries_per_kv, /*dim=*/1);
+        value = value.repeat_interleave(queries_per_kv, /*dim=*/1);
+      }
+      torch::Tensor scores = torch::matmul(query, key.transpose(-1, -2)).mul_(scale);
+      torch::Tensor probs = torch::softmax(
+          scores.masked_fill(visible.logical_not(), std::numeric_limits<float>::lowest()), -1);
+      const torch::Tensor context =
+          torch::matmul(probs, value).transpose(1, 2).reshape({batch, length, heads * head_dim});
+      hidden = hidden + torch::linear(context, layer.o_proj);
+      const torch::Tensor mlp_in = RmsNorm(hidden, layer.post_attention_norm);
+      hidden = hidden + torch::linear(torch::silu(torch::linear(mlp_in, layer.gate_proj)) *
+                                          torch::linear(mlp_in, layer.up_proj),
+                                      layer.down_proj);
+      if (options.output_attentions) out.attentions.push_back(std::move(probs));
+      if (options.output_attention_scores) out.attention_scores.push_back(std::move(scores));
+      if (options.output_hidden_states && i + 1 < layers_.size())
+        out.hidden_states.push_back(hidden);
+      if (options.on_layer_done) {
+        ATTNSCOPE_RETURN_IF_ERROR(options.on_layer_done(static_cast<int64_t>(i)));
+      }
+    }
+    // transformers' LlamaModel reports the final RMSNorm output as the last hidden state.
+    out.last_hidden_state = RmsNorm(hidden, norm_);
+    if (options.output_hidden_states) out.hidden_states.push_back(out.last_hidden_state);
+    if (options.output_logits) out.logits = torch::linear(out.last_hidden_state, lm_head_);
+    return out;
+  }
+
+  torch::Tensor embed_tokens_;
+  std::vector<LlamaLayer> layers_;
+  torch::Tensor norm_;
+  torch::Tensor lm_head_;
+  torch::Tensor inv_freq_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TransformerModel>> CreateLlamaModel(ModelConfig config,
+                                                                   Checkpoint& checkpoint) {
+  const int64_t hidden = config.hidden_size;
+  // config.json against the file's shapes, before any per-layer work.
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckBlockCount("num_hidden_layers", config.num_hidden_layers, "model.layers."));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckConfigSize("vocab_size", config.vocab_size, "model.embed_tokens.weight", 0));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckConfigSize("hidden_size", hidden, "model.embed_tokens.weight", 1));
+  const int64_t q_size = config.num_attention_heads * config.head_dim;
+  const int64_t kv_size = config.num_key_value_heads * config.head_dim;
+  const int64_t inner = config.intermediate_size;
+  std::vector<TensorSpec> specs;
+  specs.push_back({"model.embed_tokens.weight", {config.vocab_size, hidden}});
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    const std::string layer = absl::StrCat("model.layers.", i, ".");
+    specs.push_back({layer + "input_layernorm.weight", {hidden}});
+    specs.push_back({layer + "self_attn.q_proj.weight", {q_size, hidden}});
+    specs.push_back({layer + "self_attn.k_proj.weight", {kv_size, hidden}});
+    specs.push_back({layer + "self_attn.v_proj.weight", {kv_size, hidden}});
+    specs.push_back({layer + "self_attn.o_proj.weight", {hidden, q_size}});
+    specs.push_back({layer + "post_attention_layernorm.weight", {hidden}});
+    specs.push_back({layer + "mlp.gate_proj.weight", {inner, hidden}});
+    specs.push_back({layer + "mlp.up_proj.weight", {inner, hidden}});
+    specs.push_back({layer + "mlp.down_proj.weight", {hidden, inner}});
+  }
+  specs.push_back({"model.norm.weight", {hidden}});
+  // A tied checkpoint may still store lm_head.weight (stories260K does); use it when present, it
+  // equals the embeddings then.
+  const bool separate_lm_head = checkpoint.Contains("lm_head.weight");
+  if (separate_lm_head) {
+    specs.push_back({"lm_head.weight", {config.vocab_size, hidden}});
+  } else if (!config.tie_word_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint '", checkpoint.model_dir(),
+        "': tensor 'lm_head.weight': expected (config.json has tie_word_embeddings false), got "
+        "nothing"));
+  }
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.Load(specs, /*ignored_prefixes=*/{".rotary_emb.inv_freq"}));
+  const Architecture architecture = config.architecture;
+  return BuildModel(architecture, [&] {
+    return new LlamaModel(std::move(config), checkpoint, separate_lm_head);
+  });
+}
+
+}  // namespace attnscope

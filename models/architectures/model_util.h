@@ -1,0 +1,42 @@
+// Pieces the transformer implementations (bert.cc, llama.cc, encoder_decoder.cc, t5.cc) share: the
+// boolean attention masks their softmax reads (true = the key is visible; a hidden key's score is
+// set to the lowest float, so its probability is exactly 0), the KV cache's growth, and the guard
+// around building a model.
+#ifndef ATTNSCOPE_MODELS_MODEL_UTIL_H_
+#define ATTNSCOPE_MODELS_MODEL_UTIL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "models/architectures/transformer.h"
+
+namespace attnscope {
+
+// [B, 1, 1, S] bool from attention_mask [B, S] int64: every query sees the real (1) keys of its
+// sequence, not the padding.
+torch::Tensor PaddingMask(const torch::Tensor& attention_mask);
+
+// [B, 1, S, S] bool from attention_mask [B, S] int64: query i sees the real keys at positions
+// 0..i (causal self-attention over right-padded sequences).
+torch::Tensor CausalMask(const torch::Tensor& attention_mask);
+
+// [1, 1, T, past + T] bool: new query i, at position past + i, sees every key up to its own.
+torch::Tensor CachedCausalMask(int64_t past, int64_t length);
+
+// Adds the new positions' keys and values [B, N, T, head_dim] of layer `layer` to `cache` (a
+// layer seen the first time, in order, gets its entry) and returns that layer's keys and values
+// of every position so far, [B, N, past + T, head_dim].
+std::pair<torch::Tensor, torch::Tensor> AppendToCache(KvCache* cache, size_t layer,
+                                                      torch::Tensor key, torch::Tensor value);
+
+// Runs `make` (an architecture's constructor, which calls LibTorch on checked weights) and owns
+// what it returns; no exception leaves it. ResourceExhausted when an allocation fails, Internal for
+// any other LibTorch error (a bug: the checks before it should have refused the checkpoint).
+absl::StatusOr<std::unique_ptr<TransformerModel>> BuildModel(
+    Architecture architecture, const std::function<TransformerModel*()>& make);
+
+}  // namespace attnscope
+
+#endif  // ATTNSCOPE_MODELS_MODEL_UTIL_H_

@@ -1,0 +1,423 @@
+#include "models/checkpoint/config.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/json_util.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace attnscope {
+namespace {
+
+using Json = nlohmann::json;
+
+// Upper bounds of config.json's sizes, checked before anything is allocated from them. Each is
+// far above every published checkpoint (in brackets) and below 2^31, since ModelInfo carries them
+// as int32; the weights file then has to agree with the exact values.
+constexpr int64_t kMaxVocabSize = 1 << 24;         // [256,000: Gemma; 250,112: mT5]
+constexpr int64_t kMaxHiddenSize = 1 << 16;        // [16,384: Llama 3.1 405B]
+constexpr int64_t kMaxLayers = 1024;               // [126: Llama 3.1 405B]
+constexpr int64_t kMaxHeads = 1024;                // [128]
+constexpr int64_t kMaxHeadDim = 4096;              // [256]
+constexpr int64_t kMaxIntermediateSize = 1 << 18;  // [65,536: T5 11B]
+constexpr int64_t kMaxPositions = 1 << 20;         // [1,010,000: Qwen2.5 1M]
+constexpr int64_t kMaxTypeVocabSize = 1024;        // [2: BERT]
+constexpr int64_t kMaxRelativeBuckets = 4096;      // [32: T5]
+
+// Reads config.json fields with one error style: "config 'file': field 'x': expected Y, got Z",
+// quoting at most a short excerpt of what the file holds.
+class FieldReader {
+ public:
+  FieldReader(const Json& json, absl::string_view source) : json_(json), source_(source) {}
+
+  absl::Status Error(absl::string_view field, absl::string_view expected,
+                     absl::string_view got) const {
+    return absl::InvalidArgumentError(absl::StrCat("config '", source_, "': field '", field,
+                                                   "': expected ", expected, ", got ", got));
+  }
+
+  // An integer in [low, high]; `fallback` when config.json omits it (or has null), an error when
+  // there is no fallback.
+  absl::StatusOr<int64_t> Int(const char* field, int64_t low, int64_t high,
+                              std::optional<int64_t> fallback = std::nullopt) const {
+    const std::string expected = absl::StrCat(low, " to ", high);
+    auto it = json_.find(field);
+    if (it == json_.end() || it->is_null()) {
+      if (fallback.has_value()) return *fallback;
+      return Error(field, expected, "nothing (field missing)");
+    }
+    if (!it->is_number_integer()) {
+      return Error(field, absl::StrCat("an integer, ", expected), Got(*it));
+    }
+    // Above 2^63 the value wraps when read as int64_t: compare unsigned values as they are.
+    if (it->is_number_unsigned() &&
+        it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Error(field, expected, Got(*it));
+    }
+    const int64_t value = it->get<int64_t>();
+    if (value < low || value > high) return Error(field, expected, std::to_string(value));
+    return value;
+  }
+
+  // A size: an integer in [1, high].
+  absl::StatusOr<int64_t> Size(const char* field, int64_t high,
+                               std::optional<int64_t> fallback = std::nullopt) const {
+    return Int(field, 1, high, fallback);
+  }
+
+  // A token id: in [0, vocab_size), or -1 (or null) for none. Newer configs list several
+  // end-of-sequence ids; every one must be in range, the first is kept.
+  absl::StatusOr<int64_t> TokenId(const char* field, int64_t fallback, int64_t vocab_size) const {
+    const std::string expected =
+        absl::StrCat("an id in [0, ", vocab_size, ") (vocab_size) or -1 for none");
+    auto it = json_.find(field);
+    if (it == json_.end() || it->is_null()) return fallback;
+    std::vector<const Json*> ids;
+    if (it->is_array() && !it->empty()) {
+      for (const Json& id : *it) ids.push_back(&id);
+    } else {
+      ids.push_back(&*it);
+    }
+    for (const Json* id : ids) {
+      if (!id->is_number_integer()) return Error(field, expected, Got(*it));
+      const bool too_large =
+          id->is_number_unsigned() && id->get<uint64_t>() >= static_cast<uint64_t>(vocab_size);
+      const int64_t value = id->get<int64_t>();
+      if (too_large || value < -1 || value >= vocab_size || (value == -1 && ids.size() > 1)) {
+        return Error(field, expected, Got(*it));
+      }
+    }
+    return ids.front()->get<int64_t>();
+  }
+
+  // A finite number > 0, and at least `low` when `low` > 0.
+  absl::StatusOr<double> Positive(const char* field, double fallback, double low = 0) const {
+    auto it = json_.find(field);
+    if (it == json_.end() || it->is_null()) return fallback;
+    const std::string expected =
+        low > 0 ? absl::StrCat("a finite number of at least ", low) : "a finite number > 0";
+    if (!it->is_number()) return Error(field, expected, Got(*it));
+    const double value = it->get<double>();
+    if (!std::isfinite(value) || value <= 0 || value < low) return Error(field, expected, Got(*it));
+    return value;
+  }
+
+  absl::StatusOr<bool> BoolOr(const char* field, bool fallback) const {
+    auto it = json_.find(field);
+    if (it == json_.end() || it->is_null()) return fallback;
+    if (!it->is_boolean()) return Error(field, "true or false", Got(*it));
+    return it->get<bool>();
+  }
+
+  absl::StatusOr<std::string> StringOr(const char* field, std::string fallback) const {
+    auto it = json_.find(field);
+    if (it == json_.end() || it->is_null()) return fallback;
+    if (!it->is_string()) return Error(field, "a string", Got(*it));
+    return it->get<std::string>();
+  }
+
+  // What the file holds, as an error message may quote it.
+  static std::string Got(const Json& value) { return JsonExcerpt(value); }
+  static std::string Quoted(absl::string_view text) {
+    return absl::StrCat("\"", Excerpt(text), "\"");
+  }
+
+ private:
+  const Json& json_;
+  absl::string_view source_;
+};
+
+// The ids every architecture reads, checked against vocab_size.
+absl::Status ReadTokenIds(const FieldReader& reader, int64_t pad, int64_t bos, int64_t eos,
+                          ModelConfig& config) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.pad_token_id,
+                             reader.TokenId("pad_token_id", pad, config.vocab_size));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.bos_token_id,
+                             reader.TokenId("bos_token_id", bos, config.vocab_size));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.eos_token_id,
+                             reader.TokenId("eos_token_id", eos, config.vocab_size));
+  return absl::OkStatus();
+}
+
+// The BART family's config.json (MarianConfig, BartConfig): the encoder's sizes into the common
+// fields, the decoder's into decoder_*.
+absl::StatusOr<ModelConfig> ParseEncoderDecoder(const FieldReader& reader, ModelConfig config) {
+  const bool marian = config.architecture == Architecture::kMarian;
+  config.is_encoder_decoder = true;
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.Size("vocab_size", kMaxVocabSize));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_size, reader.Size("d_model", kMaxHiddenSize));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_hidden_layers, reader.Size("encoder_layers", kMaxLayers));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.decoder_layers, reader.Size("decoder_layers", kMaxLayers));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_attention_heads,
+                             reader.Size("encoder_attention_heads", kMaxHeads));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.decoder_attention_heads,
+                             reader.Size("decoder_attention_heads", kMaxHeads));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.intermediate_size,
+                             reader.Size("encoder_ffn_dim", kMaxIntermediateSize));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.decoder_ffn_dim,
+                             reader.Size("decoder_ffn_dim", kMaxIntermediateSize));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.max_position_embeddings,
+      reader.Size("max_position_embeddings", kMaxPositions, marian ? 512 : 1024));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act,
+                             reader.StringOr("activation_function", marian ? "swish" : "gelu"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.scale_embedding, reader.BoolOr("scale_embedding", false));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
+                             reader.BoolOr("tie_word_embeddings", true));
+  ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/1, /*bos=*/0, /*eos=*/2, config));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.decoder_start_token_id,
+      reader.TokenId("decoder_start_token_id", config.pad_token_id, config.vocab_size));
+  if (config.decoder_start_token_id < 0) {
+    return reader.Error("decoder_start_token_id",
+                        absl::StrCat("an id in [0, ", config.vocab_size,
+                                     ") (the decoder's first token; it defaults to pad_token_id)"),
+                        std::to_string(config.decoder_start_token_id));
+  }
+  config.layer_norm_eps = 1e-5;  // nn.LayerNorm's default, which both classes use
+  config.type_vocab_size = 0;
+  config.num_key_value_heads = config.num_attention_heads;
+  for (const auto& [field, heads] :
+       {std::pair<const char*, int64_t>{"encoder_attention_heads", config.num_attention_heads},
+        std::pair<const char*, int64_t>{"decoder_attention_heads",
+                                        config.decoder_attention_heads}}) {
+    if (config.hidden_size % heads != 0) {
+      return reader.Error(field, absl::StrCat("a divisor of d_model (", config.hidden_size, ")"),
+                          std::to_string(heads));
+    }
+  }
+  config.head_dim = config.hidden_size / config.num_attention_heads;
+  if (marian && config.hidden_size % 2 != 0) {
+    return reader.Error("d_model", "an even number (sinusoidal positions pair sin and cos)",
+                        std::to_string(config.hidden_size));
+  }
+  if (config.hidden_act == "silu") config.hidden_act = "swish";
+  if (config.hidden_act != "gelu" && config.hidden_act != "swish" && config.hidden_act != "relu") {
+    return reader.Error("activation_function", "\"gelu\", \"swish\" (\"silu\") or \"relu\"",
+                        FieldReader::Quoted(config.hidden_act));
+  }
+  if (!config.tie_word_embeddings) {
+    return reader.Error("tie_word_embeddings", "true (lm_head is the shared embeddings)", "false");
+  }
+  return config;
+}
+
+// T5Config (transformers' configuration_t5.py): its own field names, mapped onto the common ones.
+absl::StatusOr<ModelConfig> ParseT5(const FieldReader& reader, ModelConfig config) {
+  config.is_encoder_decoder = true;
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.Size("vocab_size", kMaxVocabSize));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_size, reader.Size("d_model", kMaxHiddenSize));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.head_dim, reader.Size("d_kv", kMaxHeadDim));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.intermediate_size, reader.Size("d_ff", kMaxIntermediateSize));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_hidden_layers, reader.Size("num_layers", kMaxLayers));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_attention_heads, reader.Size("num_heads", kMaxHeads));
+  // T5Config: num_decoder_layers defaults to num_layers.
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.decoder_layers, reader.Size("num_decoder_layers", kMaxLayers,
+                                                                config.num_hidden_layers));
+  // _relative_position_bucket gives half the buckets to each direction in the encoder and half of
+  // those to exact distances, and takes log(max_distance / max_exact) beyond them.
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.relative_attention_num_buckets,
+      reader.Int("relative_attention_num_buckets", 4, kMaxRelativeBuckets, /*fallback=*/32));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.relative_attention_max_distance,
+                             reader.Size("relative_attention_max_distance", kMaxPositions, 128));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.rms_norm_eps, reader.Positive("layer_norm_epsilon", 1e-6));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const std::string feed_forward_proj,
+                             reader.StringOr("feed_forward_proj", "relu"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
+                             reader.BoolOr("tie_word_embeddings", true));
+  ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/0, /*bos=*/-1, /*eos=*/1, config));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.decoder_start_token_id,
+      reader.TokenId("decoder_start_token_id", config.pad_token_id, config.vocab_size));
+  if (config.decoder_start_token_id < 0) {
+    return reader.Error("decoder_start_token_id",
+                        absl::StrCat("an id in [0, ", config.vocab_size,
+                                     ") (the decoder's first token; it defaults to pad_token_id)"),
+                        std::to_string(config.decoder_start_token_id));
+  }
+  // Relative positions need no table, so T5Config has no limit; n_positions (512 in the original
+  // checkpoints' config.json) bounds what the service accepts.
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.max_position_embeddings,
+                             reader.Size("n_positions", kMaxPositions, 512));
+  config.decoder_attention_heads = config.num_attention_heads;
+  config.num_key_value_heads = config.num_attention_heads;
+  config.decoder_ffn_dim = config.intermediate_size;
+  config.type_vocab_size = 0;
+  if (config.relative_attention_max_distance <= config.relative_attention_num_buckets / 2) {
+    return reader.Error(
+        "relative_attention_max_distance",
+        absl::StrCat("more than relative_attention_num_buckets / 2 (",
+                     config.relative_attention_num_buckets / 2, ", the exact buckets)"),
+        std::to_string(config.relative_attention_max_distance));
+  }
+  // T5Config's two documented projections: "relu" (T5 v1.0) and "gated-gelu" (T5 v1.1, Flan-T5),
+  // whose activation transformers maps to gelu_new.
+  if (feed_forward_proj == "relu") {
+    config.hidden_act = "relu";
+    config.gated_feed_forward = false;
+  } else if (feed_forward_proj == "gated-gelu") {
+    config.hidden_act = "gelu_new";
+    config.gated_feed_forward = true;
+  } else {
+    return reader.Error("feed_forward_proj", "\"relu\" or \"gated-gelu\"",
+                        FieldReader::Quoted(feed_forward_proj));
+  }
+  return config;
+}
+
+}  // namespace
+
+absl::string_view ArchitectureName(Architecture architecture) {
+  switch (architecture) {
+    case Architecture::kBert:
+      return "bert";
+    case Architecture::kLlama:
+      return "llama";
+    case Architecture::kMarian:
+      return "marian";
+    case Architecture::kBart:
+      return "bart";
+    case Architecture::kT5:
+      return "t5";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
+                                             absl::string_view source) {
+  Json json = Json::parse(json_text, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config '", source, "': expected a JSON object, got malformed JSON"));
+  }
+  ATTNSCOPE_RETURN_IF_ERROR(CheckJsonDepth(json, absl::StrCat("config '", source, "'")));
+  FieldReader reader(json, source);
+  ModelConfig config;
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.model_type, reader.StringOr("model_type", ""));
+  if (config.model_type == "bert") {
+    config.architecture = Architecture::kBert;
+  } else if (config.model_type == "llama") {
+    config.architecture = Architecture::kLlama;
+  } else if (config.model_type == "marian") {
+    config.architecture = Architecture::kMarian;
+  } else if (config.model_type == "bart") {
+    config.architecture = Architecture::kBart;
+  } else if (config.model_type == "t5") {
+    config.architecture = Architecture::kT5;
+  } else {
+    return reader.Error(
+        "model_type",
+        "one of the supported architectures \"bert\", \"llama\", \"marian\", \"bart\", \"t5\"",
+        FieldReader::Quoted(config.model_type));
+  }
+  if (auto it = json.find("architectures"); it != json.end() && it->is_array()) {
+    for (const Json& name : *it) {
+      if (name.is_string()) config.architectures.push_back(name.get<std::string>());
+    }
+  }
+  if (config.architecture == Architecture::kMarian || config.architecture == Architecture::kBart) {
+    return ParseEncoderDecoder(reader, std::move(config));
+  }
+  if (config.architecture == Architecture::kT5) return ParseT5(reader, std::move(config));
+  const bool is_bert = config.architecture == Architecture::kBert;
+
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.Size("vocab_size", kMaxVocabSize));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_size, reader.Size("hidden_size", kMaxHiddenSize));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_hidden_layers,
+                             reader.Size("num_hidden_layers", kMaxLayers));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_attention_heads,
+                             reader.Size("num_attention_heads", kMaxHeads));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.intermediate_size,
+                             reader.Size("intermediate_size", kMaxIntermediateSize));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.max_position_embeddings,
+      reader.Size("max_position_embeddings", kMaxPositions, is_bert ? 512 : 2048));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.num_key_value_heads,
+      reader.Size("num_key_value_heads", kMaxHeads, config.num_attention_heads));
+  // BERT always embeds segment ids (0 for a single text), so it needs one row at least.
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.type_vocab_size,
+                             reader.Int("type_vocab_size", is_bert ? 1 : 0, kMaxTypeVocabSize, 2));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.layer_norm_eps, reader.Positive("layer_norm_eps", 1e-12));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.rms_norm_eps, reader.Positive("rms_norm_eps", 1e-6));
+  // Below 1 the RoPE frequencies theta^(-2i/d) exceed one turn per token and, for a theta near 0,
+  // overflow float32; every Llama-family base is 10^4 to 10^7.
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.rope_theta, reader.Positive("rope_theta", 10000.0, 1.0));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act,
+                             reader.StringOr("hidden_act", is_bert ? "gelu" : "silu"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
+                             reader.BoolOr("tie_word_embeddings", /*fallback=*/!is_bert));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      ReadTokenIds(reader, /*pad=*/is_bert ? 0 : -1, /*bos=*/-1, /*eos=*/-1, config));
+
+  if (config.hidden_size % config.num_attention_heads != 0) {
+    return reader.Error(
+        "hidden_size",
+        absl::StrCat("a multiple of num_attention_heads (", config.num_attention_heads, ")"),
+        std::to_string(config.hidden_size));
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.head_dim,
+      reader.Size("head_dim", kMaxHeadDim, config.hidden_size / config.num_attention_heads));
+  if (config.num_attention_heads % config.num_key_value_heads != 0) {
+    return reader.Error("num_key_value_heads",
+                        absl::StrCat("a positive divisor of num_attention_heads (",
+                                     config.num_attention_heads, ")"),
+                        std::to_string(config.num_key_value_heads));
+  }
+  if (is_bert && config.num_key_value_heads != config.num_attention_heads) {
+    return reader.Error(
+        "num_key_value_heads",
+        absl::StrCat("num_attention_heads (", config.num_attention_heads, ") for bert"),
+        std::to_string(config.num_key_value_heads));
+  }
+  if (is_bert && config.head_dim * config.num_attention_heads != config.hidden_size) {
+    return reader.Error("head_dim", "hidden_size / num_attention_heads for bert",
+                        std::to_string(config.head_dim));
+  }
+  if (config.architecture == Architecture::kLlama && config.head_dim % 2 != 0) {
+    return reader.Error("head_dim", "an even number (RoPE rotates pairs of dimensions)",
+                        std::to_string(config.head_dim));
+  }
+  if (is_bert ? config.hidden_act != "gelu" : config.hidden_act != "silu") {
+    return reader.Error("hidden_act", is_bert ? "\"gelu\"" : "\"silu\"",
+                        FieldReader::Quoted(config.hidden_act));
+  }
+
+  if (auto it = json.find("id2label"); it != json.end() && it->is_object()) {
+    for (const auto& [key, label] : it->items()) {
+      int64_t index = 0;
+      // transformers numbers the labels 0..N-1; an index beyond them has no classifier row.
+      if (!absl::SimpleAtoi(key, &index) || index < 0 ||
+          index >= static_cast<int64_t>(it->size()) || !label.is_string()) {
+        return reader.Error(
+            "id2label",
+            absl::StrCat("an object of \"index\": \"label\" with indices 0 to ", it->size() - 1),
+            absl::StrCat(FieldReader::Quoted(key), ": ", FieldReader::Got(label)));
+      }
+      config.id2label[index] = label.get<std::string>();
+    }
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.num_labels,
+      reader.Int("num_labels", 0, kMaxVocabSize, static_cast<int64_t>(config.id2label.size())));
+  return config;
+}
+
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
+  const std::string path = JoinPath(model_dir, "config.json");
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxSettingsFileBytes));
+  return ParseModelConfig(text, path);
+}
+
+}  // namespace attnscope

@@ -1,0 +1,222 @@
+#include "models/kernels/gemm.h"
+
+#include <ATen/Parallel.h>
+#include <malloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+#include "dnnl.h"
+#include "models/kernels/row_kernel.h"
+
+namespace attnscope {
+namespace {
+
+// Column blocks of Linear's per-thread products: whole AVX-512 vectors, and not so narrow that a
+// thread's product is dominated by its packing overhead.
+constexpr int64_t kColumnAlignment = 16;
+constexpr int64_t kMinColumnsPerThread = 64;
+// glibc's cap on M_MMAP_THRESHOLD (HEAP_MAX_SIZE / 2 on 64-bit): larger blocks are mapped anyway.
+constexpr int kLargestHeapBlock = 32 * 1024 * 1024;
+// Each arena keeps its own peak, and glibc gives threads up to 8 arenas per core: 64 server
+// threads that had each run a batch of attribution passes, one at a time, grew the server by
+// 145 MB in 16 arenas, by 75 MB in two. Two: the passes run on two threads at once at most (the
+// ForwardBatcher's and the one whose ComputeGate turn it is).
+constexpr int kHeapArenas = 2;
+
+// One x * weight^T (+ bias, + residual) product of a group.
+struct Product {
+  torch::Tensor weight;    // [out, in]
+  torch::Tensor bias;      // [out], or undefined
+  torch::Tensor residual;  // [..., out] like the result, or undefined
+  torch::Tensor result;    // [..., out], uninitialised until RunProducts
+  Activation activation;
+};
+
+Product MakeProduct(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                    const torch::Tensor& residual, Activation activation) {
+  TORCH_CHECK(weight.is_contiguous() && weight.dim() == 2 && weight.size(1) == x.size(-1),
+              "Linear needs a contiguous [out, ", x.size(-1), "] weight");
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = weight.size(0);
+  return {weight, bias, residual.defined() ? residual.contiguous() : residual,
+          torch::empty(shape, x.options()), activation};
+}
+
+// Calls body(begin, end) once per thread, each with an equal share of `columns` concatenated output
+// columns (whole AVX-512 vectors), or once on the calling thread with all of them where there are
+// no threads to spare or the products are too narrow to split.
+//
+// Why split columns: oneDNN splits a product over its m and n blocks only, and with the few rows of
+// one sequence it ran [128, 3072] x [3072, 768] on one thread, and [128, 768] x [768, 768] at
+// 70-80% of two threads' rate. A column share is contiguous rows of the weights, and a group shares
+// one parallel region, so its small products do not each pay a fork and join.
+template <typename Body>
+void SplitColumns(int64_t columns, const Body& body) {
+  const int64_t threads = at::get_num_threads();
+  if (threads == 1 || at::in_parallel_region() || columns < kMinColumnsPerThread * 2) {
+    body(0, columns);
+    return;
+  }
+  const int64_t share = (columns + threads - 1) / threads;
+  const int64_t grain = (share + kColumnAlignment - 1) / kColumnAlignment * kColumnAlignment;
+  at::parallel_for(0, columns, grain, body);
+}
+
+int64_t TotalColumns(const std::vector<Product>& products) {
+  int64_t columns = 0;
+  for (const Product& p : products) columns += p.weight.size(0);
+  return columns;
+}
+
+// Calls share(i, from, to) for each product i with output columns [from, to) of its own inside
+// [begin, end) of the products' concatenated columns.
+template <typename Share>
+void ForEachShare(const std::vector<Product>& products, int64_t begin, int64_t end,
+                  const Share& share) {
+  int64_t first_column = 0;  // of product i in the concatenation
+  for (size_t i = 0; i < products.size(); ++i) {
+    const int64_t out = products[i].weight.size(0);
+    const int64_t from = std::max(begin, first_column) - first_column;
+    const int64_t to = std::min(end, first_column + out) - first_column;
+    if (from < to) share(i, from, to);
+    first_column += out;
+  }
+}
+
+// Runs the products of one input x [rows, in] on RowKernelLinear.
+void RunOnRowKernel(const torch::Tensor& x, int64_t rows, int64_t in,
+                    const std::vector<Product>& products) {
+  std::vector<RowKernelColumns> all;
+  for (const Product& p : products) {
+    const int64_t out = p.weight.size(0);
+    all.push_back({p.weight.data_ptr<float>(),
+                   p.bias.defined() ? p.bias.data_ptr<float>() : nullptr,
+                   p.residual.defined() ? p.residual.data_ptr<float>() : nullptr,
+                   p.result.data_ptr<float>(), out, /*begin=*/0, /*end=*/out,
+                   /*gelu=*/p.activation == Activation::kGelu});
+  }
+  const float* x_data = x.data_ptr<float>();
+  SplitColumns(TotalColumns(products), [&](int64_t begin, int64_t end) {
+    std::vector<RowKernelColumns> shares;
+    ForEachShare(products, begin, end, [&](size_t i, int64_t from, int64_t to) {
+      shares.push_back(all[i]);
+      shares.back().begin = from;
+      shares.back().end = to;
+    });
+    RowKernelLinear(x_data, rows, in, shares);
+  });
+}
+
+// Runs the products of one input x [rows, in] on oneDNN, accumulating onto the bias and residual.
+// Unsplit (one call per product), oneDNN uses its own threads.
+void RunOnOneDnn(const torch::Tensor& x, int64_t rows, int64_t in,
+                 const std::vector<Product>& products) {
+  std::vector<float> betas;
+  for (const Product& p : products) {
+    if (p.residual.defined()) {
+      if (p.bias.defined()) {
+        torch::Tensor result = p.result;  // add_out takes a mutable handle
+        torch::add_out(result, p.residual, p.bias);
+      } else {
+        p.result.copy_(p.residual);
+      }
+    } else if (p.bias.defined()) {
+      p.result.copy_(p.bias.expand_as(p.result));
+    }
+    betas.push_back(p.residual.defined() || p.bias.defined() ? 1.0f : 0.0f);
+  }
+  const float* x_data = x.data_ptr<float>();
+  SplitColumns(TotalColumns(products), [&](int64_t begin, int64_t end) {
+    ForEachShare(products, begin, end, [&](size_t i, int64_t from, int64_t to) {
+      const Product& p = products[i];
+      Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, rows, to - from, in, /*alpha=*/1.0f,
+            x_data, in, p.weight.data_ptr<float>() + from * in, in, betas[i],
+            p.result.data_ptr<float>() + from, p.weight.size(0));
+    });
+  });
+  for (const Product& p : products) {
+    if (p.activation == Activation::kGelu) {
+      torch::Tensor result = p.result;  // gelu_ takes a mutable handle
+      torch::gelu_(result);
+    }
+  }
+}
+
+void RunProducts(const torch::Tensor& x, const std::vector<Product>& products) {
+  TORCH_CHECK(x.is_contiguous(), "Linear needs a contiguous input");
+  const int64_t in = x.size(-1);
+  const int64_t rows = x.numel() / in;
+  if (RowKernelApplies(rows, in)) {
+    RunOnRowKernel(x, rows, in, products);
+  } else {
+    RunOnOneDnn(x, rows, in, products);
+  }
+}
+
+}  // namespace
+
+void Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+           int64_t ldc) {
+  const dnnl_status_t status = dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n, k,
+                                          alpha, a, lda, b, ldb, beta, c, ldc);
+  TORCH_CHECK(status == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(status),
+              " for m=", m, " n=", n, " k=", k);
+}
+
+torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                     const torch::Tensor& residual, Activation activation) {
+  const std::vector<Product> products = {MakeProduct(x, weight, bias, residual, activation)};
+  RunProducts(x, products);
+  return products[0].result;
+}
+
+std::vector<torch::Tensor> LinearGroup(const torch::Tensor& x,
+                                       absl::Span<const torch::Tensor> weights,
+                                       absl::Span<const torch::Tensor> biases) {
+  TORCH_CHECK(biases.size() == weights.size(), "LinearGroup needs one bias per weight");
+  std::vector<Product> products;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    products.push_back(
+        MakeProduct(x, weights[i], biases[i], /*residual=*/torch::Tensor(), Activation::kNone));
+  }
+  RunProducts(x, products);
+  std::vector<torch::Tensor> results;
+  for (const Product& p : products) results.push_back(p.result);
+  return results;
+}
+
+void ReexecWithPassiveOpenMpWait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/1);
+  execv("/proc/self/exe", argv);
+  // exec failed: carry on with the default policy rather than not starting at all.
+  std::fprintf(stderr, "attnscope: could not re-execute with OMP_WAIT_POLICY=PASSIVE: %s\n",
+               std::strerror(errno));
+}
+
+void RetainFreedHeapMemory() {
+  // Fixed values also switch off glibc's dynamic mmap threshold.
+  mallopt(M_MMAP_THRESHOLD, kLargestHeapBlock);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+  mallopt(M_ARENA_MAX, kHeapArenas);
+}
+
+int ConfigureIntraOpThreads(int num_threads) {
+  static std::once_flag once;
+  std::call_once(once, [num_threads] {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    at::set_num_threads(num_threads > 0 ? num_threads : cores);
+  });
+  return at::get_num_threads();
+}
+
+}  // namespace attnscope

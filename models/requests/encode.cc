@@ -1,0 +1,89 @@
+// Encode: hidden states and pooled embeddings of a batch of inputs.
+
+#include "models/requests/encode.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "models/requests/checks.h"
+#include "models/requests/requests.h"
+
+namespace attnscope {
+
+using requests_internal::CheckInput;
+using requests_internal::CheckInputCount;
+using requests_internal::TooLarge;
+using requests_internal::ToTextOptions;
+
+absl::StatusOr<EncodeAnswer> RequestRunner::RunEncode(const EncodeQuery& query,
+                                                      const CallCheck& check) const {
+  EncodeAnswer answer;
+  ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(query.model));
+  if (query.inputs.empty()) {
+    return absl::InvalidArgumentError("inputs: expected at least one input, got none; add one");
+  }
+  ATTNSCOPE_RETURN_IF_ERROR(
+      CheckInputCount(query.inputs.size(), "inputs", options_.max_inputs_per_request));
+  answer.dtype = query.dtype;
+  if (query.normalize && !query.pooling.has_value()) {
+    return absl::InvalidArgumentError(
+        "normalize: L2 normalisation applies to the pooled vector, but pooling is none; set "
+        "`pooling` to POOLING_CLS or POOLING_MEAN, or leave `normalize` false");
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(const TextOptions options,
+                             ToTextOptions(query.tokenization, Truncation::kNone));
+  std::vector<Encoding> encodings;
+  for (size_t i = 0; i < query.inputs.size(); ++i) {
+    ATTNSCOPE_RETURN_IF_ERROR(CheckInput(query.inputs[i], absl::StrCat("inputs[", i, "].")));
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        EncodedText tokens,
+        TokenizeInput(*answer.model, query.inputs[i], options, absl::StrCat("inputs[", i, "].")));
+    encodings.push_back(tokens.encoding);
+    answer.results.emplace_back().tokens = std::move(tokens);
+  }
+  // Refuse before the forward pass, as GetAttention does: the tensors' size is known from the
+  // token counts, and an over-cap answer would hold the forward pass only to be dropped.
+  const ModelConfig& config = answer.model->config();
+  int64_t tokens = 0;
+  for (const Encoding& encoding : encodings) tokens += static_cast<int64_t>(encoding.size());
+  ATTNSCOPE_RETURN_IF_ERROR(CheckWork("Encode", tokens,
+                                      absl::StrCat(encodings.size(), " inputs, one pass each"),
+                                      "send fewer or shorter inputs per call"));
+  const int64_t states = query.output_hidden_states ? config.num_hidden_layers + 2 : 1;
+  const int64_t pooled_vectors =
+      query.pooling.has_value() ? static_cast<int64_t>(encodings.size()) : 0;
+  const int64_t bytes =
+      (tokens * states + pooled_vectors) * config.hidden_size * BytesPerElement(answer.dtype);
+  if (bytes > options_.max_response_bytes) {
+    return TooLarge("Encode", bytes, options_.max_response_bytes, kEncodeFixes);
+  }
+  ForwardOptions forward;
+  forward.output_attentions = false;
+  forward.output_logits = false;
+  forward.output_hidden_states = query.output_hidden_states;
+  ATTNSCOPE_ASSIGN_OR_RETURN(BatchOutput batch,
+                             batcher_.Run(*answer.model, std::move(encodings), forward, check));
+  torch::Tensor pooled;
+  if (query.pooling.has_value()) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(pooled, PoolHiddenStates(batch.forward.last_hidden_state,
+                                                        batch.attention_mask, *query.pooling));
+    if (query.normalize) {
+      ATTNSCOPE_ASSIGN_OR_RETURN(pooled, L2Normalize(pooled));
+    }
+  }
+  for (size_t b = 0; b < answer.results.size(); ++b) {
+    EncodedInput& result = answer.results[b];
+    const int64_t length = static_cast<int64_t>(result.tokens.encoding.size());
+    result.last_hidden_state = batch.forward.last_hidden_state[b].narrow(0, 0, length);
+    if (query.output_hidden_states) {
+      for (const torch::Tensor& hidden : batch.forward.hidden_states) {
+        result.hidden_states.push_back(hidden[b].narrow(0, 0, length));
+      }
+    }
+    if (pooled.defined()) result.pooled = pooled[b];
+  }
+  return answer;
+}
+
+}  // namespace attnscope

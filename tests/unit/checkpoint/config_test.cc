@@ -1,0 +1,425 @@
+#include "models/checkpoint/config.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "models/engine.h"
+#include "tests/unit/test_util.h"
+
+namespace attnscope {
+namespace {
+
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+// tiny-bert's config.json with `patch` applied, parsed.
+absl::StatusOr<ModelConfig> ParseBertWith(const Json& patch) {
+  Json config =
+      Json::parse(testing::ReadFileBytes(testing::TestDataDir() + "/tiny-bert/config.json"));
+  for (const auto& [key, value] : patch.items()) config[key] = value;
+  return ParseModelConfig(config.dump(), "dir/config.json");
+}
+
+// The status of `load`, or DeadlineExceeded when it has not returned within 5 s: a read that never
+// ends must fail the test, not hang it. The thread is left behind then.
+absl::Status WithinFiveSeconds(std::function<absl::Status()> load) {
+  auto done = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> result = done->get_future();
+  std::thread([done, load = std::move(load)] { done->set_value(load()); }).detach();
+  if (result.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    return absl::DeadlineExceededError("still loading after 5 s");
+  }
+  return result.get();
+}
+
+TEST(ConfigTest, ReadsStoriesLlamaConfig) {
+  auto config = LoadModelConfig(testing::SharedDir() + "/models/stories260K");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->architecture, Architecture::kLlama);
+  EXPECT_EQ(config->hidden_size, 64);
+  EXPECT_EQ(config->intermediate_size, 172);
+  EXPECT_EQ(config->num_attention_heads, 8);
+  EXPECT_EQ(config->num_key_value_heads, 4);
+  EXPECT_EQ(config->num_queries_per_kv(), 2);
+  EXPECT_EQ(config->head_dim, 8);
+  EXPECT_DOUBLE_EQ(config->rms_norm_eps, 1e-5);
+  EXPECT_DOUBLE_EQ(config->rope_theta, 10000.0);
+  EXPECT_TRUE(config->tie_word_embeddings);
+  EXPECT_EQ(config->bos_token_id, 1);
+  EXPECT_EQ(config->eos_token_id, 2);
+}
+
+TEST(ConfigTest, ReadsBertClassifierConfig) {
+  auto config = LoadModelConfig(testing::TestDataDir() + "/tiny-bert");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->architecture, Architecture::kBert);
+  EXPECT_EQ(config->num_key_value_heads, config->num_attention_heads);
+  EXPECT_DOUBLE_EQ(config->layer_norm_eps, 1e-12);
+  EXPECT_EQ(config->id2label.at(0), "LABEL_0");
+  EXPECT_EQ(config->num_labels, 1);
+  EXPECT_FALSE(config->tie_word_embeddings);
+}
+
+TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
+  struct Case {
+    const char* json;
+    const char* message;
+  };
+  const Case cases[] = {
+      {R"({"model_type": "gpt2", "vocab_size": 5})",
+       "field 'model_type': expected one of the supported architectures \"bert\", \"llama\", "
+       "\"marian\", \"bart\", \"t5\", got \"gpt2\""},
+      {"{not json", "malformed JSON"},
+      {R"({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "intermediate_size": 8})",
+       "field 'vocab_size': expected 1 to 16777216, got nothing (field missing)"},
+      {R"({"model_type": "bert", "vocab_size": 10, "hidden_size": 30, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "intermediate_size": 8})",
+       "field 'hidden_size': expected a multiple of num_attention_heads (4), got 30"},
+      {R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 32, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 3, "intermediate_size": 8})",
+       "field 'num_key_value_heads': expected a positive divisor of num_attention_heads (4), got "
+       "3"},
+      {R"({"model_type": "bert", "vocab_size": "many", "hidden_size": 32})",
+       "field 'vocab_size': expected an integer, 1 to 16777216, got \"many\""},
+      {R"({"model_type": "bert", "vocab_size": 10, "hidden_size": 32, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "intermediate_size": 8, "hidden_act": "relu"})",
+       "field 'hidden_act': expected \"gelu\", got \"relu\""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.json);
+    auto config = ParseModelConfig(c.json, "dir/config.json");
+    ASSERT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr(c.message));
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr("config 'dir/config.json'"));
+  }
+}
+
+// T5Config's names and defaults (transformers' configuration_t5.py) for what config.json omits.
+TEST(ConfigTest, ReadsT5ConfigWithTransformersDefaults) {
+  auto config = ParseModelConfig(
+      R"({"model_type": "t5", "vocab_size": 32128, "d_model": 512, "d_kv": 64, "d_ff": 2048,
+          "num_layers": 6, "num_heads": 8})",
+      "t5/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->architecture, Architecture::kT5);
+  EXPECT_EQ(ArchitectureName(config->architecture), "t5");
+  EXPECT_TRUE(config->is_encoder_decoder);
+  EXPECT_EQ(config->hidden_size, 512);
+  EXPECT_EQ(config->head_dim, 64);
+  EXPECT_EQ(config->intermediate_size, 2048);
+  EXPECT_EQ(config->decoder_ffn_dim, 2048);
+  EXPECT_EQ(config->num_hidden_layers, 6);
+  EXPECT_EQ(config->decoder_layers, 6);  // num_decoder_layers defaults to num_layers
+  EXPECT_EQ(config->num_attention_heads, 8);
+  EXPECT_EQ(config->decoder_attention_heads, 8);
+  EXPECT_EQ(config->num_key_value_heads, 8);
+  EXPECT_EQ(config->relative_attention_num_buckets, 32);
+  EXPECT_EQ(config->relative_attention_max_distance, 128);
+  EXPECT_DOUBLE_EQ(config->rms_norm_eps, 1e-6);
+  EXPECT_EQ(config->hidden_act, "relu");
+  EXPECT_FALSE(config->gated_feed_forward);
+  EXPECT_TRUE(config->tie_word_embeddings);
+  EXPECT_EQ(config->pad_token_id, 0);
+  EXPECT_EQ(config->eos_token_id, 1);
+  EXPECT_EQ(config->decoder_start_token_id, 0);
+  EXPECT_EQ(config->max_position_embeddings, 512);
+
+  config = ParseModelConfig(
+      R"({"model_type": "t5", "vocab_size": 100, "d_model": 32, "d_kv": 6, "d_ff": 48,
+          "num_layers": 2, "num_decoder_layers": 3, "num_heads": 4,
+          "relative_attention_num_buckets": 8, "relative_attention_max_distance": 12,
+          "layer_norm_epsilon": 1e-5, "feed_forward_proj": "gated-gelu",
+          "tie_word_embeddings": false, "pad_token_id": 5, "n_positions": 64})",
+      "t5/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->head_dim * config->num_attention_heads, 24);  // != d_model
+  EXPECT_EQ(config->decoder_layers, 3);
+  EXPECT_EQ(config->relative_attention_num_buckets, 8);
+  EXPECT_EQ(config->relative_attention_max_distance, 12);
+  EXPECT_DOUBLE_EQ(config->rms_norm_eps, 1e-5);
+  EXPECT_EQ(config->hidden_act, "gelu_new");
+  EXPECT_TRUE(config->gated_feed_forward);
+  EXPECT_FALSE(config->tie_word_embeddings);
+  EXPECT_EQ(config->decoder_start_token_id, 5);  // pad_token_id when not set
+  EXPECT_EQ(config->max_position_embeddings, 64);
+}
+
+TEST(ConfigTest, RejectsBadT5Configs) {
+  const std::string base =
+      R"("model_type": "t5", "vocab_size": 100, "d_model": 32, "d_kv": 8, "d_ff": 48,
+         "num_layers": 2, "num_heads": 4)";
+  struct Case {
+    std::string extra;
+    const char* message;
+  };
+  const Case cases[] = {
+      {R"("feed_forward_proj": "gated-swish")",
+       "field 'feed_forward_proj': expected \"relu\" or \"gated-gelu\", got \"gated-swish\""},
+      {R"("feed_forward_proj": 3)", "field 'feed_forward_proj': expected a string, got 3"},
+      {R"("num_decoder_layers": 0)", "field 'num_decoder_layers': expected 1 to 1024, got 0"},
+      {R"("relative_attention_num_buckets": 2)",
+       "field 'relative_attention_num_buckets': expected 4 to 4096, got 2"},
+      {R"("relative_attention_num_buckets": 8, "relative_attention_max_distance": 4)",
+       "field 'relative_attention_max_distance': expected more than "
+       "relative_attention_num_buckets / 2 (4, the exact buckets), got 4"},
+      {R"("layer_norm_epsilon": 0)",
+       "field 'layer_norm_epsilon': expected a finite number > 0, got 0"},
+      {R"("tie_word_embeddings": "yes")",
+       "field 'tie_word_embeddings': expected true or false, got \"yes\""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.extra);
+    auto config = ParseModelConfig("{" + base + ", " + c.extra + "}", "t5/config.json");
+    ASSERT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr(c.message));
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr("config 't5/config.json'"));
+  }
+}
+
+TEST(ConfigTest, RejectsJsonNestedDeeperThanTheLimit) {
+  // 101 levels, one more than common/json_util.h allows; far deeper ones overflowed the stack.
+  const std::string json =
+      R"({"model_type": )" + std::string(100, '[') + std::string(100, ']') + "}";
+  auto config = ParseModelConfig(json, "dir/config.json");
+  ASSERT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()),
+              HasSubstr("config 'dir/config.json': expected JSON nested at most 100 levels deep, "
+                        "got 101"));
+}
+
+TEST(ConfigTest, MissingFileIsNotFound) {
+  EXPECT_EQ(LoadModelConfig(testing::MakeTempDir()).status().code(), absl::StatusCode::kNotFound);
+}
+
+// A checkpoint of an unsupported architecture (with a tokenizer file LoadTokenizer cannot read):
+// loading must name the unsupported architecture, not the tokenizer file.
+TEST(ConfigTest, LoadingReportsTheArchitectureBeforeTheTokenizer) {
+  for (const std::string model_type : {"xlnet", "gpt2"}) {
+    const std::string dir = testing::MakeTempDir();
+    testing::WriteFileBytes(dir + "/config.json",
+                            R"({"model_type": ")" + model_type + R"(", "vocab_size": 10})");
+    testing::WriteFileBytes(dir + "/spiece.model", "");
+    LoadedModel::Options options;
+    options.name = "mt";
+    options.model_dir = dir;
+    const absl::Status status = LoadedModel::Create(options).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << model_type;
+    EXPECT_THAT(status.message(),
+                HasSubstr("expected one of the supported architectures \"bert\", \"llama\", "
+                          "\"marian\", \"bart\", \"t5\", got \"" +
+                          model_type + "\""));
+    EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("tokenizer")));
+  }
+}
+
+// A BART checkpoint loads with its byte-level BPE tokenizer (vocab.json + merges.txt), whose
+// vocabulary is the model's.
+TEST(ConfigTest, BartIsServed) {
+  LoadedModel::Options options;
+  options.name = "mt";
+  options.model_dir = testing::TestDataDir() + "/tiny-bart";
+  absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadedModel::Create(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE((*model)->model().config().is_encoder_decoder);
+  EXPECT_EQ((*model)->tokenizer().kind(), TokenizerKind::kByteLevelBpe);
+  EXPECT_EQ((*model)->tokenizer().vocab_size(), (*model)->model().config().vocab_size);
+}
+
+TEST(ConfigTest, MarianIsServed) {
+  LoadedModel::Options options;
+  options.name = "mt";
+  options.model_dir = testing::TestDataDir() + "/tiny-marian";
+  absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadedModel::Create(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE((*model)->model().config().is_encoder_decoder);
+}
+
+// A T5 checkpoint loads with its spiece.model tokenizer (T5Tokenizer, sentinels included), whose
+// vocabulary is the model's.
+TEST(ConfigTest, T5IsServed) {
+  LoadedModel::Options options;
+  options.name = "t5";
+  options.model_dir = testing::TestDataDir() + "/tiny-t5";
+  absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadedModel::Create(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_TRUE((*model)->model().config().is_encoder_decoder);
+  EXPECT_EQ((*model)->model().config().architecture, Architecture::kT5);
+  EXPECT_EQ((*model)->tokenizer().kind(), TokenizerKind::kSentencePiece);
+  EXPECT_EQ((*model)->tokenizer().vocab_size(), (*model)->model().config().vocab_size);
+  EXPECT_EQ((*model)->tokenizer().pad_token_id(), (*model)->model().config().pad_token_id);
+}
+
+// Every size is bounded before anything is built from it: a config.json claiming 10^9 layers made
+// the server build 10^9 x 16 tensor names (hung, past 5 GB); 10^12 Marian positions aborted it.
+TEST(ConfigTest, RefusesSizesBeyondTheirBounds) {
+  struct Case {
+    Json patch;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{{"num_hidden_layers", 1000000000}},
+       "field 'num_hidden_layers': expected 1 to 1024, got 1000000000"},
+      {{{"num_hidden_layers", 100000}},
+       "field 'num_hidden_layers': expected 1 to 1024, got 100000"},
+      {{{"max_position_embeddings", 10000000000}},
+       "field 'max_position_embeddings': expected 1 to 1048576, got 10000000000"},
+      {{{"vocab_size", 18446744073709551615ull}},
+       "field 'vocab_size': expected 1 to 16777216, got 18446744073709551615"},
+      {{{"vocab_size", -3}}, "field 'vocab_size': expected 1 to 16777216, got -3"},
+      {{{"hidden_size", 1 << 20}}, "field 'hidden_size': expected 1 to 65536, got 1048576"},
+      {{{"num_attention_heads", 4096}},
+       "field 'num_attention_heads': expected 1 to 1024, got 4096"},
+      {{{"intermediate_size", 1e12}},
+       "field 'intermediate_size': expected an integer, 1 to 262144, got 1000000000000.0"},
+      {{{"type_vocab_size", 0}}, "field 'type_vocab_size': expected 1 to 1024, got 0"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.patch.dump());
+    const absl::Status status = ParseBertWith(c.patch).status();
+    ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_EQ(status.message(), "config 'dir/config.json': " + c.message);
+  }
+  auto marian = ParseModelConfig(
+      R"({"model_type": "marian", "vocab_size": 10, "d_model": 8, "encoder_layers": 1,
+          "decoder_layers": 1, "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+          "encoder_ffn_dim": 8, "decoder_ffn_dim": 8, "max_position_embeddings": 1000000000000})",
+      "m/config.json");
+  EXPECT_EQ(marian.status().message(),
+            "config 'm/config.json': field 'max_position_embeddings': expected 1 to 1048576, got "
+            "1000000000000");
+}
+
+TEST(ConfigTest, RefusesTokenIdsOutsideTheVocabulary) {
+  struct Case {
+    Json patch;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{{"pad_token_id", 5000}},
+       "field 'pad_token_id': expected an id in [0, 137) (vocab_size) or -1 for none, got 5000"},
+      {{{"bos_token_id", -2}},
+       "field 'bos_token_id': expected an id in [0, 137) (vocab_size) or -1 for none, got -2"},
+      {{{"eos_token_id", {2, 137}}},
+       "field 'eos_token_id': expected an id in [0, 137) (vocab_size) or -1 for none, got [2,137]"},
+      {{{"eos_token_id", "[SEP]"}},
+       "field 'eos_token_id': expected an id in [0, 137) (vocab_size) or -1 for none, got "
+       "\"[SEP]\""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.patch.dump());
+    const absl::Status status = ParseBertWith(c.patch).status();
+    ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_EQ(status.message(), "config 'dir/config.json': " + c.message);
+  }
+  // Llama 3 lists its end-of-sequence ids; the first is the one kept.
+  auto listed = ParseBertWith({{"eos_token_id", {3, 2}}});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->eos_token_id, 3);
+  auto marian = ParseModelConfig(
+      R"({"model_type": "marian", "vocab_size": 10, "d_model": 8, "encoder_layers": 1,
+          "decoder_layers": 1, "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+          "encoder_ffn_dim": 8, "decoder_ffn_dim": 8, "pad_token_id": 9,
+          "decoder_start_token_id": 10})",
+      "m/config.json");
+  EXPECT_EQ(marian.status().message(),
+            "config 'm/config.json': field 'decoder_start_token_id': expected an id in [0, 10) "
+            "(vocab_size) or -1 for none, got 10");
+}
+
+TEST(ConfigTest, RefusesEpsilonsAndRopeBasesThatAreNotPositive) {
+  const std::string llama =
+      R"("model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+         "num_attention_heads": 2, "intermediate_size": 8)";
+  struct Case {
+    std::string extra;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {R"("rope_theta": 0)", "field 'rope_theta': expected a finite number of at least 1, got 0"},
+      {R"("rope_theta": -10000.0)",
+       "field 'rope_theta': expected a finite number of at least 1, got -10000.0"},
+      {R"("rms_norm_eps": 0.0)", "field 'rms_norm_eps': expected a finite number > 0, got 0.0"},
+      {R"("rms_norm_eps": "1e-5")",
+       "field 'rms_norm_eps': expected a finite number > 0, got \"1e-5\""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.extra);
+    const absl::Status status =
+        ParseModelConfig("{" + llama + ", " + c.extra + "}", "l/config.json").status();
+    ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_EQ(status.message(), "config 'l/config.json': " + c.message);
+  }
+  EXPECT_EQ(ParseBertWith({{"layer_norm_eps", -1e-12}}).status().message(),
+            "config 'dir/config.json': field 'layer_norm_eps': expected a finite number > 0, got "
+            "-1e-12");
+}
+
+// What an error quotes from the file is a short excerpt on one line, never the file's megabytes.
+TEST(ConfigTest, QuotesOnlyAShortExcerptOfWhatItRefuses) {
+  const std::string huge(1 << 20, 'x');
+  for (const Json& patch : {Json{{"hidden_act", huge + "\nsecond line"}},
+                            Json{{"vocab_size", huge}}, Json{{"model_type", huge}}}) {
+    const absl::Status status = ParseBertWith(patch).status();
+    ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_LT(status.message().size(), 400u) << status.message().substr(0, 400);
+    EXPECT_EQ(status.message().find('\n'), absl::string_view::npos);
+  }
+}
+
+// config.json (and the tokenizer files beside it) must be regular files of bounded size: a FIFO
+// hung the load, a symlink to /dev/zero was read without end.
+TEST(ConfigTest, RefusesConfigFilesThatAreNotRegularFiles) {
+  struct Case {
+    std::string name;
+    std::function<void(const std::string& path)> make;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"FIFO", [](const std::string& path) { ASSERT_EQ(mkfifo(path.c_str(), 0600), 0); },
+       "expected a regular file, got a FIFO"},
+      {"symlink to /dev/zero",
+       [](const std::string& path) { ASSERT_EQ(symlink("/dev/zero", path.c_str()), 0); },
+       "expected a regular file, got a character device"},
+      {"directory", [](const std::string& path) { ASSERT_EQ(mkdir(path.c_str(), 0700), 0); },
+       "expected a regular file, got a directory"},
+      {"17 MB file",
+       [](const std::string& path) {
+         testing::WriteFileBytes(path, "{}");
+         ASSERT_EQ(truncate(path.c_str(), 17 << 20), 0);  // sparse: no disk used
+       },
+       "expected at most 16777216 bytes, got 17825792"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string dir = testing::CopyToTempDir(testing::TestDataDir() + "/tiny-bert");
+    const std::string config = dir + "/config.json";
+    std::filesystem::remove(config);
+    c.make(config);
+    const absl::Status status = WithinFiveSeconds([&] { return LoadModelConfig(dir).status(); });
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr("'" + config + "': " + c.message));
+    // The tokenizer files are read the same way.
+    const std::string tokenizer_config = dir + "/tokenizer_config.json";
+    std::filesystem::remove(config);
+    testing::WriteFileBytes(
+        config, testing::ReadFileBytes(testing::TestDataDir() + "/tiny-bert/config.json"));
+    std::filesystem::remove(tokenizer_config);
+    c.make(tokenizer_config);
+    const absl::Status tokenizer = WithinFiveSeconds([&] { return LoadTokenizer(dir).status(); });
+    EXPECT_EQ(tokenizer.code(), absl::StatusCode::kInvalidArgument) << tokenizer;
+    EXPECT_THAT(std::string(tokenizer.message()),
+                HasSubstr("'" + tokenizer_config + "': " + c.message));
+    std::filesystem::remove_all(dir);
+  }
+}
+
+}  // namespace
+}  // namespace attnscope

@@ -1,0 +1,206 @@
+// RunAttention (models/requests/attention.cc) in process: its checks before any tokenization, the
+// size estimate against the bytes of the answer it would send, and the post-processing (head
+// aggregation, windows, top-k, the decoder's side) against the dense answer of the same pass.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/requests/request_test_util.h"
+
+namespace attnscope {
+namespace {
+
+using testing::BytesOf;
+using ::testing::HasSubstr;
+using testing::NewRunner;
+using testing::NoCheck;
+
+constexpr char kText[] = "the quick brown fox jumps over the lazy dog";
+
+AttentionQuery BertQuery() {
+  AttentionQuery query;
+  query.model = "bert";
+  query.input.text = kText;
+  return query;
+}
+
+TEST(RequestAttentionTest, ContradictoryOptionsAreRefusedBeforeTokenizing) {
+  testing::TokenizationCounter counter;
+  std::unique_ptr<RequestRunner> runner = NewRunner({}, &counter);
+  struct Case {
+    std::string name;
+    AttentionQuery query;
+    std::string message;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"negative top_k", BertQuery(), "top_k -1: expected 0"});
+  cases.back().query.top_k = -1;
+  cases.push_back({"scores with top_k", BertQuery(), "include_scores with top_k"});
+  cases.back().query.include_scores = true;
+  cases.back().query.top_k = 2;
+  cases.push_back({"scores with words", BertQuery(), "include_scores with aggregate_words"});
+  cases.back().query.include_scores = true;
+  cases.back().query.aggregate_words = true;
+  cases.push_back({"decoder text on an encoder", BertQuery(), "is not an encoder-decoder"});
+  cases.back().query.decoder_text = "a target";
+  cases.push_back({"empty text", BertQuery(), "text: expected a non-empty UTF-8 text"});
+  cases.back().query.input.text.clear();
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    absl::StatusOr<AttentionAnswer> answer =
+        runner->RunAttention(c.query, NoCheck(), Delivery::kUnary);
+    ASSERT_FALSE(answer.ok());
+    EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(answer.status().message(), HasSubstr(c.message));
+  }
+  EXPECT_EQ(counter.tokenized(), 0);
+}
+
+TEST(RequestAttentionTest, IndicesOutsideTheModelNameTheField) {
+  std::unique_ptr<RequestRunner> runner = NewRunner();
+  AttentionQuery query = BertQuery();
+  const int64_t layers = runner->models()[0]->config().num_hidden_layers;
+  query.layers = {static_cast<int32_t>(layers)};
+  absl::StatusOr<AttentionAnswer> answer = runner->RunAttention(query, NoCheck(), Delivery::kUnary);
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(answer.status().message(), HasSubstr(absl::StrCat("layer ", layers)));
+
+  query = BertQuery();
+  query.window = {/*query_start=*/0, /*query_end=*/1000, /*key_start=*/0, /*key_end=*/0};
+  answer = runner->RunAttention(query, NoCheck(), Delivery::kUnary);
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The bytes an answer puts on the wire: every tensor at the answer's dtype, top-k indices as int32.
+int64_t WireBytes(const AttentionAnswer& answer) {
+  const int64_t element = BytesPerElement(answer.dtype);
+  int64_t bytes = BytesOf(answer.attentions, element) + BytesOf(answer.scores, element) +
+                  BytesOf(answer.top_k_indices, 4) + BytesOf(answer.decoder_attentions, element) +
+                  BytesOf(answer.cross_attentions, element) +
+                  BytesOf(answer.decoder_top_k_indices, 4) + BytesOf(answer.cross_top_k_indices, 4);
+  if (answer.rollout.defined()) bytes += answer.rollout.numel() * element;
+  return bytes;
+}
+
+// The estimate made before the forward pass is the answer's size exactly: a cap of that many bytes
+// passes, one byte less is refused with the figure.
+TEST(RequestAttentionTest, SizeEstimateIsTheAnswersSize) {
+  std::vector<std::pair<std::string, AttentionQuery>> queries;
+  queries.push_back({"dense", BertQuery()});
+  queries.push_back({"head mean, float16", BertQuery()});
+  queries.back().second.head_aggregation = HeadAggregation::kMean;
+  queries.back().second.dtype = OutputDType::kFloat16;
+  queries.push_back({"window, one layer", BertQuery()});
+  queries.back().second.window = {1, 4, 2, 6};
+  queries.back().second.layers = {-1};
+  queries.push_back({"top_k", BertQuery()});
+  queries.back().second.top_k = 3;
+  queries.push_back({"scores and rollout", BertQuery()});
+  queries.back().second.include_scores = true;
+  queries.back().second.rollout = true;
+  queries.push_back({"words", BertQuery()});
+  queries.back().second.aggregate_words = true;
+  queries.push_back({"decoder text", AttentionQuery()});
+  queries.back().second.model = "bart";
+  queries.back().second.input.text = "hello world";
+  queries.back().second.decoder_text = "a short target";
+  queries.back().second.top_k = 2;
+
+  std::unique_ptr<RequestRunner> unlimited = NewRunner();
+  for (const auto& [name, query] : queries) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<AttentionAnswer> streamed =
+        unlimited->RunAttention(query, NoCheck(), Delivery::kStream);
+    ASSERT_TRUE(streamed.ok()) << streamed.status();
+    const int64_t bytes = WireBytes(*streamed);
+    ASSERT_GT(bytes, 0);
+
+    RequestRunner::Options at_cap;
+    at_cap.max_response_bytes = bytes;
+    EXPECT_TRUE(NewRunner(at_cap)->RunAttention(query, NoCheck(), Delivery::kUnary).ok());
+    RequestRunner::Options below;
+    below.max_response_bytes = bytes - 1;
+    std::unique_ptr<RequestRunner> small = NewRunner(below);
+    absl::StatusOr<AttentionAnswer> refused =
+        small->RunAttention(query, NoCheck(), Delivery::kUnary);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr(absl::StrCat("GetAttention response would be ", bytes, " bytes")));
+    // A stream has no cap.
+    EXPECT_TRUE(small->RunAttention(query, NoCheck(), Delivery::kStream).ok());
+  }
+}
+
+TEST(RequestAttentionTest, PostProcessingMatchesTheDenseAnswer) {
+  std::unique_ptr<RequestRunner> runner = NewRunner();
+  absl::StatusOr<AttentionAnswer> dense =
+      runner->RunAttention(BertQuery(), NoCheck(), Delivery::kUnary);
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  const int64_t layers = static_cast<int64_t>(dense->layers.size());
+  ASSERT_EQ(dense->attentions.size(), static_cast<size_t>(layers));
+  const int64_t length = static_cast<int64_t>(dense->tokens.encoding.size());
+  EXPECT_EQ(dense->attentions[0].sizes().vec(),
+            (std::vector<int64_t>{static_cast<int64_t>(dense->heads.size()), length, length}));
+
+  AttentionQuery mean = BertQuery();
+  mean.head_aggregation = HeadAggregation::kMean;
+  absl::StatusOr<AttentionAnswer> averaged =
+      runner->RunAttention(mean, NoCheck(), Delivery::kUnary);
+  ASSERT_TRUE(averaged.ok()) << averaged.status();
+  AttentionQuery window = BertQuery();
+  window.window = {/*query_start=*/1, /*query_end=*/4, /*key_start=*/2, /*key_end=*/6};
+  absl::StatusOr<AttentionAnswer> cut = runner->RunAttention(window, NoCheck(), Delivery::kUnary);
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  AttentionQuery top = BertQuery();
+  top.top_k = 3;
+  absl::StatusOr<AttentionAnswer> largest = runner->RunAttention(top, NoCheck(), Delivery::kUnary);
+  ASSERT_TRUE(largest.ok()) << largest.status();
+
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    SCOPED_TRACE(absl::StrCat("layer ", layer));
+    const torch::Tensor& full = dense->attentions[layer];
+    EXPECT_TRUE(torch::allclose(averaged->attentions[layer], full.mean(0, /*keepdim=*/true),
+                                /*rtol=*/1e-5, /*atol=*/1e-6));
+    EXPECT_TRUE(torch::equal(cut->attentions[layer], full.narrow(1, 1, 3).narrow(2, 2, 4)));
+    const auto [values, indices] = full.topk(3, /*dim=*/-1);
+    EXPECT_TRUE(torch::allclose(largest->attentions[layer], values));
+    EXPECT_TRUE(torch::equal(largest->top_k_indices[layer].to(torch::kInt64), indices));
+  }
+}
+
+TEST(RequestAttentionTest, DecoderTextGivesTheDecodersSelfAndCrossAttention) {
+  std::unique_ptr<RequestRunner> runner = NewRunner();
+  AttentionQuery query;
+  query.model = "bart";
+  query.input.text = "hello world";
+  query.decoder_text = "a short target";
+  absl::StatusOr<AttentionAnswer> answer = runner->RunAttention(query, NoCheck(), Delivery::kUnary);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_TRUE(answer->decoder_tokens.has_value());
+  ASSERT_TRUE(answer->decoder_labels.has_value());
+  const int64_t source = static_cast<int64_t>(answer->tokens.encoding.size());
+  const int64_t target = static_cast<int64_t>(answer->decoder_tokens->encoding.size());
+  // The decoder reads its start token and the labels but the last: one position each.
+  EXPECT_EQ(answer->decoder_labels->encoding.size(), static_cast<size_t>(target));
+  const int64_t heads = static_cast<int64_t>(answer->decoder_heads.size());
+  ASSERT_EQ(answer->decoder_attentions.size(), answer->decoder_layers.size());
+  ASSERT_EQ(answer->cross_attentions.size(), answer->decoder_layers.size());
+  for (size_t layer = 0; layer < answer->decoder_layers.size(); ++layer) {
+    const torch::Tensor& self = answer->decoder_attentions[layer];
+    const torch::Tensor& cross = answer->cross_attentions[layer];
+    EXPECT_EQ(self.sizes().vec(), (std::vector<int64_t>{heads, target, target}));
+    EXPECT_EQ(cross.sizes().vec(), (std::vector<int64_t>{heads, target, source}));
+    EXPECT_TRUE(torch::allclose(self.sum(-1), torch::ones({heads, target}), 1e-4, 1e-5));
+    EXPECT_TRUE(torch::allclose(cross.sum(-1), torch::ones({heads, target}), 1e-4, 1e-5));
+    // Causal: no position attends to a later one.
+    EXPECT_EQ(self.triu(/*diagonal=*/1).abs().max().item<float>(), 0.0f);
+  }
+}
+
+}  // namespace
+}  // namespace attnscope

@@ -1,0 +1,97 @@
+// RunCrossAttention (models/requests/cross_attention.cc) in process: its checks, the query and
+// document positions it reports, and the relevance score against Attribute's score of the same
+// pair, which reaches the classifier through autograd rather than the batched inference kernels.
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/requests/request_test_util.h"
+
+namespace attnscope {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::NewRunner;
+using testing::NoCheck;
+
+CrossAttentionQuery TwoDocuments() {
+  CrossAttentionQuery query;
+  query.model = "bert";
+  query.query = "where is the fox";
+  query.documents = {"the quick brown fox jumps over the lazy dog", "nothing about it"};
+  return query;
+}
+
+TEST(RequestCrossAttentionTest, BadQueriesNameTheField) {
+  std::unique_ptr<RequestRunner> runner = NewRunner();
+  CrossAttentionQuery skip = TwoDocuments();
+  skip.tokenization.skip_special_tokens = true;
+  absl::StatusOr<CrossAttentionAnswer> answer = runner->RunCrossAttention(skip, NoCheck());
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(answer.status().message(), HasSubstr("skip_special_tokens"));
+
+  CrossAttentionQuery none = TwoDocuments();
+  none.documents.clear();
+  answer = runner->RunCrossAttention(none, NoCheck());
+  ASSERT_FALSE(answer.ok());
+  EXPECT_THAT(answer.status().message(), HasSubstr("documents: expected at least one document"));
+
+  CrossAttentionQuery causal = TwoDocuments();
+  causal.model = "llama";
+  causal.include_document_to_query = true;
+  answer = runner->RunCrossAttention(causal, NoCheck());
+  ASSERT_FALSE(answer.ok());
+  EXPECT_THAT(answer.status().message(), HasSubstr("is causal"));
+
+  RequestRunner::Options options;
+  options.max_call_tokens = 10;
+  answer = NewRunner(options)->RunCrossAttention(TwoDocuments(), NoCheck());
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(answer.status().message(), HasSubstr("--max_call_tokens"));
+}
+
+TEST(RequestCrossAttentionTest, BlocksAndScoresOfEachDocument) {
+  std::unique_ptr<RequestRunner> runner = NewRunner();
+  CrossAttentionQuery query = TwoDocuments();
+  query.include_document_to_query = true;
+  absl::StatusOr<CrossAttentionAnswer> answer = runner->RunCrossAttention(query, NoCheck());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_EQ(answer->documents.size(), 2u);
+  const int64_t heads = static_cast<int64_t>(answer->heads.size());
+  for (size_t d = 0; d < answer->documents.size(); ++d) {
+    SCOPED_TRACE(d);
+    const DocumentAnswer& document = answer->documents[d];
+    const Encoding& encoding = document.tokens.encoding;
+    for (const int64_t position : document.query_positions) {
+      EXPECT_EQ(encoding.sequence_ids[position], 0);
+      EXPECT_EQ(encoding.special_tokens_mask[position], 0);
+    }
+    for (const int64_t position : document.document_positions) {
+      EXPECT_EQ(encoding.sequence_ids[position], 1);
+      EXPECT_EQ(encoding.special_tokens_mask[position], 0);
+    }
+    const int64_t queries = static_cast<int64_t>(document.query_positions.size());
+    const int64_t documents = static_cast<int64_t>(document.document_positions.size());
+    ASSERT_EQ(document.query_to_document.size(), answer->layers.size());
+    ASSERT_EQ(document.document_to_query.size(), answer->layers.size());
+    EXPECT_EQ(document.query_to_document[0].sizes().vec(),
+              (std::vector<int64_t>{heads, queries, documents}));
+    EXPECT_EQ(document.document_to_query[0].sizes().vec(),
+              (std::vector<int64_t>{heads, documents, queries}));
+
+    ASSERT_TRUE(document.relevance_score.has_value());
+    AttributeQuery attribute;
+    attribute.model = "bert";
+    attribute.input = {query.query, query.documents[d]};
+    attribute.methods = {AttributionMethod::kGradientXInput};
+    absl::StatusOr<AttributeAnswer> scored = runner->RunAttribute(attribute, NoCheck());
+    ASSERT_TRUE(scored.ok()) << scored.status();
+    EXPECT_NEAR(*document.relevance_score, scored->score, 1e-4);
+  }
+}
+
+}  // namespace
+}  // namespace attnscope

@@ -1,0 +1,104 @@
+// RunEncode (models/requests/encode.cc) in process: its checks, the size estimate against the
+// tensors it returns, and each input's results in query order, unpadded.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/requests/request_test_util.h"
+
+namespace attnscope {
+namespace {
+
+using testing::BytesOf;
+using ::testing::HasSubstr;
+using testing::NewRunner;
+using testing::NoCheck;
+
+EncodeQuery TwoInputs() {
+  EncodeQuery query;
+  query.model = "bert";
+  query.inputs.push_back({"a short text", std::nullopt});
+  query.inputs.push_back({"a somewhat longer text than the first one", std::string("and a pair")});
+  return query;
+}
+
+TEST(RequestEncodeTest, BadQueriesNameTheField) {
+  RequestRunner::Options options;
+  options.max_inputs_per_request = 1;
+  std::unique_ptr<RequestRunner> runner = NewRunner(options);
+  absl::StatusOr<EncodeAnswer> answer = runner->RunEncode(TwoInputs(), NoCheck());
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(answer.status().message(), HasSubstr("--max_inputs_per_request"));
+
+  runner = NewRunner();
+  EncodeQuery normalize = TwoInputs();
+  normalize.normalize = true;
+  answer = runner->RunEncode(normalize, NoCheck());
+  ASSERT_FALSE(answer.ok());
+  EXPECT_THAT(answer.status().message(), HasSubstr("normalize: L2 normalisation"));
+
+  EncodeQuery empty_pair = TwoInputs();
+  empty_pair.inputs[1].text_pair = "";
+  answer = runner->RunEncode(empty_pair, NoCheck());
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(answer.status().message(), HasSubstr("inputs[1].text_pair"));
+}
+
+TEST(RequestEncodeTest, SizeEstimateIsTheAnswersSize) {
+  EncodeQuery query = TwoInputs();
+  query.output_hidden_states = true;
+  query.pooling = Pooling::kMean;
+  query.dtype = OutputDType::kFloat16;
+  absl::StatusOr<EncodeAnswer> answer = NewRunner()->RunEncode(query, NoCheck());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  int64_t bytes = 0;
+  for (const EncodedInput& result : answer->results) {
+    bytes += BytesOf({result.last_hidden_state, result.pooled}, /*bytes_per_element=*/2) +
+             BytesOf(result.hidden_states, /*bytes_per_element=*/2);
+  }
+  RequestRunner::Options at_cap;
+  at_cap.max_response_bytes = bytes;
+  EXPECT_TRUE(NewRunner(at_cap)->RunEncode(query, NoCheck()).ok());
+  RequestRunner::Options below;
+  below.max_response_bytes = bytes - 1;
+  absl::StatusOr<EncodeAnswer> refused = NewRunner(below)->RunEncode(query, NoCheck());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr(absl::StrCat("Encode response would be ", bytes, " bytes")));
+  EXPECT_THAT(refused.status().message(), HasSubstr(kEncodeFixes));
+}
+
+// Batched together, each input gets what it gets alone: its own tokens, its unpadded states, and
+// a pooled vector of unit length with normalize.
+TEST(RequestEncodeTest, EachInputGetsWhatItGetsAlone) {
+  std::unique_ptr<RequestRunner> runner = NewRunner();
+  EncodeQuery query = TwoInputs();
+  query.pooling = Pooling::kCls;
+  query.normalize = true;
+  absl::StatusOr<EncodeAnswer> both = runner->RunEncode(query, NoCheck());
+  ASSERT_TRUE(both.ok()) << both.status();
+  ASSERT_EQ(both->results.size(), 2u);
+  for (size_t i = 0; i < query.inputs.size(); ++i) {
+    SCOPED_TRACE(i);
+    EncodeQuery alone = query;
+    alone.inputs = {query.inputs[i]};
+    absl::StatusOr<EncodeAnswer> single = runner->RunEncode(alone, NoCheck());
+    ASSERT_TRUE(single.ok()) << single.status();
+    const EncodedInput& batched = both->results[i];
+    const EncodedInput& expected = single->results[0];
+    EXPECT_EQ(batched.tokens.encoding.input_ids, expected.tokens.encoding.input_ids);
+    const int64_t length = static_cast<int64_t>(batched.tokens.encoding.size());
+    EXPECT_EQ(batched.last_hidden_state.size(0), length);
+    EXPECT_TRUE(torch::allclose(batched.last_hidden_state, expected.last_hidden_state,
+                                /*rtol=*/1e-4, /*atol=*/1e-5));
+    EXPECT_NEAR(batched.pooled.norm().item<double>(), 1.0, 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace attnscope
