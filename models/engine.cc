@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string_view>
 #include <utility>
 
@@ -78,6 +79,37 @@ std::vector<std::string> WeightFiles(const std::string& model_dir) {
   std::sort(shards.begin(), shards.end());
   if (!shards.empty()) return shards;
   return {JoinPath(model_dir, "pytorch_model.bin")};
+}
+
+// `tokenize` on `text`, or on a prefix of it when that already gives more than `max_tokens`
+// tokens (TokenizedText::is_prefix).
+absl::StatusOr<TokenizedText> TokenizeUpTo(
+    absl::string_view text, int64_t max_tokens,
+    const std::function<absl::StatusOr<TokenizedText>(std::string_view)>& tokenize) {
+  // No encoding keeps more than max_tokens tokens of one text, so a long text is tokenized by
+  // growing prefixes, each cut at an ASCII space or line break (no tokenizer here makes a token
+  // across one, and a space belongs to the token after it), until one gives more than that: its
+  // tokens are the text's first tokens, the rest of the text cannot change them, and a 4 MB text
+  // over the limit costs a few kilobytes of tokenizing. Prefixes start at kPrefixBytesPerToken
+  // bytes a token and grow fourfold, so a text of few tokens costs less than two passes.
+  constexpr size_t kPrefixBytesPerToken = 16;
+  const size_t keep = static_cast<size_t>(max_tokens) + 1;
+  for (size_t length = keep * kPrefixBytesPerToken; length < text.size() / 2; length *= 4) {
+    const size_t cut = text.find_last_of(" \n\r\t", length);
+    if (cut == absl::string_view::npos || cut < length / 2) continue;
+    ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText prefix, tokenize(ToStd(text.substr(0, cut))));
+    if (prefix.size() <= keep) continue;
+    // Invalid UTF-8 past the cut: the whole text's refusal, with its byte offset.
+    if (!unicode::CheckUtf8(ToStd(text.substr(cut))).ok()) break;
+    prefix.ids.resize(keep);
+    prefix.tokens.resize(keep);
+    prefix.offsets.resize(keep);
+    prefix.byte_offsets.resize(keep);
+    prefix.word_ids.resize(keep);
+    prefix.is_prefix = true;
+    return prefix;
+  }
+  return tokenize(ToStd(text));
 }
 
 }  // namespace
@@ -175,31 +207,13 @@ absl::StatusOr<Encoding> LoadedModel::Encode(absl::string_view text,
 }
 
 absl::StatusOr<TokenizedText> LoadedModel::Tokenize(absl::string_view text) const {
-  // No encoding keeps more than max_tokens_ tokens of one text, so a long text is tokenized by
-  // growing prefixes, each cut at an ASCII space or line break (no tokenizer here makes a token
-  // across one, and a space belongs to the token after it), until one gives more than that: its
-  // tokens are the text's first tokens, the rest of the text cannot change them, and a 4 MB text
-  // over the limit costs a few kilobytes of tokenizing. Prefixes start at kPrefixBytesPerToken
-  // bytes a token and grow fourfold, so a text of few tokens costs less than two passes.
-  constexpr size_t kPrefixBytesPerToken = 16;
-  const size_t keep = static_cast<size_t>(max_tokens_) + 1;
-  for (size_t length = keep * kPrefixBytesPerToken; length < text.size() / 2; length *= 4) {
-    const size_t cut = text.find_last_of(" \n\r\t", length);
-    if (cut == absl::string_view::npos || cut < length / 2) continue;
-    ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText prefix,
-                               tokenizer_->Tokenize(ToStd(text.substr(0, cut))));
-    if (prefix.size() <= keep) continue;
-    // Invalid UTF-8 past the cut: the whole text's refusal, with its byte offset.
-    if (!unicode::CheckUtf8(ToStd(text.substr(cut))).ok()) break;
-    prefix.ids.resize(keep);
-    prefix.tokens.resize(keep);
-    prefix.offsets.resize(keep);
-    prefix.byte_offsets.resize(keep);
-    prefix.word_ids.resize(keep);
-    prefix.is_prefix = true;
-    return prefix;
-  }
-  return tokenizer_->Tokenize(ToStd(text));
+  return TokenizeUpTo(text, max_tokens_,
+                      [this](std::string_view part) { return tokenizer_->Tokenize(part); });
+}
+
+absl::StatusOr<TokenizedText> LoadedModel::TokenizeTarget(absl::string_view text) const {
+  return TokenizeUpTo(text, config().max_position_embeddings,
+                      [this](std::string_view part) { return tokenizer_->TokenizeTarget(part); });
 }
 
 absl::StatusOr<Encoding> LoadedModel::Assemble(TokenizedText text,

@@ -66,6 +66,10 @@ class LoadedModel {
   // Tokenize (no special tokens; InvalidArgument for invalid UTF-8), then Assemble (special
   // tokens, truncation and the checks of Encode; `text_pair` may be null).
   absl::StatusOr<TokenizedText> Tokenize(absl::string_view text) const;
+  // The target side of an encoder-decoder (Tokenizer::TokenizeTarget, transformers' text_target),
+  // cut as Tokenize cuts a text: a text with more tokens than max_position_embeddings is tokenized
+  // only as far as a prefix that has more (TokenizedText::is_prefix).
+  absl::StatusOr<TokenizedText> TokenizeTarget(absl::string_view text) const;
   absl::StatusOr<Encoding> Assemble(TokenizedText text, std::optional<TokenizedText> text_pair,
                                     const TextOptions& options) const;
 

@@ -40,15 +40,17 @@ struct DecoderText {
 absl::StatusOr<DecoderText> DecoderInput(const LoadedModel& model, const std::string& text) {
   ATTNSCOPE_RETURN_IF_ERROR(CheckText(text, "decoder_text"));
   const Tokenizer& tokenizer = model.tokenizer();
-  ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText target, tokenizer.TokenizeTarget(text));
+  ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText target, model.TokenizeTarget(text));
   ATTNSCOPE_RETURN_IF_ERROR(CheckHasTokens(target, "decoder_text"));
+  const bool more_than = target.is_prefix;
   ATTNSCOPE_ASSIGN_OR_RETURN(Encoding labels,
                              tokenizer.Assemble(std::move(target), nullptr, EncodeOptions()));
   const int64_t limit = model.config().max_position_embeddings;
   if (static_cast<int64_t>(labels.size()) > limit) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "decoder_text: expected at most ", limit, " tokens with the decoder's start token (",
-        "max_position_embeddings), got ", labels.size(), "; shorten `decoder_text`"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("decoder_text: expected at most ", limit,
+                     " tokens with the decoder's start token (", "max_position_embeddings), got ",
+                     more_than ? "more than " : "", labels.size(), "; shorten `decoder_text`"));
   }
   const int64_t start_id = model.config().decoder_start_token_id;
   Encoding input;

@@ -202,5 +202,21 @@ TEST(RequestAttentionTest, DecoderTextGivesTheDecodersSelfAndCrossAttention) {
   }
 }
 
+// A decoder text far over the decoder's positions is tokenized only as far as a prefix over them,
+// as every other text is: the refusal says "more than" instead of the whole text's count.
+TEST(RequestAttentionTest, ALongDecoderTextIsRefusedFromAPrefix) {
+  std::unique_ptr<RequestRunner> runner = NewRunner();
+  AttentionQuery query;
+  query.model = "bart";
+  query.input.text = "hello world";
+  query.decoder_text.emplace();
+  for (int i = 0; i < 200000; ++i) query.decoder_text->append("hello world ");
+  absl::StatusOr<AttentionAnswer> answer = runner->RunAttention(query, NoCheck(), Delivery::kUnary);
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(answer.status().message(), HasSubstr("decoder_text: expected at most"));
+  EXPECT_THAT(answer.status().message(), HasSubstr("got more than"));
+}
+
 }  // namespace
 }  // namespace attnscope
