@@ -383,11 +383,16 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
 
   void OnHeader(beast::error_code error) {
     if (error == http::error::header_limit || error == http::error::buffer_overflow) {
-      const std::string_view buffered(static_cast<const char*>(buffer_.data().data()),
-                                      buffer_.size());
-      const size_t line_end = buffered.find("\r\n");
-      if (line_end == std::string_view::npos || line_end > state_->limits.max_target_bytes) {
-        return Refuse(UriTooLong(line_end == std::string_view::npos ? buffered.size() : line_end));
+      // The parser takes the request line out of the buffer once it has read it (and set the
+      // target): only a request line still unread can be the one that is too long.
+      if (parser_->get().target().empty()) {
+        const std::string_view buffered(static_cast<const char*>(buffer_.data().data()),
+                                        buffer_.size());
+        const size_t line_end = buffered.find("\r\n");
+        if (line_end == std::string_view::npos || line_end > state_->limits.max_target_bytes) {
+          return Refuse(
+              UriTooLong(line_end == std::string_view::npos ? buffered.size() : line_end));
+        }
       }
       return Refuse(ErrorResponse(
           absl::ResourceExhaustedError(absl::StrCat(
@@ -408,6 +413,18 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     keep_alive_ = request.keep_alive();
     if (request.target().size() > state_->limits.max_target_bytes) {
       return Refuse(UriTooLong(request.target().size()));
+    }
+    // The parser reads a body as chunks only when "chunked" is the last coding, and otherwise as no
+    // body at all, whose bytes would then be read as the next request: refused, and the
+    // connection closed (RFC 9112, section 6.3).
+    if (const auto coding = request.find(http::field::transfer_encoding);
+        coding != request.end() && !boost::beast::iequals(coding->value(), "chunked")) {
+      return Refuse(ErrorResponse(
+          absl::InvalidArgumentError(absl::StrCat(
+              "request Transfer-Encoding '",
+              absl::string_view(coding->value().data(), coding->value().size()).substr(0, 64),
+              "': expected chunked or none; send the body with a Content-Length or in chunks")),
+          400));
     }
     if (std::optional<HttpResponse> refusal = state_->handler->Screen(request, answer_headers_)) {
       return Refuse(*std::move(refusal));

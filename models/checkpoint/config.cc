@@ -118,6 +118,13 @@ class FieldReader {
     return it->get<bool>();
   }
 
+  // OK when config.json omits `field` or has null; otherwise an error that expects `expected`.
+  absl::Status Absent(const char* field, absl::string_view expected) const {
+    auto it = json_.find(field);
+    if (it == json_.end() || it->is_null()) return absl::OkStatus();
+    return Error(field, expected, Got(*it));
+  }
+
   absl::StatusOr<std::string> StringOr(const char* field, std::string fallback) const {
     auto it = json_.find(field);
     if (it == json_.end() || it->is_null()) return fallback;
@@ -353,6 +360,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   // Below 1 the RoPE frequencies theta^(-2i/d) exceed one turn per token and, for a theta near 0,
   // overflow float32; every Llama-family base is 10^4 to 10^7.
   ATTNSCOPE_ASSIGN_OR_RETURN(config.rope_theta, reader.Positive("rope_theta", 10000.0, 1.0));
+  // RoPE scaling (Llama 3's "llama3", "linear", "dynamic", YaRN) changes the frequencies of every
+  // position: served with plain RoPE, the attentions would not be transformers'.
+  ATTNSCOPE_RETURN_IF_ERROR(
+      reader.Absent("rope_scaling",
+                    "null (RoPE scaling is not implemented; plain RoPE would give other "
+                    "attentions than transformers does)"));
   ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act,
                              reader.StringOr("hidden_act", is_bert ? "gelu" : "silu"));
   ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/integration_util.h"
 
@@ -205,6 +206,41 @@ TEST(HttpLimitsTest, BodiesAndHeadersAreBoundedBeforeTheyAreRead) {
   absl::StatusOr<RawResponse> answer = Exchange(port, Post("Tokenize", R"({"text": "paris"})"));
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ(answer->status, 200) << answer->body;
+}
+
+// A body in a coding the server does not read is refused and the connection closed, so that its
+// bytes are never read as a request of their own (request smuggling); a header too long gets 431
+// for the header, not 414 for the request line.
+TEST(HttpLimitsTest, FramingTheServerDoesNotReadIsRefused) {
+  using ::testing::HasSubstr;
+  std::unique_ptr<ServerProcess> server = StartServer({"bert=" + TinyBertDir()});
+  ASSERT_NE(server, nullptr);
+  for (const std::string coding : {"gzip", "identity", "xchunked", "chunked, gzip"}) {
+    SCOPED_TRACE(coding);
+    absl::StatusOr<std::unique_ptr<RawConnection>> client =
+        RawConnection::Open(server->http_port());
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE((*client)->Send(
+        absl::StrCat("POST ", kPath,
+                     "Tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n",
+                     "Transfer-Encoding: ", coding, "\r\n\r\nGET ", kPath,
+                     "ListModels HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")));
+    absl::StatusOr<RawResponse> answer = (*client)->ReadResponse(absl::Seconds(10));
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, 400);
+    EXPECT_THAT(answer->body, HasSubstr("Transfer-Encoding"));
+    EXPECT_TRUE((*client)->WaitClosed(absl::Seconds(5))) << "the smuggled request was read";
+  }
+
+  absl::StatusOr<std::unique_ptr<RawConnection>> client = RawConnection::Open(server->http_port());
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->Send(absl::StrCat(
+      "POST ", kPath, "Tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ", std::string(70000, 'a'),
+      "\r\n\r\n")));
+  absl::StatusOr<RawResponse> answer = (*client)->ReadResponse(absl::Seconds(10));
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->status, 431);
+  EXPECT_THAT(answer->body, HasSubstr("request headers: expected at most"));
 }
 
 TEST(HttpLimitsTest, TheKeyIsCheckedBeforeTheBodyIsRead) {

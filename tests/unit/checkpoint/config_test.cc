@@ -362,6 +362,24 @@ TEST(ConfigTest, RefusesEpsilonsAndRopeBasesThatAreNotPositive) {
             "-1e-12");
 }
 
+// Llama 3's RoPE scaling (and any other) is refused: plain RoPE would serve other attentions than
+// transformers computes. null is what transformers writes for none.
+TEST(ConfigTest, RefusesRopeScaling) {
+  const std::string llama =
+      R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+          "num_attention_heads": 2, "intermediate_size": 8, "rope_scaling": )";
+  for (const std::string scaling :
+       {R"({"factor": 32.0, "rope_type": "llama3"})", R"({"type": "linear", "factor": -1})"}) {
+    SCOPED_TRACE(scaling);
+    const absl::Status status = ParseModelConfig(llama + scaling + "}", "l/config.json").status();
+    ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(std::string(status.message()),
+                HasSubstr("config 'l/config.json': field 'rope_scaling': expected null (RoPE "
+                          "scaling is not implemented"));
+  }
+  EXPECT_TRUE(ParseModelConfig(llama + "null}", "l/config.json").ok());
+}
+
 // What an error quotes from the file is a short excerpt on one line, never the file's megabytes.
 TEST(ConfigTest, QuotesOnlyAShortExcerptOfWhatItRefuses) {
   const std::string huge(1 << 20, 'x');
