@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace attnscope {
 namespace {
@@ -209,9 +210,8 @@ absl::StatusOr<DecodedTensor> DecodeTensor(const v1::Tensor& tensor) {
   } else {
     decoded.values.resize(count);
   }
-  absl::Status status =
-      DecodeTensorDataInto(tensor, count, decoded.values.data(), decoded.int_values.data());
-  if (!status.ok()) return status;
+  ATTNSCOPE_RETURN_IF_ERROR(
+      DecodeTensorDataInto(tensor, count, decoded.values.data(), decoded.int_values.data()));
   return decoded;
 }
 
