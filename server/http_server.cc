@@ -452,6 +452,19 @@ class ApiHandler : public HttpHandler {
     return ParseBody(text, FormatOf(codec), message);
   }
 
+  // Parse, with a message that does not parse counted in the metrics: no method runs to count it.
+  absl::Status ParseCounted(const HttpRequest& request, Codec codec,
+                            google::protobuf::Message* message) const {
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status status = Parse(request, codec, message);
+    if (!status.ok()) {
+      core_->RecordUnparsed(
+          MethodOf(request), "http",
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return status;
+  }
+
   template <typename Request, typename Response>
   void Unary(UnaryMethod<Request, Response> method, const HttpRequest& http_request,
              HttpExchange& exchange) const {
@@ -459,7 +472,7 @@ class ApiHandler : public HttpHandler {
     if (!codec.ok()) return exchange.Respond(ErrorResponse(codec.status(), 415));
     Request request;
     Response response;
-    absl::Status status = Parse(http_request, *codec, &request);
+    absl::Status status = ParseCounted(http_request, *codec, &request);
     absl::StatusOr<Call> call = CallOf(http_request, exchange);
     if (status.ok()) status = call.status();
     if (status.ok()) status = (core_->*method)(*call, request, &response);
@@ -478,7 +491,7 @@ class ApiHandler : public HttpHandler {
     if (!found.ok()) return exchange.Respond(ErrorResponse(found.status(), 415));
     const Codec codec = *found;
     Request request;
-    absl::Status status = Parse(http_request, codec, &request);
+    absl::Status status = ParseCounted(http_request, codec, &request);
     absl::StatusOr<Call> call = CallOf(http_request, exchange);
     if (status.ok()) status = call.status();
     if (!status.ok()) {

@@ -144,6 +144,11 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
   return status;
 }
 
+void ServiceCore::RecordUnparsed(absl::string_view rpc, absl::string_view transport,
+                                 double seconds) const {
+  metrics_->RecordRequest(rpc, transport, "", "INVALID_ARGUMENT", seconds);
+}
+
 absl::Status ServiceCore::Authenticate(const Call& call) const {
   if (api_keys_ == nullptr || api_keys_->Accepts(call.authorization)) return absl::OkStatus();
   metrics_->RecordRejection("unauthenticated");

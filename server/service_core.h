@@ -110,6 +110,9 @@ class ServiceCore {
   // it before it starts a stream, so that a refusal is an HTTP error rather than a stream's last
   // line.
   absl::Status Authenticate(const Call& call) const;
+  // A call whose request message did not parse, so that no method ran: counted in
+  // attnscope_requests_total as INVALID_ARGUMENT with no model, as every call is counted.
+  void RecordUnparsed(absl::string_view rpc, absl::string_view transport, double seconds) const;
 
   absl::Status StreamAttention(const Call& call, const v1::GetAttentionRequest& request,
                                const StreamWriter& write);

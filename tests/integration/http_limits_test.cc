@@ -243,6 +243,19 @@ TEST(HttpLimitsTest, FramingTheServerDoesNotReadIsRefused) {
   EXPECT_THAT(answer->body, HasSubstr("request headers: expected at most"));
 }
 
+// A body that does not parse is answered 400 and counted like any call, as gRPC counts its own.
+TEST(HttpLimitsTest, BodiesThatDoNotParseAreCounted) {
+  std::unique_ptr<ServerProcess> server = StartServer({"bert=" + TinyBertDir()});
+  ASSERT_NE(server, nullptr);
+  for (const std::string body : {R"({"model":)", R"({"nosuchfield": 1})", "[1, 2]"}) {
+    absl::StatusOr<RawResponse> answer =
+        Exchange(server->http_port(), Post("GetTrainingRecord", body));
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, 400) << body;
+  }
+  EXPECT_EQ(RequestsCounted(server->metrics_port(), "GetTrainingRecord", "INVALID_ARGUMENT"), 3);
+}
+
 TEST(HttpLimitsTest, TheKeyIsCheckedBeforeTheBodyIsRead) {
   TempDir dir;
   std::ofstream(dir.path() + "/keys") << "limits-test-key-0042\n";
