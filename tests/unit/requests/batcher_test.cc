@@ -1,6 +1,6 @@
 // Dynamic batching (models/requests/batcher.h) through the request layer, on real model files: a
 // BERT classifier (tests/data/tiny-bert) and a trained Llama (../shared/models/stories260K's
-// weights, read with tiny-bert's WordPiece vocabulary; see LlamaDir()).
+// weights, read with tiny-bert's WordPiece vocabulary; see testing::LlamaDir()).
 // Concurrent calls held in the queue until their batch fills must get what each gets alone, with
 // the batcher off (max_batch_size 1), within 1e-5.
 #include "models/requests/batcher.h"
@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -18,6 +17,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "models/requests/requests.h"
+#include "tests/unit/requests/request_test_util.h"
 #include "tests/unit/test_util.h"
 
 namespace attnscope {
@@ -48,37 +48,11 @@ class PassRecorder : public RequestObserver {
   std::vector<Pass> passes_ ABSL_GUARDED_BY(mutex_);
 };
 
-std::unique_ptr<LoadedModel> Load(const std::string& name, const std::string& dir) {
-  LoadedModel::Options options;
-  options.name = name;
-  options.model_dir = dir;
-  absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadedModel::Create(options);
-  EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? *std::move(model) : nullptr;
-}
-
-// stories260K's config and weights beside tiny-bert's vocab.txt (137 ids, all below the Llama's
-// 512). Batching does not depend on the tokenizer, and without the SentencePiece module (which
-// AddressSanitizer cannot load, see scripts/test.sh) this test also runs under the sanitizers.
-std::string LlamaDir() {
-  static const std::string* dir = [] {
-    auto* made = new std::string(testing::MakeTempDir());
-    const std::string llama = testing::SharedDir() + "/models/stories260K";
-    for (const char* file : {"config.json", "model.safetensors"}) {
-      std::filesystem::create_symlink(llama + "/" + file, *made + "/" + file);
-    }
-    std::filesystem::copy_file(testing::TestDataDir() + "/tiny-bert/vocab.txt",
-                               *made + "/vocab.txt");
-    return made;
-  }();
-  return *dir;
-}
-
 std::unique_ptr<RequestRunner> NewRunner(const ForwardBatcher::Options& batching,
                                          RequestObserver* observer) {
   std::vector<std::unique_ptr<LoadedModel>> models;
-  models.push_back(Load("bert", testing::TestDataDir() + "/tiny-bert"));
-  models.push_back(Load("llama", LlamaDir()));
+  models.push_back(testing::LoadModel("bert", testing::TestDataDir() + "/tiny-bert"));
+  models.push_back(testing::LoadModel("llama", testing::LlamaDir()));
   RequestRunner::Options options;
   options.batching = batching;
   return std::make_unique<RequestRunner>(options, std::move(models), observer);
