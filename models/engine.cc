@@ -173,6 +173,12 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Create(const Options& 
   absl::StatusOr<std::string> checksum = Sha256OfFiles(WeightFiles(options.model_dir));
   if (!checksum.ok()) return Prefixed(options.name, checksum.status());
   loaded->weights_checksum_ = *std::move(checksum);
+  if (const std::string record = JoinPath(options.model_dir, "training_record.json");
+      FileExists(record)) {
+    absl::StatusOr<std::string> text = ReadFileToString(record);
+    if (!text.ok()) return Prefixed(options.name, text.status());
+    loaded->training_record_ = *std::move(text);
+  }
 
   // One full pass touches every weight page and lets LibTorch allocate its buffers before the first
   // request, so that the first caller does not pay for it.

@@ -79,6 +79,10 @@ class LoadedModel {
 
   const std::string& name() const { return name_; }
   const std::string& model_dir() const { return model_dir_; }
+  // training_record.json as the model's folder held it at load (attnscope-train writes it);
+  // nullopt when the folder had none. Read with the weights, so that a folder replaced under a
+  // running server changes nothing this model answers.
+  const std::optional<std::string>& training_record() const { return training_record_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const TransformerModel& model() const { return *model_; }
   const ModelConfig& config() const { return model_->config(); }
@@ -93,6 +97,7 @@ class LoadedModel {
 
   std::string name_;
   std::string model_dir_;
+  std::optional<std::string> training_record_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<TransformerModel> model_;
   int64_t max_tokens_ = 0;

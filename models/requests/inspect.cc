@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/file_util.h"
 #include "common/status_macros.h"
 #include "models/requests/checks.h"
 #include "models/requests/requests.h"
@@ -74,18 +73,19 @@ absl::StatusOr<TrainingRecordAnswer> RequestRunner::GetTrainingRecord(
     const std::string& model_name) const {
   TrainingRecordAnswer answer;
   ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(model_name));
-  const std::string path = JoinPath(answer.model->model_dir(), "training_record.json");
-  if (!FileExists(path)) {
-    return absl::NotFoundError(absl::StrCat("model '", answer.model->name(),
-                                            "' has no training record (", path,
-                                            "); only models trained by attnscope-train keep one"));
+  if (!answer.model->training_record().has_value()) {
+    return absl::NotFoundError(absl::StrCat(
+        "model '", answer.model->name(),
+        "' has no training record (training_record.json in its folder when it was loaded); only "
+        "models trained by attnscope-train keep one"));
   }
-  ATTNSCOPE_ASSIGN_OR_RETURN(answer.record_json, ReadFileToString(path));
+  answer.record_json = *answer.model->training_record();
   const nlohmann::json json =
       nlohmann::json::parse(answer.record_json, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "training record '", path, "': expected a JSON object as attnscope-train writes it"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("training record of model '", answer.model->name(),
+                     "': expected a JSON object as attnscope-train writes it"));
   }
   std::vector<const nlohmann::json*> steps;
   auto add = [&steps](const nlohmann::json& entry) {

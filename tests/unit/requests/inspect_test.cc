@@ -14,6 +14,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::NewRunner;
+using ::testing::Not;
 
 TEST(RequestInspectTest, ParametersAreTheCheckpointsTensors) {
   std::unique_ptr<RequestRunner> runner = NewRunner();
@@ -62,6 +63,27 @@ TEST(RequestInspectTest, TrainingRecordOfTheBuiltInModel) {
     EXPECT_LT(record->points[i - 1].step, record->points[i].step);
   }
   EXPECT_THAT(record->record_json, HasSubstr("\"loss\""));
+}
+
+// The record is the one the folder held at load, as the weights are: a folder changed under a
+// running server changes nothing the model answers. The refusal names no path of the server's.
+TEST(RequestInspectTest, TrainingRecordIsTheOneReadAtLoad) {
+  const std::string dir =
+      testing::CopyToTempDir(testing::TestDataDir() + "/../../checkpoints/default");
+  const std::string original = testing::ReadFileBytes(dir + "/training_record.json");
+  std::vector<std::unique_ptr<LoadedModel>> models;
+  models.push_back(testing::LoadModel("default", dir));
+  models.push_back(testing::LoadModel("bert", testing::TestDataDir() + "/tiny-bert"));
+  RequestRunner runner({}, std::move(models), nullptr);
+  testing::WriteFileBytes(dir + "/training_record.json", R"({"history": []})");
+  absl::StatusOr<TrainingRecordAnswer> record = runner.GetTrainingRecord("default");
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(record->record_json, original);
+  EXPECT_FALSE(record->points.empty());
+
+  absl::StatusOr<TrainingRecordAnswer> none = runner.GetTrainingRecord("bert");
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(none.status().message(), Not(HasSubstr(testing::TestDataDir())));
 }
 
 }  // namespace
