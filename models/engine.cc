@@ -87,18 +87,49 @@ absl::StatusOr<TokenizedText> TokenizeUpTo(
     absl::string_view text, int64_t max_tokens,
     const std::function<absl::StatusOr<TokenizedText>(std::string_view)>& tokenize) {
   // No encoding keeps more than max_tokens tokens of one text, so a long text is tokenized by
-  // growing prefixes, each cut at an ASCII space or line break (no tokenizer here makes a token
-  // across one, and a space belongs to the token after it), until one gives more than that: its
-  // tokens are the text's first tokens, the rest of the text cannot change them, and a 4 MB text
-  // over the limit costs a few kilobytes of tokenizing. Prefixes start at kPrefixBytesPerToken
-  // bytes a token and grow fourfold, so a text of few tokens costs less than two passes.
+  // growing prefixes until one gives more than that: its first tokens are the text's, and a 4 MB
+  // text over the limit costs a few kilobytes of tokenizing. Prefixes start at
+  // kPrefixBytesPerToken bytes a token and grow fourfold, so a text of few tokens costs less than
+  // two passes. A prefix is cut at an ASCII space or line break where there is one in its last
+  // half: no tokenizer here makes a token across one, and a space belongs to the token after it,
+  // so the rest of the text cannot change the prefix's tokens.
+  //
+  // A text may have no such break for kilobytes (Chinese, Japanese and Thai are written without
+  // spaces), so there the prefix is cut between two characters instead. That changes only the
+  // tokens near the cut: WordPiece's greedy longest match and its [UNK] for words over 100
+  // characters, the SentencePiece lattice and BPE's merges reach a few tokens back at most in
+  // every vocabulary we know of, so such a prefix counts only when it gives kCutMarginTokens more
+  // than are kept.
+  //
+  // No text is tokenized past kMaxBytesPerToken bytes for each token kept (and the margin): real
+  // text has a token every few bytes, while 4 MB of one syllable that Marian's vocabulary lacks is
+  // one <unk> that cost SentencePiece 97 CPU-seconds to merge (its time grows with the square of an
+  // unknown run). A text that long whose prefix still has too few tokens is refused.
   constexpr size_t kPrefixBytesPerToken = 16;
+  constexpr size_t kCutMarginTokens = 256;
+  constexpr size_t kMaxBytesPerToken = 32;
   const size_t keep = static_cast<size_t>(max_tokens) + 1;
-  for (size_t length = keep * kPrefixBytesPerToken; length < text.size() / 2; length *= 4) {
-    const size_t cut = text.find_last_of(" \n\r\t", length);
-    if (cut == absl::string_view::npos || cut < length / 2) continue;
+  const size_t most_bytes = (keep + kCutMarginTokens) * kMaxBytesPerToken;
+  for (size_t length = keep * kPrefixBytesPerToken;
+       length < text.size() / 2 || text.size() > most_bytes; length *= 4) {
+    length = std::min(length, most_bytes);
+    size_t cut = text.find_last_of(" \n\r\t", length);
+    size_t margin = 0;
+    if (cut == absl::string_view::npos || cut < length / 2) {
+      cut = length;
+      while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+      margin = kCutMarginTokens;
+    }
     ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText prefix, tokenize(ToStd(text.substr(0, cut))));
-    if (prefix.size() <= keep) continue;
+    if (prefix.size() <= keep + margin) {
+      if (length < most_bytes) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "text of ", text.size(), " bytes: expected at least one token per ", kMaxBytesPerToken,
+          " bytes in a text over ", most_bytes, " bytes, got ", prefix.size(),
+          " tokens in its first ", cut,
+          " bytes (a long run of characters the tokenizer does not know, or of letters without a "
+          "break); split the text or remove the run"));
+    }
     // Invalid UTF-8 past the cut: the whole text's refusal, with its byte offset.
     if (!unicode::CheckUtf8(ToStd(text.substr(cut))).ok()) break;
     prefix.ids.resize(keep);

@@ -1,7 +1,7 @@
 // LoadedModel's tokenizing of texts longer than the model takes: only as much of the text as any
 // encoding could keep is tokenized, and what comes out is exactly what tokenizing the whole text
-// gives (the tokenizer itself is the reference), for WordPiece (the built-in model) and byte-level
-// BPE (tiny-bart).
+// gives (the tokenizer itself is the reference), for WordPiece (the built-in model), byte-level
+// BPE (tiny-bart) and SentencePiece (tiny-marian).
 #include "models/engine.h"
 
 #include <gmock/gmock.h>
@@ -40,8 +40,10 @@ std::string LongText() {
 class LongTextTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    model_ = Load(GetParam() == "wordpiece" ? testing::TestDataDir() + "/../../checkpoints/default"
-                                            : testing::TestDataDir() + "/tiny-bart");
+    const std::string data = testing::TestDataDir();
+    model_ = Load(GetParam() == "wordpiece" ? data + "/../../checkpoints/default"
+                  : GetParam() == "bpe"     ? data + "/tiny-bart"
+                                            : data + "/tiny-marian");
     ASSERT_NE(model_, nullptr);
   }
 
@@ -117,9 +119,11 @@ TEST_P(LongTextTest, InvalidUtf8PastTheCutIsTheWholeTextsRefusal) {
   EXPECT_EQ(status, model_->tokenizer().Tokenize(text).status());
 }
 
-TEST_P(LongTextTest, ShortTextsAndTextsWithoutSpacesAreTokenizedWhole) {
+TEST_P(LongTextTest, ShortTextsAreTokenizedWhole) {
+  // WordPiece makes one [UNK] of a word over 100 characters, however long.
+  const size_t keep = static_cast<size_t>(model_->max_tokens()) + 1;
   for (const std::string& text :
-       {std::string("Tôi yêu Việt Nam quá"), std::string(200000, 'a') + " b"}) {
+       {std::string("Tôi yêu Việt Nam quá"), std::string(keep * 20, 'a') + " b"}) {
     absl::StatusOr<TokenizedText> cut = model_->Tokenize(text);
     absl::StatusOr<TokenizedText> whole = model_->tokenizer().Tokenize(text);
     ASSERT_TRUE(cut.ok() && whole.ok());
@@ -128,7 +132,55 @@ TEST_P(LongTextTest, ShortTextsAndTextsWithoutSpacesAreTokenizedWhole) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tokenizers, LongTextTest, ::testing::Values("wordpiece", "bpe"));
+// Written without spaces, as Chinese, Japanese and Thai are: no break to cut a prefix at.
+std::string TextWithoutBreaks(int repeats) {
+  std::string text;
+  for (int i = 0; i < repeats; ++i) {
+    text += "랭체인은LLM을쉽게다루는도구입니다,TôiyêuViệtNam.";
+    text += std::to_string(i);
+  }
+  return text;
+}
+
+TEST_P(LongTextTest, TextsWithoutBreaksAreCutBetweenCharacters) {
+  const std::string text = TextWithoutBreaks(/*repeats=*/2000);
+  absl::StatusOr<TokenizedText> whole = model_->tokenizer().Tokenize(text);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  absl::StatusOr<TokenizedText> cut = model_->Tokenize(text);
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  const size_t keep = static_cast<size_t>(model_->max_tokens()) + 1;
+  ASSERT_GT(whole->size(), 10 * keep);
+  EXPECT_TRUE(cut->is_prefix);
+  ASSERT_EQ(cut->size(), keep);
+  for (size_t i = 0; i < keep; ++i) {
+    EXPECT_EQ(cut->ids[i], whole->ids[i]) << i;
+    EXPECT_EQ(cut->offsets[i], whole->offsets[i]) << i;
+    EXPECT_EQ(cut->byte_offsets[i], whole->byte_offsets[i]) << i;
+  }
+}
+
+TEST_P(LongTextTest, TextsOfFewTokensAreRefusedAfterABoundedPrefix) {
+  // 4 MB of one syllable: byte-level BPE makes tokens of it; WordPiece one [UNK] (one word) and
+  // Marian's SentencePiece one <unk> (its vocabulary lacks it), which took 97 CPU-seconds whole.
+  std::string text;
+  while (text.size() < (4u << 20)) text += "랭";
+  absl::StatusOr<TokenizedText> cut = model_->Tokenize(text);
+  if (GetParam() == "bpe") {
+    ASSERT_TRUE(cut.ok()) << cut.status();
+    EXPECT_TRUE(cut->is_prefix);
+    EXPECT_EQ(cut->size(), static_cast<size_t>(model_->max_tokens()) + 1);
+    return;
+  }
+  EXPECT_EQ(cut.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(cut.status().message(), HasSubstr("expected at least one token per 32 bytes"));
+  EXPECT_THAT(cut.status().message(), HasSubstr("split the text"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokenizers, LongTextTest,
+                         ::testing::Values("wordpiece", "bpe", "sentencepiece"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace attnscope
