@@ -1,5 +1,7 @@
 #include "server/attention_service.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace attnscope::server {
 namespace {
 
@@ -14,6 +16,23 @@ Call GrpcCall(grpc::ServerContext* context) {
 }
 
 }  // namespace
+
+template <typename Message>
+absl::Status AttentionService::WriteWithin(grpc::ServerContext* context,
+                                           grpc::ServerWriter<Message>* writer,
+                                           const Message& message) {
+  bool timed_out = false;
+  if (watchdog_.Write(
+          context, [writer, &message] { return writer->Write(message); }, &timed_out)) {
+    return absl::OkStatus();
+  }
+  if (timed_out) {
+    return absl::CancelledError(
+        absl::StrCat("the client took no message for ", absl::FormatDuration(watchdog_.timeout()),
+                     " (--write_timeout_seconds); read the stream as it comes"));
+  }
+  return absl::CancelledError("the client closed the stream before it was complete");
+}
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -47,25 +66,18 @@ grpc::Status AttentionService::GetAttention(grpc::ServerContext* context,
 grpc::Status AttentionService::StreamAttention(
     grpc::ServerContext* context, const v1::GetAttentionRequest* request,
     grpc::ServerWriter<v1::StreamAttentionResponse>* writer) {
-  return ToGrpcStatus(core_->StreamAttention(
-      GrpcCall(context), *request, [writer](const v1::StreamAttentionResponse& message) {
-        if (!writer->Write(message)) {
-          return absl::CancelledError("the client closed the stream before it was complete");
-        }
-        return absl::OkStatus();
-      }));
+  return ToGrpcStatus(core_->StreamAttention(GrpcCall(context), *request,
+                                             [&](const v1::StreamAttentionResponse& message) {
+                                               return WriteWithin(context, writer, message);
+                                             }));
 }
 
 grpc::Status AttentionService::Generate(grpc::ServerContext* context,
                                         const v1::GenerateRequest* request,
                                         grpc::ServerWriter<v1::GenerateResponse>* writer) {
-  return ToGrpcStatus(
-      core_->Generate(GrpcCall(context), *request, [writer](const v1::GenerateResponse& message) {
-        if (!writer->Write(message)) {
-          return absl::CancelledError("the client closed the stream before it was complete");
-        }
-        return absl::OkStatus();
-      }));
+  return ToGrpcStatus(core_->Generate(
+      GrpcCall(context), *request,
+      [&](const v1::GenerateResponse& message) { return WriteWithin(context, writer, message); }));
 }
 
 grpc::Status AttentionService::Encode(grpc::ServerContext* context,

@@ -7,8 +7,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "attnscope/v1/attnscope.grpc.pb.h"
 #include "server/service_core.h"
+#include "server/write_watchdog.h"
 
 namespace attnscope::server {
 
@@ -17,8 +19,10 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 class AttentionService final : public v1::AttentionService::Service {
  public:
-  // `core` must outlive the service.
-  explicit AttentionService(ServiceCore* core) : core_(core) {}
+  // `core` must outlive the service. A stream whose client takes none of its messages for
+  // `write_timeout` (--write_timeout_seconds) is cancelled (server/write_watchdog.h).
+  AttentionService(ServiceCore* core, absl::Duration write_timeout)
+      : core_(core), watchdog_(write_timeout) {}
 
   grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,
                           v1::ListModelsResponse* response) override;
@@ -49,7 +53,14 @@ class AttentionService final : public v1::AttentionService::Service {
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override;
 
  private:
+  // Writes `message` on `writer` within the watchdog's timeout; Cancelled, saying why, when the
+  // client has gone or stopped reading.
+  template <typename Message>
+  absl::Status WriteWithin(grpc::ServerContext* context, grpc::ServerWriter<Message>* writer,
+                           const Message& message);
+
   ServiceCore* const core_;
+  WriteWatchdog watchdog_;
 };
 
 }  // namespace attnscope::server

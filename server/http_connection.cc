@@ -150,6 +150,8 @@ class HttpListener::State {
       : limits(options.limits),
         max_buffered_body_bytes(
             std::max(options.limits.max_buffered_body_bytes, options.limits.max_body_bytes)),
+        workers_count(options.workers),
+        max_waiting(options.max_waiting),
         workers(static_cast<size_t>(options.workers)) {}
 
   void Register(ConnectionBase* connection, std::weak_ptr<ConnectionBase> weak) {
@@ -184,6 +186,10 @@ class HttpListener::State {
   // What the bodies being read count against max_buffered_body_bytes.
   std::atomic<int64_t> buffered_body_bytes{0};
   HttpHandler* handler = nullptr;
+  const int workers_count;
+  const int max_waiting;
+  // Requests handed to the workers and not yet done with: answered now or waiting for a worker.
+  std::atomic<int> calls{0};
   std::atomic<bool> draining{false};
   std::atomic<bool> grace_over{false};
   bool hard_stopped = false;  // under mutex
@@ -497,13 +503,20 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
                                       "); send a Content-Length or whole chunks")),
                                   400));
     }
-    Lowest().expires_never();
     auto request = std::make_shared<HttpRequest>(parser_->release());
     parser_.reset();
+    const int calls = state_->calls.fetch_add(1);
+    if (state_->max_waiting > 0 && calls >= state_->workers_count + state_->max_waiting) {
+      state_->calls.fetch_sub(1);
+      state_->handler->OnBusy();
+      return Send(Busy());
+    }
+    Lowest().expires_never();
     WatchPeer();
     asio::post(state_->workers, [self = this->shared_from_this(), request] {
       Exchange<Stream> exchange(self);
       self->state_->handler->Handle(*request, exchange);
+      self->state_->calls.fetch_sub(1);
       if (!exchange.answered()) {
         exchange.Respond(ErrorResponse(absl::InternalError("the request got no answer (a bug)")));
       }
@@ -544,6 +557,13 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
             "request URI: expected at most ", state_->limits.max_target_bytes, " bytes, got ",
             bytes, "; send the message in a POST body instead of the GET form's query")),
         414);
+  }
+
+  HttpResponse Busy() const {
+    return ErrorResponse(absl::ResourceExhaustedError(absl::StrCat(
+        "the server is answering ", state_->workers_count, " HTTP requests (--http_threads) and ",
+        state_->max_waiting,
+        " more wait for one (--max_concurrent_requests), its limit; retry with backoff")));
   }
 
   HttpResponse TooManyBodies() const {

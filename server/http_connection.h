@@ -90,6 +90,9 @@ class HttpHandler {
   // Called on a worker thread with the whole request; answers through `exchange` before it
   // returns (no answer at all is a 500).
   virtual void Handle(const HttpRequest& request, HttpExchange& exchange) = 0;
+  // Called on an I/O thread when a whole request is refused because every worker is busy and
+  // Options::max_waiting requests already wait; must not block.
+  virtual void OnBusy() = 0;
 };
 
 // A listening socket, the connections it accepts and the threads that serve them.
@@ -106,6 +109,9 @@ class HttpListener {
     // Requests answered at once (each holds a worker thread while its handler runs); more wait
     // for a free worker.
     int workers = 8;
+    // Requests that may wait for a worker; more are refused at once with 429 and
+    // HttpHandler::OnBusy. 0 = no limit.
+    int max_waiting = 0;
   };
 
   // Binds and listens, without accepting yet. Unavailable, saying why, when the address cannot be

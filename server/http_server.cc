@@ -398,6 +398,8 @@ class ApiHandler : public HttpHandler {
     return std::nullopt;
   }
 
+  void OnBusy() override { core_->RecordBusy(); }
+
   void Handle(const HttpRequest& request, HttpExchange& exchange) override {
     const absl::string_view path = PathOf(View(request.target()));
     if (!absl::StartsWith(path, kServicePath)) return exchange.Respond(ServeFile(path));
@@ -699,14 +701,18 @@ void HttpServer::Shutdown(absl::Time deadline) { listener_->Shutdown(deadline); 
 
 int HttpServer::port() const { return listener_->port(); }
 
-absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& options,
-                                                              ServiceCore* core) {
-  ATTNSCOPE_ASSIGN_OR_RETURN(
-      const ListenAddress address,
-      ParseListenAddress("--http_listen", options.listen, "127.0.0.1:8080 or 0.0.0.0:8080"));
-  if (options.threads < 1) {
+absl::Status HttpServer::ValidateOptions(const Options& options) {
+  ATTNSCOPE_RETURN_IF_ERROR(
+      ParseListenAddress("--http_listen", options.listen, "127.0.0.1:8080 or 0.0.0.0:8080")
+          .status());
+  if (options.threads < 1 || options.threads > kMaxHttpThreads) {
+    return absl::InvalidArgumentError(absl::StrCat("--http_threads ", options.threads,
+                                                   ": expected 1 to ", kMaxHttpThreads,
+                                                   " requests answered at once"));
+  }
+  if (options.max_waiting < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--http_threads ", options.threads, ": expected at least 1 request answered at once"));
+        "--max_concurrent_requests ", options.max_waiting, ": expected 0 (no limit) or more"));
   }
   for (const std::string& origin : options.allowed_origins) {
     const size_t scheme_end = origin.find("://");
@@ -729,6 +735,15 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& opt
                        "proxy.internal:8080), comma-separated, without a scheme or a path"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& options,
+                                                              ServiceCore* core) {
+  ATTNSCOPE_RETURN_IF_ERROR(ValidateOptions(options));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      const ListenAddress address,
+      ParseListenAddress("--http_listen", options.listen, "127.0.0.1:8080 or 0.0.0.0:8080"));
   ATTNSCOPE_RETURN_IF_ERROR(ValidateTlsOptions(options.tls));
   HttpListener::Options listen;
   listen.host = address.host;
@@ -736,6 +751,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& opt
   listen.tls = options.tls;
   listen.limits = options.limits;
   listen.workers = options.threads;
+  listen.max_waiting = options.max_waiting;
   absl::StatusOr<std::unique_ptr<HttpListener>> listener = HttpListener::Bind(listen);
   if (!listener.ok() && listener.status().code() == absl::StatusCode::kUnavailable) {
     return absl::UnavailableError(

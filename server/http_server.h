@@ -79,8 +79,13 @@ class HttpServer {
     HttpLimits limits;
     // Requests answered at once: each unary call and each stream holds a thread while it is
     // answered; more wait for a free one. Connections that are idle or still sending their
-    // request hold none. Inference is bounded by --max_concurrent_requests, not by this.
+    // request hold none. Inference is bounded by --max_concurrent_requests, not by this. At most
+    // kMaxHttpThreads.
     int threads = 64;
+    // Requests that may wait for a thread while every one is busy; more are answered 429
+    // (RESOURCE_EXHAUSTED) at once rather than wait without bound. 0 = no limit. The server sets
+    // it to --max_concurrent_requests.
+    int max_waiting = 64;
     // Origins ("https://app.example.com", scheme://host[:port]) whose pages may call the API
     // besides the server's own; "*" allows every origin.
     std::vector<std::string> allowed_origins;
@@ -89,11 +94,18 @@ class HttpServer {
     std::vector<std::string> allowed_hosts;
   };
 
+  // Most threads a port may have: each is a thread of the process, and creating 100000 of them
+  // aborted the process.
+  static constexpr int kMaxHttpThreads = 4096;
+
+  // Checks `options` before anything starts. InvalidArgument, naming the flag: a listen address
+  // that is not HOST:PORT, threads outside [1, kMaxHttpThreads], a negative max_waiting, an
+  // allowed origin that is not scheme://host[:port], an allowed host with a scheme or a path.
+  static absl::Status ValidateOptions(const Options& options);
   // Binds and starts serving on threads of its own. `core` must outlive the server.
-  // InvalidArgument: a listen address that is not HOST:PORT, threads below 1, an allowed origin
-  // that is not scheme://host[:port], an allowed host with a scheme or a path, or TLS files that
-  // do not make a certificate and key. NotFound: a TLS file cannot be read. Unavailable: the
-  // address cannot be bound (in use, or not local).
+  // InvalidArgument: what ValidateOptions refuses, or TLS files that do not make a certificate
+  // and key. NotFound: a TLS file cannot be read. Unavailable: the address cannot be bound (in
+  // use, or not local).
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const Options& options,
                                                            ServiceCore* core);
   // Stops accepting and waits for the calls in flight: until the deadline of Shutdown when it was

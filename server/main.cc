@@ -86,6 +86,10 @@ ABSL_FLAG(double, http_idle_timeout_seconds,
           absl::ToDoubleSeconds(kDefaults.http.limits.idle_timeout),
           "How long a kept-alive HTTP connection may wait for its next request before it is "
           "closed; keep it above the idle timeout of a load balancer in front.");
+ABSL_FLAG(double, write_timeout_seconds, absl::ToDoubleSeconds(kDefaults.http.limits.write_timeout),
+          "Longest one write of an answer may wait for a client that does not read it, on both "
+          "transports (a gRPC stream's message, an HTTP answer or a piece of an HTTP stream); "
+          "then the call is cancelled and its slot freed.");
 ABSL_FLAG(std::vector<std::string>, http_allowed_origins, {},
           "Comma-separated origins (scheme://host[:port]) whose web pages may call the HTTP API "
           "(CORS), besides the server's own, which the dashboard uses; * allows every origin. "
@@ -183,6 +187,7 @@ int main(int argc, char** argv) {
       absl::Seconds(absl::GetFlag(FLAGS_http_header_timeout_seconds));
   options.http.limits.body_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_body_timeout_seconds));
   options.http.limits.idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_idle_timeout_seconds));
+  options.http.limits.write_timeout = absl::Seconds(absl::GetFlag(FLAGS_write_timeout_seconds));
   options.http.allowed_origins = absl::GetFlag(FLAGS_http_allowed_origins);
   options.http.allowed_hosts = absl::GetFlag(FLAGS_http_allowed_hosts);
   options.service.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);

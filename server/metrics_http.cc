@@ -33,6 +33,9 @@ class MetricsHandler : public HttpHandler {
     return std::nullopt;
   }
 
+  // Never called: scrapes are answered in milliseconds, so the port lets them wait (max_waiting 0).
+  void OnBusy() override {}
+
   void Handle(const HttpRequest&, HttpExchange& exchange) override {
     std::vector<prometheus::MetricFamily> families;
     for (const auto& collectable : collectables_) {

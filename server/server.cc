@@ -151,6 +151,7 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
         !listen.ok()) {
       return listen.status();
     }
+    ATTNSCOPE_RETURN_IF_ERROR(HttpServer::ValidateOptions(options.http));
   }
   if (options.metrics_port < 0 || options.metrics_port > kMaxPort) {
     return absl::InvalidArgumentError(absl::StrCat("--metrics_port ", options.metrics_port,
@@ -183,10 +184,15 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
         "--max_call_tokens ", options.service.max_call_tokens,
         ": expected at least 1 token pass; the default is ", kDefaultMaxCallTokens));
   }
-  if (!(options.service.max_call_seconds > 0) || std::isinf(options.service.max_call_seconds)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_call_seconds ", options.service.max_call_seconds,
-        ": expected a finite number of seconds above 0; the default is ", kDefaultMaxCallSeconds));
+  // A call's ceiling is its start plus this on a clock counting nanoseconds in 64 bits: 1e10 s
+  // overflowed it, and every call ended at once with DEADLINE_EXCEEDED.
+  constexpr double kMaxCallSeconds = 1e8;
+  if (!(options.service.max_call_seconds > 0 &&
+        options.service.max_call_seconds <= kMaxCallSeconds)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_call_seconds ", options.service.max_call_seconds,
+                     ": expected seconds above 0 and at most ", kMaxCallSeconds,
+                     " (three years); the default is ", kDefaultMaxCallSeconds));
   }
   for (const LoadedModel::Options& model : options.models) {
     if (model.max_tokens < 0) {
@@ -205,12 +211,13 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
   const std::pair<const char*, absl::Duration> timeouts[] = {
       {"--http_header_timeout_seconds", options.http.limits.header_timeout},
       {"--http_body_timeout_seconds", options.http.limits.body_timeout},
-      {"--http_idle_timeout_seconds", options.http.limits.idle_timeout}};
+      {"--http_idle_timeout_seconds", options.http.limits.idle_timeout},
+      {"--write_timeout_seconds", options.http.limits.write_timeout}};
   for (const auto& [flag, value] : timeouts) {
-    if (!(value > absl::ZeroDuration()) || value == absl::InfiniteDuration()) {
+    if (!(value > absl::ZeroDuration()) || value > absl::Seconds(kMaxCallSeconds)) {
       return absl::InvalidArgumentError(absl::StrCat(flag, " ", absl::ToDoubleSeconds(value),
-                                                     ": expected a finite number of seconds "
-                                                     "above 0"));
+                                                     ": expected seconds above 0 and at most ",
+                                                     kMaxCallSeconds));
     }
   }
   const std::pair<const char*, double> counts[] = {
@@ -255,7 +262,7 @@ absl::Status RunServer(const ServerOptions& options) {
   const int metrics_port = metrics_server == nullptr ? 0 : metrics_server->port();
 
   ServiceCore core(options.service, &metrics, api_keys.get());
-  AttentionService service(&core);
+  AttentionService service(&core, options.http.limits.write_timeout);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -292,6 +299,7 @@ absl::Status RunServer(const ServerOptions& options) {
   std::unique_ptr<HttpServer> http;
   if (!options.http.listen.empty()) {
     HttpServer::Options http_options = options.http;
+    http_options.max_waiting = options.service.max_concurrent_requests;
     http_options.tls = options.tls;
     http_options.limits.max_body_bytes = options.max_request_bytes;
     absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(http_options, &core);

@@ -149,6 +149,8 @@ void ServiceCore::RecordUnparsed(absl::string_view rpc, absl::string_view transp
   metrics_->RecordRequest(rpc, transport, "", "INVALID_ARGUMENT", seconds);
 }
 
+void ServiceCore::RecordBusy() const { metrics_->RecordRejection("concurrency_limit"); }
+
 absl::Status ServiceCore::Authenticate(const Call& call) const {
   if (api_keys_ == nullptr || api_keys_->Accepts(call.authorization)) return absl::OkStatus();
   metrics_->RecordRejection("unauthenticated");

@@ -113,6 +113,9 @@ class ServiceCore {
   // A call whose request message did not parse, so that no method ran: counted in
   // attnscope_requests_total as INVALID_ARGUMENT with no model, as every call is counted.
   void RecordUnparsed(absl::string_view rpc, absl::string_view transport, double seconds) const;
+  // An HTTP request refused before any method ran because every HTTP thread was busy and
+  // --max_concurrent_requests more waited: counted as the concurrency limit's rejection.
+  void RecordBusy() const;
 
   absl::Status StreamAttention(const Call& call, const v1::GetAttentionRequest& request,
                                const StreamWriter& write);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "attnscope/v1/attnscope.grpc.pb.h"
 #include "gmock/gmock.h"
@@ -53,6 +54,57 @@ TEST(CallLimitsTest, ACallWithoutDeadlineEndsAtTheServersCeiling) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
   EXPECT_THAT(status.error_message(), HasSubstr("--max_call_seconds"));
   EXPECT_LT(took, absl::Seconds(5));
+}
+
+// A client that opens a stream and never reads it holds its call slot only until
+// --write_timeout_seconds, on both transports: gRPC's blocked write had no deadline of its own, so
+// 64 such streams held every slot past --max_call_seconds.
+TEST(CallLimitsTest, StreamsNobodyReadsEndAtTheWriteTimeout) {
+  ServerProcess::Options options;
+  options.models = {"llama=" + Stories260kDir()};
+  options.extra_flags = {"--write_timeout_seconds=1", "--max_concurrent_requests=2"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<v1::AttentionService::Stub> stub = StubOf(**server);
+
+  // Every layer's attention over about 450 tokens: 5 layers x 8 heads x 450^2 floats, 32 MB,
+  // far more than the transports buffer.
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "Once upon a time there was a little girl. ";
+  v1::GetAttentionRequest request;
+  request.set_model("llama");
+  request.set_text(text);
+  grpc::ClientContext unread_context;
+  std::unique_ptr<grpc::ClientReader<v1::StreamAttentionResponse>> unread =
+      stub->StreamAttention(&unread_context, request);
+  absl::StatusOr<std::unique_ptr<RawConnection>> http_unread =
+      RawConnection::Open((*server)->http_port());
+  ASSERT_TRUE(http_unread.ok()) << http_unread.status();
+  const std::string body = absl::StrCat(R"({"model": "llama", "text": ")", text, R"("})");
+  ASSERT_TRUE((*http_unread)
+                  ->Send(absl::StrCat("POST /attnscope.v1.AttentionService/StreamAttention "
+                                      "HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                                      "application/json\r\nContent-Length: ",
+                                      body.size(), "\r\n\r\n", body)));
+
+  // Both slots are freed a write timeout after the streams stalled; then calls are served.
+  const absl::Time start = absl::Now();
+  grpc::Status status;
+  do {
+    absl::SleepFor(absl::Milliseconds(250));
+    grpc::ClientContext context;
+    v1::TokenizeRequest tokenize;
+    tokenize.set_model("llama");
+    tokenize.set_text("Once upon a time");
+    v1::TokenizeResponse response;
+    status = stub->Tokenize(&context, tokenize, &response);
+  } while (!status.ok() && absl::Now() - start < absl::Seconds(15));
+  EXPECT_TRUE(status.ok()) << status.error_message() << "\n" << (*server)->Log();
+  // What the transport took before the server gave up is still there to read, then the end.
+  v1::StreamAttentionResponse message;
+  while (unread->Read(&message)) {
+  }
+  EXPECT_EQ(unread->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
 TEST(CallLimitsTest, WorkOverTheBoundIsRefusedBeforeTheFirstPass) {

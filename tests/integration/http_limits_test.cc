@@ -424,6 +424,54 @@ class PeakRss {
 // Hostile peers, first half: with the default flags, 64 clients that leave their heavy
 // calls after 0.3 s leave nothing computing a second later, and nothing holding
 // --max_concurrent_requests.
+// A request that finds every HTTP thread busy and --max_concurrent_requests more waiting is
+// refused at once: before, it waited without bound for a thread, with no answer at all.
+TEST(HttpLimitsTest, RequestsBeyondTheThreadsAndTheWaitingAreRefusedAtOnce) {
+  TempDir dir;
+  ASSERT_TRUE(WriteRandomBert(RankerShape(), dir.path()).ok());
+  std::unique_ptr<ServerProcess> server =
+      StartServer({"ranker=" + dir.path()}, {"--http_threads=1", "--max_concurrent_requests=1"});
+  ASSERT_NE(server, nullptr);
+  // One heavy call holds the thread, one waits for it.
+  std::vector<std::unique_ptr<RawConnection>> heavy;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<std::unique_ptr<RawConnection>> client =
+        RawConnection::Open(server->http_port());
+    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_TRUE((*client)->Send(HeavyAttribute()));
+    heavy.push_back(*std::move(client));
+    absl::SleepFor(absl::Milliseconds(300));
+  }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<RawResponse> refused =
+      Exchange(server->http_port(), Post("ListModels", "{}"), absl::Seconds(5));
+  ASSERT_TRUE(refused.ok()) << refused.status() << "\n" << server->Log();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(refused->status, 429);
+  const nlohmann::json error = ErrorOf(*refused);
+  EXPECT_EQ(error.value("code", ""), "resource_exhausted");
+  EXPECT_THAT(error.value("message", ""), ::testing::HasSubstr("--http_threads"));
+  EXPECT_THAT(error.value("message", ""), ::testing::HasSubstr("retry with backoff"));
+  absl::StatusOr<std::string> metrics = HttpGet(server->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok());
+  double rejected = 0;
+  for (const MetricSample& sample :
+       FindSamples(ParseMetrics(*metrics), "attnscope_rejected_requests_total",
+                   {{"reason", "concurrency_limit"}})) {
+    rejected += sample.value;
+  }
+  EXPECT_GE(rejected, 1);
+  // Once the heavy calls have seen their clients go, requests are answered again.
+  for (auto& client : heavy) client->Close();
+  absl::StatusOr<RawResponse> answered;
+  do {
+    absl::SleepFor(absl::Milliseconds(200));
+    answered = Exchange(server->http_port(), Post("ListModels", "{}"), absl::Seconds(10));
+  } while (answered.ok() && answered->status == 429 && absl::Now() - start < absl::Seconds(20));
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  EXPECT_EQ(answered->status, 200) << answered->body;
+}
+
 TEST(HttpLimitsTest, SixtyFourAbandonedHeavyCallsLeaveNoWorkRunning) {
   TempDir dir;
   ASSERT_TRUE(WriteRandomBert(RankerShape(), dir.path()).ok());

@@ -70,6 +70,7 @@ const std::map<std::string, Refusal>& Refusals() {
        {{"--tls_client_ca_file=/nonexistent/ca.pem"}, "--tls_client_ca_file"}},
       {"tls_key_file", {{"--tls_key_file=/nonexistent/key.pem"}, "--tls_key_file"}},
       {"worker_threads", {{"--worker_threads=-1"}, "--worker_threads -1"}},
+      {"write_timeout_seconds", {{"--write_timeout_seconds=0"}, "--write_timeout_seconds 0"}},
   };
   return *refusals;
 }
@@ -91,9 +92,30 @@ TEST(ServerFlagsTest, EveryDocumentedFlagIsRefusedWithItsNameOrChangesSomething)
                                      "--metrics_port=0"};
     argv.insert(argv.end(), refusal.args.begin(), refusal.args.end());
     const CommandResult result = RunCommand(argv, absl::Seconds(60));
-    EXPECT_NE(result.exit_code, 0) << flag << " was accepted: " << absl::StrJoin(refusal.args, " ");
+    EXPECT_EQ(result.exit_code, 2) << flag << ": " << absl::StrJoin(refusal.args, " ") << "\n"
+                                   << result.stderr_text;
     EXPECT_NE(result.stderr_text.find(refusal.message), std::string::npos)
         << flag << ": the refusal does not say '" << refusal.message << "':\n"
+        << result.stderr_text;
+  }
+}
+
+// Values too large to work: each aborted the process (SIGABRT creating 100000 threads) or made
+// every call fail at once (a ceiling past the clock's range) before it was refused at the start.
+TEST(ServerFlagsTest, ValuesPastWhatCanWorkAreRefusedAtTheStart) {
+  const std::vector<std::pair<std::string, std::string>> refusals = {
+      {"--http_threads=100000", "--http_threads 100000: expected 1 to 4096"},
+      {"--max_call_seconds=1e10", "--max_call_seconds 1e+10: expected seconds above 0 and at most"},
+      {"--write_timeout_seconds=1e12", "--write_timeout_seconds 1e+12: expected seconds above 0"},
+      {"--http_header_timeout_seconds=1e300", "--http_header_timeout_seconds inf"}};
+  for (const auto& [flag, message] : refusals) {
+    const CommandResult result =
+        RunCommand({ServerBinary(), "--model=bert=" + TinyBertDir(), "--listen=127.0.0.1:0",
+                    "--http_listen=127.0.0.1:0", "--metrics_port=0", flag},
+                   absl::Seconds(60));
+    EXPECT_EQ(result.exit_code, 2) << flag << "\n" << result.stderr_text;
+    EXPECT_NE(result.stderr_text.find(message), std::string::npos)
+        << flag << ": the refusal does not say '" << message << "':\n"
         << result.stderr_text;
   }
 }
