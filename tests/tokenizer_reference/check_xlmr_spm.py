@@ -19,8 +19,8 @@ and prints each text that differs under the cause it is filed under:
   decomposed text       the text is not in NFC (decomposed Vietnamese, conjoining Hangul jamo):
                         tokenizers' Precompiled normalizer works grapheme cluster by grapheme
                         cluster. A cluster shorter than 6 UTF-8 bytes is looked up in the charsmap
-                        as a whole and, when only a prefix of it is there, the whole cluster is
-                        replaced by that prefix's normalization, dropping the marks after it
+                        as a whole and, when only prefixes of it are there, the whole cluster is
+                        replaced by the shortest such prefix's normalization, dropping the rest
                         ("o" U+031B U+0300 -> "ơ", the grave accent lost; SentencePiece gives
                         "ờ"). A longer cluster is looked up one character at a time, so sequences
                         the charsmap maps only as a whole stay as they are (the jamo of "나는"
