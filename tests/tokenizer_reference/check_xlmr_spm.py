@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Compares the XLM-R layout tokenizer.json (tests/data/tiny-xlmr-tokenizer), as Hugging Face's
-tokenizers library runs it (the goldens of make_goldens.js, OUT/xlmr.jsonl), with SentencePiece's
-own encoder on the same model (sentencepiece.bpe.model), text by text, without special tokens:
+tokenizers library runs it (the goldens of make_goldens.js, OUT/xlmr.jsonl; with --tokenizer
+xlmr-converter, the variant with transformers' current SpmConverter normalizer), with
+SentencePiece's own encoder on the same model (sentencepiece.bpe.model), text by text, without
+special tokens:
 
   pieces: spm.encode(text, out_type=str) == the tokens of "plain"
   ids:    fairseq id = SentencePiece id + 1, SentencePiece's <unk> (0) -> 3 == the ids of "plain"
@@ -40,7 +42,7 @@ Exit status 0 when every difference has one of the first four causes, 1 otherwis
 
   apt-get install -y python3-sentencepiece
   /usr/bin/python3 tests/tokenizer_reference/check_xlmr_spm.py --goldens BUILD/tokenizer-goldens \
-      --node_modules BUILD/node_modules
+      --node_modules BUILD/node_modules --built BUILD/tokenizers [--tokenizer xlmr-converter]
 """
 import argparse
 import json
@@ -65,17 +67,17 @@ def squeeze(text):
     return " ".join(text.split())
 
 
-def tokenizers_on(texts, node_modules):
-    """make_goldens.js --only xlmr on texts: their "plain" encodings, in order."""
+def tokenizers_on(texts, name, node_modules, built):
+    """make_goldens.js --only NAME on texts: their "plain" encodings, in order."""
     with tempfile.TemporaryDirectory() as tmp:
         corpus = os.path.join(tmp, "corpus.jsonl")
         with open(corpus, "w", encoding="utf-8") as f:
             for t in texts:
                 f.write(json.dumps(t, ensure_ascii=False) + "\n")
         subprocess.run(["node", os.path.join(HERE, "make_goldens.js"), "--node_modules", node_modules,
-                        "--corpus", corpus, "--only", "xlmr", "--out", tmp],
+                        "--built", built, "--corpus", corpus, "--only", name, "--out", tmp],
                        check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(tmp, "xlmr.jsonl"), encoding="utf-8") as f:
+        with open(os.path.join(tmp, name + ".jsonl"), encoding="utf-8") as f:
             return [json.loads(line)["plain"] for line in f]
 
 
@@ -83,6 +85,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--goldens", required=True, help="make_goldens.js --out folder (xlmr.jsonl)")
     parser.add_argument("--node_modules", required=True, help="npm ci of tests/tokenizer_reference")
+    parser.add_argument("--built", default="", help="make_tokenizer_json.py --out (xlmr-converter)")
+    parser.add_argument("--tokenizer", default="xlmr", choices=["xlmr", "xlmr-converter"])
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--show", type=int, default=5, help="texts printed per cause")
     args = parser.parse_args()
@@ -93,7 +97,7 @@ def main():
     score = {sp.id_to_piece(i): sp.get_score(i) for i in range(sp.get_piece_size())}
     differing = []
     total = 0
-    with open(os.path.join(args.goldens, "xlmr.jsonl"), encoding="utf-8") as f:
+    with open(os.path.join(args.goldens, args.tokenizer + ".jsonl"), encoding="utf-8") as f:
         for line in f:
             row = json.loads(line)
             total += 1
@@ -103,7 +107,8 @@ def main():
             tokens, hf_ids = row["plain"]["tokens"], row["plain"]["ids"]
             if pieces != tokens or ids != hf_ids:
                 differing.append((row["i"], text, pieces, tokens, ids, hf_ids))
-    squeezed = tokenizers_on([squeeze(d[1]) for d in differing], args.node_modules)
+    squeezed = tokenizers_on([squeeze(d[1]) for d in differing], args.tokenizer, args.node_modules,
+                             args.built)
     for d, hf in zip(differing, squeezed):
         i, text, pieces, tokens, ids, hf_ids = d
         if any(s in text for s in SPECIALS):
@@ -120,7 +125,7 @@ def main():
             cause = "other"
         causes[cause].append(d)
     differ = sum(len(v) for v in causes.values())
-    print(f"{total} texts, {total - differ} identical (pieces and ids), {differ} differ")
+    print(f"{args.tokenizer}: {total} texts, {total - differ} identical (pieces and ids), {differ} differ")
     for cause, rows in causes.items():
         print(f"\n{cause}: {len(rows)}")
         for i, text, pieces, tokens, ids, hf_ids in rows[: args.show]:

