@@ -49,6 +49,10 @@ constexpr absl::Duration kHardStopDelay = absl::Milliseconds(500);
 // sends: closing a socket with unread input resets the connection, and a client still sending
 // a refused body could lose the answer that says why.
 constexpr std::chrono::seconds kLingerTime(2);
+// And how much of it: a client sending a refused 100 MB body as fast as loopback allows kept a
+// core busy reading for all of kLingerTime. A client that reads its answer while it sends (as
+// curl does) has it long before this much more has come.
+constexpr size_t kLingerBytes = 1 << 20;
 // How often a call's socket is checked for its client closing while it holds unread input (a
 // pipelined request, a TLS alert), when waiting for it to become readable would return at once.
 constexpr std::chrono::milliseconds kPeerPollInterval(100);
@@ -657,11 +661,13 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     Discard();
   }
   void Discard() {
-    Lowest().async_read_some(asio::buffer(linger_buffer_),
-                             [self = this->shared_from_this()](beast::error_code error, size_t) {
-                               if (error) return self->Close();
-                               self->Discard();
-                             });
+    Lowest().async_read_some(
+        asio::buffer(linger_buffer_),
+        [self = this->shared_from_this()](beast::error_code error, size_t read) {
+          self->discarded_ += read;
+          if (error || self->discarded_ > kLingerBytes) return self->Close();
+          self->Discard();
+        });
   }
 
   void Close() {
@@ -695,6 +701,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   std::optional<http::response<http::empty_body>> stream_head_;
   std::optional<http::response_serializer<http::empty_body>> serializer_;
   std::vector<char> linger_buffer_;
+  size_t discarded_ = 0;
 };
 
 }  // namespace

@@ -243,6 +243,29 @@ TEST(HttpLimitsTest, FramingTheServerDoesNotReadIsRefused) {
   EXPECT_THAT(answer->body, HasSubstr("request headers: expected at most"));
 }
 
+// After refusing a body, the server reads and drops what its client still sends only for a
+// bounded number of bytes, then closes: a client sending a 100 MB body flat out kept a core busy
+// for the two seconds the connection lingered.
+TEST(HttpLimitsTest, ARefusedBodyIsDroppedOnlyBrieflyAfterItsAnswer) {
+  std::unique_ptr<ServerProcess> server = StartServer({"bert=" + TinyBertDir()});
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<std::unique_ptr<RawConnection>> client = RawConnection::Open(server->http_port());
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->Send(
+      absl::StrCat("POST ", kPath,
+                   "Tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                   "Content-Length: ",
+                   100 * kMiB, "\r\n\r\n")));
+  absl::StatusOr<RawResponse> answer = (*client)->ReadResponse(absl::Seconds(10));
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->status, 413);
+  const std::string chunk(64 << 10, 'x');
+  int64_t sent = 0;
+  while (sent < 256 * kMiB && (*client)->Send(chunk)) sent += static_cast<int64_t>(chunk.size());
+  // What the kernel's socket buffers take, plus the server's 1 MiB.
+  EXPECT_LT(sent, 64 * kMiB) << "the server read on after refusing the body";
+}
+
 // A body that does not parse is answered 400 and counted like any call, as gRPC counts its own.
 TEST(HttpLimitsTest, BodiesThatDoNotParseAreCounted) {
   std::unique_ptr<ServerProcess> server = StartServer({"bert=" + TinyBertDir()});
