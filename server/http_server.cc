@@ -288,12 +288,7 @@ absl::StatusOr<Call> CallOf(const HttpRequestHeader& request, const HttpExchange
       "http", deadline, [&exchange] { return exchange.ClientGone(); },
       HeaderOf(request, http::field::authorization));
   call.check = [client = std::move(call.check), &exchange](absl::string_view when) {
-    if (exchange.GraceOver()) {
-      return absl::UnavailableError(
-          absl::StrCat("the server is shutting down and the call ran past its grace period "
-                       "(--shutdown_grace_seconds) ",
-                       when, "; retry on another replica"));
-    }
+    if (exchange.GraceOver()) return GraceOverError(when);
     return client(when);
   };
   return call;

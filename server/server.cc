@@ -363,6 +363,10 @@ absl::Status RunServer(const ServerOptions& options) {
   absl::SleepFor(kDrainSettleTime);
   // One grace period for both transports: HTTP calls run beside gRPC's until the same deadline.
   const absl::Time deadline = absl::Now() + absl::Seconds(options.shutdown_grace_seconds);
+  // Calls still running stop with their own message this long before gRPC cancels what is left.
+  const absl::Duration last_words =
+      std::min(absl::Milliseconds(500), absl::Seconds(options.shutdown_grace_seconds) / 4);
+  core.EndGraceAt(deadline - last_words);
   if (http != nullptr) http->Shutdown(deadline);
   server->Shutdown(absl::ToChronoTime(deadline));
   server->Wait();

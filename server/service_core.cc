@@ -31,6 +31,13 @@ std::string ClientMessage(const absl::Status& status) {
   return text;
 }
 
+absl::Status GraceOverError(absl::string_view when) {
+  return absl::UnavailableError(
+      absl::StrCat("the server is shutting down and the call ran past its grace period "
+                   "(--shutdown_grace_seconds) ",
+                   when, "; retry on another replica"));
+}
+
 Call MakeCall(absl::string_view transport, std::chrono::system_clock::time_point deadline,
               std::function<bool()> cancelled, std::string authorization) {
   return {transport,
@@ -112,8 +119,9 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
     const Clock::time_point ceiling =
         start + std::chrono::duration_cast<Clock::duration>(
                     std::chrono::duration<double>(options_.max_call_seconds));
-    const CallCheck check = [&call, ceiling, seconds = options_.max_call_seconds](
+    const CallCheck check = [this, &call, ceiling, seconds = options_.max_call_seconds](
                                 absl::string_view when) -> absl::Status {
+      if (absl::ToUnixNanos(absl::Now()) > grace_end_nanos_.load()) return GraceOverError(when);
       if (Clock::now() > ceiling) {
         return absl::DeadlineExceededError(absl::StrCat(
             "the call ran past this server's ceiling of ", seconds, " s (--max_call_seconds) ",

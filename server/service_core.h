@@ -11,12 +11,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "attnscope/v1/attnscope.pb.h"
 #include "common/limits.h"
 #include "models/requests/batcher.h"
@@ -73,6 +75,10 @@ struct Call {
   std::string authorization;
 };
 
+// UNAVAILABLE for a call still running when the shutdown's grace period is over; `when` says at
+// which point it stopped.
+absl::Status GraceOverError(absl::string_view when);
+
 // A Call whose check fails with DeadlineExceeded once `deadline` has passed, and with Cancelled
 // once `cancelled` (may be empty) returns true; the messages say when and what to change.
 Call MakeCall(absl::string_view transport, std::chrono::system_clock::time_point deadline,
@@ -94,6 +100,10 @@ class ServiceCore {
   void SetModels(std::vector<std::unique_ptr<LoadedModel>> models);
   // New calls fail with UNAVAILABLE from now on; calls in flight finish.
   void StartDraining() { draining_.store(true); }
+  // Calls still running at `when` end at their next check with GraceOverError: gRPC's own
+  // Shutdown deadline cancels them with a bare "Cancelling all calls", so the server ends them
+  // a little before it, saying why.
+  void EndGraceAt(absl::Time when) { grace_end_nanos_.store(absl::ToUnixNanos(when)); }
 
   // The RPCs of attnscope.proto. Each returns the call's status (the codes of the contract) and
   // fills `response` only when it is OK.
@@ -156,6 +166,7 @@ class ServiceCore {
   std::unique_ptr<RequestRunner> runner_;  // written once before ready_
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
+  std::atomic<int64_t> grace_end_nanos_{std::numeric_limits<int64_t>::max()};
   std::atomic<int> inflight_{0};
 };
 

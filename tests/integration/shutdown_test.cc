@@ -185,6 +185,42 @@ TEST(ShutdownTest, SigtermDuringAStreamExitsWithinTheGracePeriodAndTheStreamComp
   }
 }
 
+// A gRPC call still running when the grace period ends is told why, as an HTTP call is: before,
+// gRPC's own Shutdown deadline cut it with a bare CANCELLED "Cancelling all calls".
+TEST(ShutdownTest, AGrpcCallPastTheGraceIsToldTheServerIsShuttingDown) {
+  ServerProcess::Options options;
+  options.models = {"llama=" + Stories260kDir()};
+  options.extra_flags = {"--shutdown_grace_seconds=1"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  std::unique_ptr<v1::AttentionService::Stub> stub = v1::AttentionService::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  // Seconds of work: 500 new tokens in 8 beams, each with every layer's attention.
+  v1::GenerateRequest request;
+  request.set_prompt("Once upon a time");
+  request.set_max_new_tokens(500);
+  request.set_ignore_eos(true);
+  request.set_output_attentions(true);
+  request.set_method(v1::DECODING_METHOD_BEAM_SEARCH);
+  request.set_num_beams(8);
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+      stub->Generate(&context, request);
+  v1::GenerateResponse response;
+  ASSERT_TRUE(reader->Read(&response));
+  server.Signal(SIGTERM);
+  while (reader->Read(&response)) {
+  }
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+  EXPECT_NE(status.error_message().find("--shutdown_grace_seconds"), std::string::npos)
+      << status.error_message();
+  absl::StatusOr<int> exit_status = server.Wait(absl::Seconds(30));
+  ASSERT_TRUE(exit_status.ok()) << exit_status.status();
+  EXPECT_TRUE(WIFEXITED(*exit_status) && WEXITSTATUS(*exit_status) == 0) << server.Log();
+}
+
 // The Connect envelopes of a connect+proto body: (flags, payload) pairs; a test failure when the
 // body does not split into whole envelopes.
 std::vector<std::pair<int, std::string>> Envelopes(const std::string& body) {
