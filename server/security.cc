@@ -68,7 +68,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcServerCredentials(
 }
 
 absl::StatusOr<std::unique_ptr<ApiKeys>> ApiKeys::Create(const std::string& file) {
-  ATTNSCOPE_ASSIGN_OR_RETURN(const std::string contents, ReadFile("--api_keys_file", file));
+  ATTNSCOPE_ASSIGN_OR_RETURN(std::string contents, ReadFile("--api_keys_file", file));
+  // Editors on Windows start a UTF-8 file with a byte order mark; it would become part of the first
+  // key, which then never matched.
+  if (absl::StartsWith(contents, "\xEF\xBB\xBF")) contents.erase(0, 3);
   std::vector<Digest> digests;
   int line_number = 0;
   for (absl::string_view line : absl::StrSplit(contents, '\n')) {

@@ -45,8 +45,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcServerCredentials(
 class ApiKeys {
  public:
   // One key per line; surrounding whitespace is ignored, as are empty lines and lines starting
-  // with '#'. NotFound or PermissionDenied: the file cannot be read. InvalidArgument: it holds no
-  // key, or a key with whitespace inside (it could never be sent in a header).
+  // with '#', and a UTF-8 byte order mark at the start. NotFound or PermissionDenied: the file
+  // cannot be read. InvalidArgument: it holds no key, or a key with whitespace inside (it could
+  // never be sent in a header).
   static absl::StatusOr<std::unique_ptr<ApiKeys>> Create(const std::string& file);
 
   // True when `authorization` (the header's value) is "Bearer <key>" for one of the keys; the

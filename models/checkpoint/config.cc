@@ -74,11 +74,12 @@ class FieldReader {
     return Int(field, 1, high, fallback);
   }
 
-  // A token id: in [0, vocab_size), or -1 (or null) for none. Newer configs list several
-  // end-of-sequence ids; every one must be in range, the first is kept.
-  absl::StatusOr<int64_t> TokenId(const char* field, int64_t fallback, int64_t vocab_size) const {
-    const std::string expected =
-        absl::StrCat("an id in [0, ", vocab_size, ") (vocab_size) or -1 for none");
+  // A token id: in [0, vocab_size), or -1 (or null) for none when `allow_none`. Newer configs
+  // list several end-of-sequence ids; every one must be in range, the first is kept.
+  absl::StatusOr<int64_t> TokenId(const char* field, int64_t fallback, int64_t vocab_size,
+                                  bool allow_none = true) const {
+    const std::string expected = absl::StrCat("an id in [0, ", vocab_size, ") (vocab_size)",
+                                              allow_none ? " or -1 for none" : "");
     auto it = json_.find(field);
     if (it == json_.end() || it->is_null()) return fallback;
     std::vector<const Json*> ids;
@@ -92,7 +93,8 @@ class FieldReader {
       const bool too_large =
           id->is_number_unsigned() && id->get<uint64_t>() >= static_cast<uint64_t>(vocab_size);
       const int64_t value = id->get<int64_t>();
-      if (too_large || value < -1 || value >= vocab_size || (value == -1 && ids.size() > 1)) {
+      if (too_large || value < (allow_none ? -1 : 0) || value >= vocab_size ||
+          (value == -1 && ids.size() > 1)) {
         return Error(field, expected, Got(*it));
       }
     }
@@ -183,7 +185,8 @@ absl::StatusOr<ModelConfig> ParseEncoderDecoder(const FieldReader& reader, Model
   ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/1, /*bos=*/0, /*eos=*/2, config));
   ATTNSCOPE_ASSIGN_OR_RETURN(
       config.decoder_start_token_id,
-      reader.TokenId("decoder_start_token_id", config.pad_token_id, config.vocab_size));
+      reader.TokenId("decoder_start_token_id", config.pad_token_id, config.vocab_size,
+                     /*allow_none=*/false));
   if (config.decoder_start_token_id < 0) {
     return reader.Error("decoder_start_token_id",
                         absl::StrCat("an id in [0, ", config.vocab_size,
@@ -245,7 +248,8 @@ absl::StatusOr<ModelConfig> ParseT5(const FieldReader& reader, ModelConfig confi
   ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/0, /*bos=*/-1, /*eos=*/1, config));
   ATTNSCOPE_ASSIGN_OR_RETURN(
       config.decoder_start_token_id,
-      reader.TokenId("decoder_start_token_id", config.pad_token_id, config.vocab_size));
+      reader.TokenId("decoder_start_token_id", config.pad_token_id, config.vocab_size,
+                     /*allow_none=*/false));
   if (config.decoder_start_token_id < 0) {
     return reader.Error("decoder_start_token_id",
                         absl::StrCat("an id in [0, ", config.vocab_size,

@@ -171,9 +171,8 @@ absl::Status ValidateAttentionQuery(const AttentionQuery& query, const LoadedMod
     if (!config.is_encoder_decoder) {
       return absl::InvalidArgumentError(absl::StrCat(
           "decoder_text: model '", model.name(), "' (model_type '", config.model_type,
-          "') is not an encoder-decoder, it reads one text; drop `decoder_text`, or use a marian "
-          "or bart "
-          "model"));
+          "') is not an encoder-decoder, it reads one text; drop `decoder_text`, or use an "
+          "encoder-decoder model (marian, bart or t5)"));
     }
     for (const auto& [set, option] :
          {std::pair{query.include_scores, "include_scores"}, std::pair{query.rollout, "rollout"},

@@ -331,7 +331,16 @@ TEST(ConfigTest, RefusesTokenIdsOutsideTheVocabulary) {
       "m/config.json");
   EXPECT_EQ(marian.status().message(),
             "config 'm/config.json': field 'decoder_start_token_id': expected an id in [0, 10) "
-            "(vocab_size) or -1 for none, got 10");
+            "(vocab_size), got 10");
+  // The decoder cannot start without a token: -1 is not offered, and refused.
+  auto none = ParseModelConfig(
+      R"({"model_type": "bart", "vocab_size": 10, "d_model": 8, "encoder_layers": 1,
+          "decoder_layers": 1, "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+          "encoder_ffn_dim": 8, "decoder_ffn_dim": 8, "decoder_start_token_id": -1})",
+      "b/config.json");
+  EXPECT_EQ(none.status().message(),
+            "config 'b/config.json': field 'decoder_start_token_id': expected an id in [0, 10) "
+            "(vocab_size), got -1");
 }
 
 TEST(ConfigTest, RefusesEpsilonsAndRopeBasesThatAreNotPositive) {
