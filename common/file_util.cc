@@ -29,8 +29,10 @@ absl::Status OpenError(const std::string& path, int error) {
     return absl::PermissionDeniedError(
         absl::StrCat("file '", path, "': ", std::strerror(error), "; make it readable"));
   }
-  return absl::InternalError(
-      absl::StrCat("file '", path, "': cannot open: ", std::strerror(error)));
+  // A link loop, a name too long, a component that is not a folder: the path's fault.
+  return absl::InvalidArgumentError(absl::StrCat("file '", path,
+                                                 "': cannot open: ", std::strerror(error),
+                                                 "; point it at a readable regular file"));
 }
 
 absl::Status CheckStat(const std::string& path, const struct stat& info, uint64_t max_bytes) {
@@ -79,8 +81,10 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path, uint64_t m
     const ssize_t got = read(fd, into, room);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) {
-      failed = absl::InternalError(
-          absl::StrCat("file '", path, "': read failed: ", std::strerror(errno)));
+      // A regular file that cannot be read (/proc/self/mem gives EIO): the file's fault.
+      failed = absl::InvalidArgumentError(absl::StrCat("file '", path,
+                                                       "': cannot be read: ", std::strerror(errno),
+                                                       "; point it at a readable regular file"));
       break;
     }
     if (got == 0) break;

@@ -5,9 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <tuple>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -151,8 +154,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
     if (errno == ENOENT) {
       return absl::NotFoundError(absl::StrCat("safetensors file '", path, "': does not exist"));
     }
-    return absl::InternalError(
-        absl::StrCat("safetensors file '", path, "': cannot open: ", std::strerror(errno)));
+    return Invalid(path, absl::StrCat("cannot open: ", std::strerror(errno),
+                                      "; point it at a readable regular file"));
   }
   struct stat info;
   if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
@@ -214,6 +217,31 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
     auto entry = ParseEntry(path, name, value, data_size);
     if (!entry.ok()) return entry.status();
     entries.push_back(*std::move(entry));
+  }
+  // The format (and its reference reader, the safetensors crate's validate) lays the tensors end
+  // to end over the whole data area: tensors that overlap would alias each other's bytes, and a
+  // gap hides data nobody reads.
+  std::vector<const SafetensorsEntry*> by_offset;
+  for (const SafetensorsEntry& entry : entries) by_offset.push_back(&entry);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const SafetensorsEntry* a, const SafetensorsEntry* b) {
+              return std::tie(a->begin, a->end) < std::tie(b->begin, b->end);
+            });
+  uint64_t end = 0;
+  for (const SafetensorsEntry* entry : by_offset) {
+    if (entry->begin != end) {
+      return TensorError(path, entry->name, "data_offsets",
+                         absl::StrCat("to begin at ", end,
+                                      ", where the tensor before it ends (tensors lie end to end, "
+                                      "without overlaps or gaps)"),
+                         absl::StrCat("[", entry->begin, ", ", entry->end, "]"));
+    }
+    end = entry->end;
+  }
+  if (end != data_size) {
+    return Invalid(
+        path, absl::StrCat("data area: expected ", end, " bytes (where the last tensor ends), got ",
+                           data_size, "; the file has bytes no tensor covers"));
   }
   return std::unique_ptr<SafetensorsFile>(new SafetensorsFile(
       path, std::move(mapping), data_start, std::move(entries), std::move(metadata)));

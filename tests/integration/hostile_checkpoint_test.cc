@@ -312,6 +312,23 @@ std::vector<HostileCase> Cases() {
          file.Write(dir + "/model.safetensors");
        }),
        "model.safetensors", "'bert.embeddings.LayerNorm.weight'"},
+      {"config_symlink_loop", bert_then([](const std::string& dir) {
+         std::filesystem::remove(dir + "/config.json");
+         ASSERT_EQ(symlink((dir + "/config.json").c_str(), (dir + "/config.json").c_str()), 0);
+       }),
+       "config.json", "symbolic links"},
+      {"config_proc_self_mem", bert_then([](const std::string& dir) {
+         std::filesystem::remove(dir + "/config.json");
+         ASSERT_EQ(symlink("/proc/self/mem", (dir + "/config.json").c_str()), 0);
+       }),
+       "config.json", "cannot be read"},
+      {"overlapping_tensors", bert_then([](const std::string& dir) {
+         Safetensors file = Safetensors::Read(dir + "/model.safetensors");
+         file.header["bert.encoder.layer.0.attention.self.key.weight"]["data_offsets"] =
+             file.header["bert.encoder.layer.0.attention.self.query.weight"]["data_offsets"];
+         file.Write(dir + "/model.safetensors");
+       }),
+       "model.safetensors", "without overlaps or gaps"},
       {"tokenizer_beyond_vocab_size", bert_then([](const std::string& dir) {
          std::ofstream(dir + "/vocab.txt", std::ios::app) << "beyond\nthe\nembeddings\n";
        }),
@@ -349,6 +366,8 @@ TEST_P(HostileCheckpointTest, IsRefusedQuicklyOnOneLineWithoutASignal) {
   EXPECT_TRUE(IsReadable(line)) << line.substr(0, 1000);
   EXPECT_NE(line.find(c.file), std::string::npos) << line.substr(0, 1000);
   EXPECT_NE(line.find(c.key), std::string::npos) << line.substr(0, 1000);
+  // A broken file is the checkpoint's fault, never the server's.
+  EXPECT_EQ(line.find("INTERNAL"), std::string::npos) << line.substr(0, 1000);
   std::printf("%s: %.2f s, peak %lld MB: %s\n", c.name.c_str(), outcome.seconds,
               static_cast<long long>(outcome.peak_mb), line.substr(0, 1000).c_str());
 }
