@@ -3,7 +3,9 @@
 
 #include "models/requests/cross_attention.h"
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -108,33 +110,53 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
 
   ForwardOptions forward;
   forward.output_logits = model.model().has_classifier();
-  ATTNSCOPE_ASSIGN_OR_RETURN(BatchOutput batch,
-                             batcher_.Run(model, std::move(encodings), forward, check));
-  for (size_t b = 0; b < answer.documents.size(); ++b) {
-    DocumentAnswer& result = answer.documents[b];
-    const int64_t length = static_cast<int64_t>(result.tokens.encoding.size());
-    for (const int64_t layer : answer.layers) {
-      const torch::Tensor full = StripPadding(batch.forward.attentions[layer], b, length);
-      ATTNSCOPE_ASSIGN_OR_RETURN(torch::Tensor block, AttentionBlock(full, result.query_positions,
-                                                                     result.document_positions));
-      ATTNSCOPE_ASSIGN_OR_RETURN(block,
-                                 SelectHeads(block, answer.heads, query.head_aggregation, {}));
-      result.query_to_document.push_back(std::move(block));
-      if (query.include_document_to_query) {
-        ATTNSCOPE_ASSIGN_OR_RETURN(
-            torch::Tensor reverse,
-            AttentionBlock(full, result.document_positions, result.query_positions));
-        ATTNSCOPE_ASSIGN_OR_RETURN(reverse,
-                                   SelectHeads(reverse, answer.heads, query.head_aggregation, {}));
-        result.document_to_query.push_back(std::move(reverse));
+  const int64_t map_bytes_per_square_token =
+      config.num_hidden_layers * config.num_attention_heads * static_cast<int64_t>(sizeof(float));
+  for (size_t first = 0; first < encodings.size();) {
+    // The group's pass pads to its longest document.
+    size_t end = first;
+    int64_t longest = 0;
+    while (end < encodings.size()) {
+      const int64_t next_longest = std::max(longest, static_cast<int64_t>(encodings[end].size()));
+      const int64_t group_bytes = static_cast<int64_t>(end - first + 1) * next_longest *
+                                  next_longest * map_bytes_per_square_token;
+      if (end > first && group_bytes > options_.max_pass_attention_bytes) break;
+      longest = next_longest;
+      ++end;
+    }
+    std::vector<Encoding> group(std::make_move_iterator(encodings.begin() + first),
+                                std::make_move_iterator(encodings.begin() + end));
+    ATTNSCOPE_ASSIGN_OR_RETURN(BatchOutput batch,
+                               batcher_.Run(model, std::move(group), forward, check));
+    for (size_t b = first; b < end; ++b) {
+      const int64_t row = static_cast<int64_t>(b - first);
+      DocumentAnswer& result = answer.documents[b];
+      const int64_t length = static_cast<int64_t>(result.tokens.encoding.size());
+      for (const int64_t layer : answer.layers) {
+        const torch::Tensor full = StripPadding(batch.forward.attentions[layer], row, length);
+        ATTNSCOPE_ASSIGN_OR_RETURN(torch::Tensor block, AttentionBlock(full, result.query_positions,
+                                                                       result.document_positions));
+        ATTNSCOPE_ASSIGN_OR_RETURN(block,
+                                   SelectHeads(block, answer.heads, query.head_aggregation, {}));
+        // AttentionBlock copies, so the group's maps are freed with the batch.
+        result.query_to_document.push_back(std::move(block));
+        if (query.include_document_to_query) {
+          ATTNSCOPE_ASSIGN_OR_RETURN(
+              torch::Tensor reverse,
+              AttentionBlock(full, result.document_positions, result.query_positions));
+          ATTNSCOPE_ASSIGN_OR_RETURN(
+              reverse, SelectHeads(reverse, answer.heads, query.head_aggregation, {}));
+          result.document_to_query.push_back(std::move(reverse));
+        }
+      }
+      if (batch.forward.logits.defined()) {
+        const torch::Tensor logits = batch.forward.logits[row].contiguous();
+        const float* values = logits.data_ptr<float>();
+        result.logits.assign(values, values + logits.numel());
+        if (!result.logits.empty()) result.relevance_score = result.logits.back();
       }
     }
-    if (batch.forward.logits.defined()) {
-      const torch::Tensor logits = batch.forward.logits[b].contiguous();
-      const float* values = logits.data_ptr<float>();
-      result.logits.assign(values, values + logits.numel());
-      if (!result.logits.empty()) result.relevance_score = result.logits.back();
-    }
+    first = end;
   }
   return answer;
 }

@@ -76,6 +76,11 @@ class RequestRunner {
     // Dynamic batching of the forward passes of GetAttention, StreamAttention, Encode and
     // CrossAttention.
     ForwardBatcher::Options batching;
+    // Most bytes of attention maps one CrossAttention pass may hold: a pass returns every
+    // layer's full maps (layers x heads x length^2 float32 a document) before the query/document
+    // blocks are cut out, so 64 documents of 512 tokens in one pass held 1.4-3.8 GB. The
+    // documents go through in groups under it (a document over it alone, alone).
+    int64_t max_pass_attention_bytes = int64_t{256} << 20;
   };
 
   // `observer` may be null; it must outlive the runner.

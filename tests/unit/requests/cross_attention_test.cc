@@ -1,7 +1,9 @@
 // RunCrossAttention (models/requests/cross_attention.cc) in process: its checks, the query and
 // document positions it reports, and the relevance score against Attribute's score of the same
 // pair, which reaches the classifier through autograd rather than the batched inference kernels.
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -90,6 +92,78 @@ TEST(RequestCrossAttentionTest, BlocksAndScoresOfEachDocument) {
     absl::StatusOr<AttributeAnswer> scored = runner->RunAttribute(attribute, NoCheck());
     ASSERT_TRUE(scored.ok()) << scored.status();
     EXPECT_NEAR(*document.relevance_score, scored->score, 1e-4);
+  }
+}
+
+// The forward passes of one call: (sequences, padded tokens) of each.
+class PassRecorder : public RequestObserver {
+ public:
+  void OnTokenized(double /*seconds*/, int64_t /*tokens*/) override {}
+  void OnQueueWait(const std::string& /*model*/, double /*seconds*/) override {}
+  void OnForward(const std::string& /*model*/, int64_t /*calls*/, int64_t sequences,
+                 int64_t padded_tokens, double /*seconds*/) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    passes_.emplace_back(sequences, padded_tokens);
+  }
+  std::vector<std::pair<int64_t, int64_t>> passes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return passes_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<int64_t, int64_t>> passes_;
+};
+
+// Every layer's full maps of a pass are held until the blocks are cut out: 64 long documents in
+// one pass held gigabytes. The documents go through in groups under max_pass_attention_bytes, and
+// the answer is the same as in one pass.
+TEST(RequestCrossAttentionTest, PassesHoldAttentionMapsUnderTheBound) {
+  CrossAttentionQuery query = TwoDocuments();
+  query.documents.clear();
+  for (int i = 0; i < 12; ++i) {
+    std::string document = "the quick brown fox";
+    for (int j = 0; j < i; ++j) document += " jumps over the lazy dog";
+    query.documents.push_back(document);
+  }
+  std::unique_ptr<RequestRunner> whole = NewRunner();
+  absl::StatusOr<CrossAttentionAnswer> expected = whole->RunCrossAttention(query, NoCheck());
+  ASSERT_TRUE(expected.ok()) << expected.status();
+
+  RequestRunner::Options options;
+  options.max_pass_attention_bytes = 200 << 10;
+  PassRecorder recorder;
+  std::unique_ptr<RequestRunner> grouped = NewRunner(options, &recorder);
+  absl::StatusOr<CrossAttentionAnswer> answer = grouped->RunCrossAttention(query, NoCheck());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+
+  const ModelConfig& config = answer->model->config();
+  const int64_t per_square_token = config.num_hidden_layers * config.num_attention_heads * 4;
+  const std::vector<std::pair<int64_t, int64_t>> passes = recorder.passes();
+  EXPECT_GT(passes.size(), 2u);
+  int64_t sequences = 0;
+  for (const auto& [count, padded] : passes) {
+    const int64_t longest = padded / count;
+    if (count > 1) {
+      EXPECT_LE(count * longest * longest * per_square_token, options.max_pass_attention_bytes)
+          << count << " documents of up to " << longest << " tokens";
+    }
+    sequences += count;
+  }
+  EXPECT_EQ(sequences, 12);
+
+  ASSERT_EQ(answer->documents.size(), expected->documents.size());
+  for (size_t d = 0; d < answer->documents.size(); ++d) {
+    SCOPED_TRACE(d);
+    const DocumentAnswer& got = answer->documents[d];
+    const DocumentAnswer& want = expected->documents[d];
+    ASSERT_EQ(got.query_to_document.size(), want.query_to_document.size());
+    for (size_t l = 0; l < got.query_to_document.size(); ++l) {
+      EXPECT_TRUE(torch::allclose(got.query_to_document[l], want.query_to_document[l],
+                                  /*rtol=*/1e-5, /*atol=*/1e-6));
+    }
+    ASSERT_TRUE(got.relevance_score.has_value() && want.relevance_score.has_value());
+    EXPECT_NEAR(*got.relevance_score, *want.relevance_score, 1e-5);
   }
 }
 
