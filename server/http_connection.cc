@@ -49,10 +49,11 @@ constexpr absl::Duration kHardStopDelay = absl::Milliseconds(500);
 // sends: closing a socket with unread input resets the connection, and a client still sending
 // a refused body could lose the answer that says why.
 constexpr std::chrono::seconds kLingerTime(2);
-// And how much of it: a client sending a refused 100 MB body as fast as loopback allows kept a
-// core busy reading for all of kLingerTime. A client that reads its answer while it sends (as
-// curl does) has it long before this much more has come.
-constexpr size_t kLingerBytes = 1 << 20;
+// And how much of it beyond the largest body taken (HttpLimits::max_body_bytes): a client sending
+// a refused 100 MB body as fast as loopback allows kept a core busy reading for all of
+// kLingerTime, while one whose body is just over the limit and that reads its answer only once it
+// has sent everything (cpp-httplib) must still get it.
+constexpr int64_t kLingerBytes = 1 << 20;
 // How often a call's socket is checked for its client closing while it holds unread input (a
 // pipelined request, a TLS alert), when waiting for it to become readable would return at once.
 constexpr std::chrono::milliseconds kPeerPollInterval(100);
@@ -664,8 +665,10 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     Lowest().async_read_some(
         asio::buffer(linger_buffer_),
         [self = this->shared_from_this()](beast::error_code error, size_t read) {
-          self->discarded_ += read;
-          if (error || self->discarded_ > kLingerBytes) return self->Close();
+          self->discarded_ += static_cast<int64_t>(read);
+          if (error || self->discarded_ > self->state_->limits.max_body_bytes + kLingerBytes) {
+            return self->Close();
+          }
           self->Discard();
         });
   }
@@ -701,7 +704,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   std::optional<http::response<http::empty_body>> stream_head_;
   std::optional<http::response_serializer<http::empty_body>> serializer_;
   std::vector<char> linger_buffer_;
-  size_t discarded_ = 0;
+  int64_t discarded_ = 0;
 };
 
 }  // namespace

@@ -40,6 +40,9 @@ namespace {
 // How long a draining server answers new calls with UNAVAILABLE before gRPC's Shutdown: longer
 // than a call takes to get from the socket to a handler thread on a busy machine.
 constexpr absl::Duration kDrainSettleTime = absl::Milliseconds(250);
+// After the grace period, how long gRPC calls get to stop with their own message before gRPC
+// cancels them.
+constexpr absl::Duration kGrpcLastWords = absl::Milliseconds(500);
 
 sigset_t ShutdownSignals() {
   sigset_t signals;
@@ -363,12 +366,12 @@ absl::Status RunServer(const ServerOptions& options) {
   absl::SleepFor(kDrainSettleTime);
   // One grace period for both transports: HTTP calls run beside gRPC's until the same deadline.
   const absl::Time deadline = absl::Now() + absl::Seconds(options.shutdown_grace_seconds);
-  // Calls still running stop with their own message this long before gRPC cancels what is left.
-  const absl::Duration last_words =
-      std::min(absl::Milliseconds(500), absl::Seconds(options.shutdown_grace_seconds) / 4);
-  core.EndGraceAt(deadline - last_words);
+  // Calls still running at the deadline stop at their next check with a message that says why;
+  // gRPC cancels what is left (with a bare CANCELLED) half a second later, as the HTTP listener
+  // closes its connections.
+  core.EndGraceAt(deadline);
   if (http != nullptr) http->Shutdown(deadline);
-  server->Shutdown(absl::ToChronoTime(deadline));
+  server->Shutdown(absl::ToChronoTime(deadline + kGrpcLastWords));
   server->Wait();
   // Waits for the HTTP calls, cancelled at the deadline if still running.
   http.reset();

@@ -100,9 +100,9 @@ class ServiceCore {
   void SetModels(std::vector<std::unique_ptr<LoadedModel>> models);
   // New calls fail with UNAVAILABLE from now on; calls in flight finish.
   void StartDraining() { draining_.store(true); }
-  // Calls still running at `when` end at their next check with GraceOverError: gRPC's own
-  // Shutdown deadline cancels them with a bare "Cancelling all calls", so the server ends them
-  // a little before it, saying why.
+  // Calls still running at `when` end at their next check with GraceOverError, saying why, before
+  // gRPC's own Shutdown deadline, a little later, cancels what is left with a bare "Cancelling
+  // all calls".
   void EndGraceAt(absl::Time when) { grace_end_nanos_.store(absl::ToUnixNanos(when)); }
 
   // The RPCs of attnscope.proto. Each returns the call's status (the codes of the contract) and

@@ -243,9 +243,9 @@ TEST(HttpLimitsTest, FramingTheServerDoesNotReadIsRefused) {
   EXPECT_THAT(answer->body, HasSubstr("request headers: expected at most"));
 }
 
-// After refusing a body, the server reads and drops what its client still sends only for a
-// bounded number of bytes, then closes: a client sending a 100 MB body flat out kept a core busy
-// for the two seconds the connection lingered.
+// After refusing a body, the server reads and drops what its client still sends only up to a
+// bound (the body limit and 1 MiB), then closes: a client sending a 100 MB body flat out kept a
+// core busy for the two seconds the connection lingered.
 TEST(HttpLimitsTest, ARefusedBodyIsDroppedOnlyBrieflyAfterItsAnswer) {
   std::unique_ptr<ServerProcess> server = StartServer({"bert=" + TinyBertDir()});
   ASSERT_NE(server, nullptr);
@@ -262,7 +262,8 @@ TEST(HttpLimitsTest, ARefusedBodyIsDroppedOnlyBrieflyAfterItsAnswer) {
   const std::string chunk(64 << 10, 'x');
   int64_t sent = 0;
   while (sent < 256 * kMiB && (*client)->Send(chunk)) sent += static_cast<int64_t>(chunk.size());
-  // What the kernel's socket buffers take, plus the server's 1 MiB.
+  // What the kernel's socket buffers take, plus what the server drops: the 4 MiB body limit and
+  // 1 MiB.
   EXPECT_LT(sent, 64 * kMiB) << "the server read on after refusing the body";
 }
 

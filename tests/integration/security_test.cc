@@ -333,9 +333,12 @@ TEST(SecurityTest, BrowsersFromOtherOriginsAreRefusedUnlessAllowed) {
     EXPECT_NE(from_page.body.find("\"code\""), std::string::npos) << from_page.body;
   }
   // ... while curl's default form type (curl -d) stays JSON, however long the body.
-  const std::string long_text(20000, 'a');
-  RawResponse curl = Ask(port, post + "\r\nContent-Type: application/x-www-form-urlencoded",
-                         absl::StrCat(R"({"text": ")", long_text, R"("})"));
+  std::string long_text;
+  while (long_text.size() < 20000) long_text += "the quick brown fox jumps over the lazy dog ";
+  RawResponse curl =
+      Ask(port, post + "\r\nContent-Type: application/x-www-form-urlencoded",
+          absl::StrCat(R"({"text": ")", long_text,
+                       R"(", "tokenization": {"truncation": "TRUNCATION_LONGEST_FIRST"}})"));
   EXPECT_EQ(curl.status, 200) << curl.body.substr(0, 300);
 
   // GET calls from another site's page (a link, an <img>) are refused; typed URLs are not.
