@@ -575,6 +575,12 @@ class ApiHandler : public HttpHandler {
   // Against DNS rebinding: a page of evil.example whose name now resolves to 127.0.0.1 reaches a
   // loopback listener with its own name as the Host.
   absl::Status CheckHost(const HttpRequestHeader& request) const {
+    const size_t hosts = request.count(http::field::host);
+    if (hosts > 1 || (hosts == 0 && request.version() >= 11)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Host header: expected exactly one on an HTTP/1.1 request (RFC 9112, section 3.2), got ",
+          hosts, "; send one Host"));
+    }
     const std::string host = HeaderOf(request, http::field::host);
     if (!loopback_ || host.empty()) return absl::OkStatus();
     const std::string name = HostName(host);

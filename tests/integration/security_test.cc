@@ -359,6 +359,14 @@ TEST(SecurityTest, BrowsersFromOtherOriginsAreRefusedUnlessAllowed) {
        {"localhost:1234", "127.0.0.1", "[::1]:8080", "LocalHost", "attnscope.internal:8080"}) {
     EXPECT_EQ(Ask(port, get_from + host).status, 200) << host;
   }
+  // An HTTP/1.1 request carries exactly one Host (RFC 9112, section 3.2): a second one could
+  // smuggle a rebound name past a proxy that reads the other.
+  RawResponse twice = Ask(port, get_from + "127.0.0.1\r\nHost: evil.example");
+  EXPECT_EQ(twice.status, 400);
+  EXPECT_NE(twice.body.find("expected exactly one"), std::string::npos) << twice.body;
+  EXPECT_EQ(
+      Ask(port, "GET /attnscope.v1.AttentionService/ListModels HTTP/1.1\r\nAccept: */*").status,
+      400);
 }
 
 TEST(SecurityTest, DashboardFilesAreServedFromInsideTheirFolderOnly) {
