@@ -37,13 +37,23 @@ absl::StatusOr<std::vector<int64_t>> ResolveIndices(absl::Span<const int32_t> re
     for (int64_t i = 0; i < count; ++i) resolved.push_back(i);
     return resolved;
   }
+  // Each index at most once: a repeated one adds nothing to see, while 4 million repeats of one
+  // layer in a 4 MB request streamed for minutes and 10 000 of one head took gigabytes.
+  std::vector<bool> seen(static_cast<size_t>(count), false);
   for (const int32_t index : requested) {
     if (index < -count || index >= count) {
       return absl::InvalidArgumentError(absl::StrCat(
           what, " ", index, ": expected an index in [", -count, ", ", count, ") (the model has ",
           count, " ", what, "s), got ", index, "; fix `", option, "`"));
     }
-    resolved.push_back(index < 0 ? index + count : index);
+    const int64_t resolved_index = index < 0 ? index + count : index;
+    if (seen[static_cast<size_t>(resolved_index)]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", index, ": expected each ", what, " at most once, got ", what, " ",
+                       resolved_index, " again; list each once in `", option, "`"));
+    }
+    seen[static_cast<size_t>(resolved_index)] = true;
+    resolved.push_back(resolved_index);
   }
   return resolved;
 }

@@ -24,7 +24,8 @@ namespace attnscope {
 // last), as Python indexing does; an empty request selects every index in order. `what` names the
 // index kind ("layer", "head") and `option` the request field that sets it, for messages.
 // InvalidArgument when an index is outside [-count, count), naming the valid range, e.g.
-// "layer 7: expected an index in [-3, 3) (the model has 3 layers), got 7; fix `layers`".
+// "layer 7: expected an index in [-3, 3) (the model has 3 layers), got 7; fix `layers`", and when
+// an index comes twice (itself or counted from the end).
 absl::StatusOr<std::vector<int64_t>> ResolveIndices(absl::Span<const int32_t> requested,
                                                     int64_t count, absl::string_view what,
                                                     absl::string_view option);

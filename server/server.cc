@@ -15,6 +15,7 @@
 #include <iostream>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -223,15 +224,17 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
                                                      kMaxCallSeconds));
     }
   }
-  const std::pair<const char*, double> counts[] = {
-      {"--max_queue_delay_microseconds", absl::ToDoubleMicroseconds(batching.max_queue_delay)},
-      {"--worker_threads", options.worker_threads},
-      {"--max_concurrent_requests", options.service.max_concurrent_requests},
-      {"--shutdown_grace_seconds", options.shutdown_grace_seconds}};
-  for (const auto& [flag, value] : counts) {
-    if (!(value >= 0) || std::isinf(value)) {
+  // Upper bounds: a queue delay waits before the call's deadline is looked at (10^9 us held every
+  // call with no answer), threads are threads of the process, and a grace is a wait at shutdown.
+  const std::tuple<const char*, double, double> counts[] = {
+      {"--max_queue_delay_microseconds", absl::ToDoubleMicroseconds(batching.max_queue_delay), 1e6},
+      {"--worker_threads", options.worker_threads, HttpServer::kMaxHttpThreads},
+      {"--max_concurrent_requests", options.service.max_concurrent_requests, 1e6},
+      {"--shutdown_grace_seconds", options.shutdown_grace_seconds, 3600}};
+  for (const auto& [flag, value, most] : counts) {
+    if (!(value >= 0 && value <= most)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(flag, " ", value, ": expected a finite value of 0 or more"));
+          absl::StrCat(flag, " ", value, ": expected a value from 0 to ", most));
     }
   }
   ATTNSCOPE_RETURN_IF_ERROR(ValidateTlsOptions(options.tls));
