@@ -227,7 +227,7 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
   // Upper bounds: a queue delay waits before the call's deadline is looked at (10^9 us held every
   // call with no answer), threads are threads of the process, and a grace is a wait at shutdown.
   const std::tuple<const char*, double, double> counts[] = {
-      {"--max_queue_delay_microseconds", absl::ToDoubleMicroseconds(batching.max_queue_delay), 1e6},
+      {"--max_queue_delay_microseconds", absl::ToDoubleMicroseconds(batching.max_queue_delay), 1e7},
       {"--worker_threads", options.worker_threads, HttpServer::kMaxHttpThreads},
       {"--max_concurrent_requests", options.service.max_concurrent_requests, 1e6},
       {"--shutdown_grace_seconds", options.shutdown_grace_seconds, 3600}};
