@@ -59,27 +59,31 @@ class LongTextTest : public ::testing::TestWithParam<std::string> {
     return model_->tokenizer().Assemble(*std::move(first), &*second, options);
   }
 
+  // `text`, far over the model's limit, cut to the model's tokens plus one: exactly the first
+  // tokens of the whole text.
+  void ExpectTheFirstTokensOfTheWhole(const std::string& text) {
+    absl::StatusOr<TokenizedText> whole = model_->tokenizer().Tokenize(text);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    absl::StatusOr<TokenizedText> cut = model_->Tokenize(text);
+    ASSERT_TRUE(cut.ok()) << cut.status();
+    const size_t keep = static_cast<size_t>(model_->max_tokens()) + 1;
+    ASSERT_GT(whole->size(), 10 * keep);
+    EXPECT_TRUE(cut->is_prefix);
+    ASSERT_EQ(cut->size(), keep);
+    for (size_t i = 0; i < keep; ++i) {
+      EXPECT_EQ(cut->ids[i], whole->ids[i]) << i;
+      EXPECT_EQ(cut->tokens[i], whole->tokens[i]) << i;
+      EXPECT_EQ(cut->offsets[i], whole->offsets[i]) << i;
+      EXPECT_EQ(cut->byte_offsets[i], whole->byte_offsets[i]) << i;
+      EXPECT_EQ(cut->word_ids[i], whole->word_ids[i]) << i;
+    }
+  }
+
   std::unique_ptr<LoadedModel> model_;
 };
 
 TEST_P(LongTextTest, GivesTheFirstTokensOfTheWholeText) {
-  const std::string text = LongText();
-  absl::StatusOr<TokenizedText> whole = model_->tokenizer().Tokenize(text);
-  ASSERT_TRUE(whole.ok()) << whole.status();
-  absl::StatusOr<TokenizedText> cut = model_->Tokenize(text);
-  ASSERT_TRUE(cut.ok()) << cut.status();
-
-  const size_t keep = static_cast<size_t>(model_->max_tokens()) + 1;
-  ASSERT_GT(whole->size(), 10 * keep);
-  EXPECT_TRUE(cut->is_prefix);
-  ASSERT_EQ(cut->size(), keep);
-  for (size_t i = 0; i < keep; ++i) {
-    EXPECT_EQ(cut->ids[i], whole->ids[i]) << i;
-    EXPECT_EQ(cut->tokens[i], whole->tokens[i]) << i;
-    EXPECT_EQ(cut->offsets[i], whole->offsets[i]) << i;
-    EXPECT_EQ(cut->byte_offsets[i], whole->byte_offsets[i]) << i;
-    EXPECT_EQ(cut->word_ids[i], whole->word_ids[i]) << i;
-  }
+  ExpectTheFirstTokensOfTheWhole(LongText());
 }
 
 TEST_P(LongTextTest, TruncatedPairsAreThoseOfTheWholeTexts) {
@@ -143,20 +147,7 @@ std::string TextWithoutBreaks(int repeats) {
 }
 
 TEST_P(LongTextTest, TextsWithoutBreaksAreCutBetweenCharacters) {
-  const std::string text = TextWithoutBreaks(/*repeats=*/2000);
-  absl::StatusOr<TokenizedText> whole = model_->tokenizer().Tokenize(text);
-  ASSERT_TRUE(whole.ok()) << whole.status();
-  absl::StatusOr<TokenizedText> cut = model_->Tokenize(text);
-  ASSERT_TRUE(cut.ok()) << cut.status();
-  const size_t keep = static_cast<size_t>(model_->max_tokens()) + 1;
-  ASSERT_GT(whole->size(), 10 * keep);
-  EXPECT_TRUE(cut->is_prefix);
-  ASSERT_EQ(cut->size(), keep);
-  for (size_t i = 0; i < keep; ++i) {
-    EXPECT_EQ(cut->ids[i], whole->ids[i]) << i;
-    EXPECT_EQ(cut->offsets[i], whole->offsets[i]) << i;
-    EXPECT_EQ(cut->byte_offsets[i], whole->byte_offsets[i]) << i;
-  }
+  ExpectTheFirstTokensOfTheWhole(TextWithoutBreaks(/*repeats=*/2000));
 }
 
 TEST_P(LongTextTest, TextsOfFewTokensAreRefusedAfterABoundedPrefix) {
