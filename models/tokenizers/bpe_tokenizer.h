@@ -1,7 +1,9 @@
-// Byte-level BPE tokenizer of GPT-2, RoBERTa and BART checkpoints (vocab.json + merges.txt),
-// matching Hugging Face BartTokenizerFast / RobertaTokenizerFast (the `tokenizers` crate's
-// ByteLevel pre-tokenizer and decoder, BPE model and RobertaProcessing) token for token, including
-// offsets.
+// Byte-level BPE tokenizers, matching Hugging Face's `tokenizers` library token for token,
+// offsets included: from vocab.json + merges.txt (GPT-2, RoBERTa and BART checkpoints, as
+// BartTokenizerFast / RobertaTokenizerFast build them) or from a tokenizer.json with a BPE model
+// (GPT-2, RoBERTa, Llama 3, Qwen3 layouts). Both are one pipeline, the library's: added tokens
+// matched in the raw text, a normalizer, pre-tokenizers, the BPE model over bytes, a
+// post-processor and the ByteLevel decoder; the slow files simply fix its components.
 #ifndef ATTNSCOPE_MODELS_BPE_TOKENIZER_H_
 #define ATTNSCOPE_MODELS_BPE_TOKENIZER_H_
 
@@ -15,6 +17,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "models/tokenizers/regex.h"
 #include "models/tokenizers/tokenizer.h"
 #include "models/tokenizers/unicode.h"
 
@@ -55,9 +58,42 @@ class BpeTokenizer : public Tokenizer {
                                                                  const std::string& merges_path,
                                                                  BpeOptions options);
 
-  // Special tokens written in the text are matched first (leftmost, then longest), each one word;
-  // the mask token takes the whitespace before it (lstrip), and its token is the text matched
-  // (" <mask>", as in `tokenizers` Encoding.tokens; its id is "<mask>"'s). The rest is split with
+  // Reads a Hugging Face tokenizer.json whose model is BPE over GPT-2's byte alphabet, with the
+  // components the library has and this reader supports:
+  //   model: BPE with vocab, merges as "a b" strings or ["a", "b"] pairs (rank by position; a
+  //     repeated pair takes its last rank, as the library's map does), ignore_merges (a pre-token
+  //     that is whole in the vocabulary is one token: Llama 3), unk_token (else a byte with no
+  //     token is dropped); no dropout, byte_fallback, continuing_subword_prefix or
+  //     end_of_word_suffix.
+  //   normalizer: null, NFC, or a Sequence of those.
+  //   pre_tokenizer: ByteLevel (add_prefix_space, use_regex with GPT-2's pattern), Split (a
+  //     "Regex" or "String" pattern; behavior Isolated, Removed, MergedWithPrevious,
+  //     MergedWithNext or Contiguous; invert), or a Sequence of those. At least one ByteLevel:
+  //     the model's alphabet is bytes.
+  //   added_tokens: content, id, special, lstrip, rstrip, single_word, normalized. The
+  //     non-normalized ones are matched in the raw text before normalization, the normalized ones
+  //     in each normalized stretch between them; leftmost, then longest, as the library's
+  //     Aho-Corasick does.
+  //   post_processor: null, ByteLevel (trim_offsets, add_prefix_space), RobertaProcessing (cls,
+  //     sep, trim_offsets, add_prefix_space), TemplateProcessing (single, pair, special_tokens),
+  //     or a Sequence of at most one offset trimmer and one template.
+  //   decoder: ByteLevel, or null (tokens joined by spaces).
+  // `model_max_length` comes from tokenizer_config.json (LoadTokenizer); the pad token is the
+  // one of `pad_token` when the vocabulary has it, else id 0.
+  // NotFound: no file. Unimplemented: a component or setting that is not supported, naming it and
+  // what is ("tokenizer.json '<path>': pre_tokenizer type 'Metaspace' is not supported;
+  // supported: ..."). InvalidArgument, naming the field: anything malformed (a merge whose tokens
+  // the vocabulary lacks, ids that collide, a regex PCRE2 cannot compile).
+  static absl::StatusOr<std::unique_ptr<BpeTokenizer>> FromTokenizerJson(
+      const std::string& path, int64_t model_max_length, const std::string& pad_token);
+
+  // Added tokens written in the text are matched first (leftmost, then longest), each one word;
+  // one with lstrip/rstrip takes the whitespace before/after it, and its token is the text matched
+  // (" <mask>", as in `tokenizers` Encoding.tokens; its id is "<mask>"'s); one with single_word
+  // matches only between non-word characters. The rest is normalized (NFC when the file says so;
+  // a composed character is aligned with the first character it was made of, as the library
+  // aligns it, so offsets can leave out a combining mark) and pre-tokenized: Split patterns on
+  // PCRE2, and ByteLevel with
   // GPT-2's pattern 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
   // (case sensitive: "I'LL" is "I" "'" "LL"), each match one word, with no prefix space added. A
   // word's UTF-8 bytes become the characters of GPT-2's bytes_to_unicode (space "Ġ", newline "Ċ")
@@ -78,55 +114,120 @@ class BpeTokenizer : public Tokenizer {
   std::string Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const override;
 
   TokenizerKind kind() const override { return TokenizerKind::kByteLevelBpe; }
-  // None: text is tokenized as written.
+  // None, or NFC.
   TokenizerNormalization normalization() const override;
   // Includes special tokens added past vocab.json.
   int64_t vocab_size() const override { return static_cast<int64_t>(id_to_token_.size()); }
   std::string IdToToken(int64_t id) const override;
 
  private:
-  struct SpecialToken {
+  // A token of tokenizer.json's added_tokens (transformers' special tokens for the slow files).
+  struct AddedToken {
     std::string content;
-    int64_t id;
-    bool lstrip;
+    int64_t id = 0;
+    bool special = false;
+    bool lstrip = false;
+    bool rstrip = false;
+    bool single_word = false;
+    // Matched in the normalized text rather than the raw one.
+    bool normalized = false;
+  };
+  // How a Split pre-tokenizer keeps its matches (tokenizers' SplitDelimiterBehavior).
+  enum class SplitBehavior {
+    kIsolated,
+    kRemoved,
+    kMergedWithPrevious,
+    kMergedWithNext,
+    kContiguous
+  };
+  struct PreTokenizerStep {
+    enum class Kind { kSplit, kByteLevel };
+    Kind kind = Kind::kByteLevel;
+    // kSplit.
+    std::shared_ptr<const Regex> regex;
+    SplitBehavior behavior = SplitBehavior::kIsolated;
+    bool invert = false;
+    // kByteLevel.
+    bool add_prefix_space = false;
+    bool use_regex = true;
+  };
+  // Everything between the vocabulary and the template: what the two file formats configure.
+  struct Pipeline {
+    std::vector<AddedToken> added_tokens;
+    bool nfc = false;
+    std::vector<PreTokenizerStep> pre_tokenizer;
+    bool ignore_merges = false;
+    // The post-processor's process_offsets: a token's offsets leave out the "Ġ" and whitespace it
+    // starts and ends with; with add_prefix_space one leading space of a text's first token stays.
+    bool trim_offsets = false;
+    bool trim_add_prefix_space = false;
+    // The ByteLevel decoder; false: tokens joined by spaces (no decoder).
+    bool byte_level_decoder = true;
+    // A byte whose character has no token becomes this one; -1: it is dropped (the library's BPE
+    // without unk_token).
+    int64_t unk_id = -1;
   };
   // The rank of a merge and the id of the token it makes.
   struct Merge {
     int64_t rank;
     int64_t id;
   };
+  // A character of the normalized text and the span [start, end) of original code points it is
+  // aligned with (tokenizers' NormalizedString alignments, in code points).
+  struct NormChar {
+    char32_t c;
+    int64_t start;
+    int64_t end;
+  };
+  // A stretch of the text between added tokens, or an added token (`added` >= 0, an index into
+  // pipeline_.added_tokens) over code points [begin, end).
+  struct Segment {
+    int64_t added;
+    int64_t begin;
+    int64_t end;
+  };
 
   BpeTokenizer(std::vector<std::string> id_to_token,
                absl::flat_hash_map<std::string, int64_t> token_to_id,
-               absl::flat_hash_map<std::pair<int64_t, int64_t>, Merge> merges,
-               std::vector<SpecialToken> special_tokens, BpeOptions options,
-               PostProcessorTemplate post_processor, int64_t pad_token_id, int64_t unk_id);
+               absl::flat_hash_map<std::pair<int64_t, int64_t>, Merge> merges, Pipeline pipeline,
+               PostProcessorTemplate post_processor, int64_t pad_token_id,
+               int64_t model_max_length);
 
-  // Splits code points [begin, end) of `text` (`decoded`; a stretch with no special token) into
-  // words and BPE tokens, appending to `out`; `word_index` counts words across calls.
-  void TokenizeSegment(std::string_view text, const unicode::DecodedText& decoded, int64_t begin,
-                       int64_t end, int64_t* word_index, TokenizedText* out) const;
-  // Appends the tokens of one pre-tokenized word, code points [begin, end).
-  void TokenizeWord(std::string_view text, const unicode::DecodedText& decoded, int64_t begin,
-                    int64_t end, int64_t word_index, TokenizedText* out) const;
-  // Appends one token spanning code points [start, end), trimmed by `edge_spaces` (its leading and
-  // trailing "Ġ" or whitespace characters) when trim_offsets.
-  void Emit(const unicode::DecodedText& decoded, int64_t id, std::string token,
-            std::pair<int32_t, int32_t> edge_spaces, int64_t start, int64_t end, int64_t word_index,
-            TokenizedText* out) const;
+  // The added tokens of the raw (`normalized` false) or normalized set found in `decoded` (the
+  // UTF-8 `text`), and the stretches between them: tokenizers' AddedVocabulary::find_matches.
+  std::vector<Segment> FindAddedTokens(std::string_view text, const unicode::DecodedText& decoded,
+                                       bool normalized) const;
+  // Normalizes original code points [begin, end), then splits out the normalized added tokens,
+  // pre-tokenizes and tokenizes each piece, appending to `out` (`edges` gets each token's edge
+  // spaces); `word_index` counts words across calls.
+  void TokenizeStretch(const unicode::DecodedText& decoded, int64_t begin, int64_t end,
+                       int64_t* word_index, TokenizedText* out,
+                       std::vector<std::pair<int32_t, int32_t>>* edges) const;
+  // The pre-tokenizer's pieces of one normalized stretch, empty ones dropped.
+  std::vector<std::vector<NormChar>> PreTokenize(std::vector<NormChar> chars) const;
+  // Appends the BPE tokens of one pre-tokenized piece.
+  void TokenizeWord(const std::vector<NormChar>& chars, int64_t word_index, TokenizedText* out,
+                    std::vector<std::pair<int32_t, int32_t>>* edges) const;
+  // Applies the post-processor's offset trimming, then fills byte_offsets.
+  void FinishOffsets(const unicode::DecodedText& decoded,
+                     const std::vector<std::pair<int32_t, int32_t>>& edges,
+                     TokenizedText* out) const;
 
   std::vector<std::string> id_to_token_;
+  // The BPE model's vocabulary (ignore_merges looks only here); from the slow files, with the
+  // special tokens vocab.json lacks. Added tokens of a tokenizer.json are in id_to_token_ only.
   absl::flat_hash_map<std::string, int64_t> token_to_id_;
   absl::flat_hash_map<std::pair<int64_t, int64_t>, Merge> merges_;
-  // Matched on the text, longest first at each position.
-  std::vector<SpecialToken> special_tokens_;
+  Pipeline pipeline_;
+  // Indices into pipeline_.added_tokens by first byte of their content, longest first, for the
+  // raw (0) and the normalized (1) set.
+  std::array<std::vector<std::vector<int32_t>>, 2> added_by_first_byte_;
+  bool has_normalized_added_ = false;
   std::vector<bool> is_special_id_;
   // The "Ġ" (or whitespace) characters each token starts and ends with, for trim_offsets.
   std::vector<std::pair<int32_t, int32_t>> edge_spaces_;
-  // The id of each byte's character, or the unk id.
+  // The id of each byte's character, or the unk id (-1: none).
   std::array<int64_t, 256> byte_ids_;
-  BpeOptions options_;
-  int64_t unk_id_;
 };
 
 }  // namespace attnscope

@@ -1,0 +1,403 @@
+// BpeTokenizer::FromTokenizerJson: a tokenizer.json with a BPE model over bytes, read into the same
+// pipeline the slow files make (bpe_tokenizer.cc runs it).
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "models/tokenizers/bpe_tokenizer.h"
+#include "models/tokenizers/regex.h"
+#include "models/tokenizers/tokenizer_json.h"
+#include "nlohmann/json.hpp"
+
+namespace attnscope {
+namespace {
+
+using json = nlohmann::json;
+using tokenizer_json::FieldError;
+using tokenizer_json::GetBool;
+using tokenizer_json::GetInt;
+using tokenizer_json::GetString;
+using tokenizer_json::Unsupported;
+
+constexpr char kNormalizers[] = "NFC, Sequence (of those), null";
+constexpr char kPreTokenizers[] = "ByteLevel, Split, Sequence (of those)";
+constexpr char kPostProcessors[] =
+    "ByteLevel, RobertaProcessing, TemplateProcessing, Sequence (of those), null";
+constexpr char kDecoders[] = "ByteLevel, null";
+
+json TypeOf(const json& component) {
+  return component.is_object() ? component.value("type", json()) : component;
+}
+
+// A post-processor's template piece list ("single" or "pair" of TemplateProcessing).
+absl::Status ParseTemplate(const json& pieces, const json& special_tokens, const std::string& path,
+                           const std::string& field, std::vector<TemplatePiece>* out) {
+  if (!pieces.is_array()) return FieldError(path, field, "an array of pieces", pieces);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const json& piece = pieces[i];
+    const std::string where = absl::StrCat(field, "[", i, "]");
+    if (piece.is_object() && piece.contains("Sequence")) {
+      const json& sequence = piece["Sequence"];
+      ATTNSCOPE_ASSIGN_OR_RETURN(const std::string id,
+                                 GetString(sequence, "id", path, where + ".Sequence.id"));
+      ATTNSCOPE_ASSIGN_OR_RETURN(const int64_t type_id,
+                                 GetInt(sequence, "type_id", path, where + ".Sequence.type_id"));
+      if (id != "A" && id != "B") return FieldError(path, where + ".Sequence.id", "A or B", id);
+      out->push_back(
+          {id == "A" ? TemplatePiece::Kind::kFirst : TemplatePiece::Kind::kSecond, 0, "", type_id});
+      continue;
+    }
+    if (!piece.is_object() || !piece.contains("SpecialToken")) {
+      return FieldError(path, where, "{\"Sequence\": ...} or {\"SpecialToken\": ...}", piece);
+    }
+    const json& special = piece["SpecialToken"];
+    ATTNSCOPE_ASSIGN_OR_RETURN(const std::string name,
+                               GetString(special, "id", path, where + ".SpecialToken.id"));
+    ATTNSCOPE_ASSIGN_OR_RETURN(const int64_t type_id,
+                               GetInt(special, "type_id", path, where + ".SpecialToken.type_id"));
+    const json entry = special_tokens.is_object() ? special_tokens.value(name, json()) : json();
+    const std::string entry_field = absl::StrCat("post_processor.special_tokens.", name);
+    const json ids = entry.is_object() ? entry.value("ids", json()) : json();
+    const json tokens = entry.is_object() ? entry.value("tokens", json()) : json();
+    if (!ids.is_array() || !tokens.is_array() || ids.size() != tokens.size() || ids.empty()) {
+      return FieldError(path, entry_field, "{\"ids\": [...], \"tokens\": [...]} of one length",
+                        entry);
+    }
+    // A special token of several ids is that many positions, as the library expands it.
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if (!ids[k].is_number_integer() || !tokens[k].is_string()) {
+        return FieldError(path, entry_field, "integer ids and string tokens", entry);
+      }
+      out->push_back({TemplatePiece::Kind::kSpecial, ids[k].get<int64_t>(),
+                      tokens[k].get<std::string>(), type_id});
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
+    const std::string& path, int64_t model_max_length, const std::string& pad_token) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(const json root, tokenizer_json::Read(path));
+  const json model = root.value("model", json());
+  if (TypeOf(model) != "BPE") {
+    return Unsupported(path, "model", TypeOf(model), "BPE (here), WordPiece (LoadTokenizer)");
+  }
+
+  // --- model ---
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const json value = model.value(key, json());
+    if (!value.is_null() && value != "") {
+      return Unsupported(path, absl::StrCat("model.", key), value, "null or \"\"");
+    }
+  }
+  if (model.value("byte_fallback", json()) == true) {
+    return Unsupported(path, "model.byte_fallback", true,
+                       "false (byte-level BPE; SentencePiece-style byte fallback is not read yet)");
+  }
+  if (!model.value("dropout", json()).is_null() && model["dropout"] != 0.0) {
+    return Unsupported(path, "model.dropout", model["dropout"], "null (deterministic encoding)");
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool ignore_merges,
+                             GetBool(model, "ignore_merges", false, path, "model.ignore_merges"));
+
+  const json& vocab = model.value("vocab", json());
+  if (!vocab.is_object() || vocab.empty()) {
+    return FieldError(path, "model.vocab", "a non-empty object token -> id", vocab);
+  }
+  absl::flat_hash_map<std::string, int64_t> token_to_id;
+  token_to_id.reserve(vocab.size());
+  std::vector<std::string> id_to_token;
+  std::vector<bool> taken;
+  for (const auto& [token, id] : vocab.items()) {
+    // Ids may leave gaps (the library keeps a map), never repeat.
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1ll << 31)) {
+      return FieldError(path, "model.vocab." + token, "an id in [0, 2^31)", id);
+    }
+    const auto index = static_cast<size_t>(id.get<int64_t>());
+    if (index >= id_to_token.size()) {
+      id_to_token.resize(index + 1);
+      taken.resize(index + 1, false);
+    }
+    if (taken[index]) {
+      return FieldError(path, "model.vocab." + token,
+                        absl::StrCat("an id no other token has (", id_to_token[index], ")"), id);
+    }
+    taken[index] = true;
+    id_to_token[index] = token;
+    token_to_id[token] = id.get<int64_t>();
+  }
+
+  const json& merges_json = model.value("merges", json());
+  if (!merges_json.is_array()) {
+    return FieldError(path, "model.merges", "an array of \"a b\" strings or [a, b] pairs",
+                      merges_json);
+  }
+  absl::flat_hash_map<std::pair<int64_t, int64_t>, Merge> merges;
+  merges.reserve(merges_json.size());
+  for (size_t rank = 0; rank < merges_json.size(); ++rank) {
+    const json& merge = merges_json[rank];
+    const std::string field = absl::StrCat("model.merges[", rank, "]");
+    std::string parts[2];
+    if (merge.is_string()) {
+      // The library's legacy format: exactly one space.
+      const std::vector<std::string> split = absl::StrSplit(merge.get<std::string>(), ' ');
+      if (split.size() != 2) {
+        return FieldError(path, field, "two tokens separated by one space", merge);
+      }
+      parts[0] = split[0];
+      parts[1] = split[1];
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string()) {
+      parts[0] = merge[0].get<std::string>();
+      parts[1] = merge[1].get<std::string>();
+    } else {
+      return FieldError(path, field, "\"a b\" or [\"a\", \"b\"]", merge);
+    }
+    const std::string merged = parts[0] + parts[1];
+    int64_t ids[3];
+    const std::string* names[3] = {&parts[0], &parts[1], &merged};
+    for (int k = 0; k < 3; ++k) {
+      const auto it = token_to_id.find(*names[k]);
+      if (it == token_to_id.end()) {
+        return FieldError(
+            path, field,
+            absl::StrCat(k == 2 ? "a merged token '" : "tokens '", *names[k], "' in model.vocab"),
+            merge);
+      }
+      ids[k] = it->second;
+    }
+    // The library collects the merges into a map: a repeated pair keeps its last rank.
+    merges.insert_or_assign(std::make_pair(ids[0], ids[1]),
+                            Merge{static_cast<int64_t>(rank), ids[2]});
+  }
+
+  Pipeline pipeline;
+  pipeline.ignore_merges = ignore_merges;
+  const json unk = model.value("unk_token", json());
+  if (!unk.is_null()) {
+    if (!unk.is_string() || !token_to_id.contains(unk.get<std::string>())) {
+      return FieldError(path, "model.unk_token", "null or a token of model.vocab", unk);
+    }
+    pipeline.unk_id = token_to_id.at(unk.get<std::string>());
+  }
+
+  // --- added tokens ---
+  const json added_tokens = root.value("added_tokens", json::array());
+  if (!added_tokens.is_array()) return FieldError(path, "added_tokens", "an array", added_tokens);
+  for (size_t i = 0; i < added_tokens.size(); ++i) {
+    const json& entry = added_tokens[i];
+    const std::string field = absl::StrCat("added_tokens[", i, "]");
+    AddedToken added;
+    ATTNSCOPE_ASSIGN_OR_RETURN(added.content,
+                               GetString(entry, "content", path, field + ".content"));
+    ATTNSCOPE_ASSIGN_OR_RETURN(added.id, GetInt(entry, "id", path, field + ".id"));
+    if (added.id < 0 || added.id >= (1ll << 31)) {
+      return FieldError(path, field + ".id", "an id in [0, 2^31)", entry["id"]);
+    }
+    ATTNSCOPE_ASSIGN_OR_RETURN(added.special,
+                               GetBool(entry, "special", false, path, field + ".special"));
+    ATTNSCOPE_ASSIGN_OR_RETURN(added.lstrip,
+                               GetBool(entry, "lstrip", false, path, field + ".lstrip"));
+    ATTNSCOPE_ASSIGN_OR_RETURN(added.rstrip,
+                               GetBool(entry, "rstrip", false, path, field + ".rstrip"));
+    ATTNSCOPE_ASSIGN_OR_RETURN(added.single_word,
+                               GetBool(entry, "single_word", false, path, field + ".single_word"));
+    // AddedToken's default: normalized unless special.
+    ATTNSCOPE_ASSIGN_OR_RETURN(added.normalized, GetBool(entry, "normalized", !added.special, path,
+                                                         field + ".normalized"));
+    const auto index = static_cast<size_t>(added.id);
+    if (index >= id_to_token.size()) id_to_token.resize(index + 1);
+    // The library looks an id up in the added tokens first.
+    id_to_token[index] = added.content;
+    pipeline.added_tokens.push_back(std::move(added));
+  }
+
+  // --- normalizer ---
+  std::vector<json> normalizers = {root.value("normalizer", json())};
+  while (!normalizers.empty()) {
+    const json normalizer = normalizers.back();
+    normalizers.pop_back();
+    const json type = TypeOf(normalizer);
+    if (normalizer.is_null()) continue;
+    if (type == "NFC") {
+      pipeline.nfc = true;
+    } else if (type == "Sequence" && normalizer.value("normalizers", json()).is_array()) {
+      for (const json& inner : normalizer["normalizers"]) normalizers.push_back(inner);
+    } else {
+      return Unsupported(path, "normalizer", type, kNormalizers);
+    }
+  }
+
+  // --- pre-tokenizer ---
+  std::vector<json> pre_tokenizers = {root.value("pre_tokenizer", json())};
+  for (size_t i = 0; i < pre_tokenizers.size(); ++i) {
+    const json pre_tokenizer = pre_tokenizers[i];
+    const json type = TypeOf(pre_tokenizer);
+    if (type == "Sequence" && pre_tokenizer.value("pretokenizers", json()).is_array()) {
+      const json& inner = pre_tokenizer["pretokenizers"];
+      pre_tokenizers.insert(pre_tokenizers.begin() + i + 1, inner.begin(), inner.end());
+      continue;
+    }
+    PreTokenizerStep step;
+    if (type == "ByteLevel") {
+      step.kind = PreTokenizerStep::Kind::kByteLevel;
+      ATTNSCOPE_ASSIGN_OR_RETURN(
+          step.add_prefix_space,
+          GetBool(pre_tokenizer, "add_prefix_space", true, path, "pre_tokenizer.add_prefix_space"));
+      ATTNSCOPE_ASSIGN_OR_RETURN(step.use_regex, GetBool(pre_tokenizer, "use_regex", true, path,
+                                                         "pre_tokenizer.use_regex"));
+    } else if (type == "Split") {
+      step.kind = PreTokenizerStep::Kind::kSplit;
+      const json pattern = pre_tokenizer.value("pattern", json());
+      const bool literal = pattern.is_object() && pattern.contains("String");
+      const json text =
+          pattern.is_object() ? pattern.value(literal ? "String" : "Regex", json()) : json();
+      if (!text.is_string()) {
+        return FieldError(path, "pre_tokenizer.pattern", "{\"Regex\": ...} or {\"String\": ...}",
+                          pattern);
+      }
+      absl::StatusOr<std::unique_ptr<Regex>> regex =
+          Regex::Create(text.get<std::string>(), literal);
+      if (!regex.ok()) {
+        return FieldError(
+            path, "pre_tokenizer.pattern", "a pattern PCRE2 compiles",
+            absl::StrCat(text.get<std::string>(), " (", regex.status().message(), ")"));
+      }
+      step.regex = std::move(regex).value();
+      const json behavior = pre_tokenizer.value("behavior", json());
+      static const std::pair<const char*, SplitBehavior> kBehaviors[] = {
+          {"Isolated", SplitBehavior::kIsolated},
+          {"Removed", SplitBehavior::kRemoved},
+          {"MergedWithPrevious", SplitBehavior::kMergedWithPrevious},
+          {"MergedWithNext", SplitBehavior::kMergedWithNext},
+          {"Contiguous", SplitBehavior::kContiguous}};
+      const auto found = std::find_if(std::begin(kBehaviors), std::end(kBehaviors),
+                                      [&](const auto& known) { return behavior == known.first; });
+      if (found == std::end(kBehaviors)) {
+        return FieldError(path, "pre_tokenizer.behavior",
+                          "Isolated, Removed, MergedWithPrevious, MergedWithNext or Contiguous",
+                          behavior);
+      }
+      step.behavior = found->second;
+      ATTNSCOPE_ASSIGN_OR_RETURN(
+          step.invert, GetBool(pre_tokenizer, "invert", false, path, "pre_tokenizer.invert"));
+    } else {
+      return Unsupported(path, "pre_tokenizer", type, kPreTokenizers);
+    }
+    pipeline.pre_tokenizer.push_back(std::move(step));
+  }
+  if (std::none_of(pipeline.pre_tokenizer.begin(), pipeline.pre_tokenizer.end(),
+                   [](const PreTokenizerStep& step) {
+                     return step.kind == PreTokenizerStep::Kind::kByteLevel;
+                   })) {
+    return Unsupported(path, "pre_tokenizer", TypeOf(root.value("pre_tokenizer", json())),
+                       "a ByteLevel pre-tokenizer, alone or in a Sequence (this reader reads "
+                       "byte-level BPE only)");
+  }
+
+  // --- post-processor ---
+  // Without a template the library's default: the texts only, the second with type id 1.
+  using Kind = TemplatePiece::Kind;
+  PostProcessorTemplate post_processor;
+  post_processor.single = {{Kind::kFirst, 0, "", 0}};
+  post_processor.pair = {{Kind::kFirst, 0, "", 0}, {Kind::kSecond, 0, "", 1}};
+  bool has_template = false;
+  bool has_trimmer = false;
+  std::vector<json> processors = {root.value("post_processor", json())};
+  for (size_t i = 0; i < processors.size(); ++i) {
+    const json processor = processors[i];
+    const json type = TypeOf(processor);
+    if (processor.is_null()) continue;
+    if (type == "Sequence" && processor.value("processors", json()).is_array()) {
+      const json& inner = processor["processors"];
+      processors.insert(processors.begin() + i + 1, inner.begin(), inner.end());
+      continue;
+    }
+    const bool roberta = type == "RobertaProcessing";
+    if (type == "ByteLevel" || roberta) {
+      if (has_trimmer) {
+        return Unsupported(path, "post_processor", type,
+                           "at most one ByteLevel or RobertaProcessing in a Sequence");
+      }
+      has_trimmer = true;
+      ATTNSCOPE_ASSIGN_OR_RETURN(
+          pipeline.trim_offsets,
+          GetBool(processor, "trim_offsets", true, path, "post_processor.trim_offsets"));
+      ATTNSCOPE_ASSIGN_OR_RETURN(
+          pipeline.trim_add_prefix_space,
+          GetBool(processor, "add_prefix_space", true, path, "post_processor.add_prefix_space"));
+    }
+    if (roberta || type == "TemplateProcessing") {
+      if (has_template) {
+        return Unsupported(path, "post_processor", type, "at most one template in a Sequence");
+      }
+      has_template = true;
+    }
+    if (roberta) {
+      TemplatePiece special[2];
+      for (int k = 0; k < 2; ++k) {
+        const char* key = k == 0 ? "cls" : "sep";
+        const json value = processor.value(key, json());
+        if (!value.is_array() || value.size() != 2 || !value[0].is_string() ||
+            !value[1].is_number_integer()) {
+          return FieldError(path, absl::StrCat("post_processor.", key), "[token, id]", value);
+        }
+        special[k] = {Kind::kSpecial, value[1].get<int64_t>(), value[0].get<std::string>(), 0};
+      }
+      const auto& [cls, sep] = special;
+      // Every type id 0, also in pairs (RobertaProcessing).
+      post_processor.single = {cls, {Kind::kFirst, 0, "", 0}, sep};
+      post_processor.pair = {cls, {Kind::kFirst, 0, "", 0},  sep,
+                             sep, {Kind::kSecond, 0, "", 0}, sep};
+    } else if (type == "TemplateProcessing") {
+      const json special_tokens = processor.value("special_tokens", json::object());
+      post_processor.single.clear();
+      post_processor.pair.clear();
+      ATTNSCOPE_RETURN_IF_ERROR(ParseTemplate(processor.value("single", json()), special_tokens,
+                                              path, "post_processor.single",
+                                              &post_processor.single));
+      ATTNSCOPE_RETURN_IF_ERROR(ParseTemplate(processor.value("pair", json()), special_tokens, path,
+                                              "post_processor.pair", &post_processor.pair));
+    } else if (type != "ByteLevel") {
+      return Unsupported(path, "post_processor", type, kPostProcessors);
+    }
+  }
+  for (const std::vector<TemplatePiece>* pieces : {&post_processor.single, &post_processor.pair}) {
+    for (const TemplatePiece& piece : *pieces) {
+      if (piece.kind == Kind::kSpecial &&
+          (piece.id < 0 || piece.id >= static_cast<int64_t>(id_to_token.size()))) {
+        return FieldError(path, "post_processor", "special token ids of the vocabulary",
+                          absl::StrCat(piece.token, " = ", piece.id));
+      }
+    }
+  }
+
+  // --- decoder ---
+  const json decoder = root.value("decoder", json());
+  if (TypeOf(decoder) == "ByteLevel") {
+    pipeline.byte_level_decoder = true;
+  } else if (decoder.is_null()) {
+    pipeline.byte_level_decoder = false;
+  } else {
+    return Unsupported(path, "decoder", TypeOf(decoder), kDecoders);
+  }
+
+  int64_t pad_id = 0;
+  if (!pad_token.empty()) {
+    const auto it = std::find(id_to_token.begin(), id_to_token.end(), pad_token);
+    if (it != id_to_token.end()) pad_id = it - id_to_token.begin();
+  }
+  return std::unique_ptr<BpeTokenizer>(
+      new BpeTokenizer(std::move(id_to_token), std::move(token_to_id), std::move(merges),
+                       std::move(pipeline), std::move(post_processor), pad_id, model_max_length));
+}
+
+}  // namespace attnscope
