@@ -186,8 +186,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
   };
   const int64_t model_max_length = ModelMaxLength(tokenizer_config, config);
 
-  // A tokenizer.json of another model type (BPE, Unigram) is skipped in favour of the files below;
-  // its error is reported only when nothing else is there.
+  // tokenizer.json first, as transformers' fast tokenizers read it. One of another model type
+  // (Unigram), or a BPE one with components the reader does not support, is skipped in favour of
+  // the files below; its error is reported only when nothing else is there.
   absl::Status unsupported_json = absl::OkStatus();
   const std::string json_path = JoinPath(model_dir, "tokenizer.json");
   ATTNSCOPE_ASSIGN_OR_RETURN(const bool has_json, exists("tokenizer.json"));
@@ -201,9 +202,22 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
           auto tokenizer, WordPieceTokenizer::FromTokenizerJson(json_path, model_max_length));
       return std::unique_ptr<Tokenizer>(std::move(tokenizer));
     }
-    unsupported_json =
-        FieldError("tokenizer.json", json_path, "model.type",
-                   "\"WordPiece\" (or a vocab.txt or tokenizer.model beside it)", type);
+    if (type == "BPE") {
+      std::string pad_token;
+      ATTNSCOPE_RETURN_IF_ERROR(
+          ReadTokenName(tokenizer_config, "pad_token", tokenizer_config_path, &pad_token));
+      absl::StatusOr<std::unique_ptr<BpeTokenizer>> tokenizer =
+          BpeTokenizer::FromTokenizerJson(json_path, model_max_length, pad_token);
+      if (tokenizer.ok()) return std::unique_ptr<Tokenizer>(std::move(tokenizer).value());
+      // A malformed file is an error; a well-formed one this reader does not support (Gemma's
+      // byte fallback, a Metaspace pre-tokenizer) leaves the slow files their turn.
+      if (!absl::IsUnimplemented(tokenizer.status())) return tokenizer.status();
+      unsupported_json = absl::InvalidArgumentError(tokenizer.status().message());
+    } else {
+      unsupported_json = FieldError(
+          "tokenizer.json", json_path, "model.type",
+          "\"WordPiece\" or \"BPE\" (or a vocab.txt or tokenizer.model beside it)", type);
+    }
   }
 
   ATTNSCOPE_ASSIGN_OR_RETURN(const bool has_source_spm, exists("source.spm"));
@@ -314,7 +328,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
   if (!unsupported_json.ok()) return unsupported_json;
   return absl::NotFoundError(absl::StrCat(
       "tokenizer files in '", model_dir,
-      "': expected tokenizer.json (WordPiece), source.spm + target.spm + vocab.json (Marian), "
+      "': expected tokenizer.json (WordPiece or byte-level BPE), source.spm + target.spm + "
+      "vocab.json (Marian), "
       "spiece.model (T5), vocab.json + merges.txt (byte-level BPE), vocab.txt or tokenizer.model, "
       "got none of them"));
 }
