@@ -153,6 +153,33 @@ std::string Utf8Lossy(const std::string& bytes) {
   return out;
 }
 
+// Spans of a pre-token and whether each is a pattern match (tokenizers' Pattern::find_matches).
+using MatchedSpans = std::vector<std::pair<std::pair<int64_t, int64_t>, bool>>;
+
+// The fold of NormalizedString::split for Contiguous, MergedWithPrevious and MergedWithNext: in
+// order (or in reverse, `backward`), a span joins the one kept before it when `joins(is_match,
+// previous_is_match)`, else it is kept alone. None is removed.
+MatchedSpans JoinSpans(const MatchedSpans& matches, bool backward,
+                       bool (*joins)(bool is_match, bool previous_is_match)) {
+  MatchedSpans spans;
+  bool previous = false;
+  for (size_t n = 0; n < matches.size(); ++n) {
+    const auto& [span, is_match] = matches[backward ? matches.size() - 1 - n : n];
+    if (joins(is_match, previous) && !spans.empty()) {
+      if (backward) {
+        spans.back().first.first = span.first;
+      } else {
+        spans.back().first.second = span.second;
+      }
+    } else {
+      spans.push_back({span, false});
+    }
+    previous = is_match;
+  }
+  if (backward) std::reverse(spans.begin(), spans.end());
+  return spans;
+}
+
 absl::Status VocabError(const std::string& path, const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat("vocab.json '", path, "': ", message));
 }
@@ -503,8 +530,8 @@ std::vector<std::vector<BpeTokenizer::NormChar>> BpeTokenizer::PreTokenize(
   for (const PreTokenizerStep& step : pipeline_.pre_tokenizer) {
     std::vector<std::vector<NormChar>> next;
     for (std::vector<NormChar>& piece : pieces) {
-      // [begin, end) of `piece` and whether it is a match (tokenizers' Pattern::find_matches).
-      std::vector<std::pair<std::pair<int64_t, int64_t>, bool>> matches;
+      // [begin, end) of `piece` and whether it is a match.
+      MatchedSpans matches;
       if (step.kind == PreTokenizerStep::Kind::kByteLevel) {
         if (step.add_prefix_space && piece.front().c != ' ') {
           // NormalizedString::prepend: the space shares the first character's alignment.
@@ -548,7 +575,7 @@ std::vector<std::vector<BpeTokenizer::NormChar>> BpeTokenizer::PreTokenize(
         if (previous != size) matches.push_back({{previous, size}, step.invert});
       }
       // NormalizedString::split: the behaviour decides which spans are kept and joined.
-      std::vector<std::pair<std::pair<int64_t, int64_t>, bool>> splits;  // span, removed
+      MatchedSpans splits;  // span, removed
       switch (step.behavior) {
         case SplitBehavior::kIsolated:
           for (const auto& [span, is_match] : matches) splits.push_back({span, false});
@@ -556,43 +583,18 @@ std::vector<std::vector<BpeTokenizer::NormChar>> BpeTokenizer::PreTokenize(
         case SplitBehavior::kRemoved:
           splits = matches;
           break;
-        case SplitBehavior::kContiguous: {
-          bool previous_match = false;
-          for (const auto& [span, is_match] : matches) {
-            if (is_match == previous_match && !splits.empty()) {
-              splits.back().first.second = span.second;
-            } else {
-              splits.push_back({span, false});
-            }
-            previous_match = is_match;
-          }
+        case SplitBehavior::kContiguous:
+          splits = JoinSpans(matches, /*backward=*/false,
+                             [](bool is_match, bool previous) { return is_match == previous; });
           break;
-        }
-        case SplitBehavior::kMergedWithPrevious: {
-          bool previous_match = false;
-          for (const auto& [span, is_match] : matches) {
-            if (is_match && !previous_match && !splits.empty()) {
-              splits.back().first.second = span.second;
-            } else {
-              splits.push_back({span, false});
-            }
-            previous_match = is_match;
-          }
+        case SplitBehavior::kMergedWithPrevious:
+          splits = JoinSpans(matches, /*backward=*/false,
+                             [](bool is_match, bool previous) { return is_match && !previous; });
           break;
-        }
-        case SplitBehavior::kMergedWithNext: {
-          bool previous_match = false;
-          for (auto it = matches.rbegin(); it != matches.rend(); ++it) {
-            if (it->second && !previous_match && !splits.empty()) {
-              splits.back().first.first = it->first.first;
-            } else {
-              splits.push_back({it->first, false});
-            }
-            previous_match = it->second;
-          }
-          std::reverse(splits.begin(), splits.end());
+        case SplitBehavior::kMergedWithNext:
+          splits = JoinSpans(matches, /*backward=*/true,
+                             [](bool is_match, bool previous) { return is_match && !previous; });
           break;
-        }
       }
       for (const auto& [span, removed] : splits) {
         if (removed || span.first >= span.second) continue;
@@ -726,30 +728,27 @@ void BpeTokenizer::FinishOffsets(const unicode::DecodedText& decoded,
 }
 
 std::string BpeTokenizer::Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {
-  if (!pipeline_.byte_level_decoder) {
-    // No decoder: the library joins the tokens with spaces.
-    std::string text;
-    bool first = true;
-    for (int64_t id : ids) {
-      if (id < 0 || id >= vocab_size()) continue;
-      if (skip_special_tokens && is_special_id_[id]) continue;
-      if (!first) text.push_back(' ');
-      first = false;
-      text.append(id_to_token_[id]);
-    }
-    return text;
-  }
-  std::string bytes;
+  std::vector<const std::string*> tokens;
+  tokens.reserve(ids.size());
   for (int64_t id : ids) {
     if (id < 0 || id >= vocab_size()) continue;
     if (skip_special_tokens && is_special_id_[id]) continue;
-    const std::string& token = id_to_token_[id];
-    absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(token);
+    tokens.push_back(&id_to_token_[id]);
+  }
+  if (!pipeline_.byte_level_decoder) {
+    // No decoder: the library joins the tokens with spaces.
+    std::string text;
+    for (size_t k = 0; k < tokens.size(); ++k) absl::StrAppend(&text, k > 0 ? " " : "", *tokens[k]);
+    return text;
+  }
+  std::string bytes;
+  for (const std::string* token : tokens) {
+    absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(*token);
     const bool in_table =
         decoded.ok() && std::all_of(decoded->code_points.begin(), decoded->code_points.end(),
                                     [](char32_t c) { return ByteOfChar(c) >= 0; });
     if (!in_table) {
-      bytes.append(token);
+      bytes.append(*token);
       continue;
     }
     for (char32_t c : decoded->code_points) bytes.push_back(static_cast<char>(ByteOfChar(c)));

@@ -26,7 +26,9 @@
 namespace attnscope {
 namespace {
 
+using ::attnscope::testing::IdsOrMinusOne;
 using ::attnscope::testing::MakeTempDir;
+using ::attnscope::testing::OffsetsFromJson;
 using ::attnscope::testing::ReadJsonLines;
 using ::attnscope::testing::WriteFileBytes;
 using ::testing::HasSubstr;
@@ -60,20 +62,6 @@ std::string TokenizerJsonPath(const std::string& reference, const std::string& n
   return absl::StrCat(reference, "/tokenizers/", name, "/tokenizer.json");
 }
 
-std::vector<Offset> Offsets(const json& spans) {
-  std::vector<Offset> offsets;
-  for (const json& span : spans)
-    offsets.push_back({span[0].get<int64_t>(), span[1].get<int64_t>()});
-  return offsets;
-}
-
-// null (no word, no sequence: a special token) is -1 in Encoding.
-std::vector<int64_t> IdsOrMinusOne(const json& values) {
-  std::vector<int64_t> ids;
-  for (const json& value : values) ids.push_back(value.is_null() ? -1 : value.get<int64_t>());
-  return ids;
-}
-
 std::string Show(const std::vector<Offset>& offsets) {
   std::vector<std::string> parts;
   for (const Offset& offset : offsets) parts.push_back(absl::StrCat(offset.start, "-", offset.end));
@@ -95,9 +83,9 @@ std::vector<std::string> Differences(const Encoding& actual, const json& expecte
   const auto tokens = expected["tokens"].get<std::vector<std::string>>();
   check("tokens", actual.tokens, tokens, absl::StrJoin(actual.tokens, " "),
         absl::StrJoin(tokens, " "));
-  const auto offsets = Offsets(expected["offsets_cp"]);
+  const auto offsets = OffsetsFromJson(expected["offsets_cp"]);
   check("offsets_cp", actual.offsets, offsets, Show(actual.offsets), Show(offsets));
-  const auto byte_offsets = Offsets(expected["offsets_utf8"]);
+  const auto byte_offsets = OffsetsFromJson(expected["offsets_utf8"]);
   check("offsets_utf8", actual.byte_offsets, byte_offsets, Show(actual.byte_offsets),
         Show(byte_offsets));
   const auto word_ids = IdsOrMinusOne(expected["word_ids"]);
