@@ -13,6 +13,7 @@
 #include "models/tokenizers/bpe_tokenizer.h"
 #include "models/tokenizers/regex.h"
 #include "models/tokenizers/tokenizer_json.h"
+#include "models/tokenizers/unicode.h"
 #include "nlohmann/json.hpp"
 
 namespace attnscope {
@@ -233,6 +234,22 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
       for (const json& inner : normalizer["normalizers"]) normalizers.push_back(inner);
     } else {
       return Unsupported(path, "normalizer", type, kNormalizers);
+    }
+  }
+
+  // The library matches a normalized added token by its content normalized (the token written in
+  // NFD matches the NFC text), and its id decodes to that form too (observed in the goldens).
+  if (pipeline.nfc) {
+    for (AddedToken& added : pipeline.added_tokens) {
+      if (!added.normalized) continue;
+      absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(added.content);
+      if (!decoded.ok()) continue;  // nlohmann_json has checked the UTF-8 already.
+      std::string composed;
+      for (const unicode::ComposedChar& c : unicode::Nfc(decoded->code_points)) {
+        unicode::AppendUtf8(c.c, &composed);
+      }
+      id_to_token[static_cast<size_t>(added.id)] = composed;
+      added.content = std::move(composed);
     }
   }
 

@@ -54,8 +54,8 @@ absl::StatusOr<std::unique_ptr<Regex>> Regex::Create(std::string_view pattern, b
   const std::string compiled = literal ? std::string(pattern) : WidenWhiteSpace(pattern);
   int error = 0;
   PCRE2_SIZE error_offset = 0;
-  uint32_t options = PCRE2_UTF | PCRE2_UCP;
-  if (literal) options |= PCRE2_LITERAL;
+  // PCRE2_LITERAL refuses PCRE2_UCP (nothing in a literal depends on it).
+  const uint32_t options = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(),
                                    options, &error, &error_offset, nullptr);
   if (code == nullptr) {
