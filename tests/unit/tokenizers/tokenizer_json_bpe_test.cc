@@ -193,9 +193,12 @@ TEST_P(TokenizerJsonGoldenTest, MatchesTheLibraryOnEveryCorpusLine) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TokenizerJsonGoldenTest,
-                         ::testing::Values("gpt2", "roberta", "llama3", "qwen3"),
+                         ::testing::Values("gpt2", "roberta", "llama3", "qwen3", "bpe-components",
+                                           "bpe-roberta-prefix"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
                          });
 
 }  // namespace
