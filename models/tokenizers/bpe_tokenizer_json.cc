@@ -25,6 +25,7 @@ using tokenizer_json::GetBool;
 using tokenizer_json::GetInt;
 using tokenizer_json::GetString;
 using tokenizer_json::Unsupported;
+using tokenizer_json::UnsupportedValue;
 
 constexpr char kNormalizers[] = "NFC, Sequence (of those), null";
 constexpr char kPreTokenizers[] = "ByteLevel, Split, Sequence (of those)";
@@ -96,15 +97,17 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const json value = model.value(key, json());
     if (!value.is_null() && value != "") {
-      return Unsupported(path, absl::StrCat("model.", key), value, "null or \"\"");
+      return UnsupportedValue(path, absl::StrCat("model.", key), value, "null or \"\"");
     }
   }
   if (model.value("byte_fallback", json()) == true) {
-    return Unsupported(path, "model.byte_fallback", true,
-                       "false (byte-level BPE; SentencePiece-style byte fallback is not read yet)");
+    return UnsupportedValue(
+        path, "model.byte_fallback", true,
+        "false (byte-level BPE; SentencePiece-style byte fallback is not read yet)");
   }
   if (!model.value("dropout", json()).is_null() && model["dropout"] != 0.0) {
-    return Unsupported(path, "model.dropout", model["dropout"], "null (deterministic encoding)");
+    return UnsupportedValue(path, "model.dropout", model["dropout"],
+                            "null (deterministic encoding)");
   }
   ATTNSCOPE_ASSIGN_OR_RETURN(const bool ignore_merges,
                              GetBool(model, "ignore_merges", false, path, "model.ignore_merges"));

@@ -35,6 +35,13 @@ absl::Status Unsupported(const std::string& path, const std::string& component, 
                    "' is not supported; supported: ", supported));
 }
 
+absl::Status UnsupportedValue(const std::string& path, const std::string& field, const json& value,
+                              const std::string& supported) {
+  return absl::UnimplementedError(absl::StrCat("tokenizer.json '", path, "': field '", field,
+                                               "' = ", value.dump().substr(0, 100),
+                                               " is not supported; supported: ", supported));
+}
+
 absl::StatusOr<std::string> GetString(const json& object, const std::string& key,
                                       const std::string& path, const std::string& field) {
   const auto it = object.find(key);

@@ -28,6 +28,11 @@ absl::Status FieldError(const std::string& path, const std::string& field,
 absl::Status Unsupported(const std::string& path, const std::string& component,
                          const nlohmann::json& type, const std::string& supported);
 
+// Unimplemented: "tokenizer.json '<path>': field '<field>' = <value> is not supported; supported:
+// <supported>", for a setting rather than a component type (model.byte_fallback true).
+absl::Status UnsupportedValue(const std::string& path, const std::string& field,
+                              const nlohmann::json& value, const std::string& supported);
+
 // object[key] as a string / integer; FieldError naming `field` when missing or of another type.
 absl::StatusOr<std::string> GetString(const nlohmann::json& object, const std::string& key,
                                       const std::string& path, const std::string& field);

