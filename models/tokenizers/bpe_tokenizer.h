@@ -87,30 +87,37 @@ class BpeTokenizer : public Tokenizer {
   static absl::StatusOr<std::unique_ptr<BpeTokenizer>> FromTokenizerJson(
       const std::string& path, int64_t model_max_length, const std::string& pad_token);
 
-  // Added tokens written in the text are matched first (leftmost, then longest), each one word;
-  // one with lstrip/rstrip takes the whitespace before/after it, and its token is the text matched
-  // (" <mask>", as in `tokenizers` Encoding.tokens; its id is "<mask>"'s); one with single_word
-  // matches only between non-word characters. The rest is normalized (NFC when the file says so;
-  // a composed character is aligned with the first character it was made of, as the library
-  // aligns it, so offsets can leave out a combining mark) and pre-tokenized: Split patterns on
-  // PCRE2, and ByteLevel with
-  // GPT-2's pattern 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-  // (case sensitive: "I'LL" is "I" "'" "LL"), each match one word, with no prefix space added. A
-  // word's UTF-8 bytes become the characters of GPT-2's bytes_to_unicode (space "Ġ", newline "Ċ")
-  // and merge by rank (the lowest-ranked pair first, leftmost among equals; `tokenizers` Word::
-  // merge_all). A symbol vocab.json lacks becomes the unk token, as transformers' BartTokenizer
-  // maps it (BartTokenizerFast drops it; a vocabulary with all 256 byte characters, as every
-  // GPT-2-derived one has, never needs either). Offsets: a token spans the characters its bytes
-  // came from (a piece of a multi-byte character spans the whole character); with trim_offsets
-  // its leading and trailing "Ġ" (and " <mask>"'s whitespace) are left out, so a lone space token
-  // gets an empty span.
+  // The library's encode, step by step. Added tokens written in the text are matched first
+  // (leftmost, then longest), each one word; one with lstrip/rstrip takes the whitespace
+  // before/after it, and its token is the text matched (" <mask>", as in `tokenizers`
+  // Encoding.tokens; its id is "<mask>"'s); one with single_word matches only between non-word
+  // characters. Each stretch between them is normalized (NFC when the file says so: a composed
+  // character is aligned with the first character it was made of, as the library aligns it, so a
+  // token's offsets can leave out a combining mark), normalized added tokens are matched in it,
+  // and the rest is pre-tokenized: Split patterns on PCRE2, then ByteLevel (a prefix space when
+  // asked, the space aligned with the first character; GPT-2's pattern
+  // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ when use_regex,
+  // case sensitive: "I'LL" is "I" "'" "LL"). Each piece is one word: its UTF-8 bytes become the
+  // characters of GPT-2's bytes_to_unicode (space "Ġ", newline "Ċ"), and with ignore_merges a
+  // piece the vocabulary has whole is one token; otherwise they merge by rank (the lowest-ranked
+  // pair first, leftmost among equals; `tokenizers` Word::merge_all). A byte whose character the
+  // vocabulary lacks becomes the unk token (vocab.json + merges.txt, as transformers'
+  // BartTokenizer maps it; tokenizer.json with an unk_token) or is dropped (tokenizer.json
+  // without); a vocabulary with all 256 byte characters, as every GPT-2-derived one has, never
+  // needs either. Offsets: a token spans the characters its bytes came from (a piece of a
+  // multi-byte character spans the whole character); with trim_offsets (RobertaProcessing, or a
+  // ByteLevel post-processor that asks) its leading and trailing "Ġ" and whitespace are left
+  // out, so a lone space token gets an empty span, except one added leading space of a text's
+  // first token when the post-processor has add_prefix_space.
   // InvalidArgument: `text` is not valid UTF-8.
   absl::StatusOr<TokenizedText> Tokenize(std::string_view text) const override;
   // The ByteLevel decoder: each token's characters mapped back to bytes (a token with a character
   // outside the byte table, such as a special token, contributes its own UTF-8), then the bytes
   // read as UTF-8 with each maximal invalid subsequence replaced by U+FFFD (Rust's
-  // String::from_utf8_lossy). Special tokens are dropped when `skip_special_tokens`; unknown ids
-  // are skipped. No clean-up of spaces before punctuation (clean_up_tokenization_spaces false).
+  // String::from_utf8_lossy). A tokenizer.json without a decoder joins the tokens with spaces, as
+  // the library does. Special tokens (added tokens marked special) are dropped when
+  // `skip_special_tokens`; unknown ids are skipped. No clean-up of spaces before punctuation
+  // (clean_up_tokenization_spaces false).
   std::string Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const override;
 
   TokenizerKind kind() const override { return TokenizerKind::kByteLevelBpe; }

@@ -116,14 +116,21 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
   if (!vocab.is_object() || vocab.empty()) {
     return FieldError(path, "model.vocab", "a non-empty object token -> id", vocab);
   }
+  const json added_tokens = root.value("added_tokens", json::array());
+  if (!added_tokens.is_array()) return FieldError(path, "added_tokens", "an array", added_tokens);
+  // The library keeps ids in maps, so they may leave gaps; a table indexed by id must not be made
+  // huge by one stray id, so ids stay below the number of tokens the file has (dense ids, the
+  // layout every converter writes, always do).
+  const int64_t id_limit = static_cast<int64_t>(vocab.size() + added_tokens.size());
+  const std::string id_range =
+      absl::StrCat("an id in [0, ", id_limit, "), the number of vocab and added tokens");
   absl::flat_hash_map<std::string, int64_t> token_to_id;
   token_to_id.reserve(vocab.size());
   std::vector<std::string> id_to_token;
   std::vector<bool> taken;
   for (const auto& [token, id] : vocab.items()) {
-    // Ids may leave gaps (the library keeps a map), never repeat.
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1ll << 31)) {
-      return FieldError(path, "model.vocab." + token, "an id in [0, 2^31)", id);
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= id_limit) {
+      return FieldError(path, "model.vocab." + token, id_range, id);
     }
     const auto index = static_cast<size_t>(id.get<int64_t>());
     if (index >= id_to_token.size()) {
@@ -194,8 +201,6 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
   }
 
   // --- added tokens ---
-  const json added_tokens = root.value("added_tokens", json::array());
-  if (!added_tokens.is_array()) return FieldError(path, "added_tokens", "an array", added_tokens);
   for (size_t i = 0; i < added_tokens.size(); ++i) {
     const json& entry = added_tokens[i];
     const std::string field = absl::StrCat("added_tokens[", i, "]");
@@ -203,8 +208,8 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
     ATTNSCOPE_ASSIGN_OR_RETURN(added.content,
                                GetString(entry, "content", path, field + ".content"));
     ATTNSCOPE_ASSIGN_OR_RETURN(added.id, GetInt(entry, "id", path, field + ".id"));
-    if (added.id < 0 || added.id >= (1ll << 31)) {
-      return FieldError(path, field + ".id", "an id in [0, 2^31)", entry["id"]);
+    if (added.id < 0 || added.id >= id_limit) {
+      return FieldError(path, field + ".id", id_range, entry["id"]);
     }
     ATTNSCOPE_ASSIGN_OR_RETURN(added.special,
                                GetBool(entry, "special", false, path, field + ".special"));

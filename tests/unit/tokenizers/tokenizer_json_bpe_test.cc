@@ -341,6 +341,24 @@ TEST(TokenizerJsonBpeTest, AMalformedTokenizerJsonIsAnErrorEvenWithSlowFiles) {
               HasSubstr("field 'pre_tokenizer.pattern': expected a pattern PCRE2 compiles"));
 }
 
+// The fuzz target's byte-level BPE seeds (fuzz/make_corpus.py) load and tokenize, so that the
+// fuzzer starts inside the reader rather than at its first refusal.
+TEST(TokenizerJsonBpeTest, TheFuzzSeedsLoad) {
+  for (const char* seed : {"bpe_llama3_layout", "bpe_roberta_layout"}) {
+    const std::string dir = MakeTempDir();
+    std::filesystem::copy_file(
+        absl::StrCat(ATTNSCOPE_SOURCE_DIR, "/fuzz/corpus/tokenizer_json/", seed),
+        dir + "/tokenizer.json");
+    absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(dir);
+    ASSERT_TRUE(tokenizer.ok()) << seed << ": " << tokenizer.status();
+    absl::StatusOr<Encoding> encoding =
+        (*tokenizer)
+            ->EncodePair("Tôi yêu Việt Nam <mask> [MASK]</s>  x", "I'LL see", EncodeOptions());
+    ASSERT_TRUE(encoding.ok()) << seed << ": " << encoding.status();
+    EXPECT_GT(encoding->size(), 10u) << seed;
+  }
+}
+
 // The real Gemma 3 file (phase 2: SentencePiece-style BPE with byte fallback) is refused by name.
 TEST(TokenizerJsonBpeTest, RefusesGemma3ByNameForNow) {
   const std::string file =
