@@ -226,6 +226,26 @@ def bpe_tokenizer_json(**changes):
     return json.dumps(root, ensure_ascii=False, indent=2)
 
 
+def gemma_layout_tokenizer_json():
+    """bpe_tokenizer_json's vocabulary as Gemma 3's layout reads it: characters, not bytes, a space
+    replaced by "▁", byte fallback to "<0xXX>" tokens, unk fused, and the decoders undoing it."""
+    root = json.loads(bpe_tokenizer_json(
+        normalizer={"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+        pre_tokenizer=None,
+        decoder={"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}))
+    model = root["model"]
+    for b in range(256):
+        model["vocab"].setdefault(f"<0x{b:02X}>", len(model["vocab"]))
+    model.update(byte_fallback=True, fuse_unk=True, unk_token="<unk>", ignore_merges=False)
+    # The added tokens' ids must stay after the vocabulary's.
+    for offset, token in enumerate(t for t in root["added_tokens"] if t["content"] not in model["vocab"]):
+        token["id"] = len(model["vocab"]) + offset
+    return json.dumps(root, ensure_ascii=False, indent=2)
+
+
 def make_bpe_tokenizer_json():
     write("tokenizer_json", "bpe_llama3_layout", bpe_tokenizer_json())
     write("tokenizer_json", "bpe_roberta_layout", bpe_tokenizer_json(
@@ -234,6 +254,7 @@ def make_bpe_tokenizer_json():
                        "use_regex": True},
         post_processor={"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0],
                         "trim_offsets": True, "add_prefix_space": True}))
+    write("tokenizer_json", "bpe_gemma_layout", gemma_layout_tokenizer_json())
 
 
 def make_texts(shared):

@@ -1,12 +1,17 @@
 #include "models/tokenizers/bpe_tokenizer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <queue>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/file_util.h"
@@ -339,16 +344,33 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> id_to_token,
   edge_spaces_.reserve(id_to_token_.size());
   for (const std::string& token : id_to_token_) edge_spaces_.push_back(EdgeSpaces(token));
   for (int b = 0; b < 256; ++b) {
-    std::string character;
-    unicode::AppendUtf8(ByteChars()[b], &character);
-    const auto it = token_to_id_.find(character);
-    byte_ids_[b] = it == token_to_id_.end() ? pipeline_.unk_id : it->second;
+    std::string token;
+    if (pipeline_.byte_level) {
+      unicode::AppendUtf8(ByteChars()[b], &token);
+    } else {
+      token = absl::StrFormat("<0x%02X>", b);  // SentencePiece's byte pieces
+    }
+    const auto it = token_to_id_.find(token);
+    byte_ids_[b] = it != token_to_id_.end() ? it->second
+                   : pipeline_.byte_level   ? pipeline_.unk_id
+                                            : -1;
   }
 }
 
 TokenizerNormalization BpeTokenizer::normalization() const {
   TokenizerNormalization normalization;
-  if (pipeline_.nfc) {
+  const bool nfc = std::any_of(
+      pipeline_.normalizer.begin(), pipeline_.normalizer.end(),
+      [](const NormalizerStep& step) { return step.kind == NormalizerStep::Kind::kNfc; });
+  if (!pipeline_.byte_level) {
+    normalization.unicode_form = nfc ? "NFC" : "";
+    normalization.description =
+        "text kept as written apart from the normalizer's replacements (a space becomes '▁', "
+        "shown at the start of the word after it); a character the vocabulary lacks becomes its "
+        "UTF-8 bytes as <0xXX> tokens";
+    return normalization;
+  }
+  if (nfc) {
     normalization.unicode_form = "NFC";
     normalization.description =
         "Unicode NFC (a letter typed with combining accents is composed first, so 'Tôi' gives "
@@ -465,18 +487,8 @@ void BpeTokenizer::TokenizeStretch(const unicode::DecodedText& decoded, int64_t 
                                    std::vector<std::pair<int32_t, int32_t>>* edges) const {
   std::vector<NormChar> chars;
   chars.reserve(end - begin);
-  if (pipeline_.nfc) {
-    const std::vector<char32_t> original(decoded.code_points.begin() + begin,
-                                         decoded.code_points.begin() + end);
-    // The library aligns a composed character with the first one it replaced only (its
-    // NormalizedString::transform): the marks composed into it are covered by no token.
-    for (const unicode::ComposedChar& composed : unicode::Nfc(original)) {
-      const int64_t source = begin + static_cast<int64_t>(composed.first);
-      chars.push_back({composed.c, source, source + 1});
-    }
-  } else {
-    for (int64_t k = begin; k < end; ++k) chars.push_back({decoded.code_points[k], k, k + 1});
-  }
+  for (int64_t k = begin; k < end; ++k) chars.push_back({decoded.code_points[k], k, k + 1});
+  chars = Normalize(pipeline_.normalizer, std::move(chars));
   if (chars.empty()) return;
 
   std::vector<std::vector<NormChar>> stretches;
@@ -520,6 +532,55 @@ void BpeTokenizer::TokenizeStretch(const unicode::DecodedText& decoded, int64_t 
       TokenizeWord(piece, (*word_index)++, out, edges);
     }
   }
+}
+
+std::vector<BpeTokenizer::NormChar> BpeTokenizer::Normalize(
+    const std::vector<NormalizerStep>& normalizer, std::vector<NormChar> chars) {
+  for (const NormalizerStep& step : normalizer) {
+    std::vector<NormChar> next;
+    next.reserve(chars.size());
+    if (step.kind == NormalizerStep::Kind::kNfc) {
+      std::vector<char32_t> cps;
+      cps.reserve(chars.size());
+      for (const NormChar& c : chars) cps.push_back(c.c);
+      // The library aligns a composed character with the first one it replaced only (its
+      // NormalizedString::transform): the marks composed into it are covered by no token.
+      for (const unicode::ComposedChar& composed : unicode::Nfc(cps)) {
+        const NormChar& source = chars[composed.first];
+        next.push_back({composed.c, source.start, source.end});
+      }
+    } else {
+      std::string utf8;
+      std::vector<size_t> byte_starts;
+      byte_starts.reserve(chars.size() + 1);
+      for (const NormChar& c : chars) {
+        byte_starts.push_back(utf8.size());
+        unicode::AppendUtf8(c.c, &utf8);
+      }
+      byte_starts.push_back(utf8.size());
+      const auto index_of = [&](size_t byte) {
+        return static_cast<size_t>(std::lower_bound(byte_starts.begin(), byte_starts.end(), byte) -
+                                   byte_starts.begin());
+      };
+      absl::StatusOr<unicode::DecodedText> content = unicode::DecodeUtf8(step.content);
+      size_t kept = 0;
+      for (const auto& [byte_start, byte_end] : step.pattern->FindAll(utf8)) {
+        if (byte_end == byte_start) continue;
+        const size_t first = index_of(byte_start);
+        const size_t last = index_of(byte_end);
+        next.insert(next.end(), chars.begin() + kept, chars.begin() + first);
+        // NormalizedString::replace: the new characters are inserted ones, aligned with the last
+        // character they replace.
+        for (char32_t c : content->code_points) {
+          next.push_back({c, chars[last - 1].start, chars[last - 1].end});
+        }
+        kept = last;
+      }
+      next.insert(next.end(), chars.begin() + kept, chars.end());
+    }
+    chars = std::move(next);
+  }
+  return chars;
 }
 
 std::vector<std::vector<BpeTokenizer::NormChar>> BpeTokenizer::PreTokenize(
@@ -621,15 +682,44 @@ void BpeTokenizer::TokenizeWord(const std::vector<NormChar>& chars, int64_t word
   std::vector<Symbol> symbols;
   symbols.reserve(chars.size() * 2);
   std::string bytes;
+  // The piece as the vocabulary spells it, for ignore_merges.
+  std::string word;
+  bool previous_unk = false;
   for (const NormChar& c : chars) {
     bytes.clear();
     unicode::AppendUtf8(c.c, &bytes);
-    for (unsigned char byte : bytes) {
-      const int64_t index = static_cast<int64_t>(symbols.size());
-      symbols.push_back({byte_ids_[byte], c.start, c.end, index - 1, index + 1});
+    if (pipeline_.byte_level) {
+      for (unsigned char byte : bytes) {
+        symbols.push_back({byte_ids_[byte], c.start, c.end, 0, 0});
+        unicode::AppendUtf8(ByteChars()[byte], &word);
+      }
+      continue;
     }
+    // BPE::merge_word over characters: the character's token, else its bytes' tokens (byte
+    // fallback), else unk (one for a run of them with fuse_unk), else nothing.
+    word.append(bytes);
+    const auto it = token_to_id_.find(bytes);
+    if (it != token_to_id_.end()) {
+      symbols.push_back({it->second, c.start, c.end, 0, 0});
+      previous_unk = false;
+      continue;
+    }
+    if (pipeline_.byte_fallback && std::all_of(bytes.begin(), bytes.end(), [&](char byte) {
+          return byte_ids_[static_cast<unsigned char>(byte)] >= 0;
+        })) {
+      for (unsigned char byte : bytes) symbols.push_back({byte_ids_[byte], c.start, c.end, 0, 0});
+      previous_unk = false;
+      continue;
+    }
+    if (pipeline_.unk_id < 0) continue;
+    if (previous_unk && pipeline_.fuse_unk) {
+      symbols.back().end = std::max(symbols.back().end, c.end);
+    } else {
+      symbols.push_back({pipeline_.unk_id, c.start, c.end, 0, 0});
+    }
+    previous_unk = true;
   }
-  if (symbols.empty()) return;
+  if (chars.empty()) return;
   const auto emit = [&](int64_t id, int64_t start, int64_t end) {
     out->ids.push_back(id);
     out->tokens.push_back(id_to_token_[id]);
@@ -637,22 +727,16 @@ void BpeTokenizer::TokenizeWord(const std::vector<NormChar>& chars, int64_t word
     out->word_ids.push_back(word_index);
     edges->push_back(edge_spaces_[id]);
   };
-  int64_t word_start = symbols.front().start;
-  int64_t word_end = symbols.front().end;
-  for (const Symbol& symbol : symbols) {
-    word_start = std::min(word_start, symbol.start);
-    word_end = std::max(word_end, symbol.end);
-  }
   if (pipeline_.ignore_merges) {
-    // BPE::tokenize_with_cache: the whole piece, as byte characters, when the model has it.
-    std::string word;
-    for (const NormChar& c : chars) {
-      bytes.clear();
-      unicode::AppendUtf8(c.c, &bytes);
-      for (unsigned char byte : bytes) unicode::AppendUtf8(ByteChars()[byte], &word);
-    }
+    // BPE::tokenize_with_cache: the whole piece as one token when the model has it.
     const auto it = token_to_id_.find(word);
     if (it != token_to_id_.end()) {
+      int64_t word_start = chars.front().start;
+      int64_t word_end = chars.front().end;
+      for (const NormChar& c : chars) {
+        word_start = std::min(word_start, c.start);
+        word_end = std::max(word_end, c.end);
+      }
       emit(it->second, word_start, word_end);
       return;
     }
@@ -728,32 +812,99 @@ void BpeTokenizer::FinishOffsets(const unicode::DecodedText& decoded,
 }
 
 std::string BpeTokenizer::Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {
-  std::vector<const std::string*> tokens;
+  std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int64_t id : ids) {
     if (id < 0 || id >= vocab_size()) continue;
     if (skip_special_tokens && is_special_id_[id]) continue;
-    tokens.push_back(&id_to_token_[id]);
+    tokens.push_back(id_to_token_[id]);
   }
-  if (!pipeline_.byte_level_decoder) {
-    // No decoder: the library joins the tokens with spaces.
-    std::string text;
-    for (size_t k = 0; k < tokens.size(); ++k) absl::StrAppend(&text, k > 0 ? " " : "", *tokens[k]);
-    return text;
-  }
-  std::string bytes;
-  for (const std::string* token : tokens) {
-    absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(*token);
-    const bool in_table =
-        decoded.ok() && std::all_of(decoded->code_points.begin(), decoded->code_points.end(),
-                                    [](char32_t c) { return ByteOfChar(c) >= 0; });
-    if (!in_table) {
-      bytes.append(*token);
-      continue;
+  // No decoder: the library joins the tokens with spaces.
+  if (pipeline_.decoder.empty()) return absl::StrJoin(tokens, " ");
+  for (const DecoderStep& step : pipeline_.decoder) {
+    switch (step.kind) {
+      case DecoderStep::Kind::kByteLevel: {
+        std::string bytes;
+        for (const std::string& token : tokens) {
+          absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(token);
+          const bool in_table =
+              decoded.ok() && std::all_of(decoded->code_points.begin(), decoded->code_points.end(),
+                                          [](char32_t c) { return ByteOfChar(c) >= 0; });
+          if (!in_table) {
+            bytes.append(token);
+            continue;
+          }
+          for (char32_t c : decoded->code_points) bytes.push_back(static_cast<char>(ByteOfChar(c)));
+        }
+        tokens = {Utf8Lossy(bytes)};
+        break;
+      }
+      case DecoderStep::Kind::kReplace:
+        for (std::string& token : tokens) {
+          token = absl::StrReplaceAll(token, {{step.pattern, step.content}});
+        }
+        break;
+      case DecoderStep::Kind::kByteFallback: {
+        // Runs of "<0xXX>" tokens become their bytes read as UTF-8, or one U+FFFD per token when
+        // they are not UTF-8 (decoders::byte_fallback).
+        std::vector<std::string> decoded;
+        std::string run;
+        size_t run_tokens = 0;
+        const auto flush = [&] {
+          if (run_tokens == 0) return;
+          if (unicode::CheckUtf8(run).ok()) {
+            decoded.push_back(run);
+          } else {
+            decoded.insert(decoded.end(), run_tokens, "\xEF\xBF\xBD");
+          }
+          run.clear();
+          run_tokens = 0;
+        };
+        for (std::string& token : tokens) {
+          int value = -1;
+          if (token.size() == 6 && absl::StartsWith(token, "<0x") && token.back() == '>' &&
+              std::isxdigit(static_cast<unsigned char>(token[3])) &&
+              std::isxdigit(static_cast<unsigned char>(token[4]))) {
+            value = std::stoi(token.substr(3, 2), nullptr, 16);
+          }
+          if (value >= 0) {
+            run.push_back(static_cast<char>(value));
+            ++run_tokens;
+            continue;
+          }
+          flush();
+          decoded.push_back(std::move(token));
+        }
+        flush();
+        tokens = std::move(decoded);
+        break;
+      }
+      case DecoderStep::Kind::kFuse:
+        tokens = {absl::StrJoin(tokens, "")};
+        break;
+      case DecoderStep::Kind::kStrip:
+        for (std::string& token : tokens) {
+          absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(token);
+          absl::StatusOr<unicode::DecodedText> content = unicode::DecodeUtf8(step.content);
+          if (!decoded.ok() || !content.ok() || content->size() != 1) continue;
+          const char32_t strip = content->code_points[0];
+          int64_t first = 0;
+          while (first < step.start && first < decoded->size() &&
+                 decoded->code_points[first] == strip) {
+            ++first;
+          }
+          int64_t last = decoded->size();
+          for (int64_t k = 0;
+               k < step.stop && last > first && decoded->code_points[last - 1] == strip; ++k) {
+            --last;
+          }
+          token = token.substr(decoded->ByteOffset(first),
+                               decoded->ByteOffset(last) - decoded->ByteOffset(first));
+        }
+        break;
     }
-    for (char32_t c : decoded->code_points) bytes.push_back(static_cast<char>(ByteOfChar(c)));
   }
-  return Utf8Lossy(bytes);
+  return absl::StrJoin(tokens, "");
 }
 
 }  // namespace attnscope

@@ -1,9 +1,10 @@
-// Byte-level BPE tokenizers, matching Hugging Face's `tokenizers` library token for token,
-// offsets included: from vocab.json + merges.txt (GPT-2, RoBERTa and BART checkpoints, as
-// BartTokenizerFast / RobertaTokenizerFast build them) or from a tokenizer.json with a BPE model
-// (GPT-2, RoBERTa, Llama 3, Qwen3 layouts). Both are one pipeline, the library's: added tokens
-// matched in the raw text, a normalizer, pre-tokenizers, the BPE model over bytes, a
-// post-processor and the ByteLevel decoder; the slow files simply fix its components.
+// BPE tokenizers, matching Hugging Face's `tokenizers` library token for token, offsets
+// included: byte-level from vocab.json + merges.txt (GPT-2, RoBERTa and BART checkpoints, as
+// BartTokenizerFast / RobertaTokenizerFast build them), and from a tokenizer.json with a BPE model
+// (GPT-2, RoBERTa, Llama 3, Qwen3 layouts; Gemma 3's character-level BPE with byte fallback). Both
+// are one pipeline, the library's: added tokens matched in the raw text, a normalizer,
+// pre-tokenizers, the BPE model over bytes, a post-processor and the ByteLevel decoder; the slow
+// files simply fix its components.
 #ifndef ATTNSCOPE_MODELS_BPE_TOKENIZER_H_
 #define ATTNSCOPE_MODELS_BPE_TOKENIZER_H_
 
@@ -58,32 +59,36 @@ class BpeTokenizer : public Tokenizer {
                                                                  const std::string& merges_path,
                                                                  BpeOptions options);
 
-  // Reads a Hugging Face tokenizer.json whose model is BPE over GPT-2's byte alphabet, with the
-  // components the library has and this reader supports:
+  // Reads a Hugging Face tokenizer.json whose model is BPE, over GPT-2's byte alphabet (a
+  // ByteLevel pre-tokenizer: GPT-2, RoBERTa, Llama 3, Qwen3) or over characters with byte fallback
+  // (SentencePiece-style: Gemma 3), with the components the library has and this reader supports:
   //   model: BPE with vocab, merges as "a b" strings or ["a", "b"] pairs (rank by position; a
   //     repeated pair takes its last rank, as the library's map does), ignore_merges (a pre-token
-  //     that is whole in the vocabulary is one token: Llama 3), unk_token (else a byte with no
-  //     token is dropped); no dropout, byte_fallback, continuing_subword_prefix or
-  //     end_of_word_suffix.
-  //   normalizer: null, NFC, or a Sequence of those.
-  //   pre_tokenizer: ByteLevel (add_prefix_space, use_regex with GPT-2's pattern), Split (a
+  //     that is whole in the vocabulary is one token: Llama 3), unk_token and fuse_unk (else a
+  //     symbol with no token is dropped), byte_fallback (a character the vocabulary lacks becomes
+  //     its bytes' "<0xXX>" tokens); no dropout, continuing_subword_prefix or end_of_word_suffix.
+  //   normalizer: null, NFC, Replace (a "String" or "Regex" pattern), or a Sequence of those.
+  //   pre_tokenizer: null, ByteLevel (add_prefix_space, use_regex with GPT-2's pattern), Split (a
   //     "Regex" or "String" pattern; behavior Isolated, Removed, MergedWithPrevious,
-  //     MergedWithNext or Contiguous; invert), or a Sequence of those. At least one ByteLevel:
-  //     the model's alphabet is bytes.
+  //     MergedWithNext or Contiguous; invert), or a Sequence of those.
   //   added_tokens: content, id, special, lstrip, rstrip, single_word, normalized. The
   //     non-normalized ones are matched in the raw text before normalization, the normalized ones
-  //     in each normalized stretch between them; leftmost, then longest, as the library's
-  //     Aho-Corasick does.
+  //     (by their normalized content) in each normalized stretch between them; leftmost, then
+  //     longest, as the library's Aho-Corasick does.
   //   post_processor: null, ByteLevel (trim_offsets, add_prefix_space), RobertaProcessing (cls,
   //     sep, trim_offsets, add_prefix_space), TemplateProcessing (single, pair, special_tokens),
   //     or a Sequence of at most one offset trimmer and one template.
-  //   decoder: ByteLevel, or null (tokens joined by spaces).
+  //   decoder: ByteLevel, Replace (a "String" pattern), ByteFallback, Fuse, Strip, a Sequence of
+  //     those, or null (tokens joined by spaces).
+  //   truncation and padding are not read: the caller's EncodeOptions decide, as transformers'
+  //     fast tokenizers set them per call.
   // `model_max_length` comes from tokenizer_config.json (LoadTokenizer); the pad token is the
   // one of `pad_token` when the vocabulary has it, else id 0.
   // NotFound: no file. Unimplemented: a component or setting that is not supported, naming it and
   // what is ("tokenizer.json '<path>': pre_tokenizer type 'Metaspace' is not supported;
-  // supported: ..."). InvalidArgument, naming the field: anything malformed (a merge whose tokens
-  // the vocabulary lacks, ids that collide, a regex PCRE2 cannot compile).
+  // supported: ..."; a setting: "field 'model.dropout' = 0.1 is not supported; ...").
+  // InvalidArgument, naming the field: anything malformed (a merge whose tokens the vocabulary
+  // lacks, ids that collide or exceed the file's token count, a regex PCRE2 cannot compile).
   static absl::StatusOr<std::unique_ptr<BpeTokenizer>> FromTokenizerJson(
       const std::string& path, int64_t model_max_length, const std::string& pad_token);
 
@@ -91,16 +96,20 @@ class BpeTokenizer : public Tokenizer {
   // (leftmost, then longest), each one word; one with lstrip/rstrip takes the whitespace
   // before/after it, and its token is the text matched (" <mask>", as in `tokenizers`
   // Encoding.tokens; its id is "<mask>"'s); one with single_word matches only between non-word
-  // characters. Each stretch between them is normalized (NFC when the file says so: a composed
-  // character is aligned with the first character it was made of, as the library aligns it, so a
-  // token's offsets can leave out a combining mark), normalized added tokens are matched in it,
+  // characters. Each stretch between them is normalized (NFC: a composed character is aligned with
+  // the first character it was made of, as the library aligns it, so a token's offsets can leave
+  // out a combining mark; Replace: the new characters are aligned with the last one replaced),
+  // normalized added tokens are matched in it,
   // and the rest is pre-tokenized: Split patterns on PCRE2, then ByteLevel (a prefix space when
   // asked, the space aligned with the first character; GPT-2's pattern
   // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ when use_regex,
   // case sensitive: "I'LL" is "I" "'" "LL"). Each piece is one word: its UTF-8 bytes become the
   // characters of GPT-2's bytes_to_unicode (space "Ġ", newline "Ċ"), and with ignore_merges a
   // piece the vocabulary has whole is one token; otherwise they merge by rank (the lowest-ranked
-  // pair first, leftmost among equals; `tokenizers` Word::merge_all). A byte whose character the
+  // pair first, leftmost among equals; `tokenizers` Word::merge_all). Without a ByteLevel
+  // pre-tokenizer the symbols are the piece's characters instead, a character the vocabulary
+  // lacks becoming its bytes' "<0xXX>" tokens (byte_fallback, each spanning the character) or
+  // unk. A byte whose character the
   // vocabulary lacks becomes the unk token (vocab.json + merges.txt, as transformers'
   // BartTokenizer maps it; tokenizer.json with an unk_token) or is dropped (tokenizer.json
   // without); a vocabulary with all 256 byte characters, as every GPT-2-derived one has, never
@@ -111,13 +120,16 @@ class BpeTokenizer : public Tokenizer {
   // first token when the post-processor has add_prefix_space.
   // InvalidArgument: `text` is not valid UTF-8.
   absl::StatusOr<TokenizedText> Tokenize(std::string_view text) const override;
-  // The ByteLevel decoder: each token's characters mapped back to bytes (a token with a character
+  // The file's decoders in order, each on the list of token strings, then the strings joined;
+  // vocab.json + merges.txt and most tokenizer.json files have the ByteLevel decoder alone: each
+  // token's characters mapped back to bytes (a token with a character
   // outside the byte table, such as a special token, contributes its own UTF-8), then the bytes
   // read as UTF-8 with each maximal invalid subsequence replaced by U+FFFD (Rust's
-  // String::from_utf8_lossy). A tokenizer.json without a decoder joins the tokens with spaces, as
-  // the library does. Special tokens (added tokens marked special) are dropped when
-  // `skip_special_tokens`; unknown ids are skipped. No clean-up of spaces before punctuation
-  // (clean_up_tokenization_spaces false).
+  // String::from_utf8_lossy). Gemma's are Replace ("▁" -> " "), ByteFallback (runs of "<0xXX>"
+  // tokens read as UTF-8, one U+FFFD per token when they are not) and Fuse. A tokenizer.json
+  // without a decoder joins the tokens with spaces, as the library does. Special tokens (added
+  // tokens marked special) are dropped when `skip_special_tokens`; unknown ids are skipped. No
+  // clean-up of spaces before punctuation (clean_up_tokenization_spaces false).
   std::string Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const override;
 
   TokenizerKind kind() const override { return TokenizerKind::kByteLevelBpe; }
@@ -158,19 +170,45 @@ class BpeTokenizer : public Tokenizer {
     bool add_prefix_space = false;
     bool use_regex = true;
   };
+  // One normalizer of a (flattened) Sequence.
+  struct NormalizerStep {
+    enum class Kind { kNfc, kReplace };
+    Kind kind = Kind::kNfc;
+    // kReplace: every match of `pattern` becomes `content`.
+    std::shared_ptr<const Regex> pattern;
+    std::string content;
+  };
+  // One decoder of a (flattened) Sequence, applied to the list of token strings.
+  struct DecoderStep {
+    enum class Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip };
+    Kind kind = Kind::kByteLevel;
+    // kReplace: `pattern` (a plain string) becomes `content` in each token.
+    std::string pattern;
+    std::string content;
+    // kStrip: up to `start` / `stop` copies of the character `content` cut from each token's ends.
+    int64_t start = 0;
+    int64_t stop = 0;
+  };
   // Everything between the vocabulary and the template: what the two file formats configure.
   struct Pipeline {
     std::vector<AddedToken> added_tokens;
-    bool nfc = false;
+    std::vector<NormalizerStep> normalizer;
     std::vector<PreTokenizerStep> pre_tokenizer;
+    // The model's alphabet: bytes as GPT-2's characters (a ByteLevel pre-tokenizer), or the
+    // text's characters (SentencePiece-style BPE: Gemma), where a character the vocabulary lacks
+    // becomes its UTF-8 bytes' "<0xXX>" tokens with byte_fallback, else unk.
+    bool byte_level = true;
+    bool byte_fallback = false;
+    // Consecutive unknown characters make one unk token.
+    bool fuse_unk = false;
     bool ignore_merges = false;
     // The post-processor's process_offsets: a token's offsets leave out the "Ġ" and whitespace it
     // starts and ends with; with add_prefix_space one leading space of a text's first token stays.
     bool trim_offsets = false;
     bool trim_add_prefix_space = false;
-    // The ByteLevel decoder; false: tokens joined by spaces (no decoder).
-    bool byte_level_decoder = true;
-    // A byte whose character has no token becomes this one; -1: it is dropped (the library's BPE
+    // Empty: no decoder, the tokens are joined by spaces.
+    std::vector<DecoderStep> decoder = {DecoderStep{}};
+    // A byte (character) without a token becomes this one; -1: it is dropped (the library's BPE
     // without unk_token).
     int64_t unk_id = -1;
   };
@@ -210,6 +248,9 @@ class BpeTokenizer : public Tokenizer {
   void TokenizeStretch(const unicode::DecodedText& decoded, int64_t begin, int64_t end,
                        int64_t* word_index, TokenizedText* out,
                        std::vector<std::pair<int32_t, int32_t>>* edges) const;
+  // `chars` through `normalizer`, each character keeping the alignment the library gives it.
+  static std::vector<NormChar> Normalize(const std::vector<NormalizerStep>& normalizer,
+                                         std::vector<NormChar> chars);
   // The pre-tokenizer's pieces of one normalized stretch, empty ones dropped.
   std::vector<std::vector<NormChar>> PreTokenize(std::vector<NormChar> chars) const;
   // Appends the BPE tokens of one pre-tokenized piece.
@@ -233,7 +274,7 @@ class BpeTokenizer : public Tokenizer {
   std::vector<bool> is_special_id_;
   // The "Ġ" (or whitespace) characters each token starts and ends with, for trim_offsets.
   std::vector<std::pair<int32_t, int32_t>> edge_spaces_;
-  // The id of each byte's character, or the unk id (-1: none).
+  // The id of each byte's character (byte-level), or of its "<0xXX>" token (byte fallback), or -1.
   std::array<int64_t, 256> byte_ids_;
 };
 

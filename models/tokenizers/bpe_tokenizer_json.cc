@@ -27,14 +27,34 @@ using tokenizer_json::GetString;
 using tokenizer_json::Unsupported;
 using tokenizer_json::UnsupportedValue;
 
-constexpr char kNormalizers[] = "NFC, Sequence (of those), null";
-constexpr char kPreTokenizers[] = "ByteLevel, Split, Sequence (of those)";
+constexpr char kNormalizers[] = "NFC, Replace, Sequence (of those), null";
+constexpr char kPreTokenizers[] = "ByteLevel, Split, Sequence (of those), null";
 constexpr char kPostProcessors[] =
     "ByteLevel, RobertaProcessing, TemplateProcessing, Sequence (of those), null";
-constexpr char kDecoders[] = "ByteLevel, null";
+constexpr char kDecoders[] =
+    "ByteLevel, Replace, ByteFallback, Fuse, Strip, Sequence (of those), null";
 
 json TypeOf(const json& component) {
   return component.is_object() ? component.value("type", json()) : component;
+}
+
+// The "pattern" of a Split pre-tokenizer or Replace normalizer: {"Regex": ...} or {"String": ...}.
+absl::StatusOr<std::shared_ptr<const Regex>> ParsePattern(const json& component,
+                                                          const std::string& path,
+                                                          const std::string& where) {
+  const json pattern = component.value("pattern", json());
+  const bool literal = pattern.is_object() && pattern.contains("String");
+  const json text =
+      pattern.is_object() ? pattern.value(literal ? "String" : "Regex", json()) : json();
+  if (!text.is_string()) {
+    return FieldError(path, where + ".pattern", "{\"Regex\": ...} or {\"String\": ...}", pattern);
+  }
+  absl::StatusOr<std::unique_ptr<Regex>> regex = Regex::Create(text.get<std::string>(), literal);
+  if (!regex.ok()) {
+    return FieldError(path, where + ".pattern", "a pattern PCRE2 compiles",
+                      absl::StrCat(text.get<std::string>(), " (", regex.status().message(), ")"));
+  }
+  return std::shared_ptr<const Regex>(std::move(regex).value());
 }
 
 // A post-processor's template piece list ("single" or "pair" of TemplateProcessing).
@@ -100,17 +120,16 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
       return UnsupportedValue(path, absl::StrCat("model.", key), value, "null or \"\"");
     }
   }
-  if (model.value("byte_fallback", json()) == true) {
-    return UnsupportedValue(
-        path, "model.byte_fallback", true,
-        "false (byte-level BPE; SentencePiece-style byte fallback is not read yet)");
-  }
   if (!model.value("dropout", json()).is_null() && model["dropout"] != 0.0) {
     return UnsupportedValue(path, "model.dropout", model["dropout"],
                             "null (deterministic encoding)");
   }
   ATTNSCOPE_ASSIGN_OR_RETURN(const bool ignore_merges,
                              GetBool(model, "ignore_merges", false, path, "model.ignore_merges"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool byte_fallback,
+                             GetBool(model, "byte_fallback", false, path, "model.byte_fallback"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool fuse_unk,
+                             GetBool(model, "fuse_unk", false, path, "model.fuse_unk"));
 
   const json& vocab = model.value("vocab", json());
   if (!vocab.is_object() || vocab.empty()) {
@@ -192,6 +211,8 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
 
   Pipeline pipeline;
   pipeline.ignore_merges = ignore_merges;
+  pipeline.byte_fallback = byte_fallback;
+  pipeline.fuse_unk = fuse_unk;
   const json unk = model.value("unk_token", json());
   if (!unk.is_null()) {
     if (!unk.is_string() || !token_to_id.contains(unk.get<std::string>())) {
@@ -231,33 +252,44 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
 
   // --- normalizer ---
   std::vector<json> normalizers = {root.value("normalizer", json())};
-  while (!normalizers.empty()) {
-    const json normalizer = normalizers.back();
-    normalizers.pop_back();
+  for (size_t i = 0; i < normalizers.size(); ++i) {
+    const json normalizer = normalizers[i];
     const json type = TypeOf(normalizer);
     if (normalizer.is_null()) continue;
+    if (type == "Sequence" && normalizer.value("normalizers", json()).is_array()) {
+      const json& inner = normalizer["normalizers"];
+      normalizers.insert(normalizers.begin() + i + 1, inner.begin(), inner.end());
+      continue;
+    }
+    NormalizerStep step;
     if (type == "NFC") {
-      pipeline.nfc = true;
-    } else if (type == "Sequence" && normalizer.value("normalizers", json()).is_array()) {
-      for (const json& inner : normalizer["normalizers"]) normalizers.push_back(inner);
+      step.kind = NormalizerStep::Kind::kNfc;
+    } else if (type == "Replace") {
+      step.kind = NormalizerStep::Kind::kReplace;
+      ATTNSCOPE_ASSIGN_OR_RETURN(step.pattern, ParsePattern(normalizer, path, "normalizer"));
+      ATTNSCOPE_ASSIGN_OR_RETURN(step.content,
+                                 GetString(normalizer, "content", path, "normalizer.content"));
     } else {
       return Unsupported(path, "normalizer", type, kNormalizers);
     }
+    pipeline.normalizer.push_back(std::move(step));
   }
 
   // The library matches a normalized added token by its content normalized (the token written in
   // NFD matches the NFC text), and its id decodes to that form too (observed in the goldens).
-  if (pipeline.nfc) {
+  if (!pipeline.normalizer.empty()) {
     for (AddedToken& added : pipeline.added_tokens) {
       if (!added.normalized) continue;
       absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(added.content);
       if (!decoded.ok()) continue;  // nlohmann_json has checked the UTF-8 already.
-      std::string composed;
-      for (const unicode::ComposedChar& c : unicode::Nfc(decoded->code_points)) {
-        unicode::AppendUtf8(c.c, &composed);
+      std::vector<NormChar> chars;
+      for (char32_t c : decoded->code_points) chars.push_back({c, 0, 0});
+      std::string normalized;
+      for (const NormChar& c : Normalize(pipeline.normalizer, std::move(chars))) {
+        unicode::AppendUtf8(c.c, &normalized);
       }
-      id_to_token[static_cast<size_t>(added.id)] = composed;
-      added.content = std::move(composed);
+      id_to_token[static_cast<size_t>(added.id)] = normalized;
+      added.content = std::move(normalized);
     }
   }
 
@@ -271,6 +303,7 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
       pre_tokenizers.insert(pre_tokenizers.begin() + i + 1, inner.begin(), inner.end());
       continue;
     }
+    if (pre_tokenizer.is_null()) continue;
     PreTokenizerStep step;
     if (type == "ByteLevel") {
       step.kind = PreTokenizerStep::Kind::kByteLevel;
@@ -281,22 +314,7 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
                                                          "pre_tokenizer.use_regex"));
     } else if (type == "Split") {
       step.kind = PreTokenizerStep::Kind::kSplit;
-      const json pattern = pre_tokenizer.value("pattern", json());
-      const bool literal = pattern.is_object() && pattern.contains("String");
-      const json text =
-          pattern.is_object() ? pattern.value(literal ? "String" : "Regex", json()) : json();
-      if (!text.is_string()) {
-        return FieldError(path, "pre_tokenizer.pattern", "{\"Regex\": ...} or {\"String\": ...}",
-                          pattern);
-      }
-      absl::StatusOr<std::unique_ptr<Regex>> regex =
-          Regex::Create(text.get<std::string>(), literal);
-      if (!regex.ok()) {
-        return FieldError(
-            path, "pre_tokenizer.pattern", "a pattern PCRE2 compiles",
-            absl::StrCat(text.get<std::string>(), " (", regex.status().message(), ")"));
-      }
-      step.regex = std::move(regex).value();
+      ATTNSCOPE_ASSIGN_OR_RETURN(step.regex, ParsePattern(pre_tokenizer, path, "pre_tokenizer"));
       const json behavior = pre_tokenizer.value("behavior", json());
       static const std::pair<const char*, SplitBehavior> kBehaviors[] = {
           {"Isolated", SplitBehavior::kIsolated},
@@ -319,14 +337,10 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
     }
     pipeline.pre_tokenizer.push_back(std::move(step));
   }
-  if (std::none_of(pipeline.pre_tokenizer.begin(), pipeline.pre_tokenizer.end(),
-                   [](const PreTokenizerStep& step) {
-                     return step.kind == PreTokenizerStep::Kind::kByteLevel;
-                   })) {
-    return Unsupported(path, "pre_tokenizer", TypeOf(root.value("pre_tokenizer", json())),
-                       "a ByteLevel pre-tokenizer, alone or in a Sequence (this reader reads "
-                       "byte-level BPE only)");
-  }
+  // Without a ByteLevel pre-tokenizer the model's symbols are characters (Gemma's layout).
+  pipeline.byte_level = std::any_of(
+      pipeline.pre_tokenizer.begin(), pipeline.pre_tokenizer.end(),
+      [](const PreTokenizerStep& step) { return step.kind == PreTokenizerStep::Kind::kByteLevel; });
 
   // --- post-processor ---
   // Without a template the library's default: the texts only, the second with type id 1.
@@ -406,13 +420,43 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
   }
 
   // --- decoder ---
-  const json decoder = root.value("decoder", json());
-  if (TypeOf(decoder) == "ByteLevel") {
-    pipeline.byte_level_decoder = true;
-  } else if (decoder.is_null()) {
-    pipeline.byte_level_decoder = false;
-  } else {
-    return Unsupported(path, "decoder", TypeOf(decoder), kDecoders);
+  pipeline.decoder.clear();
+  std::vector<json> decoders = {root.value("decoder", json())};
+  for (size_t i = 0; i < decoders.size(); ++i) {
+    const json decoder = decoders[i];
+    const json type = TypeOf(decoder);
+    if (decoder.is_null()) continue;
+    if (type == "Sequence" && decoder.value("decoders", json()).is_array()) {
+      const json& inner = decoder["decoders"];
+      decoders.insert(decoders.begin() + i + 1, inner.begin(), inner.end());
+      continue;
+    }
+    DecoderStep step;
+    if (type == "ByteLevel") {
+      step.kind = DecoderStep::Kind::kByteLevel;
+    } else if (type == "ByteFallback") {
+      step.kind = DecoderStep::Kind::kByteFallback;
+    } else if (type == "Fuse") {
+      step.kind = DecoderStep::Kind::kFuse;
+    } else if (type == "Replace") {
+      step.kind = DecoderStep::Kind::kReplace;
+      const json pattern = decoder.value("pattern", json());
+      if (!pattern.is_object() || !pattern.value("String", json()).is_string()) {
+        return Unsupported(path, "decoder Replace pattern", pattern, "{\"String\": ...}");
+      }
+      step.pattern = pattern["String"].get<std::string>();
+      ATTNSCOPE_ASSIGN_OR_RETURN(step.content,
+                                 GetString(decoder, "content", path, "decoder.content"));
+    } else if (type == "Strip") {
+      step.kind = DecoderStep::Kind::kStrip;
+      ATTNSCOPE_ASSIGN_OR_RETURN(step.content,
+                                 GetString(decoder, "content", path, "decoder.content"));
+      ATTNSCOPE_ASSIGN_OR_RETURN(step.start, GetInt(decoder, "start", path, "decoder.start"));
+      ATTNSCOPE_ASSIGN_OR_RETURN(step.stop, GetInt(decoder, "stop", path, "decoder.stop"));
+    } else {
+      return Unsupported(path, "decoder", type, kDecoders);
+    }
+    pipeline.decoder.push_back(std::move(step));
   }
 
   int64_t pad_id = 0;

@@ -189,7 +189,7 @@ class Tokenizer {
 };
 
 // Loads the tokenizer of a Hugging Face checkpoint directory, trying in order: tokenizer.json with
-// a WordPiece model or a byte-level BPE one (GPT-2, RoBERTa, Llama 3, Qwen3; +
+// a WordPiece model or a BPE one (GPT-2, RoBERTa, Llama 3, Qwen3, Gemma 3; +
 // tokenizer_config.json's model_max_length and pad_token; one with a component
 // BpeTokenizer::FromTokenizerJson does not support is passed over for the files below, its refusal
 // returned when none is there), source.spm + target.spm + vocab.json (Marian, +

