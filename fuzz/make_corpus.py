@@ -117,6 +117,17 @@ def make_tokenizer_config(shared):
                       "max_position_embeddings": 64}))
 
 
+def with_changes(root, changes):
+    """`root` as JSON text after setting each of `changes`: a key "a__b" sets root["a"]["b"]."""
+    for path, value in changes.items():
+        node = root
+        *parents, last = path.split("__")
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return json.dumps(root, ensure_ascii=False, indent=2)
+
+
 def tokenizer_json(vocab, **changes):
     """A tokenizer.json of HF tokenizers' BertWordPieceTokenizer over `vocab`."""
     special = lambda token: {"id": vocab.index(token), "content": token, "single_word": False,
@@ -142,13 +153,7 @@ def tokenizer_json(vocab, **changes):
                   "max_input_chars_per_word": 100,
                   "vocab": {token: i for i, token in enumerate(vocab)}},
     }
-    for path, value in changes.items():
-        node = root
-        *parents, last = path.split("__")
-        for key in parents:
-            node = node[key]
-        node[last] = value
-    return json.dumps(root, ensure_ascii=False, indent=2)
+    return with_changes(root, changes)
 
 
 def make_tokenizer_json():
@@ -217,13 +222,7 @@ def bpe_tokenizer_json(**changes):
                   "byte_fallback": False, "ignore_merges": True, "vocab": vocab,
                   "merges": [m.split(" ") for m in merges]},
     }
-    for path, value in changes.items():
-        node = root
-        *parents, last = path.split("__")
-        for key in parents:
-            node = node[key]
-        node[last] = value
-    return json.dumps(root, ensure_ascii=False, indent=2)
+    return with_changes(root, changes)
 
 
 def gemma_layout_tokenizer_json():

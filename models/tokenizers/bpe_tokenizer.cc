@@ -158,6 +158,29 @@ std::string Utf8Lossy(const std::string& bytes) {
   return out;
 }
 
+// The matches of `regex` in a run of characters (anything with a char32_t `c`), as [first, last)
+// character indices.
+template <typename Chars>
+std::vector<std::pair<int64_t, int64_t>> MatchesInChars(const Regex& regex, const Chars& chars) {
+  std::string utf8;
+  std::vector<size_t> byte_starts;
+  byte_starts.reserve(chars.size() + 1);
+  for (const auto& c : chars) {
+    byte_starts.push_back(utf8.size());
+    unicode::AppendUtf8(c.c, &utf8);
+  }
+  byte_starts.push_back(utf8.size());
+  const auto index_of = [&](size_t byte) {
+    return static_cast<int64_t>(std::lower_bound(byte_starts.begin(), byte_starts.end(), byte) -
+                                byte_starts.begin());
+  };
+  std::vector<std::pair<int64_t, int64_t>> matches;
+  for (const auto& [start, end] : regex.FindAll(utf8)) {
+    matches.emplace_back(index_of(start), index_of(end));
+  }
+  return matches;
+}
+
 // Spans of a pre-token and whether each is a pattern match (tokenizers' Pattern::find_matches).
 using MatchedSpans = std::vector<std::pair<std::pair<int64_t, int64_t>, bool>>;
 
@@ -550,24 +573,10 @@ std::vector<BpeTokenizer::NormChar> BpeTokenizer::Normalize(
         next.push_back({composed.c, source.start, source.end});
       }
     } else {
-      std::string utf8;
-      std::vector<size_t> byte_starts;
-      byte_starts.reserve(chars.size() + 1);
-      for (const NormChar& c : chars) {
-        byte_starts.push_back(utf8.size());
-        unicode::AppendUtf8(c.c, &utf8);
-      }
-      byte_starts.push_back(utf8.size());
-      const auto index_of = [&](size_t byte) {
-        return static_cast<size_t>(std::lower_bound(byte_starts.begin(), byte_starts.end(), byte) -
-                                   byte_starts.begin());
-      };
       absl::StatusOr<unicode::DecodedText> content = unicode::DecodeUtf8(step.content);
-      size_t kept = 0;
-      for (const auto& [byte_start, byte_end] : step.pattern->FindAll(utf8)) {
-        if (byte_end == byte_start) continue;
-        const size_t first = index_of(byte_start);
-        const size_t last = index_of(byte_end);
+      int64_t kept = 0;
+      for (const auto& [first, last] : MatchesInChars(*step.pattern, chars)) {
+        if (first == last) continue;
         next.insert(next.end(), chars.begin() + kept, chars.begin() + first);
         // NormalizedString::replace: the new characters are inserted ones, aligned with the last
         // character they replace.
@@ -612,22 +621,8 @@ std::vector<std::vector<BpeTokenizer::NormChar>> BpeTokenizer::PreTokenize(
           start = stop;
         }
       } else {
-        std::string utf8;
-        std::vector<size_t> byte_starts;
-        byte_starts.reserve(piece.size() + 1);
-        for (const NormChar& c : piece) {
-          byte_starts.push_back(utf8.size());
-          unicode::AppendUtf8(c.c, &utf8);
-        }
-        byte_starts.push_back(utf8.size());
-        const auto index_of = [&](size_t byte) {
-          return static_cast<int64_t>(
-              std::lower_bound(byte_starts.begin(), byte_starts.end(), byte) - byte_starts.begin());
-        };
         int64_t previous = 0;
-        for (const auto& [byte_start, byte_end] : step.regex->FindAll(utf8)) {
-          const int64_t start = index_of(byte_start);
-          const int64_t stop = index_of(byte_end);
+        for (const auto& [start, stop] : MatchesInChars(*step.regex, piece)) {
           if (previous != start) matches.push_back({{previous, start}, step.invert});
           matches.push_back({{start, stop}, !step.invert});
           previous = stop;

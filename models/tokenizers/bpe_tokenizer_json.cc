@@ -34,6 +34,23 @@ constexpr char kPostProcessors[] =
 constexpr char kDecoders[] =
     "ByteLevel, Replace, ByteFallback, Fuse, Strip, Sequence (of those), null";
 
+// The components of a normalizer, pre-tokenizer, post-processor or decoder in order: nested
+// Sequences (whose list is under `list_key`) opened, nulls left out.
+std::vector<json> Flatten(const json& component, const char* list_key) {
+  std::vector<json> flat;
+  if (component.is_null()) return flat;
+  if (component.is_object() && component.value("type", json()) == "Sequence" &&
+      component.value(list_key, json()).is_array()) {
+    for (const json& inner : component[list_key]) {
+      std::vector<json> more = Flatten(inner, list_key);
+      flat.insert(flat.end(), more.begin(), more.end());
+    }
+    return flat;
+  }
+  flat.push_back(component);
+  return flat;
+}
+
 json TypeOf(const json& component) {
   return component.is_object() ? component.value("type", json()) : component;
 }
@@ -251,16 +268,8 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
   }
 
   // --- normalizer ---
-  std::vector<json> normalizers = {root.value("normalizer", json())};
-  for (size_t i = 0; i < normalizers.size(); ++i) {
-    const json normalizer = normalizers[i];
+  for (const json& normalizer : Flatten(root.value("normalizer", json()), "normalizers")) {
     const json type = TypeOf(normalizer);
-    if (normalizer.is_null()) continue;
-    if (type == "Sequence" && normalizer.value("normalizers", json()).is_array()) {
-      const json& inner = normalizer["normalizers"];
-      normalizers.insert(normalizers.begin() + i + 1, inner.begin(), inner.end());
-      continue;
-    }
     NormalizerStep step;
     if (type == "NFC") {
       step.kind = NormalizerStep::Kind::kNfc;
@@ -294,16 +303,8 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
   }
 
   // --- pre-tokenizer ---
-  std::vector<json> pre_tokenizers = {root.value("pre_tokenizer", json())};
-  for (size_t i = 0; i < pre_tokenizers.size(); ++i) {
-    const json pre_tokenizer = pre_tokenizers[i];
+  for (const json& pre_tokenizer : Flatten(root.value("pre_tokenizer", json()), "pretokenizers")) {
     const json type = TypeOf(pre_tokenizer);
-    if (type == "Sequence" && pre_tokenizer.value("pretokenizers", json()).is_array()) {
-      const json& inner = pre_tokenizer["pretokenizers"];
-      pre_tokenizers.insert(pre_tokenizers.begin() + i + 1, inner.begin(), inner.end());
-      continue;
-    }
-    if (pre_tokenizer.is_null()) continue;
     PreTokenizerStep step;
     if (type == "ByteLevel") {
       step.kind = PreTokenizerStep::Kind::kByteLevel;
@@ -350,16 +351,8 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
   post_processor.pair = {{Kind::kFirst, 0, "", 0}, {Kind::kSecond, 0, "", 1}};
   bool has_template = false;
   bool has_trimmer = false;
-  std::vector<json> processors = {root.value("post_processor", json())};
-  for (size_t i = 0; i < processors.size(); ++i) {
-    const json processor = processors[i];
+  for (const json& processor : Flatten(root.value("post_processor", json()), "processors")) {
     const json type = TypeOf(processor);
-    if (processor.is_null()) continue;
-    if (type == "Sequence" && processor.value("processors", json()).is_array()) {
-      const json& inner = processor["processors"];
-      processors.insert(processors.begin() + i + 1, inner.begin(), inner.end());
-      continue;
-    }
     const bool roberta = type == "RobertaProcessing";
     if (type == "ByteLevel" || roberta) {
       if (has_trimmer) {
@@ -421,16 +414,8 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
 
   // --- decoder ---
   pipeline.decoder.clear();
-  std::vector<json> decoders = {root.value("decoder", json())};
-  for (size_t i = 0; i < decoders.size(); ++i) {
-    const json decoder = decoders[i];
+  for (const json& decoder : Flatten(root.value("decoder", json()), "decoders")) {
     const json type = TypeOf(decoder);
-    if (decoder.is_null()) continue;
-    if (type == "Sequence" && decoder.value("decoders", json()).is_array()) {
-      const json& inner = decoder["decoders"];
-      decoders.insert(decoders.begin() + i + 1, inner.begin(), inner.end());
-      continue;
-    }
     DecoderStep step;
     if (type == "ByteLevel") {
       step.kind = DecoderStep::Kind::kByteLevel;
