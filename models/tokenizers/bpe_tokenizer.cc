@@ -81,6 +81,23 @@ bool IsNumber(char32_t c) {
   }
 }
 
+// Rust regex's \w, the boundary of a single_word added token: letters, marks, decimal and letter
+// numbers, connector punctuation, joiners.
+bool IsWordChar(char32_t c) {
+  if (IsLetter(c)) return true;
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_PC:
+      return true;
+    default:
+      return c == 0x200C || c == 0x200D;
+  }
+}
+
 // [^\s\p{L}\p{N}]
 bool IsOtherClass(char32_t c) { return !unicode::IsWhiteSpace(c) && !IsLetter(c) && !IsNumber(c); }
 
@@ -418,25 +435,7 @@ std::vector<BpeTokenizer::Segment> BpeTokenizer::FindAddedTokens(
   std::vector<Segment> segments;
   const std::vector<std::vector<int32_t>>& table = added_by_first_byte_[normalized ? 1 : 0];
   const std::vector<char32_t>& cps = decoded.code_points;
-  // Rust regex's \w: alphanumeric, marks, connector punctuation, joiners.
-  const auto is_word = [](char32_t c) {
-    switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
-      case UTF8PROC_CATEGORY_LU:
-      case UTF8PROC_CATEGORY_LL:
-      case UTF8PROC_CATEGORY_LT:
-      case UTF8PROC_CATEGORY_LM:
-      case UTF8PROC_CATEGORY_LO:
-      case UTF8PROC_CATEGORY_MN:
-      case UTF8PROC_CATEGORY_MC:
-      case UTF8PROC_CATEGORY_ME:
-      case UTF8PROC_CATEGORY_ND:
-      case UTF8PROC_CATEGORY_NL:
-      case UTF8PROC_CATEGORY_PC:
-        return true;
-      default:
-        return c == 0x200C || c == 0x200D;
-    }
-  };
+
   int64_t start_offset = 0;  // The end of the last split, in code points.
   int64_t scan = 0;          // Where the search for the next match starts.
   while (scan < decoded.size()) {
@@ -459,8 +458,8 @@ std::vector<BpeTokenizer::Segment> BpeTokenizer::FindAddedTokens(
     int64_t stop = decoded.CodePointsBeforeByte(decoded.ByteOffset(start) + added.content.size());
     scan = stop;
     if (added.single_word) {
-      const bool start_space = start == 0 || !is_word(cps[start - 1]);
-      const bool stop_space = stop == decoded.size() || !is_word(cps[stop]);
+      const bool start_space = start == 0 || !IsWordChar(cps[start - 1]);
+      const bool stop_space = stop == decoded.size() || !IsWordChar(cps[stop]);
       if (!start_space || !stop_space) continue;
     }
     if (added.lstrip) {
