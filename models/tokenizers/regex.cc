@@ -11,37 +11,61 @@ namespace {
 
 pcre2_code* Code(void* code) { return static_cast<pcre2_code*>(code); }
 
-// `pattern` with \s and \S widened to Unicode White_Space (PCRE2's \s lacks U+0085): outside a
-// class \s becomes [\s\x{85}] and \S [^\s\x{85}]; inside one \s gains \x{85} (a \S inside a class
-// is left alone: no tokenizer.json has one).
-std::string WidenWhiteSpace(std::string_view pattern) {
+// `pattern` with \s and \S meaning what they mean to Oniguruma: Unicode White_Space. PCRE2's \s
+// with PCRE2_UCP also takes U+180E (MONGOLIAN VOWEL SEPARATOR, in its \h list although Unicode made
+// it a format character in 6.3); the library splits "a \u180Eb" as "a", " \u180E", "b", PCRE2 as
+// is would give "a", " ", "\u180Eb". So \s becomes (?:(?!\x{180E})\s) and \S (?:\x{180E}|\S), and
+// a class holding one of them is wrapped the same way (PCRE2 10.42 has no class subtraction).
+std::string OnigurumaWhiteSpace(std::string_view pattern) {
+  constexpr std::string_view kWithout = "(?:(?!\\x{180E})";  // ... ) : U+180E never matches
+  constexpr std::string_view kWith = "(?:\\x{180E}|";        // ... ) : U+180E always matches
   std::string out;
-  out.reserve(pattern.size() + 16);
-  bool in_class = false;
+  out.reserve(pattern.size() + 32);
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
     if (c == '\\' && i + 1 < pattern.size()) {
       const char next = pattern[++i];
-      if (next == 's') {
-        out.append(in_class ? "\\s\\x{85}" : "[\\s\\x{85}]");
-      } else if (next == 'S' && !in_class) {
-        out.append("[^\\s\\x{85}]");
+      if (next == 's' || next == 'S') {
+        out.append(next == 's' ? kWithout : kWith).append({'\\', next, ')'});
       } else {
         out.push_back(c);
         out.push_back(next);
       }
       continue;
     }
-    if (c == '[' && !in_class) {
-      in_class = true;
+    if (c != '[') {
       out.push_back(c);
-      // A ']' right after '[' or '[^' is a literal, not the end of the class.
-      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out.push_back(pattern[++i]);
-      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out.push_back(pattern[++i]);
       continue;
     }
-    if (c == ']' && in_class) in_class = false;
-    out.push_back(c);
+    // A class: find its end (a ']' first, or after '^', is a literal; so is an escaped one; a
+    // POSIX [:name:] inside does not end it) and whether it holds \s or \S.
+    size_t end = i + 1;
+    const bool negated = end < pattern.size() && pattern[end] == '^';
+    if (negated) ++end;
+    if (end < pattern.size() && pattern[end] == ']') ++end;
+    bool has_s = false;
+    bool has_upper_s = false;
+    while (end < pattern.size() && pattern[end] != ']') {
+      if (pattern[end] == '\\' && end + 1 < pattern.size()) {
+        has_s |= pattern[end + 1] == 's';
+        has_upper_s |= pattern[end + 1] == 'S';
+        end += 2;
+      } else if (pattern.compare(end, 2, "[:") == 0) {
+        const size_t close = pattern.find(":]", end + 2);
+        end = close == std::string_view::npos ? pattern.size() : close + 2;
+      } else {
+        ++end;
+      }
+    }
+    const std::string_view whole =
+        pattern.substr(i, std::min(end + 1, pattern.size()) - i);  // with its ']'
+    if (has_s == has_upper_s) {
+      out.append(whole);
+    } else {
+      // [\s..] and [^\S..] must not match U+180E; [\S..] and [^\s..] must.
+      out.append((has_s != negated) ? kWithout : kWith).append(whole).append(")");
+    }
+    i = end;
   }
   return out;
 }
@@ -51,7 +75,7 @@ std::string WidenWhiteSpace(std::string_view pattern) {
 Regex::~Regex() { pcre2_code_free(Code(code_)); }
 
 absl::StatusOr<std::unique_ptr<Regex>> Regex::Create(std::string_view pattern, bool literal) {
-  const std::string compiled = literal ? std::string(pattern) : WidenWhiteSpace(pattern);
+  const std::string compiled = literal ? std::string(pattern) : OnigurumaWhiteSpace(pattern);
   int error = 0;
   PCRE2_SIZE error_offset = 0;
   // PCRE2_LITERAL refuses PCRE2_UCP (nothing in a literal depends on it).

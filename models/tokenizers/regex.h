@@ -27,8 +27,8 @@ class Regex {
   // Compiles `pattern` with PCRE2_UTF and PCRE2_UCP (\w, \d, \s and case folding by Unicode
   // properties, as Oniguruma does on UTF-8), JIT-compiled where PCRE2 has a JIT. `literal`: the
   // pattern is a plain string (tokenizer.json's {"String": ...}). Oniguruma's \s is Unicode's
-  // White_Space, which has U+0085 (NEL) where PCRE2's \s (Unicode category Z and the ASCII
-  // controls) does not; the pattern is rewritten so that \s and \S include and exclude it.
+  // White_Space; PCRE2's also has U+180E, so the pattern is rewritten to leave it out of \s (and
+  // in \S), classes included.
   // InvalidArgument: the pattern does not compile; the message has PCRE2's reason and its offset.
   static absl::StatusOr<std::unique_ptr<Regex>> Create(std::string_view pattern, bool literal);
 

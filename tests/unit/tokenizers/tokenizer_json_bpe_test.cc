@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -334,6 +335,42 @@ TEST(TokenizerJsonBpeTest, AMalformedTokenizerJsonIsAnErrorEvenWithSlowFiles) {
   ASSERT_FALSE(bad_regex.ok());
   EXPECT_THAT(bad_regex.status().message(),
               HasSubstr("field 'pre_tokenizer.pattern': expected a pattern PCRE2 compiles"));
+}
+
+// Whitespace as the library's regex engine (Oniguruma) has it, where PCRE2 differs: U+180E is no
+// \s (PCRE2's \h has it), U+0085 and U+00A0 are. No corpus line tells these apart; the expected
+// tokens and offsets are the library's (npm tokenizers 0.23.2), written down here.
+TEST(TokenizerJsonBpeTest, SplitPatternsSeeWhiteSpaceAsOniguruma) {
+  struct Case {
+    const char* tokenizer;
+    const char* text;
+    std::vector<std::string> tokens;
+    std::vector<Offset> offsets;
+  };
+  const std::vector<Case> cases = {
+      {"llama3", "a \u180Eb", {"a", "Ġá", "ł", "İ", "b"}, {{0, 1}, {1, 3}, {2, 3}, {2, 3}, {3, 4}}},
+      {"llama3", "a \u0085b", {"a", "Ġ", "Âħ", "b"}, {{0, 1}, {1, 2}, {2, 3}, {3, 4}}},
+      {"llama3", "a \u00A0b", {"a", "Ġ", "Âłb"}, {{0, 1}, {1, 2}, {2, 4}}},
+      {"qwen3", "a \u180Eb", {"a", "Ġá", "ł", "İ", "b"}, {{0, 1}, {1, 3}, {2, 3}, {2, 3}, {3, 4}}},
+      {"qwen3", "a \u0085b", {"a", "Ġ", "Â", "ħ", "b"}, {{0, 1}, {1, 2}, {2, 3}, {2, 3}, {3, 4}}},
+      {"qwen3", "a \u00A0b", {"a", "Ġ", "Âł", "b"}, {{0, 1}, {1, 2}, {2, 3}, {3, 4}}}};
+  std::map<std::string, std::unique_ptr<Tokenizer>> tokenizers;
+  for (const Case& c : cases) {
+    std::unique_ptr<Tokenizer>& tokenizer = tokenizers[c.tokenizer];
+    if (tokenizer == nullptr) {
+      const std::string file = TokenizerJsonPath(ReferenceDir(), c.tokenizer);
+      ASSERT_TRUE(std::filesystem::exists(file)) << file << ": make it with: " << kMakeGoldens;
+      const std::string dir = MakeTempDir();
+      std::filesystem::copy_file(file, dir + "/tokenizer.json");
+      absl::StatusOr<std::unique_ptr<Tokenizer>> loaded = LoadTokenizer(dir);
+      ASSERT_TRUE(loaded.ok()) << loaded.status();
+      tokenizer = std::move(loaded).value();
+    }
+    absl::StatusOr<TokenizedText> text = tokenizer->Tokenize(c.text);
+    ASSERT_TRUE(text.ok()) << text.status();
+    EXPECT_EQ(text->tokens, c.tokens) << c.tokenizer << " " << json(c.text).dump();
+    EXPECT_EQ(text->offsets, c.offsets) << c.tokenizer << " " << json(c.text).dump();
+  }
 }
 
 // The fuzz target's byte-level BPE seeds (fuzz/make_corpus.py) load and tokenize, so that the
