@@ -117,6 +117,17 @@ def make_tokenizer_config(shared):
                       "max_position_embeddings": 64}))
 
 
+def with_changes(root, changes):
+    """`root` as JSON text after setting each of `changes`: a key "a__b" sets root["a"]["b"]."""
+    for path, value in changes.items():
+        node = root
+        *parents, last = path.split("__")
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return json.dumps(root, ensure_ascii=False, indent=2)
+
+
 def tokenizer_json(vocab, **changes):
     """A tokenizer.json of HF tokenizers' BertWordPieceTokenizer over `vocab`."""
     special = lambda token: {"id": vocab.index(token), "content": token, "single_word": False,
@@ -142,13 +153,7 @@ def tokenizer_json(vocab, **changes):
                   "max_input_chars_per_word": 100,
                   "vocab": {token: i for i, token in enumerate(vocab)}},
     }
-    for path, value in changes.items():
-        node = root
-        *parents, last = path.split("__")
-        for key in parents:
-            node = node[key]
-        node[last] = value
-    return json.dumps(root, ensure_ascii=False, indent=2)
+    return with_changes(root, changes)
 
 
 def make_tokenizer_json():
@@ -170,6 +175,85 @@ def make_tokenizer_json():
         added_tokens=json.loads(tokenizer_json(vocab))["added_tokens"] + [added]))
     write("tokenizer_json", "no_normalizer", tokenizer_json(
         vocab, normalizer=None, model__continuing_subword_prefix="@@"))
+
+
+def bpe_tokenizer_json(**changes):
+    """A byte-level BPE tokenizer.json over tests/data/tiny-bart's vocab.json and merges.txt, in
+    Llama 3's layout (a regex Split, then ByteLevel without its regex, ignore_merges), with added
+    tokens of every flag and a Sequence post-processor holding a template."""
+    bart = ROOT / "tests/data/tiny-bart"
+    vocab = json.loads((bart / "vocab.json").read_text(encoding="utf-8"))
+    merges = (bart / "merges.txt").read_text(encoding="utf-8").split("\n")[1:-1]
+    added = lambda id_, content, **flags: {
+        "id": id_, "content": content, "single_word": flags.get("single_word", False),
+        "lstrip": flags.get("lstrip", False), "rstrip": flags.get("rstrip", False),
+        "normalized": flags.get("normalized", False), "special": flags.get("special", True)}
+    # A content the vocabulary has keeps its id there; the others come after it.
+    ids = {}
+    for content in ["<s>", "</s>", "<mask>", "[MASK]", "Việt"]:
+        ids[content] = vocab.get(content, len(vocab) + sum(c not in vocab for c in ids))
+    root = {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [added(ids["<s>"], "<s>"), added(ids["</s>"], "</s>", rstrip=True),
+                         added(ids["<mask>"], "<mask>", lstrip=True),
+                         added(ids["[MASK]"], "[MASK]", single_word=True),
+                         added(ids["Việt"], "Việt", special=False, normalized=True)],
+        "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}]},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+             "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+             "use_regex": False}]},
+        "post_processor": {"type": "Sequence", "processors": [
+            {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False,
+             "use_regex": True},
+            {"type": "TemplateProcessing",
+             "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                        {"Sequence": {"id": "A", "type_id": 0}}],
+             "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                      {"Sequence": {"id": "A", "type_id": 0}},
+                      {"SpecialToken": {"id": "<s>", "type_id": 1}},
+                      {"Sequence": {"id": "B", "type_id": 1}}],
+             "special_tokens": {"<s>": {"id": "<s>", "ids": [vocab["<s>"]], "tokens": ["<s>"]}}}]},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                    "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None, "fuse_unk": False,
+                  "byte_fallback": False, "ignore_merges": True, "vocab": vocab,
+                  "merges": [m.split(" ") for m in merges]},
+    }
+    return with_changes(root, changes)
+
+
+def gemma_layout_tokenizer_json():
+    """bpe_tokenizer_json's vocabulary as Gemma 3's layout reads it: characters, not bytes, a space
+    replaced by "▁", byte fallback to "<0xXX>" tokens, unk fused, and the decoders undoing it."""
+    root = json.loads(bpe_tokenizer_json(
+        normalizer={"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+        pre_tokenizer=None,
+        decoder={"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}))
+    model = root["model"]
+    for b in range(256):
+        model["vocab"].setdefault(f"<0x{b:02X}>", len(model["vocab"]))
+    model.update(byte_fallback=True, fuse_unk=True, unk_token="<unk>", ignore_merges=False)
+    # The added tokens' ids must stay after the vocabulary's.
+    for offset, token in enumerate(t for t in root["added_tokens"] if t["content"] not in model["vocab"]):
+        token["id"] = len(model["vocab"]) + offset
+    return json.dumps(root, ensure_ascii=False, indent=2)
+
+
+def make_bpe_tokenizer_json():
+    write("tokenizer_json", "bpe_llama3_layout", bpe_tokenizer_json())
+    write("tokenizer_json", "bpe_roberta_layout", bpe_tokenizer_json(
+        normalizer=None, model__ignore_merges=False,
+        pre_tokenizer={"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                       "use_regex": True},
+        post_processor={"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0],
+                        "trim_offsets": True, "add_prefix_space": True}))
+    write("tokenizer_json", "bpe_gemma_layout", gemma_layout_tokenizer_json())
 
 
 def make_texts(shared):
@@ -308,6 +392,7 @@ def main():
     make_model_config(shared)
     make_tokenizer_config(shared)
     make_tokenizer_json()
+    make_bpe_tokenizer_json()
     make_texts(shared)
     make_request_run(make_request_proto(args.protoc))
     make_http_body()

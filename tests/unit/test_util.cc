@@ -109,4 +109,20 @@ void PatchJsonFile(const std::string& path, const nlohmann::json& patch) {
   WriteFileBytes(path, json.dump(2));
 }
 
+std::vector<Offset> OffsetsFromJson(const nlohmann::json& spans) {
+  std::vector<Offset> offsets;
+  for (const nlohmann::json& span : spans) {
+    offsets.push_back({span[0].get<int64_t>(), span[1].get<int64_t>()});
+  }
+  return offsets;
+}
+
+std::vector<int64_t> IdsOrMinusOne(const nlohmann::json& values) {
+  std::vector<int64_t> ids;
+  for (const nlohmann::json& value : values) {
+    ids.push_back(value.is_null() ? -1 : value.get<int64_t>());
+  }
+  return ids;
+}
+
 }  // namespace attnscope::testing

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "models/tokenizers/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace attnscope::testing {
@@ -31,6 +32,10 @@ std::string CopyToTempDir(const std::string& dir);
 void WriteSafetensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors);
 // Every floating-point tensor of the checkpoint in `dir`, as float32.
 std::map<std::string, torch::Tensor> ReadCheckpointTensors(const std::string& dir);
+// Golden [[start, end], ...] spans as Offsets.
+std::vector<Offset> OffsetsFromJson(const nlohmann::json& spans);
+// Golden ids where null (no word or sequence: a special token) is -1, as Encoding has it.
+std::vector<int64_t> IdsOrMinusOne(const nlohmann::json& values);
 // Sets the top-level fields of `patch` in the JSON object of file `path` (null removes a field).
 void PatchJsonFile(const std::string& path, const nlohmann::json& patch);
 

@@ -16,7 +16,9 @@
 namespace attnscope {
 namespace {
 
+using ::attnscope::testing::IdsOrMinusOne;
 using ::attnscope::testing::MakeTempDir;
+using ::attnscope::testing::OffsetsFromJson;
 using ::attnscope::testing::ReadFileBytes;
 using ::attnscope::testing::TestDataDir;
 using ::attnscope::testing::WriteFileBytes;
@@ -36,25 +38,11 @@ std::unique_ptr<Tokenizer> LoadBart() {
   return tokenizer.ok() ? std::move(tokenizer).value() : nullptr;
 }
 
-std::vector<Offset> Offsets(const json& spans) {
-  std::vector<Offset> offsets;
-  for (const json& span : spans)
-    offsets.push_back({span[0].get<int64_t>(), span[1].get<int64_t>()});
-  return offsets;
-}
-
-// null (a special token) is -1 in Encoding.
-std::vector<int64_t> IdsOrMinusOne(const json& values) {
-  std::vector<int64_t> ids;
-  for (const json& value : values) ids.push_back(value.is_null() ? -1 : value.get<int64_t>());
-  return ids;
-}
-
 void ExpectEncodes(const Encoding& encoding, const json& expected) {
   EXPECT_EQ(encoding.input_ids, expected["input_ids"].get<std::vector<int64_t>>());
   EXPECT_EQ(encoding.tokens, expected["tokens"].get<std::vector<std::string>>());
-  EXPECT_EQ(encoding.offsets, Offsets(expected["offsets"]));
-  EXPECT_EQ(encoding.byte_offsets, Offsets(expected["byte_offsets"]));
+  EXPECT_EQ(encoding.offsets, OffsetsFromJson(expected["offsets"]));
+  EXPECT_EQ(encoding.byte_offsets, OffsetsFromJson(expected["byte_offsets"]));
   EXPECT_EQ(encoding.word_ids, IdsOrMinusOne(expected["word_ids"]));
   EXPECT_EQ(encoding.sequence_ids, IdsOrMinusOne(expected["sequence_ids"]));
   // RobertaProcessing: every type id is 0, also in pairs.
