@@ -17,6 +17,9 @@ using Clock = std::chrono::steady_clock;
 // calls at least half as long as the longest.
 constexpr int64_t kShortInputTokens = 64;
 
+// How often a call waiting in the queue is checked.
+constexpr absl::Duration kQueueCheckInterval = absl::Milliseconds(50);
+
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -76,6 +79,20 @@ absl::StatusOr<BatchOutput> ForwardBatcher::Run(const LoadedModel& model,
   {
     absl::MutexLock lock(&mutex_);
     queue_.push_back(&call);
+  }
+  // A call that expires or is cancelled while it waits (behind a long pass, or for its batch to
+  // fill) leaves the queue at once, rather than at its turn. The check runs under the lock so that
+  // the batcher, which checks the calls it takes, never checks this one at the same time.
+  while (call.check != nullptr && !call.done.WaitForNotificationWithTimeout(kQueueCheckInterval)) {
+    absl::MutexLock lock(&mutex_);
+    const auto queued = std::find(queue_.begin(), queue_.end(), &call);
+    if (queued == queue_.end()) break;  // taken into a pass, which checks it
+    absl::Status status = (*call.check)("while waiting for its forward pass");
+    if (!status.ok()) {
+      queue_.erase(queued);
+      if (observer_ != nullptr) observer_->OnQueueWait(model.name(), SecondsSince(call.queued));
+      return status;
+    }
   }
   call.done.WaitForNotification();
   return std::move(call.result);

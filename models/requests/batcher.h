@@ -39,7 +39,8 @@
 
 namespace attnscope {
 
-// Called before the forward pass (when the call's turn comes) and after each layer, with a
+// Called while the call waits in the queue, before the forward pass (when the call's turn comes)
+// and after each layer, with a
 // description of the moment ("after layer 3"); a non-OK status (DeadlineExceeded, Cancelled)
 // stops the call. Empty = never stops.
 using CallCheck = std::function<absl::Status(absl::string_view when)>;
@@ -83,9 +84,10 @@ class ForwardBatcher {
   // with at least the outputs `options` asks for: tensors [encodings.size(), ...] whose sequence
   // axes may be padded beyond this call's own longest input, as in any batch; `encodings[b].size()`
   // says how many positions are real. Errors: what LoadedModel::Run returns; the status of
-  // `check` (before the pass and after each layer; a pass stops early only when every call in it
-  // has stopped); Internal for a LibTorch exception. Thread-safe; blocks until the call's pass
-  // has run.
+  // `check` (every 50 ms while the call waits in the queue, then before the pass and after each
+  // layer; a pass stops early only when every call in it has stopped); Internal for a LibTorch
+  // exception. `check` is never called from two threads at once. Thread-safe; blocks until the
+  // call's pass has run or the call has stopped.
   absl::StatusOr<BatchOutput> Run(const LoadedModel& model, std::vector<Encoding> encodings,
                                   const ForwardOptions& options, const CallCheck& check);
 
