@@ -32,6 +32,12 @@ inline constexpr int64_t kDefaultMaxCallTokens = int64_t{1} << 20;
 // (attnscope-server --max_call_seconds): what the work bound above allows, on a slow machine.
 inline constexpr double kDefaultMaxCallSeconds = 300.0;
 
+// Default bound on the bytes of attention that the answers of GetAttention and StreamAttention
+// hold at once, from before their forward pass until they are written out (attnscope-server
+// --max_answer_bytes_in_flight): eight of the largest unary answers in float32, and about twelve
+// unread streams of 421 tokens on a 5-layer Llama.
+inline constexpr int64_t kDefaultMaxAnswerBytesInFlight = int64_t{512} << 20;
+
 }  // namespace attnscope
 
 #endif  // ATTNSCOPE_COMMON_LIMITS_H_

@@ -125,6 +125,11 @@ ABSL_FLAG(int64_t, max_call_tokens, kDefaults.service.max_call_tokens,
           "an Attribute's occluded tokens and integrated-gradients steps, a Generate's beams over "
           "the prompt and new tokens, each times their tokens. More get RESOURCE_EXHAUSTED before "
           "the first pass.");
+ABSL_FLAG(int64_t, max_answer_bytes_in_flight, kDefaults.service.max_answer_bytes_in_flight,
+          "Most bytes of attention the answers of GetAttention and StreamAttention hold at once, "
+          "from their forward pass until their clients have read them; a call that would go over "
+          "gets RESOURCE_EXHAUSTED before its pass (one call alone is always served). 0 = no "
+          "limit.");
 ABSL_FLAG(double, max_call_seconds, kDefaults.service.max_call_seconds,
           "Longest a call may run, in seconds, whatever deadline its caller sets (or none); then "
           "it ends with DEADLINE_EXCEEDED.");
@@ -196,6 +201,7 @@ int main(int argc, char** argv) {
   options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options.service.max_inputs_per_request = absl::GetFlag(FLAGS_max_inputs_per_request);
   options.service.max_call_tokens = absl::GetFlag(FLAGS_max_call_tokens);
+  options.service.max_answer_bytes_in_flight = absl::GetFlag(FLAGS_max_answer_bytes_in_flight);
   options.service.max_call_seconds = absl::GetFlag(FLAGS_max_call_seconds);
   options.service.batching.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   options.service.batching.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);

@@ -183,6 +183,12 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
         "--max_stream_message_bytes ", options.service.max_stream_message_bytes,
         ": expected at least 1 byte; the default is ", ServiceOptions().max_stream_message_bytes));
   }
+  if (options.service.max_answer_bytes_in_flight < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_answer_bytes_in_flight ", options.service.max_answer_bytes_in_flight,
+                     ": expected bytes, at least 0 (0 = no limit); the default is ",
+                     kDefaultMaxAnswerBytesInFlight));
+  }
   if (options.service.max_call_tokens < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_call_tokens ", options.service.max_call_tokens,

@@ -88,6 +88,7 @@ void ServiceCore::SetModels(std::vector<std::unique_ptr<LoadedModel>> models) {
   options.batching = options_.batching;
   options.max_inputs_per_request = options_.max_inputs_per_request;
   options.max_call_tokens = options_.max_call_tokens;
+  options.max_answer_bytes_in_flight = options_.max_answer_bytes_in_flight;
   runner_ = std::make_unique<RequestRunner>(options, std::move(models), observer_.get());
   ready_.store(true);
 }

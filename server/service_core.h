@@ -50,6 +50,10 @@ struct ServiceOptions {
   // Longest a call may run, in seconds, whatever deadline its caller set (or none): then it ends
   // with DEADLINE_EXCEEDED at its next check (between layers, steps or batches of passes).
   double max_call_seconds = kDefaultMaxCallSeconds;
+  // Most bytes of attention that GetAttention and StreamAttention answers hold at once, until
+  // they are written out; a call that would go over gets RESOURCE_EXHAUSTED before its forward
+  // pass (models/requests/byte_budget.h). 0 = no limit.
+  int64_t max_answer_bytes_in_flight = kDefaultMaxAnswerBytesInFlight;
   // Dynamic batching of forward passes (models/requests/batcher.h).
   ForwardBatcher::Options batching;
 };

@@ -187,9 +187,11 @@ absl::Status ValidateAttentionQuery(const AttentionQuery& query, const LoadedMod
   return absl::OkStatus();
 }
 
-// RunAttention's third step: the bytes of the answer, known from the resolved counts before the
-// forward pass. An over-cap answer is refused here rather than computed only to be dropped.
-int64_t EstimateAttentionBytes(const AttentionQuery& query, const AttentionAnswer& answer) {
+// RunAttention's third step: the bytes of the answer in `dtype`, known from the resolved counts
+// before the forward pass. An over-cap answer is refused here rather than computed only to be
+// dropped.
+int64_t EstimateAttentionBytes(const AttentionQuery& query, const AttentionAnswer& answer,
+                               OutputDType dtype) {
   const int64_t queries = answer.window.query_end - answer.window.query_start;
   const int64_t keys = answer.window.key_end - answer.window.key_start;
   const auto columns = [&](int64_t keys) {
@@ -205,10 +207,10 @@ int64_t EstimateAttentionBytes(const AttentionQuery& query, const AttentionAnswe
         HeadsOut(query.head_aggregation, answer.decoder_heads.size()) * decoder_queries *
         (columns(answer.decoder_window.key_end - answer.decoder_window.key_start) + columns(keys));
   }
-  int64_t bytes = cells * BytesPerElement(answer.dtype);
+  int64_t bytes = cells * BytesPerElement(dtype);
   if (query.include_scores) bytes *= 2;
   if (answer.top_k) bytes += cells * BytesPerElement(OutputDType::kFloat32);
-  if (query.rollout) bytes += queries * keys * BytesPerElement(answer.dtype);
+  if (query.rollout) bytes += queries * keys * BytesPerElement(dtype);
   return bytes;
 }
 
@@ -342,11 +344,17 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
   std::vector<WordSpan> spans;
   ATTNSCOPE_RETURN_IF_ERROR(ResolveAttention(query, &answer, &spans));
   if (delivery == Delivery::kUnary) {
-    const int64_t bytes = EstimateAttentionBytes(query, answer);
+    const int64_t bytes = EstimateAttentionBytes(query, answer, answer.dtype);
     if (bytes > options_.max_response_bytes) {
       return TooLarge("GetAttention", bytes, options_.max_response_bytes, AttentionFixes(query));
     }
   }
+  // The answer's tensors are float32 until the front end copies them out.
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      answer.budget_hold,
+      answer_budget_.Reserve(
+          EstimateAttentionBytes(query, answer, OutputDType::kFloat32),
+          delivery == Delivery::kStream ? "StreamAttention's answer" : "GetAttention's answer"));
   ATTNSCOPE_ASSIGN_OR_RETURN(const ForwardOutput forward, RunAttentionPass(query, answer, check));
   ATTNSCOPE_RETURN_IF_ERROR(PostProcessAttention(query, spans, forward, &answer));
   return answer;

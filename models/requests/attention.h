@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/attention_ops.h"
+#include "models/requests/byte_budget.h"
 #include "models/requests/types.h"
 
 namespace attnscope {
@@ -85,6 +86,10 @@ struct AttentionAnswer {
   std::vector<torch::Tensor> decoder_top_k_indices;
   std::vector<torch::Tensor> cross_attentions;
   std::vector<torch::Tensor> cross_top_k_indices;
+
+  // The answer's bytes reserved in the runner's answer budget (see byte_budget.h), given back
+  // when the answer (its last copy) is destroyed.
+  ByteBudget::Hold budget_hold;
 
   // Dimension names of the stacked attentions: layer, head, query_token, key_token (query_word,
   // key_word with aggregate_words; k with top_k).

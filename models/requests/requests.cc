@@ -32,7 +32,8 @@ RequestRunner::RequestRunner(const Options& options,
       models_(std::move(models)),
       observer_(observer),
       batcher_(options.batching, observer),
-      gate_(kComputeSlots) {}
+      gate_(kComputeSlots),
+      answer_budget_(options.max_answer_bytes_in_flight, "--max_answer_bytes_in_flight") {}
 
 absl::StatusOr<const LoadedModel*> RequestRunner::FindModel(const std::string& name) const {
   if (models_.empty()) return absl::UnavailableError("no model is loaded yet");

@@ -40,6 +40,7 @@
 #include "models/requests/attention.h"
 #include "models/requests/attribute.h"
 #include "models/requests/batcher.h"
+#include "models/requests/byte_budget.h"
 #include "models/requests/compute_gate.h"
 #include "models/requests/cross_attention.h"
 #include "models/requests/encode.h"
@@ -81,6 +82,11 @@ class RequestRunner {
     // blocks are cut out, so 64 documents of 512 tokens in one pass held 1.4-3.8 GB. The
     // documents go through in groups under it (a document over it alone, alone).
     int64_t max_pass_attention_bytes = int64_t{256} << 20;
+    // Most bytes of attention the answers of GetAttention and StreamAttention may hold at once,
+    // from before their forward pass until they are written out (a stream's, until its client
+    // has read it): a call that would take the total over it gets ResourceExhausted (see
+    // byte_budget.h). 0 = no limit.
+    int64_t max_answer_bytes_in_flight = kDefaultMaxAnswerBytesInFlight;
   };
 
   // `observer` may be null; it must outlive the runner.
@@ -163,6 +169,7 @@ class RequestRunner {
   // intra-op thread (see compute_gate.h).
   static constexpr int kComputeSlots = 1;
   mutable ComputeGate gate_;
+  mutable ByteBudget answer_budget_;
 };
 
 // The message of a ResourceExhausted answer over the cap: "<rpc> response would be N bytes, over

@@ -31,6 +31,8 @@ const std::map<std::string, Refusal>& Refusals() {
       {"api_keys_file", {{"--api_keys_file=/nonexistent/keys"}, "--api_keys_file"}},
       {"http_listen", {{"--http_listen=nohost"}, "--http_listen 'nohost'"}},
       {"listen", {{"--listen=127.0.0.1:99999"}, "--listen '127.0.0.1:99999'"}},
+      {"max_answer_bytes_in_flight",
+       {{"--max_answer_bytes_in_flight=-1"}, "--max_answer_bytes_in_flight -1"}},
       {"max_batch_size", {{"--max_batch_size=0"}, "--max_batch_size 0"}},
       {"max_batch_tokens", {{"--max_batch_tokens=0"}, "--max_batch_tokens 0"}},
       {"max_call_seconds", {{"--max_call_seconds=0"}, "--max_call_seconds 0"}},

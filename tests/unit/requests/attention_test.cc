@@ -1,6 +1,7 @@
 // RunAttention (models/requests/attention.cc) in process: its checks before any tokenization, the
 // size estimate against the bytes of the answer it would send, and the post-processing (head
 // aggregation, windows, top-k, the decoder's side) against the dense answer of the same pass.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,53 @@ TEST(RequestAttentionTest, SizeEstimateIsTheAnswersSize) {
                 HasSubstr(absl::StrCat("GetAttention response would be ", bytes, " bytes")));
     // A stream has no cap.
     EXPECT_TRUE(small->RunAttention(query, NoCheck(), Delivery::kStream).ok());
+  }
+}
+
+// Answers held at once (a stream's until its client has read it) stay under
+// max_answer_bytes_in_flight: the next call is refused before its pass while they are held, and
+// served once they are gone. A call alone is served whatever its size.
+TEST(RequestAttentionTest, AnswersHeldAtOnceStayUnderTheBudget) {
+  AttentionQuery query = BertQuery();
+  const int64_t bytes =
+      BytesOf(NewRunner()->RunAttention(query, NoCheck(), Delivery::kStream).value().attentions,
+              /*bytes_per_element=*/4);
+  ASSERT_GT(bytes, 0);
+  RequestRunner::Options options;
+  options.max_answer_bytes_in_flight = bytes + bytes / 2;
+  std::unique_ptr<RequestRunner> runner = NewRunner(options);
+
+  std::optional<absl::StatusOr<AttentionAnswer>> first =
+      runner->RunAttention(query, NoCheck(), Delivery::kStream);
+  ASSERT_TRUE(first->ok()) << first->status();
+  for (const Delivery delivery : {Delivery::kStream, Delivery::kUnary}) {
+    const absl::StatusOr<AttentionAnswer> refused =
+        runner->RunAttention(query, NoCheck(), delivery);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr(absl::StrCat("would hold ", bytes,
+                                       " bytes while the answers being "
+                                       "computed or read by their clients hold ",
+                                       bytes)));
+    EXPECT_THAT(refused.status().message(), HasSubstr("--max_answer_bytes_in_flight"));
+  }
+  // A copy holds the reservation as the original does.
+  const AttentionAnswer copy = **first;
+  first.reset();
+  EXPECT_FALSE(runner->RunAttention(query, NoCheck(), Delivery::kStream).ok());
+}
+
+TEST(RequestAttentionTest, AnswersAreServedAgainOnceTheHeldOnesAreGone) {
+  AttentionQuery query = BertQuery();
+  RequestRunner::Options options;
+  options.max_answer_bytes_in_flight = 1;
+  std::unique_ptr<RequestRunner> runner = NewRunner(options);
+  for (int call = 0; call < 3; ++call) {
+    // Each alone: over the limit, but nothing else is held.
+    absl::StatusOr<AttentionAnswer> answer =
+        runner->RunAttention(query, NoCheck(), Delivery::kStream);
+    ASSERT_TRUE(answer.ok()) << answer.status();
   }
 }
 
