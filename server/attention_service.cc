@@ -1,6 +1,10 @@
 #include "server/attention_service.h"
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/metrics.h"
 
 namespace attnscope::server {
 namespace {
@@ -114,6 +118,22 @@ grpc::Status AttentionService::Attribute(grpc::ServerContext* context,
                                          const v1::AttributeRequest* request,
                                          v1::AttributeResponse* response) {
   return ToGrpcStatus(core_->Attribute(GrpcCall(context), *request, response));
+}
+
+grpc::ServerGenericBidiReactor* UnknownMethodService::CreateReactor(
+    grpc::GenericCallbackServerContext* context) {
+  class Refusal : public grpc::ServerGenericBidiReactor {
+   public:
+    explicit Refusal(const std::string& method) {
+      Finish(ToGrpcStatus(absl::UnimplementedError(absl::StrCat(
+          "method '", method, "': not a method of this server; attnscope.v1.AttentionService has ",
+          absl::StrJoin(Metrics::RpcNames(), ", "),
+          " (proto/attnscope/v1/attnscope.proto); grpc.health.v1.Health and server reflection are "
+          "served too"))));
+    }
+    void OnDone() override { delete this; }
+  };
+  return new Refusal(context->method());
 }
 
 }  // namespace attnscope::server

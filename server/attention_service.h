@@ -4,6 +4,7 @@
 #ifndef ATTNSCOPE_SERVER_ATTENTION_SERVICE_H_
 #define ATTNSCOPE_SERVER_ATTENTION_SERVICE_H_
 
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
@@ -61,6 +62,15 @@ class AttentionService final : public v1::AttentionService::Service {
 
   ServiceCore* const core_;
   WriteWatchdog watchdog_;
+};
+
+// Answers a call to a method no registered service has (a client built from another proto, a
+// typo) with UNIMPLEMENTED naming the method and the service's methods; gRPC's own answer to it
+// has an empty message.
+class UnknownMethodService final : public grpc::CallbackGenericService {
+ public:
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override;
 };
 
 }  // namespace attnscope::server

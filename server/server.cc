@@ -284,6 +284,8 @@ absl::Status RunServer(const ServerOptions& options) {
   // would split the calls between the two.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
+  UnknownMethodService unknown_methods;
+  builder.RegisterCallbackGenericService(&unknown_methods);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<ParseFailureInterceptorFactory>(&metrics));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
