@@ -1,8 +1,10 @@
 // attnscope-server: serves what transformer checkpoints attend to over gRPC, HTTP/JSON and Connect,
 // with Prometheus metrics and the dashboard. Every flag is defined here; the rest of the server
 // takes Options structs.
+#include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -188,6 +190,19 @@ int main(int argc, char** argv) {
   options.http.listen = absl::GetFlag(FLAGS_http_listen);
   options.http.dashboard_dir = absl::GetFlag(FLAGS_dashboard_dir);
   options.http.threads = absl::GetFlag(FLAGS_http_threads);
+  // absl::Seconds makes NaN an infinite duration, which ValidateServerOptions would then report as
+  // "inf": a NaN is refused here, under the value given.
+  const std::pair<const char*, absl::Flag<double>*> timeouts[] = {
+      {"--http_header_timeout_seconds", &FLAGS_http_header_timeout_seconds},
+      {"--http_body_timeout_seconds", &FLAGS_http_body_timeout_seconds},
+      {"--http_idle_timeout_seconds", &FLAGS_http_idle_timeout_seconds},
+      {"--write_timeout_seconds", &FLAGS_write_timeout_seconds}};
+  for (const auto& [flag, value] : timeouts) {
+    if (std::isnan(absl::GetFlag(*value))) {
+      std::fprintf(stderr, "attnscope-server: %s nan: expected seconds above 0\n", flag);
+      return 2;
+    }
+  }
   options.http.limits.header_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_http_header_timeout_seconds));
   options.http.limits.body_timeout = absl::Seconds(absl::GetFlag(FLAGS_http_body_timeout_seconds));
@@ -217,8 +232,12 @@ int main(int argc, char** argv) {
   const absl::Status status = attnscope::server::RunServer(options);
   if (!status.ok()) {
     std::fprintf(stderr, "attnscope-server: %s\n", status.ToString().c_str());
-    // An address in use is a flag to change, like a value refused above.
-    return status.code() == absl::StatusCode::kUnavailable ? 2 : 1;
+    // An address in use or a model that cannot be served is the start's configuration to change,
+    // like a value refused above; 1 is left for a failure of the server itself.
+    return status.code() == absl::StatusCode::kInternal ||
+                   status.code() == absl::StatusCode::kUnknown
+               ? 1
+               : 2;
   }
   return 0;
 }
