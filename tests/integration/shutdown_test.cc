@@ -196,14 +196,15 @@ TEST(ShutdownTest, AGrpcCallPastTheGraceIsToldTheServerIsShuttingDown) {
   ServerProcess& server = **started;
   std::unique_ptr<v1::AttentionService::Stub> stub = v1::AttentionService::NewStub(
       grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
-  // Seconds of work: 500 new tokens in 8 beams, each with every layer's attention.
+  // Many seconds of work: 500 new tokens in 64 beams, each with every layer's attention (8 beams
+  // took about a second, and sometimes ended inside the grace).
   v1::GenerateRequest request;
   request.set_prompt("Once upon a time");
   request.set_max_new_tokens(500);
   request.set_ignore_eos(true);
   request.set_output_attentions(true);
   request.set_method(v1::DECODING_METHOD_BEAM_SEARCH);
-  request.set_num_beams(8);
+  request.set_num_beams(64);
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
       stub->Generate(&context, request);
