@@ -36,7 +36,8 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
   ATTNSCOPE_ASSIGN_OR_RETURN(const json root, tokenizer_json::Read(path));
   const json model = root.value("model", json());
   if (TypeOf(model) != "BPE") {
-    return Unsupported(path, "model", TypeOf(model), "BPE (here), WordPiece (LoadTokenizer)");
+    return Unsupported(path, "model", TypeOf(model),
+                       "BPE (here), WordPiece, Unigram (LoadTokenizer)");
   }
 
   // --- model ---

@@ -134,8 +134,8 @@ TEST(TokenizerJsonBpeTest, RefusesAnUnsupportedComponentByName) {
             "decoder type 'WordPiece' is not supported; supported: ByteLevel, Replace"},
            {{{"model", {{"continuing_subword_prefix", "##"}}}},
             "field 'model.continuing_subword_prefix' = \"##\" is not supported"},
-           {{{"model", {{"type", "Unigram"}}}},
-            "model.type': expected \"WordPiece\" or \"BPE\""}}) {
+           {{{"model", {{"type", "WordLevel"}}}},
+            "model.type': expected \"WordPiece\", \"BPE\" or \"Unigram\""}}) {
     absl::StatusOr<std::unique_ptr<Tokenizer>> refused =
         LoadTokenizer(FolderWith(SmallTokenizerJson(patch)));
     ASSERT_FALSE(refused.ok()) << patch.dump();
