@@ -1,6 +1,6 @@
 // Hugging Face tokenizer.json loading (LoadTokenizer of a folder holding only tokenizer.json, which
-// reads it with WordPieceTokenizer::FromTokenizerJson or BpeTokenizer::FromTokenizerJson) on
-// arbitrary bytes. Each tokenizer that
+// reads it with WordPieceTokenizer::FromTokenizerJson, BpeTokenizer::FromTokenizerJson or
+// UnigramTokenizer::FromTokenizerJson) on arbitrary bytes. Each tokenizer that
 // loads encodes a fixed text through the checks of tokenizer_checks.h.
 #include <cstddef>
 #include <cstdint>

@@ -1,229 +1,24 @@
 #include "models/tokenizers/bpe_tokenizer.h"
 
 #include <algorithm>
-#include <cctype>
 #include <functional>
 #include <queue>
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/file_util.h"
 #include "common/json_util.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "utf8proc.h"
 
 namespace attnscope {
 namespace {
 
 using json = nlohmann::json;
-
-// GPT-2's bytes_to_unicode: the printable bytes of Latin-1 stand for themselves, the other 68
-// (controls, space, DEL, NBSP, soft hyphen, ...) map in byte order to U+0100 and up, so that every
-// byte is a visible character BPE can merge.
-constexpr bool IsPrintableByte(int b) {
-  return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-}
-
-std::array<char32_t, 256> MakeByteChars() {
-  std::array<char32_t, 256> chars{};
-  char32_t next = 0x100;
-  for (int b = 0; b < 256; ++b) chars[b] = IsPrintableByte(b) ? b : next++;
-  return chars;
-}
-
-const std::array<char32_t, 256>& ByteChars() {
-  static const std::array<char32_t, 256> chars = MakeByteChars();
-  return chars;
-}
-
-// The byte a character of the table stands for, or -1.
-int ByteOfChar(char32_t c) {
-  static const std::array<int16_t, 0x144> bytes = [] {
-    std::array<int16_t, 0x144> table;
-    table.fill(-1);
-    for (int b = 0; b < 256; ++b) table[ByteChars()[b]] = static_cast<int16_t>(b);
-    return table;
-  }();
-  return c < bytes.size() ? bytes[c] : -1;
-}
-
-constexpr char32_t kSpaceChar = 0x120;  // "Ġ", the table's character for ' '.
-
-bool IsLetter(char32_t c) {
-  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
-    case UTF8PROC_CATEGORY_LU:
-    case UTF8PROC_CATEGORY_LL:
-    case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM:
-    case UTF8PROC_CATEGORY_LO:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool IsNumber(char32_t c) {
-  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
-    case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL:
-    case UTF8PROC_CATEGORY_NO:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Rust regex's \w, the boundary of a single_word added token: letters, marks, decimal and letter
-// numbers, connector punctuation, joiners.
-bool IsWordChar(char32_t c) {
-  if (IsLetter(c)) return true;
-  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
-    case UTF8PROC_CATEGORY_MN:
-    case UTF8PROC_CATEGORY_MC:
-    case UTF8PROC_CATEGORY_ME:
-    case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL:
-    case UTF8PROC_CATEGORY_PC:
-      return true;
-    default:
-      return c == 0x200C || c == 0x200D;
-  }
-}
-
-// [^\s\p{L}\p{N}]
-bool IsOtherClass(char32_t c) { return !unicode::IsWhiteSpace(c) && !IsLetter(c) && !IsNumber(c); }
-
-// The end of the match of GPT-2's pattern at `begin` (< `end`) of `cps`, alternatives tried in the
-// pattern's order as a backtracking engine (Oniguruma in `tokenizers`) tries them:
-// 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-int64_t MatchEnd(const std::vector<char32_t>& cps, int64_t begin, int64_t end) {
-  if (cps[begin] == '\'') {
-    static constexpr std::u32string_view kContractions[] = {U"s", U"t",  U"re", U"ve",
-                                                            U"m", U"ll", U"d"};
-    const std::u32string_view rest(cps.data() + begin + 1, end - begin - 1);
-    for (std::u32string_view suffix : kContractions) {
-      if (rest.substr(0, suffix.size()) == suffix) return begin + 1 + suffix.size();
-    }
-  }
-  for (bool (*in_class)(char32_t) : {IsLetter, IsNumber, IsOtherClass}) {
-    int64_t i = begin + (cps[begin] == ' ' ? 1 : 0);
-    if (i >= end || !in_class(cps[i])) continue;
-    while (i < end && in_class(cps[i])) ++i;
-    return i;
-  }
-  int64_t run_end = begin;
-  while (run_end < end && unicode::IsWhiteSpace(cps[run_end])) ++run_end;
-  // \s+(?!\S): a run followed by a non-space gives back its last character, which starts the next
-  // word (as its leading space when it is ' '); a run of one cannot, and \s+ takes it alone.
-  if (run_end < end && run_end - begin >= 2) return run_end - 1;
-  return std::max(run_end, begin + 1);
-}
-
-// `bytes` read as UTF-8, each maximal subpart of an ill-formed sequence replaced by one
-// U+FFFD (Unicode's "substitution of maximal subparts", what Rust's from_utf8_lossy does).
-std::string Utf8Lossy(const std::string& bytes) {
-  std::string out;
-  out.reserve(bytes.size());
-  const auto byte = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
-  size_t i = 0;
-  while (i < bytes.size()) {
-    const unsigned char lead = byte(i);
-    int length = 0;
-    unsigned char low = 0x80;
-    unsigned char high = 0xBF;
-    if (lead < 0x80) {
-      length = 1;
-    } else if (lead >= 0xC2 && lead <= 0xDF) {
-      length = 2;
-    } else if (lead >= 0xE0 && lead <= 0xEF) {
-      length = 3;
-      if (lead == 0xE0) low = 0xA0;
-      if (lead == 0xED) high = 0x9F;
-    } else if (lead >= 0xF0 && lead <= 0xF4) {
-      length = 4;
-      if (lead == 0xF0) low = 0x90;
-      if (lead == 0xF4) high = 0x8F;
-    }
-    if (length == 0) {
-      out.append("\xEF\xBF\xBD");
-      ++i;
-      continue;
-    }
-    // Only the second byte has the narrowed range; the rest are any continuation byte.
-    int valid = 1;
-    while (valid < length && i + valid < bytes.size()) {
-      const unsigned char b = byte(i + valid);
-      const bool ok = valid == 1 ? (b >= low && b <= high) : (b >= 0x80 && b <= 0xBF);
-      if (!ok) break;
-      ++valid;
-    }
-    if (valid == length) {
-      out.append(bytes, i, length);
-    } else {
-      out.append("\xEF\xBF\xBD");
-    }
-    i += valid;
-  }
-  return out;
-}
-
-// The matches of `regex` in a run of characters (anything with a char32_t `c`), as [first, last)
-// character indices.
-template <typename Chars>
-std::vector<std::pair<int64_t, int64_t>> MatchesInChars(const Regex& regex, const Chars& chars) {
-  std::string utf8;
-  std::vector<size_t> byte_starts;
-  byte_starts.reserve(chars.size() + 1);
-  for (const auto& c : chars) {
-    byte_starts.push_back(utf8.size());
-    unicode::AppendUtf8(c.c, &utf8);
-  }
-  byte_starts.push_back(utf8.size());
-  const auto index_of = [&](size_t byte) {
-    return static_cast<int64_t>(std::lower_bound(byte_starts.begin(), byte_starts.end(), byte) -
-                                byte_starts.begin());
-  };
-  std::vector<std::pair<int64_t, int64_t>> matches;
-  for (const auto& [start, end] : regex.FindAll(utf8)) {
-    matches.emplace_back(index_of(start), index_of(end));
-  }
-  return matches;
-}
-
-// Spans of a pre-token and whether each is a pattern match (tokenizers' Pattern::find_matches).
-using MatchedSpans = std::vector<std::pair<std::pair<int64_t, int64_t>, bool>>;
-
-// The fold of NormalizedString::split for Contiguous, MergedWithPrevious and MergedWithNext: in
-// order (or in reverse, `backward`), a span joins the one kept before it when `joins(is_match,
-// previous_is_match)`, else it is kept alone. None is removed.
-MatchedSpans JoinSpans(const MatchedSpans& matches, bool backward,
-                       bool (*joins)(bool is_match, bool previous_is_match)) {
-  MatchedSpans spans;
-  bool previous = false;
-  for (size_t n = 0; n < matches.size(); ++n) {
-    const auto& [span, is_match] = matches[backward ? matches.size() - 1 - n : n];
-    if (joins(is_match, previous) && !spans.empty()) {
-      if (backward) {
-        spans.back().first.first = span.first;
-      } else {
-        spans.back().first.second = span.second;
-      }
-    } else {
-      spans.push_back({span, false});
-    }
-    previous = is_match;
-  }
-  if (backward) std::reverse(spans.begin(), spans.end());
-  return spans;
-}
 
 absl::Status VocabError(const std::string& path, const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat("vocab.json '", path, "': ", message));
@@ -232,19 +27,6 @@ absl::Status VocabError(const std::string& path, const std::string& message) {
 absl::Status MergesError(const std::string& path, size_t line, const std::string& message) {
   return absl::InvalidArgumentError(
       absl::StrCat("merges.txt '", path, "': line ", line, ": ", message));
-}
-
-// Leading and trailing characters byte_level.rs process_offsets trims: "Ġ" or whitespace.
-std::pair<int32_t, int32_t> EdgeSpaces(const std::string& token) {
-  absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(token);
-  if (!decoded.ok()) return {0, 0};
-  const auto is_space = [](char32_t c) { return c == kSpaceChar || unicode::IsWhiteSpace(c); };
-  const std::vector<char32_t>& cps = decoded->code_points;
-  const int32_t leading =
-      static_cast<int32_t>(std::find_if_not(cps.begin(), cps.end(), is_space) - cps.begin());
-  const int32_t trailing =
-      static_cast<int32_t>(std::find_if_not(cps.rbegin(), cps.rend(), is_space) - cps.rbegin());
-  return {leading, trailing};
 }
 
 }  // namespace
@@ -339,7 +121,8 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromFiles(
   }
   pipeline.pre_tokenizer.push_back(PreTokenizerStep{});  // ByteLevel with GPT-2's pattern.
   pipeline.trim_offsets = options.trim_offsets;
-  pipeline.unk_id = token_to_id.at(options.unk_token);
+  Model model;
+  model.unk_id = token_to_id.at(options.unk_token);
 
   using Kind = TemplatePiece::Kind;
   const TemplatePiece cls{Kind::kSpecial, token_to_id.at(options.cls_token), options.cls_token, 0};
@@ -350,59 +133,38 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromFiles(
   // Like transformers, id 0 pads when no pad token is configured.
   const int64_t pad_id = options.pad_token.empty() ? 0 : token_to_id.at(options.pad_token);
   return std::unique_ptr<BpeTokenizer>(new BpeTokenizer(
-      std::move(id_to_token), std::move(token_to_id), std::move(merges), std::move(pipeline),
+      std::move(id_to_token), std::move(token_to_id), std::move(merges), model, std::move(pipeline),
       std::move(post_processor), pad_id, options.model_max_length));
 }
 
 BpeTokenizer::BpeTokenizer(std::vector<std::string> id_to_token,
                            absl::flat_hash_map<std::string, int64_t> token_to_id,
                            absl::flat_hash_map<std::pair<int64_t, int64_t>, Merge> merges,
-                           Pipeline pipeline, PostProcessorTemplate post_processor,
+                           Model model, Pipeline pipeline, PostProcessorTemplate post_processor,
                            int64_t pad_token_id, int64_t model_max_length)
-    : Tokenizer(std::move(post_processor), pad_token_id, model_max_length),
-      id_to_token_(std::move(id_to_token)),
+    : PipelineTokenizer(std::move(id_to_token), std::move(pipeline), std::move(post_processor),
+                        pad_token_id, model_max_length),
       token_to_id_(std::move(token_to_id)),
       merges_(std::move(merges)),
-      pipeline_(std::move(pipeline)),
-      is_special_id_(id_to_token_.size(), false) {
-  for (std::vector<std::vector<int32_t>>& table : added_by_first_byte_) table.resize(256);
-  for (size_t k = 0; k < pipeline_.added_tokens.size(); ++k) {
-    const AddedToken& added = pipeline_.added_tokens[k];
-    if (added.special) is_special_id_[added.id] = true;
-    if (added.content.empty()) continue;
-    if (added.normalized) has_normalized_added_ = true;
-    added_by_first_byte_[added.normalized ? 1 : 0][static_cast<unsigned char>(added.content[0])]
-        .push_back(static_cast<int32_t>(k));
-  }
-  for (std::vector<std::vector<int32_t>>& table : added_by_first_byte_) {
-    for (std::vector<int32_t>& candidates : table) {
-      std::stable_sort(candidates.begin(), candidates.end(), [&](int32_t a, int32_t b) {
-        return pipeline_.added_tokens[a].content.size() > pipeline_.added_tokens[b].content.size();
-      });
-    }
-  }
-  edge_spaces_.reserve(id_to_token_.size());
-  for (const std::string& token : id_to_token_) edge_spaces_.push_back(EdgeSpaces(token));
+      model_(model) {
   for (int b = 0; b < 256; ++b) {
     std::string token;
-    if (pipeline_.byte_level) {
+    if (model_.byte_level) {
       unicode::AppendUtf8(ByteChars()[b], &token);
     } else {
       token = absl::StrFormat("<0x%02X>", b);  // SentencePiece's byte pieces
     }
     const auto it = token_to_id_.find(token);
-    byte_ids_[b] = it != token_to_id_.end() ? it->second
-                   : pipeline_.byte_level   ? pipeline_.unk_id
-                                            : -1;
+    byte_ids_[b] = it != token_to_id_.end() ? it->second : model_.byte_level ? model_.unk_id : -1;
   }
 }
 
 TokenizerNormalization BpeTokenizer::normalization() const {
   TokenizerNormalization normalization;
   const bool nfc = std::any_of(
-      pipeline_.normalizer.begin(), pipeline_.normalizer.end(),
+      pipeline().normalizer.begin(), pipeline().normalizer.end(),
       [](const NormalizerStep& step) { return step.kind == NormalizerStep::Kind::kNfc; });
-  if (!pipeline_.byte_level) {
+  if (!model_.byte_level) {
     normalization.unicode_form = nfc ? "NFC" : "";
     normalization.description =
         "text kept as written apart from the normalizer's replacements (a space becomes '▁', "
@@ -423,242 +185,6 @@ TokenizerNormalization BpeTokenizer::normalization() const {
       "combining accent gives other tokens than precomposed); a space belongs to the word after "
       "it, shown as 'Ġ' in tokens";
   return normalization;
-}
-
-std::string BpeTokenizer::IdToToken(int64_t id) const {
-  if (id < 0 || id >= vocab_size()) return "";
-  return id_to_token_[id];
-}
-
-std::vector<BpeTokenizer::Segment> BpeTokenizer::FindAddedTokens(
-    std::string_view text, const unicode::DecodedText& decoded, bool normalized) const {
-  std::vector<Segment> segments;
-  const std::vector<std::vector<int32_t>>& table = added_by_first_byte_[normalized ? 1 : 0];
-  const std::vector<char32_t>& cps = decoded.code_points;
-
-  int64_t start_offset = 0;  // The end of the last split, in code points.
-  int64_t scan = 0;          // Where the search for the next match starts.
-  while (scan < decoded.size()) {
-    // Leftmost, then longest.
-    int64_t start = scan;
-    int32_t found = -1;
-    for (; start < decoded.size() && found < 0; ++start) {
-      const std::string_view rest = text.substr(decoded.ByteOffset(start));
-      for (int32_t k : table[static_cast<unsigned char>(rest[0])]) {
-        const std::string& content = pipeline_.added_tokens[k].content;
-        if (rest.compare(0, content.size(), content) == 0) {
-          found = k;
-          break;
-        }
-      }
-    }
-    if (found < 0) break;
-    --start;
-    const AddedToken& added = pipeline_.added_tokens[found];
-    int64_t stop = decoded.CodePointsBeforeByte(decoded.ByteOffset(start) + added.content.size());
-    scan = stop;
-    if (added.single_word) {
-      const bool start_space = start == 0 || !IsWordChar(cps[start - 1]);
-      const bool stop_space = stop == decoded.size() || !IsWordChar(cps[stop]);
-      if (!start_space || !stop_space) continue;
-    }
-    if (added.lstrip) {
-      int64_t new_start = start;
-      while (new_start > 0 && unicode::IsWhiteSpace(cps[new_start - 1])) --new_start;
-      // Spaces a previous match took are not taken again.
-      start = std::max(new_start, start_offset);
-    }
-    if (added.rstrip) {
-      while (stop < decoded.size() && unicode::IsWhiteSpace(cps[stop])) ++stop;
-    }
-    if (start_offset < start) segments.push_back({-1, start_offset, start});
-    segments.push_back({found, start, stop});
-    start_offset = stop;
-  }
-  if (start_offset != decoded.size()) segments.push_back({-1, start_offset, decoded.size()});
-  return segments;
-}
-
-absl::StatusOr<TokenizedText> BpeTokenizer::Tokenize(std::string_view text) const {
-  ATTNSCOPE_ASSIGN_OR_RETURN(unicode::DecodedText decoded, unicode::DecodeUtf8(text));
-  TokenizedText out;
-  std::vector<std::pair<int32_t, int32_t>> edges;
-  int64_t word_index = 0;
-  for (const Segment& segment : FindAddedTokens(text, decoded, /*normalized=*/false)) {
-    if (segment.added < 0) {
-      TokenizeStretch(decoded, segment.begin, segment.end, &word_index, &out, &edges);
-      continue;
-    }
-    // The token is the text matched, stripped whitespace included (`tokenizers` shows " <mask>"),
-    // and trim_offsets cuts that whitespace from its offsets.
-    std::string matched(
-        text.substr(decoded.ByteOffset(segment.begin),
-                    decoded.ByteOffset(segment.end) - decoded.ByteOffset(segment.begin)));
-    edges.push_back(EdgeSpaces(matched));
-    out.ids.push_back(pipeline_.added_tokens[segment.added].id);
-    out.tokens.push_back(std::move(matched));
-    out.offsets.push_back({segment.begin, segment.end});
-    out.word_ids.push_back(word_index++);
-  }
-  FinishOffsets(decoded, edges, &out);
-  return out;
-}
-
-void BpeTokenizer::TokenizeStretch(const unicode::DecodedText& decoded, int64_t begin, int64_t end,
-                                   int64_t* word_index, TokenizedText* out,
-                                   std::vector<std::pair<int32_t, int32_t>>* edges) const {
-  std::vector<NormChar> chars;
-  chars.reserve(end - begin);
-  for (int64_t k = begin; k < end; ++k) chars.push_back({decoded.code_points[k], k, k + 1});
-  chars = Normalize(pipeline_.normalizer, std::move(chars));
-  if (chars.empty()) return;
-
-  std::vector<std::vector<NormChar>> stretches;
-  if (!has_normalized_added_) {
-    stretches.push_back(std::move(chars));
-  } else {
-    std::string normalized;
-    for (const NormChar& c : chars) unicode::AppendUtf8(c.c, &normalized);
-    absl::StatusOr<unicode::DecodedText> normalized_decoded = unicode::DecodeUtf8(normalized);
-    for (const Segment& segment :
-         FindAddedTokens(normalized, *normalized_decoded, /*normalized=*/true)) {
-      if (segment.added < 0) {
-        stretches.emplace_back(chars.begin() + segment.begin, chars.begin() + segment.end);
-        continue;
-      }
-      // Flush the stretches before it, then the token itself.
-      for (std::vector<NormChar>& stretch : stretches) {
-        for (const std::vector<NormChar>& piece : PreTokenize(std::move(stretch))) {
-          TokenizeWord(piece, (*word_index)++, out, edges);
-        }
-      }
-      stretches.clear();
-      int64_t start = chars[segment.begin].start;
-      int64_t stop = chars[segment.begin].end;
-      for (int64_t k = segment.begin; k < segment.end; ++k) {
-        start = std::min(start, chars[k].start);
-        stop = std::max(stop, chars[k].end);
-      }
-      std::string matched = normalized.substr(normalized_decoded->ByteOffset(segment.begin),
-                                              normalized_decoded->ByteOffset(segment.end) -
-                                                  normalized_decoded->ByteOffset(segment.begin));
-      edges->push_back(EdgeSpaces(matched));
-      out->ids.push_back(pipeline_.added_tokens[segment.added].id);
-      out->tokens.push_back(std::move(matched));
-      out->offsets.push_back({start, stop});
-      out->word_ids.push_back((*word_index)++);
-    }
-  }
-  for (std::vector<NormChar>& stretch : stretches) {
-    for (const std::vector<NormChar>& piece : PreTokenize(std::move(stretch))) {
-      TokenizeWord(piece, (*word_index)++, out, edges);
-    }
-  }
-}
-
-std::vector<BpeTokenizer::NormChar> BpeTokenizer::Normalize(
-    const std::vector<NormalizerStep>& normalizer, std::vector<NormChar> chars) {
-  for (const NormalizerStep& step : normalizer) {
-    std::vector<NormChar> next;
-    next.reserve(chars.size());
-    if (step.kind == NormalizerStep::Kind::kNfc) {
-      std::vector<char32_t> cps;
-      cps.reserve(chars.size());
-      for (const NormChar& c : chars) cps.push_back(c.c);
-      // The library aligns a composed character with the first one it replaced only (its
-      // NormalizedString::transform): the marks composed into it are covered by no token.
-      for (const unicode::ComposedChar& composed : unicode::Nfc(cps)) {
-        const NormChar& source = chars[composed.first];
-        next.push_back({composed.c, source.start, source.end});
-      }
-    } else {
-      absl::StatusOr<unicode::DecodedText> content = unicode::DecodeUtf8(step.content);
-      int64_t kept = 0;
-      for (const auto& [first, last] : MatchesInChars(*step.pattern, chars)) {
-        if (first == last) continue;
-        next.insert(next.end(), chars.begin() + kept, chars.begin() + first);
-        // NormalizedString::replace: the new characters are inserted ones, aligned with the last
-        // character they replace.
-        for (char32_t c : content->code_points) {
-          next.push_back({c, chars[last - 1].start, chars[last - 1].end});
-        }
-        kept = last;
-      }
-      next.insert(next.end(), chars.begin() + kept, chars.end());
-    }
-    chars = std::move(next);
-  }
-  return chars;
-}
-
-std::vector<std::vector<BpeTokenizer::NormChar>> BpeTokenizer::PreTokenize(
-    std::vector<NormChar> chars) const {
-  std::vector<std::vector<NormChar>> pieces;
-  if (chars.empty()) return pieces;
-  pieces.push_back(std::move(chars));
-  for (const PreTokenizerStep& step : pipeline_.pre_tokenizer) {
-    std::vector<std::vector<NormChar>> next;
-    for (std::vector<NormChar>& piece : pieces) {
-      // [begin, end) of `piece` and whether it is a match.
-      MatchedSpans matches;
-      if (step.kind == PreTokenizerStep::Kind::kByteLevel) {
-        if (step.add_prefix_space && piece.front().c != ' ') {
-          // NormalizedString::prepend: the space shares the first character's alignment.
-          piece.insert(piece.begin(), {' ', piece.front().start, piece.front().end});
-        }
-        if (!step.use_regex) {
-          next.push_back(std::move(piece));
-          continue;
-        }
-        std::vector<char32_t> cps;
-        cps.reserve(piece.size());
-        for (const NormChar& c : piece) cps.push_back(c.c);
-        const int64_t size = static_cast<int64_t>(cps.size());
-        for (int64_t start = 0; start < size;) {
-          const int64_t stop = MatchEnd(cps, start, size);
-          matches.push_back({{start, stop}, true});
-          start = stop;
-        }
-      } else {
-        int64_t previous = 0;
-        for (const auto& [start, stop] : MatchesInChars(*step.regex, piece)) {
-          if (previous != start) matches.push_back({{previous, start}, step.invert});
-          matches.push_back({{start, stop}, !step.invert});
-          previous = stop;
-        }
-        const int64_t size = static_cast<int64_t>(piece.size());
-        if (previous != size) matches.push_back({{previous, size}, step.invert});
-      }
-      // NormalizedString::split: the behaviour decides which spans are kept and joined.
-      MatchedSpans splits;  // span, removed
-      switch (step.behavior) {
-        case SplitBehavior::kIsolated:
-          for (const auto& [span, is_match] : matches) splits.push_back({span, false});
-          break;
-        case SplitBehavior::kRemoved:
-          splits = matches;
-          break;
-        case SplitBehavior::kContiguous:
-          splits = JoinSpans(matches, /*backward=*/false,
-                             [](bool is_match, bool previous) { return is_match == previous; });
-          break;
-        case SplitBehavior::kMergedWithPrevious:
-          splits = JoinSpans(matches, /*backward=*/false,
-                             [](bool is_match, bool previous) { return is_match && !previous; });
-          break;
-        case SplitBehavior::kMergedWithNext:
-          splits = JoinSpans(matches, /*backward=*/true,
-                             [](bool is_match, bool previous) { return is_match && !previous; });
-          break;
-      }
-      for (const auto& [span, removed] : splits) {
-        if (removed || span.first >= span.second) continue;
-        next.emplace_back(piece.begin() + span.first, piece.begin() + span.second);
-      }
-    }
-    pieces = std::move(next);
-  }
-  return pieces;
 }
 
 void BpeTokenizer::TokenizeWord(const std::vector<NormChar>& chars, int64_t word_index,
@@ -682,7 +208,7 @@ void BpeTokenizer::TokenizeWord(const std::vector<NormChar>& chars, int64_t word
   for (const NormChar& c : chars) {
     bytes.clear();
     unicode::AppendUtf8(c.c, &bytes);
-    if (pipeline_.byte_level) {
+    if (model_.byte_level) {
       for (unsigned char byte : bytes) {
         symbols.push_back({byte_ids_[byte], c.start, c.end, 0, 0});
         unicode::AppendUtf8(ByteChars()[byte], &word);
@@ -698,30 +224,26 @@ void BpeTokenizer::TokenizeWord(const std::vector<NormChar>& chars, int64_t word
       previous_unk = false;
       continue;
     }
-    if (pipeline_.byte_fallback && std::all_of(bytes.begin(), bytes.end(), [&](char byte) {
+    if (model_.byte_fallback && std::all_of(bytes.begin(), bytes.end(), [&](char byte) {
           return byte_ids_[static_cast<unsigned char>(byte)] >= 0;
         })) {
       for (unsigned char byte : bytes) symbols.push_back({byte_ids_[byte], c.start, c.end, 0, 0});
       previous_unk = false;
       continue;
     }
-    if (pipeline_.unk_id < 0) continue;
-    if (previous_unk && pipeline_.fuse_unk) {
+    if (model_.unk_id < 0) continue;
+    if (previous_unk && model_.fuse_unk) {
       symbols.back().end = std::max(symbols.back().end, c.end);
     } else {
-      symbols.push_back({pipeline_.unk_id, c.start, c.end, 0, 0});
+      symbols.push_back({model_.unk_id, c.start, c.end, 0, 0});
     }
     previous_unk = true;
   }
   if (chars.empty()) return;
   const auto emit = [&](int64_t id, int64_t start, int64_t end) {
-    out->ids.push_back(id);
-    out->tokens.push_back(id_to_token_[id]);
-    out->offsets.push_back({start, end});
-    out->word_ids.push_back(word_index);
-    edges->push_back(edge_spaces_[id]);
+    Emit(id, id_to_token()[id], start, end, word_index, out, edges);
   };
-  if (pipeline_.ignore_merges) {
+  if (model_.ignore_merges) {
     // BPE::tokenize_with_cache: the whole piece as one token when the model has it.
     const auto it = token_to_id_.find(word);
     if (it != token_to_id_.end()) {
@@ -784,121 +306,6 @@ void BpeTokenizer::TokenizeWord(const std::vector<NormChar>& chars, int64_t word
   for (const Symbol& symbol : symbols) {
     if (symbol.id >= 0) emit(symbol.id, symbol.start, symbol.end);
   }
-}
-
-void BpeTokenizer::FinishOffsets(const unicode::DecodedText& decoded,
-                                 const std::vector<std::pair<int32_t, int32_t>>& edges,
-                                 TokenizedText* out) const {
-  for (size_t k = 0; k < out->offsets.size(); ++k) {
-    Offset& offset = out->offsets[k];
-    if (pipeline_.trim_offsets) {
-      // byte_level.rs process_offsets.
-      auto [leading, trailing] = edges[k];
-      const bool is_first = k == 0 || offset.start == 0;
-      if (is_first && pipeline_.trim_add_prefix_space && leading == 1) leading = 0;
-      if (leading > 0) offset.start = std::min(offset.start + leading, offset.end);
-      if (trailing > 0 && offset.end >= trailing) {
-        offset.end = std::max(offset.end - trailing, offset.start);
-      }
-    }
-    out->byte_offsets.push_back({decoded.ByteOffset(offset.start), decoded.ByteOffset(offset.end)});
-  }
-}
-
-std::string BpeTokenizer::Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const {
-  std::vector<std::string> tokens;
-  tokens.reserve(ids.size());
-  for (int64_t id : ids) {
-    if (id < 0 || id >= vocab_size()) continue;
-    if (skip_special_tokens && is_special_id_[id]) continue;
-    tokens.push_back(id_to_token_[id]);
-  }
-  // No decoder: the library joins the tokens with spaces.
-  if (pipeline_.decoder.empty()) return absl::StrJoin(tokens, " ");
-  for (const DecoderStep& step : pipeline_.decoder) {
-    switch (step.kind) {
-      case DecoderStep::Kind::kByteLevel: {
-        std::string bytes;
-        for (const std::string& token : tokens) {
-          absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(token);
-          const bool in_table =
-              decoded.ok() && std::all_of(decoded->code_points.begin(), decoded->code_points.end(),
-                                          [](char32_t c) { return ByteOfChar(c) >= 0; });
-          if (!in_table) {
-            bytes.append(token);
-            continue;
-          }
-          for (char32_t c : decoded->code_points) bytes.push_back(static_cast<char>(ByteOfChar(c)));
-        }
-        tokens = {Utf8Lossy(bytes)};
-        break;
-      }
-      case DecoderStep::Kind::kReplace:
-        for (std::string& token : tokens) {
-          token = absl::StrReplaceAll(token, {{step.pattern, step.content}});
-        }
-        break;
-      case DecoderStep::Kind::kByteFallback: {
-        // Runs of "<0xXX>" tokens become their bytes read as UTF-8, or one U+FFFD per token when
-        // they are not UTF-8 (decoders::byte_fallback).
-        std::vector<std::string> decoded;
-        std::string run;
-        size_t run_tokens = 0;
-        const auto flush = [&] {
-          if (run_tokens == 0) return;
-          if (unicode::CheckUtf8(run).ok()) {
-            decoded.push_back(run);
-          } else {
-            decoded.insert(decoded.end(), run_tokens, "\xEF\xBF\xBD");
-          }
-          run.clear();
-          run_tokens = 0;
-        };
-        for (std::string& token : tokens) {
-          int value = -1;
-          if (token.size() == 6 && absl::StartsWith(token, "<0x") && token.back() == '>' &&
-              std::isxdigit(static_cast<unsigned char>(token[3])) &&
-              std::isxdigit(static_cast<unsigned char>(token[4]))) {
-            value = std::stoi(token.substr(3, 2), nullptr, 16);
-          }
-          if (value >= 0) {
-            run.push_back(static_cast<char>(value));
-            ++run_tokens;
-            continue;
-          }
-          flush();
-          decoded.push_back(std::move(token));
-        }
-        flush();
-        tokens = std::move(decoded);
-        break;
-      }
-      case DecoderStep::Kind::kFuse:
-        tokens = {absl::StrJoin(tokens, "")};
-        break;
-      case DecoderStep::Kind::kStrip:
-        for (std::string& token : tokens) {
-          absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(token);
-          absl::StatusOr<unicode::DecodedText> content = unicode::DecodeUtf8(step.content);
-          if (!decoded.ok() || !content.ok() || content->size() != 1) continue;
-          const char32_t strip = content->code_points[0];
-          int64_t first = 0;
-          while (first < step.start && first < decoded->size() &&
-                 decoded->code_points[first] == strip) {
-            ++first;
-          }
-          int64_t last = decoded->size();
-          for (int64_t k = 0;
-               k < step.stop && last > first && decoded->code_points[last - 1] == strip; ++k) {
-            --last;
-          }
-          token = token.substr(decoded->ByteOffset(first),
-                               decoded->ByteOffset(last) - decoded->ByteOffset(first));
-        }
-        break;
-    }
-  }
-  return absl::StrJoin(tokens, "");
 }
 
 }  // namespace attnscope

@@ -189,13 +189,13 @@ class Tokenizer {
 };
 
 // Loads the tokenizer of a Hugging Face checkpoint directory, trying in order: tokenizer.json with
-// a WordPiece model or a BPE one (GPT-2, RoBERTa, Llama 3, Qwen3, Gemma 3; +
-// tokenizer_config.json's model_max_length and pad_token; one with a component
-// BpeTokenizer::FromTokenizerJson does not support is passed over for the files below, its refusal
-// returned when none is there), source.spm + target.spm + vocab.json (Marian, +
-// tokenizer_config.json's special tokens), spiece.model (T5, + tokenizer_config.json's extra_ids),
-// vocab.json + merges.txt (byte-level BPE of GPT-2, RoBERTa and BART, + tokenizer_config.json's
-// special tokens), vocab.txt
+// a WordPiece model, a BPE one (GPT-2, RoBERTa, Llama 3, Qwen3, Gemma 3) or a Unigram one
+// (XLM-RoBERTa; + tokenizer_config.json's model_max_length and pad_token; one with a component
+// BpeTokenizer::FromTokenizerJson or UnigramTokenizer::FromTokenizerJson does not support is
+// passed over for the files below, its refusal returned when none is there), source.spm +
+// target.spm + vocab.json (Marian, + tokenizer_config.json's special tokens), spiece.model (T5, +
+// tokenizer_config.json's extra_ids), vocab.json + merges.txt (byte-level BPE of GPT-2, RoBERTa and
+// BART, + tokenizer_config.json's special tokens), vocab.txt
 // (+ tokenizer_config.json), tokenizer.model (SentencePiece, + config.json and
 // tokenizer_config.json for BOS/EOS handling). NotFound: none of those files exist.
 // FailedPrecondition: a tokenizer.model but no loadable libattnscope_sentencepiece module (see

@@ -16,6 +16,7 @@
 #include "models/tokenizers/sentencepiece_tokenizer.h"
 #include "models/tokenizers/t5_tokenizer.h"
 #include "models/tokenizers/tokenizer.h"
+#include "models/tokenizers/unigram_tokenizer.h"
 #include "models/tokenizers/wordpiece_tokenizer.h"
 #include "nlohmann/json.hpp"
 
@@ -186,9 +187,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
   };
   const int64_t model_max_length = ModelMaxLength(tokenizer_config, config);
 
-  // tokenizer.json first, as transformers' fast tokenizers read it. One of another model type
-  // (Unigram), or a BPE one with components the reader does not support, is skipped in favour of
-  // the files below; its error is reported only when nothing else is there.
+  // tokenizer.json first, as transformers' fast tokenizers read it. One of another model type, or
+  // one with components its reader does not support, is skipped in favour of the files below; its
+  // error is reported only when nothing else is there.
   absl::Status unsupported_json = absl::OkStatus();
   const std::string json_path = JoinPath(model_dir, "tokenizer.json");
   ATTNSCOPE_ASSIGN_OR_RETURN(const bool has_json, exists("tokenizer.json"));
@@ -213,12 +214,21 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
           auto tokenizer, WordPieceTokenizer::FromTokenizerJson(json_path, model_max_length));
       return std::unique_ptr<Tokenizer>(std::move(tokenizer));
     }
-    unsupported_json =
-        type == "BPE"
-            ? absl::InvalidArgumentError(bpe.status().message())
-            : FieldError("tokenizer.json", json_path, "model.type",
-                         "\"WordPiece\" or \"BPE\" (or a vocab.txt or tokenizer.model beside it)",
-                         type);
+    if (type == "Unigram") {
+      absl::StatusOr<std::unique_ptr<UnigramTokenizer>> unigram =
+          UnigramTokenizer::FromTokenizerJson(tokenizer_json, json_path, model_max_length,
+                                              pad_token);
+      if (unigram.ok()) return std::unique_ptr<Tokenizer>(std::move(unigram).value());
+      if (!absl::IsUnimplemented(unigram.status())) return unigram.status();
+      unsupported_json = absl::InvalidArgumentError(unigram.status().message());
+    } else if (type == "BPE") {
+      unsupported_json = absl::InvalidArgumentError(bpe.status().message());
+    } else {
+      unsupported_json = FieldError(
+          "tokenizer.json", json_path, "model.type",
+          "\"WordPiece\", \"BPE\" or \"Unigram\" (or a vocab.txt or tokenizer.model beside it)",
+          type);
+    }
   }
 
   ATTNSCOPE_ASSIGN_OR_RETURN(const bool has_source_spm, exists("source.spm"));
@@ -329,7 +339,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
   if (!unsupported_json.ok()) return unsupported_json;
   return absl::NotFoundError(absl::StrCat(
       "tokenizer files in '", model_dir,
-      "': expected tokenizer.json (WordPiece or BPE), source.spm + target.spm + "
+      "': expected tokenizer.json (WordPiece, BPE or Unigram), source.spm + target.spm + "
       "vocab.json (Marian), "
       "spiece.model (T5), vocab.json + merges.txt (byte-level BPE), vocab.txt or tokenizer.model, "
       "got none of them"));

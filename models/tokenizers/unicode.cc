@@ -268,4 +268,17 @@ std::vector<ComposedChar> Nfc(const std::vector<char32_t>& text) {
   return out;
 }
 
+std::vector<size_t> GraphemeBreaks(const std::vector<char32_t>& text) {
+  std::vector<size_t> breaks = {0};
+  utf8proc_int32_t state = 0;
+  for (size_t k = 1; k < text.size(); ++k) {
+    if (utf8proc_grapheme_break_stateful(static_cast<utf8proc_int32_t>(text[k - 1]),
+                                         static_cast<utf8proc_int32_t>(text[k]), &state)) {
+      breaks.push_back(k);
+    }
+  }
+  if (!text.empty()) breaks.push_back(text.size());
+  return breaks;
+}
+
 }  // namespace attnscope::unicode

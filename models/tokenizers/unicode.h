@@ -79,6 +79,11 @@ struct ComposedChar {
 // three), so offsets cover the whole of what the caller wrote.
 std::vector<ComposedChar> Nfc(const std::vector<char32_t>& text);
 
+// The boundaries of the extended grapheme clusters of `text` (UAX #29, utf8proc's rules; Rust's
+// unicode-segmentation `graphemes(true)` where their Unicode versions agree): 0, the index of each
+// cluster's first character after the first, and text.size(); just {0} for an empty text.
+std::vector<size_t> GraphemeBreaks(const std::vector<char32_t>& text);
+
 }  // namespace attnscope::unicode
 
 #endif  // ATTNSCOPE_MODELS_UNICODE_H_
