@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -20,6 +21,15 @@ namespace attnscope::bench {
 
 inline double Seconds(std::chrono::steady_clock::duration duration) {
   return std::chrono::duration<double>(duration).count();
+}
+
+// The CPU's model name from /proc/cpuinfo: every figure names the CPU it was measured on.
+inline std::string CpuName() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown CPU";
 }
 
 inline double Median(std::vector<double> values) {

@@ -22,6 +22,7 @@
 namespace attnscope {
 namespace {
 
+using bench::CpuName;
 using bench::Median;
 using bench::Seconds;
 
@@ -31,14 +32,6 @@ struct BenchOptions {
   int repeats = 3;
   int threads = 1;
 };
-
-std::string CpuName() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown CPU";
-}
 
 // Seconds of each token of one greedy generation after <s>: the time from the previous token (the
 // first token's includes the prompt's pass).
