@@ -6,14 +6,20 @@ texts, safetensors files laid out as the reference writer lays them out, the REA
     python3 fuzz/make_corpus.py [--shared ../shared]   # needs protoc (protobuf-compiler)
 """
 import argparse
+import base64
 import json
 import pathlib
 import shutil
 import struct
 import subprocess
+import sys
+import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "fuzz" / "corpus"
+# The tokenizer.json layouts of the goldens (tokenizer, template, added_token, read_spm_model).
+sys.path.insert(0, str(ROOT / "tests" / "tokenizer_reference"))
+import make_tokenizer_json as layouts  # noqa: E402
 
 
 def write(target, name, data):
@@ -256,6 +262,71 @@ def make_bpe_tokenizer_json():
     write("tokenizer_json", "bpe_gemma_layout", gemma_layout_tokenizer_json())
 
 
+def compiled_charsmap(rules):
+    """SentencePiece's precompiled_charsmap for `rules` (code points -> code points), compiled by
+    spm_train (Debian's sentencepiece) into a model of no other use; None without spm_train. The
+    charsmap depends only on the rules, so the seed is the same on every run."""
+    if shutil.which("spm_train") is None:
+        return None
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = pathlib.Path(scratch)
+        (scratch / "rules.tsv").write_text("".join(
+            " ".join(f"{c:X}" for c in source) + "\t" + " ".join(f"{c:X}" for c in target) + "\n"
+            for source, target in rules))
+        (scratch / "text.txt").write_text("hello world\nthe capital of france is paris\n")
+        subprocess.run(["spm_train", f"--input={scratch / 'text.txt'}",
+                        f"--model_prefix={scratch / 'm'}", "--vocab_size=30",
+                        "--hard_vocab_limit=false", "--model_type=unigram", "--num_threads=1",
+                        f"--normalization_rule_tsv={scratch / 'rules.tsv'}", "--minloglevel=2"],
+                       check=True, capture_output=True)
+        return layouts.read_spm_model(scratch / "m.model")[2]
+
+
+def unigram_tokenizer_json(charsmap, **changes):
+    """A Unigram tokenizer.json in XLM-R's layout (fairseq's specials first, Metaspace, the
+    "<s> $A </s></s> $B </s>" template) over a small vocabulary of pieces of kText, with the
+    Precompiled normalizer of `charsmap` (none when it is None)."""
+    pieces = ["\u2581", "\u2581the", "\u2581capital", "\u2581of", "\u2581Paris", "\u2581T",
+              "ôi", "\u2581y", "ê", "u", "\u2581Vi", "ệ", "t", "北", "京", "a", "e", "i", "o", "s",
+              "n", "r", "l", "c", "p", "\u2581is", "\u2581what", "I", "'", "LL", "2026", "\u2581."]
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    vocab = [[t, 0.0] for t in specials] + [[p, -1.0 - 0.25 * i] for i, p in enumerate(pieces)]
+    vocab.append(["<mask>", 0.0])
+    added = [layouts.added_token(i, t) for i, t in enumerate(specials)]
+    added.append(layouts.added_token(len(vocab) - 1, "<mask>", lstrip=True))
+    metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+                 "split": True}
+    normalizer = None if charsmap is None else {
+        "type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode("ascii")}
+    root = layouts.tokenizer(
+        added, normalizer, metaspace,
+        layouts.template(
+            [("S", "<s>", 0), ("Q", "A", 0), ("S", "</s>", 0)],
+            [("S", "<s>", 0), ("Q", "A", 0), ("S", "</s>", 0), ("S", "</s>", 0), ("Q", "B", 0),
+             ("S", "</s>", 0)],
+            [("<s>", 0), ("</s>", 2)]),
+        dict(metaspace), {"type": "Unigram", "unk_id": 3, "vocab": vocab, "byte_fallback": False})
+    return with_changes(root, changes)
+
+
+def make_unigram_tokenizer_json():
+    write("tokenizer_json", "unigram_no_normalizer", unigram_tokenizer_json(
+        None, pre_tokenizer__prepend_scheme="first", pre_tokenizer__split=False))
+    # NFKC-like rules of every shape: one code point to one, to two, two to one, to nothing.
+    charsmap = compiled_charsmap([((0xFB01,), (0x66, 0x69)), ((0xFF21,), (0x61,)),
+                                  ((0x1EA0,), (0x41, 0x323)), ((0x65, 0x301), (0xE9,)),
+                                  ((0x3000,), (0x20,)), ((0x200B,), ())])
+    if charsmap is None:
+        print("spm_train (sentencepiece) is not installed: no Unigram seed with a charsmap")
+        return
+    write("tokenizer_json", "unigram_xlmr_layout", unigram_tokenizer_json(charsmap))
+    write("tokenizer_json", "unigram_xlmr_converter_layout", unigram_tokenizer_json(
+        charsmap, normalizer={"type": "Sequence", "normalizers": [
+            json.loads(unigram_tokenizer_json(charsmap))["normalizer"],
+            {"type": "Strip", "strip_left": False, "strip_right": True},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": "\u2581"}]}))
+
+
 def make_texts(shared):
     goldens = shared / "testdata/tokenizer"
     texts = []
@@ -393,6 +464,7 @@ def main():
     make_tokenizer_config(shared)
     make_tokenizer_json()
     make_bpe_tokenizer_json()
+    make_unigram_tokenizer_json()
     make_texts(shared)
     make_request_run(make_request_proto(args.protoc))
     make_http_body()

@@ -3,6 +3,7 @@
 // multilingual corpus (tokenizer_json_goldens.h), and the reader's refusals.
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -257,6 +258,43 @@ TEST(TokenizerJsonUnigramTest, RefusesAMalformedCharsmapClearly) {
                 HasSubstr(absl::StrCat(
                     "tokenizer.json '", folder,
                     "/tokenizer.json': field 'normalizer.precompiled_charsmap': ", expected)));
+  }
+}
+
+// The fuzz target's Unigram seeds (fuzz/make_corpus.py) load and tokenize as the library does
+// (tokens and code-point offsets from tokenizers 0.23.2), so that the fuzzer starts inside the
+// reader, the lattice and the charsmap rather than at their first refusal: unknown characters
+// without the charsmap, its one-to-many and fullwidth rules with it, and the converter layout's
+// trailing spaces stripped.
+TEST(TokenizerJsonUnigramTest, TheFuzzSeedsLoad) {
+  struct Case {
+    std::string seed;
+    std::vector<std::string> tokens;
+    std::vector<Offset> offsets;
+  };
+  const std::string text = "\uFB01 \uFF21 the capital  ";
+  const std::vector<Case> cases = {
+      {"unigram_no_normalizer",
+       {"\u2581", "\uFB01", "\u2581", "\uFF21", "\u2581the", "\u2581capital", "\u2581", "\u2581"},
+       {{0, 1}, {0, 1}, {1, 2}, {2, 3}, {3, 7}, {7, 15}, {15, 16}, {16, 17}}},
+      {"unigram_xlmr_layout",
+       {"\u2581", "f", "i", "\u2581", "a", "\u2581the", "\u2581capital", "\u2581", "\u2581"},
+       {{0, 1}, {0, 1}, {0, 1}, {1, 2}, {2, 3}, {3, 7}, {7, 15}, {15, 16}, {16, 17}}},
+      {"unigram_xlmr_converter_layout",
+       {"\u2581", "f", "i", "\u2581", "a", "\u2581the", "\u2581capital"},
+       {{0, 1}, {0, 1}, {0, 1}, {1, 2}, {2, 3}, {3, 7}, {7, 15}}},
+  };
+  for (const Case& c : cases) {
+    const std::string dir = MakeTempDir();
+    std::filesystem::copy_file(
+        absl::StrCat(ATTNSCOPE_SOURCE_DIR, "/fuzz/corpus/tokenizer_json/", c.seed),
+        dir + "/tokenizer.json");
+    absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(dir);
+    ASSERT_TRUE(tokenizer.ok()) << c.seed << ": " << tokenizer.status();
+    absl::StatusOr<TokenizedText> tokens = (*tokenizer)->Tokenize(text);
+    ASSERT_TRUE(tokens.ok()) << c.seed << ": " << tokens.status();
+    EXPECT_EQ(tokens->tokens, c.tokens) << c.seed;
+    EXPECT_EQ(tokens->offsets, c.offsets) << c.seed;
   }
 }
 
