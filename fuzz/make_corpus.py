@@ -3,7 +3,8 @@
 on every run: small real inputs (the repository's and ../shared's configs, vocabularies and golden
 texts, safetensors files laid out as the reference writer lays them out, the README's requests).
 
-    python3 fuzz/make_corpus.py [--shared ../shared]   # needs protoc (protobuf-compiler)
+    python3 fuzz/make_corpus.py [--shared ../shared]   # needs protoc (protobuf-compiler), and
+                                                        # spm_train (sentencepiece) for a charsmap
 """
 import argparse
 import base64
