@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "models/architectures/bert.h"
 
 namespace attnscope {
 namespace {
@@ -33,9 +34,11 @@ struct Layer {
   Norm attention_norm, output_norm;
 };
 
-// The target logit of a BertForSequenceClassification checkpoint as a differentiable function of
-// the word embeddings of one input, in LibTorch's own operations. Holds the input's position and
-// token type embeddings and attention mask, which every pass shares.
+// The target logit of a BERT or RoBERTa cross-encoder (BertForSequenceClassification,
+// XLMRobertaForSequenceClassification, ...) as a differentiable function of the word embeddings of
+// one input, in LibTorch's own operations. Holds the input's position and token type embeddings and
+// attention mask, which every pass shares (RoBERTa's positions, which follow the ids, are made
+// again for the ids of an occlusion pass).
 class BertScore {
  public:
   BertScore(const ModelConfig& config, const Checkpoint& checkpoint, const ForwardInput& input,
@@ -44,10 +47,9 @@ class BertScore {
         heads_(config.num_attention_heads),
         head_dim_(config.head_dim),
         eps_(config.layer_norm_eps),
-        target_(target) {
-    // BertForSequenceClassification nests the encoder under "bert."; a saved BertModel does not.
-    const std::string prefix =
-        checkpoint.Contains("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+        target_(target),
+        layout_(BertLayoutOf(config, checkpoint)) {
+    const std::string& prefix = layout_.prefix;
     // Detached: a checkpoint tensor that someone marked requires_grad would otherwise join every
     // graph, and concurrent backward passes would race on its shared .grad.
     auto get = [&](const std::string& name) { return checkpoint.Get(name).detach(); };
@@ -59,10 +61,11 @@ class BertScore {
     };
     word_embeddings_ = get(prefix + "embeddings.word_embeddings.weight");
     const int64_t length = input.input_ids.size(1);
+    position_table_ = get(prefix + "embeddings.position_embeddings.weight");
+    token_type_embeddings_ = torch::embedding(
+        get(prefix + "embeddings.token_type_embeddings.weight"), input.token_type_ids);
     other_embeddings_ =
-        get(prefix + "embeddings.position_embeddings.weight").narrow(0, 0, length).unsqueeze(0) +
-        torch::embedding(get(prefix + "embeddings.token_type_embeddings.weight"),
-                         input.token_type_ids);
+        BertPositionEmbeddings(layout_, position_table_, input.input_ids) + token_type_embeddings_;
     embedding_norm_ = norm(prefix + "embeddings.LayerNorm");
     for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
       const std::string layer = absl::StrCat(prefix, "encoder.layer.", i, ".");
@@ -72,8 +75,8 @@ class BertScore {
                 dense(layer + "intermediate.dense"), dense(layer + "output.dense"),
                 norm(layer + "attention.output.LayerNorm"), norm(layer + "output.LayerNorm")});
     }
-    pooler_ = dense(prefix + "pooler.dense");
-    classifier_ = dense("classifier");
+    classifier_dense_ = dense(layout_.classifier_dense);
+    classifier_ = dense(layout_.classifier_output);
     // float32's lowest value on padded keys, as TransformerModel::Forward (and transformers' BERT):
     // their probabilities, and so the gradients through them, are exactly 0.
     if (!input.attention_mask.all().item<bool>()) {
@@ -88,11 +91,19 @@ class BertScore {
     return torch::embedding(word_embeddings_, ids);
   }
 
-  // [B, S, H] word embeddings -> [B] target logits.
-  torch::Tensor operator()(const torch::Tensor& word_embeddings) const {
+  // [B, S, H] word embeddings -> [B] target logits. `ids` [B, S]: the ids the embeddings are of,
+  // when they are not the input's (occlusion); undefined = the input's.
+  torch::Tensor operator()(const torch::Tensor& word_embeddings,
+                           const torch::Tensor& ids = torch::Tensor()) const {
     const int64_t batch = word_embeddings.size(0);
     const int64_t length = word_embeddings.size(1);
-    torch::Tensor hidden = Normalize(embedding_norm_, word_embeddings + other_embeddings_);
+    // Only RoBERTa's positions depend on the ids: replacing a pad id among the real tokens (a typed
+    // <pad>) renumbers the tokens after it.
+    const torch::Tensor other_embeddings =
+        ids.defined() && layout_.padding_idx >= 0
+            ? BertPositionEmbeddings(layout_, position_table_, ids) + token_type_embeddings_
+            : other_embeddings_;
+    torch::Tensor hidden = Normalize(embedding_norm_, word_embeddings + other_embeddings);
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
     for (const Layer& layer : layers_) {
       // [B, S, H] -> [B, heads, S, head_dim].
@@ -112,8 +123,10 @@ class BertScore {
       hidden = Normalize(layer.output_norm,
                          layer.output(torch::gelu(layer.intermediate(attended))) + attended);
     }
-    const torch::Tensor pooled = torch::tanh(pooler_(hidden.select(/*dim=*/1, /*index=*/0)));
-    return classifier_(pooled).select(/*dim=*/1, target_);
+    // BERT's pooler or RoBERTa's classifier.dense, then the output layer.
+    const torch::Tensor features =
+        torch::tanh(classifier_dense_(hidden.select(/*dim=*/1, /*index=*/0)));
+    return classifier_(features).select(/*dim=*/1, target_);
   }
 
  private:
@@ -126,11 +139,14 @@ class BertScore {
   int64_t head_dim_;
   double eps_;
   int64_t target_;
+  BertLayout layout_;
   torch::Tensor word_embeddings_;
-  torch::Tensor other_embeddings_;  // [1, S, H]: position + token type
+  torch::Tensor position_table_;         // [max_position_embeddings, H]
+  torch::Tensor token_type_embeddings_;  // [1, S, H]: the input's token types
+  torch::Tensor other_embeddings_;       // [1, S, H]: position + token type of the input
   Norm embedding_norm_;
   std::vector<Layer> layers_;
-  Dense pooler_;
+  Dense classifier_dense_;
   Dense classifier_;
   torch::Tensor additive_mask_;  // [1, 1, 1, S]; undefined when nothing is padded
 };
@@ -184,7 +200,9 @@ absl::StatusOr<Attributions> Run(const BertScore& score, const ForwardInput& inp
       // Pass j replaces the token at occluded_positions[j].
       torch::Tensor batch = embeddings.expand({n, length, hidden}).clone();
       batch.index_put_({torch::arange(n), occluded_positions}, replacement);
-      occlusion.index_put_({occluded_positions}, out.score - score(batch));
+      torch::Tensor ids = input.input_ids.expand({n, length}).clone();
+      ids.index_put_({torch::arange(n), occluded_positions}, options.occlusion_token_id);
+      occlusion.index_put_({occluded_positions}, out.score - score(batch, ids));
       ATTNSCOPE_RETURN_IF_ERROR(Done(options));
     }
     out.occlusion = occlusion;
@@ -231,18 +249,19 @@ absl::StatusOr<Attributions> Run(const BertScore& score, const ForwardInput& inp
 absl::StatusOr<Attributions> Attribute(const TransformerModel& model, const AttributionInput& input,
                                        const AttributionOptions& options) {
   const ModelConfig& config = model.config();
-  if (config.architecture != Architecture::kBert) {
+  if (config.architecture != Architecture::kBert && config.architecture != Architecture::kRoberta) {
     return absl::UnimplementedError(absl::StrCat(
         "model '", config.model_type,
-        "': token attributions support BERT cross-encoders (BertForSequenceClassification) only "
-        "for now, got architecture ",
+        "': token attributions support BERT and RoBERTa cross-encoders "
+        "(BertForSequenceClassification, XLMRobertaForSequenceClassification) only for now, got "
+        "architecture ",
         ArchitectureName(config.architecture)));
   }
   if (!model.has_classifier() || model.checkpoint() == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model '", config.model_type,
-        "': expected a BERT cross-encoder loaded by LoadTransformerModel, with a classifier head "
-        "(classifier.weight), got ",
+        "': expected a BERT or RoBERTa cross-encoder loaded by LoadTransformerModel, with a "
+        "classifier head (classifier.weight, or classifier.out_proj.weight), got ",
         model.has_classifier() ? "a model without its checkpoint" : "no classifier head"));
   }
   if (options.target < 0 || options.target >= config.num_labels) {

@@ -23,7 +23,11 @@
 // kernels of TransformerModel::Forward (fused_ops, row_kernel, gemm), which record no graph. Both
 // compute the same function: the scores agree to float32 rounding.
 //
-// Only BERT cross-encoders (BertForSequenceClassification: a pooler and a classifier) for now.
+// Only BERT and RoBERTa cross-encoders for now: BertForSequenceClassification (a pooler and a
+// classifier) and (XLM)RobertaForSequenceClassification (classifier.dense and out_proj). RoBERTa's
+// positions follow the ids: an occlusion pass numbers its own ids (replacing a typed <pad>
+// renumbers the tokens after it), integrated gradients keep the input's, as only word embeddings
+// are interpolated.
 #ifndef ATTNSCOPE_MODELS_ATTRIBUTION_H_
 #define ATTNSCOPE_MODELS_ATTRIBUTION_H_
 
@@ -95,17 +99,17 @@ struct Attributions {
   double baseline_score = 0.0;
 };
 
-// Attributes the target logit of a BERT cross-encoder to the tokens of `input`. Safe to call from
-// many threads at once: autograd is enabled only inside the call (also when the caller runs under
-// torch::InferenceMode), on graphs of its own; the checkpoint's tensors (TransformerModel::
-// checkpoint()) are read as constants.
+// Attributes the target logit of a BERT or RoBERTa cross-encoder to the tokens of `input`. Safe to
+// call from many threads at once: autograd is enabled only inside the call (also when the caller
+// runs under torch::InferenceMode), on graphs of its own; the checkpoint's tensors
+// (TransformerModel::checkpoint()) are read as constants.
 // Errors, in the form "<what> '<name>': expected X, got Y":
 //  - InvalidArgument: a model without a classifier head or without a checkpoint; inputs as
 //    TransformerModel::Forward refuses them, or a batch size other than 1; a target outside
 //    [0, num_labels); occlusion without an occlusion_token_id, ids outside the vocabulary, no
 //    baseline token (no pad_token_id in config.json), integrated_gradients_steps or
 //    max_batch_tokens below 1.
-//  - Unimplemented: a Llama (decoder-only) model.
+//  - Unimplemented: any other architecture (Llama, the encoder-decoders).
 //  - Any status returned by options.on_batch_done.
 //  - Internal: a LibTorch error (a bug).
 absl::StatusOr<Attributions> Attribute(const TransformerModel& model, const AttributionInput& input,

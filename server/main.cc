@@ -109,8 +109,9 @@ ABSL_FLAG(int64_t, max_stream_message_bytes, kDefaults.service.max_stream_messag
           "Largest tensor data in one StreamAttention message; larger layers are sent in pieces "
           "(by heads, then by query rows) that clients reassemble.");
 ABSL_FLAG(int64_t, max_tokens, 0,
-          "Longest accepted input in tokens, special tokens included; 0 = each model's "
-          "max_position_embeddings (a larger value is capped to it).");
+          "Longest accepted input in tokens, special tokens included; 0 = each model's own limit, "
+          "its max_position_embeddings (less pad_token_id + 1 for RoBERTa) (a larger value is "
+          "capped to it).");
 ABSL_FLAG(int, worker_threads, kDefaults.worker_threads,
           "Most gRPC threads serving calls; 0 = gRPC's default.");
 ABSL_FLAG(int, max_concurrent_requests, kDefaults.service.max_concurrent_requests,

@@ -114,7 +114,7 @@ void ToProto(const LoadedModel& model, v1::ModelInfo* info) {
   info->set_hidden_size(static_cast<int32_t>(config.hidden_size));
   info->set_head_dim(static_cast<int32_t>(config.head_dim));
   info->set_vocab_size(static_cast<int32_t>(config.vocab_size));
-  info->set_max_position_embeddings(static_cast<int32_t>(config.max_position_embeddings));
+  info->set_max_position_embeddings(static_cast<int32_t>(model.model().max_positions()));
   info->set_tokenizer_kind(std::string(TokenizerKindName(model.tokenizer().kind())));
   info->set_has_classifier(model.model().has_classifier());
   if (model.model().has_classifier()) {

@@ -206,9 +206,8 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
   }
   for (const LoadedModel::Options& model : options.models) {
     if (model.max_tokens < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--max_tokens ", model.max_tokens,
-                       ": expected 0 (each model's max_position_embeddings) or more"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--max_tokens ", model.max_tokens, ": expected 0 (each model's own limit) or more"));
     }
   }
   const ForwardBatcher::Options& batching = options.service.batching;

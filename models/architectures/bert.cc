@@ -1,11 +1,19 @@
 // BERT (Devlin et al. 2019) as Hugging Face transformers' BertModel / BertForSequenceClassification
 // compute it in eval mode: embeddings (word + position + token type) -> LayerNorm, then
 // post-LayerNorm encoder blocks with exact-erf GELU, an additive attention mask of float32's lowest
-// value on padded keys, the tanh pooler on [CLS] and a linear classifier.
+// value on padded keys, the tanh pooler on [CLS] and a linear classifier. RoBERTa and XLM-R
+// (RobertaModel, XLMRobertaModel and their *ForSequenceClassification) are the same network with
+// positions counted from pad_token_id + 1 and a classifier head of its own (bert.h): one model
+// class serves both, on one attention loop.
+#include "models/architectures/bert.h"
+
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -44,37 +52,36 @@ struct BertLayer {
 
 class BertModel : public TransformerModel {
  public:
-  BertModel(ModelConfig config, const Checkpoint& checkpoint, const std::string& prefix,
-            bool has_pooler, bool has_classifier)
-      : TransformerModel(std::move(config)),
-        has_pooler_(has_pooler),
-        has_classifier_(has_classifier) {
-    auto get = [&](const std::string& name) { return checkpoint.Get(prefix + name); };
+  BertModel(ModelConfig config, const Checkpoint& checkpoint, BertLayout layout)
+      : TransformerModel(std::move(config)), layout_(std::move(layout)) {
+    const std::string& prefix = layout_.prefix;
+    auto get = [&](const std::string& name) { return checkpoint.Get(name); };
     auto linear = [&](const std::string& name) {
       return Dense{get(name + ".weight"), get(name + ".bias")};
     };
     auto norm = [&](const std::string& name) {
       return Norm{get(name + ".weight"), get(name + ".bias")};
     };
-    word_embeddings_ = get("embeddings.word_embeddings.weight");
-    position_embeddings_ = get("embeddings.position_embeddings.weight");
-    token_type_embeddings_ = get("embeddings.token_type_embeddings.weight");
-    embedding_norm_ = norm("embeddings.LayerNorm");
+    word_embeddings_ = get(prefix + "embeddings.word_embeddings.weight");
+    position_embeddings_ = get(prefix + "embeddings.position_embeddings.weight");
+    token_type_embeddings_ = get(prefix + "embeddings.token_type_embeddings.weight");
+    embedding_norm_ = norm(prefix + "embeddings.LayerNorm");
     for (int64_t i = 0; i < this->config().num_hidden_layers; ++i) {
-      const std::string layer = absl::StrCat("encoder.layer.", i, ".");
+      const std::string layer = absl::StrCat(prefix, "encoder.layer.", i, ".");
       layers_.push_back(BertLayer{
           linear(layer + "attention.self.query"), linear(layer + "attention.self.key"),
           linear(layer + "attention.self.value"), linear(layer + "attention.output.dense"),
           linear(layer + "intermediate.dense"), linear(layer + "output.dense"),
           norm(layer + "attention.output.LayerNorm"), norm(layer + "output.LayerNorm")});
     }
-    if (has_pooler_) pooler_ = linear("pooler.dense");
-    if (has_classifier_) {
-      classifier_ = Dense{checkpoint.Get("classifier.weight"), checkpoint.Get("classifier.bias")};
+    if (!layout_.pooler.empty()) pooler_ = linear(layout_.pooler);
+    if (layout_.has_classifier()) {
+      classifier_dense_ = linear(layout_.classifier_dense);
+      classifier_ = linear(layout_.classifier_output);
     }
   }
 
-  bool has_classifier() const override { return has_classifier_; }
+  bool has_classifier() const override { return layout_.has_classifier(); }
 
  private:
   absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
@@ -89,7 +96,7 @@ class BertModel : public TransformerModel {
     ForwardOutput out;
     torch::Tensor hidden =
         torch::embedding(word_embeddings_, input.input_ids)
-            .add_(position_embeddings_.narrow(0, 0, length))
+            .add_(BertPositionEmbeddings(layout_, position_embeddings_, input.input_ids))
             .add_(torch::embedding(token_type_embeddings_, input.token_type_ids));
     hidden = embedding_norm_(hidden, eps);
     if (options.output_hidden_states) out.hidden_states.push_back(hidden);
@@ -166,21 +173,26 @@ class BertModel : public TransformerModel {
       }
     }
     out.last_hidden_state = hidden;
-    if (has_pooler_) {
-      out.pooler_output = torch::tanh(pooler_(hidden.select(/*dim=*/1, /*index=*/0).contiguous()));
-      if (has_classifier_ && options.output_logits) out.logits = classifier_(out.pooler_output);
+    const torch::Tensor first = hidden.select(/*dim=*/1, /*index=*/0).contiguous();
+    if (!layout_.pooler.empty()) out.pooler_output = torch::tanh(pooler_(first));
+    if (layout_.has_classifier() && options.output_logits) {
+      // BERT's classifier reads the pooler output; RoBERTa's head has a dense layer of its own.
+      const torch::Tensor features = layout_.classifier_dense == layout_.pooler
+                                         ? out.pooler_output
+                                         : torch::tanh(classifier_dense_(first));
+      out.logits = classifier_(features);
     }
     return out;
   }
 
-  bool has_pooler_;
-  bool has_classifier_;
+  BertLayout layout_;
   torch::Tensor word_embeddings_;
   torch::Tensor position_embeddings_;
   torch::Tensor token_type_embeddings_;
   Norm embedding_norm_;
   std::vector<BertLayer> layers_;
   Dense pooler_;
+  Dense classifier_dense_;
   Dense classifier_;
 };
 
@@ -196,14 +208,52 @@ void AddNorm(std::vector<TensorSpec>& specs, const std::string& name, int64_t si
 
 }  // namespace
 
+BertLayout BertLayoutOf(const ModelConfig& config, const Checkpoint& checkpoint) {
+  BertLayout layout;
+  if (config.architecture == Architecture::kRoberta) {
+    layout.prefix =
+        checkpoint.Contains("roberta.embeddings.word_embeddings.weight") ? "roberta." : "";
+    layout.padding_idx = config.pad_token_id;
+    if (checkpoint.Contains(layout.prefix + "pooler.dense.weight")) {
+      layout.pooler = layout.prefix + "pooler.dense";
+    }
+    // Either tensor of the head makes it a classifier, so that a head missing a part is refused
+    // naming that part rather than served without it.
+    if (checkpoint.Contains("classifier.out_proj.weight") ||
+        checkpoint.Contains("classifier.dense.weight")) {
+      layout.classifier_dense = "classifier.dense";
+      layout.classifier_output = "classifier.out_proj";
+    }
+    layout.ignored_prefixes = {layout.prefix + "embeddings.position_ids", "lm_head."};
+    return layout;
+  }
+  layout.prefix = checkpoint.Contains("bert.embeddings.word_embeddings.weight") ? "bert." : "";
+  const bool has_classifier = checkpoint.Contains("classifier.weight");
+  // The classifier reads the pooler: a classifier without one is refused for the missing pooler.
+  if (checkpoint.Contains(layout.prefix + "pooler.dense.weight") || has_classifier) {
+    layout.pooler = layout.prefix + "pooler.dense";
+  }
+  if (has_classifier) {
+    layout.classifier_dense = layout.pooler;
+    layout.classifier_output = "classifier";
+  }
+  layout.ignored_prefixes = {layout.prefix + "embeddings.position_ids", "cls."};
+  return layout;
+}
+
+torch::Tensor BertPositionEmbeddings(const BertLayout& layout, const torch::Tensor& table,
+                                     const torch::Tensor& input_ids) {
+  if (layout.padding_idx < 0) return table.narrow(0, 0, input_ids.size(1));
+  // Each token that is not padding_idx counts itself; a padding_idx token, wherever it is, takes
+  // position padding_idx and is not counted.
+  const torch::Tensor counted = input_ids.ne(layout.padding_idx).to(torch::kInt64);
+  return torch::embedding(table, counted.cumsum(/*dim=*/1).mul_(counted).add_(layout.padding_idx));
+}
+
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig config,
                                                                   Checkpoint& checkpoint) {
-  // BertForSequenceClassification and BertForPreTraining checkpoints nest the encoder under
-  // "bert."; a saved BertModel does not.
-  const std::string prefix =
-      checkpoint.Contains("bert.embeddings.word_embeddings.weight") ? "bert." : "";
-  const bool has_classifier = checkpoint.Contains("classifier.weight");
-  const bool has_pooler = checkpoint.Contains(prefix + "pooler.dense.weight") || has_classifier;
+  BertLayout layout = BertLayoutOf(config, checkpoint);
+  const std::string& prefix = layout.prefix;
   const int64_t hidden = config.hidden_size;
   // config.json against the file's shapes, before any per-layer work.
   const std::string embeddings = prefix + "embeddings.word_embeddings.weight";
@@ -216,15 +266,20 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig co
       checkpoint.CheckConfigSize("max_position_embeddings", config.max_position_embeddings,
                                  prefix + "embeddings.position_embeddings.weight", 0));
   int64_t num_labels = 0;
-  if (has_classifier) {
-    const std::vector<int64_t> classifier =
-        checkpoint.Shape("classifier.weight").value_or(std::vector<int64_t>());
-    num_labels = classifier.size() == 2 ? classifier[0] : 0;
-    if (num_labels <= 0 || (config.num_labels > 0 && config.num_labels != num_labels)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor 'classifier.weight' in '", checkpoint.FileOf("classifier.weight"),
-          "': expected shape [num_labels, ", hidden, "] with num_labels = ", config.num_labels,
-          " (config.json id2label), got [", absl::StrJoin(classifier, ", "), "]"));
+  if (layout.has_classifier()) {
+    const std::string output = layout.classifier_output + ".weight";
+    const std::optional<std::vector<int64_t>> shape = checkpoint.Shape(output);
+    if (shape.has_value()) {
+      num_labels = shape->size() == 2 ? (*shape)[0] : 0;
+      if (num_labels <= 0 || (config.num_labels > 0 && config.num_labels != num_labels)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor '", output, "' in '", checkpoint.FileOf(output),
+            "': expected shape [num_labels, ", hidden, "] with num_labels = ", config.num_labels,
+            " (config.json id2label), got [", absl::StrJoin(*shape, ", "), "]"));
+      }
+    } else {
+      // Load below names the missing tensor, with whatever else does not fit.
+      num_labels = std::max<int64_t>(config.num_labels, 1);
     }
     config.num_labels = num_labels;
   } else {
@@ -249,15 +304,17 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig co
     AddLinear(specs, layer + "output.dense", hidden, config.intermediate_size);
     AddNorm(specs, layer + "output.LayerNorm", hidden);
   }
-  if (has_pooler) AddLinear(specs, prefix + "pooler.dense", hidden, hidden);
-  if (has_classifier) AddLinear(specs, "classifier", num_labels, hidden);
-  // position_ids is a buffer some checkpoints store; cls.* are the pre-training heads (masked LM,
-  // next sentence), which attnscope does not serve.
-  ATTNSCOPE_RETURN_IF_ERROR(
-      checkpoint.Load(specs, /*ignored_prefixes=*/{prefix + "embeddings.position_ids", "cls."}));
+  if (!layout.pooler.empty()) AddLinear(specs, layout.pooler, hidden, hidden);
+  if (layout.has_classifier()) {
+    if (layout.classifier_dense != layout.pooler) {
+      AddLinear(specs, layout.classifier_dense, hidden, hidden);
+    }
+    AddLinear(specs, layout.classifier_output, num_labels, hidden);
+  }
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.Load(specs, layout.ignored_prefixes));
   const Architecture architecture = config.architecture;
   return BuildModel(architecture, [&] {
-    return new BertModel(std::move(config), checkpoint, prefix, has_pooler, has_classifier);
+    return new BertModel(std::move(config), checkpoint, std::move(layout));
   });
 }
 

@@ -77,10 +77,11 @@ absl::StatusOr<ForwardInput> TransformerModel::CheckInput(const ForwardInput& in
                      ids.defined() ? ShapeOf(ids) : "nothing"));
   }
   const std::vector<int64_t> shape = ids.sizes().vec();
-  if (shape[1] > config_.max_position_embeddings) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input_ids: expected at most ", config_.max_position_embeddings,
-                     " tokens (max_position_embeddings), got ", shape[1], "; enable truncation"));
+  if (shape[1] > max_positions()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input_ids: expected at most ", max_positions(), " tokens (max_position_embeddings",
+        config_.architecture == Architecture::kRoberta ? " - pad_token_id - 1" : "", "), got ",
+        shape[1], "; enable truncation"));
   }
   ForwardInput checked;
   checked.input_ids = ids;
@@ -254,6 +255,7 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
       absl::InternalError("unhandled architecture");
   switch (config.architecture) {
     case Architecture::kBert:
+    case Architecture::kRoberta:
       model = CreateBertModel(std::move(config), *checkpoint);
       break;
     case Architecture::kLlama:

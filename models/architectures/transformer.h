@@ -39,7 +39,7 @@ struct ForwardOptions {
   bool output_hidden_states = false;
   // Pre-softmax scores QK^T / sqrt(head_dim), before the mask is added (`attention_scores`).
   bool output_attention_scores = false;
-  // Classifier logits (BERT with a classifier head) or language-model logits (Llama).
+  // Classifier logits (BERT or RoBERTa with a classifier head) or language-model logits (Llama).
   bool output_logits = true;
   // Called after each layer with its index (0-based). A non-OK status stops the pass and is
   // returned by Forward: the way callers honour deadlines and cancellation between layers.
@@ -69,9 +69,11 @@ struct ForwardOutput {
   // L_dec tensors [B, N_dec, T, S]: each decoder position's attention over the encoder output,
   // padded source positions 0.
   std::vector<torch::Tensor> cross_attentions;
-  // [B, H]: BERT pooler output tanh(W h_[CLS] + b), when the checkpoint has a pooler.
+  // [B, H]: BERT pooler output tanh(W h_[CLS] + b), when the checkpoint has a pooler
+  // (RobertaForSequenceClassification has none).
   torch::Tensor pooler_output;
-  // [B, num_labels] for a BERT classifier; [B, S, vocab] for Llama; [B, T, vocab] for an
+  // [B, num_labels] for a BERT classifier (classifier(pooler_output)) or a RoBERTa one
+  // (out_proj(tanh(dense(h_<s>)))); [B, S, vocab] for Llama; [B, T, vocab] for an
   // encoder-decoder with decoder_input_ids (lm_head + final_logits_bias); undefined otherwise.
   torch::Tensor logits;
 };
@@ -120,7 +122,7 @@ class TransformerModel {
   virtual ~TransformerModel() = default;
 
   // Runs the model under torch::InferenceMode. InvalidArgument: inputs of the wrong shape or dtype,
-  // ids outside the vocabulary, sequences longer than max_position_embeddings, decoder_input_ids
+  // ids outside the vocabulary, sequences longer than max_positions(), decoder_input_ids
   // for a model that is not an encoder-decoder. Any status
   // returned by options.on_layer_done. Internal: a LibTorch error (a bug).
   absl::StatusOr<ForwardOutput> Forward(const ForwardInput& input,
@@ -145,10 +147,12 @@ class TransformerModel {
   const ModelConfig& config() const { return config_; }
   // True for architectures that generate text left to right (Llama), which Decode runs.
   virtual bool is_decoder() const { return false; }
-  // True for BertForSequenceClassification-style checkpoints (pooler + classifier weights).
+  // True for cross-encoder checkpoints: BertForSequenceClassification (pooler + classifier
+  // weights) and RobertaForSequenceClassification (classifier.dense + classifier.out_proj).
   virtual bool has_classifier() const { return false; }
-  // The longest input the model accepts, in tokens.
-  int64_t max_positions() const { return config_.max_position_embeddings; }
+  // The longest input the model accepts, in tokens (ModelConfig::max_input_tokens:
+  // max_position_embeddings, less pad_token_id + 1 for RoBERTa).
+  int64_t max_positions() const { return config_.max_input_tokens(); }
   // The checkpoint the weights came from, every tensor by its checkpoint name; null for a model
   // built without LoadTransformerModel. Safetensors float32 data stay mapped, so keeping it costs
   // no memory beyond the model's own.
@@ -201,7 +205,8 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(const Mod
 // tensors it uses (Checkpoint::Load: converted once, checked finite) and builds the model.
 // InvalidArgument: config.json and the weights disagree (naming the field, the tensor and the
 // file), a tensor is missing, mis-shaped or unexpected, or holds NaN or infinite values.
-// ResourceExhausted: memory ran out while building.
+// ResourceExhausted: memory ran out while building. CreateBertModel builds both kBert and kRoberta
+// (bert.h).
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig config,
                                                                   Checkpoint& checkpoint);
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateLlamaModel(ModelConfig config,

@@ -292,6 +292,8 @@ absl::string_view ArchitectureName(Architecture architecture) {
   switch (architecture) {
     case Architecture::kBert:
       return "bert";
+    case Architecture::kRoberta:
+      return "roberta";
     case Architecture::kLlama:
       return "llama";
     case Architecture::kMarian:
@@ -317,6 +319,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   ATTNSCOPE_ASSIGN_OR_RETURN(config.model_type, reader.StringOr("model_type", ""));
   if (config.model_type == "bert") {
     config.architecture = Architecture::kBert;
+  } else if (config.model_type == "roberta" || config.model_type == "xlm-roberta") {
+    // XLMRobertaModel is RobertaModel under another name (its modeling file copies RoBERTa's).
+    config.architecture = Architecture::kRoberta;
   } else if (config.model_type == "llama") {
     config.architecture = Architecture::kLlama;
   } else if (config.model_type == "marian") {
@@ -328,7 +333,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   } else {
     return reader.Error(
         "model_type",
-        "one of the supported architectures \"bert\", \"llama\", \"marian\", \"bart\", \"t5\"",
+        "one of the supported architectures \"bert\", \"roberta\", \"xlm-roberta\", "
+        "\"llama\", \"marian\", \"bart\", \"t5\"",
         FieldReader::Quoted(config.model_type));
   }
   if (auto it = json.find("architectures"); it != json.end() && it->is_array()) {
@@ -340,7 +346,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     return ParseEncoderDecoder(reader, std::move(config));
   }
   if (config.architecture == Architecture::kT5) return ParseT5(reader, std::move(config));
-  const bool is_bert = config.architecture == Architecture::kBert;
+  const bool is_roberta = config.architecture == Architecture::kRoberta;
+  // RoBERTa is a BERT in everything config.json describes but its token ids' defaults.
+  const bool is_bert = config.architecture == Architecture::kBert || is_roberta;
 
   ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.Size("vocab_size", kMaxVocabSize));
   ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_size, reader.Size("hidden_size", kMaxHiddenSize));
@@ -374,8 +382,33 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                              reader.StringOr("hidden_act", is_bert ? "gelu" : "silu"));
   ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
                              reader.BoolOr("tie_word_embeddings", /*fallback=*/!is_bert));
-  ATTNSCOPE_RETURN_IF_ERROR(
-      ReadTokenIds(reader, /*pad=*/is_bert ? 0 : -1, /*bos=*/-1, /*eos=*/-1, config));
+  if (is_roberta) {
+    // RobertaConfig's own defaults (BertConfig's otherwise).
+    ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/1, /*bos=*/0, /*eos=*/2, config));
+  } else {
+    ATTNSCOPE_RETURN_IF_ERROR(
+        ReadTokenIds(reader, /*pad=*/is_bert ? 0 : -1, /*bos=*/-1, /*eos=*/-1, config));
+  }
+  if (is_bert) {
+    // transformers' relative_key and relative_key_query add learned distance embeddings to the
+    // scores; served without them, the attentions would not be transformers'.
+    ATTNSCOPE_ASSIGN_OR_RETURN(const std::string position_embedding_type,
+                               reader.StringOr("position_embedding_type", "absolute"));
+    if (position_embedding_type != "absolute") {
+      return reader.Error("position_embedding_type",
+                          "\"absolute\" (relative position embeddings are not implemented)",
+                          FieldReader::Quoted(position_embedding_type));
+    }
+  }
+  if (is_roberta &&
+      (config.pad_token_id < 0 || config.pad_token_id + 1 >= config.max_position_embeddings)) {
+    return reader.Error("pad_token_id",
+                        absl::StrCat("an id in [0, ", config.max_position_embeddings - 1,
+                                     ") (RoBERTa numbers tokens from pad_token_id + 1, below "
+                                     "max_position_embeddings ",
+                                     config.max_position_embeddings, ")"),
+                        std::to_string(config.pad_token_id));
+  }
 
   if (config.hidden_size % config.num_attention_heads != 0) {
     return reader.Error(
@@ -393,13 +426,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                         std::to_string(config.num_key_value_heads));
   }
   if (is_bert && config.num_key_value_heads != config.num_attention_heads) {
-    return reader.Error(
-        "num_key_value_heads",
-        absl::StrCat("num_attention_heads (", config.num_attention_heads, ") for bert"),
-        std::to_string(config.num_key_value_heads));
+    return reader.Error("num_key_value_heads",
+                        absl::StrCat("num_attention_heads (", config.num_attention_heads, ") for ",
+                                     config.model_type),
+                        std::to_string(config.num_key_value_heads));
   }
   if (is_bert && config.head_dim * config.num_attention_heads != config.hidden_size) {
-    return reader.Error("head_dim", "hidden_size / num_attention_heads for bert",
+    return reader.Error("head_dim",
+                        absl::StrCat("hidden_size / num_attention_heads for ", config.model_type),
                         std::to_string(config.head_dim));
   }
   if (config.architecture == Architecture::kLlama && config.head_dim % 2 != 0) {
@@ -429,6 +463,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
       config.num_labels,
       reader.Int("num_labels", 0, kMaxVocabSize, static_cast<int64_t>(config.id2label.size())));
   return config;
+}
+
+int64_t ModelConfig::max_input_tokens() const {
+  return architecture == Architecture::kRoberta ? max_position_embeddings - pad_token_id - 1
+                                                : max_position_embeddings;
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {

@@ -12,27 +12,29 @@
 
 namespace attnscope {
 
-// kMarian and kBart are encoder-decoders of one family (transformers' MarianMTModel and
-// BartForConditionalGeneration), told apart by their positions and embedding normalisation. kT5 is
-// the encoder-decoder of Raffel et al. 2020 (transformers' T5ForConditionalGeneration): pre-RMSNorm
-// blocks and relative position buckets instead of absolute positions.
-enum class Architecture { kBert, kLlama, kMarian, kBart, kT5 };
+// kRoberta is BERT with RoBERTa's positions (transformers' RobertaModel and XLMRobertaModel, whose
+// model_types "roberta" and "xlm-roberta" it serves) and classifier head. kMarian and kBart are
+// encoder-decoders of one family (transformers' MarianMTModel and BartForConditionalGeneration),
+// told apart by their positions and embedding normalisation. kT5 is the encoder-decoder of Raffel
+// et al. 2020 (transformers' T5ForConditionalGeneration): pre-RMSNorm blocks and relative position
+// buckets instead of absolute positions.
+enum class Architecture { kBert, kRoberta, kLlama, kMarian, kBart, kT5 };
 
-// "bert", "llama", "marian", "bart" or "t5".
+// "bert", "roberta", "llama", "marian", "bart" or "t5".
 absl::string_view ArchitectureName(Architecture architecture);
 
 // The fields of config.json that the supported architectures read, with the defaults of the
-// transformers configuration classes (BertConfig, LlamaConfig, MarianConfig, BartConfig, T5Config)
-// where config.json omits a field. For the encoder-decoders the common fields hold the encoder's
-// sizes (d_model, encoder_layers, encoder_attention_heads, encoder_ffn_dim, activation_function)
-// and the decoder_* fields the decoder's. T5Config's fields map onto them as:
+// transformers configuration classes (BertConfig, RobertaConfig, LlamaConfig, MarianConfig,
+// BartConfig, T5Config) where config.json omits a field. For the encoder-decoders the common fields
+// hold the encoder's sizes (d_model, encoder_layers, encoder_attention_heads, encoder_ffn_dim,
+// activation_function) and the decoder_* fields the decoder's. T5Config's fields map onto them as:
 //   d_model -> hidden_size; d_kv -> head_dim (num_heads * d_kv may differ from d_model);
 //   d_ff -> intermediate_size and decoder_ffn_dim; num_layers -> num_hidden_layers;
 //   num_decoder_layers -> decoder_layers; num_heads -> num_attention_heads and
 //   decoder_attention_heads; layer_norm_epsilon -> rms_norm_eps; n_positions (default 512) ->
 //   max_position_embeddings.
 struct ModelConfig {
-  std::string model_type;  // as written in config.json, e.g. "bert"
+  std::string model_type;  // as written in config.json, e.g. "bert" or "xlm-roberta"
   Architecture architecture = Architecture::kBert;
   std::vector<std::string> architectures;  // e.g. {"BertForSequenceClassification"}
   int64_t vocab_size = 0;
@@ -44,15 +46,16 @@ struct ModelConfig {
   int64_t head_dim = 0;  // hidden_size / num_attention_heads unless config.json says otherwise
   int64_t intermediate_size = 0;
   int64_t max_position_embeddings = 0;
-  int64_t type_vocab_size = 0;    // BERT token type embeddings
-  double layer_norm_eps = 1e-12;  // BERT LayerNorm (1e-5 for marian and bart)
+  int64_t type_vocab_size = 0;    // BERT and RoBERTa token type embeddings
+  double layer_norm_eps = 1e-12;  // BERT and RoBERTa LayerNorm (1e-5 for marian and bart)
   double rms_norm_eps = 1e-6;     // Llama RMSNorm, T5LayerNorm
-  // "gelu" (exact erf) for BERT and bart, "silu" for Llama and marian; "relu" or "gelu_new" (the
-  // tanh approximation) for t5.
+  // "gelu" (exact erf) for BERT, RoBERTa and bart, "silu" for Llama and marian; "relu" or
+  // "gelu_new" (the tanh approximation) for t5.
   std::string hidden_act;
   double rope_theta = 10000.0;       // RoPE base (Llama)
   bool tie_word_embeddings = false;  // lm_head shares the input embedding matrix
-  int64_t pad_token_id = -1;         // -1: not set
+  // -1: not set. RoBERTa requires it: its positions count from it (see max_input_tokens).
+  int64_t pad_token_id = -1;
   int64_t bos_token_id = -1;
   int64_t eos_token_id = -1;
   // Encoder-decoders (marian, bart, t5): the decoder's sizes, whether token embeddings are scaled
@@ -75,6 +78,11 @@ struct ModelConfig {
   int64_t num_labels = 0;  // id2label size, or num_labels, or 0 when there is no classifier
 
   int64_t num_queries_per_kv() const { return num_attention_heads / num_key_value_heads; }
+  // The longest input in tokens. RoBERTa gives padding the position pad_token_id and numbers real
+  // tokens from pad_token_id + 1 (transformers' create_position_ids_from_input_ids), so its table
+  // of max_position_embeddings rows holds max_position_embeddings - pad_token_id - 1 tokens (512 of
+  // XLM-R's 514); every other architecture's limit is max_position_embeddings.
+  int64_t max_input_tokens() const;
 };
 
 // Parses the text of a config.json. `source` names the file in error messages.
@@ -83,7 +91,9 @@ struct ModelConfig {
 // message lists the supported ones). Every size is bounded before anything is allocated from it
 // (1 to 1024 layers and heads, up to 2^24 tokens, 2^16 hidden units, 2^18 feed-forward units,
 // 2^20 positions, 4096 per head), every token id lies in [0, vocab_size) or is -1 for none, and
-// the epsilons and the RoPE base are finite and positive (rope_theta at least 1).
+// the epsilons and the RoPE base are finite and positive (rope_theta at least 1). RoBERTa's
+// pad_token_id must be set and leave at least one position for a token; its
+// position_embedding_type, like BERT's, must be "absolute" (the only kind served).
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::string_view source);
 
 // Reads and parses `<model_dir>/config.json`. NotFound when the file does not exist;

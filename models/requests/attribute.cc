@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -24,12 +25,15 @@ using requests_internal::WordsOf;
 
 namespace {
 
-// The id of `token` among the first `embeddings` ids of the tokenizer, or -1: a tokenizer may add
-// special tokens beyond the model's embedding table. A scan: tokenizers look texts up, not token
-// names, and one scan costs far less than the attribution it serves.
-int64_t FindTokenId(const Tokenizer& tokenizer, absl::string_view token, int64_t embeddings) {
-  for (int64_t id = 0; id < std::min(tokenizer.vocab_size(), embeddings); ++id) {
-    if (tokenizer.IdToToken(id) == token) return id;
+// The id of the first of `spellings` among the first `embeddings` ids of the tokenizer, or -1: a
+// tokenizer may add special tokens beyond the model's embedding table. A scan: tokenizers look
+// texts up, not token names, and one scan costs far less than the attribution it serves.
+int64_t FindTokenId(const Tokenizer& tokenizer, const std::vector<absl::string_view>& spellings,
+                    int64_t embeddings) {
+  for (const absl::string_view token : spellings) {
+    for (int64_t id = 0; id < std::min(tokenizer.vocab_size(), embeddings); ++id) {
+      if (tokenizer.IdToToken(id) == token) return id;
+    }
   }
   return -1;
 }
@@ -54,9 +58,10 @@ absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery
   ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(query.model));
   const LoadedModel& model = *answer.model;
   const ModelConfig& config = model.config();
-  if (config.architecture != Architecture::kBert) {
+  if (config.architecture != Architecture::kBert && config.architecture != Architecture::kRoberta) {
     return absl::UnimplementedError(absl::StrCat(
-        "model '", model.name(), "': token attributions support BERT cross-encoders only, got a ",
+        "model '", model.name(),
+        "': token attributions support BERT and RoBERTa cross-encoders only, got a ",
         config.architecture == Architecture::kLlama ? "decoder-only " : "",
         ArchitectureName(config.architecture),
         " model (next-token log-probabilities are not attributed yet); set `model` to a "
@@ -65,7 +70,8 @@ absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery
   if (!model.model().has_classifier()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model '", model.name(),
-        "': expected a cross-encoder with a classifier head (BertForSequenceClassification) whose "
+        "': expected a cross-encoder with a classifier head (BertForSequenceClassification, "
+        "XLMRobertaForSequenceClassification) whose "
         "logit is attributed, got a model without one (ModelInfo.has_classifier is false); set "
         "`model` to a cross-encoder"));
   }
@@ -104,15 +110,19 @@ absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery
     }
   }
   if (options.occlusion) {
-    const char* token = query.occlusion_token == OcclusionToken::kMask ? "[MASK]" : "[UNK]";
-    options.occlusion_token_id = FindTokenId(model.tokenizer(), token, config.vocab_size);
+    // BERT's vocabularies spell them [MASK] and [UNK], RoBERTa's and XLM-R's <mask> and <unk>.
+    const bool mask = query.occlusion_token == OcclusionToken::kMask;
+    const std::vector<absl::string_view> spellings =
+        mask ? std::vector<absl::string_view>{"[MASK]", "<mask>"}
+             : std::vector<absl::string_view>{"[UNK]", "<unk>"};
+    options.occlusion_token_id = FindTokenId(model.tokenizer(), spellings, config.vocab_size);
     if (options.occlusion_token_id < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "occlusion_token: expected a ", token, " token among the ", config.vocab_size,
-          " token embeddings of model '", model.name(), "', got none; set `occlusion_token` to ",
-          query.occlusion_token == OcclusionToken::kMask ? "OCCLUSION_TOKEN_UNK"
-                                                         : "OCCLUSION_TOKEN_MASK",
-          " or leave occlusion out of `methods`"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("occlusion_token: expected a ", spellings[0], " or ", spellings[1],
+                       " token among the ", config.vocab_size, " token embeddings of model '",
+                       model.name(), "', got none; set `occlusion_token` to ",
+                       mask ? "OCCLUSION_TOKEN_UNK" : "OCCLUSION_TOKEN_MASK",
+                       " or leave occlusion out of `methods`"));
     }
   }
   options.baseline = query.baseline;

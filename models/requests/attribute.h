@@ -16,7 +16,8 @@ namespace attnscope {
 // Token attribution methods (models/attribution.h).
 enum class AttributionMethod { kOcclusion, kGradientXInput, kIntegratedGradients };
 
-// What replaces each token in turn for occlusion: the tokenizer's [MASK] or [UNK].
+// What replaces each token in turn for occlusion: the tokenizer's [MASK] or [UNK] (RoBERTa's and
+// XLM-R's <mask> or <unk>).
 enum class OcclusionToken { kMask, kUnk };
 
 // Integrated-gradients steps: the default (Captum's), and the most a call may ask for: each step

@@ -431,6 +431,7 @@ TEST(OptionMatrixTest, EveryRpcOptionAndArchitectureAnswersOrGivesADocumentedErr
   const std::vector<ModelUnderTest> models = {
       {"bert", plain_bert, RandomBertText(shape, 6), RandomBertText(shape, 4)},
       {"cross-encoder", TinyBertDir(), "what is the capital", "paris is the capital"},
+      {"xlm-roberta", data + "/tiny-roberta", "how do I insert a table", "Insert a table here"},
       {"llama", Stories260kDir(), "Once upon a time", "there was a cat"},
       {"marian", data + "/tiny-marian", ">>vie<< Insert a table", "Chèn bảng"},
       {"bart", data + "/tiny-bart", "Insert a table", "the table"},
@@ -443,6 +444,17 @@ TEST(OptionMatrixTest, EveryRpcOptionAndArchitectureAnswersOrGivesADocumentedErr
   ASSERT_TRUE(server.ok()) << server.status();
   auto channel = grpc::CreateChannel((*server)->address(), grpc::InsecureChannelCredentials());
   std::unique_ptr<AttentionService::Stub> stub = AttentionService::NewStub(channel);
+  {
+    // RoBERTa's limit: 66 positions, the first two below the first token's.
+    grpc::ClientContext context;
+    v1::GetModelInfoRequest request;
+    request.set_model("xlm-roberta");
+    v1::ModelInfo info;
+    ASSERT_TRUE(stub->GetModelInfo(&context, request, &info).ok());
+    EXPECT_EQ(info.architecture(), "roberta");
+    EXPECT_EQ(info.max_position_embeddings(), 64);
+    EXPECT_TRUE(info.has_classifier());
+  }
 
   const std::map<std::string, Caller> callers = Callers();
   const google::protobuf::ServiceDescriptor* service =

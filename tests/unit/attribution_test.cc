@@ -300,6 +300,43 @@ TEST_F(AttributionTest, StopsWhenTheCallbackSaysSo) {
   EXPECT_EQ(calls, 1);
 }
 
+// An XLM-R cross-encoder (tests/data/tiny-roberta, whose forward pass roberta_test checks against
+// PyTorch modules): the score is the goldens' logit, RoBERTa's positions included (a pad id among
+// the real tokens in "typed_pad"); occluding a token is the logit's drop when it becomes <mask>
+// (the typed pad's too, which renumbers the tokens after it); integrated gradients complete.
+TEST(AttributionRobertaTest, ScoresAndOccludesAsTheForwardPass) {
+  const std::string dir = testing::TestDataDir() + "/tiny-roberta";
+  auto model = LoadTransformerModel({.model_dir = dir});
+  ASSERT_TRUE(model.ok()) << model.status();
+  const Json golden = Json::parse(testing::ReadFileBytes(dir + "/golden.json"));
+  constexpr int64_t kRobertaMaskId = 5001;  // <mask>, the last of tiny-xlmr-tokenizer's ids
+  for (const char* name : {"pair", "typed_pad"}) {
+    SCOPED_TRACE(name);
+    const Json& c = golden[name];
+    AttributionInput input;
+    input.input_ids = Row(c["input_ids"][0]);
+    input.attention_mask = Row(c["attention_mask"][0]);
+    AttributionOptions options;
+    options.occlusion_token_id = kRobertaMaskId;
+    absl::StatusOr<Attributions> out = Attribute(**model, input, options);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_NEAR(out->score, c["logits"][0][0].get<double>(), 1e-5);
+    const int64_t length = input.input_ids.size(1);
+    ASSERT_EQ(out->occlusion.size(0), length);
+    for (int64_t i = 0; i < length; ++i) {
+      ForwardInput occluded;
+      occluded.input_ids = input.input_ids.clone();
+      occluded.input_ids[0][i] = kRobertaMaskId;
+      absl::StatusOr<ForwardOutput> forward = (*model)->Forward(occluded, ForwardOptions());
+      ASSERT_TRUE(forward.ok()) << forward.status();
+      EXPECT_NEAR(out->occlusion[i].item<double>(),
+                  out->score - forward->logits[0][0].item<double>(), 1e-5)
+          << "token " << i;
+    }
+    EXPECT_LE(CompletenessError(*out), 0.01);
+  }
+}
+
 TEST(AttributionArchitectureTest, LlamaIsNotSupportedYet) {
   const std::string dir = testing::SharedDir() + "/models/stories260K";
   if (!FileExists(JoinPath(dir, "model.safetensors"))) GTEST_SKIP() << dir << " is missing";
@@ -309,7 +346,7 @@ TEST(AttributionArchitectureTest, LlamaIsNotSupportedYet) {
   input.input_ids = Row(std::vector<int64_t>{1, 2, 3});
   const absl::Status status = Attribute(**model, input, AttributionOptions()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(status.message(), HasSubstr("BERT cross-encoders"));
+  EXPECT_THAT(status.message(), HasSubstr("BERT and RoBERTa cross-encoders"));
 }
 
 // The trained default model (checkpoints/default) on held-out query-document pairs in its three

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "gtest/gtest.h"
@@ -107,6 +108,26 @@ void PatchJsonFile(const std::string& path, const nlohmann::json& patch) {
     }
   }
   WriteFileBytes(path, json.dump(2));
+}
+
+torch::Tensor TensorFromJson(const nlohmann::json& json, torch::ScalarType type) {
+  std::vector<int64_t> shape;
+  const nlohmann::json* level = &json;
+  while (level->is_array()) {
+    shape.push_back(static_cast<int64_t>(level->size()));
+    if (level->empty()) break;
+    level = &(*level)[0];
+  }
+  std::vector<double> values;
+  std::function<void(const nlohmann::json&)> flatten = [&](const nlohmann::json& node) {
+    if (node.is_array()) {
+      for (const nlohmann::json& child : node) flatten(child);
+    } else {
+      values.push_back(node.get<double>());
+    }
+  };
+  flatten(json);
+  return torch::tensor(values, torch::kFloat64).view(shape).to(type);
 }
 
 std::vector<Offset> OffsetsFromJson(const nlohmann::json& spans) {

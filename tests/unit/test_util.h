@@ -32,6 +32,8 @@ std::string CopyToTempDir(const std::string& dir);
 void WriteSafetensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors);
 // Every floating-point tensor of the checkpoint in `dir`, as float32.
 std::map<std::string, torch::Tensor> ReadCheckpointTensors(const std::string& dir);
+// Nested JSON arrays of numbers as a tensor of their shape and of `type`.
+torch::Tensor TensorFromJson(const nlohmann::json& json, torch::ScalarType type);
 // Golden [[start, end], ...] spans as Offsets.
 std::vector<Offset> OffsetsFromJson(const nlohmann::json& spans);
 // Golden ids where null (no word or sequence: a special token) is -1, as Encoding has it.

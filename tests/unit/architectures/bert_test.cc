@@ -2,7 +2,6 @@
 // attention invariants every model must keep.
 #include <torch/types.h>
 
-#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -20,27 +19,6 @@ using Json = nlohmann::json;
 
 constexpr double kTolerance = 1e-5;
 
-torch::Tensor FromJson(const Json& json, torch::ScalarType type) {
-  // Flattens nested JSON arrays and keeps their shape.
-  std::vector<int64_t> shape;
-  const Json* level = &json;
-  while (level->is_array()) {
-    shape.push_back(static_cast<int64_t>(level->size()));
-    if (level->empty()) break;
-    level = &(*level)[0];
-  }
-  std::vector<double> values;
-  std::function<void(const Json&)> flatten = [&](const Json& node) {
-    if (node.is_array()) {
-      for (const Json& child : node) flatten(child);
-    } else {
-      values.push_back(node.get<double>());
-    }
-  };
-  flatten(json);
-  return torch::tensor(values, torch::kFloat64).view(shape).to(type);
-}
-
 class BertGoldenTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -57,9 +35,9 @@ class BertGoldenTest : public ::testing::Test {
 
   static ForwardInput InputOf(const Json& c) {
     ForwardInput input;
-    input.input_ids = FromJson(c["input_ids"], torch::kInt64);
-    input.attention_mask = FromJson(c["attention_mask"], torch::kInt64);
-    input.token_type_ids = FromJson(c["token_type_ids"], torch::kInt64);
+    input.input_ids = testing::TensorFromJson(c["input_ids"], torch::kInt64);
+    input.attention_mask = testing::TensorFromJson(c["attention_mask"], torch::kInt64);
+    input.token_type_ids = testing::TensorFromJson(c["token_type_ids"], torch::kInt64);
     return input;
   }
 
@@ -78,7 +56,7 @@ class BertGoldenTest : public ::testing::Test {
                                      const torch::Tensor& mask, int query_dim,
                                      const std::string& what) {
     SCOPED_TRACE(what);
-    const torch::Tensor expected = FromJson(want, torch::kFloat64);
+    const torch::Tensor expected = testing::TensorFromJson(want, torch::kFloat64);
     ASSERT_EQ(got.sizes(), expected.sizes());
     for (int64_t b = 0; b < mask.size(0); ++b) {
       const int64_t real = mask[b].sum().item<int64_t>();
@@ -122,10 +100,10 @@ TEST_F(BertGoldenTest, MatchesPyTorchModules) {
       ExpectNearAtRealTokens(out.attentions[i], c["attentions"][i], mask, 2,
                              "attentions[" + std::to_string(i) + "]");
     }
-    const torch::Tensor pooled = FromJson(c["pooler_output"], torch::kFloat64);
+    const torch::Tensor pooled = testing::TensorFromJson(c["pooler_output"], torch::kFloat64);
     EXPECT_LE((out.pooler_output.to(torch::kFloat64) - pooled).abs().max().item<double>(),
               kTolerance);
-    const torch::Tensor logits = FromJson(c["logits"], torch::kFloat64);
+    const torch::Tensor logits = testing::TensorFromJson(c["logits"], torch::kFloat64);
     ASSERT_TRUE(out.logits.defined());
     EXPECT_EQ(out.logits.sizes(), logits.sizes());
     EXPECT_LE((out.logits.to(torch::kFloat64) - logits).abs().max().item<double>(), kTolerance);

@@ -74,8 +74,8 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
   };
   const Case cases[] = {
       {R"({"model_type": "gpt2", "vocab_size": 5})",
-       "field 'model_type': expected one of the supported architectures \"bert\", \"llama\", "
-       "\"marian\", \"bart\", \"t5\", got \"gpt2\""},
+       "field 'model_type': expected one of the supported architectures \"bert\", \"roberta\", "
+       "\"xlm-roberta\", \"llama\", \"marian\", \"bart\", \"t5\", got \"gpt2\""},
       {"{not json", "malformed JSON"},
       {R"({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
            "num_attention_heads": 4, "intermediate_size": 8})",
@@ -100,6 +100,70 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
     EXPECT_THAT(std::string(config.status().message()), HasSubstr(c.message));
     EXPECT_THAT(std::string(config.status().message()), HasSubstr("config 'dir/config.json'"));
   }
+}
+
+// RobertaConfig and XLMRobertaConfig (transformers' configuration_roberta.py: BertConfig's fields
+// with pad, bos and eos ids 1, 0 and 2) are one architecture; XLM-R's base checkpoint's config.
+TEST(ConfigTest, RobertaAndXlmRobertaAreOneArchitecture) {
+  const std::string xlmr = R"({"model_type": "xlm-roberta", "vocab_size": 250002,
+      "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+      "intermediate_size": 3072, "max_position_embeddings": 514, "type_vocab_size": 1,
+      "layer_norm_eps": 1e-05, "position_embedding_type": "absolute"})";
+  for (const std::string model_type : {"roberta", "xlm-roberta"}) {
+    SCOPED_TRACE(model_type);
+    Json json = Json::parse(xlmr);
+    json["model_type"] = model_type;
+    auto config = ParseModelConfig(json.dump(), "dir/config.json");
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->architecture, Architecture::kRoberta);
+    EXPECT_EQ(ArchitectureName(config->architecture), "roberta");
+    EXPECT_EQ(config->model_type, model_type);
+    EXPECT_EQ(config->pad_token_id, 1);
+    EXPECT_EQ(config->bos_token_id, 0);
+    EXPECT_EQ(config->eos_token_id, 2);
+    EXPECT_EQ(config->type_vocab_size, 1);
+    EXPECT_EQ(config->hidden_act, "gelu");
+    EXPECT_DOUBLE_EQ(config->layer_norm_eps, 1e-5);
+    EXPECT_EQ(config->max_position_embeddings, 514);
+    // Positions 0 and 1 are the padding's and the one below it: 512 tokens.
+    EXPECT_EQ(config->max_input_tokens(), 512);
+  }
+  // BERT's positions start at 0.
+  auto bert = ParseBertWith({{"max_position_embeddings", 514}});
+  ASSERT_TRUE(bert.ok()) << bert.status();
+  EXPECT_EQ(bert->max_input_tokens(), 514);
+}
+
+TEST(ConfigTest, RefusesRobertaWithoutRoomForPositions) {
+  const Json base = Json::parse(R"({"model_type": "roberta", "vocab_size": 100,
+      "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "intermediate_size": 64, "max_position_embeddings": 10})");
+  struct Case {
+    Json patch;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{{"pad_token_id", -1}},
+       "field 'pad_token_id': expected an id in [0, 9) (RoBERTa numbers tokens from pad_token_id + "
+       "1, below max_position_embeddings 10), got -1"},
+      {{{"pad_token_id", 9}}, "field 'pad_token_id': expected an id in [0, 9)"},
+      {{{"position_embedding_type", "relative_key"}},
+       "field 'position_embedding_type': expected \"absolute\" (relative position embeddings are "
+       "not implemented), got \"relative_key\""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.patch.dump());
+    Json json = base;
+    json.update(c.patch);
+    auto config = ParseModelConfig(json.dump(), "dir/config.json");
+    ASSERT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr(c.message));
+  }
+  Json fits = base;
+  fits["pad_token_id"] = 8;
+  auto config = ParseModelConfig(fits.dump(), "dir/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->max_input_tokens(), 1);
 }
 
 // T5Config's names and defaults (transformers' configuration_t5.py) for what config.json omits.
@@ -213,8 +277,8 @@ TEST(ConfigTest, LoadingReportsTheArchitectureBeforeTheTokenizer) {
     const absl::Status status = LoadedModel::Create(options).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << model_type;
     EXPECT_THAT(status.message(),
-                HasSubstr("expected one of the supported architectures \"bert\", \"llama\", "
-                          "\"marian\", \"bart\", \"t5\", got \"" +
+                HasSubstr("expected one of the supported architectures \"bert\", \"roberta\", "
+                          "\"xlm-roberta\", \"llama\", \"marian\", \"bart\", \"t5\", got \"" +
                           model_type + "\""));
     EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("tokenizer")));
   }

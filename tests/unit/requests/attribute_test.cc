@@ -1,11 +1,14 @@
 // RunAttribute (models/requests/attribute.cc) in process: the models and options it refuses
 // before any pass, and the answer's word sums and convergence delta against its token values.
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/requests/request_test_util.h"
+#include "tests/unit/test_util.h"
 
 namespace attnscope {
 namespace {
@@ -51,6 +54,28 @@ TEST(RequestAttributeTest, RefusedBeforeAnyPass) {
   ASSERT_FALSE(answer.ok());
   EXPECT_EQ(answer.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(answer.status().message(), HasSubstr("--max_call_tokens"));
+}
+
+// An XLM-R cross-encoder (tests/data/tiny-roberta) is attributed too: its vocabulary spells the
+// occlusion tokens <mask> and <unk>, and the score is its logit for the pair (the goldens').
+TEST(RequestAttributeTest, RobertaCrossEncoderOccludesWithItsOwnTokens) {
+  const std::string dir = testing::TestDataDir() + "/tiny-roberta";
+  std::vector<std::unique_ptr<LoadedModel>> models;
+  models.push_back(testing::LoadModel("xlmr", dir));
+  RequestRunner runner({}, std::move(models), nullptr);
+  const nlohmann::json pair =
+      nlohmann::json::parse(testing::ReadFileBytes(dir + "/golden.json"))["pair"];
+  AttributeQuery query;
+  query.model = "xlmr";
+  query.input = {pair["text"].get<std::string>(), pair["text_pair"].get<std::string>()};
+  query.integrated_gradients_steps = 8;
+  for (const OcclusionToken token : {OcclusionToken::kMask, OcclusionToken::kUnk}) {
+    query.occlusion_token = token;
+    absl::StatusOr<AttributeAnswer> answer = runner.RunAttribute(query, NoCheck());
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_NEAR(answer->score, pair["logits"][0][0].get<double>(), 1e-5);
+    EXPECT_EQ(answer->occlusion.size(), pair["input_ids"][0].size());
+  }
 }
 
 TEST(RequestAttributeTest, WordsSumTheirTokensAndTheDeltaIsTheGap) {
