@@ -7,8 +7,8 @@ load it and its Tokenize can be compared with the goldens over gRPC and HTTP
                          norms' weights 1 and biases 0, from a seed per NAME), tokenizer.json and
                          tokenizer_config.json, and the slow tokenizer's files where the published
                          checkpoint ships them beside tokenizer.json (vocab.json + merges.txt,
-                         vocab.txt, sentencepiece.bpe.model), so the test also shows that the
-                         loader reads tokenizer.json when both are there.
+                         vocab.txt, sentencepiece.bpe.model), so that the server loads the
+                         folder it meets in use.
 
   llama3, qwen3, gemma3, gpt2         model_type llama (decoder-only; the server has no GPT-2,
                                       Qwen or Gemma architecture, and Tokenize needs none)
