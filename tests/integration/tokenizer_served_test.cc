@@ -19,7 +19,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -72,16 +71,6 @@ constexpr ServedTokenizer kServed[] = {{"llama3", "bpe"},
 std::string ReferenceDir() {
   const char* dir = std::getenv("ATTNSCOPE_TOKENIZER_REFERENCE");
   return dir != nullptr && *dir != '\0' ? dir : ATTNSCOPE_DEFAULT_TOKENIZER_REFERENCE;
-}
-
-std::vector<json> ReadJsonLines(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << path;
-  std::vector<json> rows;
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) rows.push_back(json::parse(line));
-  }
-  return rows;
 }
 
 // Korean (Hangul syllables and jamo), Vietnamese (its letters, precomposed or decomposed into the
