@@ -1,6 +1,7 @@
 #include "models/tokenizers/wordpiece_tokenizer.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -51,19 +52,16 @@ bool IsBertPunctuation(char32_t c) {
   return ascii_punctuation || unicode::IsPunctuation(c);
 }
 
-// Removes characters as NormalizedString::filter does: a removed character's span is merged into
-// the kept character before it; removed characters with no kept one before them vanish.
+// Removes characters as NormalizedString::filter does: a kept character keeps its own span and a
+// removed one's span goes with it, so a token that ends before removed characters ends there too
+// (npm tokenizers 0.23.2 gives "va" of an NFD "và" [0, 2), not [0, 3)), and removed characters
+// between two tokens belong to neither. Only a token's inner removed characters lie in its span.
 template <typename Drop>
 std::vector<NormChar> Filter(const std::vector<NormChar>& chars, Drop drop) {
   std::vector<NormChar> kept;
   kept.reserve(chars.size());
-  for (const NormChar& ch : chars) {
-    if (!drop(ch.c)) {
-      kept.push_back(ch);
-    } else if (!kept.empty()) {
-      kept.back().end = std::max(kept.back().end, ch.end);
-    }
-  }
+  std::copy_if(chars.begin(), chars.end(), std::back_inserter(kept),
+               [&](const NormChar& ch) { return !drop(ch.c); });
   return kept;
 }
 

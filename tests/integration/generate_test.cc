@@ -26,15 +26,6 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using json = nlohmann::json;
 
-std::vector<json> ReadJsonLines(const std::string& path) {
-  std::ifstream file(path);
-  std::vector<json> out;
-  for (std::string line; std::getline(file, line);) {
-    if (!line.empty()) out.push_back(json::parse(line));
-  }
-  return out;
-}
-
 json ReadJson(const std::string& path) {
   std::ifstream file(path);
   std::stringstream bytes;

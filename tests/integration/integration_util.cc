@@ -115,6 +115,15 @@ std::string Stories260kDir() { return SharedDir() + "/models/stories260K"; }
 std::string TinyBertDir() { return TestDataDir() + "/tiny-bert"; }
 std::string DefaultModelDir() { return ATTNSCOPE_DEFAULT_MODEL_DIR; }
 
+std::vector<nlohmann::json> ReadJsonLines(const std::string& path) {
+  std::ifstream file(path);
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(file, line);) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
 TempDir::TempDir() {
   std::string pattern = EnvOr("TMPDIR", "/tmp") + "/attnscope-it-XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) std::abort();

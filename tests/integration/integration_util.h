@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -32,6 +33,9 @@ std::string Stories260kDir();
 // checkpoints/default: the built-in cross-encoder.
 std::string DefaultModelDir();
 std::string TinyBertDir();
+
+// Every non-empty line of a JSON-lines file, parsed (none when the file cannot be read).
+std::vector<nlohmann::json> ReadJsonLines(const std::string& path);
 
 // A directory under $TMPDIR (or /tmp) removed with its contents on destruction.
 class TempDir {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The CTest fixture of the tokenizer.json golden tests (tests/unit/tokenizers/CMakeLists.txt): runs
-# make_all.sh into OUT unless OUT already holds goldens made from the scripts, lockfile and corpus
-# as they are now (OUT/goldens/.complete newer than every one of them), so a ctest run pays the
-# minute of npm ci and Node once, not every time.
+# The CTest fixture of the tokenizer.json golden tests (tests/unit/tokenizers/CMakeLists.txt) and
+# of tokenizer_served_test (tests/integration/CMakeLists.txt): runs make_all.sh into OUT unless OUT
+# already holds goldens and checkpoints made from the scripts, lockfile and corpus as they are now
+# (OUT/goldens/.complete newer than every one of them), so a ctest run pays the minute of npm ci
+# and Node once, not every time.
 #
 #   bash tests/tokenizer_reference/ensure_goldens.sh OUT
 set -euo pipefail

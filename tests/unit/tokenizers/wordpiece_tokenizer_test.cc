@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,6 +95,21 @@ void ExpectOffsetsMapBack(const std::string& text, const TokenizedText& tokenize
   }
 }
 
+// ../shared's goldens give a character the normalizer drops to the kept character before it (their
+// README); Hugging Face tokenizers, the reference for every tokenizer, gives it to no token unless
+// it lies inside one (DroppedCharactersBelongToNoToken). On the one line of each file where that
+// shows, the library's offsets (npm tokenizers 0.23.2) are expected instead of the file's.
+std::optional<std::vector<std::pair<int64_t, int64_t>>> LibraryOffsetsWhereSharedDiffers(
+    const std::string& text, bool lowercase) {
+  if (lowercase && text == "e\u0301te\u0301") {
+    return std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 4}};
+  }
+  if (!lowercase && text == "a\005b\u200Bc") {
+    return std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {2, 3}, {4, 5}};
+  }
+  return std::nullopt;
+}
+
 void CheckGoldenFile(const std::string& name, bool lowercase) {
   auto tokenizer = LoadBert(lowercase);
   ASSERT_NE(tokenizer, nullptr);
@@ -108,7 +124,9 @@ void CheckGoldenFile(const std::string& name, bool lowercase) {
     EXPECT_THAT(tokenized->tokens,
                 ElementsAreArray(line["tokens"].get<std::vector<std::string>>()));
     EXPECT_THAT(tokenized->ids, ElementsAreArray(line["ids"].get<std::vector<int64_t>>()));
-    EXPECT_THAT(Pairs(tokenized->offsets), ElementsAreArray(JsonPairs(line["offsets"])));
+    EXPECT_THAT(Pairs(tokenized->offsets),
+                ElementsAreArray(LibraryOffsetsWhereSharedDiffers(text, lowercase)
+                                     .value_or(JsonPairs(line["offsets"]))));
     ExpectOffsetsMapBack(text, *tokenized);
   }
 }
@@ -378,7 +396,10 @@ TEST(WordPieceTokenizerTest, SpecialTokensInsideWordsStayWhole) {
   EXPECT_THAT(tokenized->word_ids, ElementsAre(0, 1, 2, 3, 4, 4, 5, 6));
 }
 
-TEST(WordPieceTokenizerTest, DroppedCharactersBeforeAnyKeptOneBelongToNobody) {
+// A character the normalizer drops (a control, a format character, a combining mark accent
+// stripping removes) belongs to no token unless it lies inside one. The expected values are npm
+// tokenizers 0.23.2's on bert-base-uncased's tokenizer.json.
+TEST(WordPieceTokenizerTest, DroppedCharactersBelongToNoToken) {
   auto tokenizer = LoadBert(true);
   ASSERT_NE(tokenizer, nullptr);
   auto tokenized = tokenizer->Tokenize(
@@ -386,8 +407,17 @@ TEST(WordPieceTokenizerTest, DroppedCharactersBeforeAnyKeptOneBelongToNobody) {
       "ab\x05");
   ASSERT_TRUE(tokenized.ok());
   EXPECT_THAT(tokenized->tokens, ElementsAre("ab"));
-  EXPECT_THAT(Pairs(tokenized->offsets), ElementsAre(std::pair(2, 5)));
-  EXPECT_THAT(Pairs(tokenized->byte_offsets), ElementsAre(std::pair(4, 7)));
+  EXPECT_THAT(Pairs(tokenized->offsets), ElementsAre(std::pair(2, 4)));
+  EXPECT_THAT(Pairs(tokenized->byte_offsets), ElementsAre(std::pair(4, 6)));
+  // "Lời chào" decomposed (NFD): the horn and the grave after "Lo" are in neither "lo" nor "##i";
+  // the grave inside "chào" is in its token.
+  auto decomposed = tokenizer->Tokenize("Lo\u031B\u0300i cha\u0300o");
+  ASSERT_TRUE(decomposed.ok());
+  EXPECT_THAT(decomposed->tokens, ElementsAre("lo", "##i", "chao"));
+  EXPECT_THAT(Pairs(decomposed->offsets),
+              ElementsAre(std::pair(0, 2), std::pair(4, 5), std::pair(6, 11)));
+  EXPECT_THAT(Pairs(decomposed->byte_offsets),
+              ElementsAre(std::pair(0, 2), std::pair(6, 7), std::pair(8, 14)));
   auto empty = tokenizer->Tokenize("  \t\x05 ");
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(empty->size(), 0u);
