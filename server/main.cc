@@ -113,7 +113,9 @@ ABSL_FLAG(int64_t, max_tokens, 0,
           "its max_position_embeddings (less pad_token_id + 1 for RoBERTa) (a larger value is "
           "capped to it).");
 ABSL_FLAG(int, worker_threads, kDefaults.worker_threads,
-          "Most gRPC threads serving calls; 0 = gRPC's default.");
+          "Most gRPC threads serving calls, and HTTP/2 streams one connection may hold open (at "
+          "least 100); calls beyond it get RESOURCE_EXHAUSTED. 0 = --max_concurrent_requests + "
+          "16.");
 ABSL_FLAG(int, max_concurrent_requests, kDefaults.service.max_concurrent_requests,
           "Calls handled at once, running or waiting their turn; more fail at once with "
           "RESOURCE_EXHAUSTED. 0 = no limit.");

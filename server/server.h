@@ -53,7 +53,10 @@ struct ServerOptions {
   // Largest request on either transport: gRPC refuses a bigger message with RESOURCE_EXHAUSTED,
   // HTTP a bigger body with 413. Also sets http.limits.max_body_bytes.
   int64_t max_request_bytes = kDefaultMaxRequestBytes;
-  // gRPC threads serving calls; 0 = gRPC's default.
+  // Most gRPC threads serving calls, and streams one HTTP/2 connection may hold open (at least
+  // kMinStreamsPerConnection); 0 = --max_concurrent_requests plus kSpareWorkerThreads (for health
+  // checks, reflection and the calls refused over the limit). Calls beyond it get
+  // RESOURCE_EXHAUSTED from gRPC.
   int worker_threads = 0;
   // After SIGTERM / SIGINT, in-flight calls get this long to finish before they are cancelled.
   double shutdown_grace_seconds = 15;
@@ -66,6 +69,17 @@ struct ServerOptions {
 // --max_concurrent_requests or --shutdown_grace_seconds, an HTTP timeout (--http_*_timeout_seconds)
 // that is not above 0; TLS flags as ValidateTlsOptions says (InvalidArgument or NotFound).
 absl::Status ValidateServerOptions(const ServerOptions& options);
+
+// Threads for calls beside --max_concurrent_requests' (see ServerOptions::worker_threads).
+inline constexpr int kSpareWorkerThreads = 16;
+// The calls WorkerThreads counts when --max_concurrent_requests is 0 (no limit).
+inline constexpr int kUnlimitedCallsWorkerThreads = 1024;
+// HTTP/2 streams a connection may hold open, at least: gRPC's own clients send a channel's
+// concurrent calls on one connection.
+inline constexpr int kMinStreamsPerConnection = 100;
+
+// The gRPC thread bound of `options` (ServerOptions::worker_threads).
+int WorkerThreads(const ServerOptions& options);
 
 // Runs the server until SIGTERM or SIGINT, then drains and returns OK. The caller must block both
 // signals in every thread first (BlockShutdownSignals, before any thread starts). Prints
