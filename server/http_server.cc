@@ -646,7 +646,7 @@ class ApiHandler : public HttpHandler {
   }
 
   // A file of the dashboard: a regular file strictly inside its folder once symbolic links are
-  // resolved, so that neither `..` nor a link leads out of it.
+  // resolved, so that neither `..` nor a link leads out of it, and not a hidden one.
   HttpResponse ServeFile(absl::string_view path) const {
     if (dashboard_root_.empty()) {
       if (path != "/") return NotFound(path);
@@ -662,6 +662,11 @@ class ApiHandler : public HttpHandler {
     if (absl::StrContains(*decoded, '\0') || absl::c_linear_search(segments, "..")) {
       return ErrorResponse(absl::InvalidArgumentError(absl::StrCat(
           "path '", path, "': expected a file of the dashboard, got a NUL byte or '..'")));
+    }
+    // Hidden files (.env, .git/) may sit in a deployment's folder without being the dashboard's.
+    if (absl::c_any_of(segments,
+                       [](absl::string_view segment) { return absl::StartsWith(segment, "."); })) {
+      return NotFound(path);
     }
     const std::string wanted =
         absl::StrCat(dashboard_root_, *decoded == "/" ? "/index.html" : *decoded);

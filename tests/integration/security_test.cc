@@ -377,6 +377,10 @@ TEST(SecurityTest, DashboardFilesAreServedFromInsideTheirFolderOnly) {
   std::ofstream(dashboard + "/app.js") << "console.log('app');";
   std::ofstream(dashboard + "/app.css") << "body {}";
   std::ofstream(root.path() + "/secret.txt") << "not for clients";
+  // A deployment's hidden files (an editor's, git's, a .env) are not the dashboard's.
+  std::ofstream(dashboard + "/.env") << "not for clients";
+  std::filesystem::create_directories(dashboard + "/.git");
+  std::ofstream(dashboard + "/.git/config") << "not for clients";
   std::filesystem::create_symlink(root.path() + "/secret.txt", dashboard + "/link.txt");
   std::filesystem::create_symlink("/etc", dashboard + "/etc");
   std::unique_ptr<ServerProcess> server = StartServer({"--dashboard_dir=" + dashboard});
@@ -401,7 +405,8 @@ TEST(SecurityTest, DashboardFilesAreServedFromInsideTheirFolderOnly) {
   // Nothing outside the folder, however the path is spelled, and never a page as a script.
   for (const std::string path :
        {"/index.html%00.js", "/../secret.txt", "/%2e%2e/secret.txt", "/assets/../../secret.txt",
-        "/link.txt", "/etc/passwd", "/assets", "/missing.js", "/index.html%2f", "//etc/passwd"}) {
+        "/link.txt", "/etc/passwd", "/assets", "/missing.js", "/index.html%2f", "//etc/passwd",
+        "/.env", "/.git/config", "/%2eenv", "/assets/../.env"}) {
     SCOPED_TRACE(path);
     const RawResponse answer = get(path);
     EXPECT_TRUE(answer.status == 400 || answer.status == 404) << answer.status;
