@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <google/protobuf/stubs/logging.h>
 #include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -15,6 +16,7 @@
 #include <iostream>
 #include <memory>
 #include <set>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -257,7 +259,21 @@ int WorkerThreads(const ServerOptions& options) {
   return std::min(calls + kSpareWorkerThreads, HttpServer::kMaxHttpThreads);
 }
 
+namespace {
+
+// Protobuf logs each message it fails to parse (a text field of invalid UTF-8) as an ERROR line
+// on stderr, at whatever rate a client sends them. Those calls are answered INVALID_ARGUMENT and
+// counted (ParseFailureInterceptor), so only what ends the process is written.
+void KeepProtobufFatalLogsOnly(google::protobuf::LogLevel level, const char* filename, int line,
+                               const std::string& message) {
+  if (level < google::protobuf::LOGLEVEL_FATAL) return;
+  std::fprintf(stderr, "attnscope-server: protobuf %s:%d: %s\n", filename, line, message.c_str());
+}
+
+}  // namespace
+
 absl::Status RunServer(const ServerOptions& options) {
+  google::protobuf::SetLogHandler(&KeepProtobufFatalLogsOnly);
   // A reference to gRPC's library that is never released. Releasing the last one (when the Server,
   // ServerBuilder and Service below are destroyed) runs grpc_shutdown, which joins gRPC's executor
   // threads; after a drain that had a stream in flight, one of them sat in a poll whose timer was
