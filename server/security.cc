@@ -1,9 +1,16 @@
 #include "server/security.h"
 
 #include <grpcpp/security/server_credentials.h>
+#include <openssl/bio.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/sha.h>
+#include <openssl/x509.h>
 
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -29,6 +36,25 @@ absl::StatusOr<std::string> ReadFile(absl::string_view flag, const std::string& 
 
 }  // namespace
 
+namespace {
+
+X509* PemCertificate(BIO* bio) { return PEM_read_bio_X509(bio, nullptr, nullptr, nullptr); }
+EVP_PKEY* PemPrivateKey(BIO* bio) {
+  return PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
+}
+
+// The first object `read` finds in `pem`, or null; OpenSSL's error queue is left empty.
+template <typename T>
+T* ReadPem(const std::string& pem, T* (*read)(BIO*)) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
+      BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), &BIO_free);
+  T* object = bio == nullptr ? nullptr : read(bio.get());
+  ERR_clear_error();
+  return object;
+}
+
+}  // namespace
+
 absl::Status ValidateTlsOptions(const TlsOptions& options) {
   if (options.cert_file.empty() != options.key_file.empty()) {
     return absl::InvalidArgumentError(
@@ -42,10 +68,40 @@ absl::Status ValidateTlsOptions(const TlsOptions& options) {
                      "with client certificates), got neither"));
   }
   if (!options.enabled()) return absl::OkStatus();
-  ATTNSCOPE_RETURN_IF_ERROR(ReadFile("--tls_cert_file", options.cert_file).status());
-  ATTNSCOPE_RETURN_IF_ERROR(ReadFile("--tls_key_file", options.key_file).status());
+  // gRPC reads the files only when the server starts, and a failure there looked like an address
+  // that cannot be bound; each file is read here as OpenSSL will read it, naming its flag.
+  ATTNSCOPE_ASSIGN_OR_RETURN(const std::string cert_pem,
+                             ReadFile("--tls_cert_file", options.cert_file));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const std::string key_pem,
+                             ReadFile("--tls_key_file", options.key_file));
+  std::unique_ptr<X509, decltype(&X509_free)> cert(ReadPem(cert_pem, &PemCertificate), &X509_free);
+  if (cert == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_cert_file '", options.cert_file,
+        "': expected a PEM certificate (-----BEGIN CERTIFICATE-----), got none OpenSSL reads"));
+  }
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(ReadPem(key_pem, &PemPrivateKey),
+                                                          &EVP_PKEY_free);
+  if (key == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_key_file '", options.key_file,
+        "': expected an unencrypted PEM private key (-----BEGIN PRIVATE KEY-----), got none "
+        "OpenSSL reads"));
+  }
+  if (X509_check_private_key(cert.get(), key.get()) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_key_file '", options.key_file, "': expected the private key of --tls_cert_file '",
+        options.cert_file, "', got another key"));
+  }
   if (!options.client_ca_file.empty()) {
-    ATTNSCOPE_RETURN_IF_ERROR(ReadFile("--tls_client_ca_file", options.client_ca_file).status());
+    ATTNSCOPE_ASSIGN_OR_RETURN(const std::string ca_pem,
+                               ReadFile("--tls_client_ca_file", options.client_ca_file));
+    std::unique_ptr<X509, decltype(&X509_free)> ca(ReadPem(ca_pem, &PemCertificate), &X509_free);
+    if (ca == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tls_client_ca_file '", options.client_ca_file,
+          "': expected PEM CA certificates (-----BEGIN CERTIFICATE-----), got none OpenSSL reads"));
+    }
   }
   return absl::OkStatus();
 }

@@ -29,8 +29,10 @@ struct TlsOptions {
   bool enabled() const { return !cert_file.empty() || !key_file.empty(); }
 };
 
-// InvalidArgument when only one of cert_file and key_file is set, or client_ca_file without them;
-// NotFound (or PermissionDenied) when a file cannot be read. The message names the flag.
+// InvalidArgument when only one of cert_file and key_file is set, or client_ca_file without them,
+// or when a file is not what OpenSSL reads as its kind (a PEM certificate, an unencrypted PEM
+// private key, PEM CA certificates) or the key is not the certificate's; NotFound (or
+// PermissionDenied) when a file cannot be read. The message names the flag.
 absl::Status ValidateTlsOptions(const TlsOptions& options);
 
 // gRPC server credentials for `options`: InsecureServerCredentials when TLS is off, else

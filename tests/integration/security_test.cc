@@ -252,6 +252,17 @@ TEST(SecurityTest, FlagsThatCannotWorkStopTheStartWithTheirName) {
       {{"--tls_cert_file=" + dir.path() + "/missing.pem", "--tls_key_file=" + certs.Key("server")},
        "missing.pem"},
       {{"--tls_client_ca_file=" + certs.Pem("ca")}, "--tls_client_ca_file"},
+      // Files that are not what their flag wants were reported as a --listen that cannot be
+      // bound.
+      {{"--tls_cert_file=" + certs.Key("server"), "--tls_key_file=" + certs.Key("server")},
+       "--tls_cert_file"},
+      {{"--tls_cert_file=" + certs.Pem("server"), "--tls_key_file=" + certs.Pem("server")},
+       "--tls_key_file"},
+      {{"--tls_cert_file=" + certs.Pem("server"), "--tls_key_file=" + certs.Key("client")},
+       "expected the private key of --tls_cert_file"},
+      {{"--tls_cert_file=" + certs.Pem("server"), "--tls_key_file=" + certs.Key("server"),
+        "--tls_client_ca_file=" + certs.Key("ca")},
+       "--tls_client_ca_file"},
       {{"--api_keys_file=" + empty}, "expected at least one key"},
       {{"--api_keys_file=" + dir.path() + "/none"}, "--api_keys_file"},
   };
