@@ -45,11 +45,13 @@ namespace attnscope {
 // stops the call. Empty = never stops.
 using CallCheck = std::function<absl::Status(absl::string_view when)>;
 
-// Events of the batcher, for metrics. Called on the batcher's thread; must be thread-safe.
+// Events of the batcher, for metrics. Called on the batcher's thread, or on a caller's when its
+// call leaves the queue before its pass; must be thread-safe.
 class BatchObserver {
  public:
   virtual ~BatchObserver() = default;
-  // A call for `model` waited `seconds` between Run and the start of its forward pass.
+  // A call for `model` waited `seconds` between Run and the start of its forward pass (or until
+  // it left the queue, stopped by its check).
   virtual void OnQueueWait(const std::string& model, double seconds) = 0;
   // One forward pass of `model` over `sequences` inputs right-padded to `padded_tokens` in all
   // (sequences x longest), made of `calls` calls, took `seconds`.
