@@ -11,10 +11,14 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "common/file_util.h"
 #include "models/kernels/gemm.h"
 #include "server/server.h"
 
@@ -43,6 +47,35 @@ bool AbslParseFlag(absl::string_view text, ModelSpecs* value, std::string* /*err
 std::string AbslUnparseFlag(const ModelSpecs& value) { return absl::StrJoin(value.specs, ","); }
 
 const attnscope::server::ServerOptions kDefaults;
+
+// Abseil reads a --flagfile whole, whatever it is: /dev/zero or a FIFO would never end. Each file
+// named by --flagfile (--flagfile=A,B or --flagfile A, one or two dashes) must be a regular file
+// of at most 1 MB; OK or the reason, naming the file.
+absl::Status CheckFlagfiles(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    absl::ConsumePrefix(&arg, "-");
+    absl::ConsumePrefix(&arg, "-");
+    if (!absl::ConsumePrefix(&arg, "flagfile")) continue;
+    absl::string_view files;
+    if (absl::ConsumePrefix(&arg, "=")) {
+      files = arg;
+    } else if (arg.empty() && i + 1 < argc) {
+      files = argv[++i];
+    } else {
+      continue;
+    }
+    for (absl::string_view file : absl::StrSplit(files, ',', absl::SkipEmpty())) {
+      const absl::Status status =
+          attnscope::CheckRegularFile(std::string(file), /*max_bytes=*/1 << 20);
+      if (!status.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--flagfile: ", status.message()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -167,6 +200,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Serves transformer attention over gRPC and HTTP/JSON.\n"
       "  attnscope-server --model bert=/models/bert [--model NAME=DIR ...] [--listen HOST:PORT]");
+  if (const absl::Status flagfiles = CheckFlagfiles(argc, argv); !flagfiles.ok()) {
+    std::fprintf(stderr, "attnscope-server: %s\n", std::string(flagfiles.message()).c_str());
+    return 2;
+  }
   absl::ParseCommandLine(argc, argv);
 
   attnscope::server::ModelSources sources;

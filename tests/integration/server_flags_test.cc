@@ -102,8 +102,9 @@ TEST(ServerFlagsTest, EveryDocumentedFlagIsRefusedWithItsNameOrChangesSomething)
   }
 }
 
-// Values too large to work: each aborted the process (SIGABRT creating 100000 threads) or made
-// every call fail at once (a ceiling past the clock's range) before it was refused at the start.
+// Values too large to work: each aborted the process (SIGABRT creating 100000 threads), made
+// every call fail at once (a ceiling past the clock's range) or read a flag file without end
+// before it was refused at the start.
 TEST(ServerFlagsTest, ValuesPastWhatCanWorkAreRefusedAtTheStart) {
   const std::vector<std::pair<std::string, std::string>> refusals = {
       {"--http_threads=100000", "--http_threads 100000: expected 1 to 4096"},
@@ -113,7 +114,10 @@ TEST(ServerFlagsTest, ValuesPastWhatCanWorkAreRefusedAtTheStart) {
       {"--max_queue_delay_microseconds=1000000000",
        "--max_queue_delay_microseconds 1e+09: expected a value from 0 to 1e+07"},
       {"--shutdown_grace_seconds=1e20", "--shutdown_grace_seconds 1e+20: expected a value from 0"},
-      {"--worker_threads=100000", "--worker_threads 100000: expected a value from 0 to 4096"}};
+      {"--worker_threads=100000", "--worker_threads 100000: expected a value from 0 to 4096"},
+      // Abseil read these without end.
+      {"--flagfile=/dev/zero", "--flagfile: "},
+      {"-flagfile=/etc/os-release,/dev/zero", "character device"}};
   for (const auto& [flag, message] : refusals) {
     const CommandResult result =
         RunCommand({ServerBinary(), "--model=bert=" + TinyBertDir(), "--listen=127.0.0.1:0",
