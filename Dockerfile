@@ -40,7 +40,7 @@ RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       libabsl20220623 libdnnl2 libgrpc++1.51 libgrpc29 libopenblas0-pthread \
       libprometheus-cpp-core1.0 libprotobuf32 libsentencepiece0 libssl3 libtorch1.13 \
-      libutf8proc2 \
+      libutf8proc2 libzip4 \
  && rm -rf /var/lib/apt/lists/*
 # A fixed numeric uid, so that Kubernetes' runAsNonRoot can verify it (deploy/k8s uses the same).
 RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /nonexistent \

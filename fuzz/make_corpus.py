@@ -21,6 +21,9 @@ CORPUS = ROOT / "fuzz" / "corpus"
 # The tokenizer.json layouts of the goldens (tokenizer, template, added_token, read_spm_model).
 sys.path.insert(0, str(ROOT / "tests" / "tokenizer_reference"))
 import make_tokenizer_json as layouts  # noqa: E402
+# The hand-written torch.save pickles (Pickle) of the hostile checkpoint tests.
+sys.path.insert(0, str(ROOT / "tests" / "data"))
+import make_hostile_pickles as pickles  # noqa: E402
 
 
 def write(target, name, data):
@@ -68,6 +71,20 @@ def make_safetensors():
     # An unpadded header leaves the float32 data off 4-byte alignment: LoadFloat copies it.
     write("safetensors", "misaligned_f32", safetensors(
         {"w": ("F32", [3], floats(1, 2, 3))}, align=False))
+
+
+def make_torch_pickle():
+    """data.pkl of state dicts over torch_pickle_fuzzer's records data/0 (48 bytes) and data/1 (8
+    bytes): the plain form, and transformers' OrderedDict with _metadata set by BUILD."""
+    write("torch_pickle", "state_dict", pickles.Pickle().state_dict(pickles.VALID_TENSORS).stop())
+    with_metadata = pickles.Pickle().state_dict([
+        ("w", ("FloatStorage", "0", 12, 2, (2, 3), (3, 1))),
+        ("tied", ("FloatStorage", "0", 12, 2, (3, 2), (1, 3))),
+        ("b", ("BFloat16Storage", "1", 4, 1, (3,), (1,)))])
+    with_metadata.op(b"}").string("_metadata")
+    with_metadata.global_("collections", "OrderedDict").op(b")").op(b"R")
+    with_metadata.string("").op(b"}").string("version").int(1).op(b"s").op(b"s").op(b"s")
+    write("torch_pickle", "state_dict_with_metadata", with_metadata.op(b"b").stop())
 
 
 def make_model_config(shared):
@@ -458,9 +475,10 @@ def main():
     shared = pathlib.Path(args.shared)
     shutil.rmtree(CORPUS, ignore_errors=True)
     for target in ["safetensors", "model_config", "tokenizer_config", "tokenizer_json",
-                   "wordpiece", "sentencepiece", "request_proto", "request_run", "http_body"]:
+                   "wordpiece", "sentencepiece", "request_proto", "request_run", "http_body", "torch_pickle"]:
         (CORPUS / target).mkdir(parents=True)
     make_safetensors()
+    make_torch_pickle()
     make_model_config(shared)
     make_tokenizer_config(shared)
     make_tokenizer_json()

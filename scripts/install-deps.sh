@@ -12,7 +12,7 @@ packages=(
   libabsl-dev prometheus-cpp-dev libcurl4-openssl-dev libssl-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libboost1.81-dev libcpp-httplib-dev libutf8proc-dev libsentencepiece-dev
-  libpcre2-dev
+  libpcre2-dev libzip-dev
   libcli11-dev
   libcairo2-dev libpango1.0-dev fonts-noto-cjk
   python3-torch python3-numpy python3-grpcio python3-protobuf openssl

@@ -15,6 +15,7 @@
 #include "common/file_util.h"
 #include "common/json_util.h"
 #include "common/status_macros.h"
+#include "models/checkpoint/torch_archive.h"
 #include "nlohmann/json.hpp"
 
 namespace attnscope {
@@ -153,6 +154,7 @@ absl::Status Checkpoint::AddPickle(const std::string& path) {
   // A pickle cannot be read in part: the whole file is unpickled, tensors in their stored dtypes.
   ATTNSCOPE_ASSIGN_OR_RETURN(std::string bytes,
                              ReadFileToString(path, std::numeric_limits<uint64_t>::max()));
+  ATTNSCOPE_RETURN_IF_ERROR(CheckTorchArchive(path, bytes));
   try {
     std::vector<char> data(bytes.begin(), bytes.end());
     std::string().swap(bytes);

@@ -28,9 +28,9 @@ struct TensorSpec {
 class Checkpoint {
  public:
   // Opens the weights of `model_dir`, preferring model.safetensors, then
-  // model.safetensors.index.json (shards named by its "weight_map"), then pytorch_model.bin (read
-  // with LibTorch's pickle loader, the format of torch.save). Safetensors files are mapped and only
-  // their headers read; no tensor is converted until Load.
+  // model.safetensors.index.json (shards named by its "weight_map"), then pytorch_model.bin (the
+  // format of torch.save, checked by CheckTorchArchive, then read with LibTorch's pickle loader).
+  // Safetensors files are mapped and only their headers read; no tensor is converted until Load.
   // NotFound: no weights file in the directory. InvalidArgument: a malformed or corrupt file, or
   // one that is not a regular file (the message names the file and, where it applies, the tensor).
   static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& model_dir);

@@ -336,8 +336,43 @@ std::vector<HostileCase> Cases() {
   };
 }
 
+// The hostile pytorch_model.bin files of tests/data/make_hostile_pickles.py (written by Python's
+// zipfile, not by attnscope) as tiny-bert's weights. `key` is what the refusal names.
+std::vector<HostileCase> PickleCases() {
+  const std::pair<const char*, const char*> kCases[] = {
+      {"nested_tuples", "nested more than 32 deep"},
+      {"open_marks", "open MARKs"},
+      {"string_4gb", "BINUNICODE of 4294967295 bytes"},
+      {"memo_id_4e9", "memo id 4000000000"},
+      {"deflated_1500mb", "inflating to more than"},
+      {"storage_beyond_record", "expected at most the record's 24 bytes"},
+      {"tensor_beyond_storage", "expected at most its storage's 24"},
+      {"global_os_system", "GLOBAL 'os.system'"},
+      {"odd_setitems", "in pairs"},
+      {"list_nested_by_memo", "inside another already"},
+  };
+  std::vector<HostileCase> cases;
+  for (const auto& [name, key] : kCases) {
+    cases.push_back(
+        {absl::StrCat("pickle_", name),
+         [name = std::string(name)](const std::string& dir) {
+           CopyModel("tiny-bert", dir);
+           std::filesystem::remove(dir + "/model.safetensors");
+           const std::string made = dir + "/made";
+           const CommandResult result =
+               RunCommand({"/usr/bin/python3", ATTNSCOPE_MAKE_HOSTILE_PICKLES, made, name});
+           ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
+           std::filesystem::rename(made + "/" + name + ".bin", dir + "/pytorch_model.bin");
+           std::filesystem::remove_all(made);
+         },
+         "pytorch_model.bin", key});
+  }
+  return cases;
+}
+
 std::vector<HostileCase> AllCases() {
   std::vector<HostileCase> cases = Cases();
+  for (HostileCase& c : PickleCases()) cases.push_back(std::move(c));
   for (HostileCase& c : FuzzRegressionCases()) cases.push_back(std::move(c));
   return cases;
 }
