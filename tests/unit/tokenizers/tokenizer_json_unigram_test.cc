@@ -1,6 +1,6 @@
-// Unigram tokenizer.json files (XLM-RoBERTa's layout, and the one transformers' converter writes
-// today) read by LoadTokenizer, against Hugging Face tokenizers' own output on every text of the
-// multilingual corpus (tokenizer_json_goldens.h), and the reader's refusals.
+// Unigram tokenizer.json files (XLM-RoBERTa's layout, the one transformers' converter writes
+// today, T5's and ALBERT's) read by LoadTokenizer, against Hugging Face tokenizers' own output on
+// every text of the multilingual corpus (tokenizer_json_goldens.h), and the reader's refusals.
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -36,7 +36,9 @@ TEST_P(UnigramGoldenTest, MatchesTheLibraryOnEveryCorpusLine) {
   ExpectMatchesTheLibraryOnEveryCorpusLine(GetParam(), TokenizerKind::kSentencePiece);
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, UnigramGoldenTest, ::testing::Values("xlmr", "xlmr-converter"),
+INSTANTIATE_TEST_SUITE_P(Layouts, UnigramGoldenTest,
+                         ::testing::Values("xlmr", "xlmr-converter", "t5-unigram",
+                                           "albert-unigram"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -173,11 +175,11 @@ TEST(TokenizerJsonUnigramTest, BestSegmentationFusedUnknownsAndEachPrependScheme
 
 TEST(TokenizerJsonUnigramTest, RefusesAnUnsupportedComponentOrSettingByName) {
   for (const auto& [patch, expected] : std::vector<std::pair<json, std::string>>{
-           {{{"normalizer", {{"type", "Lowercase"}}}},
-            "normalizer type 'Lowercase' is not supported; supported: NFC, Replace, Precompiled, "
-            "Strip, Sequence (of those), null"},
-           {{{"pre_tokenizer", {{"type", "Whitespace"}}}},
-            "pre_tokenizer type 'Whitespace' is not supported"},
+           {{{"normalizer", {{"type", "Nmt"}}}},
+            "normalizer type 'Nmt' is not supported; supported: NFC, NFD, NFKC, NFKD, Replace, "
+            "Prepend, Precompiled, Strip, Lowercase, StripAccents, Sequence (of those), null"},
+           {{{"pre_tokenizer", {{"type", "UnicodeScripts"}}}},
+            "pre_tokenizer type 'UnicodeScripts' is not supported"},
            {{{"model", {{"byte_fallback", true}}}},
             "field 'model.byte_fallback' = true is not supported; supported: false"},
            {{{"model", {{"unk_id", nullptr}}}}, "field 'model.unk_id' = null is not supported"}}) {
