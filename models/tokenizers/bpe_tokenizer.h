@@ -95,7 +95,7 @@ class BpeTokenizer : public PipelineTokenizer {
       const std::string& path, int64_t model_max_length, const std::string& pad_token);
 
   TokenizerKind kind() const override { return TokenizerKind::kByteLevelBpe; }
-  // None, or NFC.
+  // PipelineTokenizer::NormalizerFlags (none, or NFC, for every published layout read here).
   TokenizerNormalization normalization() const override;
 
  private:

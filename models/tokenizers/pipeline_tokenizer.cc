@@ -314,6 +314,51 @@ PipelineTokenizer::PipelineTokenizer(std::vector<std::string> id_to_token, Pipel
   for (const std::string& token : id_to_token_) edge_spaces_.push_back(EdgeSpaces(token));
 }
 
+TokenizerNormalization PipelineTokenizer::NormalizerFlags() const {
+  TokenizerNormalization flags;
+  for (const NormalizerStep& step : pipeline_.normalizer) {
+    switch (step.kind) {
+      case NormalizerStep::Kind::kNfc:
+        flags.unicode_form = "NFC";
+        break;
+      case NormalizerStep::Kind::kNfd:
+        flags.unicode_form = "NFD";
+        break;
+      case NormalizerStep::Kind::kNfkc:
+        flags.unicode_form = "NFKC";
+        break;
+      case NormalizerStep::Kind::kNfkd:
+        flags.unicode_form = "NFKD";
+        break;
+      case NormalizerStep::Kind::kPrecompiled: {
+        // SentencePiece's nmt_nfkc and nfkc rules turn U+FB01 into "fi"; identity ones have no
+        // charsmap at all.
+        const std::vector<PrecompiledCharsmap::Change> changes = step.charsmap->Changes({0xFB01});
+        if (changes.size() == 2 && changes[0].c == 'f' && changes[1].c == 'i') {
+          flags.unicode_form = "NFKC";
+        }
+        break;
+      }
+      case NormalizerStep::Kind::kLowercase:
+        flags.lowercase = true;
+        break;
+      case NormalizerStep::Kind::kStripAccents:
+        flags.strip_accents = true;
+        break;
+      case NormalizerStep::Kind::kReplace:
+      case NormalizerStep::Kind::kPrepend:
+      case NormalizerStep::Kind::kStrip:
+        break;
+    }
+  }
+  std::vector<std::string> parts;
+  if (!flags.unicode_form.empty()) parts.push_back("Unicode " + flags.unicode_form);
+  if (flags.lowercase) parts.push_back("lower-cased");
+  if (flags.strip_accents) parts.push_back("accents removed");
+  flags.description = absl::StrJoin(parts, ", ");
+  return flags;
+}
+
 std::string PipelineTokenizer::IdToToken(int64_t id) const {
   if (id < 0 || id >= vocab_size()) return "";
   return id_to_token_[id];

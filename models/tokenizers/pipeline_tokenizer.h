@@ -203,6 +203,13 @@ class PipelineTokenizer : public Tokenizer {
   // GPT-2's bytes_to_unicode: each byte's character in the ByteLevel alphabet.
   static const std::array<char32_t, 256>& ByteChars();
 
+  // TokenizerNormalization's flags as the normalizer sets them: lowercase (a Lowercase step),
+  // strip_accents (StripAccents) and unicode_form (that of the last NFC, NFD, NFKC or NFKD step,
+  // or of a Precompiled charsmap that does NFKC, as SentencePiece's do; "" without one). The
+  // description says the same in words ("Unicode NFKC, lower-cased, accents removed"), "" when
+  // none of them is set; the model's reader says the rest.
+  TokenizerNormalization NormalizerFlags() const;
+
   // The model: appends the tokens of one pre-tokenized piece (word `word_index`) through Emit.
   virtual void TokenizeWord(const std::vector<NormChar>& chars, int64_t word_index,
                             TokenizedText* out,

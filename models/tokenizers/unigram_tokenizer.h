@@ -40,8 +40,8 @@ class UnigramTokenizer : public PipelineTokenizer {
       const std::string& pad_token);
 
   TokenizerKind kind() const override { return TokenizerKind::kSentencePiece; }
-  // NFKC when the Precompiled normalizer is SentencePiece's NFKC (it turns U+FB01 "ﬁ" into "fi"),
-  // else none; case and accents kept.
+  // PipelineTokenizer::NormalizerFlags: NFKC when the Precompiled normalizer is SentencePiece's
+  // NFKC (it turns U+FB01 "ﬁ" into "fi"); lower-cased and accents removed by ALBERT's normalizer.
   TokenizerNormalization normalization() const override;
 
  private:

@@ -257,6 +257,14 @@ TEST(TokenizerJsonBpeTest, LoadsTinyLlama2AndPrependsToEachStretch) {
   EXPECT_EQ(tokenizer.vocab_size(), 4000);
   // model_max_length 1e30: no limit.
   EXPECT_EQ(tokenizer.model_max_length(), kNoMaxLength);
+  const TokenizerNormalization normalization = tokenizer.normalization();
+  EXPECT_FALSE(normalization.lowercase);
+  EXPECT_FALSE(normalization.strip_accents);
+  EXPECT_EQ(normalization.unicode_form, "");
+  EXPECT_EQ(normalization.description,
+            "text kept as written apart from the normalizer's replacements (a space becomes '▁', "
+            "shown at the start of the word after it); a character the vocabulary lacks becomes "
+            "its UTF-8 bytes as <0xXX> tokens");
   const Expected special = {
       "<s>T\u00F4i</s> \U0001F600",
       {"<s>", "\u2581T", "\u00F4i", "</s>", "\u2581", "\u2581", "<0xF0>", "<0x9F>", "<0x98>",
@@ -366,6 +374,24 @@ TEST(TokenizerJsonBpeTest, WhitespaceKeepsRunsOfWordAndOtherCharactersAsOnigurum
                                  {20, 21},
                                  {22, 23}},
                                 {0, 1, 2, 3, 4, 4, 4, 5, 6, 7, 7, 8, 9, 10}});
+}
+
+// ModelInfo's normalization of bpe-char-components: NFKC then NFD (the last form counts), no
+// byte fallback, no replacements.
+TEST(TokenizerJsonBpeTest, SaysWhatTheNormalizerDoes) {
+  const std::string file = TokenizerJsonPath(ReferenceDir(), "bpe-char-components");
+  ASSERT_TRUE(std::filesystem::exists(file)) << file << ": make it with: " << kMakeGoldens;
+  const std::string dir = MakeTempDir();
+  std::filesystem::copy_file(file, dir + "/tokenizer.json");
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(dir);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const TokenizerNormalization normalization = (*tokenizer)->normalization();
+  EXPECT_FALSE(normalization.lowercase);
+  EXPECT_FALSE(normalization.strip_accents);
+  EXPECT_EQ(normalization.unicode_form, "NFD");
+  EXPECT_EQ(normalization.description,
+            "Unicode NFD, otherwise kept as written; a character the vocabulary lacks becomes the "
+            "unknown token");
 }
 
 // The fuzz target's byte-level BPE seeds (fuzz/make_corpus.py) load and tokenize, so that the

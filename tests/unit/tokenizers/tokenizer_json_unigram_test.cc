@@ -24,8 +24,11 @@ namespace attnscope {
 namespace {
 
 using ::attnscope::testing::ExpectMatchesTheLibraryOnEveryCorpusLine;
+using ::attnscope::testing::kMakeGoldens;
 using ::attnscope::testing::MakeTempDir;
+using ::attnscope::testing::ReferenceDir;
 using ::attnscope::testing::TestDataDir;
+using ::attnscope::testing::TokenizerJsonPath;
 using ::attnscope::testing::WriteFileBytes;
 using ::testing::HasSubstr;
 using json = nlohmann::json;
@@ -44,6 +47,37 @@ INSTANTIATE_TEST_SUITE_P(Layouts, UnigramGoldenTest,
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
+
+// ModelInfo's normalization of each layout: T5's charsmap is SentencePiece's NFKC; ALBERT's
+// normalizer also lower-cases and removes accents (NFKD and StripAccents before the charsmap).
+TEST(TokenizerJsonUnigramTest, SaysWhatTheNormalizerDoes) {
+  struct Case {
+    const char* name;
+    bool lowercase;
+    bool strip_accents;
+    std::string description;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"t5-unigram", false, false,
+            "SentencePiece's Unicode NFKC ('\uFB01' becomes 'fi', full-width letters half-width), "
+            "case and accents kept; a space becomes '\u2581', shown at the start of the word after "
+            "it"},
+           {"albert-unigram", true, true,
+            "Unicode NFKC, lower-cased, accents removed; a space becomes '\u2581', shown at the "
+            "start of the word after it"}}) {
+    const std::string file = TokenizerJsonPath(ReferenceDir(), c.name);
+    ASSERT_TRUE(std::filesystem::exists(file)) << file << ": make it with: " << kMakeGoldens;
+    const std::string dir = MakeTempDir();
+    std::filesystem::copy_file(file, dir + "/tokenizer.json");
+    absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(dir);
+    ASSERT_TRUE(tokenizer.ok()) << c.name << ": " << tokenizer.status();
+    const TokenizerNormalization normalization = (*tokenizer)->normalization();
+    EXPECT_EQ(normalization.lowercase, c.lowercase) << c.name;
+    EXPECT_EQ(normalization.strip_accents, c.strip_accents) << c.name;
+    EXPECT_EQ(normalization.unicode_form, "NFKC") << c.name;
+    EXPECT_EQ(normalization.description, c.description) << c.name;
+  }
+}
 
 // What one text gives: the library's output (npm tokenizers 0.23.2), written down here.
 struct Expected {
