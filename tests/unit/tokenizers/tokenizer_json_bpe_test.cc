@@ -394,10 +394,11 @@ TEST(TokenizerJsonBpeTest, SaysWhatTheNormalizerDoes) {
             "unknown token");
 }
 
-// The fuzz target's byte-level BPE seeds (fuzz/make_corpus.py) load and tokenize, so that the
-// fuzzer starts inside the reader rather than at its first refusal.
+// The fuzz target's BPE seeds (fuzz/make_corpus.py) load and tokenize, so that the fuzzer starts
+// inside the reader rather than at its first refusal.
 TEST(TokenizerJsonBpeTest, TheFuzzSeedsLoad) {
-  for (const char* seed : {"bpe_llama3_layout", "bpe_roberta_layout", "bpe_gemma_layout"}) {
+  for (const char* seed :
+       {"bpe_llama3_layout", "bpe_roberta_layout", "bpe_gemma_layout", "bpe_llama2_layout"}) {
     const std::string dir = MakeTempDir();
     std::filesystem::copy_file(
         absl::StrCat(ATTNSCOPE_SOURCE_DIR, "/fuzz/corpus/tokenizer_json/", seed),

@@ -300,8 +300,8 @@ TEST(TokenizerJsonUnigramTest, RefusesAMalformedCharsmapClearly) {
 // The fuzz target's Unigram seeds (fuzz/make_corpus.py) load and tokenize as the library does
 // (tokens and code-point offsets from tokenizers 0.23.2), so that the fuzzer starts inside the
 // reader, the lattice and the charsmap rather than at their first refusal: unknown characters
-// without the charsmap, its one-to-many and fullwidth rules with it, and the converter layout's
-// trailing spaces stripped.
+// without the charsmap, its one-to-many and fullwidth rules with it, the converter layout's
+// trailing spaces stripped, and T5's whitespace split off before Metaspace prepends to each word.
 TEST(TokenizerJsonUnigramTest, TheFuzzSeedsLoad) {
   struct Case {
     std::string seed;
@@ -319,6 +319,9 @@ TEST(TokenizerJsonUnigramTest, TheFuzzSeedsLoad) {
       {"unigram_xlmr_converter_layout",
        {"\u2581", "f", "i", "\u2581", "a", "\u2581the", "\u2581capital"},
        {{0, 1}, {0, 1}, {0, 1}, {1, 2}, {2, 3}, {3, 7}, {7, 15}}},
+      {"unigram_t5_layout",
+       {"\u2581", "f", "i", "\u2581", "a", "\u2581the", "\u2581capital"},
+       {{0, 1}, {0, 1}, {0, 1}, {2, 3}, {2, 3}, {4, 7}, {8, 15}}},
   };
   for (const Case& c : cases) {
     const std::string dir = MakeTempDir();
