@@ -269,6 +269,21 @@ def gemma_layout_tokenizer_json():
     return json.dumps(root, ensure_ascii=False, indent=2)
 
 
+def llama2_layout_tokenizer_json():
+    """gemma_layout_tokenizer_json's vocabulary in Llama 2's layout: "▁" prepended to each stretch
+    between added tokens and written for each space, no pre-tokenizer, "<s> $A" and
+    "<s> $A <s> $B", the decoders undoing it."""
+    root = json.loads(gemma_layout_tokenizer_json())
+    root["normalizer"] = {"type": "Sequence", "normalizers": [
+        {"type": "Prepend", "prepend": "\u2581"},
+        {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]}
+    bos = next(t["id"] for t in root["added_tokens"] if t["content"] == "<s>")
+    root["post_processor"] = layouts.template(
+        [("S", "<s>", 0), ("Q", "A", 0)],
+        [("S", "<s>", 0), ("Q", "A", 0), ("S", "<s>", 1), ("Q", "B", 1)], [("<s>", bos)])
+    return json.dumps(root, ensure_ascii=False, indent=2)
+
+
 def make_bpe_tokenizer_json():
     write("tokenizer_json", "bpe_llama3_layout", bpe_tokenizer_json())
     write("tokenizer_json", "bpe_roberta_layout", bpe_tokenizer_json(
@@ -278,6 +293,7 @@ def make_bpe_tokenizer_json():
         post_processor={"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0],
                         "trim_offsets": True, "add_prefix_space": True}))
     write("tokenizer_json", "bpe_gemma_layout", gemma_layout_tokenizer_json())
+    write("tokenizer_json", "bpe_llama2_layout", llama2_layout_tokenizer_json())
 
 
 def compiled_charsmap(rules):
@@ -338,6 +354,21 @@ def make_unigram_tokenizer_json():
         print("spm_train (sentencepiece) is not installed: no Unigram seed with a charsmap")
         return
     write("tokenizer_json", "unigram_xlmr_layout", unigram_tokenizer_json(charsmap))
+    # T5's: whitespace split off first, Metaspace in its older spelling (add_prefix_space, no
+    # prepend_scheme or split), "$A </s>" and "$A </s> $B </s>", the charsmap then runs of spaces
+    # made one, as newer conversions write it.
+    write("tokenizer_json", "unigram_t5_layout", unigram_tokenizer_json(
+        charsmap,
+        normalizer={"type": "Sequence", "normalizers": [
+            json.loads(unigram_tokenizer_json(charsmap))["normalizer"],
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
+        pre_tokenizer={"type": "Sequence", "pretokenizers": [
+            {"type": "WhitespaceSplit"},
+            {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True}]},
+        post_processor=layouts.template(
+            [("Q", "A", 0), ("S", "</s>", 0)],
+            [("Q", "A", 0), ("S", "</s>", 0), ("Q", "B", 0), ("S", "</s>", 0)], [("</s>", 2)]),
+        decoder={"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True}))
     write("tokenizer_json", "unigram_xlmr_converter_layout", unigram_tokenizer_json(
         charsmap, normalizer={"type": "Sequence", "normalizers": [
             json.loads(unigram_tokenizer_json(charsmap))["normalizer"],

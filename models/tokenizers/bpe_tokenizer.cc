@@ -160,30 +160,39 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> id_to_token,
 }
 
 TokenizerNormalization BpeTokenizer::normalization() const {
-  TokenizerNormalization normalization;
-  const bool nfc = std::any_of(
-      pipeline().normalizer.begin(), pipeline().normalizer.end(),
-      [](const NormalizerStep& step) { return step.kind == NormalizerStep::Kind::kNfc; });
+  TokenizerNormalization normalization = NormalizerFlags();
+  const std::string changes = std::move(normalization.description);
   if (!model_.byte_level) {
-    normalization.unicode_form = nfc ? "NFC" : "";
-    normalization.description =
-        "text kept as written apart from the normalizer's replacements (a space becomes '▁', "
-        "shown at the start of the word after it); a character the vocabulary lacks becomes its "
-        "UTF-8 bytes as <0xXX> tokens";
+    const bool replaces = std::any_of(pipeline().normalizer.begin(), pipeline().normalizer.end(),
+                                      [](const NormalizerStep& step) {
+                                        return step.kind == NormalizerStep::Kind::kReplace ||
+                                               step.kind == NormalizerStep::Kind::kPrepend;
+                                      });
+    normalization.description = absl::StrCat(
+        changes.empty() ? "text kept as written" : changes + ", otherwise kept as written",
+        replaces ? " apart from the normalizer's replacements (a space becomes '▁', shown at the "
+                   "start of the word after it)"
+                 : "",
+        "; a character the vocabulary lacks becomes ",
+        model_.byte_fallback ? "its UTF-8 bytes as <0xXX> tokens"
+        : model_.unk_id >= 0 ? "the unknown token"
+                             : "no token");
     return normalization;
   }
-  if (nfc) {
-    normalization.unicode_form = "NFC";
+  if (changes.empty()) {
+    normalization.description =
+        "text kept as written (no lower-casing, no Unicode normalization: 'Tôi' typed with a "
+        "combining accent gives other tokens than precomposed); a space belongs to the word after "
+        "it, shown as 'Ġ' in tokens";
+  } else if (changes == "Unicode NFC") {
     normalization.description =
         "Unicode NFC (a letter typed with combining accents is composed first, so 'Tôi' gives "
         "the same tokens either way), no lower-casing; a space belongs to the word after it, "
         "shown as 'Ġ' in tokens";
-    return normalization;
+  } else {
+    normalization.description =
+        absl::StrCat(changes, "; a space belongs to the word after it, shown as 'Ġ' in tokens");
   }
-  normalization.description =
-      "text kept as written (no lower-casing, no Unicode normalization: 'Tôi' typed with a "
-      "combining accent gives other tokens than precomposed); a space belongs to the word after "
-      "it, shown as 'Ġ' in tokens";
   return normalization;
 }
 

@@ -1,7 +1,8 @@
 // BPE tokenizers, matching Hugging Face's `tokenizers` library token for token, offsets
 // included: byte-level from vocab.json + merges.txt (GPT-2, RoBERTa and BART checkpoints, as
 // BartTokenizerFast / RobertaTokenizerFast build them), and from a tokenizer.json with a BPE model
-// (GPT-2, RoBERTa, Llama 3, Qwen3 layouts; Gemma 3's character-level BPE with byte fallback). Both
+// (GPT-2, RoBERTa, Llama 3, Qwen3 layouts; the character-level BPE with byte fallback of Gemma 3
+// and of SentencePiece's BPE models: Llama 2, Mistral v0.1/v0.2, TinyLlama). Both
 // are the library's pipeline (PipelineTokenizer) with the BPE model; the slow files simply fix its
 // components.
 #ifndef ATTNSCOPE_MODELS_BPE_TOKENIZER_H_
@@ -59,17 +60,19 @@ class BpeTokenizer : public PipelineTokenizer {
 
   // Reads a Hugging Face tokenizer.json whose model is BPE, over GPT-2's byte alphabet (a
   // ByteLevel pre-tokenizer: GPT-2, RoBERTa, Llama 3, Qwen3) or over characters with byte fallback
-  // (SentencePiece-style: Gemma 3), with the components the library has and this reader supports:
+  // (SentencePiece-style: Gemma 3; Llama 2, whose normalizer prepends "▁" and writes each space as
+  // one, with no pre-tokenizer), with the components the library has and this reader supports:
   //   model: BPE with vocab, merges as "a b" strings or ["a", "b"] pairs (rank by position; a
   //     repeated pair takes its last rank, as the library's map does), ignore_merges (a pre-token
   //     that is whole in the vocabulary is one token: Llama 3), unk_token and fuse_unk (else a
   //     symbol with no token is dropped), byte_fallback (a character the vocabulary lacks becomes
   //     its bytes' "<0xXX>" tokens); no dropout, continuing_subword_prefix or end_of_word_suffix.
-  //   normalizer: null, NFC, Replace (a "String" or "Regex" pattern), Precompiled, Strip, or a
-  //     Sequence of those.
+  //   normalizer: null, NFC, NFD, NFKC, NFKD, Replace (a "String" or "Regex" pattern), Prepend,
+  //     Precompiled, Strip, Lowercase, StripAccents, or a Sequence of those.
   //   pre_tokenizer: null, ByteLevel (add_prefix_space, use_regex with GPT-2's pattern), Split (a
   //     "Regex" or "String" pattern; behavior Isolated, Removed, MergedWithPrevious,
-  //     MergedWithNext or Contiguous; invert), Metaspace, or a Sequence of those.
+  //     MergedWithNext or Contiguous; invert), Metaspace, WhitespaceSplit, Whitespace, Digits
+  //     (individual_digits), Punctuation (behavior), or a Sequence of those.
   //   added_tokens: content, id, special, lstrip, rstrip, single_word, normalized. The
   //     non-normalized ones are matched in the raw text before normalization, the normalized ones
   //     (by their normalized content) in each normalized stretch between them; leftmost, then
@@ -84,7 +87,7 @@ class BpeTokenizer : public PipelineTokenizer {
   // `model_max_length` comes from tokenizer_config.json (LoadTokenizer); the pad token is the
   // one of `pad_token` when the vocabulary has it, else id 0.
   // NotFound: no file. Unimplemented: a component or setting that is not supported, naming it and
-  // what is ("tokenizer.json '<path>': pre_tokenizer type 'Whitespace' is not supported;
+  // what is ("tokenizer.json '<path>': pre_tokenizer type 'UnicodeScripts' is not supported;
   // supported: ..."; a setting: "field 'model.dropout' = 0.1 is not supported; ...").
   // InvalidArgument, naming the field: anything malformed (a merge whose tokens the vocabulary
   // lacks, ids that collide or exceed the file's token count, a regex PCRE2 cannot compile).
@@ -92,7 +95,7 @@ class BpeTokenizer : public PipelineTokenizer {
       const std::string& path, int64_t model_max_length, const std::string& pad_token);
 
   TokenizerKind kind() const override { return TokenizerKind::kByteLevelBpe; }
-  // None, or NFC.
+  // PipelineTokenizer::NormalizerFlags (none, or NFC, for every published layout read here).
   TokenizerNormalization normalization() const override;
 
  private:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -66,8 +67,11 @@ bool IsNumber(char32_t c) {
   }
 }
 
-// Rust regex's \w, the boundary of a single_word added token: letters, marks, decimal and letter
-// numbers, connector punctuation, joiners.
+// \w of Rust's regex (the boundary of a single_word added token) and of Oniguruma (the Whitespace
+// pre-tokenizer's \w+|[^\w\s]+), both UTS #18's: Alphabetic, marks, decimal numbers, connector
+// punctuation, joiners. Alphabetic is the letters, the letter numbers and Other_Alphabetic, which
+// is marks but for the circled and squared Latin letters (So); the library's Whitespace splits
+// "Ⓐ²" into "Ⓐ" "²".
 bool IsWordChar(char32_t c) {
   if (IsLetter(c)) return true;
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
@@ -79,8 +83,18 @@ bool IsWordChar(char32_t c) {
     case UTF8PROC_CATEGORY_PC:
       return true;
     default:
-      return c == 0x200C || c == 0x200D;
+      return c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9) ||
+             (c >= 0x1F130 && c <= 0x1F149) || (c >= 0x1F150 && c <= 0x1F169) ||
+             (c >= 0x1F170 && c <= 0x1F189);
   }
+}
+
+// The Punctuation pre-tokenizer's characters: Rust's is_ascii_punctuation (ASCII's symbols too:
+// "$", "+", "<", "^", "`", "|", "~") or Unicode punctuation (P*).
+bool IsPunctuationChar(char32_t c) {
+  const bool ascii = (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) ||
+                     (c >= 0x5B && c <= 0x60) || (c >= 0x7B && c <= 0x7E);
+  return ascii || unicode::IsPunctuation(c);
 }
 
 // [^\s\p{L}\p{N}]
@@ -186,6 +200,42 @@ std::vector<std::pair<int64_t, int64_t>> MatchesInChars(const Regex& regex, cons
 // Spans of a pre-token and whether each is a pattern match (tokenizers' Pattern::find_matches).
 using MatchedSpans = std::vector<std::pair<std::pair<int64_t, int64_t>, bool>>;
 
+// Each character of `chars` for which `is_match` holds as a match of its own, and each run of the
+// others as one span (tokenizers' Pattern for a character predicate).
+template <typename Chars>
+MatchedSpans CharMatches(const Chars& chars, bool (*is_match)(char32_t)) {
+  MatchedSpans matches;
+  int64_t previous = 0;
+  const int64_t size = static_cast<int64_t>(chars.size());
+  for (int64_t k = 0; k < size; ++k) {
+    if (!is_match(chars[k].c)) continue;
+    if (previous != k) matches.push_back({{previous, k}, false});
+    matches.push_back({{k, k + 1}, true});
+    previous = k + 1;
+  }
+  if (previous != size) matches.push_back({{previous, size}, false});
+  return matches;
+}
+
+// The Whitespace pre-tokenizer's split of `chars`, inverted \w+|[^\w\s]+ with its gaps removed:
+// each run of word characters and each run of other characters that are not whitespace is kept,
+// each run of whitespace is a match (to remove).
+template <typename Chars>
+MatchedSpans WordAndSymbolRuns(const Chars& chars) {
+  // 0: whitespace, 1: a word character, 2: anything else.
+  const auto kind = [](char32_t c) { return unicode::IsWhiteSpace(c) ? 0 : IsWordChar(c) ? 1 : 2; };
+  MatchedSpans runs;
+  const int64_t size = static_cast<int64_t>(chars.size());
+  for (int64_t start = 0; start < size;) {
+    const int run_kind = kind(chars[start].c);
+    int64_t stop = start + 1;
+    while (stop < size && kind(chars[stop].c) == run_kind) ++stop;
+    runs.push_back({{start, stop}, run_kind == 0});
+    start = stop;
+  }
+  return runs;
+}
+
 // The fold of NormalizedString::split for Contiguous, MergedWithPrevious and MergedWithNext: in
 // order (or in reverse, `backward`), a span joins the one kept before it when `joins(is_match,
 // previous_is_match)`, else it is kept alone. None is removed.
@@ -262,6 +312,51 @@ PipelineTokenizer::PipelineTokenizer(std::vector<std::string> id_to_token, Pipel
   }
   edge_spaces_.reserve(id_to_token_.size());
   for (const std::string& token : id_to_token_) edge_spaces_.push_back(EdgeSpaces(token));
+}
+
+TokenizerNormalization PipelineTokenizer::NormalizerFlags() const {
+  TokenizerNormalization flags;
+  for (const NormalizerStep& step : pipeline_.normalizer) {
+    switch (step.kind) {
+      case NormalizerStep::Kind::kNfc:
+        flags.unicode_form = "NFC";
+        break;
+      case NormalizerStep::Kind::kNfd:
+        flags.unicode_form = "NFD";
+        break;
+      case NormalizerStep::Kind::kNfkc:
+        flags.unicode_form = "NFKC";
+        break;
+      case NormalizerStep::Kind::kNfkd:
+        flags.unicode_form = "NFKD";
+        break;
+      case NormalizerStep::Kind::kPrecompiled: {
+        // SentencePiece's nmt_nfkc and nfkc rules turn U+FB01 into "fi"; identity ones have no
+        // charsmap at all.
+        const std::vector<PrecompiledCharsmap::Change> changes = step.charsmap->Changes({0xFB01});
+        if (changes.size() == 2 && changes[0].c == 'f' && changes[1].c == 'i') {
+          flags.unicode_form = "NFKC";
+        }
+        break;
+      }
+      case NormalizerStep::Kind::kLowercase:
+        flags.lowercase = true;
+        break;
+      case NormalizerStep::Kind::kStripAccents:
+        flags.strip_accents = true;
+        break;
+      case NormalizerStep::Kind::kReplace:
+      case NormalizerStep::Kind::kPrepend:
+      case NormalizerStep::Kind::kStrip:
+        break;
+    }
+  }
+  std::vector<std::string> parts;
+  if (!flags.unicode_form.empty()) parts.push_back("Unicode " + flags.unicode_form);
+  if (flags.lowercase) parts.push_back("lower-cased");
+  if (flags.strip_accents) parts.push_back("accents removed");
+  flags.description = absl::StrJoin(parts, ", ");
+  return flags;
 }
 
 std::string PipelineTokenizer::IdToToken(int64_t id) const {
@@ -409,12 +504,46 @@ std::vector<PipelineTokenizer::NormChar> PipelineTokenizer::Normalize(
     for (const NormChar& c : chars) cps.push_back(c.c);
     switch (step.kind) {
       case NormalizerStep::Kind::kNfc:
+      case NormalizerStep::Kind::kNfkc:
         // The library aligns a composed character with the first one it replaced only (its
         // NormalizedString::transform): the marks composed into it are covered by no token.
-        for (const unicode::ComposedChar& composed : unicode::Nfc(cps)) {
+        for (const unicode::ComposedChar& composed :
+             step.kind == NormalizerStep::Kind::kNfc ? unicode::Nfc(cps) : unicode::Nfkc(cps)) {
           const NormChar& source = chars[composed.first];
           next.push_back({composed.c, source.start, source.end});
         }
+        break;
+      case NormalizerStep::Kind::kNfd:
+      case NormalizerStep::Kind::kNfkd:
+        // Each character of a decomposition shares the alignment of the one it came from.
+        for (const unicode::SourcedChar& sourced :
+             step.kind == NormalizerStep::Kind::kNfd ? unicode::Nfd(cps) : unicode::Nfkd(cps)) {
+          next.push_back({sourced.c, chars[sourced.source].start, chars[sourced.source].end});
+        }
+        break;
+      case NormalizerStep::Kind::kLowercase:
+        // Rust's char::to_lowercase, each character of a longer mapping aligned with the one
+        // lowered.
+        for (const NormChar& c : chars) {
+          for (char32_t lower : unicode::ToLower(c.c)) next.push_back({lower, c.start, c.end});
+        }
+        break;
+      case NormalizerStep::Kind::kStripAccents:
+        // NormalizedString::filter: the kept characters keep their alignment, the removed ones
+        // leave none behind.
+        std::copy_if(chars.begin(), chars.end(), std::back_inserter(next),
+                     [](const NormChar& c) { return !unicode::IsMark(c.c); });
+        break;
+      case NormalizerStep::Kind::kPrepend:
+        // NormalizedString::prepend: the new characters share the first character's alignment;
+        // an empty text stays empty.
+        if (!chars.empty()) {
+          absl::StatusOr<unicode::DecodedText> content = unicode::DecodeUtf8(step.content);
+          for (char32_t c : content->code_points) {
+            next.push_back({c, chars.front().start, chars.front().end});
+          }
+        }
+        next.insert(next.end(), chars.begin(), chars.end());
         break;
       case NormalizerStep::Kind::kReplace: {
         absl::StatusOr<unicode::DecodedText> content = unicode::DecodeUtf8(step.content);
@@ -526,6 +655,18 @@ std::vector<std::vector<PipelineTokenizer::NormChar>> PipelineTokenizer::PreToke
           matches.push_back({{start, stop}, true});
           start = stop;
         }
+      } else if (step.kind == PreTokenizerStep::Kind::kWhitespaceSplit) {
+        // Rust's char::is_whitespace: White_Space.
+        behavior = SplitBehavior::kRemoved;
+        matches = CharMatches(piece, unicode::IsWhiteSpace);
+      } else if (step.kind == PreTokenizerStep::Kind::kWhitespace) {
+        behavior = SplitBehavior::kRemoved;
+        matches = WordAndSymbolRuns(piece);
+      } else if (step.kind == PreTokenizerStep::Kind::kDigits) {
+        // Rust's char::is_numeric: N*.
+        matches = CharMatches(piece, IsNumber);
+      } else if (step.kind == PreTokenizerStep::Kind::kPunctuation) {
+        matches = CharMatches(piece, IsPunctuationChar);
       } else {
         int64_t previous = 0;
         for (const auto& [start, stop] : MatchesInChars(*step.regex, piece)) {

@@ -31,14 +31,21 @@ class PipelineTokenizer : public Tokenizer {
   // (leftmost, then longest), each one word; one with lstrip/rstrip takes the whitespace
   // before/after it, and its token is the text matched (" <mask>", as in `tokenizers`
   // Encoding.tokens; its id is "<mask>"'s); one with single_word matches only between non-word
-  // characters. Each stretch between them is normalized (NFC: a composed character is aligned with
-  // the first character it was made of, as the library aligns it, so a token's offsets can leave
-  // out a combining mark; Replace: the new characters are aligned with the last one replaced;
-  // Precompiled: see PrecompiledCharsmap; Strip: the whitespace cut is aligned with nothing),
-  // normalized added tokens are matched in it, and the rest is pre-tokenized: Split patterns on
-  // PCRE2; ByteLevel (a prefix space when asked, the space aligned with the first character;
-  // GPT-2's pattern 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-  // when use_regex, case sensitive: "I'LL" is "I" "'" "LL"); Metaspace (each ' ' becomes the
+  // characters. Each stretch between them is normalized (NFC, NFKC: a composed character is
+  // aligned with the first character it was made of, as the library aligns it, so a token's
+  // offsets can leave out a combining mark; NFD, NFKD, Lowercase: each character of a
+  // decomposition or lower-case mapping is aligned with the one it came from; Replace: the new
+  // characters are aligned with the last one replaced; Prepend: the new characters, put before a
+  // stretch that is not empty, are aligned with its first character; Precompiled: see
+  // PrecompiledCharsmap; Strip, StripAccents: the whitespace or marks cut are aligned with
+  // nothing), normalized added tokens are matched in it, and the rest is pre-tokenized: Split
+  // patterns on PCRE2; WhitespaceSplit (pieces between whitespace, which is dropped); Whitespace
+  // (runs of word characters and runs of other non-space characters, Oniguruma's \w+|[^\w\s]+;
+  // whitespace dropped); Digits (each number character alone, or runs of them); Punctuation (each
+  // punctuation character alone, or as its behavior says); ByteLevel (a prefix space when asked,
+  // the space aligned with the first character; GPT-2's pattern
+  // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ when use_regex,
+  // case sensitive: "I'LL" is "I" "'" "LL"); Metaspace (each ' ' becomes the
   // replacement, aligned with the space; the replacement prepended, aligned with the first
   // character, to a stretch that does not start with it: always, or only to the one that starts
   // the text ("first"); with split, a piece starts at each replacement). Each piece is one word,
@@ -84,9 +91,19 @@ class PipelineTokenizer : public Tokenizer {
     kContiguous
   };
   struct PreTokenizerStep {
-    enum class Kind { kSplit, kByteLevel, kMetaspace };
+    enum class Kind {
+      kSplit,
+      kByteLevel,
+      kMetaspace,
+      kWhitespaceSplit,
+      kWhitespace,
+      kDigits,
+      kPunctuation
+    };
     Kind kind = Kind::kByteLevel;
-    // kSplit.
+    // kSplit: the matches of `regex` (or what lies between them, `invert`), kept as `behavior`
+    // says. kDigits and kPunctuation: each number (N*) or punctuation character (P*, and ASCII's
+    // symbols) is a match of its own, kept as `behavior` says.
     std::shared_ptr<const Regex> regex;
     SplitBehavior behavior = SplitBehavior::kIsolated;
     bool invert = false;
@@ -102,9 +119,21 @@ class PipelineTokenizer : public Tokenizer {
   };
   // One normalizer of a (flattened) Sequence.
   struct NormalizerStep {
-    enum class Kind { kNfc, kReplace, kPrecompiled, kStrip };
+    enum class Kind {
+      kNfc,
+      kNfd,
+      kNfkc,
+      kNfkd,
+      kReplace,
+      kPrepend,
+      kPrecompiled,
+      kStrip,
+      kLowercase,
+      kStripAccents
+    };
     Kind kind = Kind::kNfc;
-    // kReplace: every match of `pattern` becomes `content`.
+    // kReplace: every match of `pattern` becomes `content`. kPrepend: `content` is put before a
+    // text that is not empty.
     std::shared_ptr<const Regex> pattern;
     std::string content;
     // kPrecompiled.
@@ -154,7 +183,9 @@ class PipelineTokenizer : public Tokenizer {
 
   // Reads the components of tokenizer.json `root` (from `path`, for errors) that are not the
   // model: added_tokens (ids below `id_limit`, each written into `id_to_token`, grown as needed),
-  // normalizer (NFC, Replace, Precompiled, Strip), pre_tokenizer (ByteLevel, Split, Metaspace),
+  // normalizer (NFC, NFD, NFKC, NFKD, Replace, Prepend, Precompiled, Strip, Lowercase,
+  // StripAccents), pre_tokenizer (ByteLevel, Split, Metaspace, WhitespaceSplit, Whitespace,
+  // Digits, Punctuation),
   // post_processor (ByteLevel, RobertaProcessing, TemplateProcessing) and decoder (ByteLevel,
   // Replace, ByteFallback, Fuse, Strip, Metaspace), each one of those or a Sequence of them.
   // Unimplemented: a component type or setting not supported, naming it and what is.
@@ -171,6 +202,13 @@ class PipelineTokenizer : public Tokenizer {
                                          std::vector<NormChar> chars);
   // GPT-2's bytes_to_unicode: each byte's character in the ByteLevel alphabet.
   static const std::array<char32_t, 256>& ByteChars();
+
+  // TokenizerNormalization's flags as the normalizer sets them: lowercase (a Lowercase step),
+  // strip_accents (StripAccents) and unicode_form (that of the last NFC, NFD, NFKC or NFKD step,
+  // or of a Precompiled charsmap that does NFKC, as SentencePiece's do; "" without one). The
+  // description says the same in words ("Unicode NFKC, lower-cased, accents removed"), "" when
+  // none of them is set; the model's reader says the rest.
+  TokenizerNormalization NormalizerFlags() const;
 
   // The model: appends the tokens of one pre-tokenized piece (word `word_index`) through Emit.
   virtual void TokenizeWord(const std::vector<NormChar>& chars, int64_t word_index,

@@ -27,8 +27,12 @@ using tokenizer_json::GetString;
 using tokenizer_json::Unsupported;
 using tokenizer_json::UnsupportedValue;
 
-constexpr char kNormalizers[] = "NFC, Replace, Precompiled, Strip, Sequence (of those), null";
-constexpr char kPreTokenizers[] = "ByteLevel, Split, Metaspace, Sequence (of those), null";
+constexpr char kNormalizers[] =
+    "NFC, NFD, NFKC, NFKD, Replace, Prepend, Precompiled, Strip, Lowercase, StripAccents, Sequence "
+    "(of those), null";
+constexpr char kPreTokenizers[] =
+    "ByteLevel, Split, Metaspace, WhitespaceSplit, Whitespace, Digits, Punctuation, Sequence (of "
+    "those), null";
 constexpr char kPostProcessors[] =
     "ByteLevel, RobertaProcessing, TemplateProcessing, Sequence (of those), null";
 constexpr char kDecoders[] =
@@ -209,6 +213,20 @@ absl::Status PipelineTokenizer::ReadComponents(const json& root, const std::stri
     NormalizerStep step;
     if (type == "NFC") {
       step.kind = NormalizerStep::Kind::kNfc;
+    } else if (type == "NFD") {
+      step.kind = NormalizerStep::Kind::kNfd;
+    } else if (type == "NFKC") {
+      step.kind = NormalizerStep::Kind::kNfkc;
+    } else if (type == "NFKD") {
+      step.kind = NormalizerStep::Kind::kNfkd;
+    } else if (type == "Lowercase") {
+      step.kind = NormalizerStep::Kind::kLowercase;
+    } else if (type == "StripAccents") {
+      step.kind = NormalizerStep::Kind::kStripAccents;
+    } else if (type == "Prepend") {
+      step.kind = NormalizerStep::Kind::kPrepend;
+      ATTNSCOPE_ASSIGN_OR_RETURN(step.content,
+                                 GetString(normalizer, "prepend", path, "normalizer.prepend"));
     } else if (type == "Replace") {
       step.kind = NormalizerStep::Kind::kReplace;
       ATTNSCOPE_ASSIGN_OR_RETURN(step.pattern, ParsePattern(normalizer, path, "normalizer"));
@@ -261,6 +279,25 @@ absl::Status PipelineTokenizer::ReadComponents(const json& root, const std::stri
   }
 
   // --- pre-tokenizer ---
+  // The "behavior" of a Split (which must have one) or Punctuation pre-tokenizer.
+  const auto parse_behavior = [&path](const json& pre_tokenizer,
+                                      const json& missing) -> absl::StatusOr<SplitBehavior> {
+    const json behavior = pre_tokenizer.value("behavior", missing);
+    static const std::pair<const char*, SplitBehavior> kBehaviors[] = {
+        {"Isolated", SplitBehavior::kIsolated},
+        {"Removed", SplitBehavior::kRemoved},
+        {"MergedWithPrevious", SplitBehavior::kMergedWithPrevious},
+        {"MergedWithNext", SplitBehavior::kMergedWithNext},
+        {"Contiguous", SplitBehavior::kContiguous}};
+    const auto found = std::find_if(std::begin(kBehaviors), std::end(kBehaviors),
+                                    [&](const auto& known) { return behavior == known.first; });
+    if (found == std::end(kBehaviors)) {
+      return FieldError(path, "pre_tokenizer.behavior",
+                        "Isolated, Removed, MergedWithPrevious, MergedWithNext or Contiguous",
+                        behavior);
+    }
+    return found->second;
+  };
   for (const json& pre_tokenizer : Flatten(root.value("pre_tokenizer", json()), "pretokenizers")) {
     const json type = TypeOf(pre_tokenizer);
     PreTokenizerStep step;
@@ -274,21 +311,7 @@ absl::Status PipelineTokenizer::ReadComponents(const json& root, const std::stri
     } else if (type == "Split") {
       step.kind = PreTokenizerStep::Kind::kSplit;
       ATTNSCOPE_ASSIGN_OR_RETURN(step.regex, ParsePattern(pre_tokenizer, path, "pre_tokenizer"));
-      const json behavior = pre_tokenizer.value("behavior", json());
-      static const std::pair<const char*, SplitBehavior> kBehaviors[] = {
-          {"Isolated", SplitBehavior::kIsolated},
-          {"Removed", SplitBehavior::kRemoved},
-          {"MergedWithPrevious", SplitBehavior::kMergedWithPrevious},
-          {"MergedWithNext", SplitBehavior::kMergedWithNext},
-          {"Contiguous", SplitBehavior::kContiguous}};
-      const auto found = std::find_if(std::begin(kBehaviors), std::end(kBehaviors),
-                                      [&](const auto& known) { return behavior == known.first; });
-      if (found == std::end(kBehaviors)) {
-        return FieldError(path, "pre_tokenizer.behavior",
-                          "Isolated, Removed, MergedWithPrevious, MergedWithNext or Contiguous",
-                          behavior);
-      }
-      step.behavior = found->second;
+      ATTNSCOPE_ASSIGN_OR_RETURN(step.behavior, parse_behavior(pre_tokenizer, json()));
       ATTNSCOPE_ASSIGN_OR_RETURN(
           step.invert, GetBool(pre_tokenizer, "invert", false, path, "pre_tokenizer.invert"));
     } else if (type == "Metaspace") {
@@ -299,6 +322,19 @@ absl::Status PipelineTokenizer::ReadComponents(const json& root, const std::stri
       step.prepend = metaspace.prepend_scheme != "never";
       step.prepend_first_only = metaspace.prepend_scheme == "first";
       step.split = metaspace.split;
+    } else if (type == "WhitespaceSplit") {
+      step.kind = PreTokenizerStep::Kind::kWhitespaceSplit;
+    } else if (type == "Whitespace") {
+      step.kind = PreTokenizerStep::Kind::kWhitespace;
+    } else if (type == "Digits") {
+      step.kind = PreTokenizerStep::Kind::kDigits;
+      ATTNSCOPE_ASSIGN_OR_RETURN(const bool individual,
+                                 GetBool(pre_tokenizer, "individual_digits", false, path,
+                                         "pre_tokenizer.individual_digits"));
+      step.behavior = individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous;
+    } else if (type == "Punctuation") {
+      step.kind = PreTokenizerStep::Kind::kPunctuation;
+      ATTNSCOPE_ASSIGN_OR_RETURN(step.behavior, parse_behavior(pre_tokenizer, "Isolated"));
     } else {
       return Unsupported(path, "pre_tokenizer", type, kPreTokenizers);
     }

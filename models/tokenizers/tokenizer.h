@@ -189,8 +189,9 @@ class Tokenizer {
 };
 
 // Loads the tokenizer of a Hugging Face checkpoint directory, trying in order: tokenizer.json with
-// a WordPiece model, a BPE one (GPT-2, RoBERTa, Llama 3, Qwen3, Gemma 3) or a Unigram one
-// (XLM-RoBERTa; + tokenizer_config.json's model_max_length and pad_token; one with a component
+// a WordPiece model, a BPE one (GPT-2, RoBERTa, Llama 3, Qwen3, Gemma 3, Llama 2) or a Unigram one
+// (XLM-RoBERTa, T5, ALBERT; + tokenizer_config.json's model_max_length and pad_token; one with a
+// component
 // BpeTokenizer::FromTokenizerJson or UnigramTokenizer::FromTokenizerJson does not support is
 // passed over for the files below, its refusal returned when none is there), source.spm +
 // target.spm + vocab.json (Marian, + tokenizer_config.json's special tokens), spiece.model (T5, +

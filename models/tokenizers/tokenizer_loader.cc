@@ -202,8 +202,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
     absl::StatusOr<std::unique_ptr<BpeTokenizer>> bpe =
         BpeTokenizer::FromTokenizerJson(json_path, model_max_length, pad_token);
     if (bpe.ok()) return std::unique_ptr<Tokenizer>(std::move(bpe).value());
-    // A malformed file is an error; a well-formed one this reader does not support (a Metaspace
-    // pre-tokenizer, Llama 2's layout) leaves the slow files their turn.
+    // A malformed file is an error; a well-formed one this reader does not support (another
+    // model type, a component it lacks) leaves the other readers and the slow files their turn.
     if (!absl::IsUnimplemented(bpe.status())) return bpe.status();
     ATTNSCOPE_ASSIGN_OR_RETURN(
         json tokenizer_json, ReadOptionalJson(json_path, "tokenizer.json", kMaxTokenizerFileBytes));

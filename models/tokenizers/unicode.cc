@@ -182,6 +182,17 @@ bool IsNonspacingMark(char32_t c) {
   return utf8proc_category(static_cast<utf8proc_int32_t>(c)) == UTF8PROC_CATEGORY_MN;
 }
 
+bool IsMark(char32_t c) {
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::u32string ToLower(char32_t c) {
   // SpecialCasing.txt: the only unconditional lowercase mapping longer than one character.
   if (c == 0x0130) return std::u32string{U'i', 0x0307};
@@ -189,15 +200,19 @@ std::u32string ToLower(char32_t c) {
                         static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
 }
 
-std::vector<SourcedChar> Nfd(const std::vector<char32_t>& text) {
+namespace {
+
+// Nfd, or Nfkd when `options` is UTF8PROC_COMPAT.
+std::vector<SourcedChar> Decompose(const std::vector<char32_t>& text, int options) {
   std::vector<SourcedChar> out;
   out.reserve(text.size());
-  // The longest canonical decomposition is 4 code points; the buffer leaves room to spare.
-  std::array<utf8proc_int32_t, 16> buffer;
+  // The longest canonical decomposition is 4 code points, the longest compatibility one 18
+  // (U+FDFA); the buffer leaves room to spare.
+  std::array<utf8proc_int32_t, 32> buffer;
   for (size_t i = 0; i < text.size(); ++i) {
-    const utf8proc_ssize_t n =
-        utf8proc_decompose_char(static_cast<utf8proc_int32_t>(text[i]), buffer.data(),
-                                buffer.size(), UTF8PROC_DECOMPOSE, nullptr);
+    const utf8proc_ssize_t n = utf8proc_decompose_char(
+        static_cast<utf8proc_int32_t>(text[i]), buffer.data(), buffer.size(),
+        static_cast<utf8proc_option_t>(UTF8PROC_DECOMPOSE | options), nullptr);
     if (n <= 0 || n > static_cast<utf8proc_ssize_t>(buffer.size())) {
       // Only reachable for a non-scalar value, which DecodeUtf8 never produces: keep it unchanged.
       out.push_back({text[i], i});
@@ -225,8 +240,6 @@ std::vector<SourcedChar> Nfd(const std::vector<char32_t>& text) {
   return out;
 }
 
-namespace {
-
 // The primary composite of `starter` and `next`, or 0 when they do not compose.
 char32_t Compose(char32_t starter, char32_t next) {
   std::array<utf8proc_int32_t, 2> pair = {static_cast<utf8proc_int32_t>(starter),
@@ -236,16 +249,15 @@ char32_t Compose(char32_t starter, char32_t next) {
   return n == 1 ? static_cast<char32_t>(pair[0]) : 0;
 }
 
-}  // namespace
-
-std::vector<ComposedChar> Nfc(const std::vector<char32_t>& text) {
+// The canonical composition of a decomposed text (UAX #15's, the second half of NFC and NFKC).
+std::vector<ComposedChar> ComposeAll(const std::vector<SourcedChar>& decomposed) {
   std::vector<ComposedChar> out;
-  out.reserve(text.size());
+  out.reserve(decomposed.size());
   // Index in `out` of the last starter, and the combining class of the last character kept after
   // it (-1: none yet), which decides whether a later mark is blocked from the starter.
   std::optional<size_t> starter;
   int last_class = -1;
-  for (const SourcedChar& ch : Nfd(text)) {
+  for (const SourcedChar& ch : decomposed) {
     const int combining_class = CombiningClass(ch.c);
     if (starter.has_value() && last_class < combining_class) {
       const char32_t composite = Compose(out[*starter].c, ch.c);
@@ -267,6 +279,18 @@ std::vector<ComposedChar> Nfc(const std::vector<char32_t>& text) {
   }
   return out;
 }
+
+}  // namespace
+
+std::vector<SourcedChar> Nfd(const std::vector<char32_t>& text) { return Decompose(text, 0); }
+
+std::vector<SourcedChar> Nfkd(const std::vector<char32_t>& text) {
+  return Decompose(text, UTF8PROC_COMPAT);
+}
+
+std::vector<ComposedChar> Nfc(const std::vector<char32_t>& text) { return ComposeAll(Nfd(text)); }
+
+std::vector<ComposedChar> Nfkc(const std::vector<char32_t>& text) { return ComposeAll(Nfkd(text)); }
 
 std::vector<size_t> GraphemeBreaks(const std::vector<char32_t>& text) {
   std::vector<size_t> breaks = {0};

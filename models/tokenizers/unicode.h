@@ -49,6 +49,9 @@ bool IsOther(char32_t c);
 bool IsPunctuation(char32_t c);
 // General category Mn (nonspacing mark), what BERT's accent stripping removes.
 bool IsNonspacingMark(char32_t c);
+// General category M* (Mn, Mc, Me), what tokenizers' StripAccents normalizer removes (the
+// unicode-normalization crate's is_combining_mark).
+bool IsMark(char32_t c);
 
 // Lowercase mapping of one character as Rust's char::to_lowercase gives it: the simple mapping,
 // except U+0130 (LATIN CAPITAL LETTER I WITH DOT ABOVE), whose unconditional full mapping is two
@@ -65,6 +68,9 @@ struct SourcedChar {
 // syllables into jamo included), then combining marks canonically reordered. Every output character
 // records which input character produced it.
 std::vector<SourcedChar> Nfd(const std::vector<char32_t>& text);
+// Unicode compatibility decomposition (NFKD): as Nfd, with the compatibility mappings too ("ﬁ" ->
+// "f" "i", a full-width letter to its ASCII one, "²" -> "2").
+std::vector<SourcedChar> Nfkd(const std::vector<char32_t>& text);
 
 // One character of a canonical composition and the input characters [first, last] it was made of.
 struct ComposedChar {
@@ -78,6 +84,8 @@ struct ComposedChar {
 // character spans every input character it was made of ("e" U+0302 U+0301 -> "ế" spanning all
 // three), so offsets cover the whole of what the caller wrote.
 std::vector<ComposedChar> Nfc(const std::vector<char32_t>& text);
+// Unicode NFKC: Nfkd, then the canonical composition of Nfc.
+std::vector<ComposedChar> Nfkc(const std::vector<char32_t>& text);
 
 // The boundaries of the extended grapheme clusters of `text` (UAX #29, utf8proc's rules; Rust's
 // unicode-segmentation `graphemes(true)` where their Unicode versions agree): 0, the index of each

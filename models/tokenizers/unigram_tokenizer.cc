@@ -132,20 +132,17 @@ UnigramTokenizer::UnigramTokenizer(std::vector<std::string> id_to_token, std::ve
       unk_score_(*std::min_element(scores_.begin(), scores_.end()) - kUnkPenalty) {}
 
 TokenizerNormalization UnigramTokenizer::normalization() const {
-  TokenizerNormalization normalization;
-  for (const NormalizerStep& step : pipeline().normalizer) {
-    if (step.kind != NormalizerStep::Kind::kPrecompiled) continue;
-    const std::vector<PrecompiledCharsmap::Change> changes = step.charsmap->Changes({0xFB01});
-    if (changes.size() == 2 && changes[0].c == 'f' && changes[1].c == 'i') {
-      normalization.unicode_form = "NFKC";
-    }
+  TokenizerNormalization normalization = NormalizerFlags();
+  std::string changes = std::move(normalization.description);
+  if (changes.empty()) {
+    changes = "text kept as written (case and accents kept)";
+  } else if (changes == "Unicode NFKC") {
+    changes =
+        "SentencePiece's Unicode NFKC ('ﬁ' becomes 'fi', full-width letters half-width), case and "
+        "accents kept";
   }
-  normalization.description = absl::StrCat(
-      normalization.unicode_form.empty()
-          ? "text kept as written (case and accents kept)"
-          : "SentencePiece's Unicode NFKC ('ﬁ' becomes 'fi', full-width letters half-width), "
-            "case and accents kept",
-      "; a space becomes '▁', shown at the start of the word after it");
+  normalization.description =
+      absl::StrCat(changes, "; a space becomes '▁', shown at the start of the word after it");
   return normalization;
 }
 

@@ -1,5 +1,6 @@
-// SentencePiece Unigram tokenizers read from a Hugging Face tokenizer.json (XLM-RoBERTa and the
-// layout transformers' converters write), matching the `tokenizers` library token for token,
+// SentencePiece Unigram tokenizers read from a Hugging Face tokenizer.json (XLM-RoBERTa, T5 and
+// mT5, ALBERT, and the layout transformers' converters write), matching the `tokenizers` library
+// token for token,
 // offsets included: the library's pipeline (PipelineTokenizer) with its Unigram model.
 #ifndef ATTNSCOPE_MODELS_TOKENIZERS_UNIGRAM_TOKENIZER_H_
 #define ATTNSCOPE_MODELS_TOKENIZERS_UNIGRAM_TOKENIZER_H_
@@ -25,7 +26,9 @@ class UnigramTokenizer : public PipelineTokenizer {
   // position, as the library's map keeps it), unk_id (required: the library fails to encode a
   // character no piece covers without one), byte_fallback false. The other components as
   // PipelineTokenizer::ReadComponents reads them (XLM-R's: Precompiled, or Sequence of
-  // Precompiled, Strip and Replace; Metaspace; TemplateProcessing; Metaspace decoder).
+  // Precompiled, Strip and Replace; Metaspace; TemplateProcessing; Metaspace decoder. T5's and
+  // ALBERT's: WhitespaceSplit before Metaspace; ALBERT's NFKD, StripAccents and Lowercase before
+  // Precompiled).
   // `model_max_length` comes from tokenizer_config.json; the pad token is `pad_token` when the
   // vocabulary has it, else id 0.
   // Unimplemented: another model type, byte_fallback true, a missing unk_id, or a component
@@ -37,8 +40,8 @@ class UnigramTokenizer : public PipelineTokenizer {
       const std::string& pad_token);
 
   TokenizerKind kind() const override { return TokenizerKind::kSentencePiece; }
-  // NFKC when the Precompiled normalizer is SentencePiece's NFKC (it turns U+FB01 "ﬁ" into "fi"),
-  // else none; case and accents kept.
+  // PipelineTokenizer::NormalizerFlags: NFKC when the Precompiled normalizer is SentencePiece's
+  // NFKC (it turns U+FB01 "ﬁ" into "fi"); lower-cased and accents removed by ALBERT's normalizer.
   TokenizerNormalization normalization() const override;
 
  private:

@@ -1,10 +1,13 @@
 // Tokenize served end to end: one real attnscope-server loads a tiny random checkpoint around each
-// tokenizer.json layout (Llama 3, Qwen3, Gemma 3, GPT-2, RoBERTa, XLM-R's Unigram and
-// bert-base-uncased's WordPiece; tests/tokenizer_reference/make_checkpoints.py), and its Tokenize
-// answers over gRPC (the client library) and HTTP/JSON must be what Hugging Face tokenizers gives
-// on the same files (tests/tokenizer_reference/make_goldens.js): ids, tokens, offsets in code
-// points and bytes, special-token masks, type, word and sequence ids, for single texts and pairs.
-// Both are made in the build tree by the CTest fixture tokenizer_reference_goldens.
+// tokenizer.json layout (Llama 3, Qwen3, Gemma 3, GPT-2, RoBERTa, Llama 2's SentencePiece BPE,
+// XLM-R's and T5's Unigram and bert-base-uncased's WordPiece;
+// tests/tokenizer_reference/make_checkpoints.py), and its Tokenize answers over gRPC (the client
+// library) and HTTP/JSON must be what Hugging Face tokenizers gives on the same files
+// (tests/tokenizer_reference/make_goldens.js): ids, tokens, offsets in code points and bytes,
+// special-token masks, type, word and sequence ids, for single texts and pairs. Both are made in
+// the build tree by the CTest fixture tokenizer_reference_goldens. Generate on the Llama 2 layout
+// streams each character whole, as the library's decoder writes it, however many byte tokens
+// spell it.
 //
 // The unit tests (tests/unit/tokenizers/tokenizer_json_*_test.cc) compare the readers in process on
 // every corpus line; this checks what serving adds: a checkpoint folder as published
@@ -16,9 +19,11 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -33,6 +38,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "attnscope/v1/attnscope.pb.h"
 #include "gtest/gtest.h"
 #include "models/tokenizers/unicode.h"
@@ -63,8 +70,14 @@ constexpr ServedTokenizer kServed[] = {{"llama3", "bpe"},
                                        {"gemma3", "bpe"},
                                        {"gpt2", "bpe"},
                                        {"roberta", "bpe"},
+                                       {"llama2-spm-bpe", "bpe"},
                                        {"xlmr", "sentencepiece"},
+                                       {"t5-unigram", "sentencepiece"},
                                        {"bert-base-uncased", "wordpiece"}};
+
+constexpr char kMake[] =
+    "bash tests/tokenizer_reference/make_all.sh build/tokenizer-reference "
+    "(ctest's fixture tokenizer_reference_goldens does it)";
 
 // make_all.sh's output folder: ATTNSCOPE_TOKENIZER_REFERENCE, else the build tree's.
 std::string ReferenceDir() {
@@ -223,14 +236,11 @@ void Check(const absl::StatusOr<v1::TokenizeResponse>& answer, const Expected& e
 TEST(TokenizerServedTest, GrpcAndHttpAnswerTheLibrarysTokensForEveryLayout) {
   const auto started = std::chrono::steady_clock::now();
   const std::string reference = ReferenceDir();
-  const std::string make =
-      "bash tests/tokenizer_reference/make_all.sh build/tokenizer-reference "
-      "(ctest's fixture tokenizer_reference_goldens does it)";
   ServerProcess::Options options;
   for (const ServedTokenizer& served : kServed) {
     const std::string dir = absl::StrCat(reference, "/checkpoints/", served.name);
     ASSERT_TRUE(std::filesystem::exists(dir + "/config.json"))
-        << dir << " is missing; make it with: " << make;
+        << dir << " is missing; make it with: " << kMake;
     options.models.push_back(absl::StrCat(served.name, "=", dir));
   }
   options.extra_flags = {"--dashboard_dir="};
@@ -259,7 +269,7 @@ TEST(TokenizerServedTest, GrpcAndHttpAnswerTheLibrarysTokensForEveryLayout) {
 
     const std::string golden_path = absl::StrCat(reference, "/goldens/", served.name, ".jsonl");
     ASSERT_TRUE(std::filesystem::exists(golden_path))
-        << golden_path << " is missing; make it with: " << make;
+        << golden_path << " is missing; make it with: " << kMake;
     const std::vector<json> rows = ReadJsonLines(golden_path);
     ASSERT_EQ(rows.size(), kCorpusLines);
     const auto has_tokens = [&](size_t line) { return !rows[line]["plain"]["ids"].empty(); };
@@ -323,6 +333,91 @@ TEST(TokenizerServedTest, GrpcAndHttpAnswerTheLibrarysTokensForEveryLayout) {
   std::cout << "served and compared in "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()
             << " s\n";
+}
+
+// The text of each new token over HTTP/JSON (one JSON line per message; protobuf's JSON mapping
+// leaves an empty text out), or the error.
+absl::StatusOr<std::vector<std::string>> GeneratedTextsOverHttp(
+    httplib::Client& http, const v1::GenerateRequest& request) {
+  const json body = {{"model", request.model()},
+                     {"prompt", request.prompt()},
+                     {"maxNewTokens", request.max_new_tokens()}};
+  httplib::Result result =
+      http.Post("/attnscope.v1.AttentionService/Generate", body.dump(), "application/json");
+  if (!result) return absl::UnavailableError(httplib::to_string(result.error()));
+  if (result->status != 200) {
+    return absl::UnknownError(absl::StrCat("HTTP ", result->status, ": ", result->body));
+  }
+  std::vector<std::string> texts;
+  for (absl::string_view line : absl::StrSplit(result->body, '\n', absl::SkipEmpty())) {
+    const json message = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (message.contains("error")) return absl::UnknownError(message.dump());
+    if (message.contains("token")) texts.push_back(message["token"].value("text", ""));
+  }
+  return texts;
+}
+
+// Generate on the Llama 2 layout, whose checkpoint writes a fixed run of new tokens after any
+// prompt (make_checkpoints.py): emoji, CJK and Arabic characters the vocabulary lacks, spelled as
+// 4, 3 and 2 "<0xXX>" tokens, between pieces with and without the space mark, then </s>. Each
+// token's text must be what the contract says (GeneratedToken.text), taken from the library's
+// decodes of the prompt and the first k new tokens: nothing while the decode ends in an incomplete
+// character (U+FFFD), the whole character with the token that completes it, a piece's leading
+// space as the Replace and Strip decoders leave it.
+TEST(TokenizerServedTest, GenerateStreamsWholeCharactersOfTheLlama2Layout) {
+  const std::string reference = ReferenceDir();
+  const std::string golden_path = absl::StrCat(reference, "/goldens/llama2-spm-bpe.generate.json");
+  ASSERT_TRUE(std::filesystem::exists(golden_path))
+      << golden_path << " is missing; make it with: " << kMake;
+  std::ifstream file(golden_path);
+  const json golden = json::parse(file, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(golden.is_object()) << golden_path << " is not a JSON object";
+  const auto ids = golden["ids"].get<std::vector<int64_t>>();
+  const auto decodes = golden["decodes"].get<std::vector<std::string>>();
+  ASSERT_EQ(decodes.size(), ids.size() + 1);
+
+  // The text streamed through each new token: the last decode so far without an incomplete
+  // character, less the prompt's.
+  constexpr absl::string_view kReplacement = "\xEF\xBF\xBD";
+  std::vector<std::string> expected;
+  std::string streamed;
+  for (size_t k = 1; k < decodes.size(); ++k) {
+    ASSERT_TRUE(absl::StartsWith(decodes[k], decodes[0])) << decodes[k];
+    const std::string so_far =
+        absl::EndsWith(decodes[k], kReplacement) ? streamed : decodes[k].substr(decodes[0].size());
+    ASSERT_TRUE(absl::StartsWith(so_far, streamed)) << so_far;
+    expected.push_back(so_far.substr(streamed.size()));
+    streamed = so_far;
+  }
+  // The run holds characters spelled by several tokens, so some tokens stream nothing.
+  ASSERT_GT(std::count(expected.begin(), expected.end(), ""), 4);
+
+  ServerProcess::Options options;
+  options.models = {absl::StrCat("llama2-spm-bpe=", reference, "/checkpoints/llama2-spm-bpe")};
+  options.extra_flags = {"--dashboard_dir="};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  v1::GenerateRequest request;
+  request.set_model("llama2-spm-bpe");
+  request.set_prompt(golden["prompt"].get<std::string>());
+  request.set_max_new_tokens(static_cast<int32_t>(ids.size()) + 4);
+
+  absl::StatusOr<GenerateResult> result = (*server)->NewClient()->Generate(request);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::vector<int64_t> prompt_ids(result->header.prompt_tokens().input_ids().begin(),
+                                        result->header.prompt_tokens().input_ids().end());
+  EXPECT_EQ(prompt_ids, golden["prompt_ids"].get<std::vector<int64_t>>());
+  EXPECT_EQ(std::vector<int64_t>(result->done.ids().begin(), result->done.ids().end()), ids);
+  EXPECT_EQ(result->done.finish_reason(), v1::FINISH_REASON_EOS);
+  std::vector<std::string> texts;
+  for (const GeneratedTokenResult& token : result->tokens) texts.push_back(token.token.text());
+  EXPECT_EQ(texts, expected);
+  EXPECT_EQ(result->done.text(), streamed);
+
+  httplib::Client http("127.0.0.1", (*server)->http_port());
+  absl::StatusOr<std::vector<std::string>> over_http = GeneratedTextsOverHttp(http, request);
+  ASSERT_TRUE(over_http.ok()) << over_http.status();
+  EXPECT_EQ(*over_http, expected);
 }
 
 }  // namespace

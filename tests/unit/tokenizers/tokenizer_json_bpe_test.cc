@@ -1,6 +1,6 @@
-// BPE tokenizer.json files (GPT-2, RoBERTa, Llama 3, Qwen3, Gemma 3 layouts) read by LoadTokenizer,
-// against Hugging Face tokenizers' own output on every text of the multilingual corpus
-// (tokenizer_json_goldens.h), and the reader's refusals.
+// BPE tokenizer.json files (GPT-2, RoBERTa, Llama 3, Qwen3, Gemma 3, Llama 2 layouts) read by
+// LoadTokenizer, against Hugging Face tokenizers' own output on every text of the multilingual
+// corpus (tokenizer_json_goldens.h), and the reader's refusals.
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -41,7 +41,8 @@ TEST_P(TokenizerJsonGoldenTest, MatchesTheLibraryOnEveryCorpusLine) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TokenizerJsonGoldenTest,
                          ::testing::Values("gpt2", "roberta", "llama3", "qwen3", "gemma3",
-                                           "bpe-components", "bpe-roberta-prefix"),
+                                           "bpe-components", "bpe-roberta-prefix", "llama2-spm-bpe",
+                                           "bpe-char-components"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -115,19 +116,25 @@ TEST(TokenizerJsonBpeTest, ReadsBothMergeFormatsAndTheAddedTokens) {
 }
 
 TEST(TokenizerJsonBpeTest, RefusesAnUnsupportedComponentByName) {
-  const std::string dir = FolderWith(SmallTokenizerJson({{"normalizer", {{"type", "Lowercase"}}}}));
+  const std::string dir = FolderWith(SmallTokenizerJson({{"normalizer", {{"type", "Nmt"}}}}));
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(dir);
   ASSERT_FALSE(tokenizer.ok());
   // Nothing else in the folder: the refusal is the answer, as InvalidArgument.
   EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(tokenizer.status().message(),
             absl::StrCat("tokenizer.json '", dir,
-                         "/tokenizer.json': normalizer type 'Lowercase' is not supported; "
-                         "supported: NFC, Replace, Precompiled, Strip, Sequence (of those), null"));
+                         "/tokenizer.json': normalizer type 'Nmt' is not supported; supported: "
+                         "NFC, NFD, NFKC, NFKD, Replace, Prepend, Precompiled, Strip, Lowercase, "
+                         "StripAccents, Sequence (of those), null"));
 
   for (const auto& [patch, expected] : std::vector<std::pair<json, std::string>>{
-           {{{"pre_tokenizer", {{"type", "Whitespace"}}}},
-            "pre_tokenizer type 'Whitespace' is not supported; supported: ByteLevel, Split"},
+           {{{"pre_tokenizer", {{"type", "UnicodeScripts"}}}},
+            "pre_tokenizer type 'UnicodeScripts' is not supported; supported: ByteLevel, Split"},
+           {{{"pre_tokenizer", {{"type", "Punctuation"}, {"behavior", "Merged"}}}},
+            "field 'pre_tokenizer.behavior': expected Isolated, Removed, MergedWithPrevious, "
+            "MergedWithNext or Contiguous, got \"Merged\""},
+           {{{"normalizer", {{"type", "Prepend"}, {"prepend", 1}}}},
+            "field 'normalizer.prepend': expected a string, got 1"},
            {{{"post_processor", {{"type", "BertProcessing"}}}},
             "post_processor type 'BertProcessing' is not supported"},
            {{{"decoder", {{"type", "WordPiece"}}}},
@@ -146,7 +153,7 @@ TEST(TokenizerJsonBpeTest, RefusesAnUnsupportedComponentByName) {
 
 TEST(TokenizerJsonBpeTest, AnUnsupportedTokenizerJsonLeavesTheSlowFilesTheirTurn) {
   const std::string dir =
-      FolderWith(SmallTokenizerJson({{"pre_tokenizer", {{"type", "Whitespace"}}}}));
+      FolderWith(SmallTokenizerJson({{"pre_tokenizer", {{"type", "UnicodeScripts"}}}}));
   const std::string bart = ::attnscope::testing::TestDataDir() + "/tiny-bart";
   for (const char* name : {"vocab.json", "merges.txt"}) {
     std::filesystem::copy_file(absl::StrCat(bart, "/", name), absl::StrCat(dir, "/", name));
@@ -219,10 +226,179 @@ TEST(TokenizerJsonBpeTest, SplitPatternsSeeWhiteSpaceAsOniguruma) {
   }
 }
 
-// The fuzz target's byte-level BPE seeds (fuzz/make_corpus.py) load and tokenize, so that the
-// fuzzer starts inside the reader rather than at its first refusal.
+// What one text gives: the library's output (npm tokenizers 0.23.2), written down here.
+struct Expected {
+  std::string text;
+  std::vector<std::string> tokens;
+  std::vector<int64_t> ids;
+  std::vector<Offset> offsets;
+  std::vector<int64_t> word_ids;
+};
+
+void ExpectTokenizes(const Tokenizer& tokenizer, const Expected& expected) {
+  absl::StatusOr<TokenizedText> text = tokenizer.Tokenize(expected.text);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(text->tokens, expected.tokens) << json(expected.text).dump();
+  EXPECT_EQ(text->ids, expected.ids) << json(expected.text).dump();
+  EXPECT_EQ(text->offsets, expected.offsets) << json(expected.text).dump();
+  EXPECT_EQ(text->word_ids, expected.word_ids) << json(expected.text).dump();
+}
+
+// The committed Llama 2 layout (tests/data/tiny-llama2-tokenizer), found by LoadTokenizer beside
+// the tokenizer.model it was made from. Prepend puts "▁" before each stretch between added
+// tokens, aligned with the stretch's first character (here a space, itself a "▁"); the decoders
+// write the "▁" back as spaces and strip one from the start only.
+TEST(TokenizerJsonBpeTest, LoadsTinyLlama2AndPrependsToEachStretch) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> loaded =
+      LoadTokenizer(::attnscope::testing::TestDataDir() + "/tiny-llama2-tokenizer");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Tokenizer& tokenizer = **loaded;
+  EXPECT_EQ(tokenizer.kind(), TokenizerKind::kByteLevelBpe);
+  EXPECT_EQ(tokenizer.vocab_size(), 4000);
+  // model_max_length 1e30: no limit.
+  EXPECT_EQ(tokenizer.model_max_length(), kNoMaxLength);
+  const TokenizerNormalization normalization = tokenizer.normalization();
+  EXPECT_FALSE(normalization.lowercase);
+  EXPECT_FALSE(normalization.strip_accents);
+  EXPECT_EQ(normalization.unicode_form, "");
+  EXPECT_EQ(normalization.description,
+            "text kept as written apart from the normalizer's replacements (a space becomes '▁', "
+            "shown at the start of the word after it); a character the vocabulary lacks becomes "
+            "its UTF-8 bytes as <0xXX> tokens");
+  const Expected special = {
+      "<s>T\u00F4i</s> \U0001F600",
+      {"<s>", "\u2581T", "\u00F4i", "</s>", "\u2581", "\u2581", "<0xF0>", "<0x9F>", "<0x98>",
+       "<0x80>"},
+      {1, 284, 1863, 2, 3294, 3294, 243, 162, 155, 131},
+      {{0, 3}, {3, 4}, {4, 6}, {6, 10}, {10, 11}, {10, 11}, {11, 12}, {11, 12}, {11, 12}, {11, 12}},
+      {0, 1, 1, 2, 3, 3, 3, 3, 3, 3}};
+  ExpectTokenizes(tokenizer, special);
+  EXPECT_EQ(tokenizer.Decode(special.ids, /*skip_special_tokens=*/false),
+            "<s> T\u00F4i</s>  \U0001F600");
+  const Expected spaces = {" T\u00F4i  y\u00EAu",
+                           {"\u2581", "\u2581T", "\u00F4i", "\u2581", "\u2581y", "\u00EA", "u"},
+                           {3294, 284, 1863, 3294, 358, 3369, 3306},
+                           {{0, 1}, {0, 2}, {2, 4}, {4, 5}, {5, 7}, {7, 8}, {8, 9}},
+                           {0, 0, 0, 0, 0, 0, 0}};
+  ExpectTokenizes(tokenizer, spaces);
+  EXPECT_EQ(tokenizer.Decode(spaces.ids, /*skip_special_tokens=*/false), " T\u00F4i  y\u00EAu");
+}
+
+// A character-level BPE tokenizer.json (SentencePiece's kind, unknown characters fused into one
+// <unk>, no byte fallback) with `normalizer` and `pre_tokenizer`.
+json SmallCharBpeJson(const json& normalizer, const json& pre_tokenizer) {
+  return {{"version", "1.0"},
+          {"truncation", nullptr},
+          {"padding", nullptr},
+          {"added_tokens", json::array({{{"id", 0},
+                                         {"content", "<unk>"},
+                                         {"single_word", false},
+                                         {"lstrip", false},
+                                         {"rstrip", false},
+                                         {"normalized", false},
+                                         {"special", true}}})},
+          {"normalizer", normalizer},
+          {"pre_tokenizer", pre_tokenizer},
+          {"post_processor", nullptr},
+          {"decoder", {{"type", "Fuse"}}},
+          {"model",
+           {{"type", "BPE"},
+            {"dropout", nullptr},
+            {"unk_token", "<unk>"},
+            {"continuing_subword_prefix", nullptr},
+            {"end_of_word_suffix", nullptr},
+            {"fuse_unk", true},
+            {"byte_fallback", false},
+            {"ignore_merges", false},
+            {"vocab",
+             {{"<unk>", 0},
+              {"a", 1},
+              {"b", 2},
+              {"1", 3},
+              {"2", 4},
+              {"12", 5},
+              {"!", 6},
+              {"?", 7},
+              {"ab", 8}}},
+            {"merges", json::array({"a b", "1 2"})}}}};
+}
+
+// The settings no corpus layout has: Digits with runs of digits kept together, Punctuation with
+// runs kept together (Contiguous), and a Prepend of two characters, both aligned with the first
+// character of the text ("ab" spans "1").
+TEST(TokenizerJsonBpeTest, DigitsPunctuationRunsAndALongerPrepend) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(FolderWith(SmallCharBpeJson(
+      {{"type", "Prepend"}, {"prepend", "ab"}},
+      {{"type", "Sequence"},
+       {"pretokenizers", json::array({{{"type", "WhitespaceSplit"}},
+                                      {{"type", "Digits"}, {"individual_digits", false}},
+                                      {{"type", "Punctuation"}, {"behavior", "Contiguous"}}})}})));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const Expected expected = {
+      "12!?\u3000b x12+ab!",
+      {"ab", "12", "!", "?", "b", "<unk>", "12", "<unk>", "ab", "!"},
+      {8, 5, 6, 7, 2, 0, 5, 0, 8, 6},
+      {{0, 1}, {0, 2}, {2, 3}, {3, 4}, {5, 6}, {7, 8}, {8, 10}, {10, 11}, {11, 13}, {13, 14}},
+      {0, 1, 2, 2, 3, 4, 5, 6, 7, 8}};
+  ExpectTokenizes(**tokenizer, expected);
+  EXPECT_EQ((*tokenizer)->Decode(expected.ids, /*skip_special_tokens=*/false),
+            "ab12!?b<unk>12<unk>ab!");
+  absl::StatusOr<TokenizedText> empty = (*tokenizer)->Tokenize("");
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_TRUE(empty->ids.empty());
+}
+
+// The Whitespace pre-tokenizer's classes where Unicode's categories alone would mislead: circled
+// letters (So) and letter numbers (Nl) are word characters, other numbers (No) are not, nor is
+// U+180E; connector punctuation and the joiners are; U+00A0 is whitespace.
+TEST(TokenizerJsonBpeTest, WhitespaceKeepsRunsOfWordAndOtherCharactersAsOniguruma) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      LoadTokenizer(FolderWith(SmallCharBpeJson(nullptr, {{"type", "Whitespace"}})));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  ExpectTokenizes(**tokenizer, {"\u24B6\u00B2b x_y\u203Fz a\u200Db \u00BD\u216B!? \u180Ea\u00A0b",
+                                {"<unk>", "<unk>", "b", "<unk>", "a", "<unk>", "b", "<unk>",
+                                 "<unk>", "!", "?", "<unk>", "a", "b"},
+                                {0, 0, 2, 0, 1, 0, 2, 0, 0, 6, 7, 0, 1, 2},
+                                {{0, 1},
+                                 {1, 2},
+                                 {2, 3},
+                                 {4, 9},
+                                 {10, 11},
+                                 {11, 12},
+                                 {12, 13},
+                                 {14, 15},
+                                 {15, 16},
+                                 {16, 17},
+                                 {17, 18},
+                                 {19, 20},
+                                 {20, 21},
+                                 {22, 23}},
+                                {0, 1, 2, 3, 4, 4, 4, 5, 6, 7, 7, 8, 9, 10}});
+}
+
+// ModelInfo's normalization of bpe-char-components: NFKC then NFD (the last form counts), no
+// byte fallback, no replacements.
+TEST(TokenizerJsonBpeTest, SaysWhatTheNormalizerDoes) {
+  const std::string file = TokenizerJsonPath(ReferenceDir(), "bpe-char-components");
+  ASSERT_TRUE(std::filesystem::exists(file)) << file << ": make it with: " << kMakeGoldens;
+  const std::string dir = MakeTempDir();
+  std::filesystem::copy_file(file, dir + "/tokenizer.json");
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(dir);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const TokenizerNormalization normalization = (*tokenizer)->normalization();
+  EXPECT_FALSE(normalization.lowercase);
+  EXPECT_FALSE(normalization.strip_accents);
+  EXPECT_EQ(normalization.unicode_form, "NFD");
+  EXPECT_EQ(normalization.description,
+            "Unicode NFD, otherwise kept as written; a character the vocabulary lacks becomes the "
+            "unknown token");
+}
+
+// The fuzz target's BPE seeds (fuzz/make_corpus.py) load and tokenize, so that the fuzzer starts
+// inside the reader rather than at its first refusal.
 TEST(TokenizerJsonBpeTest, TheFuzzSeedsLoad) {
-  for (const char* seed : {"bpe_llama3_layout", "bpe_roberta_layout", "bpe_gemma_layout"}) {
+  for (const char* seed :
+       {"bpe_llama3_layout", "bpe_roberta_layout", "bpe_gemma_layout", "bpe_llama2_layout"}) {
     const std::string dir = MakeTempDir();
     std::filesystem::copy_file(
         absl::StrCat(ATTNSCOPE_SOURCE_DIR, "/fuzz/corpus/tokenizer_json/", seed),

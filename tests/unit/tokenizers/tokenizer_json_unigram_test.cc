@@ -1,6 +1,6 @@
-// Unigram tokenizer.json files (XLM-RoBERTa's layout, and the one transformers' converter writes
-// today) read by LoadTokenizer, against Hugging Face tokenizers' own output on every text of the
-// multilingual corpus (tokenizer_json_goldens.h), and the reader's refusals.
+// Unigram tokenizer.json files (XLM-RoBERTa's layout, the one transformers' converter writes
+// today, T5's and ALBERT's) read by LoadTokenizer, against Hugging Face tokenizers' own output on
+// every text of the multilingual corpus (tokenizer_json_goldens.h), and the reader's refusals.
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -24,8 +24,11 @@ namespace attnscope {
 namespace {
 
 using ::attnscope::testing::ExpectMatchesTheLibraryOnEveryCorpusLine;
+using ::attnscope::testing::kMakeGoldens;
 using ::attnscope::testing::MakeTempDir;
+using ::attnscope::testing::ReferenceDir;
 using ::attnscope::testing::TestDataDir;
+using ::attnscope::testing::TokenizerJsonPath;
 using ::attnscope::testing::WriteFileBytes;
 using ::testing::HasSubstr;
 using json = nlohmann::json;
@@ -36,12 +39,45 @@ TEST_P(UnigramGoldenTest, MatchesTheLibraryOnEveryCorpusLine) {
   ExpectMatchesTheLibraryOnEveryCorpusLine(GetParam(), TokenizerKind::kSentencePiece);
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, UnigramGoldenTest, ::testing::Values("xlmr", "xlmr-converter"),
+INSTANTIATE_TEST_SUITE_P(Layouts, UnigramGoldenTest,
+                         ::testing::Values("xlmr", "xlmr-converter", "t5-unigram",
+                                           "albert-unigram"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
+
+// ModelInfo's normalization of each layout: T5's charsmap is SentencePiece's NFKC; ALBERT's
+// normalizer also lower-cases and removes accents (NFKD and StripAccents before the charsmap).
+TEST(TokenizerJsonUnigramTest, SaysWhatTheNormalizerDoes) {
+  struct Case {
+    const char* name;
+    bool lowercase;
+    bool strip_accents;
+    std::string description;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"t5-unigram", false, false,
+            "SentencePiece's Unicode NFKC ('\uFB01' becomes 'fi', full-width letters half-width), "
+            "case and accents kept; a space becomes '\u2581', shown at the start of the word after "
+            "it"},
+           {"albert-unigram", true, true,
+            "Unicode NFKC, lower-cased, accents removed; a space becomes '\u2581', shown at the "
+            "start of the word after it"}}) {
+    const std::string file = TokenizerJsonPath(ReferenceDir(), c.name);
+    ASSERT_TRUE(std::filesystem::exists(file)) << file << ": make it with: " << kMakeGoldens;
+    const std::string dir = MakeTempDir();
+    std::filesystem::copy_file(file, dir + "/tokenizer.json");
+    absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(dir);
+    ASSERT_TRUE(tokenizer.ok()) << c.name << ": " << tokenizer.status();
+    const TokenizerNormalization normalization = (*tokenizer)->normalization();
+    EXPECT_EQ(normalization.lowercase, c.lowercase) << c.name;
+    EXPECT_EQ(normalization.strip_accents, c.strip_accents) << c.name;
+    EXPECT_EQ(normalization.unicode_form, "NFKC") << c.name;
+    EXPECT_EQ(normalization.description, c.description) << c.name;
+  }
+}
 
 // What one text gives: the library's output (npm tokenizers 0.23.2), written down here.
 struct Expected {
@@ -173,11 +209,11 @@ TEST(TokenizerJsonUnigramTest, BestSegmentationFusedUnknownsAndEachPrependScheme
 
 TEST(TokenizerJsonUnigramTest, RefusesAnUnsupportedComponentOrSettingByName) {
   for (const auto& [patch, expected] : std::vector<std::pair<json, std::string>>{
-           {{{"normalizer", {{"type", "Lowercase"}}}},
-            "normalizer type 'Lowercase' is not supported; supported: NFC, Replace, Precompiled, "
-            "Strip, Sequence (of those), null"},
-           {{{"pre_tokenizer", {{"type", "Whitespace"}}}},
-            "pre_tokenizer type 'Whitespace' is not supported"},
+           {{{"normalizer", {{"type", "Nmt"}}}},
+            "normalizer type 'Nmt' is not supported; supported: NFC, NFD, NFKC, NFKD, Replace, "
+            "Prepend, Precompiled, Strip, Lowercase, StripAccents, Sequence (of those), null"},
+           {{{"pre_tokenizer", {{"type", "UnicodeScripts"}}}},
+            "pre_tokenizer type 'UnicodeScripts' is not supported"},
            {{{"model", {{"byte_fallback", true}}}},
             "field 'model.byte_fallback' = true is not supported; supported: false"},
            {{{"model", {{"unk_id", nullptr}}}}, "field 'model.unk_id' = null is not supported"}}) {
@@ -264,8 +300,8 @@ TEST(TokenizerJsonUnigramTest, RefusesAMalformedCharsmapClearly) {
 // The fuzz target's Unigram seeds (fuzz/make_corpus.py) load and tokenize as the library does
 // (tokens and code-point offsets from tokenizers 0.23.2), so that the fuzzer starts inside the
 // reader, the lattice and the charsmap rather than at their first refusal: unknown characters
-// without the charsmap, its one-to-many and fullwidth rules with it, and the converter layout's
-// trailing spaces stripped.
+// without the charsmap, its one-to-many and fullwidth rules with it, the converter layout's
+// trailing spaces stripped, and T5's whitespace split off before Metaspace prepends to each word.
 TEST(TokenizerJsonUnigramTest, TheFuzzSeedsLoad) {
   struct Case {
     std::string seed;
@@ -283,6 +319,9 @@ TEST(TokenizerJsonUnigramTest, TheFuzzSeedsLoad) {
       {"unigram_xlmr_converter_layout",
        {"\u2581", "f", "i", "\u2581", "a", "\u2581the", "\u2581capital"},
        {{0, 1}, {0, 1}, {0, 1}, {1, 2}, {2, 3}, {3, 7}, {7, 15}}},
+      {"unigram_t5_layout",
+       {"\u2581", "f", "i", "\u2581", "a", "\u2581the", "\u2581capital"},
+       {{0, 1}, {0, 1}, {0, 1}, {2, 3}, {2, 3}, {4, 7}, {8, 15}}},
   };
   for (const Case& c : cases) {
     const std::string dir = MakeTempDir();
