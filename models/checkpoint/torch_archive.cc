@@ -85,6 +85,8 @@ struct Value {
 };
 using ValuePtr = std::shared_ptr<Value>;
 
+bool Is(const ValuePtr& value, Value::Kind kind) { return value->kind == kind; }
+
 // torch.<Type>Storage globals of the types a checkpoint holds, with their element sizes
 // (c10::ScalarType).
 int64_t StorageItemSize(const std::string& name) {
@@ -224,7 +226,7 @@ class PickleChecker {
     value->kind = kind;
     if (kind == Value::Kind::kTuple || kind == Value::Kind::kList || kind == Value::Kind::kDict) {
       value->depth = 1;
-      value->elements_kept = true;
+      value->elements_kept = kind == Value::Kind::kTuple;
     }
     return Push(std::move(value));
   }
@@ -299,13 +301,12 @@ class PickleChecker {
     if (absl::Status status = Need(1, "BINPERSID"); !status.ok()) return status;
     const ValuePtr id = stack_.back();
     stack_.pop_back();
-    const auto is = [](const ValuePtr& value, Value::Kind kind) { return value->kind == kind; };
-    if (!is(id, Value::Kind::kTuple) || !id->elements_kept || id->elements.size() != 5 ||
-        !is(id->elements[0], Value::Kind::kString) || id->elements[0]->text != "storage" ||
-        !is(id->elements[1], Value::Kind::kGlobal) ||
+    if (!Is(id, Value::Kind::kTuple) || !id->elements_kept || id->elements.size() != 5 ||
+        !Is(id->elements[0], Value::Kind::kString) || id->elements[0]->text != "storage" ||
+        !Is(id->elements[1], Value::Kind::kGlobal) ||
         id->elements[1]->global != Value::Global::kStorageType ||
-        !is(id->elements[2], Value::Kind::kString) || !id->elements[2]->text_kept ||
-        !is(id->elements[3], Value::Kind::kString) || !is(id->elements[4], Value::Kind::kInt)) {
+        !Is(id->elements[2], Value::Kind::kString) || !id->elements[2]->text_kept ||
+        !Is(id->elements[3], Value::Kind::kString) || !Is(id->elements[4], Value::Kind::kInt)) {
       return Error(op_at_,
                    "BINPERSID: expected (\"storage\", torch.<Type>Storage, key, location, numel)");
     }
@@ -342,11 +343,10 @@ class PickleChecker {
     const char* const kExpected =
         "_rebuild_tensor_v2: expected (storage, storage_offset, size, stride, ...) with at most "
         "8 dimensions";
-    const auto is = [](const ValuePtr& value, Value::Kind kind) { return value->kind == kind; };
-    if (!is(args, Value::Kind::kTuple) || !args->elements_kept || args->elements.size() < 4 ||
-        !is(args->elements[0], Value::Kind::kStorage) ||
-        !is(args->elements[1], Value::Kind::kInt) || !is(args->elements[2], Value::Kind::kTuple) ||
-        !args->elements[2]->elements_kept || !is(args->elements[3], Value::Kind::kTuple) ||
+    if (!Is(args, Value::Kind::kTuple) || !args->elements_kept || args->elements.size() < 4 ||
+        !Is(args->elements[0], Value::Kind::kStorage) ||
+        !Is(args->elements[1], Value::Kind::kInt) || !Is(args->elements[2], Value::Kind::kTuple) ||
+        !args->elements[2]->elements_kept || !Is(args->elements[3], Value::Kind::kTuple) ||
         !args->elements[3]->elements_kept ||
         args->elements[2]->elements.size() != args->elements[3]->elements.size()) {
       return Error(op_at_, kExpected);
@@ -359,7 +359,7 @@ class PickleChecker {
     __int128 last = offset;
     bool empty = false;
     for (size_t d = 0; d < sizes.size(); ++d) {
-      if (!is(sizes[d], Value::Kind::kInt) || !is(strides[d], Value::Kind::kInt)) {
+      if (!Is(sizes[d], Value::Kind::kInt) || !Is(strides[d], Value::Kind::kInt)) {
         return Error(op_at_, kExpected);
       }
       const int64_t size = sizes[d]->number;
@@ -612,6 +612,7 @@ absl::Status CheckTorchArchive(const std::string& path, absl::string_view bytes,
   std::string prefix;
   std::map<std::string, uint64_t> records;
   std::optional<zip_uint64_t> pickle_index;
+  uint64_t pickle_size = 0;
   uint64_t inflated = 0;
   for (zip_int64_t i = 0; i < count; ++i) {
     zip_stat_t stat;
@@ -636,28 +637,27 @@ absl::Status CheckTorchArchive(const std::string& path, absl::string_view bytes,
     if (i == 0) prefix = name.substr(0, name.find('/') + 1);
     if (prefix.empty() || name.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string inner = name.substr(prefix.size());
-    if (inner == "data.pkl") pickle_index = static_cast<zip_uint64_t>(i);
+    if (inner == "data.pkl") {
+      pickle_index = static_cast<zip_uint64_t>(i);
+      pickle_size = stat.size;
+    }
     if (inner.compare(0, 5, "data/") == 0) records[inner.substr(5)] = stat.size;
   }
   if (!pickle_index.has_value()) {
     return refuse("expected a zip archive with <archive>/data.pkl (torch.save's format), got none");
   }
-  zip_stat_t stat;
-  zip_stat_init(&stat);
-  zip_stat_index(archive.get(), *pickle_index, /*flags=*/0, &stat);
-  if (stat.size > limits.max_pickle_bytes) {
-    return refuse(absl::StrCat("data.pkl of ", stat.size, " bytes: expected at most ",
+  if (pickle_size > limits.max_pickle_bytes) {
+    return refuse(absl::StrCat("data.pkl of ", pickle_size, " bytes: expected at most ",
                                limits.max_pickle_bytes, " (a state dict's pickle is small)"));
   }
-  std::string pickle(static_cast<size_t>(stat.size), '\0');
+  std::string pickle(static_cast<size_t>(pickle_size), '\0');
   zip_file_t* file = zip_fopen_index(archive.get(), *pickle_index, /*flags=*/0);
-  const zip_int64_t read =
-      file == nullptr ? -1 : zip_fread(file, pickle.data(), static_cast<zip_uint64_t>(stat.size));
+  const zip_int64_t read = file == nullptr ? -1 : zip_fread(file, pickle.data(), pickle_size);
   const std::string read_error = file == nullptr ? zip_strerror(archive.get())
                                  : read < 0      ? zip_file_strerror(file)
                                                  : "";
   if (file != nullptr) zip_fclose(file);
-  if (read != static_cast<zip_int64_t>(stat.size)) {
+  if (read != static_cast<zip_int64_t>(pickle_size)) {
     return refuse(absl::StrCat("data.pkl cannot be read: ",
                                read < 0 ? read_error : "shorter than its zip entry says"));
   }
