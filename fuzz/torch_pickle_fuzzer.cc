@@ -1,8 +1,8 @@
 // pytorch_model.bin on arbitrary pickles: the input is the data.pkl of a torch.save archive whose
 // other records are fixed (data/0: 48 bytes, data/1: 8 bytes, version), written with libzip into a
-// checkpoint folder and opened with Checkpoint::Open, which checks the archive (CheckTorchArchive)
-// and then hands it to LibTorch's unpickler. What the checks let through must be safe for LibTorch:
-// no crash, no hang, no allocation beyond the file's bounds (libFuzzer's -rss_limit_mb), and every
+// checkpoint folder and opened with Checkpoint::Open, which checks the archive and builds the
+// tensors from its records (TorchArchive). What the checks let through must be safe to build: no
+// crash, no hang, no allocation beyond the file's bounds (libFuzzer's -rss_limit_mb), and every
 // tensor that loads is read through to its last element. Every refusal is one line of under 1000
 // bytes.
 #include <zip.h>

@@ -1,10 +1,12 @@
 #include "models/checkpoint/checkpoint.h"
 
 #include <ATen/Parallel.h>
-#include <torch/serialize.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "absl/status/status.h"
@@ -31,6 +33,26 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 
 // A tensor name from a file header, as a message may quote it.
 std::string Name(const std::string& name) { return Excerpt(name, 120); }
+
+// The scalar type of a torch.<Type>Storage of a pickle (torch/storage.py), or nullopt.
+std::optional<torch::ScalarType> StorageScalarType(const std::string& storage_type) {
+  static const std::map<std::string, torch::ScalarType>* const kTypes =
+      new std::map<std::string, torch::ScalarType>{{"FloatStorage", torch::kFloat32},
+                                                   {"HalfStorage", torch::kFloat16},
+                                                   {"BFloat16Storage", torch::kBFloat16},
+                                                   {"DoubleStorage", torch::kFloat64},
+                                                   {"LongStorage", torch::kInt64},
+                                                   {"IntStorage", torch::kInt32},
+                                                   {"ShortStorage", torch::kInt16},
+                                                   {"CharStorage", torch::kInt8},
+                                                   {"ByteStorage", torch::kUInt8},
+                                                   {"BoolStorage", torch::kBool},
+                                                   {"ComplexFloatStorage", torch::kComplexFloat},
+                                                   {"ComplexDoubleStorage", torch::kComplexDouble}};
+  const auto it = kTypes->find(storage_type);
+  if (it == kTypes->end()) return std::nullopt;
+  return it->second;
+}
 
 // The safetensors dtype name of a pickled tensor's type.
 std::string DtypeName(torch::ScalarType type) {
@@ -151,37 +173,40 @@ absl::Status Checkpoint::AddSafetensors(const std::string& path,
 }
 
 absl::Status Checkpoint::AddPickle(const std::string& path) {
-  // A pickle cannot be read in part: the whole file is unpickled, tensors in their stored dtypes.
-  ATTNSCOPE_ASSIGN_OR_RETURN(std::string bytes,
+  // A pickle cannot be read in part: the file is read whole, then each floating-point storage is
+  // copied out of it once, tensors sharing a storage as views of one copy.
+  ATTNSCOPE_ASSIGN_OR_RETURN(const std::string bytes,
                              ReadFileToString(path, std::numeric_limits<uint64_t>::max()));
-  ATTNSCOPE_RETURN_IF_ERROR(CheckTorchArchive(path, bytes));
-  try {
-    std::vector<char> data(bytes.begin(), bytes.end());
-    std::string().swap(bytes);
-    c10::IValue value = torch::pickle_load(data);
-    if (!value.isGenericDict()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint '", path, "': expected a state dict (name -> tensor), got ",
-                       value.tagKind()));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const std::unique_ptr<TorchArchive> archive,
+                             TorchArchive::Open(path, bytes));
+  std::map<std::string, torch::Tensor> storages;
+  for (const TorchTensorRecord& record : archive->tensors()) {
+    const std::optional<torch::ScalarType> type = StorageScalarType(record.storage_type);
+    Entry entry;
+    entry.file = path;
+    entry.dtype = type.has_value() ? DtypeName(*type) : record.storage_type;
+    entry.shape = record.sizes;
+    entry.is_float = type.has_value() && c10::isFloatingType(*type);
+    if (entry.is_float) {
+      auto it = storages.find(record.storage_key);
+      if (it == storages.end()) {
+        torch::Tensor storage;
+        try {
+          storage = torch::empty({record.storage_numel}, torch::TensorOptions().dtype(*type));
+        } catch (const c10::Error& error) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "checkpoint '", path, "': storage '", Name(record.storage_key), "' of ",
+              record.storage_numel,
+              " elements cannot be allocated: ", Excerpt(error.what_without_backtrace(), 200)));
+        }
+        ATTNSCOPE_RETURN_IF_ERROR(
+            archive->ReadRecord(record.storage_key, static_cast<char*>(storage.data_ptr()),
+                                static_cast<uint64_t>(record.storage_numel) * record.item_size));
+        it = storages.emplace(record.storage_key, std::move(storage)).first;
+      }
+      entry.tensor = it->second.as_strided(record.sizes, record.strides, record.storage_offset);
     }
-    for (const auto& item : value.toGenericDict()) {
-      if (!item.key().isString() || !item.value().isTensor()) continue;
-      const torch::Tensor tensor = item.value().toTensor();
-      Entry entry;
-      entry.file = path;
-      entry.dtype = DtypeName(tensor.scalar_type());
-      entry.shape = tensor.sizes().vec();
-      entry.is_float = tensor.is_floating_point();
-      if (entry.is_float) entry.tensor = tensor;
-      entries_[item.key().toStringRef()] = std::move(entry);
-    }
-  } catch (const c10::Error& error) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint '", path,
-        "': not a readable torch.save file: ", Excerpt(error.what_without_backtrace(), 300)));
-  } catch (const std::exception& error) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint '", path, "': not a readable torch.save file: ", Excerpt(error.what(), 300)));
+    entries_[record.name] = std::move(entry);
   }
   return absl::OkStatus();
 }

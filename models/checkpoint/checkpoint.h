@@ -29,10 +29,12 @@ class Checkpoint {
  public:
   // Opens the weights of `model_dir`, preferring model.safetensors, then
   // model.safetensors.index.json (shards named by its "weight_map"), then pytorch_model.bin (the
-  // format of torch.save, checked by CheckTorchArchive, then read with LibTorch's pickle loader).
+  // format of torch.save, read by TorchArchive without LibTorch's unpickler; a plain dict or an
+  // OrderedDict as model.state_dict() gives).
   // Safetensors files are mapped and only their headers read; no tensor is converted until Load.
   // NotFound: no weights file in the directory. InvalidArgument: a malformed or corrupt file, or
   // one that is not a regular file (the message names the file and, where it applies, the tensor).
+  // ResourceExhausted: a pytorch_model.bin storage that cannot be allocated.
   static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& model_dir);
 
   // Checks the checkpoint against `expected` from the files' headers, reading no tensor data: every

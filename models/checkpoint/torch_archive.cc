@@ -54,9 +54,10 @@ enum Op : uint8_t {
   kBinPersId = 'Q',
 };
 
-// Strings longer than this are not kept (a state dict's keys that matter here are "storage", a
-// record key and a location); tuples longer than kMaxKeptElements keep only their depth.
-constexpr size_t kMaxKeptString = 256;
+// Strings longer than this are not kept (what a state dict needs are "storage", record keys,
+// locations and tensor names, all far shorter); tuples longer than kMaxKeptElements keep only their
+// depth.
+constexpr size_t kMaxKeptString = 1024;
 constexpr size_t kMaxKeptElements = 8;
 // A global's module and name are each one line of at most this many bytes.
 constexpr size_t kMaxGlobalLine = 256;
@@ -71,17 +72,24 @@ struct Value {
   // An element of a container already: its depth is part of that container's, so it takes no more
   // elements (Python's pickler fills a container before it places it in another).
   bool contained = false;
-  // kInt: the value; kStorage: its bytes.
+  // kInt: the value; kStorage: its bytes; kTensor: its storage offset (elements).
   int64_t number = 0;
   Global global = Global::kNone;
-  // kGlobal kStorageType: bytes per element.
+  // kGlobal kStorageType and kStorage: bytes per element.
   int64_t item_size = 0;
-  // kString, when at most kMaxKeptString bytes.
+  // kString, when at most kMaxKeptString bytes; kGlobal kStorageType and kStorage: the type's name
+  // (e.g. "FloatStorage") in `type_name`, kStorage: its record key in `text`.
   std::string text;
   bool text_kept = false;
-  // kTuple, when at most kMaxKeptElements.
+  std::string type_name;
+  // kTuple, when at most kMaxKeptElements; kTensor: its storage.
   std::vector<std::shared_ptr<Value>> elements;
   bool elements_kept = false;
+  // kTensor: sizes and strides in elements.
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  // kDict: the items whose key is a kept string and whose value is a tensor, in order.
+  std::vector<std::pair<std::string, std::shared_ptr<Value>>> tensors;
 };
 using ValuePtr = std::shared_ptr<Value>;
 
@@ -129,6 +137,30 @@ class PickleChecker {
                                         " values on the stack: expected one (the state dict)"));
     }
     return absl::OkStatus();
+  }
+
+  // After Run(): the tensors of the state dict the pickle builds, in its order.
+  absl::StatusOr<std::vector<TorchTensorRecord>> StateDict() const {
+    const Value& top = *stack_.front();
+    if (top.kind != Value::Kind::kDict) {
+      return Error(op_at_, "STOP: expected a state dict (name -> tensor), got another value");
+    }
+    std::vector<TorchTensorRecord> records;
+    records.reserve(top.tensors.size());
+    for (const auto& [name, tensor] : top.tensors) {
+      const Value& storage = *tensor->elements.front();
+      TorchTensorRecord record;
+      record.name = name;
+      record.storage_key = storage.text;
+      record.storage_type = storage.type_name;
+      record.item_size = storage.item_size;
+      record.storage_numel = storage.number / storage.item_size;
+      record.storage_offset = tensor->number;
+      record.sizes = tensor->sizes;
+      record.strides = tensor->strides;
+      records.push_back(std::move(record));
+    }
+    return records;
   }
 
  private:
@@ -217,8 +249,20 @@ class PickleChecker {
       }
       if (container->elements_kept) container->elements.push_back(stack_[i]);
     }
+    if (kind == Value::Kind::kDict) AddItems(*container, first);
     stack_.resize(first);
     return container;
+  }
+
+  // Keeps the (name, tensor) pairs among the keys and values stack_[first, end) put into `dict`.
+  void AddItems(Value& dict, size_t first) {
+    for (size_t i = first; i + 1 < stack_.size(); i += 2) {
+      const ValuePtr& key = stack_[i];
+      const ValuePtr& value = stack_[i + 1];
+      if (Is(key, Value::Kind::kString) && key->text_kept && Is(value, Value::Kind::kTensor)) {
+        dict.tensors.emplace_back(key->text, value);
+      }
+    }
   }
 
   absl::Status PushNew(Value::Kind kind) {
@@ -286,6 +330,7 @@ class PickleChecker {
       value->global = Value::Global::kRebuildTensor;
     } else if (*module == "torch" && (value->item_size = StorageItemSize(*name)) > 0) {
       value->global = Value::Global::kStorageType;
+      value->type_name = *name;
     } else {
       return Error(op_at_, absl::StrCat("GLOBAL '", Excerpt(*module, 80), ".", Excerpt(*name, 80),
                                         "': expected collections.OrderedDict, "
@@ -335,6 +380,8 @@ class PickleChecker {
     }
     storage->number = numel * item_size;
     storage->item_size = item_size;
+    storage->type_name = id->elements[1]->type_name;
+    storage->text = key;
     return Push(std::move(storage));
   }
 
@@ -381,6 +428,12 @@ class PickleChecker {
     }
     auto tensor = std::make_shared<Value>();
     tensor->kind = Value::Kind::kTensor;
+    tensor->elements.push_back(args->elements[0]);
+    tensor->number = offset;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      tensor->sizes.push_back(sizes[d]->number);
+      tensor->strides.push_back(strides[d]->number);
+    }
     return tensor;
   }
 
@@ -516,6 +569,7 @@ class PickleChecker {
             return status;
           }
         }
+        if (dict) AddItems(container, *mark);
         stack_.resize(*mark);
         return absl::OkStatus();
       }
@@ -530,6 +584,7 @@ class PickleChecker {
             return status;
           }
         }
+        AddItems(dict, stack_.size() - 2);
         stack_.resize(stack_.size() - 2);
         return absl::OkStatus();
       }
@@ -568,18 +623,34 @@ class PickleChecker {
   int64_t elements_ = 0;
 };
 
-// Owns a libzip archive opened read-only over bytes the caller keeps.
-struct ZipCloser {
-  void operator()(zip_t* archive) const { zip_discard(archive); }
-};
-
 std::string ZipErrorText(zip_error_t* error) {
   std::string text = zip_error_strerror(error);
   zip_error_fini(error);
   return text;
 }
 
+// Reads `size` bytes from the start of entry `index` into `out`; the error names what failed.
+absl::Status ReadEntry(zip_t* archive, zip_uint64_t index, char* out, uint64_t size) {
+  zip_file_t* file = zip_fopen_index(archive, index, /*flags=*/0);
+  if (file == nullptr) return absl::InvalidArgumentError(zip_strerror(archive));
+  uint64_t done = 0;
+  std::string error;
+  while (done < size) {
+    const zip_int64_t read = zip_fread(file, out + done, size - done);
+    if (read <= 0) {
+      error = read < 0 ? zip_file_strerror(file) : "shorter than its zip entry says";
+      break;
+    }
+    done += static_cast<uint64_t>(read);
+  }
+  zip_fclose(file);
+  if (done != size) return absl::InvalidArgumentError(error);
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+void TorchArchive::ZipCloser::operator()(zip* archive) const { zip_discard(archive); }
 
 absl::Status CheckTorchPickle(
     absl::string_view pickle,
@@ -588,39 +659,52 @@ absl::Status CheckTorchPickle(
   return PickleChecker(pickle, record_size, limits).Run();
 }
 
-absl::Status CheckTorchArchive(const std::string& path, absl::string_view bytes,
-                               const TorchPickleLimits& limits) {
+absl::StatusOr<std::vector<TorchTensorRecord>> ReadTorchPickle(
+    absl::string_view pickle,
+    const std::function<std::optional<uint64_t>(const std::string& key)>& record_size,
+    const TorchPickleLimits& limits) {
+  PickleChecker checker(pickle, record_size, limits);
+  if (absl::Status status = checker.Run(); !status.ok()) return status;
+  return checker.StateDict();
+}
+
+absl::StatusOr<std::unique_ptr<TorchArchive>> TorchArchive::Open(const std::string& path,
+                                                                 absl::string_view bytes,
+                                                                 const TorchPickleLimits& limits) {
   const auto refuse = [&path](absl::string_view what) {
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint '", path, "': ", what,
                      "; convert it to model.safetensors if it is a real checkpoint"));
   };
+  auto result = std::unique_ptr<TorchArchive>(new TorchArchive());
+  result->path_ = path;
   zip_error_t error;
   zip_error_init(&error);
   zip_source_t* source = zip_source_buffer_create(bytes.data(), bytes.size(), /*freep=*/0, &error);
   if (source == nullptr) return refuse(absl::StrCat("cannot be read: ", ZipErrorText(&error)));
-  std::unique_ptr<zip_t, ZipCloser> archive(
-      zip_open_from_source(source, ZIP_RDONLY | ZIP_CHECKCONS, &error));
-  if (archive == nullptr) {
+  result->archive_.reset(zip_open_from_source(source, ZIP_RDONLY | ZIP_CHECKCONS, &error));
+  if (result->archive_ == nullptr) {
     zip_source_free(source);
     return refuse(absl::StrCat("expected torch.save's zip format (PyTorch 1.6 and later), got ",
                                ZipErrorText(&error)));
   }
   zip_error_fini(&error);
+  zip_t* archive = result->archive_.get();
 
-  const zip_int64_t count = zip_get_num_entries(archive.get(), /*flags=*/0);
+  const zip_int64_t count = zip_get_num_entries(archive, /*flags=*/0);
   std::string prefix;
-  std::map<std::string, uint64_t> records;
+  std::map<std::string, uint64_t> record_sizes;
   std::optional<zip_uint64_t> pickle_index;
+  std::optional<zip_uint64_t> byteorder_index;
   uint64_t pickle_size = 0;
+  uint64_t byteorder_size = 0;
   uint64_t inflated = 0;
   for (zip_int64_t i = 0; i < count; ++i) {
     zip_stat_t stat;
     zip_stat_init(&stat);
-    if (zip_stat_index(archive.get(), static_cast<zip_uint64_t>(i), /*flags=*/0, &stat) != 0 ||
+    if (zip_stat_index(archive, static_cast<zip_uint64_t>(i), /*flags=*/0, &stat) != 0 ||
         (stat.valid & (ZIP_STAT_NAME | ZIP_STAT_SIZE)) != (ZIP_STAT_NAME | ZIP_STAT_SIZE)) {
-      return refuse(
-          absl::StrCat("zip entry ", i, ": cannot be read: ", zip_strerror(archive.get())));
+      return refuse(absl::StrCat("zip entry ", i, ": cannot be read: ", zip_strerror(archive)));
     }
     const std::string name = stat.name;
     if ((stat.valid & ZIP_STAT_ENCRYPTION_METHOD) != 0 && stat.encryption_method != ZIP_EM_NONE) {
@@ -640,37 +724,67 @@ absl::Status CheckTorchArchive(const std::string& path, absl::string_view bytes,
     if (inner == "data.pkl") {
       pickle_index = static_cast<zip_uint64_t>(i);
       pickle_size = stat.size;
+    } else if (inner == "byteorder") {
+      byteorder_index = static_cast<zip_uint64_t>(i);
+      byteorder_size = stat.size;
+    } else if (inner.compare(0, 5, "data/") == 0) {
+      record_sizes[inner.substr(5)] = stat.size;
+      result->record_index_[inner.substr(5)] = static_cast<zip_uint64_t>(i);
     }
-    if (inner.compare(0, 5, "data/") == 0) records[inner.substr(5)] = stat.size;
   }
   if (!pickle_index.has_value()) {
     return refuse("expected a zip archive with <archive>/data.pkl (torch.save's format), got none");
+  }
+  // PyTorch 1.12 and later write the byte order of the records; older files are little-endian.
+  if (byteorder_index.has_value()) {
+    std::string order(static_cast<size_t>(std::min<uint64_t>(byteorder_size, 16)), '\0');
+    const absl::Status read = ReadEntry(archive, *byteorder_index, order.data(), order.size());
+    if (!read.ok()) return refuse(absl::StrCat("byteorder cannot be read: ", read.message()));
+    if (order != "little") {
+      return refuse(
+          absl::StrCat("byteorder: expected \"little\", got \"", Excerpt(order, 16), "\""));
+    }
   }
   if (pickle_size > limits.max_pickle_bytes) {
     return refuse(absl::StrCat("data.pkl of ", pickle_size, " bytes: expected at most ",
                                limits.max_pickle_bytes, " (a state dict's pickle is small)"));
   }
   std::string pickle(static_cast<size_t>(pickle_size), '\0');
-  zip_file_t* file = zip_fopen_index(archive.get(), *pickle_index, /*flags=*/0);
-  const zip_int64_t read = file == nullptr ? -1 : zip_fread(file, pickle.data(), pickle_size);
-  const std::string read_error = file == nullptr ? zip_strerror(archive.get())
-                                 : read < 0      ? zip_file_strerror(file)
-                                                 : "";
-  if (file != nullptr) zip_fclose(file);
-  if (read != static_cast<zip_int64_t>(pickle_size)) {
-    return refuse(absl::StrCat("data.pkl cannot be read: ",
-                               read < 0 ? read_error : "shorter than its zip entry says"));
+  if (const absl::Status read = ReadEntry(archive, *pickle_index, pickle.data(), pickle_size);
+      !read.ok()) {
+    return refuse(absl::StrCat("data.pkl cannot be read: ", read.message()));
   }
-  const absl::Status checked = CheckTorchPickle(
+  absl::StatusOr<std::vector<TorchTensorRecord>> tensors = ReadTorchPickle(
       pickle,
-      [&records](const std::string& key) -> std::optional<uint64_t> {
-        const auto it = records.find(key);
-        if (it == records.end()) return std::nullopt;
+      [&record_sizes](const std::string& key) -> std::optional<uint64_t> {
+        const auto it = record_sizes.find(key);
+        if (it == record_sizes.end()) return std::nullopt;
         return it->second;
       },
       limits);
-  if (!checked.ok()) return refuse(absl::StrCat("data.pkl: ", checked.message()));
+  if (!tensors.ok()) return refuse(absl::StrCat("data.pkl: ", tensors.status().message()));
+  result->tensors_ = *std::move(tensors);
+  return result;
+}
+
+absl::Status TorchArchive::ReadRecord(const std::string& key, char* out, uint64_t size) const {
+  if (size == 0) return absl::OkStatus();
+  const auto it = record_index_.find(key);
+  if (it == record_index_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path_, "': record data/",
+                                                   Excerpt(key, 80), ": expected it, got none"));
+  }
+  if (const absl::Status read = ReadEntry(archive_.get(), it->second, out, size); !read.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path_, "': record data/",
+                                                   Excerpt(key, 80),
+                                                   " cannot be read: ", read.message()));
+  }
   return absl::OkStatus();
+}
+
+absl::Status CheckTorchArchive(const std::string& path, absl::string_view bytes,
+                               const TorchPickleLimits& limits) {
+  return TorchArchive::Open(path, bytes, limits).status();
 }
 
 }  // namespace attnscope

@@ -1,5 +1,5 @@
-// Checks for torch.save files (pytorch_model.bin) made before LibTorch reads them. LibTorch's
-// loader (torch::pickle_load) trusts the file: a pickle nested 200,000 tuples deep overflows its
+// torch.save files (pytorch_model.bin), checked and read without LibTorch's unpickler. That loader
+// (torch::pickle_load) trusts the file: a pickle nested 200,000 tuples deep overflows its
 // stack (SIGSEGV), a string that claims 4 GB is allocated before it is read, a deflated entry
 // inflates to whatever its header says, and a storage that claims more elements than its record
 // holds is read past its end. These checks bound every one of those by the file's own size and
@@ -10,11 +10,18 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+
+// libzip's archive (zip_t).
+struct zip;
 
 namespace attnscope {
 
@@ -49,12 +56,67 @@ absl::Status CheckTorchPickle(
     const std::function<std::optional<uint64_t>(const std::string& key)>& record_size,
     const TorchPickleLimits& limits = {});
 
-// Checks `bytes`, a whole torch.save file (a zip archive; PyTorch >= 1.6), before LibTorch reads
-// it: a zip archive that libzip reads with its consistency checks, its entries unencrypted and
-// together at most twice the file's size when inflated (torch.save stores them uncompressed), one
-// <archive>/data.pkl, and that pickle passes CheckTorchPickle with the sizes of the archive's
-// data/ records. InvalidArgument naming `path` and what is wrong; the file is never inflated
-// beyond data.pkl.
+// One tensor of a state dict as torch.save stores it (torch/_utils.py, _rebuild_tensor_v2): a view
+// of `sizes` and `strides` (elements) at `storage_offset` (elements) into a storage of
+// `storage_numel` elements of `storage_type` (e.g. "FloatStorage", "BFloat16Storage"; `item_size`
+// bytes each) held little-endian in the archive's record data/<storage_key>. Tensors may share a
+// storage (tied weights).
+struct TorchTensorRecord {
+  std::string name;
+  std::string storage_key;
+  std::string storage_type;
+  int64_t item_size = 0;
+  int64_t storage_numel = 0;
+  int64_t storage_offset = 0;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+};
+
+// CheckTorchPickle, then the tensors of the state dict the pickle builds, in its order: the items
+// of the top dict (dict or collections.OrderedDict, as a model's state_dict() is) whose key is a
+// string and whose value is a tensor; other items (e.g. _metadata's) are left out. InvalidArgument
+// as CheckTorchPickle's, or when the pickle builds something other than a dict.
+absl::StatusOr<std::vector<TorchTensorRecord>> ReadTorchPickle(
+    absl::string_view pickle,
+    const std::function<std::optional<uint64_t>(const std::string& key)>& record_size,
+    const TorchPickleLimits& limits = {});
+
+// A torch.save file (a zip archive; PyTorch >= 1.6) read without LibTorch's unpickler, which in
+// LibTorch 1.13 trusts the file (see above) and turns collections.OrderedDict into None, so that
+// no model.state_dict() saved by PyTorch or transformers' save_pretrained(safe_serialization=False)
+// loads through it.
+class TorchArchive {
+ public:
+  // Opens `bytes`, the whole file at `path`, which must outlive the archive: a zip archive that
+  // libzip reads with its consistency checks, its entries unencrypted and together at most twice
+  // the file's size when inflated (torch.save stores them uncompressed), its byteorder record (when
+  // present) "little", one <archive>/data.pkl that ReadTorchPickle accepts with the sizes of the
+  // archive's data/ records. InvalidArgument naming `path` and what is wrong; nothing is inflated
+  // beyond data.pkl.
+  static absl::StatusOr<std::unique_ptr<TorchArchive>> Open(const std::string& path,
+                                                            absl::string_view bytes,
+                                                            const TorchPickleLimits& limits = {});
+
+  // The state dict's tensors (ReadTorchPickle), each storage within its record.
+  const std::vector<TorchTensorRecord>& tensors() const { return tensors_; }
+
+  // Copies the first `size` bytes of record data/<key> to `out`. InvalidArgument naming the file
+  // and the record when it is missing, shorter, or fails its CRC.
+  absl::Status ReadRecord(const std::string& key, char* out, uint64_t size) const;
+
+ private:
+  struct ZipCloser {
+    void operator()(zip* archive) const;
+  };
+  TorchArchive() = default;
+
+  std::string path_;
+  std::unique_ptr<zip, ZipCloser> archive_;
+  std::map<std::string, uint64_t> record_index_;
+  std::vector<TorchTensorRecord> tensors_;
+};
+
+// TorchArchive::Open's checks alone.
 absl::Status CheckTorchArchive(const std::string& path, absl::string_view bytes,
                                const TorchPickleLimits& limits = {});
 
