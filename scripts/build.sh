@@ -13,7 +13,9 @@ stage=build
 if [ "${1:-}" = "--sanitize" ]; then
   shift
   build_dir=$root/build-sanitize
-  options=(-DATTNSCOPE_SANITIZE=ON -DATTNSCOPE_FUZZ=OFF)
+  # The tokenizer goldens are the same for both builds: made once, in build/.
+  options=(-DATTNSCOPE_SANITIZE=ON -DATTNSCOPE_FUZZ=OFF
+    -DATTNSCOPE_TOKENIZER_REFERENCE="$root/build/tokenizer-reference")
   stage=sanitizer-build
 fi
 start=$SECONDS
