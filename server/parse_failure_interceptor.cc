@@ -12,6 +12,9 @@ namespace {
 
 using grpc::experimental::InterceptionHookPoints;
 
+constexpr char kNoPayload[] = "No payload";
+constexpr char kNoBuffer[] = "Couldn't initialize byte buffer reader";
+
 class ParseFailureInterceptor : public grpc::experimental::Interceptor {
  public:
   ParseFailureInterceptor(std::string rpc, Metrics* metrics)
@@ -24,12 +27,26 @@ class ParseFailureInterceptor : public grpc::experimental::Interceptor {
     }
     if (unparsed_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
         methods->GetSendStatus().error_code() == grpc::StatusCode::INTERNAL) {
-      methods->ModifySendStatus(grpc::Status(
-          grpc::StatusCode::INVALID_ARGUMENT,
-          absl::StrCat("request: not a serialized attnscope.v1 request of ", rpc_,
-                       ", or a text in it is not valid UTF-8; send texts as UTF-8 strings")));
+      // The stream ended before its message did: the client reset or cancelled it (HTTP/2
+      // RST_STREAM), which is no fault of the request's bytes. gRPC's deserializer says so in two
+      // ways, both compiled in from its headers: "No payload" (grpcpp/impl/codegen/proto_utils.h,
+      // GenericDeserialize) without a buffer, and "Couldn't initialize byte buffer reader"
+      // (grpcpp/support/proto_buffer_reader.h) with an empty one, which is what a reset stream
+      // gives.
+      const std::string& message = methods->GetSendStatus().error_message();
+      const bool no_message = message == kNoPayload || message == kNoBuffer;
+      methods->ModifySendStatus(
+          no_message
+              ? grpc::Status(grpc::StatusCode::CANCELLED,
+                             absl::StrCat("request: the call ended before its ", rpc_,
+                                          " message arrived (cancelled or reset by the client)"))
+              : grpc::Status(
+                    grpc::StatusCode::INVALID_ARGUMENT,
+                    absl::StrCat("request: not a serialized attnscope.v1 request of ", rpc_,
+                                 ", or a text in it is not valid UTF-8; send texts as "
+                                 "UTF-8 strings")));
       metrics_->RecordRequest(
-          rpc_, "grpc", "", "INVALID_ARGUMENT",
+          rpc_, "grpc", "", no_message ? "CANCELLED" : "INVALID_ARGUMENT",
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
     }
     methods->Proceed();

@@ -230,6 +230,7 @@ int ProcessThreads(pid_t pid) {
 TEST(CallLimitsTest, AFloodOfHttp2StreamsHasBoundedThreads) {
   ServerProcess::Options options;
   options.models = {"default=" + TinyBertDir()};
+  options.metrics_port = FreeTcpPort();
   absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
   ASSERT_TRUE(started.ok()) << started.status();
   ServerProcess& server = **started;
@@ -276,6 +277,13 @@ TEST(CallLimitsTest, AFloodOfHttp2StreamsHasBoundedThreads) {
     if (!status.ok()) absl::SleepFor(absl::Milliseconds(100));
   } while (!status.ok() && absl::Now() - flood_end < absl::Seconds(20));
   EXPECT_TRUE(status.ok()) << status.error_message();
+  // The flood's requests are whole and valid: none is counted as a bad request, whether the
+  // client reset its stream before the server read the message or after.
+  absl::StatusOr<std::string> metrics = HttpGet(server.metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_THAT(FindSamples(ParseMetrics(*metrics), "attnscope_requests_total",
+                          {{"rpc", "GetAttention"}, {"code", "INVALID_ARGUMENT"}}),
+              ::testing::IsEmpty());
   std::cout << "peak threads " << peak_threads << " (idle " << idle_threads << "), answered "
             << absl::ToDoubleSeconds(absl::Now() - flood_end) << " s after the flood, RSS "
             << ProcessRssBytes(server.pid()) / (1 << 20) << " MB\n";
