@@ -121,8 +121,13 @@ class PickleChecker {
     }
     if (pickle_.size() < 2 || static_cast<uint8_t>(pickle_[0]) != kProto ||
         static_cast<uint8_t>(pickle_[1]) != 2) {
-      return Error(0, absl::StrCat("expected PROTO 2 (torch.save's pickle protocol), got ",
-                                   pickle_.size() < 2 ? "the end" : Byte(0)));
+      return Error(
+          0, absl::StrCat("expected PROTO 2 (torch.save's pickle protocol), got ",
+                          pickle_.size() < 2 ? "the end"
+                          : static_cast<uint8_t>(pickle_[0]) != kProto
+                              ? Byte(0)
+                              : absl::StrCat("protocol ",
+                                             static_cast<int>(static_cast<uint8_t>(pickle_[1])))));
     }
     pos_ = 2;
     while (true) {
@@ -498,13 +503,24 @@ class PickleChecker {
         return value.ok() ? PushInt(static_cast<int32_t>(*value)) : value.status();
       }
       case kLong1: {
+        // Python writes the shortest two's complement little-endian form: 5 bytes for 2**31.
         absl::StatusOr<uint8_t> length = Argument<uint8_t>("LONG1");
         if (!length.ok()) return length.status();
-        if (*length != 8) {
-          return Error(op_at_, absl::StrCat("LONG1 of ", *length, " bytes: expected 8"));
+        if (*length > 8) {
+          return Error(op_at_,
+                       absl::StrCat("LONG1 of ", *length, " bytes: expected at most 8 (int64)"));
         }
-        absl::StatusOr<uint64_t> value = Argument<uint64_t>("LONG1");
-        return value.ok() ? PushInt(static_cast<int64_t>(*value)) : value.status();
+        if (!Has(*length)) return Error(op_at_, "LONG1: expected its bytes, got the end");
+        uint64_t value = 0;
+        for (size_t i = 0; i < *length; ++i) {
+          value |= static_cast<uint64_t>(static_cast<uint8_t>(pickle_[pos_ + i])) << (8 * i);
+        }
+        if (*length > 0 && *length < 8 &&
+            (static_cast<uint8_t>(pickle_[pos_ + *length - 1]) & 0x80) != 0) {
+          value |= ~uint64_t{0} << (8 * *length);
+        }
+        pos_ += *length;
+        return PushInt(static_cast<int64_t>(value));
       }
       case kBinFloat:
         if (!Has(8)) return Error(op_at_, "BINFLOAT: expected 8 bytes, got the end");

@@ -407,6 +407,11 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromToke
     ATTNSCOPE_ASSIGN_OR_RETURN(
         options.max_input_chars_per_word,
         GetInt(model, "max_input_chars_per_word", path, "model.max_input_chars_per_word"));
+    // tokenizers' WordPiece reads it as a usize.
+    if (options.max_input_chars_per_word < 0) {
+      return FieldError(path, "model.max_input_chars_per_word", "a count of at least 0",
+                        model["max_input_chars_per_word"]);
+    }
   }
   const json vocab_json = model.value("vocab", json());
   if (!vocab_json.is_object() || vocab_json.empty()) {
@@ -452,6 +457,12 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromToke
     }
     if (existing == vocab.end()) vocab.push_back(content);
     options.additional_special_tokens.push_back(content);
+  }
+  // tokenizers fails every text with an unknown word when its unk_token has no id ("Missing [UNK]
+  // token from the vocabulary"); the file is refused here instead of inventing an id for it.
+  if (std::find(vocab.begin(), vocab.end(), options.unk_token) == vocab.end()) {
+    return FieldError(path, "model.unk_token", "a token of model.vocab or added_tokens",
+                      model["unk_token"]);
   }
   for (std::string* name :
        {&options.cls_token, &options.sep_token, &options.pad_token, &options.mask_token}) {

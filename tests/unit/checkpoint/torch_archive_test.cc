@@ -120,5 +120,57 @@ TEST(TorchPickleTest, LimitsAreTheCallersAndTruncationIsNamed) {
               HasSubstr("STOP with 2 values on the stack"));
 }
 
+// The bytes of a string literal, NULs included.
+template <size_t N>
+std::string Bytes(const char (&text)[N]) {
+  return std::string(text, N - 1);
+}
+
+// {"w": _rebuild_tensor_v2(storage "0" of 6 floats, offset, (size,), (1,), False, None)} with the
+// offset and size pickled as given, e.g. LONG1 in Python's shortest form (pickle.dumps(2**31, 2)
+// gives 5 bytes).
+std::string StateDictPickle(const std::string& offset, const std::string& size) {
+  // Adjacent literals end a hex escape before a character that is a hex digit ("0", "cpu").
+  return absl::StrCat(Bytes("\x80\x02}X\x01\x00\x00\x00"
+                            "w"),
+                      "ctorch._utils\n_rebuild_tensor_v2\n(", Bytes("(X\x07\x00\x00\x00storage"),
+                      "ctorch\nFloatStorage\n",
+                      Bytes("X\x01\x00\x00\x00"
+                            "0X\x03\x00\x00\x00"
+                            "cpuK\x06tQ"),
+                      offset, size, Bytes("\x85K\x01\x85\x89NtRs."));
+}
+
+TEST(TorchPickleTest, Long1IntegersInPythonsShortestFormAreRead) {
+  const auto six_floats = [](const std::string&) -> std::optional<uint64_t> { return 24; };
+  absl::StatusOr<std::vector<TorchTensorRecord>> read = ReadTorchPickle(
+      StateDictPickle(std::string("\x8a\x01\x02", 3), std::string("\x8a\x01\x04", 3)), six_floats);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 1u);
+  EXPECT_EQ((*read)[0].name, "w");
+  EXPECT_EQ((*read)[0].storage_key, "0");
+  EXPECT_EQ((*read)[0].storage_type, "FloatStorage");
+  EXPECT_EQ((*read)[0].storage_numel, 6);
+  EXPECT_EQ((*read)[0].storage_offset, 2);
+  EXPECT_EQ((*read)[0].sizes, std::vector<int64_t>{4});
+  EXPECT_EQ((*read)[0].strides, std::vector<int64_t>{1});
+  // 0xff is -1 in one byte; 2**31 takes five (its sign byte 0x00).
+  EXPECT_THAT(std::string(ReadTorchPickle(StateDictPickle(std::string("\x8a\x01\xff", 3),
+                                                          std::string("K\x01", 2)),
+                                          six_floats)
+                              .status()
+                              .message()),
+              HasSubstr("offset -1: expected none negative"));
+  EXPECT_THAT(
+      std::string(ReadTorchPickle(StateDictPickle(std::string("K\x00", 2),
+                                                  std::string("\x8a\x05\x00\x00\x00\x80\x00", 7)),
+                                  six_floats)
+                      .status()
+                      .message()),
+      HasSubstr("a tensor reaching byte 8589934592: expected at most its storage's 24"));
+  EXPECT_THAT(std::string(CheckTorchPickle(std::string("\x80\x05N.", 4), six_floats).message()),
+              HasSubstr("expected PROTO 2 (torch.save's pickle protocol), got protocol 5"));
+}
+
 }  // namespace
 }  // namespace attnscope

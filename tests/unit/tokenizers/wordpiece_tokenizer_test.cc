@@ -568,6 +568,23 @@ TEST(WordPieceTokenizerTest, TokenizerJsonErrorsNameTheField) {
   WriteFileBytes(path, "{not json");
   tokenizer = WordPieceTokenizer::FromTokenizerJson(path, kNoMaxLength);
   EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
+
+  // Files tokenizers itself cannot use: an unk_token without an id fails every text with an
+  // unknown word ("Missing [UNK] token from the vocabulary"), and max_input_chars_per_word is a
+  // usize.
+  root = UncasedTokenizerJson();
+  root["model"]["unk_token"] = "<nope>";
+  WriteFileBytes(path, root.dump());
+  tokenizer = WordPieceTokenizer::FromTokenizerJson(path, kNoMaxLength);
+  EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(tokenizer.status().message(), HasSubstr("'model.unk_token'"));
+  EXPECT_THAT(tokenizer.status().message(), HasSubstr("<nope>"));
+  root = UncasedTokenizerJson();
+  root["model"]["max_input_chars_per_word"] = -1;
+  WriteFileBytes(path, root.dump());
+  tokenizer = WordPieceTokenizer::FromTokenizerJson(path, kNoMaxLength);
+  EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(tokenizer.status().message(), HasSubstr("'model.max_input_chars_per_word'"));
 }
 
 // unicode::Nfc against Python's unicodedata.normalize("NFC") (tests/data/make_nfc_golden.py):
