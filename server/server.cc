@@ -46,6 +46,9 @@ constexpr absl::Duration kDrainSettleTime = absl::Milliseconds(250);
 // After the grace period, how long gRPC calls get to stop with their own message before gRPC
 // cancels them.
 constexpr absl::Duration kGrpcLastWords = absl::Milliseconds(500);
+// How long the process stays after its calls are done, within the grace, for clients to read
+// their last bytes (RunServer).
+constexpr absl::Duration kLastBytesLinger = absl::Milliseconds(500);
 
 sigset_t ShutdownSignals() {
   sigset_t signals;
@@ -410,6 +413,11 @@ absl::Status RunServer(const ServerOptions& options) {
   if (http != nullptr) http->Shutdown(deadline);
   server->Shutdown(absl::ToChronoTime(deadline + kGrpcLastWords));
   server->Wait();
+  // A call is done for gRPC once its last bytes are in the socket, not read. Exiting then closes
+  // the socket while the client may still be reading them and sending window updates: the client
+  // got "Broken pipe" instead of the end of a stream that had completed. A moment inside the grace
+  // lets clients take what was sent.
+  absl::SleepFor(std::clamp(deadline - absl::Now(), absl::ZeroDuration(), kLastBytesLinger));
   // Waits for the HTTP calls, cancelled at the deadline if still running.
   http.reset();
   std::fprintf(stderr, "attnscope-server: stopped\n");

@@ -76,7 +76,15 @@ TEST(CallLimitsTest, StreamsNobodyReadsEndAtTheWriteTimeout) {
   std::unique_ptr<v1::AttentionService::Stub> stub = StubOf(**server);
 
   // Every layer's attention over about 450 tokens: 5 layers x 8 heads x 450^2 floats, 32 MB,
-  // far more than the transports buffer.
+  // far more than the transports buffer. The unread gRPC stream's channel keeps HTTP/2's window
+  // fixed at 64 KiB: with its default bandwidth probe the client's transport grew the window and
+  // took the whole answer on a fast machine, so the server's writes never blocked.
+  grpc::ChannelArguments small_window;
+  small_window.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  small_window.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 10);
+  std::unique_ptr<v1::AttentionService::Stub> unread_stub =
+      v1::AttentionService::NewStub(grpc::CreateCustomChannel(
+          (*server)->address(), grpc::InsecureChannelCredentials(), small_window));
   std::string text;
   for (int i = 0; i < 40; ++i) text += "Once upon a time there was a little girl. ";
   v1::GetAttentionRequest request;
@@ -84,7 +92,7 @@ TEST(CallLimitsTest, StreamsNobodyReadsEndAtTheWriteTimeout) {
   request.set_text(text);
   grpc::ClientContext unread_context;
   std::unique_ptr<grpc::ClientReader<v1::StreamAttentionResponse>> unread =
-      stub->StreamAttention(&unread_context, request);
+      unread_stub->StreamAttention(&unread_context, request);
   absl::StatusOr<std::unique_ptr<RawConnection>> http_unread =
       RawConnection::Open((*server)->http_port());
   ASSERT_TRUE(http_unread.ok()) << http_unread.status();
