@@ -121,7 +121,7 @@ void ToProto(const LoadedModel& model, v1::ModelInfo* info) {
     for (const auto& [index, label] : config.id2label) info->add_labels(label);
   }
   info->set_weights_checksum(model.weights_checksum());
-  info->set_is_causal(config.architecture == Architecture::kLlama);
+  info->set_is_causal(IsDecoderOnly(config.architecture));
   info->set_is_encoder_decoder(config.is_encoder_decoder);
   info->set_decoder_layers(static_cast<int32_t>(config.decoder_layers));
   info->set_decoder_attention_heads(static_cast<int32_t>(config.decoder_attention_heads));

@@ -1,11 +1,16 @@
-// Llama (Touvron et al. 2023) as Hugging Face transformers' LlamaForCausalLM computes it: RMSNorm
-// pre-normalisation, rotary position embeddings in the rotate_half layout (Su et al. 2021,
-// RoFormer), grouped-query attention (Ainslie et al. 2023: query head h reads key/value head h / (N
-// / N_kv)), a causal mask, a SiLU-gated MLP and an lm_head that may be tied to the input
-// embeddings.
+// The decoder-only Llama family as Hugging Face transformers computes it. Llama (Touvron et al.
+// 2023, LlamaForCausalLM): RMSNorm pre-normalisation, rotary position embeddings in the rotate_half
+// layout (Su et al. 2021, RoFormer), grouped-query attention (Ainslie et al. 2023: query head h
+// reads key/value head h / (N / N_kv)), a causal mask, a SiLU-gated MLP and an lm_head that may be
+// tied to the input embeddings. Its members differ only in what ModelConfig records:
+// Qwen2ForCausalLM adds biases to q/k/v, Qwen3ForCausalLM an RMSNorm of each head's queries and
+// keys before RoPE (q_norm, k_norm), MistralForCausalLM (Jiang et al. 2023) a sliding window
+// (query i sees keys i - W < j <= i), which Qwen2 and Qwen3 may also set per layer.
 #include <cmath>
 #include <limits>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +24,9 @@ namespace {
 struct LlamaLayer {
   torch::Tensor input_norm, q_proj, k_proj, v_proj, o_proj;
   torch::Tensor post_attention_norm, gate_proj, up_proj, down_proj;
+  // Undefined unless the config has them (qkv_bias, o_proj_bias, qk_norm).
+  torch::Tensor q_bias, k_bias, v_bias, o_bias, q_norm, k_norm;
+  int64_t sliding_window = 0;  // 0: the whole causal prefix
 };
 
 class LlamaModel : public TransformerModel {
@@ -29,10 +37,30 @@ class LlamaModel : public TransformerModel {
     for (int64_t i = 0; i < this->config().num_hidden_layers; ++i) {
       const std::string layer = absl::StrCat("model.layers.", i, ".");
       auto get = [&](const std::string& name) { return checkpoint.Get(layer + name + ".weight"); };
-      layers_.push_back(LlamaLayer{get("input_layernorm"), get("self_attn.q_proj"),
-                                   get("self_attn.k_proj"), get("self_attn.v_proj"),
-                                   get("self_attn.o_proj"), get("post_attention_layernorm"),
-                                   get("mlp.gate_proj"), get("mlp.up_proj"), get("mlp.down_proj")});
+      LlamaLayer loaded;
+      loaded.input_norm = get("input_layernorm");
+      loaded.q_proj = get("self_attn.q_proj");
+      loaded.k_proj = get("self_attn.k_proj");
+      loaded.v_proj = get("self_attn.v_proj");
+      loaded.o_proj = get("self_attn.o_proj");
+      loaded.post_attention_norm = get("post_attention_layernorm");
+      loaded.gate_proj = get("mlp.gate_proj");
+      loaded.up_proj = get("mlp.up_proj");
+      loaded.down_proj = get("mlp.down_proj");
+      const ModelConfig& cfg = this->config();
+      auto bias = [&](const std::string& name) { return checkpoint.Get(layer + name + ".bias"); };
+      if (cfg.qkv_bias) {
+        loaded.q_bias = bias("self_attn.q_proj");
+        loaded.k_bias = bias("self_attn.k_proj");
+        loaded.v_bias = bias("self_attn.v_proj");
+      }
+      if (cfg.o_proj_bias) loaded.o_bias = bias("self_attn.o_proj");
+      if (cfg.qk_norm) {
+        loaded.q_norm = get("self_attn.q_norm");
+        loaded.k_norm = get("self_attn.k_norm");
+      }
+      loaded.sliding_window = cfg.layer_sliding_windows[i];
+      layers_.push_back(std::move(loaded));
     }
     norm_ = checkpoint.Get("model.norm.weight");
     lm_head_ = separate_lm_head ? checkpoint.Get("lm_head.weight") : embed_tokens_;
@@ -48,6 +76,17 @@ class LlamaModel : public TransformerModel {
   torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight) const {
     const torch::Tensor variance = x.pow(2).mean(-1, /*keepdim=*/true);
     return weight * (x * torch::rsqrt(variance + config().rms_norm_eps));
+  }
+
+  // `visible` narrowed to the keys within `window` positions of each query: query t, at position
+  // past + t, keeps key j when past + t - window < j (transformers' sliding_window_overlay).
+  static torch::Tensor WithinWindow(const torch::Tensor& visible, int64_t past, int64_t window) {
+    const int64_t queries = visible.size(2);
+    const int64_t keys = visible.size(3);
+    const torch::Tensor query_positions =
+        torch::arange(past, past + queries, torch::kInt64).unsqueeze(1);
+    const torch::Tensor key_positions = torch::arange(keys, torch::kInt64).unsqueeze(0);
+    return visible.logical_and(key_positions > query_positions - window);
   }
 
   static torch::Tensor RotateHalf(const torch::Tensor& x) {
@@ -97,32 +136,48 @@ class LlamaModel : public TransformerModel {
     auto rotate = [&](const torch::Tensor& x) { return x * cos + RotateHalf(x) * sin; };
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
 
+    // One mask per window size: the layers of a model share one or two.
+    std::vector<std::pair<int64_t, torch::Tensor>> windowed_masks;
+    auto mask_of = [&](int64_t window) -> torch::Tensor {
+      if (window == 0) return visible;
+      for (const auto& [size, mask] : windowed_masks) {
+        if (size == window) return mask;
+      }
+      windowed_masks.emplace_back(window, WithinWindow(visible, past, window));
+      return windowed_masks.back().second;
+    };
+    // [B, T, N, head_dim] with Qwen3's per-head RMSNorm when it has one, as [B, N, T, head_dim].
+    auto heads_of = [&](const torch::Tensor& projected, int64_t count, const torch::Tensor& norm) {
+      torch::Tensor split = projected.view({batch, length, count, head_dim});
+      if (norm.defined()) split = RmsNorm(split, norm);
+      return split.transpose(1, 2);
+    };
+
     ForwardOutput out;
     torch::Tensor hidden = torch::embedding(embed_tokens_, input_ids);
     if (options.output_hidden_states) out.hidden_states.push_back(hidden);
     for (size_t i = 0; i < layers_.size(); ++i) {
       const LlamaLayer& layer = layers_[i];
       const torch::Tensor normed = RmsNorm(hidden, layer.input_norm);
-      const torch::Tensor query = rotate(torch::linear(normed, layer.q_proj)
-                                             .view({batch, length, heads, head_dim})
-                                             .transpose(1, 2));
-      torch::Tensor key = rotate(torch::linear(normed, layer.k_proj)
-                                     .view({batch, length, kv_heads, head_dim})
-                                     .transpose(1, 2));
-      torch::Tensor value = torch::linear(normed, layer.v_proj)
-                                .view({batch, length, kv_heads, head_dim})
-                                .transpose(1, 2);
+      const torch::Tensor query =
+          rotate(heads_of(torch::linear(normed, layer.q_proj, layer.q_bias), heads, layer.q_norm));
+      torch::Tensor key = rotate(
+          heads_of(torch::linear(normed, layer.k_proj, layer.k_bias), kv_heads, layer.k_norm));
+      torch::Tensor value = heads_of(torch::linear(normed, layer.v_proj, layer.v_bias), kv_heads,
+                                     /*norm=*/torch::Tensor());
       if (cache != nullptr) std::tie(key, value) = AppendToCache(cache, i, key, value);
       if (queries_per_kv > 1) {
         key = key.repeat_interleave(queries_per_kv, /*dim=*/1);
         value = value.repeat_interleave(queries_per_kv, /*dim=*/1);
       }
       torch::Tensor scores = torch::matmul(query, key.transpose(-1, -2)).mul_(scale);
-      torch::Tensor probs = torch::softmax(
-          scores.masked_fill(visible.logical_not(), std::numeric_limits<float>::lowest()), -1);
+      torch::Tensor probs =
+          torch::softmax(scores.masked_fill(mask_of(layer.sliding_window).logical_not(),
+                                            std::numeric_limits<float>::lowest()),
+                         -1);
       const torch::Tensor context =
           torch::matmul(probs, value).transpose(1, 2).reshape({batch, length, heads * head_dim});
-      hidden = hidden + torch::linear(context, layer.o_proj);
+      hidden = hidden + torch::linear(context, layer.o_proj, layer.o_bias);
       const torch::Tensor mlp_in = RmsNorm(hidden, layer.post_attention_norm);
       hidden = hidden + torch::linear(torch::silu(torch::linear(mlp_in, layer.gate_proj)) *
                                           torch::linear(mlp_in, layer.up_proj),
@@ -173,6 +228,16 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateLlamaModel(ModelConfig c
     specs.push_back({layer + "self_attn.k_proj.weight", {kv_size, hidden}});
     specs.push_back({layer + "self_attn.v_proj.weight", {kv_size, hidden}});
     specs.push_back({layer + "self_attn.o_proj.weight", {hidden, q_size}});
+    if (config.qkv_bias) {
+      specs.push_back({layer + "self_attn.q_proj.bias", {q_size}});
+      specs.push_back({layer + "self_attn.k_proj.bias", {kv_size}});
+      specs.push_back({layer + "self_attn.v_proj.bias", {kv_size}});
+    }
+    if (config.o_proj_bias) specs.push_back({layer + "self_attn.o_proj.bias", {hidden}});
+    if (config.qk_norm) {
+      specs.push_back({layer + "self_attn.q_norm.weight", {config.head_dim}});
+      specs.push_back({layer + "self_attn.k_norm.weight", {config.head_dim}});
+    }
     specs.push_back({layer + "post_attention_layernorm.weight", {hidden}});
     specs.push_back({layer + "mlp.gate_proj.weight", {inner, hidden}});
     specs.push_back({layer + "mlp.up_proj.weight", {inner, hidden}});

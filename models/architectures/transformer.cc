@@ -259,6 +259,9 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
       model = CreateBertModel(std::move(config), *checkpoint);
       break;
     case Architecture::kLlama:
+    case Architecture::kQwen2:
+    case Architecture::kQwen3:
+    case Architecture::kMistral:
       model = CreateLlamaModel(std::move(config), *checkpoint);
       break;
     case Architecture::kMarian:

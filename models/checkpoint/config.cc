@@ -286,6 +286,80 @@ absl::StatusOr<ModelConfig> ParseT5(const FieldReader& reader, ModelConfig confi
   return config;
 }
 
+// max_position_embeddings when config.json omits it: the configuration classes' defaults.
+int64_t DefaultMaxPositions(Architecture architecture) {
+  switch (architecture) {
+    case Architecture::kBert:
+    case Architecture::kRoberta:
+      return 512;
+    case Architecture::kQwen2:
+    case Architecture::kQwen3:
+      return 32768;
+    case Architecture::kMistral:
+      return 4096 * 32;
+    default:
+      return 2048;
+  }
+}
+
+// What sets the Llama family's members apart (the ModelConfig fields qkv_bias, o_proj_bias,
+// qk_norm and layer_sliding_windows), as LlamaConfig, Qwen2Config, Qwen3Config and MistralConfig
+// read config.json.
+absl::Status ReadDecoderVariant(const FieldReader& reader, const Json& json, ModelConfig& config) {
+  const Architecture architecture = config.architecture;
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool attention_bias, reader.BoolOr("attention_bias", false));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool mlp_bias, reader.BoolOr("mlp_bias", false));
+  if (mlp_bias) {
+    return reader.Error("mlp_bias", "false (biases in the MLP are not implemented)", "true");
+  }
+  // Qwen2Attention always has q/k/v biases and never an o_proj one; MistralAttention has none.
+  config.qkv_bias = architecture == Architecture::kQwen2 ||
+                    (architecture != Architecture::kMistral && attention_bias);
+  config.o_proj_bias = architecture != Architecture::kQwen2 &&
+                       architecture != Architecture::kMistral && attention_bias;
+  config.qk_norm = architecture == Architecture::kQwen3;
+
+  int64_t window = 0;
+  int64_t first_windowed_layer = 0;
+  if (architecture == Architecture::kMistral) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(window, reader.Int("sliding_window", 1, kMaxPositions, 0));
+  } else if (architecture == Architecture::kQwen2 || architecture == Architecture::kQwen3) {
+    // Qwen2Config: sliding_window counts only with use_sliding_window (Qwen2.5 and Qwen3 ship it
+    // false), and then on the layers from max_window_layers on.
+    ATTNSCOPE_ASSIGN_OR_RETURN(const bool use_sliding_window,
+                               reader.BoolOr("use_sliding_window", false));
+    if (use_sliding_window) {
+      ATTNSCOPE_ASSIGN_OR_RETURN(window, reader.Int("sliding_window", 1, kMaxPositions, 4096));
+      ATTNSCOPE_ASSIGN_OR_RETURN(first_windowed_layer,
+                                 reader.Int("max_window_layers", 0, kMaxLayers, 28));
+    }
+  }
+  config.layer_sliding_windows.assign(config.num_hidden_layers, 0);
+  auto layer_types = json.find("layer_types");
+  if (layer_types == json.end() || layer_types->is_null()) {
+    for (int64_t i = first_windowed_layer; i < config.num_hidden_layers; ++i) {
+      config.layer_sliding_windows[i] = window;
+    }
+    return absl::OkStatus();
+  }
+  const std::string expected =
+      absl::StrCat("a list of num_hidden_layers (", config.num_hidden_layers,
+                   ") entries, each \"full_attention\" or \"sliding_attention\"");
+  if (!layer_types->is_array() ||
+      static_cast<int64_t>(layer_types->size()) != config.num_hidden_layers) {
+    return reader.Error("layer_types", expected, FieldReader::Got(*layer_types));
+  }
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    const Json& type = (*layer_types)[i];
+    if (type == "sliding_attention") {
+      config.layer_sliding_windows[i] = window;
+    } else if (type != "full_attention") {
+      return reader.Error("layer_types", expected, FieldReader::Got(type));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::string_view ArchitectureName(Architecture architecture) {
@@ -302,8 +376,19 @@ absl::string_view ArchitectureName(Architecture architecture) {
       return "bart";
     case Architecture::kT5:
       return "t5";
+    case Architecture::kQwen2:
+      return "qwen2";
+    case Architecture::kQwen3:
+      return "qwen3";
+    case Architecture::kMistral:
+      return "mistral";
   }
   return "unknown";
+}
+
+bool IsDecoderOnly(Architecture architecture) {
+  return architecture == Architecture::kLlama || architecture == Architecture::kQwen2 ||
+         architecture == Architecture::kQwen3 || architecture == Architecture::kMistral;
 }
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
@@ -330,12 +415,18 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     config.architecture = Architecture::kBart;
   } else if (config.model_type == "t5") {
     config.architecture = Architecture::kT5;
+  } else if (config.model_type == "qwen2") {
+    config.architecture = Architecture::kQwen2;
+  } else if (config.model_type == "qwen3") {
+    config.architecture = Architecture::kQwen3;
+  } else if (config.model_type == "mistral") {
+    config.architecture = Architecture::kMistral;
   } else {
-    return reader.Error(
-        "model_type",
-        "one of the supported architectures \"bert\", \"roberta\", \"xlm-roberta\", "
-        "\"llama\", \"marian\", \"bart\", \"t5\"",
-        FieldReader::Quoted(config.model_type));
+    return reader.Error("model_type",
+                        "one of the supported architectures \"bert\", \"roberta\", "
+                        "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", "
+                        "\"marian\", \"bart\", \"t5\"",
+                        FieldReader::Quoted(config.model_type));
   }
   if (auto it = json.find("architectures"); it != json.end() && it->is_array()) {
     for (const Json& name : *it) {
@@ -358,9 +449,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                              reader.Size("num_attention_heads", kMaxHeads));
   ATTNSCOPE_ASSIGN_OR_RETURN(config.intermediate_size,
                              reader.Size("intermediate_size", kMaxIntermediateSize));
-  ATTNSCOPE_ASSIGN_OR_RETURN(
-      config.max_position_embeddings,
-      reader.Size("max_position_embeddings", kMaxPositions, is_bert ? 512 : 2048));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.max_position_embeddings,
+                             reader.Size("max_position_embeddings", kMaxPositions,
+                                         DefaultMaxPositions(config.architecture)));
   ATTNSCOPE_ASSIGN_OR_RETURN(
       config.num_key_value_heads,
       reader.Size("num_key_value_heads", kMaxHeads, config.num_attention_heads));
@@ -410,7 +501,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                         std::to_string(config.pad_token_id));
   }
 
-  if (config.hidden_size % config.num_attention_heads != 0) {
+  // Qwen3 and Mistral give head_dim, which need not be hidden_size / num_attention_heads.
+  const bool has_head_dim = json.contains("head_dim") && !json["head_dim"].is_null();
+  if (!has_head_dim && config.hidden_size % config.num_attention_heads != 0) {
     return reader.Error(
         "hidden_size",
         absl::StrCat("a multiple of num_attention_heads (", config.num_attention_heads, ")"),
@@ -436,9 +529,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                         absl::StrCat("hidden_size / num_attention_heads for ", config.model_type),
                         std::to_string(config.head_dim));
   }
-  if (config.architecture == Architecture::kLlama && config.head_dim % 2 != 0) {
-    return reader.Error("head_dim", "an even number (RoPE rotates pairs of dimensions)",
-                        std::to_string(config.head_dim));
+  if (IsDecoderOnly(config.architecture)) {
+    if (config.head_dim % 2 != 0) {
+      return reader.Error("head_dim", "an even number (RoPE rotates pairs of dimensions)",
+                          std::to_string(config.head_dim));
+    }
+    ATTNSCOPE_RETURN_IF_ERROR(ReadDecoderVariant(reader, json, config));
   }
   if (is_bert ? config.hidden_act != "gelu" : config.hidden_act != "silu") {
     return reader.Error("hidden_act", is_bert ? "\"gelu\"" : "\"silu\"",

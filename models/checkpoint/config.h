@@ -17,11 +17,17 @@ namespace attnscope {
 // encoder-decoders of one family (transformers' MarianMTModel and BartForConditionalGeneration),
 // told apart by their positions and embedding normalisation. kT5 is the encoder-decoder of Raffel
 // et al. 2020 (transformers' T5ForConditionalGeneration): pre-RMSNorm blocks and relative position
-// buckets instead of absolute positions.
-enum class Architecture { kBert, kRoberta, kLlama, kMarian, kBart, kT5 };
+// buckets instead of absolute positions. kLlama, kQwen2, kQwen3 and kMistral are the decoder-only
+// Llama family (transformers' LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+// MistralForCausalLM): one implementation, told apart by the ModelConfig fields qkv_bias,
+// o_proj_bias, qk_norm and layer_sliding_windows.
+enum class Architecture { kBert, kRoberta, kLlama, kMarian, kBart, kT5, kQwen2, kQwen3, kMistral };
 
-// "bert", "roberta", "llama", "marian", "bart" or "t5".
+// "bert", "roberta", "llama", "marian", "bart", "t5", "qwen2", "qwen3" or "mistral".
 absl::string_view ArchitectureName(Architecture architecture);
+
+// True for the decoder-only architectures (the Llama family), whose attention is causal.
+bool IsDecoderOnly(Architecture architecture);
 
 // The fields of config.json that the supported architectures read, with the defaults of the
 // transformers configuration classes (BertConfig, RobertaConfig, LlamaConfig, MarianConfig,
@@ -73,6 +79,17 @@ struct ModelConfig {
   bool gated_feed_forward = false;
   int64_t relative_attention_num_buckets = 0;
   int64_t relative_attention_max_distance = 0;
+  // The Llama family's variants. qkv_bias: q_proj, k_proj and v_proj have biases (Qwen2 always;
+  // llama and qwen3 when attention_bias is true); o_proj_bias: o_proj has one (attention_bias, not
+  // Qwen2). qk_norm: each head's queries and keys pass an RMSNorm over head_dim before RoPE
+  // (Qwen3's q_norm, k_norm). layer_sliding_windows, one entry per layer: W > 0 lets query i see
+  // key j only when i - W < j <= i (Mistral's sliding_window on every layer; Qwen2/Qwen3's with
+  // use_sliding_window, on layers from max_window_layers on, or as layer_types says), 0 the whole
+  // causal prefix. The window rule is transformers' sliding_window_overlay (masking_utils.py).
+  bool qkv_bias = false;
+  bool o_proj_bias = false;
+  bool qk_norm = false;
+  std::vector<int64_t> layer_sliding_windows;
   // Classifier labels of *ForSequenceClassification checkpoints, by class index.
   std::map<int64_t, std::string> id2label;
   int64_t num_labels = 0;  // id2label size, or num_labels, or 0 when there is no classifier
@@ -93,7 +110,9 @@ struct ModelConfig {
 // 2^20 positions, 4096 per head), every token id lies in [0, vocab_size) or is -1 for none, and
 // the epsilons and the RoPE base are finite and positive (rope_theta at least 1). RoBERTa's
 // pad_token_id must be set and leave at least one position for a token; its
-// position_embedding_type, like BERT's, must be "absolute" (the only kind served).
+// position_embedding_type, like BERT's, must be "absolute" (the only kind served). The Llama
+// family refuses what it would compute differently from transformers: rope_scaling, mlp_bias true,
+// a hidden_act other than "silu", layer_types other than "full_attention" / "sliding_attention".
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::string_view source);
 
 // Reads and parses `<model_dir>/config.json`. NotFound when the file does not exist;

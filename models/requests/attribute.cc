@@ -62,7 +62,7 @@ absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery
     return absl::UnimplementedError(absl::StrCat(
         "model '", model.name(),
         "': token attributions support BERT and RoBERTa cross-encoders only, got a ",
-        config.architecture == Architecture::kLlama ? "decoder-only " : "",
+        IsDecoderOnly(config.architecture) ? "decoder-only " : "",
         ArchitectureName(config.architecture),
         " model (next-token log-probabilities are not attributed yet); set `model` to a "
         "cross-encoder (ModelInfo.has_classifier)"));

@@ -33,7 +33,7 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
   const LoadedModel& model = *answer.model;
   const ModelConfig& config = model.config();
   // Decoder-only models see the document first so that the query, last, can attend to it.
-  const bool causal = config.architecture == Architecture::kLlama;
+  const bool causal = IsDecoderOnly(config.architecture);
   ATTNSCOPE_RETURN_IF_ERROR(CheckText(query.query, "query"));
   if (query.documents.empty()) {
     return absl::InvalidArgumentError(

@@ -433,6 +433,9 @@ TEST(OptionMatrixTest, EveryRpcOptionAndArchitectureAnswersOrGivesADocumentedErr
       {"cross-encoder", TinyBertDir(), "what is the capital", "paris is the capital"},
       {"xlm-roberta", data + "/tiny-roberta", "how do I insert a table", "Insert a table here"},
       {"llama", Stories260kDir(), "Once upon a time", "there was a cat"},
+      {"qwen2", data + "/tiny-qwen2", "Once upon a time", "there was a cat"},
+      {"qwen3", data + "/tiny-qwen3", "Once upon a time", "there was a cat"},
+      {"mistral", data + "/tiny-mistral", "Once upon a time, there was a little girl", "a cat"},
       {"marian", data + "/tiny-marian", ">>vie<< Insert a table", "Chèn bảng"},
       {"bart", data + "/tiny-bart", "Insert a table", "the table"},
       {"t5", data + "/tiny-t5", "translate: insert a table", "a table"},
@@ -454,6 +457,20 @@ TEST(OptionMatrixTest, EveryRpcOptionAndArchitectureAnswersOrGivesADocumentedErr
     EXPECT_EQ(info.architecture(), "roberta");
     EXPECT_EQ(info.max_position_embeddings(), 64);
     EXPECT_TRUE(info.has_classifier());
+  }
+  {
+    // Qwen3's head_dim comes from config.json, not hidden_size / num_attention_heads.
+    grpc::ClientContext context;
+    v1::GetModelInfoRequest request;
+    request.set_model("qwen3");
+    v1::ModelInfo info;
+    ASSERT_TRUE(stub->GetModelInfo(&context, request, &info).ok());
+    EXPECT_EQ(info.architecture(), "qwen3");
+    EXPECT_EQ(info.num_attention_heads(), 4);
+    EXPECT_EQ(info.num_key_value_heads(), 2);
+    EXPECT_EQ(info.head_dim(), 8);
+    EXPECT_EQ(info.hidden_size(), 16);
+    EXPECT_TRUE(info.is_causal());
   }
 
   const std::map<std::string, Caller> callers = Callers();

@@ -27,6 +27,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -357,16 +358,18 @@ absl::StatusOr<std::vector<std::string>> GeneratedTextsOverHttp(
   return texts;
 }
 
-// Generate on the Llama 2 layout, whose checkpoint writes a fixed run of new tokens after any
-// prompt (make_checkpoints.py): emoji, CJK and Arabic characters the vocabulary lacks, spelled as
-// 4, 3 and 2 "<0xXX>" tokens, between pieces with and without the space mark, then </s>. Each
-// token's text must be what the contract says (GeneratedToken.text), taken from the library's
-// decodes of the prompt and the first k new tokens: nothing while the decode ends in an incomplete
-// character (U+FFFD), the whole character with the token that completes it, a piece's leading
-// space as the Replace and Strip decoders leave it.
-TEST(TokenizerServedTest, GenerateStreamsWholeCharactersOfTheLlama2Layout) {
+// Generate on a layout whose checkpoint writes a fixed run of new tokens after any prompt
+// (make_checkpoints.py): on the Llama 2 layout emoji, CJK and Arabic characters the vocabulary
+// lacks, spelled as 4, 3 and 2 "<0xXX>" tokens, between pieces with and without the space mark,
+// then </s>; on Qwen3's (model_type qwen3, the real Qwen3 tokenizer) Vietnamese, then Korean
+// syllables that byte-level BPE splits between tokens, then <|im_end|>. Each token's text must be
+// what the contract says (GeneratedToken.text), taken from the library's decodes of the prompt and
+// the first k new tokens: nothing while the decode ends in an incomplete character (U+FFFD), the
+// whole character with the token that completes it, a piece's leading space as the decoders leave
+// it.
+void ExpectGenerateStreamsWholeCharacters(const std::string& name, int min_empty_pieces) {
   const std::string reference = ReferenceDir();
-  const std::string golden_path = absl::StrCat(reference, "/goldens/llama2-spm-bpe.generate.json");
+  const std::string golden_path = absl::StrCat(reference, "/goldens/", name, ".generate.json");
   ASSERT_TRUE(std::filesystem::exists(golden_path))
       << golden_path << " is missing; make it with: " << kMake;
   std::ifstream file(golden_path);
@@ -390,17 +393,18 @@ TEST(TokenizerServedTest, GenerateStreamsWholeCharactersOfTheLlama2Layout) {
     streamed = so_far;
   }
   // The run holds characters spelled by several tokens, so some tokens stream nothing.
-  ASSERT_GT(std::count(expected.begin(), expected.end(), ""), 4);
+  ASSERT_GE(std::count(expected.begin(), expected.end(), ""), min_empty_pieces);
 
   ServerProcess::Options options;
-  options.models = {absl::StrCat("llama2-spm-bpe=", reference, "/checkpoints/llama2-spm-bpe")};
+  options.models = {absl::StrCat(name, "=", reference, "/checkpoints/", name)};
   options.extra_flags = {"--dashboard_dir="};
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   v1::GenerateRequest request;
-  request.set_model("llama2-spm-bpe");
+  request.set_model(name);
   request.set_prompt(golden["prompt"].get<std::string>());
   request.set_max_new_tokens(static_cast<int32_t>(ids.size()) + 4);
+  request.set_output_attentions(true);
 
   absl::StatusOr<GenerateResult> result = (*server)->NewClient()->Generate(request);
   ASSERT_TRUE(result.ok()) << result.status();
@@ -413,11 +417,34 @@ TEST(TokenizerServedTest, GenerateStreamsWholeCharactersOfTheLlama2Layout) {
   for (const GeneratedTokenResult& token : result->tokens) texts.push_back(token.token.text());
   EXPECT_EQ(texts, expected);
   EXPECT_EQ(result->done.text(), streamed);
+  // Each token comes with its attention: [layer, head, key] over the prompt and the tokens before
+  // it, float32 rows of one head summing to 1.
+  for (size_t k = 0; k < result->tokens.size(); ++k) {
+    SCOPED_TRACE(absl::StrCat("new token ", k));
+    const std::optional<DecodedTensor>& attention = result->tokens[k].attention;
+    ASSERT_TRUE(attention.has_value());
+    ASSERT_EQ(attention->shape.size(), 3u);
+    const int64_t keys = attention->shape[2];
+    EXPECT_EQ(keys, static_cast<int64_t>(prompt_ids.size() + k));
+    EXPECT_EQ(attention->wire_dtype, v1::DTYPE_FLOAT32);
+    ASSERT_EQ(static_cast<int64_t>(attention->values.size()), attention->num_elements());
+    double first_row = 0;
+    for (int64_t key = 0; key < keys; ++key) first_row += attention->values[key];
+    EXPECT_NEAR(first_row, 1.0, 1e-5);
+  }
 
   httplib::Client http("127.0.0.1", (*server)->http_port());
   absl::StatusOr<std::vector<std::string>> over_http = GeneratedTextsOverHttp(http, request);
   ASSERT_TRUE(over_http.ok()) << over_http.status();
   EXPECT_EQ(*over_http, expected);
+}
+
+TEST(TokenizerServedTest, GenerateStreamsWholeCharactersOfTheLlama2Layout) {
+  ExpectGenerateStreamsWholeCharacters("llama2-spm-bpe", /*min_empty_pieces=*/5);
+}
+
+TEST(TokenizerServedTest, GenerateStreamsWholeVietnameseAndKoreanCharactersOfQwen3) {
+  ExpectGenerateStreamsWholeCharacters("qwen3", /*min_empty_pieces=*/3);
 }
 
 }  // namespace

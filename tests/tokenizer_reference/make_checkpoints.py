@@ -10,14 +10,16 @@ load it and its Tokenize can be compared with the goldens over gRPC and HTTP
                          vocab.txt, sentencepiece.bpe.model, tokenizer.model), so that the server
                          loads the folder it meets in use.
 
-  llama3, qwen3, gemma3, gpt2,        model_type llama (decoder-only; the server has no GPT-2,
-  llama2-spm-bpe                      Qwen or Gemma architecture, and Tokenize needs none)
+  llama3, gemma3, gpt2,               model_type llama (decoder-only; the server has no GPT-2
+  llama2-spm-bpe                      or Gemma architecture, and Tokenize needs none)
+  qwen3                               model_type qwen3 (Qwen3ForCausalLM's tensors: q_norm and
+                                      k_norm besides Llama's)
   roberta, xlmr, bert-base-uncased,   model_type bert (the encoder it serves; RoBERTa and XLM-R
   t5-unigram                          differ from BERT in weights and positions, not in how
                                       their tokenizer is read, and Tokenize needs no T5)
 
-llama2-spm-bpe's weights are not all random: greedy search on it writes the new tokens of
-OUT/goldens/llama2-spm-bpe.generate.json after any prompt that does not end in one of them
+The weights of llama2-spm-bpe and qwen3 are not all random: greedy search on each writes the new
+tokens of OUT/goldens/NAME.generate.json after any prompt that does not end in one of them
 (make_goldens.js), so that tokenizer_served_test can check what Generate streams. Its attention
 and MLP outputs are zero (o_proj, down_proj), so a position's logits depend on its own token
 alone: each token's embedding is a direction in the plane of the first two dimensions, one for
@@ -91,7 +93,7 @@ def checkpoints(reference, shared):
 
     return {
         "llama3": ("llama", npm("llama3"), None, None),
-        "qwen3": ("llama", npm("qwen3"), None, "vocab.json+merges.txt"),
+        "qwen3": ("qwen3", npm("qwen3"), None, "vocab.json+merges.txt"),
         "gemma3": ("llama", npm("gemma3"), None, None),
         "gpt2": ("llama", os.path.join(built, "gpt2"), GPT2_CONFIG, "vocab.json+merges.txt"),
         "roberta": ("bert", os.path.join(built, "roberta"), ROBERTA_CONFIG, "vocab.json+merges.txt"),
@@ -124,8 +126,11 @@ def embedding_rows(tokenizer):
     return -(-(highest + 1) // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
 
 
-def llama(rows, special_ids):
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": rows,
+def llama(rows, special_ids, model_type):
+    """A LlamaForCausalLM, or with model_type "qwen3" a Qwen3ForCausalLM (head_dim given, q_norm and
+    k_norm per layer)."""
+    architecture = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM"}[model_type]
+    config = {"architectures": [architecture], "model_type": model_type, "vocab_size": rows,
               "hidden_size": HIDDEN, "intermediate_size": INTERMEDIATE,
               "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
               "num_key_value_heads": HEADS, "max_position_embeddings": MAX_POSITIONS,
@@ -141,6 +146,11 @@ def llama(rows, special_ids):
         shapes[f"{layer}mlp.gate_proj.weight"] = [INTERMEDIATE, HIDDEN]
         shapes[f"{layer}mlp.up_proj.weight"] = [INTERMEDIATE, HIDDEN]
         shapes[f"{layer}mlp.down_proj.weight"] = [HIDDEN, INTERMEDIATE]
+        if model_type == "qwen3":
+            for name in ["q_norm", "k_norm"]:
+                shapes[f"{layer}self_attn.{name}.weight"] = [HIDDEN // HEADS]
+    if model_type == "qwen3":
+        config["head_dim"] = HIDDEN // HEADS
     return config, shapes
 
 
@@ -170,10 +180,10 @@ def bert(rows, type_vocab_size, pad_token_id):
 
 
 def chain_weights(rows, ids):
-    """The tensors of llama2-spm-bpe that make greedy search write `ids` (the module's docstring
-    says how), as flat row-major lists."""
-    # One direction per new token and one for every other token; 16 directions leave the right
-    # logit 8% above the next best (cos 22.5 degrees), far beyond float32's rounding.
+    """The tensors of a decoder that make greedy search write `ids` (the module's docstring says
+    how), as flat row-major lists."""
+    # One direction per new token and one for every other token; up to 16 directions leave the
+    # right logit 8% or more above the next best (cos 22.5 degrees), far beyond float32's rounding.
     directions = len(ids)
     assert len(set(ids)) == len(ids), "a token may occur once only: it has one successor"
 
@@ -184,7 +194,7 @@ def chain_weights(rows, ids):
     embed = [direction(0) for _ in range(rows)]
     lm_head = [[0.0] * HIDDEN for _ in range(rows)]
     for k, token in enumerate(ids):
-        # The last new token (</s>) ends the generation; its embedding is never read.
+        # The last new token (the end token) ends the generation; its embedding is never read.
         if k + 1 < len(ids):
             embed[token] = direction(k + 1)
         lm_head[token] = [4.0 * x for x in direction(k)]
@@ -262,8 +272,8 @@ def make(name, spec, out, goldens):
            for key in ["bos_token", "eos_token", "pad_token"]
            if isinstance(tokenizer_config.get(key), str)}
     fixed = None
-    if model_type == "llama":
-        config, shapes = llama(rows, ids)
+    if model_type in ("llama", "qwen3"):
+        config, shapes = llama(rows, ids, model_type)
         generate = os.path.join(goldens, f"{name}.generate.json")
         if os.path.exists(generate):
             with open(generate, encoding="utf-8") as f:

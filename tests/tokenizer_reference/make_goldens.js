@@ -19,7 +19,8 @@
 //   OUT/NAME.meta.json  where the tokenizer.json came from, its SHA-256, the library's version,
 //     the components the file uses (the C++ reader's work list) and whether loading and saving it
 //     with the library gives back the same JSON.
-// and OUT/llama2-spm-bpe.generate.json, what a generation streams (GENERATION below).
+// and OUT/llama2-spm-bpe.generate.json and OUT/qwen3.generate.json, what a generation streams
+// (GENERATION below).
 //
 // Offsets: the Node binding returns offsets in Unicode code points of the text passed in (it
 // encodes with the Rust crate's encode_char_offsets), not in UTF-16 code units as JavaScript
@@ -83,7 +84,14 @@ const TOKENIZERS = {
 // holds characters of 2, 3 and 4 bytes written as "<0xXX>" tokens, then </s>. make_checkpoints.py
 // builds the llama2-spm-bpe checkpoint so that greedy search writes exactly these tokens, and
 // tokenizer_served_test checks the text each step streams against the library's decodes here.
-const GENERATION = { 'llama2-spm-bpe': { prompt: 'Xin chào', text: 'Tôi😀 yêu漢 ع' } }
+// What the checkpoint of each layout generates (make_checkpoints.py): the Llama 2 layout spells
+// the characters its vocabulary lacks as "<0xXX>" tokens; Qwen3's byte-level BPE splits the rare
+// Korean syllables of its text between tokens. `end` is the token that ends the generation (the
+// layout's eos_token).
+const GENERATION = {
+  'llama2-spm-bpe': { prompt: 'Xin chào', text: 'Tôi😀 yêu漢 ع', end: '</s>' },
+  qwen3: { prompt: 'Xin chào', text: 'Tôi yêu Việt Nam quá, 똠얌꿍 뷁', end: '<|im_end|>' },
+}
 
 function readCorpus(file) {
   const texts = fs.readFileSync(file, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l))
@@ -276,23 +284,29 @@ async function goldens(name, file, source, texts) {
 }
 
 // OUT/NAME.generate.json: the prompt's ids (special tokens added, as the server encodes a
-// prompt), the new tokens (the text's, then the end-of-text token) and decodes[k], the library's
-// decode of the prompt and the first k new tokens without special tokens. The new tokens must all
-// differ, and differ from the prompt's last one: each one's successor is fixed by the checkpoint.
+// prompt), the new tokens (the text's, then the end token) and decodes[k], the library's decode of
+// the prompt and the first k new tokens without special tokens. The new tokens must all differ,
+// and differ from the prompt's last one: each one's successor is fixed by the checkpoint. Some
+// decodes must end inside a character (U+FFFD), or the golden would not test whole characters.
 async function generationGolden(name, tok) {
-  const { prompt, text } = GENERATION[name]
+  const { prompt, text, end } = GENERATION[name]
   const promptIds = (await tok.encode(prompt, null, { addSpecialTokens: true })).getIds()
-  const ids = [...(await tok.encode(text, null, { addSpecialTokens: false })).getIds(), tok.tokenToId('</s>')]
+  const ids = [...(await tok.encode(text, null, { addSpecialTokens: false })).getIds(), tok.tokenToId(end)]
   const tokens = ids.map((id) => tok.idToToken(id))
   if (new Set([...ids, promptIds[promptIds.length - 1]]).size !== ids.length + 1) {
     throw new Error(`${name}: the new tokens of ${JSON.stringify(text)} repeat: ${JSON.stringify(tokens)}`)
   }
-  const runs = tokens.map((t) => (/^<0x[0-9A-F]{2}>$/.test(t) ? 'b' : ' ')).join('').split(' ').map((r) => r.length)
-  for (const bytes of [2, 3, 4]) {
-    if (!runs.includes(bytes)) throw new Error(`${name}: no character of ${bytes} bytes as <0xXX> tokens in ${JSON.stringify(tokens)}`)
+  if (name === 'llama2-spm-bpe') {
+    const runs = tokens.map((t) => (/^<0x[0-9A-F]{2}>$/.test(t) ? 'b' : ' ')).join('').split(' ').map((r) => r.length)
+    for (const bytes of [2, 3, 4]) {
+      if (!runs.includes(bytes)) throw new Error(`${name}: no character of ${bytes} bytes as <0xXX> tokens in ${JSON.stringify(tokens)}`)
+    }
   }
   const decodes = []
   for (let k = 0; k <= ids.length; k++) decodes.push(await tok.decode([...promptIds, ...ids.slice(0, k)], true))
+  if (!decodes.some((d) => d.endsWith('\uFFFD'))) {
+    throw new Error(`${name}: no new token of ${JSON.stringify(text)} ends inside a character`)
+  }
   const golden = { prompt, prompt_ids: promptIds, text, ids, tokens, decodes }
   fs.writeFileSync(path.join(args.out, `${name}.generate.json`), JSON.stringify(golden, null, 2) + '\n')
 }

@@ -75,7 +75,8 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
   const Case cases[] = {
       {R"({"model_type": "gpt2", "vocab_size": 5})",
        "field 'model_type': expected one of the supported architectures \"bert\", \"roberta\", "
-       "\"xlm-roberta\", \"llama\", \"marian\", \"bart\", \"t5\", got \"gpt2\""},
+       "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"marian\", \"bart\", "
+       "\"t5\", got \"gpt2\""},
       {"{not json", "malformed JSON"},
       {R"({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
            "num_attention_heads": 4, "intermediate_size": 8})",
@@ -278,7 +279,8 @@ TEST(ConfigTest, LoadingReportsTheArchitectureBeforeTheTokenizer) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << model_type;
     EXPECT_THAT(status.message(),
                 HasSubstr("expected one of the supported architectures \"bert\", \"roberta\", "
-                          "\"xlm-roberta\", \"llama\", \"marian\", \"bart\", \"t5\", got \"" +
+                          "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", "
+                          "\"marian\", \"bart\", \"t5\", got \"" +
                           model_type + "\""));
     EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("tokenizer")));
   }

@@ -1,0 +1,288 @@
+#!/usr/bin/python3
+"""Builds tests/data/tiny-qwen2, tiny-qwen3 and tiny-mistral (small random checkpoints of the Llama
+family's other members) and each one's golden.json.
+
+The reference is written with PyTorch's own modules (nn.Embedding, nn.Linear, nn.SiLU; RMSNorm
+and the rotary embedding as transformers' modeling_qwen2.py, modeling_qwen3.py and
+modeling_mistral.py compute them) and runs in float64 on the float32 weights that are saved. It
+recomputes the whole sequence at every generation step (no cache). What each member adds to Llama:
+  - qwen2: biases on q_proj, k_proj and v_proj (none on o_proj); here also use_sliding_window with
+    max_window_layers 1, so layer 0 sees the whole causal prefix and layer 1 a window of 4
+    (Qwen2Config's layer_types: "sliding_attention" from max_window_layers on); tied lm_head;
+  - qwen3: an RMSNorm over head_dim of each head's queries and keys before RoPE (q_norm, k_norm),
+    head_dim 8 from config.json while hidden_size / num_attention_heads is 4, untied lm_head;
+  - mistral: a sliding window of 4 on every layer.
+A window W lets query i see key j when i - W < j <= i (transformers' sliding_window_overlay and
+causal_mask_function, masking_utils.py); padding keys are hidden too; inputs are right-padded, and
+only the rows of real tokens are goldens (a padding query may see no key at all in a window).
+
+The tokenizer is tests/data/tiny-llama2-tokenizer's (4,000 pieces), linked, not copied: the
+goldens hold ids, so nothing here depends on a tokenizer.
+
+Outputs, under tests/data/tiny-NAME/: config.json, model.safetensors, tokenizer.json,
+tokenizer.model and tokenizer_config.json (symlinks), golden.json:
+  "forward": cases of input_ids / attention_mask [batch, length] with the expected attentions (per
+  layer [batch, head, query, key]), hidden_states (embeddings, each layer, the last after the final
+  norm, as transformers gives them), last_hidden_state and the first 64 logits of each position,
+  rounded to 1e-9;
+  "greedy": prompts with the greedily generated ids, each step's log-probability and each layer's
+  attention row of the newest position [head, key].
+
+Run with Debian's interpreter (python3-torch): /usr/bin/python3 tests/data/make_tiny_decoders.py
+"""
+import json
+import math
+import os
+import struct
+
+import torch
+from torch import nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOKENIZER = "tiny-llama2-tokenizer"
+VOCAB = 4000
+LOGITS = 64  # the goldens keep the first 64 of each position's logits (greedy covers the rest)
+
+BASE = {
+    "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
+    "max_position_embeddings": 64, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+    "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32",
+}
+CONFIGS = {
+    "qwen2": dict(BASE, architectures=["Qwen2ForCausalLM"], model_type="qwen2",
+                  use_sliding_window=True, sliding_window=4, max_window_layers=1,
+                  tie_word_embeddings=True, rope_theta=1000000.0),
+    "qwen3": dict(BASE, architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=8,
+                  attention_bias=False, use_sliding_window=False, sliding_window=None,
+                  max_window_layers=2, tie_word_embeddings=False),
+    "mistral": dict(BASE, architectures=["MistralForCausalLM"], model_type="mistral",
+                    sliding_window=4, tie_word_embeddings=False),
+}
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, size, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def layer_windows(c):
+    """Each layer's sliding window (None: the whole causal prefix), as the configuration classes
+    derive it."""
+    layers = c["num_hidden_layers"]
+    if c["model_type"] == "mistral":
+        return [c.get("sliding_window")] * layers
+    window = c.get("sliding_window") if c.get("use_sliding_window") else None
+    return [window if window is not None and i >= c.get("max_window_layers", 28) else None
+            for i in range(layers)]
+
+
+class Layer(nn.Module):
+    def __init__(self, c, window):
+        super().__init__()
+        self.heads, self.kv_heads = c["num_attention_heads"], c["num_key_value_heads"]
+        self.head_dim = c.get("head_dim") or c["hidden_size"] // self.heads
+        self.window = window
+        hidden, inner, eps = c["hidden_size"], c["intermediate_size"], c["rms_norm_eps"]
+        qkv_bias = c["model_type"] == "qwen2" or c.get("attention_bias", False)
+        self.input_layernorm = RMSNorm(hidden, eps)
+        self.q_proj = nn.Linear(hidden, self.heads * self.head_dim, bias=qkv_bias)
+        self.k_proj = nn.Linear(hidden, self.kv_heads * self.head_dim, bias=qkv_bias)
+        self.v_proj = nn.Linear(hidden, self.kv_heads * self.head_dim, bias=qkv_bias)
+        self.o_proj = nn.Linear(self.heads * self.head_dim, hidden, bias=False)
+        self.qk_norm = c["model_type"] == "qwen3"
+        if self.qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, eps)
+            self.k_norm = RMSNorm(self.head_dim, eps)
+        self.post_attention_layernorm = RMSNorm(hidden, eps)
+        self.gate_proj = nn.Linear(hidden, inner, bias=False)
+        self.up_proj = nn.Linear(hidden, inner, bias=False)
+        self.down_proj = nn.Linear(inner, hidden, bias=False)
+        self.act = nn.SiLU()
+
+    def forward(self, x, cos, sin, key_padding):
+        batch, length = x.shape[:2]
+
+        def heads(t, count, norm=None):  # [B, S, count * d] -> [B, count, S, d]
+            t = t.view(batch, length, count, self.head_dim)
+            return (norm(t) if norm is not None else t).transpose(1, 2)
+
+        def rotate(t):  # rotate_half layout: (x1, x2) -> (-x2, x1)
+            half = t.shape[-1] // 2
+            return t * cos + torch.cat([-t[..., half:], t[..., :half]], -1) * sin
+
+        h = self.input_layernorm(x)
+        q = rotate(heads(self.q_proj(h), self.heads, self.q_norm if self.qk_norm else None))
+        k = rotate(heads(self.k_proj(h), self.kv_heads, self.k_norm if self.qk_norm else None))
+        v = heads(self.v_proj(h), self.kv_heads)
+        group = self.heads // self.kv_heads
+        k = k.repeat_interleave(group, 1)
+        v = v.repeat_interleave(group, 1)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
+        query = torch.arange(length).view(-1, 1)
+        key = torch.arange(length).view(1, -1)
+        visible = key <= query
+        if self.window is not None:
+            visible = visible & (key > query - self.window)
+        hidden = ~visible.view(1, 1, length, length) | key_padding.view(batch, 1, 1, length)
+        # A padding query beyond a window sees no key: its row, never compared, is made 0.
+        probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), -1).nan_to_num(0.0)
+        x = x + self.o_proj((probs @ v).transpose(1, 2).reshape(batch, length, -1))
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(self.act(self.gate_proj(h)) * self.up_proj(h)), probs
+
+
+class Decoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        self.layers = nn.ModuleList(Layer(c, w) for w in layer_windows(c))
+        self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
+        if c["tie_word_embeddings"]:
+            self.lm_head.weight = self.embed_tokens.weight
+
+    def forward(self, input_ids, attention_mask):
+        head_dim = self.layers[0].head_dim
+        inv_freq = 1.0 / self.c["rope_theta"] ** (
+            torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim)
+        length = input_ids.shape[1]
+        freqs = torch.outer(torch.arange(length, dtype=torch.float32), inv_freq)
+        angles = torch.cat([freqs, freqs], -1).double()
+        cos, sin = angles.cos(), angles.sin()
+        x = self.embed_tokens(input_ids)
+        hidden_states, attentions = [x], []
+        for layer in self.layers:
+            x, probs = layer(x, cos, sin, attention_mask == 0)
+            hidden_states.append(x)
+            attentions.append(probs)
+        last = self.norm(x)
+        hidden_states[-1] = last
+        return last, hidden_states, attentions, self.lm_head(last)
+
+
+def hf_state_dict(model):
+    """The weights under transformers' *ForCausalLM names (lm_head.weight only when untied)."""
+    tensors = {}
+    for name, param in model.named_parameters():
+        parts = name.split(".")
+        if parts[0] == "layers":
+            group = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn",
+                     "o_proj": "self_attn", "q_norm": "self_attn", "k_norm": "self_attn",
+                     "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
+            if parts[2] in group:
+                parts.insert(2, group[parts[2]])
+        key = name if parts[0] == "lm_head" else "model." + ".".join(parts)
+        tensors[key] = param.detach().to(torch.float32).contiguous()
+    return tensors
+
+
+def write_safetensors(path, tensors):
+    """safetensors: u64 little-endian header size, JSON header, then the raw little-endian data."""
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        data = tensors[name].numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+
+
+def rounded(values):
+    if isinstance(values, list):
+        return [rounded(v) for v in values]
+    return round(values, 9)
+
+
+def batch(sequences):
+    length = max(len(ids) for ids in sequences)
+    return ([ids + [0] * (length - len(ids)) for ids in sequences],
+            [[1] * len(ids) + [0] * (length - len(ids)) for ids in sequences])
+
+
+def greedy(model, prompt, max_new, eos):
+    ids, out = list(prompt), []
+    for _ in range(max_new):
+        inputs = torch.tensor([ids])
+        _, _, attentions, logits = model(inputs, torch.ones_like(inputs))
+        logprobs = torch.log_softmax(logits[0, -1], -1)
+        token = int(logprobs.argmax())
+        out.append({"id": token, "logprob": float(logprobs[token]),
+                    "attention": [rounded(a[0, :, -1].tolist()) for a in attentions]})
+        ids.append(token)
+        if token == eos:
+            break
+    return out
+
+
+def make(name, config, seed):
+    torch.manual_seed(seed)
+    model = Decoder(config)
+    with torch.no_grad():
+        # Large query and key weights give peaked, head-specific attention; the others are
+        # smaller so that the residual stream stays near unit scale, where float32 holds 1e-5.
+        for param_name, param in model.named_parameters():
+            if "norm" in param_name:
+                param.copy_(1 + 0.1 * torch.randn_like(param))
+            elif "q_proj" in param_name or "k_proj" in param_name or "embed" in param_name:
+                param.normal_(0, 0.5)
+            else:
+                param.normal_(0, 0.2)
+    model.eval()
+    out = os.path.join(HERE, "tiny-" + name)
+    os.makedirs(out, exist_ok=True)
+    write_safetensors(os.path.join(out, "model.safetensors"), hf_state_dict(model))
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
+    for file in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json"):
+        link = os.path.join(out, file)
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(os.path.join("..", TOKENIZER, file), link)
+
+    reference = model.double()
+    generator = torch.Generator().manual_seed(seed)
+    sequences = [[1] + torch.randint(3, VOCAB, (n,), generator=generator).tolist()
+                 for n in (11, 6, 9)]
+    cases = {"single": [sequences[0]], "padded_batch": sequences}
+    golden = {"forward": {}, "greedy": []}
+    with torch.no_grad():
+        for case, rows in cases.items():
+            input_ids, attention_mask = batch(rows)
+            last, hidden_states, attentions, logits = reference(
+                torch.tensor(input_ids), torch.tensor(attention_mask))
+            golden["forward"][case] = {
+                "input_ids": input_ids, "attention_mask": attention_mask,
+                "last_hidden_state": rounded(last.tolist()),
+                "hidden_states": [rounded(h.tolist()) for h in hidden_states],
+                "attentions": [rounded(a.tolist()) for a in attentions],
+                "logits": rounded(logits[..., :LOGITS].tolist()),
+            }
+        for prompt in (sequences[1], sequences[0]):
+            golden["greedy"].append({"prompt_ids": prompt, "max_new_tokens": 8,
+                                     "tokens": greedy(reference, prompt, 8, eos=-1)})
+    with open(os.path.join(out, "golden.json"), "w") as f:
+        json.dump(golden, f)
+
+
+def main():
+    for seed, (name, config) in enumerate(CONFIGS.items(), start=20261204):
+        make(name, config, seed)
+
+
+if __name__ == "__main__":
+    main()

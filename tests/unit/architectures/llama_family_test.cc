@@ -1,0 +1,261 @@
+// Qwen2, Qwen3 and Mistral (the Llama family's other members) against goldens from PyTorch's own
+// modules (tests/data/make_tiny_decoders.py): attentions, hidden states and logits of a single
+// sequence and a right-padded batch, greedy generation through the KV cache, sliding windows that
+// hide exactly what they should, and the checkpoints each member refuses.
+#include <torch/types.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "models/architectures/transformer.h"
+#include "models/generation.h"
+#include "tests/unit/test_util.h"
+
+namespace attnscope {
+namespace {
+
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+constexpr double kTolerance = 1e-5;
+
+struct Member {
+  const char* name;  // tests/data/tiny-<name>
+  Architecture architecture;
+};
+
+std::string ModelDir(const std::string& name) { return testing::TestDataDir() + "/tiny-" + name; }
+
+double MaxDifference(const torch::Tensor& got, const torch::Tensor& want) {
+  return (got.to(torch::kFloat64) - want.to(torch::kFloat64)).abs().max().item<double>();
+}
+
+class LlamaFamilyTest : public ::testing::TestWithParam<Member> {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<TransformerModel>> model =
+        LoadTransformerModel({.model_dir = ModelDir(GetParam().name)});
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = *std::move(model);
+    golden_ = Json::parse(testing::ReadFileBytes(ModelDir(GetParam().name) + "/golden.json"));
+  }
+
+  // The largest difference from the golden over the rows of real (unpadded) queries, `got` and
+  // the golden being [B, ..., S, ...] with S at `query_dim`; only the first `columns` of the last
+  // dimension when given.
+  static double DifferenceAtRealTokens(const torch::Tensor& got, const Json& want,
+                                       const torch::Tensor& mask, int64_t query_dim,
+                                       int64_t columns = -1) {
+    torch::Tensor compared = got;
+    if (columns > 0) compared = got.narrow(-1, 0, columns);
+    const torch::Tensor expected = testing::TensorFromJson(want, torch::kFloat64);
+    EXPECT_EQ(compared.sizes(), expected.sizes());
+    if (compared.sizes() != expected.sizes()) return INFINITY;
+    double worst = 0;
+    for (int64_t b = 0; b < mask.size(0); ++b) {
+      const int64_t real = mask[b].sum().item<int64_t>();
+      worst = std::max(worst, MaxDifference(compared[b].narrow(query_dim - 1, 0, real),
+                                            expected[b].narrow(query_dim - 1, 0, real)));
+    }
+    return worst;
+  }
+
+  std::unique_ptr<TransformerModel> model_;
+  Json golden_;
+};
+
+TEST_P(LlamaFamilyTest, ReadsTheMembersConfig) {
+  const ModelConfig& config = model_->config();
+  EXPECT_EQ(config.architecture, GetParam().architecture);
+  EXPECT_EQ(config.model_type, GetParam().name);
+  EXPECT_TRUE(model_->is_decoder());
+  EXPECT_EQ(config.num_attention_heads, 4);
+  EXPECT_EQ(config.num_key_value_heads, 2);
+  switch (config.architecture) {
+    case Architecture::kQwen2:
+      EXPECT_TRUE(config.qkv_bias);
+      EXPECT_FALSE(config.o_proj_bias);
+      EXPECT_FALSE(config.qk_norm);
+      EXPECT_EQ(config.layer_sliding_windows, (std::vector<int64_t>{0, 4}));
+      break;
+    case Architecture::kQwen3:
+      EXPECT_FALSE(config.qkv_bias);
+      EXPECT_TRUE(config.qk_norm);
+      // head_dim from config.json, twice hidden_size / num_attention_heads.
+      EXPECT_EQ(config.head_dim, 8);
+      EXPECT_EQ(config.layer_sliding_windows, (std::vector<int64_t>{0, 0}));
+      break;
+    default:
+      EXPECT_FALSE(config.qkv_bias);
+      EXPECT_FALSE(config.qk_norm);
+      EXPECT_EQ(config.layer_sliding_windows, (std::vector<int64_t>{4, 4}));
+  }
+}
+
+TEST_P(LlamaFamilyTest, MatchesPyTorchModules) {
+  double worst_hidden = 0, worst_attention = 0, worst_logit = 0;
+  for (const auto& [name, c] : golden_["forward"].items()) {
+    SCOPED_TRACE(name);
+    ForwardInput input;
+    input.input_ids = testing::TensorFromJson(c["input_ids"], torch::kInt64);
+    input.attention_mask = testing::TensorFromJson(c["attention_mask"], torch::kInt64);
+    ForwardOptions options;
+    options.output_hidden_states = true;
+    absl::StatusOr<ForwardOutput> out = model_->Forward(input, options);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const torch::Tensor& mask = input.attention_mask;
+    worst_hidden = std::max(worst_hidden, DifferenceAtRealTokens(out->last_hidden_state,
+                                                                 c["last_hidden_state"], mask, 1));
+    ASSERT_EQ(out->hidden_states.size(), c["hidden_states"].size());
+    for (size_t i = 0; i < out->hidden_states.size(); ++i) {
+      worst_hidden = std::max(
+          worst_hidden, DifferenceAtRealTokens(out->hidden_states[i], c["hidden_states"][i], mask,
+                                               /*query_dim=*/1));
+    }
+    ASSERT_EQ(out->attentions.size(), c["attentions"].size());
+    for (size_t i = 0; i < out->attentions.size(); ++i) {
+      worst_attention = std::max(
+          worst_attention,
+          DifferenceAtRealTokens(out->attentions[i], c["attentions"][i], mask, /*query_dim=*/2));
+    }
+    const int64_t columns = static_cast<int64_t>(c["logits"][0][0].size());
+    worst_logit = std::max(worst_logit, DifferenceAtRealTokens(out->logits, c["logits"], mask,
+                                                               /*query_dim=*/1, columns));
+  }
+  EXPECT_LE(worst_hidden, kTolerance);
+  EXPECT_LE(worst_attention, kTolerance);
+  EXPECT_LE(worst_logit, kTolerance);
+  std::printf(
+      "%s: largest differences from the goldens: hidden states %.3g, attentions %.3g, "
+      "logits %.3g\n",
+      GetParam().name, worst_hidden, worst_attention, worst_logit);
+}
+
+TEST_P(LlamaFamilyTest, WindowsAndCausalityHideExactlyTheKeysOutside) {
+  const Json& c = golden_["forward"]["single"];
+  ForwardInput input;
+  input.input_ids = testing::TensorFromJson(c["input_ids"], torch::kInt64);
+  absl::StatusOr<ForwardOutput> out = model_->Forward(input, ForwardOptions());
+  ASSERT_TRUE(out.ok()) << out.status();
+  const int64_t length = input.input_ids.size(1);
+  for (size_t layer = 0; layer < out->attentions.size(); ++layer) {
+    const int64_t window = model_->config().layer_sliding_windows[layer];
+    const torch::Tensor probs = out->attentions[layer][0];  // [N, S, S]
+    for (int64_t query = 0; query < length; ++query) {
+      for (int64_t key = 0; key < length; ++key) {
+        const bool visible = key <= query && (window == 0 || key > query - window);
+        const torch::Tensor column = probs.select(1, query).select(1, key);
+        if (visible) {
+          EXPECT_GT(column.min().item<double>(), 0.0)
+              << "layer " << layer << " query " << query << " key " << key;
+        } else {
+          EXPECT_EQ(column.abs().max().item<double>(), 0.0)
+              << "layer " << layer << " query " << query << " key " << key;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(LlamaFamilyTest, GreedyGenerationThroughTheCacheMatchesTheReference) {
+  ASSERT_FALSE(golden_["greedy"].empty());
+  for (const Json& c : golden_["greedy"]) {
+    const std::vector<int64_t> prompt = c["prompt_ids"].get<std::vector<int64_t>>();
+    GenerationOptions options;
+    options.max_new_tokens = c["max_new_tokens"];
+    options.output_attentions = true;
+    absl::StatusOr<GenerationResult> result =
+        Generate(*model_, prompt, options, [](const GeneratedToken&) { return absl::OkStatus(); });
+    ASSERT_TRUE(result.ok()) << result.status();
+    const Json& want = c["tokens"];
+    ASSERT_EQ(result->tokens.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "new token " << i);
+      const GeneratedToken& token = result->tokens[i];
+      EXPECT_EQ(token.id, want[i]["id"].get<int64_t>());
+      EXPECT_NEAR(token.logprob, want[i]["logprob"].get<double>(), kTolerance);
+      const torch::Tensor attention =
+          testing::TensorFromJson(want[i]["attention"], torch::kFloat64);
+      ASSERT_EQ(token.attention.sizes(), attention.sizes());
+      EXPECT_LE(MaxDifference(token.attention, attention), kTolerance);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Members, LlamaFamilyTest,
+                         ::testing::Values(Member{"qwen2", Architecture::kQwen2},
+                                           Member{"qwen3", Architecture::kQwen3},
+                                           Member{"mistral", Architecture::kMistral}),
+                         [](const ::testing::TestParamInfo<Member>& info) {
+                           return std::string(info.param.name);
+                         });
+
+// A copy of tiny-<name> with `patch` merged into its config.json, loaded.
+absl::Status LoadPatched(const std::string& name, const Json& patch) {
+  const std::string dir = testing::CopyToTempDir(ModelDir(name));
+  testing::PatchJsonFile(dir + "/config.json", patch);
+  return LoadTransformerModel({.model_dir = dir}).status();
+}
+
+TEST(LlamaFamilyCheckpointTest, MissingMemberTensorsAreNamedInOneError) {
+  std::map<std::string, torch::Tensor> tensors = testing::ReadCheckpointTensors(ModelDir("qwen3"));
+  tensors.erase("model.layers.1.self_attn.k_norm.weight");
+  const std::string qwen3 = testing::CopyToTempDir(ModelDir("qwen3"));
+  testing::WriteSafetensors(qwen3 + "/model.safetensors", tensors);
+  absl::Status status = LoadTransformerModel({.model_dir = qwen3}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("model.layers.1.self_attn.k_norm.weight"));
+
+  tensors = testing::ReadCheckpointTensors(ModelDir("qwen2"));
+  tensors.erase("model.layers.0.self_attn.q_proj.bias");
+  tensors.erase("model.layers.1.self_attn.v_proj.bias");
+  const std::string qwen2 = testing::CopyToTempDir(ModelDir("qwen2"));
+  testing::WriteSafetensors(qwen2 + "/model.safetensors", tensors);
+  status = LoadTransformerModel({.model_dir = qwen2}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("model.layers.0.self_attn.q_proj.bias"));
+  EXPECT_THAT(status.message(), HasSubstr("model.layers.1.self_attn.v_proj.bias"));
+}
+
+TEST(LlamaFamilyCheckpointTest, ConfigVariantsItCannotComputeAreRefusedNamingTheField) {
+  absl::Status status = LoadPatched("mistral", {{"layer_types", {"full_attention"}}});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("field 'layer_types': expected a list of "
+                                          "num_hidden_layers (2) entries"));
+  status = LoadPatched("qwen2", {{"layer_types", {"full_attention", "chunked_attention"}}});
+  EXPECT_THAT(status.message(), HasSubstr("got \"chunked_attention\""));
+  status = LoadPatched("qwen3", {{"mlp_bias", true}});
+  EXPECT_THAT(status.message(), HasSubstr("field 'mlp_bias': expected false"));
+  status = LoadPatched("qwen2", {{"sliding_window", 0}});
+  EXPECT_THAT(status.message(), HasSubstr("field 'sliding_window': expected 1 to"));
+  status = LoadPatched("qwen3", {{"head_dim", 7}});
+  EXPECT_THAT(status.message(), HasSubstr("field 'head_dim': expected an even number"));
+  // Qwen3 with attention_bias has biases on q/k/v and o_proj, which this checkpoint lacks.
+  status = LoadPatched("qwen3", {{"attention_bias", true}});
+  EXPECT_THAT(status.message(), HasSubstr("model.layers.0.self_attn.o_proj.bias"));
+}
+
+TEST(LlamaFamilyCheckpointTest, LayerTypesChooseTheWindowedLayers) {
+  const std::string dir = testing::CopyToTempDir(ModelDir("qwen2"));
+  testing::PatchJsonFile(dir + "/config.json",
+                         {{"layer_types", {"sliding_attention", "full_attention"}}});
+  absl::StatusOr<std::unique_ptr<TransformerModel>> model =
+      LoadTransformerModel({.model_dir = dir});
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->config().layer_sliding_windows, (std::vector<int64_t>{4, 0}));
+  // Without use_sliding_window, Qwen2Config drops the window: every layer sees the whole prefix.
+  testing::PatchJsonFile(dir + "/config.json", {{"use_sliding_window", false}});
+  model = LoadTransformerModel({.model_dir = dir});
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->config().layer_sliding_windows, (std::vector<int64_t>{0, 0}));
+}
+
+}  // namespace
+}  // namespace attnscope
