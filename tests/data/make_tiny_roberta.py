@@ -35,7 +35,6 @@ import os
 import struct
 import unicodedata
 
-import sentencepiece
 import torch
 from torch import nn
 
@@ -172,6 +171,7 @@ class Encoder:
     piece's id is SentencePiece's + 1, and SentencePiece's own <unk> (0) becomes 3."""
 
     def __init__(self):
+        import sentencepiece  # only this encoder needs it (make_reranker_golden.py does not)
         self.sp = sentencepiece.SentencePieceProcessor(
             model_file=os.path.join(HERE, TOKENIZER, "sentencepiece.bpe.model"))
 

@@ -25,7 +25,7 @@ TEST(DashboardTest, EveryViewInHeadlessChromium) {
 
   ServerProcess::Options options;
   options.models = {"default=" + DefaultModelDir(), "llama=" + Stories260kDir(),
-                    "big=" + big.path()};
+                    "big=" + big.path(), "reranker=" + TestDataDir() + "/tiny-roberta"};
   options.extra_flags = {"--dashboard_dir=" ATTNSCOPE_DASHBOARD_DIR};
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();

@@ -5,6 +5,8 @@
 // quantities that involve a different summation order (head mean, rollout) within float32 rounding.
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +16,7 @@
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/integration/integration_util.h"
 #include "tests/integration/reference.h"
 
@@ -535,6 +538,44 @@ TEST_F(ServiceTest, CrossAttentionForCrossEncoder) {
   const torch::Tensor expected =
       std::get<0>(last.index_select(0, heads).max(0, true)).index_select(1, q).index_select(2, k);
   EXPECT_TRUE(TensorNear(document.query_to_document, expected.unsqueeze(0)));
+}
+
+// An XLMRobertaForSequenceClassification reranker (bge-reranker-v2-m3's layout, random weights,
+// tests/data/tiny-roberta) with its XLM-R Unigram tokenizer.json, on the tutorials' Korean and
+// Vietnamese pairs: each pair's ids are Hugging Face tokenizers' and its relevance score the
+// PyTorch reference's (tests/data/make_reranker_golden.py), whatever the documents sent with it.
+TEST(RerankerTest, XlmRobertaScoresTheTutorialPairsAsThePyTorchReference) {
+  const std::string dir = TestDataDir() + "/tiny-roberta";
+  ServerProcess::Options options;
+  options.models = {"reranker=" + dir};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<Client> client = (*server)->NewClient();
+  std::ifstream file(dir + "/reranker_golden.json");
+  const nlohmann::json golden = nlohmann::json::parse(file);
+  std::map<std::string, std::vector<nlohmann::json>> by_query;
+  for (const nlohmann::json& pair : golden["pairs"]) {
+    by_query[pair["query"].get<std::string>()].push_back(pair);
+  }
+  ASSERT_EQ(by_query.size(), 3u);
+  for (const auto& [query, pairs] : by_query) {
+    SCOPED_TRACE(query);
+    v1::CrossAttentionRequest request;
+    request.set_model("reranker");
+    request.set_query(query);
+    for (const nlohmann::json& pair : pairs) request.add_documents(pair["document"]);
+    absl::StatusOr<CrossAttentionResult> result = client->CrossAttention(request);
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(result->documents.size(), pairs.size());
+    for (size_t d = 0; d < pairs.size(); ++d) {
+      SCOPED_TRACE(pairs[d]["document"].get<std::string>());
+      const DocumentAttentionResult& document = result->documents[d];
+      EXPECT_THAT(document.tokens.input_ids(),
+                  ElementsAreArray(pairs[d]["input_ids"].get<std::vector<int64_t>>()));
+      ASSERT_TRUE(document.relevance_score.has_value());
+      EXPECT_NEAR(*document.relevance_score, pairs[d]["score"].get<double>(), 1e-5);
+    }
+  }
 }
 
 TEST_F(ServiceTest, CrossAttentionForDecoderPutsTheDocumentFirst) {

@@ -5,9 +5,10 @@
 //
 //   node browser_test.mjs --url http://127.0.0.1:PORT/ --screenshots DIR --long-text TEXT
 //
-// The server has three models: "default" (checkpoints/default, a 4-layer, 4-head BERT cross-encoder),
-// "llama" (stories260K, causal) and "big" (a random 12-layer, 12-head BERT; TEXT is 512 of its
-// tokens).
+// The server has four models: "default" (checkpoints/default, a 4-layer, 4-head BERT cross-encoder),
+// "llama" (stories260K, causal), "big" (a random 12-layer, 12-head BERT; TEXT is 512 of its
+// tokens) and "reranker" (tests/data/tiny-roberta, an XLM-RoBERTa cross-encoder in
+// bge-reranker-v2-m3's layout with an XLM-R tokenizer.json).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -307,12 +308,12 @@ describe('dashboard in headless Chromium', () => {
 
   it('query and documents: ranked by the server relevance score, query-to-document cells the server values', async () => {
     await open({ model: 'default', view: 'documents', layer: 3, head: 'mean' });
-    const check = async (queryText, docs, withBackward) => {
+    const check = async (queryText, docs, withBackward, model = 'default', layer = 3) => {
       const answer = await api('CrossAttention', {
-        model: 'default',
+        model,
         query: queryText,
         documents: docs,
-        layers: [3],
+        layers: [layer],
         headAggregation: 'HEAD_AGGREGATION_MEAN',
         includeDocumentToQuery: withBackward,
       });
@@ -365,6 +366,25 @@ describe('dashboard in headless Chromium', () => {
     await check(vietnameseQuery, vietnameseDocs, true);
     const documentLabels = await labels('section.document text.col-label');
     assert.ok(documentLabels.includes('chèn') && documentLabels.includes('bảng'), documentLabels.join(' '));
+
+    // The XLM-R reranker: the same view, its ranking and scores the server's, its Unigram pieces
+    // (▁ marks a word start) as labels.
+    await open({ model: 'reranker', view: 'documents', layer: 1, head: 'mean' });
+    const rerankerDocs = await page.$eval('textarea[name="docs"]', (t) => t.value.split('\n'));
+    assert.equal(await page.$eval('input[name="query"]', (q) => q.value), '랭체인 뭐야');
+    const reranked = await check('랭체인 뭐야', rerankerDocs, false, 'reranker', 1);
+    assert.equal(reranked.documents.length, 2);
+    const rerankerLabels = await labels('section.document[data-rank="1"] text.row-label');
+    assert.ok(rerankerLabels.length > 0, 'no query labels');
+    await screenshot('documents-reranker');
+    await rerender(() => page.click('xpath/.//button[text()="Vietnamese"]'));
+    await check(
+      await page.$eval('input[name="query"]', (q) => q.value),
+      await page.$eval('textarea[name="docs"]', (t) => t.value.split('\n')),
+      false,
+      'reranker',
+      1,
+    );
   });
 
   it('compare: two panels, one 0..1 scale, each the server value for its own layer and head', async () => {
