@@ -268,6 +268,9 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
     case Architecture::kBart:
       model = CreateEncoderDecoderModel(std::move(config), *checkpoint);
       break;
+    case Architecture::kGpt2:
+      model = CreateGpt2Model(std::move(config), *checkpoint);
+      break;
     case Architecture::kT5:
       model = CreateT5Model(std::move(config), *checkpoint);
       break;

@@ -215,6 +215,8 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateEncoderDecoderModel(Mode
                                                                             Checkpoint& checkpoint);
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateT5Model(ModelConfig config,
                                                                 Checkpoint& checkpoint);
+absl::StatusOr<std::unique_ptr<TransformerModel>> CreateGpt2Model(ModelConfig config,
+                                                                  Checkpoint& checkpoint);
 
 }  // namespace attnscope
 

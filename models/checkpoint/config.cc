@@ -1,5 +1,6 @@
 #include "models/checkpoint/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -286,6 +287,45 @@ absl::StatusOr<ModelConfig> ParseT5(const FieldReader& reader, ModelConfig confi
   return config;
 }
 
+// GPT2Config (transformers' configuration_gpt2.py): its own field names, mapped onto the common
+// ones.
+absl::StatusOr<ModelConfig> ParseGpt2(const FieldReader& reader, ModelConfig config) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.Size("vocab_size", kMaxVocabSize, 50257));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_size, reader.Size("n_embd", kMaxHiddenSize, 768));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_hidden_layers, reader.Size("n_layer", kMaxLayers, 12));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_attention_heads, reader.Size("n_head", kMaxHeads, 12));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.intermediate_size,
+                             reader.Size("n_inner", kMaxIntermediateSize,
+                                         std::min(4 * config.hidden_size, kMaxIntermediateSize)));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.max_position_embeddings,
+                             reader.Size("n_positions", kMaxPositions, 1024));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.layer_norm_eps, reader.Positive("layer_norm_epsilon", 1e-5));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act, reader.StringOr("activation_function", "gelu_new"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
+                             reader.BoolOr("tie_word_embeddings", true));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.scale_attn_weights, reader.BoolOr("scale_attn_weights", true));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.scale_attn_by_inverse_layer_idx,
+                             reader.BoolOr("scale_attn_by_inverse_layer_idx", false));
+  ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/-1, /*bos=*/-1, /*eos=*/-1, config));
+  if (config.hidden_size % config.num_attention_heads != 0) {
+    return reader.Error("n_embd",
+                        absl::StrCat("a multiple of n_head (", config.num_attention_heads, ")"),
+                        std::to_string(config.hidden_size));
+  }
+  config.head_dim = config.hidden_size / config.num_attention_heads;
+  config.num_key_value_heads = config.num_attention_heads;
+  config.type_vocab_size = 0;
+  // ACT2FN's names for what GPT-2 checkpoints use; "gelu_new" and "gelu_pytorch_tanh" are the
+  // same tanh approximation.
+  if (config.hidden_act != "gelu_new" && config.hidden_act != "gelu_pytorch_tanh" &&
+      config.hidden_act != "gelu" && config.hidden_act != "relu" && config.hidden_act != "silu") {
+    return reader.Error("activation_function",
+                        "\"gelu_new\", \"gelu_pytorch_tanh\", \"gelu\", \"relu\" or \"silu\"",
+                        FieldReader::Quoted(config.hidden_act));
+  }
+  return config;
+}
+
 // max_position_embeddings when config.json omits it: the configuration classes' defaults.
 int64_t DefaultMaxPositions(Architecture architecture) {
   switch (architecture) {
@@ -382,13 +422,16 @@ absl::string_view ArchitectureName(Architecture architecture) {
       return "qwen3";
     case Architecture::kMistral:
       return "mistral";
+    case Architecture::kGpt2:
+      return "gpt2";
   }
   return "unknown";
 }
 
 bool IsDecoderOnly(Architecture architecture) {
   return architecture == Architecture::kLlama || architecture == Architecture::kQwen2 ||
-         architecture == Architecture::kQwen3 || architecture == Architecture::kMistral;
+         architecture == Architecture::kQwen3 || architecture == Architecture::kMistral ||
+         architecture == Architecture::kGpt2;
 }
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
@@ -421,11 +464,13 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     config.architecture = Architecture::kQwen3;
   } else if (config.model_type == "mistral") {
     config.architecture = Architecture::kMistral;
+  } else if (config.model_type == "gpt2") {
+    config.architecture = Architecture::kGpt2;
   } else {
     return reader.Error("model_type",
                         "one of the supported architectures \"bert\", \"roberta\", "
                         "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", "
-                        "\"marian\", \"bart\", \"t5\"",
+                        "\"gpt2\", \"marian\", \"bart\", \"t5\"",
                         FieldReader::Quoted(config.model_type));
   }
   if (auto it = json.find("architectures"); it != json.end() && it->is_array()) {
@@ -437,6 +482,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     return ParseEncoderDecoder(reader, std::move(config));
   }
   if (config.architecture == Architecture::kT5) return ParseT5(reader, std::move(config));
+  if (config.architecture == Architecture::kGpt2) return ParseGpt2(reader, std::move(config));
   const bool is_roberta = config.architecture == Architecture::kRoberta;
   // RoBERTa is a BERT in everything config.json describes but its token ids' defaults.
   const bool is_bert = config.architecture == Architecture::kBert || is_roberta;

@@ -17,28 +17,44 @@ namespace attnscope {
 // encoder-decoders of one family (transformers' MarianMTModel and BartForConditionalGeneration),
 // told apart by their positions and embedding normalisation. kT5 is the encoder-decoder of Raffel
 // et al. 2020 (transformers' T5ForConditionalGeneration): pre-RMSNorm blocks and relative position
-// buckets instead of absolute positions. kLlama, kQwen2, kQwen3 and kMistral are the decoder-only
-// Llama family (transformers' LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+// buckets instead of absolute positions. kGpt2 is GPT-2 (transformers' GPT2LMHeadModel): learned
+// positions, pre-LayerNorm blocks, a fused c_attn. kLlama, kQwen2, kQwen3 and kMistral are the
+// decoder-only Llama family (transformers' LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
 // MistralForCausalLM): one implementation, told apart by the ModelConfig fields qkv_bias,
 // o_proj_bias, qk_norm and layer_sliding_windows.
-enum class Architecture { kBert, kRoberta, kLlama, kMarian, kBart, kT5, kQwen2, kQwen3, kMistral };
+enum class Architecture {
+  kBert,
+  kRoberta,
+  kLlama,
+  kMarian,
+  kBart,
+  kT5,
+  kQwen2,
+  kQwen3,
+  kMistral,
+  kGpt2
+};
 
-// "bert", "roberta", "llama", "marian", "bart", "t5", "qwen2", "qwen3" or "mistral".
+// "bert", "roberta", "llama", "marian", "bart", "t5", "qwen2", "qwen3", "mistral" or "gpt2".
 absl::string_view ArchitectureName(Architecture architecture);
 
-// True for the decoder-only architectures (the Llama family), whose attention is causal.
+// True for the decoder-only architectures (GPT-2 and the Llama family), whose attention is causal.
 bool IsDecoderOnly(Architecture architecture);
 
 // The fields of config.json that the supported architectures read, with the defaults of the
-// transformers configuration classes (BertConfig, RobertaConfig, LlamaConfig, MarianConfig,
-// BartConfig, T5Config) where config.json omits a field. For the encoder-decoders the common fields
-// hold the encoder's sizes (d_model, encoder_layers, encoder_attention_heads, encoder_ffn_dim,
-// activation_function) and the decoder_* fields the decoder's. T5Config's fields map onto them as:
+// transformers configuration classes (BertConfig, RobertaConfig, LlamaConfig, Qwen2Config,
+// Qwen3Config, MistralConfig, GPT2Config, MarianConfig, BartConfig, T5Config) where config.json
+// omits a field. For the encoder-decoders the common fields hold the encoder's sizes (d_model,
+// encoder_layers, encoder_attention_heads, encoder_ffn_dim, activation_function) and the decoder_*
+// fields the decoder's. T5Config's fields map onto them as:
 //   d_model -> hidden_size; d_kv -> head_dim (num_heads * d_kv may differ from d_model);
 //   d_ff -> intermediate_size and decoder_ffn_dim; num_layers -> num_hidden_layers;
 //   num_decoder_layers -> decoder_layers; num_heads -> num_attention_heads and
 //   decoder_attention_heads; layer_norm_epsilon -> rms_norm_eps; n_positions (default 512) ->
-//   max_position_embeddings.
+//   max_position_embeddings. GPT2Config's: n_embd -> hidden_size; n_layer -> num_hidden_layers;
+//   n_head -> num_attention_heads; n_inner (default 4 * n_embd) -> intermediate_size;
+//   n_positions -> max_position_embeddings; activation_function -> hidden_act;
+//   layer_norm_epsilon -> layer_norm_eps.
 struct ModelConfig {
   std::string model_type;  // as written in config.json, e.g. "bert" or "xlm-roberta"
   Architecture architecture = Architecture::kBert;
@@ -90,6 +106,10 @@ struct ModelConfig {
   bool o_proj_bias = false;
   bool qk_norm = false;
   std::vector<int64_t> layer_sliding_windows;
+  // GPT-2 (GPT2Config): scores divided by sqrt(head_dim) (scale_attn_weights), and also by the
+  // layer's 1-based index (scale_attn_by_inverse_layer_idx).
+  bool scale_attn_weights = true;
+  bool scale_attn_by_inverse_layer_idx = false;
   // Classifier labels of *ForSequenceClassification checkpoints, by class index.
   std::map<int64_t, std::string> id2label;
   int64_t num_labels = 0;  // id2label size, or num_labels, or 0 when there is no classifier

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Builds tests/data/tiny-qwen2, tiny-qwen3 and tiny-mistral (small random checkpoints of the Llama
-family's other members) and each one's golden.json.
+"""Builds tests/data/tiny-qwen2, tiny-qwen3, tiny-mistral (small random checkpoints of the Llama
+family's other members) and tiny-gpt2, and each one's golden.json.
 
 The reference is written with PyTorch's own modules (nn.Embedding, nn.Linear, nn.SiLU; RMSNorm
 and the rotary embedding as transformers' modeling_qwen2.py, modeling_qwen3.py and
@@ -12,6 +12,11 @@ recomputes the whole sequence at every generation step (no cache). What each mem
   - qwen3: an RMSNorm over head_dim of each head's queries and keys before RoPE (q_norm, k_norm),
     head_dim 8 from config.json while hidden_size / num_attention_heads is 4, untied lm_head;
   - mistral: a sliding window of 4 on every layer.
+  - gpt2 (GPT2LMHeadModel): learned positions, pre-LayerNorm blocks, the fused c_attn and the MLP
+    as Conv1D modules (weights stored [in, out]), gelu_new, ln_f, lm_head tied to wte. Its
+    reference is nn.MultiheadAttention (whose packed in_proj is c_attn transposed), nn.LayerNorm,
+    nn.GELU(approximate="tanh"); its checkpoint keeps the attn.bias mask buffers older GPT-2
+    checkpoints store, which a loader must ignore.
 A window W lets query i see key j when i - W < j <= i (transformers' sliding_window_overlay and
 causal_mask_function, masking_utils.py); padding keys are hidden too; inputs are right-padded, and
 only the rows of real tokens are goldens (a padding query may see no key at all in a window).
@@ -58,6 +63,11 @@ CONFIGS = {
                   max_window_layers=2, tie_word_embeddings=False),
     "mistral": dict(BASE, architectures=["MistralForCausalLM"], model_type="mistral",
                     sliding_window=4, tie_word_embeddings=False),
+    "gpt2": {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": VOCAB,
+             "n_embd": 16, "n_layer": 2, "n_head": 4, "n_inner": None, "n_positions": 64,
+             "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05,
+             "scale_attn_weights": True, "bos_token_id": 1, "eos_token_id": 2,
+             "tie_word_embeddings": True, "torch_dtype": "float32"},
 }
 
 
@@ -167,6 +177,69 @@ class Decoder(nn.Module):
         return last, hidden_states, attentions, self.lm_head(last)
 
 
+class Gpt2Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        hidden, eps = c["n_embd"], c["layer_norm_epsilon"]
+        self.ln_1 = nn.LayerNorm(hidden, eps=eps)
+        self.attn = nn.MultiheadAttention(hidden, c["n_head"], batch_first=True)
+        self.ln_2 = nn.LayerNorm(hidden, eps=eps)
+        self.c_fc = nn.Linear(hidden, c["n_inner"] or 4 * hidden)
+        self.act = nn.GELU(approximate="tanh")
+        self.c_proj = nn.Linear(c["n_inner"] or 4 * hidden, hidden)
+
+    def forward(self, x, key_padding):
+        length = x.shape[1]
+        future = torch.ones(length, length, dtype=torch.bool).triu(1)
+        h = self.ln_1(x)
+        attended, probs = self.attn(h, h, h, attn_mask=future, key_padding_mask=key_padding,
+                                    need_weights=True, average_attn_weights=False)
+        x = x + attended
+        return x + self.c_proj(self.act(self.c_fc(self.ln_2(x)))), probs
+
+
+class Gpt2(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.wte = nn.Embedding(c["vocab_size"], c["n_embd"])
+        self.wpe = nn.Embedding(c["n_positions"], c["n_embd"])
+        self.h = nn.ModuleList(Gpt2Block(c) for _ in range(c["n_layer"]))
+        self.ln_f = nn.LayerNorm(c["n_embd"], eps=c["layer_norm_epsilon"])
+
+    def forward(self, input_ids, attention_mask):
+        x = self.wte(input_ids) + self.wpe(torch.arange(input_ids.shape[1]))
+        hidden_states, attentions = [x], []
+        for block in self.h:
+            x, probs = block(x, attention_mask == 0)
+            hidden_states.append(x)
+            attentions.append(probs)
+        last = self.ln_f(x)
+        hidden_states[-1] = last
+        return last, hidden_states, attentions, last @ self.wte.weight.T
+
+
+def gpt2_state_dict(model, c):
+    """The weights under GPT2LMHeadModel's names: Conv1D weights [in, out], no lm_head (tied), and
+    each block's attn.bias causal-mask buffer."""
+    tensors = {"transformer.wte.weight": model.wte.weight, "transformer.wpe.weight": model.wpe.weight,
+               "transformer.ln_f.weight": model.ln_f.weight, "transformer.ln_f.bias": model.ln_f.bias}
+    positions = c["n_positions"]
+    for i, block in enumerate(model.h):
+        p = f"transformer.h.{i}."
+        tensors.update({
+            p + "ln_1.weight": block.ln_1.weight, p + "ln_1.bias": block.ln_1.bias,
+            p + "attn.c_attn.weight": block.attn.in_proj_weight.T,
+            p + "attn.c_attn.bias": block.attn.in_proj_bias,
+            p + "attn.c_proj.weight": block.attn.out_proj.weight.T,
+            p + "attn.c_proj.bias": block.attn.out_proj.bias,
+            p + "ln_2.weight": block.ln_2.weight, p + "ln_2.bias": block.ln_2.bias,
+            p + "mlp.c_fc.weight": block.c_fc.weight.T, p + "mlp.c_fc.bias": block.c_fc.bias,
+            p + "mlp.c_proj.weight": block.c_proj.weight.T, p + "mlp.c_proj.bias": block.c_proj.bias,
+            p + "attn.bias": torch.ones(positions, positions).tril().view(1, 1, positions, positions),
+        })
+    return {name: t.detach().to(torch.float32).contiguous() for name, t in tensors.items()}
+
+
 def hf_state_dict(model):
     """The weights under transformers' *ForCausalLM names (lm_head.weight only when untied)."""
     tensors = {}
@@ -230,21 +303,27 @@ def greedy(model, prompt, max_new, eos):
 
 def make(name, config, seed):
     torch.manual_seed(seed)
-    model = Decoder(config)
+    gpt2 = config["model_type"] == "gpt2"
+    model = Gpt2(config) if gpt2 else Decoder(config)
     with torch.no_grad():
         # Large query and key weights give peaked, head-specific attention; the others are
         # smaller so that the residual stream stays near unit scale, where float32 holds 1e-5.
         for param_name, param in model.named_parameters():
-            if "norm" in param_name:
-                param.copy_(1 + 0.1 * torch.randn_like(param))
-            elif "q_proj" in param_name or "k_proj" in param_name or "embed" in param_name:
+            if "norm" in param_name or "ln_" in param_name:
+                if param_name.endswith("bias"):
+                    param.copy_(0.1 * torch.randn_like(param))
+                else:
+                    param.copy_(1 + 0.1 * torch.randn_like(param))
+            elif any(n in param_name for n in ("q_proj", "k_proj", "embed", "in_proj", "wte",
+                                               "wpe")):
                 param.normal_(0, 0.5)
             else:
                 param.normal_(0, 0.2)
     model.eval()
     out = os.path.join(HERE, "tiny-" + name)
     os.makedirs(out, exist_ok=True)
-    write_safetensors(os.path.join(out, "model.safetensors"), hf_state_dict(model))
+    write_safetensors(os.path.join(out, "model.safetensors"),
+                      gpt2_state_dict(model, config) if gpt2 else hf_state_dict(model))
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
         f.write("\n")

@@ -10,8 +10,9 @@ load it and its Tokenize can be compared with the goldens over gRPC and HTTP
                          vocab.txt, sentencepiece.bpe.model, tokenizer.model), so that the server
                          loads the folder it meets in use.
 
-  llama3, gemma3, gpt2,               model_type llama (decoder-only; the server has no GPT-2
-  llama2-spm-bpe                      or Gemma architecture, and Tokenize needs none)
+  llama3, gemma3, llama2-spm-bpe      model_type llama (decoder-only; the server has no Gemma
+                                      architecture, and Tokenize needs none)
+  gpt2                                model_type gpt2 (GPT2LMHeadModel's tensors)
   qwen3                               model_type qwen3 (Qwen3ForCausalLM's tensors: q_norm and
                                       k_norm besides Llama's)
   roberta, xlmr, bert-base-uncased,   model_type bert (the encoder it serves; RoBERTa and XLM-R
@@ -95,7 +96,7 @@ def checkpoints(reference, shared):
         "llama3": ("llama", npm("llama3"), None, None),
         "qwen3": ("qwen3", npm("qwen3"), None, "vocab.json+merges.txt"),
         "gemma3": ("llama", npm("gemma3"), None, None),
-        "gpt2": ("llama", os.path.join(built, "gpt2"), GPT2_CONFIG, "vocab.json+merges.txt"),
+        "gpt2": ("gpt2", os.path.join(built, "gpt2"), GPT2_CONFIG, "vocab.json+merges.txt"),
         "roberta": ("bert", os.path.join(built, "roberta"), ROBERTA_CONFIG, "vocab.json+merges.txt"),
         "xlmr": ("bert", os.path.join(built, "xlmr"), None,
                  os.path.join(ROOT, "tests", "data", "tiny-xlmr-tokenizer", "sentencepiece.bpe.model")),
@@ -154,6 +155,28 @@ def llama(rows, special_ids, model_type):
     return config, shapes
 
 
+def gpt2(rows, special_ids):
+    config = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": rows,
+              "n_embd": HIDDEN, "n_layer": LAYERS, "n_head": HEADS, "n_inner": INTERMEDIATE,
+              "n_positions": MAX_POSITIONS, "activation_function": "gelu_new",
+              "layer_norm_epsilon": 1e-05, **special_ids, "torch_dtype": "float32"}
+    shapes = {"transformer.wte.weight": [rows, HIDDEN],
+              "transformer.wpe.weight": [MAX_POSITIONS, HIDDEN],
+              "transformer.ln_f.weight": [HIDDEN], "transformer.ln_f.bias": [HIDDEN]}
+    for i in range(LAYERS):
+        layer = f"transformer.h.{i}."
+        for name in ["ln_1", "ln_2"]:
+            shapes[f"{layer}{name}.weight"] = [HIDDEN]
+            shapes[f"{layer}{name}.bias"] = [HIDDEN]
+        # Conv1D weights are [in, out].
+        for name, inner, out in [("attn.c_attn", HIDDEN, 3 * HIDDEN), ("attn.c_proj", HIDDEN, HIDDEN),
+                                 ("mlp.c_fc", HIDDEN, INTERMEDIATE),
+                                 ("mlp.c_proj", INTERMEDIATE, HIDDEN)]:
+            shapes[f"{layer}{name}.weight"] = [inner, out]
+            shapes[f"{layer}{name}.bias"] = [out]
+    return config, shapes
+
+
 def bert(rows, type_vocab_size, pad_token_id):
     config = {"architectures": ["BertModel"], "model_type": "bert", "vocab_size": rows,
               "hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
@@ -207,7 +230,7 @@ def chain_weights(rows, ids):
 
 def write_safetensors(path, shapes, seed, fixed=None):
     """float32 tensors in name order: those of `fixed` (name -> values) as given, norms' (and
-    RMSNorms') weights 1, their biases 0, the rest uniform random. The format by its
+    RMSNorms', GPT-2's ln_*) weights 1, their biases 0, the rest uniform random. The format by its
     specification: an 8-byte little-endian header length, the JSON header padded with spaces to 8
     bytes, then the data."""
     rng = random.Random(seed)
@@ -220,7 +243,7 @@ def write_safetensors(path, shapes, seed, fixed=None):
         if name in fixed:
             assert len(fixed[name]) == count, name
             values = array.array("f", fixed[name])
-        elif "norm" in name.lower():
+        elif "norm" in name.lower() or ".ln_" in name:
             values = array.array("f", [0.0 if name.endswith(".bias") else 1.0]) * count
         else:
             values = array.array("f", (rng.uniform(-WEIGHT_SCALE, WEIGHT_SCALE) for _ in range(count)))
@@ -280,6 +303,8 @@ def make(name, spec, out, goldens):
                 fixed = chain_weights(rows, json.load(f)["ids"])
             config["tie_word_embeddings"] = False
             shapes["lm_head.weight"] = [rows, HIDDEN]
+    elif model_type == "gpt2":
+        config, shapes = gpt2(rows, ids)
     else:
         # BERT's two segments; RoBERTa, XLM-R and T5 have one (their pair templates type every
         # token 0).

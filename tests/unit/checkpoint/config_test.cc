@@ -73,10 +73,10 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
     const char* message;
   };
   const Case cases[] = {
-      {R"({"model_type": "gpt2", "vocab_size": 5})",
+      {R"({"model_type": "gpt_neox", "vocab_size": 5})",
        "field 'model_type': expected one of the supported architectures \"bert\", \"roberta\", "
-       "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"marian\", \"bart\", "
-       "\"t5\", got \"gpt2\""},
+       "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"gpt2\", \"marian\", "
+       "\"bart\", \"t5\", got \"gpt_neox\""},
       {"{not json", "malformed JSON"},
       {R"({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
            "num_attention_heads": 4, "intermediate_size": 8})",
@@ -267,7 +267,7 @@ TEST(ConfigTest, MissingFileIsNotFound) {
 // A checkpoint of an unsupported architecture (with a tokenizer file LoadTokenizer cannot read):
 // loading must name the unsupported architecture, not the tokenizer file.
 TEST(ConfigTest, LoadingReportsTheArchitectureBeforeTheTokenizer) {
-  for (const std::string model_type : {"xlnet", "gpt2"}) {
+  for (const std::string model_type : {"xlnet", "gpt_neox"}) {
     const std::string dir = testing::MakeTempDir();
     testing::WriteFileBytes(dir + "/config.json",
                             R"({"model_type": ")" + model_type + R"(", "vocab_size": 10})");
@@ -280,7 +280,7 @@ TEST(ConfigTest, LoadingReportsTheArchitectureBeforeTheTokenizer) {
     EXPECT_THAT(status.message(),
                 HasSubstr("expected one of the supported architectures \"bert\", \"roberta\", "
                           "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", "
-                          "\"marian\", \"bart\", \"t5\", got \"" +
+                          "\"gpt2\", \"marian\", \"bart\", \"t5\", got \"" +
                           model_type + "\""));
     EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("tokenizer")));
   }

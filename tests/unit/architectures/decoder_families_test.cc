@@ -1,7 +1,7 @@
-// Qwen2, Qwen3 and Mistral (the Llama family's other members) against goldens from PyTorch's own
-// modules (tests/data/make_tiny_decoders.py): attentions, hidden states and logits of a single
-// sequence and a right-padded batch, greedy generation through the KV cache, sliding windows that
-// hide exactly what they should, and the checkpoints each member refuses.
+// The decoder-only families beside Llama (Qwen2, Qwen3, Mistral, GPT-2) against goldens from
+// PyTorch's own modules (tests/data/make_tiny_decoders.py): attentions, hidden states and logits
+// of a single sequence and a right-padded batch, greedy generation through the KV cache, causal
+// masks and sliding windows that hide exactly what they should, and the checkpoints each refuses.
 #include <torch/types.h>
 
 #include <algorithm>
@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/architectures/transformer.h"
@@ -37,7 +39,7 @@ double MaxDifference(const torch::Tensor& got, const torch::Tensor& want) {
   return (got.to(torch::kFloat64) - want.to(torch::kFloat64)).abs().max().item<double>();
 }
 
-class LlamaFamilyTest : public ::testing::TestWithParam<Member> {
+class DecoderFamilyTest : public ::testing::TestWithParam<Member> {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<TransformerModel>> model =
@@ -71,14 +73,24 @@ class LlamaFamilyTest : public ::testing::TestWithParam<Member> {
   Json golden_;
 };
 
-TEST_P(LlamaFamilyTest, ReadsTheMembersConfig) {
+TEST_P(DecoderFamilyTest, ReadsTheMembersConfig) {
   const ModelConfig& config = model_->config();
   EXPECT_EQ(config.architecture, GetParam().architecture);
   EXPECT_EQ(config.model_type, GetParam().name);
   EXPECT_TRUE(model_->is_decoder());
   EXPECT_EQ(config.num_attention_heads, 4);
-  EXPECT_EQ(config.num_key_value_heads, 2);
+  EXPECT_EQ(config.num_key_value_heads, config.architecture == Architecture::kGpt2 ? 4 : 2);
   switch (config.architecture) {
+    case Architecture::kGpt2:
+      // GPT2Config's names: n_embd, n_layer, n_head, n_inner null (4 * n_embd), n_positions.
+      EXPECT_EQ(config.hidden_size, 16);
+      EXPECT_EQ(config.num_hidden_layers, 2);
+      EXPECT_EQ(config.head_dim, 4);
+      EXPECT_EQ(config.intermediate_size, 64);
+      EXPECT_EQ(config.max_position_embeddings, 64);
+      EXPECT_EQ(config.hidden_act, "gelu_new");
+      EXPECT_TRUE(config.layer_sliding_windows.empty());
+      break;
     case Architecture::kQwen2:
       EXPECT_TRUE(config.qkv_bias);
       EXPECT_FALSE(config.o_proj_bias);
@@ -99,7 +111,7 @@ TEST_P(LlamaFamilyTest, ReadsTheMembersConfig) {
   }
 }
 
-TEST_P(LlamaFamilyTest, MatchesPyTorchModules) {
+TEST_P(DecoderFamilyTest, MatchesPyTorchModules) {
   double worst_hidden = 0, worst_attention = 0, worst_logit = 0;
   for (const auto& [name, c] : golden_["forward"].items()) {
     SCOPED_TRACE(name);
@@ -138,7 +150,7 @@ TEST_P(LlamaFamilyTest, MatchesPyTorchModules) {
       GetParam().name, worst_hidden, worst_attention, worst_logit);
 }
 
-TEST_P(LlamaFamilyTest, WindowsAndCausalityHideExactlyTheKeysOutside) {
+TEST_P(DecoderFamilyTest, WindowsAndCausalityHideExactlyTheKeysOutside) {
   const Json& c = golden_["forward"]["single"];
   ForwardInput input;
   input.input_ids = testing::TensorFromJson(c["input_ids"], torch::kInt64);
@@ -146,7 +158,8 @@ TEST_P(LlamaFamilyTest, WindowsAndCausalityHideExactlyTheKeysOutside) {
   ASSERT_TRUE(out.ok()) << out.status();
   const int64_t length = input.input_ids.size(1);
   for (size_t layer = 0; layer < out->attentions.size(); ++layer) {
-    const int64_t window = model_->config().layer_sliding_windows[layer];
+    const std::vector<int64_t>& windows = model_->config().layer_sliding_windows;
+    const int64_t window = windows.empty() ? 0 : windows[layer];
     const torch::Tensor probs = out->attentions[layer][0];  // [N, S, S]
     for (int64_t query = 0; query < length; ++query) {
       for (int64_t key = 0; key < length; ++key) {
@@ -164,7 +177,7 @@ TEST_P(LlamaFamilyTest, WindowsAndCausalityHideExactlyTheKeysOutside) {
   }
 }
 
-TEST_P(LlamaFamilyTest, GreedyGenerationThroughTheCacheMatchesTheReference) {
+TEST_P(DecoderFamilyTest, GreedyGenerationThroughTheCacheMatchesTheReference) {
   ASSERT_FALSE(golden_["greedy"].empty());
   for (const Json& c : golden_["greedy"]) {
     const std::vector<int64_t> prompt = c["prompt_ids"].get<std::vector<int64_t>>();
@@ -189,10 +202,11 @@ TEST_P(LlamaFamilyTest, GreedyGenerationThroughTheCacheMatchesTheReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Members, LlamaFamilyTest,
+INSTANTIATE_TEST_SUITE_P(Members, DecoderFamilyTest,
                          ::testing::Values(Member{"qwen2", Architecture::kQwen2},
                                            Member{"qwen3", Architecture::kQwen3},
-                                           Member{"mistral", Architecture::kMistral}),
+                                           Member{"mistral", Architecture::kMistral},
+                                           Member{"gpt2", Architecture::kGpt2}),
                          [](const ::testing::TestParamInfo<Member>& info) {
                            return std::string(info.param.name);
                          });
@@ -204,7 +218,7 @@ absl::Status LoadPatched(const std::string& name, const Json& patch) {
   return LoadTransformerModel({.model_dir = dir}).status();
 }
 
-TEST(LlamaFamilyCheckpointTest, MissingMemberTensorsAreNamedInOneError) {
+TEST(DecoderCheckpointTest, MissingMemberTensorsAreNamedInOneError) {
   std::map<std::string, torch::Tensor> tensors = testing::ReadCheckpointTensors(ModelDir("qwen3"));
   tensors.erase("model.layers.1.self_attn.k_norm.weight");
   const std::string qwen3 = testing::CopyToTempDir(ModelDir("qwen3"));
@@ -224,7 +238,7 @@ TEST(LlamaFamilyCheckpointTest, MissingMemberTensorsAreNamedInOneError) {
   EXPECT_THAT(status.message(), HasSubstr("model.layers.1.self_attn.v_proj.bias"));
 }
 
-TEST(LlamaFamilyCheckpointTest, ConfigVariantsItCannotComputeAreRefusedNamingTheField) {
+TEST(DecoderCheckpointTest, ConfigVariantsItCannotComputeAreRefusedNamingTheField) {
   absl::Status status = LoadPatched("mistral", {{"layer_types", {"full_attention"}}});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("field 'layer_types': expected a list of "
@@ -242,7 +256,7 @@ TEST(LlamaFamilyCheckpointTest, ConfigVariantsItCannotComputeAreRefusedNamingThe
   EXPECT_THAT(status.message(), HasSubstr("model.layers.0.self_attn.o_proj.bias"));
 }
 
-TEST(LlamaFamilyCheckpointTest, LayerTypesChooseTheWindowedLayers) {
+TEST(DecoderCheckpointTest, LayerTypesChooseTheWindowedLayers) {
   const std::string dir = testing::CopyToTempDir(ModelDir("qwen2"));
   testing::PatchJsonFile(dir + "/config.json",
                          {{"layer_types", {"sliding_attention", "full_attention"}}});
@@ -255,6 +269,37 @@ TEST(LlamaFamilyCheckpointTest, LayerTypesChooseTheWindowedLayers) {
   model = LoadTransformerModel({.model_dir = dir});
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ((*model)->config().layer_sliding_windows, (std::vector<int64_t>{0, 0}));
+}
+
+// A saved GPT2Model (the original "gpt2" checkpoint's layout) has no "transformer." prefix and no
+// mask buffers: the same model.
+TEST(DecoderCheckpointTest, Gpt2LoadsWithoutTheTransformerPrefix) {
+  std::map<std::string, torch::Tensor> renamed;
+  for (const auto& [name, tensor] : testing::ReadCheckpointTensors(ModelDir("gpt2"))) {
+    if (absl::EndsWith(name, ".attn.bias")) continue;
+    renamed[std::string(absl::StripPrefix(name, "transformer."))] = tensor;
+  }
+  ASSERT_TRUE(renamed.count("wte.weight"));
+  const std::string dir = testing::CopyToTempDir(ModelDir("gpt2"));
+  testing::WriteSafetensors(dir + "/model.safetensors", renamed);
+  absl::StatusOr<std::unique_ptr<TransformerModel>> bare = LoadTransformerModel({.model_dir = dir});
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  absl::StatusOr<std::unique_ptr<TransformerModel>> nested =
+      LoadTransformerModel({.model_dir = ModelDir("gpt2")});
+  ASSERT_TRUE(nested.ok()) << nested.status();
+  ForwardInput input;
+  input.input_ids = torch::tensor({1, 50, 700, 3999}, torch::kInt64).unsqueeze(0);
+  absl::StatusOr<ForwardOutput> a = (*bare)->Forward(input, ForwardOptions());
+  absl::StatusOr<ForwardOutput> b = (*nested)->Forward(input, ForwardOptions());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(torch::equal(a->logits, b->logits));
+
+  // A Conv1D weight stored as nn.Linear's [out, in] is refused naming the tensor and both shapes.
+  renamed["h.1.mlp.c_fc.weight"] = renamed["h.1.mlp.c_fc.weight"].t().contiguous();
+  testing::WriteSafetensors(dir + "/model.safetensors", renamed);
+  const absl::Status status = LoadTransformerModel({.model_dir = dir}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("h.1.mlp.c_fc.weight"));
 }
 
 }  // namespace
