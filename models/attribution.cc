@@ -59,21 +59,25 @@ class BertScore {
     auto norm = [&](const std::string& name) {
       return Norm{get(name + ".weight"), get(name + ".bias")};
     };
-    word_embeddings_ = get(prefix + "embeddings.word_embeddings.weight");
+    const BertLayout& l = layout_;
+    word_embeddings_ = get(prefix + l.word_embeddings + ".weight");
     const int64_t length = input.input_ids.size(1);
-    position_table_ = get(prefix + "embeddings.position_embeddings.weight");
-    token_type_embeddings_ = torch::embedding(
-        get(prefix + "embeddings.token_type_embeddings.weight"), input.token_type_ids);
+    position_table_ = get(prefix + l.position_embeddings + ".weight");
+    // DistilBERT has no token type embeddings: zeros stand for them.
+    token_type_embeddings_ =
+        l.token_type_embeddings.empty()
+            ? torch::zeros({1, length, config.hidden_size}, torch::kFloat32)
+            : torch::embedding(get(prefix + l.token_type_embeddings + ".weight"),
+                               input.token_type_ids);
     other_embeddings_ =
         BertPositionEmbeddings(layout_, position_table_, input.input_ids) + token_type_embeddings_;
-    embedding_norm_ = norm(prefix + "embeddings.LayerNorm");
+    embedding_norm_ = norm(prefix + l.embedding_norm);
     for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-      const std::string layer = absl::StrCat(prefix, "encoder.layer.", i, ".");
-      layers_.push_back(
-          Layer{dense(layer + "attention.self.query"), dense(layer + "attention.self.key"),
-                dense(layer + "attention.self.value"), dense(layer + "attention.output.dense"),
-                dense(layer + "intermediate.dense"), dense(layer + "output.dense"),
-                norm(layer + "attention.output.LayerNorm"), norm(layer + "output.LayerNorm")});
+      auto at = [&](const std::string& name) { return l.LayerTensor(i, name); };
+      layers_.push_back(Layer{dense(at(l.query)), dense(at(l.key)), dense(at(l.value)),
+                              dense(at(l.attention_output)), dense(at(l.intermediate)),
+                              dense(at(l.output)), norm(at(l.attention_norm)),
+                              norm(at(l.output_norm))});
     }
     classifier_dense_ = dense(layout_.classifier_dense);
     classifier_ = dense(layout_.classifier_output);
@@ -123,9 +127,11 @@ class BertScore {
       hidden = Normalize(layer.output_norm,
                          layer.output(torch::gelu(layer.intermediate(attended))) + attended);
     }
-    // BERT's pooler or RoBERTa's classifier.dense, then the output layer.
+    // BERT's pooler, RoBERTa's classifier.dense or DistilBERT's pre_classifier, then the output
+    // layer.
+    const torch::Tensor dense = classifier_dense_(hidden.select(/*dim=*/1, /*index=*/0));
     const torch::Tensor features =
-        torch::tanh(classifier_dense_(hidden.select(/*dim=*/1, /*index=*/0)));
+        layout_.classifier_relu ? torch::relu(dense) : torch::tanh(dense);
     return classifier_(features).select(/*dim=*/1, target_);
   }
 
@@ -249,10 +255,10 @@ absl::StatusOr<Attributions> Run(const BertScore& score, const ForwardInput& inp
 absl::StatusOr<Attributions> Attribute(const TransformerModel& model, const AttributionInput& input,
                                        const AttributionOptions& options) {
   const ModelConfig& config = model.config();
-  if (config.architecture != Architecture::kBert && config.architecture != Architecture::kRoberta) {
+  if (!IsBertFamily(config.architecture)) {
     return absl::UnimplementedError(absl::StrCat(
         "model '", config.model_type,
-        "': token attributions support BERT and RoBERTa cross-encoders "
+        "': token attributions support BERT, RoBERTa and DistilBERT cross-encoders "
         "(BertForSequenceClassification, XLMRobertaForSequenceClassification) only for now, got "
         "architecture ",
         ArchitectureName(config.architecture)));

@@ -3,8 +3,10 @@
 // post-LayerNorm encoder blocks with exact-erf GELU, an additive attention mask of float32's lowest
 // value on padded keys, the tanh pooler on [CLS] and a linear classifier. RoBERTa and XLM-R
 // (RobertaModel, XLMRobertaModel and their *ForSequenceClassification) are the same network with
-// positions counted from pad_token_id + 1 and a classifier head of its own (bert.h): one model
-// class serves both, on one attention loop.
+// positions counted from pad_token_id + 1 and a classifier head of its own; DistilBERT
+// (DistilBertModel, DistilBertForSequenceClassification; Sanh et al. 2019) the same again with
+// other tensor names, no token types and no pooler, its head pre_classifier -> ReLU -> classifier
+// (bert.h): one model class serves all three, on one attention loop.
 #include "models/architectures/bert.h"
 
 #include <ATen/Parallel.h>
@@ -62,17 +64,19 @@ class BertModel : public TransformerModel {
     auto norm = [&](const std::string& name) {
       return Norm{get(name + ".weight"), get(name + ".bias")};
     };
-    word_embeddings_ = get(prefix + "embeddings.word_embeddings.weight");
-    position_embeddings_ = get(prefix + "embeddings.position_embeddings.weight");
-    token_type_embeddings_ = get(prefix + "embeddings.token_type_embeddings.weight");
-    embedding_norm_ = norm(prefix + "embeddings.LayerNorm");
+    const BertLayout& l = layout_;
+    word_embeddings_ = get(prefix + l.word_embeddings + ".weight");
+    position_embeddings_ = get(prefix + l.position_embeddings + ".weight");
+    if (!l.token_type_embeddings.empty()) {
+      token_type_embeddings_ = get(prefix + l.token_type_embeddings + ".weight");
+    }
+    embedding_norm_ = norm(prefix + l.embedding_norm);
     for (int64_t i = 0; i < this->config().num_hidden_layers; ++i) {
-      const std::string layer = absl::StrCat(prefix, "encoder.layer.", i, ".");
-      layers_.push_back(BertLayer{
-          linear(layer + "attention.self.query"), linear(layer + "attention.self.key"),
-          linear(layer + "attention.self.value"), linear(layer + "attention.output.dense"),
-          linear(layer + "intermediate.dense"), linear(layer + "output.dense"),
-          norm(layer + "attention.output.LayerNorm"), norm(layer + "output.LayerNorm")});
+      auto at = [&](const std::string& name) { return l.LayerTensor(i, name); };
+      layers_.push_back(BertLayer{linear(at(l.query)), linear(at(l.key)), linear(at(l.value)),
+                                  linear(at(l.attention_output)), linear(at(l.intermediate)),
+                                  linear(at(l.output)), norm(at(l.attention_norm)),
+                                  norm(at(l.output_norm))});
     }
     if (!layout_.pooler.empty()) pooler_ = linear(layout_.pooler);
     if (layout_.has_classifier()) {
@@ -96,8 +100,10 @@ class BertModel : public TransformerModel {
     ForwardOutput out;
     torch::Tensor hidden =
         torch::embedding(word_embeddings_, input.input_ids)
-            .add_(BertPositionEmbeddings(layout_, position_embeddings_, input.input_ids))
-            .add_(torch::embedding(token_type_embeddings_, input.token_type_ids));
+            .add_(BertPositionEmbeddings(layout_, position_embeddings_, input.input_ids));
+    if (token_type_embeddings_.defined()) {
+      hidden.add_(torch::embedding(token_type_embeddings_, input.token_type_ids));
+    }
     hidden = embedding_norm_(hidden, eps);
     if (options.output_hidden_states) out.hidden_states.push_back(hidden);
 
@@ -176,10 +182,16 @@ class BertModel : public TransformerModel {
     const torch::Tensor first = hidden.select(/*dim=*/1, /*index=*/0).contiguous();
     if (!layout_.pooler.empty()) out.pooler_output = torch::tanh(pooler_(first));
     if (layout_.has_classifier() && options.output_logits) {
-      // BERT's classifier reads the pooler output; RoBERTa's head has a dense layer of its own.
-      const torch::Tensor features = layout_.classifier_dense == layout_.pooler
-                                         ? out.pooler_output
-                                         : torch::tanh(classifier_dense_(first));
+      // BERT's classifier reads the pooler output; RoBERTa's and DistilBERT's heads have a dense
+      // layer of their own.
+      torch::Tensor features;
+      if (layout_.classifier_dense == layout_.pooler) {
+        features = out.pooler_output;
+      } else if (layout_.classifier_relu) {
+        features = torch::relu(classifier_dense_(first));
+      } else {
+        features = torch::tanh(classifier_dense_(first));
+      }
       out.logits = classifier_(features);
     }
     return out;
@@ -208,8 +220,36 @@ void AddNorm(std::vector<TensorSpec>& specs, const std::string& name, int64_t si
 
 }  // namespace
 
+std::string BertLayout::LayerTensor(int64_t layer, const std::string& name) const {
+  return absl::StrCat(prefix, layers, layer, ".", name);
+}
+
 BertLayout BertLayoutOf(const ModelConfig& config, const Checkpoint& checkpoint) {
   BertLayout layout;
+  if (config.architecture == Architecture::kDistilBert) {
+    layout.prefix =
+        checkpoint.Contains("distilbert.embeddings.word_embeddings.weight") ? "distilbert." : "";
+    layout.token_type_embeddings.clear();
+    layout.layers = "transformer.layer.";
+    layout.query = "attention.q_lin";
+    layout.key = "attention.k_lin";
+    layout.value = "attention.v_lin";
+    layout.attention_output = "attention.out_lin";
+    layout.attention_norm = "sa_layer_norm";
+    layout.intermediate = "ffn.lin1";
+    layout.output = "ffn.lin2";
+    layout.output_norm = "output_layer_norm";
+    // Either tensor of the head makes it a classifier, so that a head missing a part is refused
+    // naming that part.
+    if (checkpoint.Contains("classifier.weight") || checkpoint.Contains("pre_classifier.weight")) {
+      layout.classifier_dense = "pre_classifier";
+      layout.classifier_output = "classifier";
+      layout.classifier_relu = true;
+    }
+    layout.ignored_prefixes = {layout.prefix + "embeddings.position_ids", "vocab_transform.",
+                               "vocab_layer_norm.", "vocab_projector."};
+    return layout;
+  }
   if (config.architecture == Architecture::kRoberta) {
     layout.prefix =
         checkpoint.Contains("roberta.embeddings.word_embeddings.weight") ? "roberta." : "";
@@ -256,15 +296,15 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig co
   const std::string& prefix = layout.prefix;
   const int64_t hidden = config.hidden_size;
   // config.json against the file's shapes, before any per-layer work.
-  const std::string embeddings = prefix + "embeddings.word_embeddings.weight";
+  const std::string embeddings = prefix + layout.word_embeddings + ".weight";
   ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckBlockCount(
-      "num_hidden_layers", config.num_hidden_layers, prefix + "encoder.layer."));
+      "num_hidden_layers", config.num_hidden_layers, prefix + layout.layers));
   ATTNSCOPE_RETURN_IF_ERROR(
       checkpoint.CheckConfigSize("vocab_size", config.vocab_size, embeddings, 0));
   ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckConfigSize("hidden_size", hidden, embeddings, 1));
   ATTNSCOPE_RETURN_IF_ERROR(
       checkpoint.CheckConfigSize("max_position_embeddings", config.max_position_embeddings,
-                                 prefix + "embeddings.position_embeddings.weight", 0));
+                                 prefix + layout.position_embeddings + ".weight", 0));
   int64_t num_labels = 0;
   if (layout.has_classifier()) {
     const std::string output = layout.classifier_output + ".weight";
@@ -287,22 +327,24 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig co
   }
 
   std::vector<TensorSpec> specs;
-  specs.push_back({prefix + "embeddings.word_embeddings.weight", {config.vocab_size, hidden}});
+  specs.push_back({embeddings, {config.vocab_size, hidden}});
   specs.push_back(
-      {prefix + "embeddings.position_embeddings.weight", {config.max_position_embeddings, hidden}});
-  specs.push_back(
-      {prefix + "embeddings.token_type_embeddings.weight", {config.type_vocab_size, hidden}});
-  AddNorm(specs, prefix + "embeddings.LayerNorm", hidden);
+      {prefix + layout.position_embeddings + ".weight", {config.max_position_embeddings, hidden}});
+  if (!layout.token_type_embeddings.empty()) {
+    specs.push_back(
+        {prefix + layout.token_type_embeddings + ".weight", {config.type_vocab_size, hidden}});
+  }
+  AddNorm(specs, prefix + layout.embedding_norm, hidden);
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    const std::string layer = absl::StrCat(prefix, "encoder.layer.", i, ".");
-    AddLinear(specs, layer + "attention.self.query", hidden, hidden);
-    AddLinear(specs, layer + "attention.self.key", hidden, hidden);
-    AddLinear(specs, layer + "attention.self.value", hidden, hidden);
-    AddLinear(specs, layer + "attention.output.dense", hidden, hidden);
-    AddNorm(specs, layer + "attention.output.LayerNorm", hidden);
-    AddLinear(specs, layer + "intermediate.dense", config.intermediate_size, hidden);
-    AddLinear(specs, layer + "output.dense", hidden, config.intermediate_size);
-    AddNorm(specs, layer + "output.LayerNorm", hidden);
+    auto at = [&](const std::string& name) { return layout.LayerTensor(i, name); };
+    AddLinear(specs, at(layout.query), hidden, hidden);
+    AddLinear(specs, at(layout.key), hidden, hidden);
+    AddLinear(specs, at(layout.value), hidden, hidden);
+    AddLinear(specs, at(layout.attention_output), hidden, hidden);
+    AddNorm(specs, at(layout.attention_norm), hidden);
+    AddLinear(specs, at(layout.intermediate), config.intermediate_size, hidden);
+    AddLinear(specs, at(layout.output), hidden, config.intermediate_size);
+    AddNorm(specs, at(layout.output_norm), hidden);
   }
   if (!layout.pooler.empty()) AddLinear(specs, layout.pooler, hidden, hidden);
   if (layout.has_classifier()) {

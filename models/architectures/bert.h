@@ -1,6 +1,6 @@
-// The checkpoint layouts of the BERT family (Architecture::kBert and kRoberta), shared by the
-// inference model (bert.cc) and the autograd passes of attribution.h, which must read the same
-// tensors and number positions the same way.
+// The checkpoint layouts of the BERT family (Architecture::kBert, kRoberta and kDistilBert), shared
+// by the inference model (bert.cc) and the autograd passes of attribution.h, which must read the
+// same tensors and number positions the same way.
 #ifndef ATTNSCOPE_MODELS_ARCHITECTURES_BERT_H_
 #define ATTNSCOPE_MODELS_ARCHITECTURES_BERT_H_
 
@@ -15,13 +15,31 @@
 
 namespace attnscope {
 
-// Where a BERT or RoBERTa checkpoint keeps its tensors and how it numbers positions. The heads of
-// both are a dense layer with tanh on the first token's final hidden state ([CLS], <s>) and a
-// linear classifier on that; BERT's dense layer is its pooler, RoBERTa's its classifier's own.
+// Where a BERT, RoBERTa or DistilBERT checkpoint keeps its tensors and how it numbers positions.
+// The three are one network (post-LayerNorm blocks with GELU) under different names. The heads of
+// all three are a dense layer on the first token's final hidden state ([CLS], <s>) and a linear
+// classifier on that: BERT's dense layer is its pooler (tanh), RoBERTa's its classifier's own
+// (tanh), DistilBERT's pre_classifier (ReLU).
 struct BertLayout {
-  // The encoder's tensors' prefix: "bert." or "roberta." (the *For* heads nest the encoder under
-  // it), "" for a saved BertModel or RobertaModel.
+  // The encoder's tensors' prefix: "bert.", "roberta." or "distilbert." (the *For* heads nest the
+  // encoder under it), "" for a saved BertModel, RobertaModel or DistilBertModel.
   std::string prefix;
+  // The names of the encoder's tensors after `prefix`, without ".weight" / ".bias": BERT's and
+  // RoBERTa's by default. token_type_embeddings is empty for DistilBERT, which has none.
+  std::string word_embeddings = "embeddings.word_embeddings";
+  std::string position_embeddings = "embeddings.position_embeddings";
+  std::string token_type_embeddings = "embeddings.token_type_embeddings";
+  std::string embedding_norm = "embeddings.LayerNorm";
+  // Layer i's tensors are prefix + layers + i + "." + one of the names below.
+  std::string layers = "encoder.layer.";
+  std::string query = "attention.self.query";
+  std::string key = "attention.self.key";
+  std::string value = "attention.self.value";
+  std::string attention_output = "attention.output.dense";
+  std::string attention_norm = "attention.output.LayerNorm";
+  std::string intermediate = "intermediate.dense";
+  std::string output = "output.dense";
+  std::string output_norm = "output.LayerNorm";
   // RoBERTa: the pad_token_id that transformers' create_position_ids_from_input_ids numbers
   // positions from (real tokens pad_token_id + 1, + 2, ..., tokens with the pad id pad_token_id);
   // -1 for BERT's 0, 1, 2, ...
@@ -35,17 +53,21 @@ struct BertLayout {
   // classifier head.
   std::string classifier_dense;
   std::string classifier_output;
+  // DistilBERT's head applies ReLU after its dense layer; BERT's and RoBERTa's tanh.
+  bool classifier_relu = false;
   // Tensors the model does not use, by prefix: the position_ids buffer some checkpoints store and
-  // the pre-training heads (BERT's "cls.", RoBERTa's masked-LM "lm_head."), which attnscope does
-  // not serve.
+  // the pre-training heads (BERT's "cls.", RoBERTa's masked-LM "lm_head.", DistilBERT's "vocab_"
+  // tensors), which attnscope does not serve.
   std::vector<std::string> ignored_prefixes;
 
   bool has_classifier() const { return !classifier_output.empty(); }
+  // prefix + layers + i + "." + name.
+  std::string LayerTensor(int64_t layer, const std::string& name) const;
 };
 
-// The layout of `checkpoint` for `config` (architecture kBert or kRoberta), told from the tensor
-// names the checkpoint holds; Checkpoint::Load against the layout's tensors then refuses what does
-// not fit it.
+// The layout of `checkpoint` for `config` (architecture kBert, kRoberta or kDistilBert), told from
+// the tensor names the checkpoint holds; Checkpoint::Load against the layout's tensors then
+// refuses what does not fit it.
 BertLayout BertLayoutOf(const ModelConfig& config, const Checkpoint& checkpoint);
 
 // The position embeddings of `input_ids` [B, S] int64, rows of `table` [max_position_embeddings,

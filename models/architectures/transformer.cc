@@ -256,6 +256,7 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
   switch (config.architecture) {
     case Architecture::kBert:
     case Architecture::kRoberta:
+    case Architecture::kDistilBert:
       model = CreateBertModel(std::move(config), *checkpoint);
       break;
     case Architecture::kLlama:

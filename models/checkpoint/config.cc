@@ -326,6 +326,59 @@ absl::StatusOr<ModelConfig> ParseGpt2(const FieldReader& reader, ModelConfig con
   return config;
 }
 
+// A classifier's labels: id2label, and num_labels (its size unless config.json says otherwise).
+absl::Status ReadLabels(const FieldReader& reader, const Json& json, ModelConfig& config) {
+  if (auto it = json.find("id2label"); it != json.end() && it->is_object()) {
+    for (const auto& [key, label] : it->items()) {
+      int64_t index = 0;
+      // transformers numbers the labels 0..N-1; an index beyond them has no classifier row.
+      if (!absl::SimpleAtoi(key, &index) || index < 0 ||
+          index >= static_cast<int64_t>(it->size()) || !label.is_string()) {
+        return reader.Error(
+            "id2label",
+            absl::StrCat("an object of \"index\": \"label\" with indices 0 to ", it->size() - 1),
+            absl::StrCat(FieldReader::Quoted(key), ": ", FieldReader::Got(label)));
+      }
+      config.id2label[index] = label.get<std::string>();
+    }
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.num_labels,
+      reader.Int("num_labels", 0, kMaxVocabSize, static_cast<int64_t>(config.id2label.size())));
+  return absl::OkStatus();
+}
+
+// DistilBertConfig (transformers' configuration_distilbert.py): its own field names, mapped onto
+// the common ones.
+absl::StatusOr<ModelConfig> ParseDistilBert(const FieldReader& reader, ModelConfig config) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.Size("vocab_size", kMaxVocabSize, 30522));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_size, reader.Size("dim", kMaxHiddenSize, 768));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_hidden_layers, reader.Size("n_layers", kMaxLayers, 6));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_attention_heads, reader.Size("n_heads", kMaxHeads, 12));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.intermediate_size,
+                             reader.Size("hidden_dim", kMaxIntermediateSize, 3072));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.max_position_embeddings,
+                             reader.Size("max_position_embeddings", kMaxPositions, 512));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act, reader.StringOr("activation", "gelu"));
+  ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/0, /*bos=*/-1, /*eos=*/-1, config));
+  if (config.hidden_size % config.num_attention_heads != 0) {
+    return reader.Error("dim",
+                        absl::StrCat("a multiple of n_heads (", config.num_attention_heads, ")"),
+                        std::to_string(config.hidden_size));
+  }
+  // bert.cc's fused kernels apply the exact erf GELU, DistilBERT's default.
+  if (config.hidden_act != "gelu") {
+    return reader.Error("activation", "\"gelu\"", FieldReader::Quoted(config.hidden_act));
+  }
+  config.head_dim = config.hidden_size / config.num_attention_heads;
+  config.num_key_value_heads = config.num_attention_heads;
+  config.type_vocab_size = 0;
+  // TransformerBlock's nn.LayerNorm(dim, eps=1e-12).
+  config.layer_norm_eps = 1e-12;
+  config.tie_word_embeddings = false;
+  return config;
+}
+
 // max_position_embeddings when config.json omits it: the configuration classes' defaults.
 int64_t DefaultMaxPositions(Architecture architecture) {
   switch (architecture) {
@@ -424,8 +477,15 @@ absl::string_view ArchitectureName(Architecture architecture) {
       return "mistral";
     case Architecture::kGpt2:
       return "gpt2";
+    case Architecture::kDistilBert:
+      return "distilbert";
   }
   return "unknown";
+}
+
+bool IsBertFamily(Architecture architecture) {
+  return architecture == Architecture::kBert || architecture == Architecture::kRoberta ||
+         architecture == Architecture::kDistilBert;
 }
 
 bool IsDecoderOnly(Architecture architecture) {
@@ -466,11 +526,13 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     config.architecture = Architecture::kMistral;
   } else if (config.model_type == "gpt2") {
     config.architecture = Architecture::kGpt2;
+  } else if (config.model_type == "distilbert") {
+    config.architecture = Architecture::kDistilBert;
   } else {
     return reader.Error("model_type",
                         "one of the supported architectures \"bert\", \"roberta\", "
                         "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", "
-                        "\"gpt2\", \"marian\", \"bart\", \"t5\"",
+                        "\"gpt2\", \"distilbert\", \"marian\", \"bart\", \"t5\"",
                         FieldReader::Quoted(config.model_type));
   }
   if (auto it = json.find("architectures"); it != json.end() && it->is_array()) {
@@ -483,6 +545,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   }
   if (config.architecture == Architecture::kT5) return ParseT5(reader, std::move(config));
   if (config.architecture == Architecture::kGpt2) return ParseGpt2(reader, std::move(config));
+  if (config.architecture == Architecture::kDistilBert) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(config, ParseDistilBert(reader, std::move(config)));
+    ATTNSCOPE_RETURN_IF_ERROR(ReadLabels(reader, json, config));
+    return config;
+  }
   const bool is_roberta = config.architecture == Architecture::kRoberta;
   // RoBERTa is a BERT in everything config.json describes but its token ids' defaults.
   const bool is_bert = config.architecture == Architecture::kBert || is_roberta;
@@ -587,23 +654,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                         FieldReader::Quoted(config.hidden_act));
   }
 
-  if (auto it = json.find("id2label"); it != json.end() && it->is_object()) {
-    for (const auto& [key, label] : it->items()) {
-      int64_t index = 0;
-      // transformers numbers the labels 0..N-1; an index beyond them has no classifier row.
-      if (!absl::SimpleAtoi(key, &index) || index < 0 ||
-          index >= static_cast<int64_t>(it->size()) || !label.is_string()) {
-        return reader.Error(
-            "id2label",
-            absl::StrCat("an object of \"index\": \"label\" with indices 0 to ", it->size() - 1),
-            absl::StrCat(FieldReader::Quoted(key), ": ", FieldReader::Got(label)));
-      }
-      config.id2label[index] = label.get<std::string>();
-    }
-  }
-  ATTNSCOPE_ASSIGN_OR_RETURN(
-      config.num_labels,
-      reader.Int("num_labels", 0, kMaxVocabSize, static_cast<int64_t>(config.id2label.size())));
+  ATTNSCOPE_RETURN_IF_ERROR(ReadLabels(reader, json, config));
   return config;
 }
 

@@ -17,7 +17,9 @@ namespace attnscope {
 // encoder-decoders of one family (transformers' MarianMTModel and BartForConditionalGeneration),
 // told apart by their positions and embedding normalisation. kT5 is the encoder-decoder of Raffel
 // et al. 2020 (transformers' T5ForConditionalGeneration): pre-RMSNorm blocks and relative position
-// buckets instead of absolute positions. kGpt2 is GPT-2 (transformers' GPT2LMHeadModel): learned
+// buckets instead of absolute positions. kDistilBert is DistilBERT (transformers'
+// DistilBertModel / DistilBertForSequenceClassification): BERT without token types or pooler.
+// kGpt2 is GPT-2 (transformers' GPT2LMHeadModel): learned
 // positions, pre-LayerNorm blocks, a fused c_attn. kLlama, kQwen2, kQwen3 and kMistral are the
 // decoder-only Llama family (transformers' LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
 // MistralForCausalLM): one implementation, told apart by the ModelConfig fields qkv_bias,
@@ -32,21 +34,27 @@ enum class Architecture {
   kQwen2,
   kQwen3,
   kMistral,
-  kGpt2
+  kGpt2,
+  kDistilBert
 };
 
-// "bert", "roberta", "llama", "marian", "bart", "t5", "qwen2", "qwen3", "mistral" or "gpt2".
+// "bert", "roberta", "llama", "marian", "bart", "t5", "qwen2", "qwen3", "mistral", "gpt2" or
+// "distilbert".
 absl::string_view ArchitectureName(Architecture architecture);
+
+// True for the BERT family's encoders (BERT, RoBERTa, DistilBERT), which bert.cc serves and whose
+// cross-encoders Attribute explains.
+bool IsBertFamily(Architecture architecture);
 
 // True for the decoder-only architectures (GPT-2 and the Llama family), whose attention is causal.
 bool IsDecoderOnly(Architecture architecture);
 
 // The fields of config.json that the supported architectures read, with the defaults of the
 // transformers configuration classes (BertConfig, RobertaConfig, LlamaConfig, Qwen2Config,
-// Qwen3Config, MistralConfig, GPT2Config, MarianConfig, BartConfig, T5Config) where config.json
-// omits a field. For the encoder-decoders the common fields hold the encoder's sizes (d_model,
-// encoder_layers, encoder_attention_heads, encoder_ffn_dim, activation_function) and the decoder_*
-// fields the decoder's. T5Config's fields map onto them as:
+// Qwen3Config, MistralConfig, GPT2Config, DistilBertConfig, MarianConfig, BartConfig, T5Config)
+// where config.json omits a field. For the encoder-decoders the common fields hold the encoder's
+// sizes (d_model, encoder_layers, encoder_attention_heads, encoder_ffn_dim, activation_function)
+// and the decoder_* fields the decoder's. T5Config's fields map onto them as:
 //   d_model -> hidden_size; d_kv -> head_dim (num_heads * d_kv may differ from d_model);
 //   d_ff -> intermediate_size and decoder_ffn_dim; num_layers -> num_hidden_layers;
 //   num_decoder_layers -> decoder_layers; num_heads -> num_attention_heads and
@@ -54,7 +62,9 @@ bool IsDecoderOnly(Architecture architecture);
 //   max_position_embeddings. GPT2Config's: n_embd -> hidden_size; n_layer -> num_hidden_layers;
 //   n_head -> num_attention_heads; n_inner (default 4 * n_embd) -> intermediate_size;
 //   n_positions -> max_position_embeddings; activation_function -> hidden_act;
-//   layer_norm_epsilon -> layer_norm_eps.
+//   layer_norm_epsilon -> layer_norm_eps. DistilBertConfig's: dim -> hidden_size; n_layers ->
+//   num_hidden_layers; n_heads -> num_attention_heads; hidden_dim -> intermediate_size;
+//   activation -> hidden_act.
 struct ModelConfig {
   std::string model_type;  // as written in config.json, e.g. "bert" or "xlm-roberta"
   Architecture architecture = Architecture::kBert;

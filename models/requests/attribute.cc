@@ -58,10 +58,10 @@ absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery
   ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(query.model));
   const LoadedModel& model = *answer.model;
   const ModelConfig& config = model.config();
-  if (config.architecture != Architecture::kBert && config.architecture != Architecture::kRoberta) {
+  if (!IsBertFamily(config.architecture)) {
     return absl::UnimplementedError(absl::StrCat(
         "model '", model.name(),
-        "': token attributions support BERT and RoBERTa cross-encoders only, got a ",
+        "': token attributions support BERT, RoBERTa and DistilBERT cross-encoders only, got a ",
         IsDecoderOnly(config.architecture) ? "decoder-only " : "",
         ArchitectureName(config.architecture),
         " model (next-token log-probabilities are not attributed yet); set `model` to a "

@@ -75,8 +75,8 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
   const Case cases[] = {
       {R"({"model_type": "gpt_neox", "vocab_size": 5})",
        "field 'model_type': expected one of the supported architectures \"bert\", \"roberta\", "
-       "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"gpt2\", \"marian\", "
-       "\"bart\", \"t5\", got \"gpt_neox\""},
+       "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"gpt2\", \"distilbert\", "
+       "\"marian\", \"bart\", \"t5\", got \"gpt_neox\""},
       {"{not json", "malformed JSON"},
       {R"({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
            "num_attention_heads": 4, "intermediate_size": 8})",
@@ -280,7 +280,7 @@ TEST(ConfigTest, LoadingReportsTheArchitectureBeforeTheTokenizer) {
     EXPECT_THAT(status.message(),
                 HasSubstr("expected one of the supported architectures \"bert\", \"roberta\", "
                           "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", "
-                          "\"gpt2\", \"marian\", \"bart\", \"t5\", got \"" +
+                          "\"gpt2\", \"distilbert\", \"marian\", \"bart\", \"t5\", got \"" +
                           model_type + "\""));
     EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("tokenizer")));
   }
