@@ -24,6 +24,31 @@ absl::Status CheckJsonDepth(const nlohmann::json& json, absl::string_view what) 
                                                  kMaxJsonDepth, " levels deep, got ", deepest));
 }
 
+absl::Status CheckJsonTextDepth(absl::string_view text, absl::string_view what) {
+  int depth = 0;
+  int deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character, a quote included, does not end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  if (deepest <= kMaxJsonDepth) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, ": expected JSON nested at most ",
+                                                 kMaxJsonDepth, " levels deep, got ", deepest));
+}
+
 std::string Excerpt(absl::string_view text, size_t max_bytes) {
   bool cut = false;
   if (text.size() > max_bytes) {

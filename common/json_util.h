@@ -24,6 +24,12 @@ inline constexpr int kMaxJsonDepth = 100;
 // or copied. The depth is counted without recursion.
 absl::Status CheckJsonDepth(const nlohmann::json& json, absl::string_view what);
 
+// The same check on JSON text before it is parsed, for text from clients: a body of a few
+// megabytes of '[' would otherwise cost a second and hundreds of megabytes of nested values
+// before CheckJsonDepth could refuse it. Counts the brackets outside strings in one pass; text
+// that is not JSON passes, for the parser to refuse.
+absl::Status CheckJsonTextDepth(absl::string_view text, absl::string_view what);
+
 // `text` as an error message may quote it: at most `max_bytes` bytes (cut on a UTF-8 character
 // boundary, "..." after the cut) with control characters escaped (a newline becomes \n), so that
 // a message quoting a hostile file stays one readable line, never megabytes.

@@ -43,6 +43,7 @@ absl::Status ParseBody(const std::string& body, BodyFormat format,
     }
     return absl::OkStatus();
   }
+  ATTNSCOPE_RETURN_IF_ERROR(CheckJsonTextDepth(body, "request body"));
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(body.empty() ? std::string("{}") : body);

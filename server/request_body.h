@@ -15,8 +15,9 @@ enum class BodyFormat { kJson, kProto };
 
 // Parses `body` into `message`. JSON: an object in the canonical mapping (either field spelling);
 // an empty body is an empty request. InvalidArgument naming the message type: not a serialized
-// message (a text that is not UTF-8 included), not JSON (in UTF-8), not an object, or fields the
-// mapping refuses.
+// message (a text that is not UTF-8 included), JSON nested deeper than kMaxJsonDepth (found
+// before parsing, common/json_util.h), not JSON (in UTF-8), not an object, or fields the mapping
+// refuses.
 absl::Status ParseBody(const std::string& body, BodyFormat format,
                        google::protobuf::Message* message);
 
