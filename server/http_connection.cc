@@ -229,9 +229,9 @@ class Exchange final : public HttpExchange {
 
   bool ClientGone() const override { return connection_->client_gone(); }
   bool GraceOver() const override { return connection_->grace_over(); }
-  void Respond(HttpResponse response) override {
+  void Respond(HttpResponse response, std::shared_ptr<const void> hold) override {
     answered_ = true;
-    connection_->Respond(std::move(response));
+    connection_->Respond(std::move(response), std::move(hold));
   }
   bool StartStream(HttpResponse head) override {
     answered_ = true;
@@ -291,11 +291,12 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   bool grace_over() const { return state_->grace_over.load(); }
 
   // The Exchange's calls, from the handler's thread.
-  void Respond(HttpResponse response) {
+  void Respond(HttpResponse response, std::shared_ptr<const void> hold) {
     asio::post(stream_.get_executor(),
-               [self = this->shared_from_this(), response = std::move(response)]() mutable {
+               [self = this->shared_from_this(), response = std::move(response),
+                hold = std::move(hold)]() mutable {
                  self->StopWatching();
-                 self->Send(std::move(response));
+                 self->Send(std::move(response), std::move(hold));
                });
   }
 
@@ -523,7 +524,8 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
       self->state_->handler->Handle(*request, exchange);
       self->state_->calls.fetch_sub(1);
       if (!exchange.answered()) {
-        exchange.Respond(ErrorResponse(absl::InternalError("the request got no answer (a bug)")));
+        exchange.Respond(ErrorResponse(absl::InternalError("the request got no answer (a bug)")),
+                         /*hold=*/nullptr);
       }
       if (exchange.streamed()) {
         asio::post(self->stream_.get_executor(), [self] { self->EndStream(); });
@@ -608,7 +610,8 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     Send(std::move(response));
   }
 
-  void Send(HttpResponse response) {
+  // `hold` lives until the write ends.
+  void Send(HttpResponse response, std::shared_ptr<const void> hold = nullptr) {
     if (closed_) return;
     AddAnswerHeaders(response);
     response.version(version_);
@@ -617,7 +620,8 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     auto answer = std::make_shared<HttpResponse>(std::move(response));
     Lowest().expires_after(ToSteady(state_->limits.write_timeout));
     http::async_write(stream_, *answer,
-                      [self = this->shared_from_this(), answer](beast::error_code error, size_t) {
+                      [self = this->shared_from_this(), answer, hold = std::move(hold)](
+                          beast::error_code error, size_t) {
                         if (error) return self->Close();
                         self->AfterAnswer(answer->keep_alive());
                       });

@@ -62,9 +62,10 @@ class HttpExchange {
   // True once the grace period of HttpListener::Shutdown is over: the call should stop and say
   // the server is shutting down.
   virtual bool GraceOver() const = 0;
-  // Sends `response` whole (its Content-Length is set here). Once per request, and not after
-  // StartStream.
-  virtual void Respond(HttpResponse response) = 0;
+  // Sends `response` whole (its Content-Length is set here), keeping `hold` (may be null; a
+  // reservation of the answer budget) until it is written or the connection ends. Once per
+  // request, and not after StartStream.
+  virtual void Respond(HttpResponse response, std::shared_ptr<const void> hold = nullptr) = 0;
   // Sends the status and headers of an answer whose body follows in pieces (chunked encoding),
   // blocking until they are written. False when the client is gone.
   virtual bool StartStream(HttpResponse head) = 0;

@@ -477,8 +477,16 @@ class ApiHandler : public HttpHandler {
     HttpResponse answer(http::status::ok, 11);
     const bool json = *codec == Codec::kJson;
     answer.set(http::field::content_type, json ? "application/json" : "application/proto");
-    answer.body() = json ? ToJson(response) : response.SerializeAsString();
-    exchange.Respond(std::move(answer));
+    std::string body = json ? ToJson(response) : response.SerializeAsString();
+    // A slow reader keeps the body for as long as it takes: the answer's own budget ended with the
+    // method, so the body takes its bytes from the budget until it is written, and the message it
+    // came from goes now.
+    response.Clear();
+    const absl::StatusOr<ByteBudget::Hold> hold = core_->HoldAnswerBytes(
+        static_cast<int64_t>(body.size()), absl::StrCat(MethodOf(http_request), "'s answer"));
+    if (!hold.ok()) return exchange.Respond(ErrorResponse(hold.status()));
+    answer.body() = std::move(body);
+    exchange.Respond(std::move(answer), *hold);
   }
 
   template <typename Request, typename Response>

@@ -158,6 +158,12 @@ void ServiceCore::RecordUnparsed(absl::string_view rpc, absl::string_view transp
   metrics_->RecordRequest(rpc, transport, "", "INVALID_ARGUMENT", seconds);
 }
 
+absl::StatusOr<ByteBudget::Hold> ServiceCore::HoldAnswerBytes(int64_t bytes,
+                                                              absl::string_view what) const {
+  if (!ready_.load()) return ByteBudget::Hold();
+  return runner_->ReserveAnswerBytes(bytes, what);
+}
+
 void ServiceCore::RecordBusy() const { metrics_->RecordRejection("concurrency_limit"); }
 
 absl::Status ServiceCore::Authenticate(const Call& call) const {

@@ -22,6 +22,7 @@
 #include "attnscope/v1/attnscope.pb.h"
 #include "common/limits.h"
 #include "models/requests/batcher.h"
+#include "models/requests/byte_budget.h"
 #include "server/metrics.h"
 #include "server/security.h"
 
@@ -127,6 +128,11 @@ class ServiceCore {
   // A call whose request message did not parse, so that no method ran: counted in
   // attnscope_requests_total as INVALID_ARGUMENT with no model, as every call is counted.
   void RecordUnparsed(absl::string_view rpc, absl::string_view transport, double seconds) const;
+  // Holds `bytes` of the answer budget (--max_answer_bytes_in_flight) for `what` while a front end
+  // writes out a serialized answer of that size (RequestRunner::ReserveAnswerBytes); an empty
+  // hold before the models are loaded. RESOURCE_EXHAUSTED naming the flag when the answers held
+  // would take the total over it.
+  absl::StatusOr<ByteBudget::Hold> HoldAnswerBytes(int64_t bytes, absl::string_view what) const;
   // An HTTP request refused before any method ran because every HTTP thread was busy and
   // --max_concurrent_requests more waited: counted as the concurrency limit's rejection.
   void RecordBusy() const;

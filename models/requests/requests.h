@@ -137,6 +137,13 @@ class RequestRunner {
   absl::StatusOr<TrainingRecordAnswer> GetTrainingRecord(const std::string& model) const;
 
   int64_t max_response_bytes() const { return options_.max_response_bytes; }
+  // Reserves `bytes` of the answer budget (Options::max_answer_bytes_in_flight) for `what`, for a
+  // front end that holds an answer's serialized form while a client reads it: the reservations of
+  // RunAttention end with its answer, before the serialized copy is written out.
+  // ResourceExhausted as ByteBudget::Reserve.
+  absl::StatusOr<ByteBudget::Hold> ReserveAnswerBytes(int64_t bytes, absl::string_view what) const {
+    return answer_budget_.Reserve(bytes, what);
+  }
 
  private:
   // ResourceExhausted naming --max_call_tokens when `token_passes` (what `work` describes, e.g.

@@ -123,6 +123,74 @@ TEST(CallLimitsTest, StreamsNobodyReadsEndAtTheWriteTimeout) {
   EXPECT_EQ(unread->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
+// An HTTP answer that its client does not read keeps its body, 43 MB of JSON here, for as long
+// as the write lasts. The body holds its bytes of --max_answer_bytes_in_flight until written:
+// before, the answer's reservation ended when the method returned, and 64 slow readers of such
+// answers took the server to 3.5 GB.
+TEST(CallLimitsTest, HttpAnswersBeingWrittenHoldTheAnswerBudget) {
+  ServerProcess::Options options;
+  options.models = {"llama=" + Stories260kDir()};
+  options.metrics_port = FreeTcpPort();
+  options.extra_flags = {"--max_answer_bytes_in_flight=" + std::to_string(48 << 20),
+                         "--write_timeout_seconds=20"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  // Every layer's attention over about 450 tokens: 32 MB of float32, 43 MB as JSON.
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "Once upon a time there was a little girl. ";
+  const auto post = [](const std::string& body) {
+    return absl::StrCat(
+        "POST /attnscope.v1.AttentionService/GetAttention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Content-Type: application/json\r\nContent-Length: ",
+        body.size(), "\r\n\r\n", body);
+  };
+  const std::string large = absl::StrCat(R"({"model": "llama", "text": ")", text, R"("})");
+  absl::StatusOr<std::unique_ptr<RawConnection>> unread = RawConnection::Open(server.http_port());
+  ASSERT_TRUE(unread.ok()) << unread.status();
+  ASSERT_TRUE((*unread)->Send(post(large)));
+  // The method has returned (its call is counted) and the body is being written.
+  const absl::Time start = absl::Now();
+  std::vector<MetricSample> answered;
+  while (answered.empty() && absl::Now() - start < absl::Seconds(30)) {
+    absl::SleepFor(absl::Milliseconds(100));
+    absl::StatusOr<std::string> metrics = HttpGet(server.metrics_port(), "/metrics");
+    ASSERT_TRUE(metrics.ok()) << metrics.status();
+    answered = FindSamples(ParseMetrics(*metrics), "attnscope_requests_total",
+                           {{"rpc", "GetAttention"}, {"code", "OK"}});
+  }
+  ASSERT_FALSE(answered.empty()) << server.Log();
+
+  // Another such answer would take the bytes held over the budget: refused before its pass.
+  absl::StatusOr<std::unique_ptr<RawConnection>> second = RawConnection::Open(server.http_port());
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE((*second)->Send(post(large)));
+  absl::StatusOr<RawResponse> refused = (*second)->ReadResponse(absl::Seconds(30));
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->status, 429) << refused->body.substr(0, 300);
+  EXPECT_THAT(refused->body, HasSubstr("--max_answer_bytes_in_flight"));
+  // A small answer still fits beside the one being written.
+  absl::StatusOr<std::unique_ptr<RawConnection>> small = RawConnection::Open(server.http_port());
+  ASSERT_TRUE(small.ok()) << small.status();
+  ASSERT_TRUE((*small)->Send(post(R"({"model": "llama", "text": "Once upon a time"})")));
+  absl::StatusOr<RawResponse> served = (*small)->ReadResponse(absl::Seconds(30));
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->status, 200) << served->body.substr(0, 300);
+  // Once the unread answer's connection is gone, its bytes are free again.
+  (*unread)->Close();
+  absl::StatusOr<RawResponse> after;
+  const absl::Time closed = absl::Now();
+  do {
+    absl::SleepFor(absl::Milliseconds(200));
+    absl::StatusOr<std::unique_ptr<RawConnection>> again = RawConnection::Open(server.http_port());
+    ASSERT_TRUE(again.ok()) << again.status();
+    ASSERT_TRUE((*again)->Send(post(large)));
+    after = (*again)->ReadResponse(absl::Seconds(30));
+    ASSERT_TRUE(after.ok()) << after.status();
+  } while (after->status != 200 && absl::Now() - closed < absl::Seconds(25));
+  EXPECT_EQ(after->status, 200) << after->body.substr(0, 300);
+}
+
 TEST(CallLimitsTest, WorkOverTheBoundIsRefusedBeforeTheFirstPass) {
   TempDir dir;
   BertShape shape;
