@@ -222,6 +222,43 @@ TEST(ShutdownTest, AGrpcCallPastTheGraceIsToldTheServerIsShuttingDown) {
   EXPECT_TRUE(WIFEXITED(*exit_status) && WEXITSTATUS(*exit_status) == 0) << server.Log();
 }
 
+// A second SIGTERM during a long grace stops the process at once, with SIGTERM's exit status, and
+// says so on stderr; the call in flight is cut.
+TEST(ShutdownTest, ASecondSigtermDuringTheGraceStopsAtOnce) {
+  ServerProcess::Options options;
+  options.models = {"llama=" + Stories260kDir()};
+  options.extra_flags = {"--shutdown_grace_seconds=60"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  std::unique_ptr<v1::AttentionService::Stub> stub = v1::AttentionService::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  v1::GenerateRequest request;
+  request.set_prompt("Once upon a time");
+  request.set_max_new_tokens(500);
+  request.set_ignore_eos(true);
+  request.set_output_attentions(true);
+  request.set_method(v1::DECODING_METHOD_BEAM_SEARCH);
+  request.set_num_beams(64);
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+      stub->Generate(&context, request);
+  v1::GenerateResponse response;
+  ASSERT_TRUE(reader->Read(&response));
+  server.Signal(SIGTERM);
+  absl::SleepFor(absl::Milliseconds(500));
+  server.Signal(SIGTERM);
+  absl::StatusOr<int> exit_status = server.Wait(absl::Seconds(10));
+  ASSERT_TRUE(exit_status.ok()) << exit_status.status() << "\n" << server.Log();
+  EXPECT_TRUE(WIFEXITED(*exit_status) && WEXITSTATUS(*exit_status) == 128 + SIGTERM)
+      << server.Log();
+  EXPECT_NE(server.Log().find("second SIGTERM received, stopping now"), std::string::npos)
+      << server.Log();
+  while (reader->Read(&response)) {
+  }
+  EXPECT_FALSE(reader->Finish().ok());
+}
+
 // The Connect envelopes of a connect+proto body: (flags, payload) pairs; a test failure when the
 // body does not split into whole envelopes.
 std::vector<std::pair<int, std::string>> Envelopes(const std::string& body) {
