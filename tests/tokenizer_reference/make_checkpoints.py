@@ -3,8 +3,9 @@
 load it and its Tokenize can be compared with the goldens over gRPC and HTTP
 (tests/integration/tokenizer_served_test.cc):
 
-  OUT/checkpoints/NAME/  config.json, model.safetensors (float32, uniform random in [-0.05, 0.05),
-                         norms' weights 1 and biases 0, from a seed per NAME), tokenizer.json and
+  OUT/checkpoints/NAME/  config.json, model.safetensors (float32, a block of uniform random values
+                         in [-0.05, 0.05) repeated, norms' weights 1 and biases 0, from a seed per
+                         NAME), tokenizer.json and
                          tokenizer_config.json, and the slow tokenizer's files where the published
                          checkpoint ships them beside tokenizer.json (vocab.json + merges.txt,
                          vocab.txt, sentencepiece.bpe.model, tokenizer.model), so that the server
@@ -64,6 +65,7 @@ INTERMEDIATE = 16
 MAX_POSITIONS = 1024
 VOCAB_MULTIPLE = 64
 WEIGHT_SCALE = 0.05
+RANDOM_BLOCK = 4099  # random values drawn per tensor, then repeated (prime: rows do not repeat)
 
 
 # What transformers' save_pretrained writes beside tokenizer.json for the layouts that
@@ -221,7 +223,8 @@ def chain_weights(rows, ids):
         if k + 1 < len(ids):
             embed[token] = direction(k + 1)
         lm_head[token] = [4.0 * x for x in direction(k)]
-    tensors = {"model.embed_tokens.weight": sum(embed, []), "lm_head.weight": sum(lm_head, [])}
+    tensors = {"model.embed_tokens.weight": [x for row in embed for x in row],
+               "lm_head.weight": [x for row in lm_head for x in row]}
     for i in range(LAYERS):
         tensors[f"model.layers.{i}.self_attn.o_proj.weight"] = [0.0] * (HIDDEN * HIDDEN)
         tensors[f"model.layers.{i}.mlp.down_proj.weight"] = [0.0] * (HIDDEN * INTERMEDIATE)
@@ -230,7 +233,8 @@ def chain_weights(rows, ids):
 
 def write_safetensors(path, shapes, seed, fixed=None):
     """float32 tensors in name order: those of `fixed` (name -> values) as given, norms' (and
-    RMSNorms', GPT-2's ln_*) weights 1, their biases 0, the rest uniform random. The format by its
+    RMSNorms', GPT-2's ln_*) weights 1, their biases 0, the rest a block of RANDOM_BLOCK uniform
+    random values repeated. The format by its
     specification: an 8-byte little-endian header length, the JSON header padded with spaces to 8
     bytes, then the data."""
     rng = random.Random(seed)
@@ -246,7 +250,11 @@ def write_safetensors(path, shapes, seed, fixed=None):
         elif "norm" in name.lower() or ".ln_" in name:
             values = array.array("f", [0.0 if name.endswith(".bias") else 1.0]) * count
         else:
-            values = array.array("f", (rng.uniform(-WEIGHT_SCALE, WEIGHT_SCALE) for _ in range(count)))
+            # A block of random values, repeated: drawing every value of a 262k-row embedding one
+            # Python call at a time took half a minute, and Tokenize and Generate need no more.
+            block = array.array("f", (rng.uniform(-WEIGHT_SCALE, WEIGHT_SCALE)
+                                      for _ in range(min(count, RANDOM_BLOCK))))
+            values = (block * -(-count // len(block)))[:count]
         if sys.byteorder != "little":
             values.byteswap()
         blob = values.tobytes()
