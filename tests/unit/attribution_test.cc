@@ -346,7 +346,7 @@ TEST(AttributionArchitectureTest, LlamaIsNotSupportedYet) {
   input.input_ids = Row(std::vector<int64_t>{1, 2, 3});
   const absl::Status status = Attribute(**model, input, AttributionOptions()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(status.message(), HasSubstr("BERT and RoBERTa cross-encoders"));
+  EXPECT_THAT(status.message(), HasSubstr("BERT, RoBERTa and DistilBERT cross-encoders"));
 }
 
 // The trained default model (checkpoints/default) on held-out query-document pairs in its three
