@@ -29,11 +29,11 @@ struct Gpt2Layer {
   torch::Tensor mlp_proj_weight, mlp_proj_bias;
 };
 
-class Gpt2Model : public TransformerModel {
+class Gpt2Model : public DecoderOnlyModel {
  public:
   Gpt2Model(ModelConfig config, const Checkpoint& checkpoint, const std::string& prefix,
             bool separate_lm_head)
-      : TransformerModel(std::move(config)) {
+      : DecoderOnlyModel(std::move(config)) {
     auto get = [&](const std::string& name) { return checkpoint.Get(prefix + name); };
     // Conv1D computes x W + b with W [in, out]; nn.Linear's layout is W^T, made contiguous once.
     auto conv1d = [&](const std::string& name) {
@@ -64,8 +64,6 @@ class Gpt2Model : public TransformerModel {
   }
 
  private:
-  bool is_decoder() const override { return true; }
-
   torch::Tensor LayerNorm(const torch::Tensor& x, const torch::Tensor& weight,
                           const torch::Tensor& bias) const {
     return torch::layer_norm(x, {x.size(-1)}, weight, bias, config().layer_norm_eps);
@@ -79,28 +77,9 @@ class Gpt2Model : public TransformerModel {
     return torch::gelu(x, "tanh");  // gelu_new, gelu_pytorch_tanh
   }
 
-  absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
-                                    const ForwardOptions& options) const override {
-    // Right padding keeps positions 0..S-1 for every real token.
-    return Layers(input.input_ids, CausalMask(input.attention_mask), /*cache=*/nullptr, options);
-  }
-
-  absl::StatusOr<DecodeOutput> RunDecode(const torch::Tensor& input_ids, KvCache* cache,
-                                         bool output_attentions) const override {
-    const torch::Tensor visible = CachedCausalMask(cache->length(), input_ids.size(1));
-    ForwardOptions options;
-    options.output_attentions = output_attentions;
-    ATTNSCOPE_ASSIGN_OR_RETURN(ForwardOutput out, Layers(input_ids, visible, cache, options));
-    DecodeOutput decoded;
-    decoded.logits = std::move(out.logits);
-    decoded.attentions = std::move(out.attentions);
-    return decoded;
-  }
-
-  // The blocks over `input_ids` [B, T] at positions P..P+T-1, P = the cache's length (0 without a
-  // cache): query i sees key j where visible[b, 0, i, j] ([B or 1, 1, T, P + T] bool).
   absl::StatusOr<ForwardOutput> Layers(const torch::Tensor& input_ids, const torch::Tensor& visible,
-                                       KvCache* cache, const ForwardOptions& options) const {
+                                       KvCache* cache,
+                                       const ForwardOptions& options) const override {
     const ModelConfig& cfg = config();
     const int64_t batch = input_ids.size(0);
     const int64_t length = input_ids.size(1);

@@ -29,10 +29,10 @@ struct LlamaLayer {
   int64_t sliding_window = 0;  // 0: the whole causal prefix
 };
 
-class LlamaModel : public TransformerModel {
+class LlamaModel : public DecoderOnlyModel {
  public:
   LlamaModel(ModelConfig config, const Checkpoint& checkpoint, bool separate_lm_head)
-      : TransformerModel(std::move(config)) {
+      : DecoderOnlyModel(std::move(config)) {
     embed_tokens_ = checkpoint.Get("model.embed_tokens.weight");
     for (int64_t i = 0; i < this->config().num_hidden_layers; ++i) {
       const std::string layer = absl::StrCat("model.layers.", i, ".");
@@ -94,31 +94,9 @@ class LlamaModel : public TransformerModel {
     return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   }
 
-  bool is_decoder() const override { return true; }
-
-  absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
-                                    const ForwardOptions& options) const override {
-    // Right padding keeps positions 0..S-1 for every real token.
-    return Layers(input.input_ids, CausalMask(input.attention_mask), /*cache=*/nullptr, options);
-  }
-
-  absl::StatusOr<DecodeOutput> RunDecode(const torch::Tensor& input_ids, KvCache* cache,
-                                         bool output_attentions) const override {
-    const torch::Tensor visible = CachedCausalMask(cache->length(), input_ids.size(1));
-    ForwardOptions options;
-    options.output_attentions = output_attentions;
-    ATTNSCOPE_ASSIGN_OR_RETURN(ForwardOutput out, Layers(input_ids, visible, cache, options));
-    DecodeOutput decoded;
-    decoded.logits = std::move(out.logits);
-    decoded.attentions = std::move(out.attentions);
-    return decoded;
-  }
-
-  // The decoder stack over `input_ids` [B, T] at positions P..P+T-1, P = the cache's length (0
-  // without a cache): query i sees key j where visible[b, 0, i, j] ([B or 1, 1, T, P + T] bool).
-  // With a cache, each layer's keys and values follow the cached ones and are appended to them.
   absl::StatusOr<ForwardOutput> Layers(const torch::Tensor& input_ids, const torch::Tensor& visible,
-                                       KvCache* cache, const ForwardOptions& options) const {
+                                       KvCache* cache,
+                                       const ForwardOptions& options) const override {
     const ModelConfig& cfg = config();
     const int64_t batch = input_ids.size(0);
     const int64_t length = input_ids.size(1);

@@ -1,9 +1,11 @@
 #include "models/architectures/model_util.h"
 
 #include <new>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/json_util.h"
+#include "common/status_macros.h"
 
 namespace attnscope {
 
@@ -33,6 +35,25 @@ std::pair<torch::Tensor, torch::Tensor> AppendToCache(KvCache* cache, size_t lay
     cache->values.push_back(std::move(value));
   }
   return {cache->keys[layer], cache->values[layer]};
+}
+
+absl::StatusOr<ForwardOutput> DecoderOnlyModel::Run(const ForwardInput& input,
+                                                    const ForwardOptions& options) const {
+  // Right padding keeps positions 0..S-1 for every real token.
+  return Layers(input.input_ids, CausalMask(input.attention_mask), /*cache=*/nullptr, options);
+}
+
+absl::StatusOr<DecodeOutput> DecoderOnlyModel::RunDecode(const torch::Tensor& input_ids,
+                                                         KvCache* cache,
+                                                         bool output_attentions) const {
+  const torch::Tensor visible = CachedCausalMask(cache->length(), input_ids.size(1));
+  ForwardOptions options;
+  options.output_attentions = output_attentions;
+  ATTNSCOPE_ASSIGN_OR_RETURN(ForwardOutput out, Layers(input_ids, visible, cache, options));
+  DecodeOutput decoded;
+  decoded.logits = std::move(out.logits);
+  decoded.attentions = std::move(out.attentions);
+  return decoded;
 }
 
 absl::StatusOr<std::unique_ptr<TransformerModel>> BuildModel(

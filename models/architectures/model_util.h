@@ -31,6 +31,30 @@ torch::Tensor CachedCausalMask(int64_t past, int64_t length);
 std::pair<torch::Tensor, torch::Tensor> AppendToCache(KvCache* cache, size_t layer,
                                                       torch::Tensor key, torch::Tensor value);
 
+// The decoder-only architectures (gpt2.cc, llama.cc): a causal stack that Forward runs over the
+// whole right-padded sequence and Decode over new positions after a KV cache. Each family gives
+// its Layers.
+class DecoderOnlyModel : public TransformerModel {
+ public:
+  bool is_decoder() const override { return true; }
+
+ protected:
+  using TransformerModel::TransformerModel;
+
+  // The decoder stack over `input_ids` [B, T] at positions P..P+T-1, P = the cache's length (0
+  // without a cache): query i sees key j where visible[b, 0, i, j] ([B or 1, 1, T, P + T] bool).
+  // With a cache, each layer's keys and values follow the cached ones and are appended to them.
+  virtual absl::StatusOr<ForwardOutput> Layers(const torch::Tensor& input_ids,
+                                               const torch::Tensor& visible, KvCache* cache,
+                                               const ForwardOptions& options) const = 0;
+
+ private:
+  absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
+                                    const ForwardOptions& options) const override;
+  absl::StatusOr<DecodeOutput> RunDecode(const torch::Tensor& input_ids, KvCache* cache,
+                                         bool output_attentions) const override;
+};
+
 // Runs `make` (an architecture's constructor, which calls LibTorch on checked weights) and owns
 // what it returns; no exception leaves it. ResourceExhausted when an allocation fails, Internal for
 // any other LibTorch error (a bug: the checks before it should have refused the checkpoint).

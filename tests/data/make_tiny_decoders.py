@@ -38,12 +38,15 @@ Run with Debian's interpreter (python3-torch): /usr/bin/python3 tests/data/make_
 import json
 import math
 import os
-import struct
+import sys
 
 import torch
 from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True
+from make_tiny_bert import write_safetensors  # noqa: E402
 TOKENIZER = "tiny-llama2-tokenizer"
 VOCAB = 4000
 LOGITS = 64  # the goldens keep the first 64 of each position's logits (greedy covers the rest)
@@ -254,24 +257,6 @@ def hf_state_dict(model):
         key = name if parts[0] == "lm_head" else "model." + ".".join(parts)
         tensors[key] = param.detach().to(torch.float32).contiguous()
     return tensors
-
-
-def write_safetensors(path, tensors):
-    """safetensors: u64 little-endian header size, JSON header, then the raw little-endian data."""
-    header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
-        data = tensors[name].numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for blob in blobs:
-            f.write(blob)
 
 
 def rounded(values):
