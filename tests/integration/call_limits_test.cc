@@ -70,6 +70,7 @@ TEST(CallLimitsTest, ACallWithoutDeadlineEndsAtTheServersCeiling) {
 TEST(CallLimitsTest, StreamsNobodyReadsEndAtTheWriteTimeout) {
   ServerProcess::Options options;
   options.models = {"llama=" + Stories260kDir()};
+  options.metrics_port = FreeTcpPort();
   options.extra_flags = {"--write_timeout_seconds=1", "--max_concurrent_requests=2"};
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -103,19 +104,30 @@ TEST(CallLimitsTest, StreamsNobodyReadsEndAtTheWriteTimeout) {
                                       "application/json\r\nContent-Length: ",
                                       body.size(), "\r\n\r\n", body)));
 
-  // Both slots are freed a write timeout after the streams stalled; then calls are served.
+  // Both streams end CANCELLED a write timeout after they stalled, and their slots serve others.
+  // Waiting for a Tokenize call alone was not enough: one freed slot lets it through while the
+  // other stream's write may still be within its timeout, and reading it then completed it.
   const absl::Time start = absl::Now();
-  grpc::Status status;
+  std::vector<MetricSample> cancelled;
   do {
     absl::SleepFor(absl::Milliseconds(250));
+    absl::StatusOr<std::string> metrics = HttpGet((*server)->metrics_port(), "/metrics");
+    ASSERT_TRUE(metrics.ok()) << metrics.status();
+    cancelled = FindSamples(ParseMetrics(*metrics), "attnscope_requests_total",
+                            {{"rpc", "StreamAttention"}, {"code", "CANCELLED"}});
+  } while (cancelled.size() < 2 && absl::Now() - start < absl::Seconds(15));
+  ASSERT_EQ(cancelled.size(), 2u) << (*server)->Log();
+  for (const MetricSample& sample : cancelled)
+    EXPECT_EQ(sample.value, 1) << sample.labels.at("transport");
+  for (int i = 0; i < 2; ++i) {
     grpc::ClientContext context;
     v1::TokenizeRequest tokenize;
     tokenize.set_model("llama");
     tokenize.set_text("Once upon a time");
     v1::TokenizeResponse response;
-    status = stub->Tokenize(&context, tokenize, &response);
-  } while (!status.ok() && absl::Now() - start < absl::Seconds(15));
-  EXPECT_TRUE(status.ok()) << status.error_message() << "\n" << (*server)->Log();
+    const grpc::Status status = stub->Tokenize(&context, tokenize, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
   // What the transport took before the server gave up is still there to read, then the end.
   v1::StreamAttentionResponse message;
   while (unread->Read(&message)) {
