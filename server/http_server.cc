@@ -1,6 +1,5 @@
 #include "server/http_server.h"
 
-#include <arpa/inet.h>
 #include <google/protobuf/util/json_util.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -27,6 +26,7 @@
 #include "absl/strings/strip.h"
 #include "attnscope/v1/attnscope.pb.h"
 #include "common/status_macros.h"
+#include "server/host_check.h"
 #include "server/http_connection.h"
 #include "server/listen_address.h"
 #include "server/metrics.h"
@@ -306,23 +306,6 @@ std::string NormalizeOrigin(absl::string_view origin) {
   return normal;
 }
 
-// The host name of a Host header: lower-cased, without the port (IPv6 literals keep brackets).
-std::string HostName(absl::string_view host) {
-  std::string name = absl::AsciiStrToLower(host);
-  const size_t bracket = name.rfind(']');
-  const size_t colon = name.rfind(':');
-  if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
-    name.resize(colon);
-  }
-  return name;
-}
-
-bool LoopbackName(const std::string& name) {
-  if (name == "localhost" || absl::EndsWith(name, ".localhost") || name == "[::1]") return true;
-  in_addr address{};
-  return inet_pton(AF_INET, name.c_str(), &address) == 1 && (ntohl(address.s_addr) >> 24) == 127;
-}
-
 absl::string_view ContentTypeOf(absl::string_view path) {
   static const auto* types = new std::vector<std::pair<absl::string_view, absl::string_view>>{
       {".html", "text/html; charset=utf-8"},
@@ -349,11 +332,12 @@ HttpResponse NotFound(absl::string_view path) {
                                        kServicePath, "<Method>, the dashboard at /")));
 }
 
+// `what` names the target ("the dashboard", "StreamAttention"); `why` may say why only `allowed`.
 HttpResponse MethodNotAllowed(absl::string_view method, absl::string_view what,
-                              absl::string_view allowed) {
+                              absl::string_view allowed, absl::string_view why = "") {
   HttpResponse response =
-      ErrorResponse(absl::InvalidArgumentError(
-                        absl::StrCat("HTTP method ", method, ": ", what, " takes ", allowed)),
+      ErrorResponse(absl::InvalidArgumentError(absl::StrCat("HTTP method '", method, "' for ", what,
+                                                            ": expected ", allowed, why)),
                     405);
   response.set(http::field::allow, BeastView(allowed));
   return response;
@@ -367,28 +351,25 @@ class ApiHandler : public HttpHandler {
              std::string dashboard_root, std::string dashboard_missing)
       : core_(core),
         scheme_(options.tls.enabled() ? "https://" : "http://"),
-        loopback_(loopback),
+        host_check_(loopback, options.allowed_hosts),
         dashboard_root_(std::move(dashboard_root)),
         dashboard_missing_(std::move(dashboard_missing)) {
     for (const std::string& origin : options.allowed_origins) {
       allowed_origins_.push_back(NormalizeOrigin(origin));
-    }
-    for (const std::string& host : options.allowed_hosts) {
-      allowed_hosts_.push_back(absl::AsciiStrToLower(host));
     }
   }
 
   // Browsers' requests first (they need no body), then the call's method, codec and key.
   std::optional<HttpResponse> Screen(const HttpRequestHeader& request,
                                      HttpFields& answer_headers) override {
-    if (absl::Status host = CheckHost(request); !host.ok()) return ErrorResponse(host);
+    if (absl::Status host = host_check_.Check(request); !host.ok()) return ErrorResponse(host);
     if (absl::Status origin = CheckOrigin(request, answer_headers); !origin.ok()) {
       return ErrorResponse(origin);
     }
     if (request.method() == http::verb::options) return Preflight(request);
     if (absl::StartsWith(PathOf(View(request.target())), kServicePath)) return ScreenCall(request);
     if (request.method() != http::verb::get) {
-      return MethodNotAllowed(View(request.method_string()), "the dashboard's files", "GET");
+      return MethodNotAllowed(View(request.method_string()), "the dashboard", "GET");
     }
     return std::nullopt;
   }
@@ -539,7 +520,8 @@ class ApiHandler : public HttpHandler {
       return MethodNotAllowed(View(request.method_string()), method, "GET, POST");
     }
     if (get && StreamingMethod(method)) {
-      return MethodNotAllowed("GET", absl::StrCat(method, " streams its answer and"), "POST");
+      return MethodNotAllowed("GET", method, "POST",
+                              " (a streaming method; Connect's GET form is for unary methods)");
     }
     const std::string site = absl::AsciiStrToLower(HeaderOf(request, "Sec-Fetch-Site"));
     if (get && (site == "cross-site" || site == "same-site") &&
@@ -578,29 +560,6 @@ class ApiHandler : public HttpHandler {
     answer_headers.set(http::field::access_control_allow_origin, origin);
     answer_headers.set(http::field::vary, "Origin");
     return absl::OkStatus();
-  }
-
-  // Against DNS rebinding: a page of evil.example whose name now resolves to 127.0.0.1 reaches a
-  // loopback listener with its own name as the Host.
-  absl::Status CheckHost(const HttpRequestHeader& request) const {
-    const size_t hosts = request.count(http::field::host);
-    if (hosts > 1 || (hosts == 0 && request.version() >= 11)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Host header: expected exactly one on an HTTP/1.1 request (RFC 9112, section 3.2), got ",
-          hosts, "; send one Host"));
-    }
-    const std::string host = HeaderOf(request, http::field::host);
-    if (!loopback_ || host.empty()) return absl::OkStatus();
-    const std::string name = HostName(host);
-    if (LoopbackName(name)) return absl::OkStatus();
-    for (const std::string& allowed : allowed_hosts_) {
-      if (allowed == name || allowed == absl::AsciiStrToLower(host)) return absl::OkStatus();
-    }
-    return absl::PermissionDeniedError(absl::StrCat(
-        "Host '", host,
-        "': expected a loopback name (localhost, 127.0.0.1, [::1]) on this loopback listener, "
-        "got another, as a page whose DNS name was rebound to this machine would send; list the "
-        "name in --http_allowed_hosts if a proxy or an alias uses it"));
   }
 
   bool OriginListed(const std::string& origin) const {
@@ -698,12 +657,11 @@ class ApiHandler : public HttpHandler {
 
   ServiceCore* const core_;
   const std::string scheme_;
-  const bool loopback_;
+  const HostCheck host_check_;
   // The folder's real path, or empty when there is no dashboard.
   const std::string dashboard_root_;
   const std::string dashboard_missing_;
   std::vector<std::string> allowed_origins_;
-  std::vector<std::string> allowed_hosts_;
 };
 
 HttpServer::HttpServer(std::unique_ptr<ApiHandler> handler, std::unique_ptr<HttpListener> listener)

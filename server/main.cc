@@ -130,9 +130,9 @@ ABSL_FLAG(std::vector<std::string>, http_allowed_origins, {},
           "(CORS), besides the server's own, which the dashboard uses; * allows every origin. "
           "Requests with any other Origin get 403.");
 ABSL_FLAG(std::vector<std::string>, http_allowed_hosts, {},
-          "Comma-separated host names that requests to a loopback --http_listen may carry in "
-          "their Host header besides localhost, 127.0.0.1 and [::1] (others get 403, against "
-          "DNS rebinding), e.g. the name a local proxy uses.");
+          "Comma-separated host names that requests to a loopback --http_listen or "
+          "--metrics_host may carry in their Host header besides localhost, 127.0.0.1 and [::1] "
+          "(others get 403, against DNS rebinding), e.g. the name a local proxy uses.");
 ABSL_FLAG(std::string, dashboard_dir, ATTNSCOPE_DASHBOARD_DIR,
           "Folder of the built dashboard, served at / on --http_listen.");
 ABSL_FLAG(int64_t, max_response_bytes, kDefaults.service.max_response_bytes,

@@ -7,26 +7,30 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/host_check.h"
 #include "server/http_connection.h"
 
 namespace attnscope::server {
 
 class MetricsHandler : public HttpHandler {
  public:
-  explicit MetricsHandler(std::vector<std::shared_ptr<prometheus::Collectable>> collectables)
-      : collectables_(std::move(collectables)) {}
+  MetricsHandler(std::vector<std::shared_ptr<prometheus::Collectable>> collectables,
+                 HostCheck host_check)
+      : collectables_(std::move(collectables)), host_check_(std::move(host_check)) {}
 
   std::optional<HttpResponse> Screen(const HttpRequestHeader& request, HttpFields&) override {
+    if (absl::Status host = host_check_.Check(request); !host.ok()) return ErrorResponse(host);
     const std::string target(request.target());
     if (target.substr(0, target.find('?')) != "/metrics") {
       return ErrorResponse(absl::NotFoundError(absl::StrCat(
           "path '", target.substr(0, 200), "': not found; the metrics are at GET /metrics")));
     }
     if (request.method() != boost::beast::http::verb::get) {
-      HttpResponse refusal = ErrorResponse(
-          absl::InvalidArgumentError(absl::StrCat(
-              "HTTP method ", std::string(request.method_string()), ": /metrics takes GET")),
-          405);
+      HttpResponse refusal =
+          ErrorResponse(absl::InvalidArgumentError(
+                            absl::StrCat("HTTP method '", std::string(request.method_string()),
+                                         "' for /metrics: expected GET")),
+                        405);
       refusal.set(boost::beast::http::field::allow, "GET");
       return refusal;
     }
@@ -50,11 +54,13 @@ class MetricsHandler : public HttpHandler {
 
  private:
   const std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
+  const HostCheck host_check_;
 };
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& host, int port,
-    std::vector<std::shared_ptr<prometheus::Collectable>> collectables, const HttpLimits& limits) {
+    std::vector<std::shared_ptr<prometheus::Collectable>> collectables, const HttpLimits& limits,
+    const std::vector<std::string>& allowed_hosts) {
   HttpListener::Options options;
   options.host = host;
   options.port = port;
@@ -71,7 +77,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
                      listener.status().message(),
                      "); choose a free port, a local address, or port 0 to disable metrics"));
   }
-  auto handler = std::make_unique<MetricsHandler>(std::move(collectables));
+  auto handler = std::make_unique<MetricsHandler>(
+      std::move(collectables), HostCheck((*listener)->loopback(), allowed_hosts));
   (*listener)->Start(handler.get());
   return std::unique_ptr<MetricsHttpServer>(
       new MetricsHttpServer(std::move(handler), *std::move(listener)));

@@ -26,12 +26,14 @@ class MetricsHandler;
 class MetricsHttpServer {
  public:
   // Listens on `host`:`port` (0 = any free port) and serves `collectables` at /metrics, with the
-  // deadlines of `limits` (its body limit is not used: /metrics takes no body). Unavailable when
-  // the address cannot be bound.
+  // deadlines of `limits` (its body limit is not used: /metrics takes no body). On a loopback
+  // `host`, scrapes must name a loopback host or one of `allowed_hosts` (server/host_check.h; the
+  // API port's --http_allowed_hosts), so that a rebound DNS name cannot read the metrics from a
+  // browser. Unavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
       const std::string& host, int port,
       std::vector<std::shared_ptr<prometheus::Collectable>> collectables,
-      const HttpLimits& limits = HttpLimits());
+      const HttpLimits& limits = HttpLimits(), const std::vector<std::string>& allowed_hosts = {});
   // Stops accepting, closes idle connections and waits for the scrapes in flight.
   ~MetricsHttpServer();
 

@@ -309,8 +309,9 @@ absl::Status RunServer(const ServerOptions& options) {
   ATTNSCOPE_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                              GrpcServerCredentials(options.tls));
   if (options.metrics_port > 0) {
-    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started = MetricsHttpServer::Start(
-        options.metrics_host, options.metrics_port, metrics.Collectables(), options.http.limits);
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
+        MetricsHttpServer::Start(options.metrics_host, options.metrics_port, metrics.Collectables(),
+                                 options.http.limits, options.http.allowed_hosts);
     if (!started.ok()) return started.status();
     metrics_server = *std::move(started);
   }

@@ -388,6 +388,14 @@ TEST_F(HttpTest, MalformedRequestsSayWhatWasWrong) {
   ASSERT_TRUE(get);
   EXPECT_EQ(get->status, 405);
   EXPECT_EQ(get->get_header_value("Allow"), "POST");
+  EXPECT_NE(get->body.find("HTTP method 'GET' for StreamAttention: expected POST"),
+            std::string::npos)
+      << get->body;
+  httplib::Result put = http_->Put("/index.html", "x", "text/plain");
+  ASSERT_TRUE(put);
+  EXPECT_EQ(put->status, 405);
+  EXPECT_NE(put->body.find("HTTP method 'PUT' for the dashboard: expected GET"), std::string::npos)
+      << put->body;
 
   httplib::Result timeout =
       http_->Post(absl::StrCat(kPath, "ListModels").c_str(),

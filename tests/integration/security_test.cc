@@ -297,7 +297,7 @@ std::string HeaderOf(const RawResponse& response, const std::string& name) {
 TEST(SecurityTest, BrowsersFromOtherOriginsAreRefusedUnlessAllowed) {
   std::unique_ptr<ServerProcess> server =
       StartServer({"--http_allowed_origins=https://app.example,http://localhost:3000",
-                   "--http_allowed_hosts=attnscope.internal"});
+                   "--http_allowed_hosts=attnscope.internal", "--metrics_host=127.0.0.1"});
   ASSERT_NE(server, nullptr);
   const int port = server->http_port();
   const std::string own = absl::StrCat("http://127.0.0.1:", port);
@@ -369,6 +369,19 @@ TEST(SecurityTest, BrowsersFromOtherOriginsAreRefusedUnlessAllowed) {
   for (const std::string host :
        {"localhost:1234", "127.0.0.1", "[::1]:8080", "LocalHost", "attnscope.internal:8080"}) {
     EXPECT_EQ(Ask(port, get_from + host).status, 200) << host;
+  }
+  // The metrics port on loopback likewise: a rebound page must not read them. (On 0.0.0.0, their
+  // default, the name is the deployment's, as for --http_listen.)
+  const std::string scrape_from = "GET /metrics HTTP/1.1\r\nHost: ";
+  RawResponse scraped_rebound =
+      Ask(server->metrics_port(), scrape_from + "evil.example:" + std::to_string(port));
+  EXPECT_EQ(scraped_rebound.status, 403);
+  EXPECT_NE(scraped_rebound.body.find("--http_allowed_hosts"), std::string::npos)
+      << scraped_rebound.body;
+  for (const std::string host : {"localhost:9464", "127.0.0.1", "attnscope.internal"}) {
+    RawResponse scraped = Ask(server->metrics_port(), scrape_from + host);
+    EXPECT_EQ(scraped.status, 200) << host;
+    EXPECT_NE(scraped.body.find("attnscope_requests_total"), std::string::npos) << host;
   }
   // An HTTP/1.1 request carries exactly one Host (RFC 9112, section 3.2): a second one could
   // smuggle a rebound name past a proxy that reads the other.
