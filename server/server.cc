@@ -2,6 +2,7 @@
 
 #include <google/protobuf/stubs/logging.h>
 #include <grpc/grpc.h>
+#include <grpc/support/log.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -27,6 +28,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/file_util.h"
@@ -290,6 +292,38 @@ void KeepProtobufFatalLogsOnly(google::protobuf::LogLevel level, const char* fil
   std::fprintf(stderr, "attnscope-server: protobuf %s:%d: %s\n", filename, line, message.c_str());
 }
 
+// gRPC writes a multi-line error of its own when it cannot bind --listen, before RunServer's
+// one-line refusal that names the flag. Its lines are held while the server starts, then written
+// if it started and dropped if not.
+struct GrpcLogLine {
+  const char* file;
+  int line;
+  gpr_log_severity severity;
+  std::string message;
+};
+ABSL_CONST_INIT absl::Mutex held_grpc_log_mutex(absl::kConstInit);
+std::vector<GrpcLogLine>* held_grpc_log ABSL_GUARDED_BY(held_grpc_log_mutex) = nullptr;
+
+void HoldGrpcLogLine(gpr_log_func_args* args) {
+  absl::MutexLock lock(&held_grpc_log_mutex);
+  if (held_grpc_log == nullptr) held_grpc_log = new std::vector<GrpcLogLine>();
+  held_grpc_log->push_back({args->file, args->line, args->severity, args->message});
+}
+
+// Stops holding; writes the held lines when `write`.
+void ReleaseGrpcLog(bool write) {
+  gpr_set_log_function(nullptr);
+  std::vector<GrpcLogLine> lines;
+  {
+    absl::MutexLock lock(&held_grpc_log_mutex);
+    if (held_grpc_log != nullptr) lines.swap(*held_grpc_log);
+  }
+  if (!write) return;
+  for (const GrpcLogLine& line : lines) {
+    gpr_log_message(line.file, line.line, line.severity, line.message.c_str());
+  }
+}
+
 }  // namespace
 
 absl::Status RunServer(const ServerOptions& options) {
@@ -351,7 +385,9 @@ absl::Status RunServer(const ServerOptions& options) {
   builder.SetResourceQuota(quota);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              std::max(kMinStreamsPerConnection, worker_threads));
+  gpr_set_log_function(&HoldGrpcLogLine);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ReleaseGrpcLog(/*write=*/server != nullptr && port != 0);
   if (server == nullptr || port == 0) {
     return absl::UnavailableError(absl::StrCat(
         "--listen '", options.listen,

@@ -14,6 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "client/client.h"
 #include "tests/integration/integration_util.h"
 
@@ -220,6 +222,12 @@ TEST(ServerFlagsTest, APortInUseStopsTheStartNamingTheFlag) {
     const CommandResult second = RunCommand(argv, absl::Seconds(30));
     EXPECT_EQ(second.exit_code, 2) << second.stderr_text;
     EXPECT_NE(second.stderr_text.find(flag), std::string::npos) << second.stderr_text;
+    // One readable line: gRPC's own multi-line bind error for --listen is not written.
+    EXPECT_EQ(
+        std::vector<std::string>(absl::StrSplit(absl::StripSuffix(second.stderr_text, "\n"), '\n'))
+            .size(),
+        1u)
+        << second.stderr_text;
     EXPECT_EQ(second.stdout_text.find("listening on"), std::string::npos) << second.stdout_text;
   }
   std::unique_ptr<Client> client = (*first)->NewClient();
