@@ -26,13 +26,13 @@ absl::Status AttentionService::WriteWithin(grpc::ServerContext* context,
                                            grpc::ServerWriter<Message>* writer,
                                            const Message& message) {
   bool timed_out = false;
-  if (watchdog_.Write(
+  if (watchdog_->Write(
           context, [writer, &message] { return writer->Write(message); }, &timed_out)) {
     return absl::OkStatus();
   }
   if (timed_out) {
     return absl::CancelledError(
-        absl::StrCat("the client took no message for ", absl::FormatDuration(watchdog_.timeout()),
+        absl::StrCat("the client took no message for ", absl::FormatDuration(watchdog_->timeout()),
                      " (--write_timeout_seconds); read the stream as it comes"));
   }
   return absl::CancelledError("the client closed the stream before it was complete");

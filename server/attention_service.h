@@ -20,10 +20,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 class AttentionService final : public v1::AttentionService::Service {
  public:
-  // `core` must outlive the service. A stream whose client takes none of its messages for
-  // `write_timeout` (--write_timeout_seconds) is cancelled (server/write_watchdog.h).
-  AttentionService(ServiceCore* core, absl::Duration write_timeout)
-      : core_(core), watchdog_(write_timeout) {}
+  // `core` and `watchdog` must outlive the service. A stream whose client takes none of its
+  // messages for the watchdog's timeout (--write_timeout_seconds) is cancelled.
+  AttentionService(ServiceCore* core, WriteWatchdog* watchdog) : core_(core), watchdog_(watchdog) {}
 
   grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,
                           v1::ListModelsResponse* response) override;
@@ -61,7 +60,7 @@ class AttentionService final : public v1::AttentionService::Service {
                            const Message& message);
 
   ServiceCore* const core_;
-  WriteWatchdog watchdog_;
+  WriteWatchdog* const watchdog_;
 };
 
 // Answers a call to a method no registered service has (a client built from another proto, a

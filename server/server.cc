@@ -34,6 +34,7 @@
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "models/kernels/blas_check.h"
+#include "server/answer_write_interceptor.h"
 #include "server/attention_service.h"
 #include "server/listen_address.h"
 #include "server/metrics.h"
@@ -352,7 +353,8 @@ absl::Status RunServer(const ServerOptions& options) {
   const int metrics_port = metrics_server == nullptr ? 0 : metrics_server->port();
 
   ServiceCore core(options.service, &metrics, api_keys.get());
-  AttentionService service(&core, options.http.limits.write_timeout);
+  WriteWatchdog watchdog(options.http.limits.write_timeout);
+  AttentionService service(&core, &watchdog);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -366,6 +368,7 @@ absl::Status RunServer(const ServerOptions& options) {
   builder.RegisterCallbackGenericService(&unknown_methods);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<ParseFailureInterceptorFactory>(&metrics));
+  interceptors.push_back(std::make_unique<AnswerWriteInterceptorFactory>(&core, &watchdog));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_request_bytes));
   // gRPC's synchronous server keeps at most MAX_POLLERS idle threads (2 by default) and ends the

@@ -18,6 +18,13 @@ WriteWatchdog::~WriteWatchdog() {
 
 bool WriteWatchdog::Write(grpc::ServerContext* context, const std::function<bool()>& write,
                           bool* timed_out) {
+  const uint64_t id = Begin(context);
+  const bool written = write();
+  *timed_out = End(id);
+  return written;
+}
+
+uint64_t WriteWatchdog::Begin(grpc::ServerContextBase* context) {
   uint64_t id = 0;
   bool first = false;
   {
@@ -29,11 +36,14 @@ bool WriteWatchdog::Write(grpc::ServerContext* context, const std::function<bool
   // Every deadline is the same time after its write began, so a new one is never the earliest
   // unless the watch was waiting for none.
   if (first) changed_.notify_all();
-  const bool written = write();
+  return id;
+}
+
+bool WriteWatchdog::End(uint64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  *timed_out = pending_.at(id).timed_out;
+  const bool timed_out = pending_.at(id).timed_out;
   pending_.erase(id);
-  return written;
+  return timed_out;
 }
 
 void WriteWatchdog::Watch() {

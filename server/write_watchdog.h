@@ -36,12 +36,19 @@ class WriteWatchdog {
   // returned; `*timed_out` says whether the watchdog cancelled the call.
   bool Write(grpc::ServerContext* context, const std::function<bool()>& write, bool* timed_out);
 
+  // The two halves of Write, for a write that the caller does not run itself (a unary answer,
+  // which gRPC writes after the handler returns): from Begin on, `context`'s call is cancelled
+  // unless End(id) comes within the timeout. End returns whether it was; it must be called before
+  // `context` is destroyed.
+  uint64_t Begin(grpc::ServerContextBase* context);
+  bool End(uint64_t id);
+
   absl::Duration timeout() const { return timeout_; }
 
  private:
   using Clock = std::chrono::steady_clock;
   struct Pending {
-    grpc::ServerContext* context;
+    grpc::ServerContextBase* context;
     Clock::time_point deadline;
     bool timed_out = false;
   };

@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "attnscope/v1/attnscope.grpc.pb.h"
 #include "gmock/gmock.h"
@@ -201,6 +202,102 @@ TEST(CallLimitsTest, HttpAnswersBeingWrittenHoldTheAnswerBudget) {
     ASSERT_TRUE(after.ok()) << after.status();
   } while (after->status != 200 && absl::Now() - closed < absl::Seconds(25));
   EXPECT_EQ(after->status, 200) << after->body.substr(0, 300);
+}
+
+// The same on gRPC: a unary answer its client does not read holds its bytes of
+// --max_answer_bytes_in_flight until written, and the call is cancelled at
+// --write_timeout_seconds. Before, gRPC's synchronous server waited for the client without end,
+// holding the answer and one of its threads.
+TEST(CallLimitsTest, GrpcUnaryAnswersNobodyReadsHoldTheBudgetUntilTheWriteTimeout) {
+  ServerProcess::Options options;
+  options.models = {"llama=" + Stories260kDir()};
+  options.metrics_port = FreeTcpPort();
+  options.extra_flags = {"--max_answer_bytes_in_flight=" + std::to_string(48 << 20),
+                         "--write_timeout_seconds=3"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  grpc::ChannelArguments any_size;
+  any_size.SetMaxReceiveMessageSize(-1);
+  std::unique_ptr<v1::AttentionService::Stub> stub = v1::AttentionService::NewStub(
+      grpc::CreateCustomChannel(server.address(), grpc::InsecureChannelCredentials(), any_size));
+  // Every layer's attention over about 450 tokens: 32 MB of float32.
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "Once upon a time there was a little girl. ";
+  v1::GetAttentionRequest large;
+  large.set_model("llama");
+  large.set_text(text);
+
+  // A channel whose HTTP/2 window stays at 64 KiB (see StreamsNobodyReadsEndAtTheWriteTimeout);
+  // the call is started and its answer not asked for.
+  grpc::ChannelArguments small_window = any_size;
+  small_window.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  small_window.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 10);
+  std::unique_ptr<v1::AttentionService::Stub> unread_stub =
+      v1::AttentionService::NewStub(grpc::CreateCustomChannel(
+          server.address(), grpc::InsecureChannelCredentials(), small_window));
+  grpc::CompletionQueue queue;
+  grpc::ClientContext unread_context;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::GetAttentionResponse>> unread =
+      unread_stub->AsyncGetAttention(&unread_context, large, &queue);
+  // ReadInitialMetadata sends the request and asks for no message, so that the client's transport
+  // grants no window beyond 64 KiB until Finish; polling the queue drives the call.
+  int metadata_tag = 0;
+  unread->ReadInitialMetadata(&metadata_tag);
+  absl::Notification finished;
+  std::thread poller([&queue, &finished, &unread_context] {
+    void* tag = nullptr;
+    bool ok = false;
+    while (queue.Next(&tag, &ok)) {
+      if (tag == &unread_context) finished.Notify();
+    }
+  });
+  // The method has returned (its call is counted) and the answer is being written.
+  const absl::Time start = absl::Now();
+  std::vector<MetricSample> answered;
+  while (answered.empty() && absl::Now() - start < absl::Seconds(30)) {
+    absl::SleepFor(absl::Milliseconds(100));
+    absl::StatusOr<std::string> metrics = HttpGet(server.metrics_port(), "/metrics");
+    ASSERT_TRUE(metrics.ok()) << metrics.status();
+    answered = FindSamples(ParseMetrics(*metrics), "attnscope_requests_total",
+                           {{"rpc", "GetAttention"}, {"code", "OK"}});
+  }
+  ASSERT_FALSE(answered.empty()) << server.Log();
+
+  // Another such answer would take the bytes held over the budget; a small one fits.
+  {
+    grpc::ClientContext context;
+    v1::GetAttentionResponse response;
+    const grpc::Status status = stub->GetAttention(&context, large, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr("--max_answer_bytes_in_flight"));
+  }
+  {
+    grpc::ClientContext context;
+    v1::GetAttentionRequest small = large;
+    small.set_text("Once upon a time");
+    v1::GetAttentionResponse response;
+    const grpc::Status status = stub->GetAttention(&context, small, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+
+  // The unread answer ends at the write timeout, and its bytes are free again.
+  grpc::Status status;
+  do {
+    absl::SleepFor(absl::Milliseconds(250));
+    grpc::ClientContext context;
+    v1::GetAttentionResponse response;
+    status = stub->GetAttention(&context, large, &response);
+  } while (!status.ok() && absl::Now() - start < absl::Seconds(20));
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  grpc::Status unread_status;
+  v1::GetAttentionResponse unread_response;
+  unread->Finish(&unread_response, &unread_status, /*tag=*/&unread_context);
+  finished.WaitForNotification();
+  EXPECT_EQ(unread_status.error_code(), grpc::StatusCode::CANCELLED)
+      << unread_status.error_message();
+  queue.Shutdown();
+  poller.join();
 }
 
 TEST(CallLimitsTest, WorkOverTheBoundIsRefusedBeforeTheFirstPass) {
