@@ -1,11 +1,11 @@
-// Engine benchmark: a BERT-base-shaped forward pass with attentions, timed against an eager PyTorch
-// forward of the same weights (bench/bert_eager_reference.py, run by this tool in the same run) and
-// against the machine's measured GEMM rate; plus the load time and resident memory of the 440 MB
-// float32 safetensors checkpoint.
+// Engine benchmark: a base-sized forward pass with attentions (BERT-base, RoBERTa-base or
+// GPT-2-small shaped), timed against an eager PyTorch forward of the same weights
+// (bench/eager_reference.py, run by this tool in the same run) and against the machine's measured
+// GEMM rate; plus the load time and resident memory of the float32 safetensors checkpoint.
 //
-// Usage: engine_bench [--dir DIR] [--tokens 128] [--repeats 30] [--threads 0]
-//                     [--python /usr/bin/python3]
-// DIR keeps the generated checkpoint between runs (default /tmp/attnscope-bench-bert-base).
+// Usage: engine_bench [--family bert|roberta|gpt2] [--dir DIR] [--tokens 128] [--repeats 30]
+//                     [--threads 0] [--python /usr/bin/python3]
+// DIR keeps the generated checkpoint between runs (default /tmp/attnscope-bench-FAMILY-base).
 #include <ATen/Parallel.h>
 #include <torch/types.h>
 
@@ -34,7 +34,8 @@ using bench::Median;
 using bench::Seconds;
 
 struct BenchOptions {
-  std::string dir = "/tmp/attnscope-bench-bert-base";
+  std::string family = "bert";
+  std::string dir;  // empty: /tmp/attnscope-bench-<family>-base
   int64_t tokens = 128;
   int repeats = 30;
   std::string python = "/usr/bin/python3";
@@ -130,11 +131,11 @@ int Run(const BenchOptions& options) {
   const int threads = options.threads > 0
                           ? options.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const std::string script = std::string(ATTNSCOPE_SOURCE_DIR) + "/bench/bert_eager_reference.py";
-  const std::string command = options.python + " " + script + " --out " + options.dir +
-                              " --tokens " + std::to_string(options.tokens) + " --repeats " +
-                              std::to_string(options.repeats) + " --threads " +
-                              std::to_string(threads);
+  const std::string script = std::string(ATTNSCOPE_SOURCE_DIR) + "/bench/eager_reference.py";
+  const std::string command =
+      options.python + " " + script + " --family " + options.family + " --out " + options.dir +
+      " --tokens " + std::to_string(options.tokens) + " --repeats " +
+      std::to_string(options.repeats) + " --threads " + std::to_string(threads);
   std::fprintf(stderr, "running the eager PyTorch reference: %s\n", command.c_str());
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return 1;
@@ -167,6 +168,8 @@ int Run(const BenchOptions& options) {
   input.input_ids = torch::tensor(ids, torch::kInt64).unsqueeze(0);
   ForwardOptions forward;
   forward.output_attentions = true;
+  // The reference computes no language-model head (a GetAttention needs none).
+  forward.output_logits = false;
 
   ForwardOutput out;
   for (int i = 0; i < 2; ++i) out = *(*model)->Forward(input, forward);
@@ -196,14 +199,14 @@ int Run(const BenchOptions& options) {
   // Agreement with the reference on the same weights and ids.
   double max_diff = 0;
   const auto hidden = reference["last_hidden_state_row0"].get<std::vector<double>>();
-  const auto row = reference["attention_last_layer_head0_row0"].get<std::vector<double>>();
+  const auto row = reference["attention_last_layer_head0_last_row"].get<std::vector<double>>();
   for (size_t i = 0; i < hidden.size(); ++i) {
     max_diff =
         std::max(max_diff, std::abs(out.last_hidden_state[0][0][i].item<double>() - hidden[i]));
   }
   for (size_t i = 0; i < row.size(); ++i) {
     max_diff =
-        std::max(max_diff, std::abs(out.attentions.back()[0][0][0][i].item<double>() - row[i]));
+        std::max(max_diff, std::abs(out.attentions.back()[0][0][-1][i].item<double>() - row[i]));
   }
 
   // GEMM-bound time: the model's multiply-adds at the measured float32 GEMM rate.
@@ -229,8 +232,8 @@ int Run(const BenchOptions& options) {
   const double weight_read_seconds = weight_bytes / (read_gigabytes_per_second * 1e9);
   const double eager_seconds = reference["eager_seconds_median"].get<double>();
 
-  std::printf("BERT-base shape: %lld layers, hidden %lld, %lld heads, %lld tokens, %.2f GFLOP\n",
-              static_cast<long long>(cfg.num_hidden_layers),
+  std::printf("%s: %lld layers, hidden %lld, %lld heads, %lld tokens, %.2f GFLOP\n",
+              options.family.c_str(), static_cast<long long>(cfg.num_hidden_layers),
               static_cast<long long>(cfg.hidden_size),
               static_cast<long long>(cfg.num_attention_heads), static_cast<long long>(ids.size()),
               flops / 1e9);
@@ -276,9 +279,12 @@ int main(int argc, char** argv) {
   namespace bench = attnscope::bench;
   const int exit_code = bench::ParseFlags(
       argc, argv, "Usage: engine_bench [flags]",
-      {{"dir", bench::StringFlag(&options.dir,
+      {{"family", bench::StringFlag(&options.family,
+                                    "bert (BertModel), roberta (RobertaModel) or gpt2 "
+                                    "(GPT2LMHeadModel, without its head); default bert")},
+       {"dir", bench::StringFlag(&options.dir,
                                  "the generated checkpoint, kept between runs; default "
-                                 "/tmp/attnscope-bench-bert-base")},
+                                 "/tmp/attnscope-bench-<family>-base")},
        {"tokens",
         bench::IntFlag(&options.tokens, /*min=*/1, /*max=*/512, "input length; default 128")},
        {"repeats", bench::IntFlag(&options.repeats, /*min=*/1, /*max=*/100000,
@@ -289,6 +295,11 @@ int main(int argc, char** argv) {
                                     "the interpreter of the PyTorch reference; default "
                                     "/usr/bin/python3")}});
   if (exit_code >= 0) return exit_code;
+  if (options.family != "bert" && options.family != "roberta" && options.family != "gpt2") {
+    std::fprintf(stderr, "--family '%s': expected bert, roberta or gpt2\n", options.family.c_str());
+    return 2;
+  }
+  if (options.dir.empty()) options.dir = "/tmp/attnscope-bench-" + options.family + "-base";
   if (!bench::CheckDirAndPython(options.dir, options.python)) return 2;
   return attnscope::Run(options);
 }

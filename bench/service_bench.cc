@@ -72,7 +72,7 @@ ServerTimes ScrapeServerTimes(int metrics_port) {
 int Run(const BenchOptions& options) {
   const std::string prepare =
       absl::StrCat(options.python, " ", ATTNSCOPE_SOURCE_DIR,
-                   "/bench/bert_eager_reference.py --prepare_only --out ", options.dir);
+                   "/bench/eager_reference.py --prepare_only --out ", options.dir);
   if (std::system(prepare.c_str()) != 0) {
     std::fprintf(stderr, "could not prepare the checkpoint: %s\n", prepare.c_str());
     return 1;

@@ -3,7 +3,9 @@
 // self-attention, ln_2 before the MLP), one fused query/key/value projection (c_attn), the MLP
 // c_proj(act(c_fc x)) with gelu_new (the tanh approximation) by default, a final ln_f and an
 // lm_head tied to the token embeddings. Its projections are Conv1D modules, whose weights are
-// stored [in, out] (transposed from nn.Linear's [out, in]): they are transposed once at load.
+// stored [in, out] (transposed from nn.Linear's [out, in]): they are transposed once at load, so
+// that the projections run on models/kernels' Linear (the row kernel reads [out, in] rows), at the
+// cost of a copy of the layers' weights. A whole sequence's attention runs on PrefixAttention.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -16,6 +18,8 @@
 #include "common/status_macros.h"
 #include "models/architectures/model_util.h"
 #include "models/architectures/transformer.h"
+#include "models/kernels/fused_ops.h"
+#include "models/kernels/gemm.h"
 
 namespace attnscope {
 namespace {
@@ -64,17 +68,26 @@ class Gpt2Model : public DecoderOnlyModel {
   }
 
  private:
-  torch::Tensor LayerNorm(const torch::Tensor& x, const torch::Tensor& weight,
-                          const torch::Tensor& bias) const {
-    return torch::layer_norm(x, {x.size(-1)}, weight, bias, config().layer_norm_eps);
+  torch::Tensor Norm(const torch::Tensor& x, const torch::Tensor& weight,
+                     const torch::Tensor& bias) const {
+    return LayerNorm(x, weight, bias, config().layer_norm_eps);
   }
 
-  torch::Tensor Activation(const torch::Tensor& x) const {
+  // c_proj(act(c_fc x)) + residual, the activation fused into c_fc's product where the kernels
+  // have it.
+  torch::Tensor Mlp(const Gpt2Layer& layer, const torch::Tensor& x,
+                    const torch::Tensor& residual) const {
     const std::string& act = config().hidden_act;
-    if (act == "gelu") return torch::gelu(x);
-    if (act == "relu") return torch::relu(x);
-    if (act == "silu") return torch::silu(x);
-    return torch::gelu(x, "tanh");  // gelu_new, gelu_pytorch_tanh
+    torch::Tensor inner;
+    if (act == "relu" || act == "silu") {
+      inner = Linear(x, layer.c_fc_weight, layer.c_fc_bias);
+      inner = act == "relu" ? torch::relu(inner) : torch::silu(inner);
+    } else {
+      // "gelu" is the exact erf form; gelu_new and gelu_pytorch_tanh the tanh approximation.
+      inner = Linear(x, layer.c_fc_weight, layer.c_fc_bias, /*residual=*/torch::Tensor(),
+                     act == "gelu" ? Activation::kGelu : Activation::kGeluTanh);
+    }
+    return Linear(inner, layer.mlp_proj_weight, layer.mlp_proj_bias, residual);
   }
 
   absl::StatusOr<ForwardOutput> Layers(const torch::Tensor& input_ids, const torch::Tensor& visible,
@@ -90,33 +103,46 @@ class Gpt2Model : public DecoderOnlyModel {
     auto split_heads = [&](const torch::Tensor& x) {
       return x.view({batch, length, heads, head_dim}).transpose(1, 2);
     };
+    // A whole sequence (no cache) takes the fast attention; decoding steps over a cache, a few
+    // queries against many keys, take LibTorch's batched products.
+    const torch::Tensor prefixes =
+        cache == nullptr ? VisiblePrefixes(visible, batch) : torch::Tensor();
 
     ForwardOutput out;
-    torch::Tensor hidden = torch::embedding(wte_, input_ids) + wpe_.narrow(0, past, length);
+    torch::Tensor hidden =
+        (torch::embedding(wte_, input_ids) + wpe_.narrow(0, past, length)).contiguous();
     if (options.output_hidden_states) out.hidden_states.push_back(hidden);
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Gpt2Layer& layer = layers_[i];
-      const torch::Tensor qkv = torch::linear(LayerNorm(hidden, layer.ln_1_weight, layer.ln_1_bias),
-                                              layer.c_attn_weight, layer.c_attn_bias);
+      const torch::Tensor qkv = Linear(Norm(hidden, layer.ln_1_weight, layer.ln_1_bias),
+                                       layer.c_attn_weight, layer.c_attn_bias);
       const std::vector<torch::Tensor> parts = qkv.split(hidden_size, /*dim=*/-1);
-      const torch::Tensor query = split_heads(parts[0]);
-      torch::Tensor key = split_heads(parts[1]);
-      torch::Tensor value = split_heads(parts[2]);
-      if (cache != nullptr) std::tie(key, value) = AppendToCache(cache, i, key, value);
       // GPT2Attention: scale_attn_weights divides by sqrt(head_dim),
       // scale_attn_by_inverse_layer_idx also by the layer's 1-based index.
       double scale = cfg.scale_attn_weights ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : 1.0;
       if (cfg.scale_attn_by_inverse_layer_idx) scale /= static_cast<double>(i + 1);
-      torch::Tensor scores = torch::matmul(query, key.transpose(-1, -2)).mul_(scale);
-      torch::Tensor probs = torch::softmax(
-          scores.masked_fill(visible.logical_not(), std::numeric_limits<float>::lowest()), -1);
-      const torch::Tensor context =
-          torch::matmul(probs, value).transpose(1, 2).reshape({batch, length, hidden_size});
-      hidden = hidden + torch::linear(context, layer.attn_proj_weight, layer.attn_proj_bias);
-      const torch::Tensor mlp_in = LayerNorm(hidden, layer.ln_2_weight, layer.ln_2_bias);
-      hidden = hidden +
-               torch::linear(Activation(torch::linear(mlp_in, layer.c_fc_weight, layer.c_fc_bias)),
-                             layer.mlp_proj_weight, layer.mlp_proj_bias);
+      torch::Tensor probs;
+      torch::Tensor scores;
+      torch::Tensor context;
+      if (prefixes.defined()) {
+        PrefixAttentionOutput attention =
+            PrefixAttention(parts[0], parts[1], parts[2], heads, /*kv_heads=*/heads, head_dim,
+                            static_cast<float>(scale), prefixes, options.output_attention_scores);
+        probs = std::move(attention.probs);
+        scores = std::move(attention.scores);
+        context = std::move(attention.context);
+      } else {
+        const torch::Tensor query = split_heads(parts[0]);
+        torch::Tensor key = split_heads(parts[1]);
+        torch::Tensor value = split_heads(parts[2]);
+        if (cache != nullptr) std::tie(key, value) = AppendToCache(cache, i, key, value);
+        scores = torch::matmul(query, key.transpose(-1, -2)).mul_(scale);
+        probs = torch::softmax(
+            scores.masked_fill(visible.logical_not(), std::numeric_limits<float>::lowest()), -1);
+        context = torch::matmul(probs, value).transpose(1, 2).reshape({batch, length, hidden_size});
+      }
+      hidden = Linear(context, layer.attn_proj_weight, layer.attn_proj_bias, /*residual=*/hidden);
+      hidden = Mlp(layer, Norm(hidden, layer.ln_2_weight, layer.ln_2_bias), /*residual=*/hidden);
       if (options.output_attentions) out.attentions.push_back(std::move(probs));
       if (options.output_attention_scores) out.attention_scores.push_back(std::move(scores));
       if (options.output_hidden_states && i + 1 < layers_.size())
@@ -126,7 +152,7 @@ class Gpt2Model : public DecoderOnlyModel {
       }
     }
     // transformers' GPT2Model reports ln_f's output as the last hidden state.
-    out.last_hidden_state = LayerNorm(hidden, ln_f_weight_, ln_f_bias_);
+    out.last_hidden_state = Norm(hidden, ln_f_weight_, ln_f_bias_);
     if (options.output_hidden_states) out.hidden_states.push_back(out.last_hidden_state);
     if (options.output_logits) out.logits = torch::linear(out.last_hidden_state, lm_head_);
     return out;

@@ -1,11 +1,17 @@
 #include "models/architectures/model_util.h"
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/json_util.h"
 #include "common/status_macros.h"
+#include "models/kernels/fused_ops.h"
+#include "models/kernels/gemm.h"
 
 namespace attnscope {
 
@@ -23,6 +29,67 @@ torch::Tensor CausalMask(const torch::Tensor& attention_mask) {
 
 torch::Tensor CachedCausalMask(int64_t past, int64_t length) {
   return torch::ones({length, past + length}, torch::kBool).tril(past).view({1, 1, length, -1});
+}
+
+torch::Tensor VisiblePrefixes(const torch::Tensor& visible, int64_t batch) {
+  const int64_t keys = visible.size(-1);
+  const torch::Tensor counts = visible.sum(/*dim=*/-1);  // [B or 1, 1, T]
+  const torch::Tensor prefixes =
+      torch::arange(keys, torch::kInt64).view({1, 1, 1, keys}).lt(counts.unsqueeze(-1));
+  if (!torch::equal(prefixes.expand_as(visible), visible) || counts.min().item<int64_t>() == 0) {
+    return torch::Tensor();
+  }
+  return counts.squeeze(1).expand({batch, visible.size(2)}).to(torch::kInt64).contiguous();
+}
+
+PrefixAttentionOutput PrefixAttention(const torch::Tensor& query, const torch::Tensor& key,
+                                      const torch::Tensor& value, int64_t heads, int64_t kv_heads,
+                                      int64_t head_dim, float scale, const torch::Tensor& prefixes,
+                                      bool keep_scores) {
+  const int64_t batch = query.size(0);
+  const int64_t length = query.size(1);
+  const auto options = query.options();
+  PrefixAttentionOutput out;
+  out.probs = torch::empty({batch, heads, length, length}, options);
+  if (keep_scores) out.scores = torch::empty({batch, heads, length, length}, options);
+  out.context = torch::empty({batch, length, heads * head_dim}, options);
+  const float* q = query.data_ptr<float>();
+  const float* k = key.data_ptr<float>();
+  const float* v = value.data_ptr<float>();
+  const int64_t* visible = prefixes.data_ptr<int64_t>();
+  float* p = out.probs.data_ptr<float>();
+  float* s = keep_scores ? out.scores.data_ptr<float>() : nullptr;
+  float* c = out.context.data_ptr<float>();
+  const int64_t group = heads / kv_heads;
+  const int64_t context_row = heads * head_dim;
+  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(keep_scores ? 0 : static_cast<size_t>(length * length));
+    std::vector<float> head_probs(static_cast<size_t>(length * length));
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / heads;
+      const int64_t h = bh % heads;
+      const int64_t kv = h / group;
+      const int64_t block = bh * length * length;
+      float* head_scores = keep_scores ? s + block : scratch.data();
+      const float* k_head = k + b * key.stride(0) + kv * head_dim;
+      const float* v_head = v + b * value.stride(0) + kv * head_dim;
+      Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, length, length, head_dim, scale,
+            q + b * query.stride(0) + h * head_dim, query.stride(1), k_head, key.stride(1),
+            /*beta=*/0.0f, head_scores, length);
+      for (int64_t t = 0; t < length; ++t) {
+        const int64_t seen = visible[b * length + t];
+        SoftmaxRows(head_scores + t * length, /*additive_mask=*/nullptr, /*rows=*/1,
+                    /*columns=*/seen, head_probs.data() + t * length);
+        std::fill(head_probs.data() + t * length + seen, head_probs.data() + (t + 1) * length,
+                  0.0f);
+      }
+      Sgemm(/*transpose_a=*/false, /*transpose_b=*/false, length, head_dim, length, 1.0f,
+            head_probs.data(), length, v_head, value.stride(1), /*beta=*/0.0f,
+            c + b * length * context_row + h * head_dim, context_row);
+      CopyToOutput(head_probs.data(), length * length, p + block);
+    }
+  });
+  return out;
 }
 
 std::pair<torch::Tensor, torch::Tensor> AppendToCache(KvCache* cache, size_t layer,

@@ -25,6 +25,30 @@ torch::Tensor CausalMask(const torch::Tensor& attention_mask);
 // [1, 1, T, past + T] bool: new query i, at position past + i, sees every key up to its own.
 torch::Tensor CachedCausalMask(int64_t past, int64_t length);
 
+// [B, T] int64: how many keys query t of sequence b sees, when `visible` ([B or 1, 1, T, K] bool,
+// as CausalMask and CachedCausalMask make) shows every query a non-empty prefix of the keys;
+// undefined otherwise (then PrefixAttention does not apply).
+torch::Tensor VisiblePrefixes(const torch::Tensor& visible, int64_t batch);
+
+struct PrefixAttentionOutput {
+  torch::Tensor probs;    // [B, N, T, T]: softmax over each query's prefix; later keys exactly 0
+  torch::Tensor scores;   // [B, N, T, T]: scale * Q K^T before the mask, when asked for
+  torch::Tensor context;  // [B, T, N * head_dim], contiguous: probs V, heads side by side
+};
+
+// Causal self-attention on the fast path: each head's scores (oneDNN reading the heads in place in
+// the projections, no split-heads copies), softmax over the first prefixes[b, t] keys
+// (models/kernels' SoftmaxRows) and context, while the head's [T, T] block is in cache, in one
+// parallel region; the same values as torch.softmax of the masked scores (transformers' eager
+// attention), where a masked key's probability is exactly 0. query [B, T, N * head_dim], key and
+// value [B, T, K * head_dim] float32 with unit stride in the last dimension (views into one fused
+// projection are fine); query head h reads key/value head h / (N / K) (grouped-query attention,
+// K divides N). `prefixes` as VisiblePrefixes gives it.
+PrefixAttentionOutput PrefixAttention(const torch::Tensor& query, const torch::Tensor& key,
+                                      const torch::Tensor& value, int64_t heads, int64_t kv_heads,
+                                      int64_t head_dim, float scale, const torch::Tensor& prefixes,
+                                      bool keep_scores);
+
 // Adds the new positions' keys and values [B, N, T, head_dim] of layer `layer` to `cache` (a
 // layer seen the first time, in order, gets its entry) and returns that layer's keys and values
 // of every position so far, [B, N, past + T, head_dim].

@@ -89,6 +89,17 @@ __attribute__((always_inline, target("avx512f"))) inline __m512 GeluErf(__m512 x
   return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_add_ps(one, erf));
 }
 
+// GELU's tanh approximation, 0.5 x (1 + tanh(u)) with u = sqrt(2 / pi) (x + 0.044715 x^3)
+// (GPT-2's "gelu_new"), written as x - x / (e^(2u) + 1), which is exact at both ends: e^(2u)
+// overflows to +inf for large u (giving x) and is 0 for very negative u (giving 0).
+__attribute__((always_inline, target("avx512f"))) inline __m512 GeluTanh(__m512 x) {
+  const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+  const __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.797884560802865356f),
+                                 _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x));
+  const __m512 e = Exp(_mm512_add_ps(u, u));
+  return _mm512_sub_ps(x, _mm512_div_ps(x, _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+}
+
 }  // namespace avx512
 }  // namespace attnscope
 

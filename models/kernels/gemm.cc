@@ -100,8 +100,7 @@ void RunOnRowKernel(const torch::Tensor& x, int64_t rows, int64_t in,
     all.push_back({p.weight.data_ptr<float>(),
                    p.bias.defined() ? p.bias.data_ptr<float>() : nullptr,
                    p.residual.defined() ? p.residual.data_ptr<float>() : nullptr,
-                   p.result.data_ptr<float>(), out, /*begin=*/0, /*end=*/out,
-                   /*gelu=*/p.activation == Activation::kGelu});
+                   p.result.data_ptr<float>(), out, /*begin=*/0, /*end=*/out, p.activation});
   }
   const float* x_data = x.data_ptr<float>();
   SplitColumns(TotalColumns(products), [&](int64_t begin, int64_t end) {
@@ -143,9 +142,11 @@ void RunOnOneDnn(const torch::Tensor& x, int64_t rows, int64_t in,
     });
   });
   for (const Product& p : products) {
+    torch::Tensor result = p.result;  // gelu_ takes a mutable handle
     if (p.activation == Activation::kGelu) {
-      torch::Tensor result = p.result;  // gelu_ takes a mutable handle
       torch::gelu_(result);
+    } else if (p.activation == Activation::kGeluTanh) {
+      torch::gelu_(result, "tanh");
     }
   }
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "models/kernels/activation.h"
 
 namespace attnscope {
 
@@ -22,12 +23,6 @@ namespace attnscope {
 void Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
            int64_t ldc);
-
-// An activation applied to Linear's result in the same pass that writes it.
-enum class Activation {
-  kNone,
-  kGelu,  // exact-erf GELU: BERT's "gelu", torch.nn.GELU() (see avx512::GeluErf)
-};
 
 // nn.Linear: x [..., in] times weight [out, in] transposed, plus bias [out] (may be undefined),
 // plus `residual` [..., out] when defined, then `activation`. float32, contiguous x; returns a new

@@ -151,7 +151,11 @@ void WriteResult(const float* sums, int64_t sums_stride, int64_t rows, int64_t f
         if (c.residual != nullptr) {
           v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, c.residual + offset));
         }
-        if (c.gelu) v = avx512::GeluErf(v);
+        if (c.activation == Activation::kGelu) {
+          v = avx512::GeluErf(v);
+        } else if (c.activation == Activation::kGeluTanh) {
+          v = avx512::GeluTanh(v);
+        }
         _mm512_mask_storeu_ps(c.result + offset, mask, v);
       }
     }

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
+#include "models/kernels/activation.h"
 
 namespace attnscope {
 
@@ -26,7 +27,7 @@ namespace attnscope {
 inline constexpr int64_t kRowKernelMaxRows = 256;
 
 // Output columns [begin, end) of one product: result[t, n] = sum_k x[t, k] * weight[n, k]
-// + bias[n] + residual[t, n] for every row t, or GELU of that.
+// + bias[n] + residual[t, n] for every row t, then `activation`.
 struct RowKernelColumns {
   const float* weight;    // [out, in], row-major
   const float* bias;      // [out], or nullptr
@@ -35,7 +36,7 @@ struct RowKernelColumns {
   int64_t out;            // row length of result and residual
   int64_t begin;
   int64_t end;
-  bool gelu = false;  // apply GELU (exact erf form, avx512::GeluErf) to the result
+  Activation activation = Activation::kNone;  // applied to the result
 };
 
 // Whether RowKernelLinear runs on this CPU (HasAvx512()) for this many rows of `in` inputs (a

@@ -139,5 +139,28 @@ TEST(LinearGeluTest, MatchesTheExactErfFormAcrossItsRange) {
   EXPECT_EQ(got[0][0].item<float>(), 0.0f) << "GELU(-12) is -0 in float32";
 }
 
+TEST(LinearGeluTest, TanhFormMatchesTorchAndItsFloat64FormulaAcrossItsRange) {
+  ConfigureIntraOpThreads(/*num_threads=*/2);
+  torch::manual_seed(10);
+  for (const int64_t rows : {128, 300, 7}) {
+    const torch::Tensor x = torch::randn({rows, 64});
+    const torch::Tensor weight = torch::randn({200, 64}) * 0.5;
+    const torch::Tensor bias = torch::randn({200});
+    const torch::Tensor expected = torch::gelu(torch::linear(x, weight, bias), "tanh");
+    const torch::Tensor got = Linear(x, weight, bias, torch::Tensor(), Activation::kGeluTanh);
+    EXPECT_LT(MaxAbsDiff(got, expected), 2e-5) << rows << " rows";
+  }
+  // transformers' NewGELUActivation in float64, from far below to far above its bend.
+  const torch::Tensor x = torch::linspace(-60, 60, /*steps=*/96 * 16).view({96, 16});
+  const torch::Tensor got =
+      Linear(x, torch::eye(16), torch::Tensor(), torch::Tensor(), Activation::kGeluTanh);
+  const torch::Tensor x64 = x.to(torch::kFloat64);
+  const torch::Tensor exact =
+      0.5 * x64 * (1 + torch::tanh(std::sqrt(2.0 / M_PI) * (x64 + 0.044715 * x64.pow(3))));
+  EXPECT_LT(((got.to(torch::kFloat64) - exact).abs() / (1 + x64.abs())).max().item<double>(), 5e-7);
+  EXPECT_EQ(got[0][0].item<float>(), 0.0f);
+  EXPECT_EQ(got[95][15].item<float>(), 60.0f);
+}
+
 }  // namespace
 }  // namespace attnscope

@@ -1,13 +1,15 @@
 #!/usr/bin/python3
-"""Eager PyTorch reference for bench/engine_bench: a BERT-base-shaped model on the same weights.
+"""Eager PyTorch reference for bench/engine_bench: a base-sized model of --family on the same weights.
 
-Makes (once) a random BERT checkpoint in Hugging Face layout in --out (config.json, model.safetensors,
-a synthetic vocab.txt where "w<id>" is token <id>, input_ids.json), then times an eager forward pass
-that returns every layer's attention probabilities, written the way transformers' BertModel eager
-path is (nn.Linear per projection, view/permute, matmul, softmax, LayerNorm), and prints one JSON line with the timings and a few output values so the
-C++ engine can be checked against it.
+Makes (once) a random checkpoint in Hugging Face layout in --out (config.json, model.safetensors,
+input_ids.json; for BERT also a synthetic vocab.txt where "w<id>" is token <id>), then times an
+eager forward pass that returns every layer's attention probabilities, written the way
+transformers' eager paths are (BertModel, RobertaModel: nn.Linear per projection, view/permute,
+matmul, softmax, LayerNorm; GPT2Model: Conv1D as addmm, the causal mask by torch.where, gelu_new
+as NewGELUActivation's formula, ln_f; no language-model head on either side), and prints one JSON
+line with the timings and a few output values so the C++ engine can be checked against it.
 
-Run with Debian's interpreter (python3-torch): /usr/bin/python3 bench/bert_eager_reference.py --out DIR
+Run with Debian's interpreter (python3-torch): /usr/bin/python3 bench/eager_reference.py --out DIR
 """
 import argparse
 import json
@@ -79,6 +81,7 @@ class Bert(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         h = cfg["hidden_size"]
+        self.padding_idx = cfg["pad_token_id"] if cfg["model_type"] == "roberta" else None
         self.word = nn.Embedding(cfg["vocab_size"], h)
         self.position = nn.Embedding(cfg["max_position_embeddings"], h)
         self.token_type = nn.Embedding(cfg["type_vocab_size"], h)
@@ -88,7 +91,12 @@ class Bert(nn.Module):
             for _ in range(cfg["num_hidden_layers"]))
 
     def forward(self, input_ids, attention_mask):
-        positions = torch.arange(input_ids.shape[1]).unsqueeze(0)
+        if self.padding_idx is None:
+            positions = torch.arange(input_ids.shape[1]).unsqueeze(0)
+        else:
+            # RobertaEmbeddings.create_position_ids_from_input_ids: after padding_idx, skipping pads.
+            real = input_ids.ne(self.padding_idx).int()
+            positions = (torch.cumsum(real, dim=1) * real).long() + self.padding_idx
         x = self.norm(self.word(input_ids) + self.position(positions) +
                       self.token_type(torch.zeros_like(input_ids)))
         mask = (1.0 - attention_mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
@@ -124,12 +132,120 @@ class Bert(nn.Module):
                         (layer.output_norm, p + "output.LayerNorm")]
 
 
+class Conv1D(nn.Module):
+    """transformers.pytorch_utils.Conv1D: weight [in, out], x W + b by addmm."""
+
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n_in, n_out))
+        self.bias = nn.Parameter(torch.zeros(n_out))
+
+    def forward(self, x):
+        shape = x.shape[:-1] + (self.weight.shape[1],)
+        return torch.addmm(self.bias, x.view(-1, x.shape[-1]), self.weight).view(shape)
+
+
+def gelu_new(x):
+    """transformers.activations.NewGELUActivation."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class Gpt2Block(nn.Module):
+    def __init__(self, hidden, heads, eps):
+        super().__init__()
+        self.heads, self.head_dim = heads, hidden // heads
+        self.ln_1 = nn.LayerNorm(hidden, eps=eps)
+        self.c_attn = Conv1D(hidden, 3 * hidden)
+        self.attn_proj = Conv1D(hidden, hidden)
+        self.ln_2 = nn.LayerNorm(hidden, eps=eps)
+        self.c_fc = Conv1D(hidden, 4 * hidden)
+        self.mlp_proj = Conv1D(4 * hidden, hidden)
+
+    def split(self, x):
+        return x.view(x.shape[0], x.shape[1], self.heads, self.head_dim).permute(0, 2, 1, 3)
+
+    def forward(self, x, causal):
+        q, k, v = (self.split(t) for t in self.c_attn(self.ln_1(x)).split(x.shape[-1], dim=2))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        scores = torch.where(causal, scores, torch.tensor(torch.finfo(scores.dtype).min))
+        probs = torch.softmax(scores, dim=-1)
+        context = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous().view(x.shape)
+        x = x + self.attn_proj(context)
+        x = x + self.mlp_proj(gelu_new(self.c_fc(self.ln_2(x))))
+        return x, probs
+
+
+class Gpt2(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["n_embd"]
+        self.wte = nn.Embedding(cfg["vocab_size"], h)
+        self.wpe = nn.Embedding(cfg["n_positions"], h)
+        self.layers = nn.ModuleList(Gpt2Block(h, cfg["n_head"], cfg["layer_norm_epsilon"])
+                                    for _ in range(cfg["n_layer"]))
+        self.ln_f = nn.LayerNorm(h, eps=cfg["layer_norm_epsilon"])
+
+    def forward(self, input_ids, attention_mask):
+        length = input_ids.shape[1]
+        x = self.wte(input_ids) + self.wpe(torch.arange(length).unsqueeze(0))
+        causal = torch.tril(torch.ones(length, length, dtype=torch.bool)).view(1, 1, length, length)
+        attentions = []
+        for layer in self.layers:
+            x, probs = layer(x, causal)
+            attentions.append(probs)
+        return self.ln_f(x), attentions
+
+    def hf_modules(self):
+        """(module, GPT2LMHeadModel name) of every parameter holder."""
+        yield from [(self.wte, "transformer.wte"), (self.wpe, "transformer.wpe"),
+                    (self.ln_f, "transformer.ln_f")]
+        for i, layer in enumerate(self.layers):
+            p = f"transformer.h.{i}."
+            yield from [(layer.ln_1, p + "ln_1"), (layer.c_attn, p + "attn.c_attn"),
+                        (layer.attn_proj, p + "attn.c_proj"), (layer.ln_2, p + "ln_2"),
+                        (layer.c_fc, p + "mlp.c_fc"), (layer.mlp_proj, p + "mlp.c_proj")]
+
+    def load_hf(self, tensors):
+        for module, name in self.hf_modules():
+            for key, param in module.named_parameters():
+                param.data.copy_(tensors[f"{name}.{key}"])
+
+
+def make_gpt2_checkpoint(out, args):
+    cfg = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": 50257,
+           "n_embd": args.hidden, "n_layer": args.layers, "n_head": args.heads, "n_inner": None,
+           "n_positions": 1024, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+           "bos_token_id": 50256, "eos_token_id": 50256, "tie_word_embeddings": True,
+           "torch_dtype": "float32"}
+    torch.manual_seed(0)
+    model = Gpt2(cfg)
+    hf = {}
+    with torch.no_grad():
+        for module, name in model.hf_modules():
+            for key, param in module.named_parameters():
+                if not isinstance(module, nn.LayerNorm):
+                    param.normal_(0.0, 0.02)
+                hf[f"{name}.{key}"] = param.detach().contiguous()
+    write_safetensors(os.path.join(out, "model.safetensors"), hf)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+
+
 def make_checkpoint(out, args):
-    cfg = {"architectures": ["BertModel"], "model_type": "bert", "vocab_size": 30522,
-           "hidden_size": args.hidden, "num_hidden_layers": args.layers,
-           "num_attention_heads": args.heads, "intermediate_size": args.intermediate,
-           "hidden_act": "gelu", "max_position_embeddings": 512, "type_vocab_size": 2,
-           "layer_norm_eps": 1e-12, "pad_token_id": 0, "torch_dtype": "float32"}
+    if args.family == "gpt2":
+        make_gpt2_checkpoint(out, args)
+        return
+    if args.family == "roberta":
+        cfg = {"architectures": ["RobertaModel"], "model_type": "roberta", "vocab_size": 50265,
+               "max_position_embeddings": 514, "type_vocab_size": 1, "layer_norm_eps": 1e-5,
+               "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2}
+    else:
+        cfg = {"architectures": ["BertModel"], "model_type": "bert", "vocab_size": 30522,
+               "max_position_embeddings": 512, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
+               "pad_token_id": 0}
+    cfg.update({"hidden_size": args.hidden, "num_hidden_layers": args.layers,
+                "num_attention_heads": args.heads, "intermediate_size": args.intermediate,
+                "hidden_act": "gelu", "torch_dtype": "float32"})
     torch.manual_seed(0)
     model = Bert(cfg)
     # Export under Hugging Face BertModel names.
@@ -150,6 +266,8 @@ def make_checkpoint(out, args):
                       {n: t.detach().contiguous() for n, t in hf.items()})
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
+    if args.family != "bert":
+        return
     # A synthetic WordPiece vocabulary so the server can tokenize: "w<id>" is token <id>.
     vocab = [f"w{i}" for i in range(cfg["vocab_size"])]
     for token, index in {"[PAD]": 0, "[UNK]": 100, "[CLS]": 101, "[SEP]": 102, "[MASK]": 103}.items():
@@ -163,6 +281,8 @@ def make_checkpoint(out, args):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
+    parser.add_argument("--family", choices=["bert", "roberta", "gpt2"], default="bert",
+                        help="BertModel, RobertaModel or GPT2LMHeadModel (its GPT2Model timed)")
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--layers", type=int, default=12)
@@ -177,14 +297,19 @@ def main():
     if not 1 <= args.tokens <= 512:
         sys.exit(f"--tokens {args.tokens}: expected 1 to 512 (max_position_embeddings)")
     os.makedirs(args.out, exist_ok=True)
-    if not os.path.exists(os.path.join(args.out, "vocab.txt")):
+    if not os.path.exists(os.path.join(args.out, "config.json")):
         make_checkpoint(args.out, args)
     with open(os.path.join(args.out, "config.json")) as f:
         cfg = json.load(f)
     # A checkpoint made earlier in --out must have the shape the flags ask for: measuring another
     # one would report figures for flags that were never applied.
-    wanted = {"num_hidden_layers": args.layers, "hidden_size": args.hidden,
-              "num_attention_heads": args.heads, "intermediate_size": args.intermediate}
+    if args.family == "gpt2":
+        wanted = {"model_type": "gpt2", "n_layer": args.layers, "n_embd": args.hidden,
+                  "n_head": args.heads}
+    else:
+        wanted = {"model_type": args.family, "num_hidden_layers": args.layers,
+                  "hidden_size": args.hidden, "num_attention_heads": args.heads,
+                  "intermediate_size": args.intermediate}
     cached = {key: cfg.get(key) for key in wanted}
     if cached != wanted:
         sys.exit(f"--out '{args.out}': expected a checkpoint of {wanted}, got {cached}; "
@@ -199,7 +324,7 @@ def main():
         ids = torch.tensor(json.load(f)).unsqueeze(0)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    model = Bert(cfg)
+    model = Gpt2(cfg) if args.family == "gpt2" else Bert(cfg)
     model.load_hf(read_safetensors(os.path.join(args.out, "model.safetensors")))
     model.eval()
     mask = torch.ones_like(ids)
@@ -217,7 +342,7 @@ def main():
         "torch_threads": torch.get_num_threads(),
         "torch_version": torch.__version__,
         "last_hidden_state_row0": last[0, 0, :16].tolist(),
-        "attention_last_layer_head0_row0": attentions[-1][0, 0, 0, :16].tolist(),
+        "attention_last_layer_head0_last_row": attentions[-1][0, 0, -1, :16].tolist(),
     }))
 
 
