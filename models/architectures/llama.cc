@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "models/architectures/model_util.h"
 #include "models/architectures/transformer.h"
+#include "models/kernels/gemm.h"
 
 namespace attnscope {
 namespace {
@@ -108,11 +109,16 @@ class LlamaModel : public DecoderOnlyModel {
 
     const torch::Tensor positions = torch::arange(past, past + length, torch::kFloat32);
     const torch::Tensor freqs = torch::outer(positions, inv_freq_);
-    const torch::Tensor angles = torch::cat({freqs, freqs}, -1);  // [T, head_dim]
+    // [T, 1, head_dim]: over the heads of [B, T, N, head_dim].
+    const torch::Tensor angles = torch::cat({freqs, freqs}, -1).unsqueeze(1);
     const torch::Tensor cos = angles.cos();
     const torch::Tensor sin = angles.sin();
     auto rotate = [&](const torch::Tensor& x) { return x * cos + RotateHalf(x) * sin; };
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+    // A whole sequence (no cache) takes the fast attention in the layers without a window;
+    // decoding steps over a cache, and windows, take LibTorch's batched products.
+    const torch::Tensor prefixes =
+        cache == nullptr ? VisiblePrefixes(visible, batch) : torch::Tensor();
 
     // One mask per window size: the layers of a model share one or two.
     std::vector<std::pair<int64_t, torch::Tensor>> windowed_masks;
@@ -124,11 +130,17 @@ class LlamaModel : public DecoderOnlyModel {
       windowed_masks.emplace_back(window, WithinWindow(visible, past, window));
       return windowed_masks.back().second;
     };
-    // [B, T, N, head_dim] with Qwen3's per-head RMSNorm when it has one, as [B, N, T, head_dim].
-    auto heads_of = [&](const torch::Tensor& projected, int64_t count, const torch::Tensor& norm) {
+    // [B, T, count * head_dim] with Qwen3's per-head RMSNorm when it has one and RoPE when
+    // `rotary`, contiguous.
+    auto heads_of = [&](const torch::Tensor& projected, int64_t count, const torch::Tensor& norm,
+                        bool rotary) {
       torch::Tensor split = projected.view({batch, length, count, head_dim});
       if (norm.defined()) split = RmsNorm(split, norm);
-      return split.transpose(1, 2);
+      if (rotary) split = rotate(split);
+      return split.reshape({batch, length, count * head_dim});
+    };
+    auto split_heads = [&](const torch::Tensor& x, int64_t count) {
+      return x.view({batch, length, count, head_dim}).transpose(1, 2);
     };
 
     ForwardOutput out;
@@ -136,30 +148,46 @@ class LlamaModel : public DecoderOnlyModel {
     if (options.output_hidden_states) out.hidden_states.push_back(hidden);
     for (size_t i = 0; i < layers_.size(); ++i) {
       const LlamaLayer& layer = layers_[i];
-      const torch::Tensor normed = RmsNorm(hidden, layer.input_norm);
-      const torch::Tensor query =
-          rotate(heads_of(torch::linear(normed, layer.q_proj, layer.q_bias), heads, layer.q_norm));
-      torch::Tensor key = rotate(
-          heads_of(torch::linear(normed, layer.k_proj, layer.k_bias), kv_heads, layer.k_norm));
-      torch::Tensor value = heads_of(torch::linear(normed, layer.v_proj, layer.v_bias), kv_heads,
-                                     /*norm=*/torch::Tensor());
-      if (cache != nullptr) std::tie(key, value) = AppendToCache(cache, i, key, value);
-      if (queries_per_kv > 1) {
-        key = key.repeat_interleave(queries_per_kv, /*dim=*/1);
-        value = value.repeat_interleave(queries_per_kv, /*dim=*/1);
+      const std::vector<torch::Tensor> projected =
+          LinearGroup(RmsNorm(hidden, layer.input_norm), {layer.q_proj, layer.k_proj, layer.v_proj},
+                      {layer.q_bias, layer.k_bias, layer.v_bias});
+      const torch::Tensor query = heads_of(projected[0], heads, layer.q_norm, /*rotary=*/true);
+      const torch::Tensor key = heads_of(projected[1], kv_heads, layer.k_norm, /*rotary=*/true);
+      const torch::Tensor& value = projected[2];
+      torch::Tensor probs;
+      torch::Tensor scores;
+      torch::Tensor context;
+      if (prefixes.defined() && layer.sliding_window == 0) {
+        PrefixAttentionOutput attention =
+            PrefixAttention(query, key, value, heads, kv_heads, head_dim, static_cast<float>(scale),
+                            prefixes, options.output_attention_scores);
+        probs = std::move(attention.probs);
+        scores = std::move(attention.scores);
+        context = std::move(attention.context);
+      } else {
+        torch::Tensor all_keys = split_heads(key, kv_heads);
+        torch::Tensor all_values = split_heads(value, kv_heads);
+        if (cache != nullptr) {
+          std::tie(all_keys, all_values) = AppendToCache(cache, i, all_keys, all_values);
+        }
+        if (queries_per_kv > 1) {
+          all_keys = all_keys.repeat_interleave(queries_per_kv, /*dim=*/1);
+          all_values = all_values.repeat_interleave(queries_per_kv, /*dim=*/1);
+        }
+        scores = torch::matmul(split_heads(query, heads), all_keys.transpose(-1, -2)).mul_(scale);
+        probs = torch::softmax(scores.masked_fill(mask_of(layer.sliding_window).logical_not(),
+                                                  std::numeric_limits<float>::lowest()),
+                               -1);
+        context = torch::matmul(probs, all_values)
+                      .transpose(1, 2)
+                      .reshape({batch, length, heads * head_dim});
       }
-      torch::Tensor scores = torch::matmul(query, key.transpose(-1, -2)).mul_(scale);
-      torch::Tensor probs =
-          torch::softmax(scores.masked_fill(mask_of(layer.sliding_window).logical_not(),
-                                            std::numeric_limits<float>::lowest()),
-                         -1);
-      const torch::Tensor context =
-          torch::matmul(probs, value).transpose(1, 2).reshape({batch, length, heads * head_dim});
-      hidden = hidden + torch::linear(context, layer.o_proj, layer.o_bias);
-      const torch::Tensor mlp_in = RmsNorm(hidden, layer.post_attention_norm);
-      hidden = hidden + torch::linear(torch::silu(torch::linear(mlp_in, layer.gate_proj)) *
-                                          torch::linear(mlp_in, layer.up_proj),
-                                      layer.down_proj);
+      hidden = Linear(context, layer.o_proj, layer.o_bias, /*residual=*/hidden);
+      const std::vector<torch::Tensor> gate_up =
+          LinearGroup(RmsNorm(hidden, layer.post_attention_norm), {layer.gate_proj, layer.up_proj},
+                      {torch::Tensor(), torch::Tensor()});
+      hidden = Linear(torch::silu(gate_up[0]).mul_(gate_up[1]), layer.down_proj,
+                      /*bias=*/torch::Tensor(), /*residual=*/hidden);
       if (options.output_attentions) out.attentions.push_back(std::move(probs));
       if (options.output_attention_scores) out.attention_scores.push_back(std::move(scores));
       if (options.output_hidden_states && i + 1 < layers_.size())

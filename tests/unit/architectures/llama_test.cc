@@ -121,7 +121,12 @@ TEST_F(LlamaStoriesTest, CausalAndPaddingInvariants) {
   }
 
   const ForwardOutput alone = Run(Ids(short_ids));
-  EXPECT_LE((batched.logits[1].narrow(0, 0, 4) - alone.logits[0]).abs().max().item<double>(), 1e-5);
+  // Relative to the logits' size: the batch of 16 rows and the 4 alone run the projections on
+  // differently blocked products (float32 sums in another order).
+  const double logit_scale = alone.logits.abs().max().item<double>();
+  EXPECT_LE((batched.logits[1].narrow(0, 0, 4) - alone.logits[0]).abs().max().item<double>(),
+            1e-6 * logit_scale)
+      << "largest |logit| " << logit_scale;
   for (size_t layer = 0; layer < alone.attentions.size(); ++layer) {
     const torch::Tensor part = batched.attentions[layer][1].narrow(1, 0, 4).narrow(2, 0, 4);
     EXPECT_LE((part - alone.attentions[layer][0]).abs().max().item<double>(), 1e-5);
