@@ -12,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "attnscope/v1/attnscope.grpc.pb.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -257,6 +258,26 @@ TEST_F(BadInputTest, RequestOverTheServersReceiveLimit) {
   ExpectRow("5 MB text", client_->GetAttention(request).status(),
             absl::StatusCode::kResourceExhausted,
             {"the request is", "bytes the server accepts", "shorter texts"});
+}
+
+// gRPC inflates a compressed message whole before it checks its size, so a small gzip message
+// could cost gigabytes: compressed messages are refused before they are inflated.
+TEST_F(BadInputTest, CompressedRequestsAreRefusedBeforeTheyAreInflated) {
+  std::unique_ptr<v1::AttentionService::Stub> stub = v1::AttentionService::NewStub(
+      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  v1::TokenizeRequest request;
+  request.set_text("paris");
+  for (const grpc_compression_algorithm algorithm : {GRPC_COMPRESS_GZIP, GRPC_COMPRESS_DEFLATE}) {
+    grpc::ClientContext context;
+    context.set_compression_algorithm(algorithm);
+    v1::TokenizeResponse response;
+    const grpc::Status status = stub->Tokenize(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
+    EXPECT_THAT(status.error_message(), ::testing::HasSubstr("is disabled"));
+  }
+  grpc::ClientContext context;
+  v1::TokenizeResponse response;
+  EXPECT_TRUE(stub->Tokenize(&context, request, &response).ok());
 }
 
 TEST_F(BadInputTest, CrossAttentionTextWithoutTokens) {
