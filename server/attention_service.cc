@@ -9,7 +9,7 @@
 namespace attnscope::server {
 namespace {
 
-Call GrpcCall(grpc::ServerContext* context) {
+Call GrpcCall(grpc::ServerContextBase* context) {
   const auto& metadata = context->client_metadata();
   const auto authorization = metadata.find("authorization");
   return MakeCall(
@@ -38,33 +38,56 @@ absl::Status AttentionService::WriteWithin(grpc::ServerContext* context,
   return absl::CancelledError("the client closed the stream before it was complete");
 }
 
+grpc::ServerUnaryReactor* AttentionService::Unary(grpc::CallbackServerContext* context,
+                                                  std::function<absl::Status(const Call&)> method) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Call call = GrpcCall(context);
+  if (!workers_->TrySchedule([reactor, call = std::move(call), method = std::move(method)] {
+        reactor->Finish(ToGrpcStatus(method(call)));
+      })) {
+    core_->RecordBusy();
+    reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError(
+        "every worker thread of the server is busy and as many calls wait for one "
+        "(--max_concurrent_requests); retry with backoff")));
+  }
+  return reactor;
+}
+
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), ClientMessage(status));
 }
 
-grpc::Status AttentionService::ListModels(grpc::ServerContext* context,
-                                          const v1::ListModelsRequest* request,
-                                          v1::ListModelsResponse* response) {
-  return ToGrpcStatus(core_->ListModels(GrpcCall(context), *request, response));
+grpc::ServerUnaryReactor* AttentionService::ListModels(grpc::CallbackServerContext* context,
+                                                       const v1::ListModelsRequest* request,
+                                                       v1::ListModelsResponse* response) {
+  return Unary(context, [this, request, response](const Call& call) {
+    return core_->ListModels(call, *request, response);
+  });
 }
 
-grpc::Status AttentionService::GetModelInfo(grpc::ServerContext* context,
-                                            const v1::GetModelInfoRequest* request,
-                                            v1::ModelInfo* response) {
-  return ToGrpcStatus(core_->GetModelInfo(GrpcCall(context), *request, response));
+grpc::ServerUnaryReactor* AttentionService::GetModelInfo(grpc::CallbackServerContext* context,
+                                                         const v1::GetModelInfoRequest* request,
+                                                         v1::ModelInfo* response) {
+  return Unary(context, [this, request, response](const Call& call) {
+    return core_->GetModelInfo(call, *request, response);
+  });
 }
 
-grpc::Status AttentionService::Tokenize(grpc::ServerContext* context,
-                                        const v1::TokenizeRequest* request,
-                                        v1::TokenizeResponse* response) {
-  return ToGrpcStatus(core_->Tokenize(GrpcCall(context), *request, response));
+grpc::ServerUnaryReactor* AttentionService::Tokenize(grpc::CallbackServerContext* context,
+                                                     const v1::TokenizeRequest* request,
+                                                     v1::TokenizeResponse* response) {
+  return Unary(context, [this, request, response](const Call& call) {
+    return core_->Tokenize(call, *request, response);
+  });
 }
 
-grpc::Status AttentionService::GetAttention(grpc::ServerContext* context,
-                                            const v1::GetAttentionRequest* request,
-                                            v1::GetAttentionResponse* response) {
-  return ToGrpcStatus(core_->GetAttention(GrpcCall(context), *request, response));
+grpc::ServerUnaryReactor* AttentionService::GetAttention(grpc::CallbackServerContext* context,
+                                                         const v1::GetAttentionRequest* request,
+                                                         v1::GetAttentionResponse* response) {
+  return Unary(context, [this, request, response](const Call& call) {
+    return core_->GetAttention(call, *request, response);
+  });
 }
 
 grpc::Status AttentionService::StreamAttention(
@@ -84,40 +107,52 @@ grpc::Status AttentionService::Generate(grpc::ServerContext* context,
       [&](const v1::GenerateResponse& message) { return WriteWithin(context, writer, message); }));
 }
 
-grpc::Status AttentionService::Encode(grpc::ServerContext* context,
-                                      const v1::EncodeRequest* request,
-                                      v1::EncodeResponse* response) {
-  return ToGrpcStatus(core_->Encode(GrpcCall(context), *request, response));
+grpc::ServerUnaryReactor* AttentionService::Encode(grpc::CallbackServerContext* context,
+                                                   const v1::EncodeRequest* request,
+                                                   v1::EncodeResponse* response) {
+  return Unary(context, [this, request, response](const Call& call) {
+    return core_->Encode(call, *request, response);
+  });
 }
 
-grpc::Status AttentionService::CrossAttention(grpc::ServerContext* context,
-                                              const v1::CrossAttentionRequest* request,
-                                              v1::CrossAttentionResponse* response) {
-  return ToGrpcStatus(core_->CrossAttention(GrpcCall(context), *request, response));
+grpc::ServerUnaryReactor* AttentionService::CrossAttention(grpc::CallbackServerContext* context,
+                                                           const v1::CrossAttentionRequest* request,
+                                                           v1::CrossAttentionResponse* response) {
+  return Unary(context, [this, request, response](const Call& call) {
+    return core_->CrossAttention(call, *request, response);
+  });
 }
 
-grpc::Status AttentionService::ListParameters(grpc::ServerContext* context,
-                                              const v1::ListParametersRequest* request,
-                                              v1::ListParametersResponse* response) {
-  return ToGrpcStatus(core_->ListParameters(GrpcCall(context), *request, response));
+grpc::ServerUnaryReactor* AttentionService::ListParameters(grpc::CallbackServerContext* context,
+                                                           const v1::ListParametersRequest* request,
+                                                           v1::ListParametersResponse* response) {
+  return Unary(context, [this, request, response](const Call& call) {
+    return core_->ListParameters(call, *request, response);
+  });
 }
 
-grpc::Status AttentionService::GetParameter(grpc::ServerContext* context,
-                                            const v1::GetParameterRequest* request,
-                                            v1::GetParameterResponse* response) {
-  return ToGrpcStatus(core_->GetParameter(GrpcCall(context), *request, response));
+grpc::ServerUnaryReactor* AttentionService::GetParameter(grpc::CallbackServerContext* context,
+                                                         const v1::GetParameterRequest* request,
+                                                         v1::GetParameterResponse* response) {
+  return Unary(context, [this, request, response](const Call& call) {
+    return core_->GetParameter(call, *request, response);
+  });
 }
 
-grpc::Status AttentionService::GetTrainingRecord(grpc::ServerContext* context,
-                                                 const v1::GetTrainingRecordRequest* request,
-                                                 v1::TrainingRecord* response) {
-  return ToGrpcStatus(core_->GetTrainingRecord(GrpcCall(context), *request, response));
+grpc::ServerUnaryReactor* AttentionService::GetTrainingRecord(
+    grpc::CallbackServerContext* context, const v1::GetTrainingRecordRequest* request,
+    v1::TrainingRecord* response) {
+  return Unary(context, [this, request, response](const Call& call) {
+    return core_->GetTrainingRecord(call, *request, response);
+  });
 }
 
-grpc::Status AttentionService::Attribute(grpc::ServerContext* context,
-                                         const v1::AttributeRequest* request,
-                                         v1::AttributeResponse* response) {
-  return ToGrpcStatus(core_->Attribute(GrpcCall(context), *request, response));
+grpc::ServerUnaryReactor* AttentionService::Attribute(grpc::CallbackServerContext* context,
+                                                      const v1::AttributeRequest* request,
+                                                      v1::AttributeResponse* response) {
+  return Unary(context, [this, request, response](const Call& call) {
+    return core_->Attribute(call, *request, response);
+  });
 }
 
 grpc::ServerGenericBidiReactor* UnknownMethodService::CreateReactor(

@@ -7,10 +7,13 @@
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
+
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "attnscope/v1/attnscope.grpc.pb.h"
 #include "server/service_core.h"
+#include "server/worker_pool.h"
 #include "server/write_watchdog.h"
 
 namespace attnscope::server {
@@ -18,37 +21,62 @@ namespace attnscope::server {
 // The canonical codes are the same numbers on both sides; the message is ClientMessage(status).
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
-class AttentionService final : public v1::AttentionService::Service {
- public:
-  // `core` and `watchdog` must outlive the service. A stream whose client takes none of its
-  // messages for the watchdog's timeout (--write_timeout_seconds) is cancelled.
-  AttentionService(ServiceCore* core, WriteWatchdog* watchdog) : core_(core), watchdog_(watchdog) {}
+// The unary methods on gRPC's callback API, their work on a WorkerPool (server/worker_pool.h says
+// why); the two streams on the synchronous API, whose writes the watchdog bounds.
+using UnaryCallbackService = v1::AttentionService::WithCallbackMethod_ListModels<
+    v1::AttentionService::WithCallbackMethod_GetModelInfo<
+        v1::AttentionService::WithCallbackMethod_Tokenize<
+            v1::AttentionService::WithCallbackMethod_GetAttention<
+                v1::AttentionService::WithCallbackMethod_Encode<
+                    v1::AttentionService::WithCallbackMethod_CrossAttention<
+                        v1::AttentionService::WithCallbackMethod_ListParameters<
+                            v1::AttentionService::WithCallbackMethod_GetParameter<
+                                v1::AttentionService::WithCallbackMethod_GetTrainingRecord<
+                                    v1::AttentionService::WithCallbackMethod_Attribute<
+                                        v1::AttentionService::Service>>>>>>>>>>;
 
-  grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,
-                          v1::ListModelsResponse* response) override;
-  grpc::Status GetModelInfo(grpc::ServerContext* context, const v1::GetModelInfoRequest* request,
-                            v1::ModelInfo* response) override;
-  grpc::Status Tokenize(grpc::ServerContext* context, const v1::TokenizeRequest* request,
-                        v1::TokenizeResponse* response) override;
-  grpc::Status GetAttention(grpc::ServerContext* context, const v1::GetAttentionRequest* request,
-                            v1::GetAttentionResponse* response) override;
+class AttentionService final : public UnaryCallbackService {
+ public:
+  // `core`, `watchdog` and `workers` must outlive the service. A stream whose client takes none
+  // of its messages for the watchdog's timeout (--write_timeout_seconds) is cancelled; a unary
+  // call that finds every worker busy and the pool's queue full is refused RESOURCE_EXHAUSTED,
+  // counted as the concurrency limit's rejection.
+  AttentionService(ServiceCore* core, WriteWatchdog* watchdog, WorkerPool* workers)
+      : core_(core), watchdog_(watchdog), workers_(workers) {}
+
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
+                                       const v1::ListModelsRequest* request,
+                                       v1::ListModelsResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* GetAttention(grpc::CallbackServerContext* context,
+                                         const v1::GetAttentionRequest* request,
+                                         v1::GetAttentionResponse* response) override;
+  grpc::ServerUnaryReactor* Encode(grpc::CallbackServerContext* context,
+                                   const v1::EncodeRequest* request,
+                                   v1::EncodeResponse* response) override;
+  grpc::ServerUnaryReactor* CrossAttention(grpc::CallbackServerContext* context,
+                                           const v1::CrossAttentionRequest* request,
+                                           v1::CrossAttentionResponse* response) override;
+  grpc::ServerUnaryReactor* ListParameters(grpc::CallbackServerContext* context,
+                                           const v1::ListParametersRequest* request,
+                                           v1::ListParametersResponse* response) override;
+  grpc::ServerUnaryReactor* GetParameter(grpc::CallbackServerContext* context,
+                                         const v1::GetParameterRequest* request,
+                                         v1::GetParameterResponse* response) override;
+  grpc::ServerUnaryReactor* GetTrainingRecord(grpc::CallbackServerContext* context,
+                                              const v1::GetTrainingRecordRequest* request,
+                                              v1::TrainingRecord* response) override;
+  grpc::ServerUnaryReactor* Attribute(grpc::CallbackServerContext* context,
+                                      const v1::AttributeRequest* request,
+                                      v1::AttributeResponse* response) override;
+
   grpc::Status StreamAttention(grpc::ServerContext* context, const v1::GetAttentionRequest* request,
                                grpc::ServerWriter<v1::StreamAttentionResponse>* writer) override;
-  grpc::Status Encode(grpc::ServerContext* context, const v1::EncodeRequest* request,
-                      v1::EncodeResponse* response) override;
-  grpc::Status CrossAttention(grpc::ServerContext* context,
-                              const v1::CrossAttentionRequest* request,
-                              v1::CrossAttentionResponse* response) override;
-  grpc::Status ListParameters(grpc::ServerContext* context,
-                              const v1::ListParametersRequest* request,
-                              v1::ListParametersResponse* response) override;
-  grpc::Status GetParameter(grpc::ServerContext* context, const v1::GetParameterRequest* request,
-                            v1::GetParameterResponse* response) override;
-  grpc::Status GetTrainingRecord(grpc::ServerContext* context,
-                                 const v1::GetTrainingRecordRequest* request,
-                                 v1::TrainingRecord* response) override;
-  grpc::Status Attribute(grpc::ServerContext* context, const v1::AttributeRequest* request,
-                         v1::AttributeResponse* response) override;
   grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override;
 
@@ -59,8 +87,13 @@ class AttentionService final : public v1::AttentionService::Service {
   absl::Status WriteWithin(grpc::ServerContext* context, grpc::ServerWriter<Message>* writer,
                            const Message& message);
 
+  // Runs `method` on a worker and finishes the call with its status.
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
+                                  std::function<absl::Status(const Call&)> method);
+
   ServiceCore* const core_;
   WriteWatchdog* const watchdog_;
+  WorkerPool* const workers_;
 };
 
 // Answers a call to a method no registered service has (a client built from another proto, a

@@ -41,6 +41,7 @@
 #include "server/metrics_http.h"
 #include "server/parse_failure_interceptor.h"
 #include "server/security.h"
+#include "server/worker_pool.h"
 
 namespace attnscope::server {
 namespace {
@@ -354,7 +355,9 @@ absl::Status RunServer(const ServerOptions& options) {
 
   ServiceCore core(options.service, &metrics, api_keys.get());
   WriteWatchdog watchdog(options.http.limits.write_timeout);
-  AttentionService service(&core, &watchdog);
+  const int worker_threads = WorkerThreads(options);
+  WorkerPool unary_workers(worker_threads, /*max_queued=*/worker_threads);
+  AttentionService service(&core, &watchdog, &unary_workers);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -383,7 +386,6 @@ absl::Status RunServer(const ServerOptions& options) {
   // A new thread's first LibTorch parallel operation initialises its thread count, which rebuilds
   // LibTorch's shared thread pool under a lock: with 16 CrossAttention clients, 10 of 33 threads
   // sat waiting there and p90 latency was 7 times p50. Threads now live on between calls.
-  const int worker_threads = WorkerThreads(options);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
                               std::max(2, worker_threads));
   // gRPC's synchronous server starts a thread for every call that arrives while the others are

@@ -173,6 +173,9 @@ TEST(CallLimitsTest, HttpAnswersBeingWrittenHoldTheAnswerBudget) {
                            {{"rpc", "GetAttention"}, {"code", "OK"}});
   }
   ASSERT_FALSE(answered.empty()) << server.Log();
+  // The call is counted when its method returns; printing its 43 MB of JSON takes a moment more
+  // (held from the budget too), then the body is written and held for up to 20 s.
+  absl::SleepFor(absl::Seconds(3));
 
   // Another such answer would take the bytes held over the budget: refused before its pass.
   absl::StatusOr<std::unique_ptr<RawConnection>> second = RawConnection::Open(server.http_port());
@@ -412,6 +415,40 @@ int ProcessThreads(pid_t pid) {
 // make a thread each: with gRPC's synchronous server unbounded, 60 000 such streams on three
 // connections made 19 000 threads and 3.4 GB, and normal calls timed out. Afterwards the server
 // answers as before.
+// Clients that ask for an answer and never open their HTTP/2 window hold no thread: on gRPC's
+// synchronous API 85 such ListModels calls held every thread of its pool until they went, and
+// every other gRPC caller got "Server Threadpool Exhausted".
+TEST(CallLimitsTest, ClientsThatNeverTakeTheirAnswersHoldNoThreads) {
+  ServerProcess::Options options;
+  options.models = {"default=" + TinyBertDir()};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  const std::string port = server.address().substr(server.address().rfind(':') + 1);
+  std::thread holders([&] {
+    RunCommand({"/usr/bin/python3", ATTNSCOPE_H2_STREAM_FLOOD, "--port", port, "--closed_window",
+                "200", "--hold", "8"},
+               absl::Seconds(60));
+  });
+  absl::SleepFor(absl::Seconds(3));
+  std::unique_ptr<v1::AttentionService::Stub> stub = StubOf(server);
+  int served = 0;
+  std::string failures;
+  for (int i = 0; i < 10; ++i) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    v1::ListModelsResponse response;
+    const grpc::Status status = stub->ListModels(&context, v1::ListModelsRequest(), &response);
+    if (status.ok()) {
+      ++served;
+    } else {
+      failures += status.error_message() + "\n";
+    }
+  }
+  holders.join();
+  EXPECT_EQ(served, 10) << failures;
+}
+
 TEST(CallLimitsTest, AFloodOfHttp2StreamsHasBoundedThreads) {
   ServerProcess::Options options;
   options.models = {"default=" + TinyBertDir()};

@@ -4,7 +4,12 @@ hand-built frames (RFC 9113; no HTTP/2 library): each stream a GetAttention call
 with --reset its DATA and an RST_STREAM at once (the "rapid reset" pattern). Reads whatever the
 server sends for --hold seconds, then closes.
 
+With --closed_window N it opens N connections instead, each with an initial flow-control window of
+0 (SETTINGS_INITIAL_WINDOW_SIZE) and one whole ListModels call, and holds them for --hold seconds
+without reading or ever opening the window: clients that ask and never take the answer.
+
     h2_stream_flood.py --port PORT [--streams 20000] [--reset] [--hold 3]
+    h2_stream_flood.py --port PORT --closed_window 100 [--hold 3]
 """
 import argparse
 import socket
@@ -32,13 +37,34 @@ def literal(name, value):
     return b"\x00" + length_prefix(len(name)) + name + length_prefix(len(value)) + value
 
 
-HEADERS = b"".join(literal(n, v) for n, v in [
-    (b":method", b"POST"), (b":scheme", b"http"),
-    (b":path", b"/attnscope.v1.AttentionService/GetAttention"), (b":authority", b"127.0.0.1"),
-    (b"content-type", b"application/grpc"), (b"te", b"trailers")])
+def call_headers(method):
+    return b"".join(literal(n, v) for n, v in [
+        (b":method", b"POST"), (b":scheme", b"http"),
+        (b":path", b"/attnscope.v1.AttentionService/" + method), (b":authority", b"127.0.0.1"),
+        (b"content-type", b"application/grpc"), (b"te", b"trailers")])
+
+
+HEADERS = call_headers(b"GetAttention")
 # GetAttentionRequest{text: "hello world"} (field 2), as one gRPC message.
 MESSAGE = b"\x12\x0bhello world"
 BODY = b"\x00" + struct.pack(">I", len(MESSAGE)) + MESSAGE
+
+
+def hold_closed_windows(port, connections, hold):
+    headers = call_headers(b"ListModels")
+    empty = b"\x00" + struct.pack(">I", 0)  # ListModelsRequest{}
+    # SETTINGS_INITIAL_WINDOW_SIZE = 0, and the ACK of the server's SETTINGS, without which gRPC
+    # leaves the window at its default.
+    settings = frame(4, 0, 0, struct.pack(">HI", 4, 0)) + frame(4, 1, 0, b"")
+    sockets = []
+    for _ in range(connections):
+        connection = socket.create_connection(("127.0.0.1", port))
+        connection.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + settings +
+                           frame(1, 4, 1, headers) + frame(0, 1, 1, empty))
+        sockets.append(connection)
+    time.sleep(hold)
+    for connection in sockets:
+        connection.close()
 
 
 def main():
@@ -47,7 +73,11 @@ def main():
     parser.add_argument("--streams", type=int, default=20000)
     parser.add_argument("--reset", action="store_true")
     parser.add_argument("--hold", type=float, default=3.0)
+    parser.add_argument("--closed_window", type=int, default=0, metavar="N")
     args = parser.parse_args()
+    if args.closed_window:
+        hold_closed_windows(args.port, args.closed_window, args.hold)
+        return
     connection = socket.create_connection(("127.0.0.1", args.port))
     connection.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b""))
     buffer = b""

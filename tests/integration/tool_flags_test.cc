@@ -46,6 +46,7 @@ TEST(ToolFlagsTest, EngineBenchRefusesWhatItCannotMeasure) {
   ExpectEveryFlagRefused(
       ATTNSCOPE_ENGINE_BENCH_PATH, {},
       {{"dir", {{"--dir", "/proc/attnscope-bench"}, "--dir '/proc/attnscope-bench': expected"}},
+       {"family", {{"--family", "xlnet"}, "--family 'xlnet': expected bert, roberta or gpt2"}},
        // The case of the earlier fault: a length the reference cannot make is refused, not read
        // as another.
        {"tokens", {{"--tokens", "513"}, "--tokens '513': expected an integer from 1 to 512"}},
