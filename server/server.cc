@@ -294,36 +294,72 @@ void KeepProtobufFatalLogsOnly(google::protobuf::LogLevel level, const char* fil
   std::fprintf(stderr, "attnscope-server: protobuf %s:%d: %s\n", filename, line, message.c_str());
 }
 
-// gRPC writes a multi-line error of its own when it cannot bind --listen, before RunServer's
-// one-line refusal that names the flag. Its lines are held while the server starts, then written
-// if it started and dropped if not.
+// gRPC's own log lines. While the server starts they are held: gRPC writes a multi-line error of
+// its own when it cannot bind --listen, before RunServer's one-line refusal that names the flag;
+// held lines are written if the server started and dropped if not. Once it serves, at most
+// kGrpcLogLinesPerMinute are written a minute, then how many were not: gRPC writes an ERROR line
+// for each compressed message it refuses, at whatever rate a client sends them.
+constexpr int kGrpcLogLinesPerMinute = 20;
+
 struct GrpcLogLine {
   const char* file;
   int line;
   gpr_log_severity severity;
   std::string message;
 };
-ABSL_CONST_INIT absl::Mutex held_grpc_log_mutex(absl::kConstInit);
-std::vector<GrpcLogLine>* held_grpc_log ABSL_GUARDED_BY(held_grpc_log_mutex) = nullptr;
 
-void HoldGrpcLogLine(gpr_log_func_args* args) {
-  absl::MutexLock lock(&held_grpc_log_mutex);
-  if (held_grpc_log == nullptr) held_grpc_log = new std::vector<GrpcLogLine>();
-  held_grpc_log->push_back({args->file, args->line, args->severity, args->message});
+struct GrpcLog {
+  bool holding = true;
+  std::vector<GrpcLogLine> held;
+  absl::Time window_start;
+  int written = 0;
+  int64_t dropped = 0;
+};
+ABSL_CONST_INIT absl::Mutex grpc_log_mutex(absl::kConstInit);
+GrpcLog* grpc_log ABSL_GUARDED_BY(grpc_log_mutex) = nullptr;
+
+void PrintGrpcLogLine(const GrpcLogLine& line) {
+  std::fprintf(stderr, "attnscope-server: grpc %s %s:%d: %s\n",
+               gpr_log_severity_string(line.severity), line.file, line.line, line.message.c_str());
 }
 
-// Stops holding; writes the held lines when `write`.
-void ReleaseGrpcLog(bool write) {
-  gpr_set_log_function(nullptr);
-  std::vector<GrpcLogLine> lines;
-  {
-    absl::MutexLock lock(&held_grpc_log_mutex);
-    if (held_grpc_log != nullptr) lines.swap(*held_grpc_log);
+void WriteGrpcLogLine(gpr_log_func_args* args) {
+  absl::MutexLock lock(&grpc_log_mutex);
+  if (grpc_log == nullptr) grpc_log = new GrpcLog();
+  GrpcLogLine line{args->file, args->line, args->severity, args->message};
+  if (grpc_log->holding) {
+    grpc_log->held.push_back(std::move(line));
+    return;
   }
-  if (!write) return;
-  for (const GrpcLogLine& line : lines) {
-    gpr_log_message(line.file, line.line, line.severity, line.message.c_str());
+  const absl::Time now = absl::Now();
+  if (now - grpc_log->window_start >= absl::Minutes(1)) {
+    if (grpc_log->dropped > 0) {
+      std::fprintf(stderr,
+                   "attnscope-server: %lld more gRPC log lines in the last minute not written "
+                   "(at most %d a minute)\n",
+                   static_cast<long long>(grpc_log->dropped), kGrpcLogLinesPerMinute);
+    }
+    grpc_log->window_start = now;
+    grpc_log->written = 0;
+    grpc_log->dropped = 0;
   }
+  if (grpc_log->written >= kGrpcLogLinesPerMinute) {
+    ++grpc_log->dropped;
+    return;
+  }
+  ++grpc_log->written;
+  PrintGrpcLogLine(line);
+}
+
+// Ends the hold of the start; writes the held lines when `write`.
+void EndGrpcLogHold(bool write) {
+  absl::MutexLock lock(&grpc_log_mutex);
+  if (grpc_log == nullptr) grpc_log = new GrpcLog();
+  grpc_log->holding = false;
+  if (write) {
+    for (const GrpcLogLine& line : grpc_log->held) PrintGrpcLogLine(line);
+  }
+  grpc_log->held.clear();
 }
 
 }  // namespace
@@ -397,9 +433,9 @@ absl::Status RunServer(const ServerOptions& options) {
   builder.SetResourceQuota(quota);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              std::max(kMinStreamsPerConnection, worker_threads));
-  gpr_set_log_function(&HoldGrpcLogLine);
+  gpr_set_log_function(&WriteGrpcLogLine);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ReleaseGrpcLog(/*write=*/server != nullptr && port != 0);
+  EndGrpcLogHold(/*write=*/server != nullptr && port != 0);
   if (server == nullptr || port == 0) {
     return absl::UnavailableError(absl::StrCat(
         "--listen '", options.listen,
