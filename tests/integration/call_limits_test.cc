@@ -34,6 +34,19 @@ std::unique_ptr<v1::AttentionService::Stub> StubOf(const ServerProcess& server) 
       grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
 }
 
+// A stub that takes answers of any size and whose channel keeps HTTP/2's window fixed at 64 KiB,
+// so that an answer it does not read stays with the server: with its default bandwidth probe the
+// client's transport grew the window and took a whole 32 MB answer on a fast machine, so the
+// server's writes never blocked.
+std::unique_ptr<v1::AttentionService::Stub> SmallWindowStubOf(const ServerProcess& server) {
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(-1);
+  arguments.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  arguments.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 10);
+  return v1::AttentionService::NewStub(
+      grpc::CreateCustomChannel(server.address(), grpc::InsecureChannelCredentials(), arguments));
+}
+
 TEST(CallLimitsTest, ACallWithoutDeadlineEndsAtTheServersCeiling) {
   ServerProcess::Options options;
   options.models = {"llama=" + Stories260kDir()};
@@ -78,15 +91,8 @@ TEST(CallLimitsTest, StreamsNobodyReadsEndAtTheWriteTimeout) {
   std::unique_ptr<v1::AttentionService::Stub> stub = StubOf(**server);
 
   // Every layer's attention over about 450 tokens: 5 layers x 8 heads x 450^2 floats, 32 MB,
-  // far more than the transports buffer. The unread gRPC stream's channel keeps HTTP/2's window
-  // fixed at 64 KiB: with its default bandwidth probe the client's transport grew the window and
-  // took the whole answer on a fast machine, so the server's writes never blocked.
-  grpc::ChannelArguments small_window;
-  small_window.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  small_window.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 10);
-  std::unique_ptr<v1::AttentionService::Stub> unread_stub =
-      v1::AttentionService::NewStub(grpc::CreateCustomChannel(
-          (*server)->address(), grpc::InsecureChannelCredentials(), small_window));
+  // far more than the transports buffer.
+  std::unique_ptr<v1::AttentionService::Stub> unread_stub = SmallWindowStubOf(**server);
   std::string text;
   for (int i = 0; i < 40; ++i) text += "Once upon a time there was a little girl. ";
   v1::GetAttentionRequest request;
@@ -231,14 +237,8 @@ TEST(CallLimitsTest, GrpcUnaryAnswersNobodyReadsHoldTheBudgetUntilTheWriteTimeou
   large.set_model("llama");
   large.set_text(text);
 
-  // A channel whose HTTP/2 window stays at 64 KiB (see StreamsNobodyReadsEndAtTheWriteTimeout);
-  // the call is started and its answer not asked for.
-  grpc::ChannelArguments small_window = any_size;
-  small_window.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  small_window.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 10);
-  std::unique_ptr<v1::AttentionService::Stub> unread_stub =
-      v1::AttentionService::NewStub(grpc::CreateCustomChannel(
-          server.address(), grpc::InsecureChannelCredentials(), small_window));
+  // The call is started and its answer not asked for.
+  std::unique_ptr<v1::AttentionService::Stub> unread_stub = SmallWindowStubOf(server);
   grpc::CompletionQueue queue;
   grpc::ClientContext unread_context;
   std::unique_ptr<grpc::ClientAsyncResponseReader<v1::GetAttentionResponse>> unread =
