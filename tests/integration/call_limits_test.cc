@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -32,6 +33,25 @@ using ::testing::HasSubstr;
 std::unique_ptr<v1::AttentionService::Stub> StubOf(const ServerProcess& server) {
   return v1::AttentionService::NewStub(
       grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+}
+
+// The attnscope_requests_total samples with `labels`, scraped until there are at least `count`
+// of them or `timeout` has passed.
+std::vector<MetricSample> CountedRequests(const ServerProcess& server,
+                                          const std::map<std::string, std::string>& labels,
+                                          size_t count, absl::Duration timeout) {
+  const absl::Time start = absl::Now();
+  std::vector<MetricSample> samples;
+  while (samples.size() < count && absl::Now() - start < timeout) {
+    absl::SleepFor(absl::Milliseconds(100));
+    absl::StatusOr<std::string> metrics = HttpGet(server.metrics_port(), "/metrics");
+    if (!metrics.ok()) {
+      ADD_FAILURE() << metrics.status();
+      return {};
+    }
+    samples = FindSamples(ParseMetrics(*metrics), "attnscope_requests_total", labels);
+  }
+  return samples;
 }
 
 // A stub that takes answers of any size and whose channel keeps HTTP/2's window fixed at 64 KiB,
@@ -114,15 +134,8 @@ TEST(CallLimitsTest, StreamsNobodyReadsEndAtTheWriteTimeout) {
   // Both streams end CANCELLED a write timeout after they stalled, and their slots serve others.
   // Waiting for a Tokenize call alone was not enough: one freed slot lets it through while the
   // other stream's write may still be within its timeout, and reading it then completed it.
-  const absl::Time start = absl::Now();
-  std::vector<MetricSample> cancelled;
-  do {
-    absl::SleepFor(absl::Milliseconds(250));
-    absl::StatusOr<std::string> metrics = HttpGet((*server)->metrics_port(), "/metrics");
-    ASSERT_TRUE(metrics.ok()) << metrics.status();
-    cancelled = FindSamples(ParseMetrics(*metrics), "attnscope_requests_total",
-                            {{"rpc", "StreamAttention"}, {"code", "CANCELLED"}});
-  } while (cancelled.size() < 2 && absl::Now() - start < absl::Seconds(15));
+  const std::vector<MetricSample> cancelled = CountedRequests(
+      **server, {{"rpc", "StreamAttention"}, {"code", "CANCELLED"}}, 2, absl::Seconds(15));
   ASSERT_EQ(cancelled.size(), 2u) << (*server)->Log();
   for (const MetricSample& sample : cancelled)
     EXPECT_EQ(sample.value, 1) << sample.labels.at("transport");
@@ -169,15 +182,8 @@ TEST(CallLimitsTest, HttpAnswersBeingWrittenHoldTheAnswerBudget) {
   ASSERT_TRUE(unread.ok()) << unread.status();
   ASSERT_TRUE((*unread)->Send(post(large)));
   // The method has returned (its call is counted) and the body is being written.
-  const absl::Time start = absl::Now();
-  std::vector<MetricSample> answered;
-  while (answered.empty() && absl::Now() - start < absl::Seconds(30)) {
-    absl::SleepFor(absl::Milliseconds(100));
-    absl::StatusOr<std::string> metrics = HttpGet(server.metrics_port(), "/metrics");
-    ASSERT_TRUE(metrics.ok()) << metrics.status();
-    answered = FindSamples(ParseMetrics(*metrics), "attnscope_requests_total",
-                           {{"rpc", "GetAttention"}, {"code", "OK"}});
-  }
+  const std::vector<MetricSample> answered =
+      CountedRequests(server, {{"rpc", "GetAttention"}, {"code", "OK"}}, 1, absl::Seconds(30));
   ASSERT_FALSE(answered.empty()) << server.Log();
   // The call is counted when its method returns; printing its 43 MB of JSON takes a moment more
   // (held from the budget too), then the body is written and held for up to 20 s.
@@ -257,14 +263,8 @@ TEST(CallLimitsTest, GrpcUnaryAnswersNobodyReadsHoldTheBudgetUntilTheWriteTimeou
   });
   // The method has returned (its call is counted) and the answer is being written.
   const absl::Time start = absl::Now();
-  std::vector<MetricSample> answered;
-  while (answered.empty() && absl::Now() - start < absl::Seconds(30)) {
-    absl::SleepFor(absl::Milliseconds(100));
-    absl::StatusOr<std::string> metrics = HttpGet(server.metrics_port(), "/metrics");
-    ASSERT_TRUE(metrics.ok()) << metrics.status();
-    answered = FindSamples(ParseMetrics(*metrics), "attnscope_requests_total",
-                           {{"rpc", "GetAttention"}, {"code", "OK"}});
-  }
+  const std::vector<MetricSample> answered =
+      CountedRequests(server, {{"rpc", "GetAttention"}, {"code", "OK"}}, 1, absl::Seconds(30));
   ASSERT_FALSE(answered.empty()) << server.Log();
 
   // Another such answer would take the bytes held over the budget; a small one fits.
