@@ -102,15 +102,21 @@ class Stepper {
 
   absl::Status Start(const std::vector<int64_t>& prompt_ids) {
     const torch::Tensor prompt = torch::tensor(prompt_ids, torch::kInt64).unsqueeze(0);
-    if (!model_.config().is_encoder_decoder) {
+    const ModelConfig& config = model_.config();
+    if (!config.is_encoder_decoder) {
       sequences_ = prompt;
+      cache_.reserved_positions = std::min<int64_t>(prompt.size(1) + options_.max_new_tokens,
+                                                    config.max_position_embeddings);
       return absl::OkStatus();
     }
     ForwardInput source;
     source.input_ids = prompt;
     ATTNSCOPE_ASSIGN_OR_RETURN(source_, model_.RunEncoder(source));
     cache_ = source_;
-    sequences_ = torch::full({1, 1}, model_.config().decoder_start_token_id, torch::kInt64);
+    // The decoder's positions: its start token and the new tokens.
+    cache_.reserved_positions =
+        std::min<int64_t>(1 + options_.max_new_tokens, config.max_position_embeddings);
+    sequences_ = torch::full({1, 1}, config.decoder_start_token_id, torch::kInt64);
     return absl::OkStatus();
   }
 

@@ -92,15 +92,40 @@ PrefixAttentionOutput PrefixAttention(const torch::Tensor& query, const torch::T
   return out;
 }
 
+namespace {
+
+// Writes `added` [B, N, T, head_dim] after the first `past` positions of `storage`, first moving
+// them to a new buffer of at least twice the room when it has too little, and returns the first
+// past + T positions.
+torch::Tensor WriteAfter(torch::Tensor* storage, int64_t past, const torch::Tensor& added,
+                         int64_t reserved) {
+  const int64_t length = past + added.size(2);
+  if (!storage->defined() || storage->size(2) < length) {
+    const int64_t room =
+        std::max({length, reserved, storage->defined() ? 2 * storage->size(2) : int64_t{0}});
+    torch::Tensor grown =
+        torch::empty({added.size(0), added.size(1), room, added.size(3)}, added.options());
+    if (past > 0) grown.narrow(/*dim=*/2, /*start=*/0, past).copy_(storage->narrow(2, 0, past));
+    *storage = std::move(grown);
+  }
+  storage->narrow(/*dim=*/2, /*start=*/past, added.size(2)).copy_(added);
+  return storage->narrow(/*dim=*/2, /*start=*/0, length);
+}
+
+}  // namespace
+
 std::pair<torch::Tensor, torch::Tensor> AppendToCache(KvCache* cache, size_t layer,
                                                       torch::Tensor key, torch::Tensor value) {
-  if (layer < cache->keys.size()) {
-    cache->keys[layer] = torch::cat({cache->keys[layer], key}, /*dim=*/2);
-    cache->values[layer] = torch::cat({cache->values[layer], value}, /*dim=*/2);
-  } else {
-    cache->keys.push_back(std::move(key));
-    cache->values.push_back(std::move(value));
+  if (layer == cache->keys.size()) {
+    cache->keys.emplace_back();
+    cache->values.emplace_back();
+    cache->key_storage.emplace_back();
+    cache->value_storage.emplace_back();
   }
+  const int64_t past = cache->keys[layer].defined() ? cache->keys[layer].size(2) : 0;
+  cache->keys[layer] = WriteAfter(&cache->key_storage[layer], past, key, cache->reserved_positions);
+  cache->values[layer] =
+      WriteAfter(&cache->value_storage[layer], past, value, cache->reserved_positions);
   return {cache->keys[layer], cache->values[layer]};
 }
 

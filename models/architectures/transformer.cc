@@ -159,7 +159,20 @@ absl::StatusOr<ForwardOutput> TransformerModel::Forward(const ForwardInput& inpu
 }
 
 void KvCache::SelectRows(const torch::Tensor& rows) {
-  for (std::vector<torch::Tensor>* tensors : {&keys, &values, &cross_keys, &cross_values}) {
+  const int64_t batch = batch_size();
+  if (rows.size(0) == batch && rows.equal(torch::arange(batch, rows.options()))) return;
+  for (auto [cached, storage] :
+       {std::pair{&keys, &key_storage}, std::pair{&values, &value_storage}}) {
+    for (size_t layer = 0; layer < cached->size(); ++layer) {
+      const torch::Tensor selected = (*cached)[layer].index_select(0, rows);
+      torch::Tensor& room = (*storage)[layer];
+      std::vector<int64_t> shape = room.sizes().vec();
+      shape[0] = rows.size(0);
+      room = torch::empty(shape, room.options());
+      (*cached)[layer] = room.narrow(/*dim=*/2, /*start=*/0, selected.size(2)).copy_(selected);
+    }
+  }
+  for (std::vector<torch::Tensor>* tensors : {&cross_keys, &cross_values}) {
     for (torch::Tensor& tensor : *tensors) tensor = tensor.index_select(0, rows);
   }
   if (encoder_attention_mask.defined()) {

@@ -82,9 +82,18 @@ struct ForwardOutput {
 // generated token costs one position's work rather than the whole sequence's (the "past key
 // values" of Hugging Face transformers). One entry per layer, [B, N_kv, T, head_dim] float32 (keys
 // after the rotary embedding); empty before the first Decode.
+//
+// Each entry is the first T positions of a larger buffer (key_storage, value_storage:
+// [B, N_kv, capacity, head_dim]) that Decode writes each new position into, as transformers'
+// StaticCache does, so that a step copies nothing already cached: a cache grown by concatenation
+// copies all of it at every token. The first Decode allocates room for reserved_positions (a
+// generation's prompt and new tokens); past it the room doubles.
 struct KvCache {
   std::vector<torch::Tensor> keys;
   std::vector<torch::Tensor> values;
+  std::vector<torch::Tensor> key_storage;
+  std::vector<torch::Tensor> value_storage;
+  int64_t reserved_positions = 0;
   // Encoder-decoders, filled by TransformerModel::Encode: each decoder layer's keys and values of
   // the encoder output, [B, N, S, head_dim], and the source's attention_mask [B, S] int64.
   std::vector<torch::Tensor> cross_keys;
@@ -99,7 +108,8 @@ struct KvCache {
     return encoder_attention_mask.defined() ? encoder_attention_mask.size(0) : 0;
   }
   // Row b of the cache becomes the old row rows[b] ([B'] int64, values in [0, B)): beam search's
-  // reordering of its hypotheses (Hugging Face's _reorder_cache).
+  // reordering of its hypotheses (Hugging Face's _reorder_cache). Rows 0..B-1 in order (greedy
+  // search and sampling at every step) copy nothing.
   void SelectRows(const torch::Tensor& rows);
 };
 

@@ -350,6 +350,45 @@ TEST_F(GenerationTest, DecodeOverTheCacheEqualsTheFullForwardPass) {
   }
 }
 
+TEST_F(GenerationTest, AReservedCacheWritesEachPositionInPlace) {
+  const TransformerModel& model = Model("stories260K");
+  const std::vector<int64_t> ids = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315};
+  const torch::Tensor input_ids = torch::tensor(ids, torch::kInt64).unsqueeze(0);
+  KvCache grown;
+  KvCache reserved;
+  reserved.reserved_positions = static_cast<int64_t>(ids.size());
+  ASSERT_TRUE(model.Decode(input_ids.narrow(1, 0, 3), &grown, false).ok());
+  ASSERT_TRUE(model.Decode(input_ids.narrow(1, 0, 3), &reserved, false).ok());
+  ASSERT_EQ(reserved.key_storage.size(), reserved.keys.size());
+  const void* const room = reserved.key_storage.back().data_ptr();
+  EXPECT_EQ(reserved.key_storage.back().size(2), static_cast<int64_t>(ids.size()));
+  for (int64_t position = 3; position < static_cast<int64_t>(ids.size()); ++position) {
+    absl::StatusOr<DecodeOutput> a = model.Decode(input_ids.narrow(1, position, 1), &grown, false);
+    absl::StatusOr<DecodeOutput> b =
+        model.Decode(input_ids.narrow(1, position, 1), &reserved, false);
+    ASSERT_TRUE(a.ok() && b.ok());
+    // The same arithmetic on the same values, whether the cache grew by doubling or not.
+    EXPECT_TRUE(torch::equal(a->logits, b->logits)) << "position " << position;
+    for (size_t layer = 0; layer < reserved.keys.size(); ++layer) {
+      EXPECT_TRUE(torch::equal(reserved.keys[layer], grown.keys[layer]));
+      EXPECT_TRUE(torch::equal(reserved.values[layer], grown.values[layer]));
+    }
+  }
+  EXPECT_EQ(reserved.key_storage.back().data_ptr(), room) << "the reserved room was reallocated";
+  EXPECT_GT(grown.key_storage.back().size(2), 3);
+
+  // Greedy search's SelectRows(0) keeps the cache as it is; beam search's reorder copies rows.
+  reserved.SelectRows(torch::zeros({1}, torch::kInt64));
+  EXPECT_EQ(reserved.key_storage.back().data_ptr(), room);
+  const torch::Tensor before = reserved.keys[0].clone();
+  reserved.SelectRows(torch::zeros({3}, torch::kInt64));
+  EXPECT_EQ(reserved.batch_size(), 3);
+  EXPECT_EQ(reserved.length(), static_cast<int64_t>(ids.size()));
+  for (int64_t row = 0; row < 3; ++row) {
+    EXPECT_TRUE(torch::equal(reserved.keys[0][row], before[0]));
+  }
+}
+
 TEST_F(GenerationTest, CachedGenerationEqualsRecomputation) {
   const std::vector<int64_t> prompt = {1, 403, 407, 261, 378};
   std::vector<GenerationOptions> variants(3);
