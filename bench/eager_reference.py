@@ -9,6 +9,11 @@ matmul, softmax, LayerNorm; GPT2Model: Conv1D as addmm, the causal mask by torch
 as NewGELUActivation's formula, ln_f; no language-model head on either side), and prints one JSON
 line with the timings and a few output values so the C++ engine can be checked against it.
 
+With --onnx PATH it also exports that model (once per PATH), with torch.onnx.export, as the graph
+ONNX Runtime runs for engine_bench (bench/onnxruntime_reference.js): inputs input_ids and
+attention_mask [1, tokens] int64, outputs last_hidden_state and attentions.0 .. attentions.L-1
+[1, heads, tokens, tokens], the sequence length fixed at --tokens.
+
 Run with Debian's interpreter (python3-torch): /usr/bin/python3 bench/eager_reference.py --out DIR
 """
 import argparse
@@ -278,6 +283,29 @@ def make_checkpoint(out, args):
         json.dump({"do_lower_case": True, "model_max_length": 512}, f)
 
 
+def export_onnx(model, ids, mask, path):
+    layers = len(model.layers)
+
+    class Flat(nn.Module):
+        """The model with its outputs as a flat tuple, as the exporter needs them."""
+
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask):
+            last, attentions = self.model(input_ids, attention_mask)
+            return (last, *attentions)
+
+    partial = path + ".partial"
+    with torch.no_grad():
+        torch.onnx.export(Flat(), (ids, mask), partial, input_names=["input_ids", "attention_mask"],
+                          output_names=["last_hidden_state"] +
+                          [f"attentions.{i}" for i in range(layers)],
+                          opset_version=14, do_constant_folding=True)
+    os.replace(partial, path)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -291,6 +319,7 @@ def main():
     parser.add_argument("--intermediate", type=int, default=3072)
     parser.add_argument("--threads", type=int, default=0,
                         help="intra-op threads (torch.set_num_threads), 0 = PyTorch's default")
+    parser.add_argument("--onnx", help="also export the model to this ONNX file when missing")
     parser.add_argument("--prepare_only", action="store_true",
                         help="make the checkpoint when missing, time nothing")
     args = parser.parse_args()
@@ -328,6 +357,8 @@ def main():
     model.load_hf(read_safetensors(os.path.join(args.out, "model.safetensors")))
     model.eval()
     mask = torch.ones_like(ids)
+    if args.onnx and not os.path.exists(args.onnx):
+        export_onnx(model, ids, mask, args.onnx)
     times = []
     with torch.inference_mode():
         for _ in range(2):

@@ -1,10 +1,12 @@
 // Engine benchmark: a base-sized forward pass with attentions (BERT-base, RoBERTa-base or
 // GPT-2-small shaped), timed against an eager PyTorch forward of the same weights
-// (bench/eager_reference.py, run by this tool in the same run) and against the machine's measured
-// GEMM rate; plus the load time and resident memory of the float32 safetensors checkpoint.
+// (bench/eager_reference.py, run by this tool in the same run), against ONNX Runtime's CPU forward
+// of the same model exported to ONNX (bench/onnxruntime/onnxruntime_reference.js, in rounds
+// alternating with the engine's) and against the machine's measured GEMM rate; plus the load time
+// and resident memory of the float32 safetensors checkpoint.
 //
 // Usage: engine_bench [--family bert|roberta|gpt2] [--dir DIR] [--tokens 128] [--repeats 30]
-//                     [--threads 0] [--python /usr/bin/python3]
+//                     [--threads 0] [--python /usr/bin/python3] [--onnxruntime DIR]
 // DIR keeps the generated checkpoint between runs (default /tmp/attnscope-bench-FAMILY-base).
 #include <ATen/Parallel.h>
 #include <torch/types.h>
@@ -16,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -40,7 +43,50 @@ struct BenchOptions {
   int repeats = 30;
   std::string python = "/usr/bin/python3";
   int threads = 0;  // intra-op threads of the engine, 0 = every core
+  // The folder whose node_modules hold onnxruntime-node (the onnxruntime_reference target's);
+  // empty: no ONNX Runtime side.
+  std::string onnxruntime = ATTNSCOPE_ONNXRUNTIME_DIR;
 };
+
+// Runs `command` (a shell line) and parses the last line it prints as JSON; nothing (after
+// printing what it said) when it fails.
+std::optional<nlohmann::json> RunJsonCommand(const std::string& command, const char* what) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return std::nullopt;
+  std::string output;
+  std::array<char, 4096> buffer;
+  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) output += buffer.data();
+  if (pclose(pipe) != 0) {
+    std::fprintf(stderr, "%s failed (%s):\n%s\n", what, command.c_str(), output.c_str());
+    return std::nullopt;
+  }
+  const size_t last_line = output.find_last_of('\n', output.size() >= 2 ? output.size() - 2 : 0);
+  nlohmann::json parsed = nlohmann::json::parse(
+      last_line == std::string::npos ? output : output.substr(last_line + 1), nullptr,
+      /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) {
+    std::fprintf(stderr, "%s: expected a JSON line, got:\n%s\n", what, output.c_str());
+    return std::nullopt;
+  }
+  return parsed;
+}
+
+// The largest absolute difference between the engine's outputs and the 16 values of the first
+// hidden state and of the last layer's head-0 last attention row a reference printed.
+double MaxDifference(const ForwardOutput& out, const nlohmann::json& reference) {
+  double max_diff = 0;
+  const auto hidden = reference["last_hidden_state_row0"].get<std::vector<double>>();
+  const auto row = reference["attention_last_layer_head0_last_row"].get<std::vector<double>>();
+  for (size_t i = 0; i < hidden.size(); ++i) {
+    max_diff =
+        std::max(max_diff, std::abs(out.last_hidden_state[0][0][i].item<double>() - hidden[i]));
+  }
+  for (size_t i = 0; i < row.size(); ++i) {
+    max_diff =
+        std::max(max_diff, std::abs(out.attentions.back()[0][0][-1][i].item<double>() - row[i]));
+  }
+  return max_diff;
+}
 
 // kB values of "RssAnon:" / "RssFile:" in /proc/self/status.
 int64_t StatusKb(const std::string& key) {
@@ -132,21 +178,17 @@ int Run(const BenchOptions& options) {
                           ? options.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const std::string script = std::string(ATTNSCOPE_SOURCE_DIR) + "/bench/eager_reference.py";
-  const std::string command =
-      options.python + " " + script + " --family " + options.family + " --out " + options.dir +
-      " --tokens " + std::to_string(options.tokens) + " --repeats " +
-      std::to_string(options.repeats) + " --threads " + std::to_string(threads);
+  const bool with_onnxruntime = !options.onnxruntime.empty();
+  const std::string onnx_model = options.dir + "/model-" + std::to_string(options.tokens) + ".onnx";
+  std::string command = options.python + " " + script + " --family " + options.family + " --out " +
+                        options.dir + " --tokens " + std::to_string(options.tokens) +
+                        " --repeats " + std::to_string(options.repeats) + " --threads " +
+                        std::to_string(threads);
+  if (with_onnxruntime) command += " --onnx " + onnx_model;
   std::fprintf(stderr, "running the eager PyTorch reference: %s\n", command.c_str());
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return 1;
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) output += buffer.data();
-  if (pclose(pipe) != 0) {
-    std::fprintf(stderr, "the reference script failed:\n%s\n", output.c_str());
-    return 1;
-  }
-  const nlohmann::json reference = nlohmann::json::parse(output);
+  const std::optional<nlohmann::json> reference =
+      RunJsonCommand(command, "the eager PyTorch reference");
+  if (!reference) return 1;
 
   // Load: time and resident memory beyond the mapped file (anonymous pages).
   const int64_t anon_before = StatusKb("RssAnon:");
@@ -177,16 +219,35 @@ int Run(const BenchOptions& options) {
   // the same machine: this VM's speed drifts by about 15% from minute to minute. torch::mm
   // (OpenBLAS) is measured after them all: its worker threads spin for a while after each call and
   // would slow the next forward passes on a machine with few cores. The bound takes the best rate
-  // of all, the engine its median time: the comparison errs against the engine.
+  // of all, the engine its median time: the comparison errs against the engine. ONNX Runtime
+  // runs in a process of its own in each round (its session made anew, not timed), after the
+  // engine's passes: a second process spinning beside the engine would slow both.
   constexpr int kRounds = 5;
   const int per_round = std::max(1, options.repeats / kRounds);
+  const std::string onnxruntime_command =
+      "NODE_PATH='" + options.onnxruntime + "/node_modules' '" ATTNSCOPE_NODE "' '" +
+      ATTNSCOPE_SOURCE_DIR + "/bench/onnxruntime/onnxruntime_reference.js' --model '" + onnx_model +
+      "' --ids '" + options.dir + "/input_ids.json' --threads " + std::to_string(threads) +
+      " --repeats " + std::to_string(per_round);
   std::vector<double> times;
+  std::vector<double> onnxruntime_times;
+  nlohmann::json onnxruntime;
   double gemm_gflops = 0;
   for (int round = 0; round < kRounds; ++round) {
     for (int i = 0; i < per_round; ++i) {
       const auto start = std::chrono::steady_clock::now();
       out = *(*model)->Forward(input, forward);
       times.push_back(Seconds(std::chrono::steady_clock::now() - start));
+    }
+    if (with_onnxruntime) {
+      if (round == 0)
+        std::fprintf(stderr, "running ONNX Runtime: %s\n", onnxruntime_command.c_str());
+      std::optional<nlohmann::json> answer = RunJsonCommand(onnxruntime_command, "ONNX Runtime");
+      if (!answer) return 1;
+      onnxruntime = std::move(*answer);
+      for (const double seconds : onnxruntime["onnxruntime_seconds"]) {
+        onnxruntime_times.push_back(seconds);
+      }
     }
     gemm_gflops = std::max({gemm_gflops, MeasureSgemmGflops(/*n=*/768, /*repeats=*/8),
                             MeasureSgemmGflops(/*n=*/1024, /*repeats=*/4)});
@@ -196,18 +257,8 @@ int Run(const BenchOptions& options) {
   const double engine_seconds = Median(times);
   const double engine_min = *std::min_element(times.begin(), times.end());
 
-  // Agreement with the reference on the same weights and ids.
-  double max_diff = 0;
-  const auto hidden = reference["last_hidden_state_row0"].get<std::vector<double>>();
-  const auto row = reference["attention_last_layer_head0_last_row"].get<std::vector<double>>();
-  for (size_t i = 0; i < hidden.size(); ++i) {
-    max_diff =
-        std::max(max_diff, std::abs(out.last_hidden_state[0][0][i].item<double>() - hidden[i]));
-  }
-  for (size_t i = 0; i < row.size(); ++i) {
-    max_diff =
-        std::max(max_diff, std::abs(out.attentions.back()[0][0][-1][i].item<double>() - row[i]));
-  }
+  // Agreement with the references on the same weights and ids.
+  const double max_diff = MaxDifference(out, *reference);
 
   // GEMM-bound time: the model's multiply-adds at the measured float32 GEMM rate.
   const ModelConfig& cfg = (*model)->config();
@@ -230,7 +281,7 @@ int Run(const BenchOptions& options) {
   const double read_gigabytes_per_second =
       MeasureReadGigabytesPerSecond(static_cast<int64_t>(weight_bytes), /*repeats=*/5);
   const double weight_read_seconds = weight_bytes / (read_gigabytes_per_second * 1e9);
-  const double eager_seconds = reference["eager_seconds_median"].get<double>();
+  const double eager_seconds = (*reference)["eager_seconds_median"].get<double>();
 
   std::printf("%s: %lld layers, hidden %lld, %lld heads, %lld tokens, %.2f GFLOP\n",
               options.family.c_str(), static_cast<long long>(cfg.num_hidden_layers),
@@ -238,11 +289,11 @@ int Run(const BenchOptions& options) {
               static_cast<long long>(cfg.num_attention_heads), static_cast<long long>(ids.size()),
               flops / 1e9);
   std::printf("threads: libtorch %d, python torch %d\n", at::get_num_threads(),
-              reference["torch_threads"].get<int>());
+              (*reference)["torch_threads"].get<int>());
   std::printf("engine forward (with attentions): median %.1f ms, min %.1f ms\n",
               engine_seconds * 1e3, engine_min * 1e3);
   std::printf("eager PyTorch forward:            median %.1f ms, min %.1f ms\n",
-              eager_seconds * 1e3, reference["eager_seconds_min"].get<double>() * 1e3);
+              eager_seconds * 1e3, (*reference)["eager_seconds_min"].get<double>() * 1e3);
   std::printf("measured GEMM rate: %.1f GFLOP/s -> GEMM-bound time %.1f ms\n", gemm_gflops,
               gemm_bound_seconds * 1e3);
   std::printf("GEMMs at the model's own shapes (engine Linear, median): %.1f ms = %.1f GFLOP/s\n",
@@ -252,6 +303,17 @@ int Run(const BenchOptions& options) {
       "(GEMM-bound time + this read: %.1f ms)\n",
       weight_bytes / 1e6, read_gigabytes_per_second, weight_read_seconds * 1e3,
       (gemm_bound_seconds + weight_read_seconds) * 1e3);
+  if (with_onnxruntime) {
+    const double onnxruntime_seconds = Median(onnxruntime_times);
+    std::printf("ONNX Runtime %s forward:        median %.1f ms, min %.1f ms\n",
+                onnxruntime["onnxruntime_version"].get<std::string>().c_str(),
+                onnxruntime_seconds * 1e3,
+                *std::min_element(onnxruntime_times.begin(), onnxruntime_times.end()) * 1e3);
+    std::printf("ratio engine / ONNX Runtime: %.3f (target <= 0.75)\n",
+                engine_seconds / onnxruntime_seconds);
+    std::printf("max |engine - ONNX Runtime| on sampled outputs: %.2e\n",
+                MaxDifference(out, onnxruntime));
+  }
   std::printf("ratio engine / eager PyTorch: %.3f (target <= 0.8)\n",
               engine_seconds / eager_seconds);
   std::printf("ratio engine / GEMM-bound:    %.3f (target <= 1.3)\n",
@@ -293,7 +355,12 @@ int main(int argc, char** argv) {
                                   "intra-op threads of both sides; default 0, every core")},
        {"python", bench::StringFlag(&options.python,
                                     "the interpreter of the PyTorch reference; default "
-                                    "/usr/bin/python3")}});
+                                    "/usr/bin/python3")},
+       {"onnxruntime",
+        bench::StringFlag(&options.onnxruntime,
+                          "the folder whose node_modules hold onnxruntime-node; default the "
+                          "build's (cmake --build build --target onnxruntime_reference); "
+                          "empty: no ONNX Runtime side")}});
   if (exit_code >= 0) return exit_code;
   if (options.family != "bert" && options.family != "roberta" && options.family != "gpt2") {
     std::fprintf(stderr, "--family '%s': expected bert, roberta or gpt2\n", options.family.c_str());
@@ -301,5 +368,14 @@ int main(int argc, char** argv) {
   }
   if (options.dir.empty()) options.dir = "/tmp/attnscope-bench-" + options.family + "-base";
   if (!bench::CheckDirAndPython(options.dir, options.python)) return 2;
+  if (!options.onnxruntime.empty() &&
+      !std::filesystem::exists(options.onnxruntime + "/node_modules/onnxruntime-node")) {
+    std::fprintf(stderr,
+                 "--onnxruntime '%s': expected node_modules/onnxruntime-node there, got none; "
+                 "install it with cmake --build build --target onnxruntime_reference, or pass "
+                 "--onnxruntime= to leave ONNX Runtime out\n",
+                 options.onnxruntime.c_str());
+    return 2;
+  }
   return attnscope::Run(options);
 }

@@ -53,7 +53,10 @@ TEST(ToolFlagsTest, EngineBenchRefusesWhatItCannotMeasure) {
        {"repeats", {{"--repeats=3x"}, "--repeats '3x': expected an integer"}},
        {"threads", {{"--threads", "-1"}, "--threads '-1': expected an integer from 0"}},
        {"python",
-        {{"--python", "/nonexistent/python3"}, "--python '/nonexistent/python3': expected"}}});
+        {{"--python", "/nonexistent/python3"}, "--python '/nonexistent/python3': expected"}},
+       {"onnxruntime",
+        {{"--onnxruntime", "/nonexistent/onnxruntime"},
+         "--onnxruntime '/nonexistent/onnxruntime': expected node_modules/onnxruntime-node"}}});
 }
 
 TEST(ToolFlagsTest, ServiceBenchRefusesWhatItCannotMeasure) {
@@ -72,7 +75,8 @@ TEST(ToolFlagsTest, GenerationBenchRefusesWhatItCannotMeasure) {
        {"max_new_tokens",
         {{"--max_new_tokens", "8"}, "--max_new_tokens '8': expected an integer from 32"}},
        {"repeats", {{"--repeats=0"}, "--repeats '0': expected an integer from 1"}},
-       {"threads", {{"--threads", "-1"}, "--threads '-1': expected an integer from 0"}}});
+       {"threads", {{"--threads", "-1"}, "--threads '-1': expected an integer from 0"}},
+       {"recompute", {{"--recompute", "2"}, "--recompute '2': expected an integer from 0 to 1"}}});
 }
 
 TEST(ToolFlagsTest, TrainerRefusesBadValuesAndFlagsOfTheOtherCommand) {
