@@ -16,6 +16,8 @@ packages=(
   libcli11-dev
   libcairo2-dev libpango1.0-dev fonts-noto-cjk
   python3-torch python3-numpy python3-grpcio python3-protobuf openssl
+  # pip, a venv and setuptools: the Python client (client/python) installed as its test does it
+  python3-pip python3-setuptools python3-wheel python3-venv
   prometheus docker-compose libyaml-cpp-dev
   chromium
   clang-14 libclang-rt-14-dev
