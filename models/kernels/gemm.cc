@@ -42,8 +42,10 @@ struct Product {
 
 Product MakeProduct(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                     const torch::Tensor& residual, Activation activation) {
-  TORCH_CHECK(weight.is_contiguous() && weight.dim() == 2 && weight.size(1) == x.size(-1),
-              "Linear needs a contiguous [out, ", x.size(-1), "] weight");
+  TORCH_CHECK(
+      weight.is_contiguous() && weight.dim() == 2 && weight.size(1) == x.size(-1) &&
+          (weight.scalar_type() == torch::kFloat32 || weight.scalar_type() == torch::kBFloat16),
+      "Linear needs a contiguous float32 or bfloat16 [out, ", x.size(-1), "] weight");
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = weight.size(0);
   return {weight, bias, residual.defined() ? residual.contiguous() : residual,
@@ -91,18 +93,29 @@ void ForEachShare(const std::vector<Product>& products, int64_t begin, int64_t e
   }
 }
 
-// Runs the products of one input x [rows, in] on RowKernelLinear.
-void RunOnRowKernel(const torch::Tensor& x, int64_t rows, int64_t in,
+// Runs the products of rows [first_row, first_row + rows) of x [..., in] on RowKernelLinear, or on
+// RowKernelLinearBf16 when the weights are bfloat16.
+void RunOnRowKernel(const torch::Tensor& x, int64_t first_row, int64_t rows, int64_t in,
                     const std::vector<Product>& products) {
+  const bool bf16 = products[0].weight.scalar_type() == torch::kBFloat16;
   std::vector<RowKernelColumns> all;
   for (const Product& p : products) {
     const int64_t out = p.weight.size(0);
-    all.push_back({p.weight.data_ptr<float>(),
-                   p.bias.defined() ? p.bias.data_ptr<float>() : nullptr,
-                   p.residual.defined() ? p.residual.data_ptr<float>() : nullptr,
-                   p.result.data_ptr<float>(), out, /*begin=*/0, /*end=*/out, p.activation});
+    const int64_t offset = first_row * out;
+    RowKernelColumns c{bf16 ? nullptr : p.weight.data_ptr<float>(),
+                       p.bias.defined() ? p.bias.data_ptr<float>() : nullptr,
+                       p.residual.defined() ? p.residual.data_ptr<float>() + offset : nullptr,
+                       p.result.data_ptr<float>() + offset,
+                       out,
+                       /*begin=*/0,
+                       /*end=*/out,
+                       p.activation};
+    if (bf16) {
+      c.weight_bf16 = reinterpret_cast<const uint16_t*>(p.weight.data_ptr<at::BFloat16>());
+    }
+    all.push_back(c);
   }
-  const float* x_data = x.data_ptr<float>();
+  const float* x_data = x.data_ptr<float>() + first_row * in;
   SplitColumns(TotalColumns(products), [&](int64_t begin, int64_t end) {
     std::vector<RowKernelColumns> shares;
     ForEachShare(products, begin, end, [&](size_t i, int64_t from, int64_t to) {
@@ -110,7 +123,11 @@ void RunOnRowKernel(const torch::Tensor& x, int64_t rows, int64_t in,
       shares.back().begin = from;
       shares.back().end = to;
     });
-    RowKernelLinear(x_data, rows, in, shares);
+    if (bf16) {
+      RowKernelLinearBf16(x_data, rows, in, shares);
+    } else {
+      RowKernelLinear(x_data, rows, in, shares);
+    }
   });
 }
 
@@ -151,12 +168,36 @@ void RunOnOneDnn(const torch::Tensor& x, int64_t rows, int64_t in,
   }
 }
 
+// bfloat16 weights: the row kernel in blocks of up to kRowKernelMaxRows rows (each block reads the
+// weights once more, which at bfloat16's half size still beats oneDNN's repacking). Where the
+// kernel does not apply (an input width that is no multiple of 32), the same arithmetic in
+// float32 on oneDNN: the input and the weights rounded to bfloat16, then multiplied exactly.
+void RunBf16Products(const torch::Tensor& x, int64_t rows, int64_t in,
+                     const std::vector<Product>& products) {
+  if (RowKernelBf16Applies(std::min(rows, kRowKernelMaxRows), in)) {
+    for (int64_t first_row = 0; first_row < rows; first_row += kRowKernelMaxRows) {
+      RunOnRowKernel(x, first_row, std::min(kRowKernelMaxRows, rows - first_row), in, products);
+    }
+    return;
+  }
+  std::vector<Product> widened = products;
+  for (Product& p : widened) p.weight = p.weight.to(torch::kFloat32);
+  RunOnOneDnn(x.to(torch::kBFloat16).to(torch::kFloat32), rows, in, widened);
+}
+
 void RunProducts(const torch::Tensor& x, const std::vector<Product>& products) {
   TORCH_CHECK(x.is_contiguous(), "Linear needs a contiguous input");
   const int64_t in = x.size(-1);
   const int64_t rows = x.numel() / in;
-  if (RowKernelApplies(rows, in)) {
-    RunOnRowKernel(x, rows, in, products);
+  if (rows == 0) return;
+  const torch::ScalarType dtype = products[0].weight.scalar_type();
+  for (const Product& p : products) {
+    TORCH_CHECK(p.weight.scalar_type() == dtype, "LinearGroup needs weights of one dtype");
+  }
+  if (dtype == torch::kBFloat16) {
+    RunBf16Products(x, rows, in, products);
+  } else if (RowKernelApplies(rows, in)) {
+    RunOnRowKernel(x, /*first_row=*/0, rows, in, products);
   } else {
     RunOnOneDnn(x, rows, in, products);
   }

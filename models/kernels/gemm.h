@@ -26,15 +26,19 @@ void Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, 
 
 // nn.Linear: x [..., in] times weight [out, in] transposed, plus bias [out] (may be undefined),
 // plus `residual` [..., out] when defined, then `activation`. float32, contiguous x; returns a new
-// contiguous [..., out] tensor.
+// contiguous [..., out] float32 tensor. The weight is float32, or bfloat16 (--compute_dtype=
+// bfloat16): then x is rounded to bfloat16 too and the products summed in float32
+// (RowKernelLinearBf16 in row_kernel.h where the CPU has AVX512_BF16; elsewhere the same rounding
+// on oneDNN's float32 kernels, slower).
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      const torch::Tensor& residual = torch::Tensor(),
                      Activation activation = Activation::kNone);
 
 // Linear for several weights of one input at once (the query, key and value projections):
 // returns x * weights[i]^T + biases[i] for each i, [..., out_i]. A bias may be an undefined tensor;
-// `biases` has one entry per weight. The products share one split of their output columns across
-// threads, which is faster than separate calls for small products.
+// `biases` has one entry per weight; the weights share one dtype (float32 or bfloat16, as Linear).
+// The products share one split of their output columns across threads, which is faster than
+// separate calls for small products.
 std::vector<torch::Tensor> LinearGroup(const torch::Tensor& x,
                                        absl::Span<const torch::Tensor> weights,
                                        absl::Span<const torch::Tensor> biases);

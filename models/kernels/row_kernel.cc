@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "models/kernels/avx512_math.h"
@@ -22,8 +24,9 @@ constexpr int64_t kPackDepthSmall = 768;
 constexpr int64_t kChunkRowsSmall = 384;
 
 struct Workspace {
-  std::vector<float> packed;  // [tile][depth][kTileTokens]
-  std::vector<float> sums;    // [chunk rows][padded tokens]
+  std::vector<float> packed;           // [tile][depth][kTileTokens]
+  std::vector<uint32_t> packed_pairs;  // [tile][depth / 2][kTileTokens] pairs of bfloat16
+  std::vector<float> sums;             // [chunk rows][padded tokens]
 };
 
 Workspace& ThreadWorkspace() {
@@ -32,7 +35,9 @@ Workspace& ThreadWorkspace() {
 }
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,prfchw")
+// avx512bf16 only for the bfloat16 kernel's intrinsics: no float32 code compiles to its
+// instructions, and RowKernelLinearBf16 runs only where HasAvx512Bf16().
+#pragma GCC target("avx512f,avx512vl,avx512bf16,prfchw")
 // GCC 12's AVX-512 headers trip its own -Wmaybe-uninitialized (the self-initialised "undefined"
 // vectors behind set1 and masked loads, GCC bug 105593).
 #pragma GCC diagnostic push
@@ -127,6 +132,111 @@ KernelFn KernelFor(int weight_rows, int tile_vectors) {
   }
 }
 
+// packed[tile][p][j] = the bfloat16 pair (x[t][first + 2p], x[t][first + 2p + 1]) of token
+// t = tile * kTileTokens + j, as one 32-bit lane (lower half the even input), for 2p < depth (a
+// multiple of 32); zero for rows past `rows`. Each token's 32 inputs become one vector of 16 pairs
+// and 16 tokens' vectors are transposed as 32-bit lanes, the layout VDPBF16PS multiplies.
+void PackInputBf16(const float* x, int64_t rows, int64_t in, int64_t first, int64_t depth,
+                   uint32_t* packed) {
+  const int64_t pairs = depth / 2;
+  for (int64_t t0 = 0; t0 < rows; t0 += 16) {
+    const int64_t tile = t0 / kTileTokens;
+    const int64_t lane = t0 % kTileTokens;
+    const int64_t valid = std::min<int64_t>(16, rows - t0);
+    for (int64_t k0 = 0; k0 < depth; k0 += 32) {
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i) {
+        if (i < valid) {
+          const float* row = x + (t0 + i) * in + first + k0;
+          r[i] = _mm512_castsi512_ps(reinterpret_cast<__m512i>(
+              _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 16), _mm512_loadu_ps(row))));
+        } else {
+          r[i] = _mm512_setzero_ps();
+        }
+      }
+      avx512::Transpose16(r);
+      for (int i = 0; i < 16; ++i) {
+        _mm512_storeu_ps(
+            reinterpret_cast<float*>(packed + (tile * pairs + k0 / 2 + i) * kTileTokens + lane),
+            r[i]);
+      }
+    }
+  }
+}
+
+// Kernel on bfloat16 pairs: sums[i][16 * j ...] (+)= sum over k < depth of weight[i][k] *
+// x[k][16 * j ...], for NR weight rows and TV vectors of tokens, one VDPBF16PS per pair of inputs.
+template <int NR, int TV>
+void KernelBf16(const uint16_t* weight, int64_t in, int64_t depth, const uint32_t* packed,
+                float* sums, int64_t sums_stride, bool accumulate) {
+  for (int64_t k0 = 0; k0 < depth; k0 += kDepthBlock) {
+    __m512 acc[NR][TV];
+    for (int i = 0; i < NR; ++i) {
+      for (int j = 0; j < TV; ++j) acc[i][j] = _mm512_setzero_ps();
+    }
+    const int64_t k1 = std::min(depth, k0 + kDepthBlock);
+    for (int64_t k = k0; k < k1; k += 2) {
+      if ((k & 31) == 0) {
+        for (int i = 0; i < NR; ++i) {
+          _mm_prefetch(reinterpret_cast<const char*>(weight + (i + NR) * in + k), _MM_HINT_T1);
+        }
+      }
+      __m512bh tokens[TV];
+      for (int j = 0; j < TV; ++j) {
+        tokens[j] =
+            reinterpret_cast<__m512bh>(_mm512_loadu_si512(packed + (k / 2) * kTileTokens + 16 * j));
+      }
+      for (int i = 0; i < NR; ++i) {
+        int32_t pair;
+        std::memcpy(&pair, weight + i * in + k, sizeof(pair));
+        const __m512bh w = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+        for (int j = 0; j < TV; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], w, tokens[j]);
+      }
+    }
+    for (int i = 0; i < NR; ++i) {
+      for (int j = 0; j < TV; ++j) {
+        float* p = sums + i * sums_stride + 16 * j;
+        _mm512_storeu_ps(
+            p, k0 == 0 && !accumulate ? acc[i][j] : _mm512_add_ps(_mm512_loadu_ps(p), acc[i][j]));
+      }
+    }
+  }
+}
+
+using KernelBf16Fn = void (*)(const uint16_t*, int64_t, int64_t, const uint32_t*, float*, int64_t,
+                              bool);
+
+template <int NR>
+KernelBf16Fn KernelBf16For(int tile_vectors) {
+  switch (tile_vectors) {
+    case 1:
+      return &KernelBf16<NR, 1>;
+    case 2:
+      return &KernelBf16<NR, 2>;
+    case 3:
+      return &KernelBf16<NR, 3>;
+    default:
+      return &KernelBf16<NR, 4>;
+  }
+}
+
+KernelBf16Fn KernelBf16For(int weight_rows, int tile_vectors) {
+  switch (weight_rows) {
+    case 1:
+      return KernelBf16For<1>(tile_vectors);
+    case 2:
+      return KernelBf16For<2>(tile_vectors);
+    case 3:
+      return KernelBf16For<3>(tile_vectors);
+    case 4:
+      return KernelBf16For<4>(tile_vectors);
+    case 5:
+      return KernelBf16For<5>(tile_vectors);
+    default:
+      return KernelBf16For<6>(tile_vectors);
+  }
+}
+
 // result[t][first + n] = sums[n][t] + bias + residual, or GELU of that, for n < count, every row t.
 void WriteResult(const float* sums, int64_t sums_stride, int64_t rows, int64_t first, int64_t count,
                  const RowKernelColumns& c) {
@@ -162,37 +272,38 @@ void WriteResult(const float* sums, int64_t sums_stride, int64_t rows, int64_t f
   }
 }
 
-}  // namespace
-
-void RowKernelLinear(const float* x, int64_t rows, int64_t in,
-                     absl::Span<const RowKernelColumns> columns) {
+// The blocking shared by both kernels: input tiles of kTileTokens tokens packed `pack_depth` inputs
+// at a time, weight rows in chunks whose [rows, chunk] sums stay in L2, written out per chunk.
+// pack(first, depth, tiles) packs inputs [first, first + depth) of every tile into the thread's
+// workspace; multiply(c, n, weight_rows, first, depth, tile, sums, padded, accumulate) adds one
+// tile's products with weight rows [n, n + weight_rows) of `c` to `sums`.
+template <typename Pack, typename Multiply>
+void DriveRowKernel(int64_t rows, int64_t in, int64_t pack_depth_scale,
+                    absl::Span<const RowKernelColumns> columns, const Pack& pack,
+                    const Multiply& multiply) {
   const int64_t tiles = (rows + kTileTokens - 1) / kTileTokens;
   const int64_t padded = tiles * kTileTokens;
   // Twice the rows, half the depth and chunk: the same cache footprint.
-  const int64_t pack_depth = rows <= 128 ? kPackDepthSmall : kPackDepthSmall / 2;
+  const int64_t pack_depth =
+      (rows <= 128 ? kPackDepthSmall : kPackDepthSmall / 2) * pack_depth_scale;
   const int64_t chunk_rows = rows <= 128 ? kChunkRowsSmall : kChunkRowsSmall / 2;
   const bool pack_once = in <= pack_depth;
-  Workspace& workspace = ThreadWorkspace();
-  workspace.packed.resize(static_cast<size_t>(tiles * std::min(in, pack_depth) * kTileTokens));
-  workspace.sums.resize(static_cast<size_t>(chunk_rows * padded));
-  float* packed = workspace.packed.data();
-  float* sums = workspace.sums.data();
-  if (pack_once) PackInput(x, rows, in, /*first=*/0, /*depth=*/in, packed);
+  std::vector<float>& sums_storage = ThreadWorkspace().sums;
+  sums_storage.resize(static_cast<size_t>(chunk_rows * padded));
+  float* sums = sums_storage.data();
+  if (pack_once) pack(/*first=*/0, /*depth=*/in, tiles);
   for (const RowKernelColumns& c : columns) {
     for (int64_t chunk = c.begin; chunk < c.end; chunk += chunk_rows) {
       const int64_t chunk_end = std::min(c.end, chunk + chunk_rows);
       for (int64_t first = 0; first < in; first += pack_depth) {
         const int64_t depth = std::min(pack_depth, in - first);
-        if (!pack_once) PackInput(x, rows, in, first, depth, packed);
+        if (!pack_once) pack(first, depth, tiles);
         for (int64_t n = chunk; n < chunk_end; n += kWeightRows) {
           const int weight_rows = static_cast<int>(std::min<int64_t>(kWeightRows, chunk_end - n));
           for (int64_t tile = 0; tile < tiles; ++tile) {
-            const int tile_vectors =
-                static_cast<int>((std::min(kTileTokens, rows - tile * kTileTokens) + 15) / 16);
-            KernelFor(weight_rows, tile_vectors)(
-                c.weight + n * in + first, in, depth, packed + tile * depth * kTileTokens,
-                sums + (n - chunk) * padded + tile * kTileTokens, padded,
-                /*accumulate=*/first > 0);
+            multiply(c, n, weight_rows, first, depth, tile,
+                     sums + (n - chunk) * padded + tile * kTileTokens, padded,
+                     /*accumulate=*/first > 0);
           }
         }
       }
@@ -201,11 +312,62 @@ void RowKernelLinear(const float* x, int64_t rows, int64_t in,
   }
 }
 
+// Vectors of 16 tokens in the tile of `tile` (the last tile may hold fewer than kTileTokens).
+int TileVectors(int64_t rows, int64_t tile) {
+  return static_cast<int>((std::min(kTileTokens, rows - tile * kTileTokens) + 15) / 16);
+}
+
+}  // namespace
+
+void RowKernelLinear(const float* x, int64_t rows, int64_t in,
+                     absl::Span<const RowKernelColumns> columns) {
+  std::vector<float>& packed = ThreadWorkspace().packed;
+  DriveRowKernel(
+      rows, in, /*pack_depth_scale=*/1, columns,
+      [&](int64_t first, int64_t depth, int64_t tiles) {
+        packed.resize(static_cast<size_t>(tiles * depth * kTileTokens));
+        PackInput(x, rows, in, first, depth, packed.data());
+      },
+      [&](const RowKernelColumns& c, int64_t n, int weight_rows, int64_t first, int64_t depth,
+          int64_t tile, float* sums, int64_t padded, bool accumulate) {
+        KernelFor(weight_rows, TileVectors(rows, tile))(c.weight + n * in + first, in, depth,
+                                                        packed.data() + tile * depth * kTileTokens,
+                                                        sums, padded, accumulate);
+      });
+}
+
+void RowKernelLinearBf16(const float* x, int64_t rows, int64_t in,
+                         absl::Span<const RowKernelColumns> columns) {
+  std::vector<uint32_t>& packed = ThreadWorkspace().packed_pairs;
+  // A pair of bfloat16 takes the bytes of one float: twice the depth in the same cache footprint.
+  DriveRowKernel(
+      rows, in, /*pack_depth_scale=*/2, columns,
+      [&](int64_t first, int64_t depth, int64_t tiles) {
+        packed.resize(static_cast<size_t>(tiles * depth / 2 * kTileTokens));
+        PackInputBf16(x, rows, in, first, depth, packed.data());
+      },
+      [&](const RowKernelColumns& c, int64_t n, int weight_rows, int64_t first, int64_t depth,
+          int64_t tile, float* sums, int64_t padded, bool accumulate) {
+        KernelBf16For(weight_rows, TileVectors(rows, tile))(
+            c.weight_bf16 + n * in + first, in, depth,
+            packed.data() + tile * depth / 2 * kTileTokens, sums, padded, accumulate);
+      });
+}
+
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 
 bool RowKernelApplies(int64_t rows, int64_t in) {
   return HasAvx512() && rows > 0 && rows <= kRowKernelMaxRows && in > 0 && in % 16 == 0;
+}
+
+bool HasAvx512Bf16() {
+  static const bool has = HasAvx512() && __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
+bool RowKernelBf16Applies(int64_t rows, int64_t in) {
+  return HasAvx512Bf16() && rows > 0 && rows <= kRowKernelMaxRows && in > 0 && in % 32 == 0;
 }
 
 }  // namespace attnscope

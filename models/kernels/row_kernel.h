@@ -12,6 +12,14 @@
 //
 // Sums run over depth blocks of 256 inputs, each added to the running total, which keeps float32
 // rounding at the level of a blocked BLAS (about 1e-6 on BERT-base against PyTorch).
+//
+// RowKernelLinearBf16 is the same kernel for bfloat16 weights (--compute_dtype=bfloat16): the
+// input is rounded to bfloat16 as it is packed, and each VDPBF16PS (AVX512_BF16) multiplies two
+// inputs by two weights for 16 tokens and adds both products to float32 sums: twice the
+// multiply-adds of an FMA per instruction, and half the weight bytes to read. Its results are those
+// of float32 products of the bfloat16-rounded operands, up to float32 summation order (transformers
+// with torch_dtype=torch.bfloat16 rounds every activation too; here only the products' operands
+// are rounded, and LayerNorm, softmax and the residual stream stay float32).
 #ifndef ATTNSCOPE_MODELS_ROW_KERNEL_H_
 #define ATTNSCOPE_MODELS_ROW_KERNEL_H_
 
@@ -29,7 +37,7 @@ inline constexpr int64_t kRowKernelMaxRows = 256;
 // Output columns [begin, end) of one product: result[t, n] = sum_k x[t, k] * weight[n, k]
 // + bias[n] + residual[t, n] for every row t, then `activation`.
 struct RowKernelColumns {
-  const float* weight;    // [out, in], row-major
+  const float* weight;    // [out, in], row-major; RowKernelLinearBf16 reads weight_bf16 instead
   const float* bias;      // [out], or nullptr
   const float* residual;  // [rows, out], or nullptr
   float* result;          // [rows, out]
@@ -37,6 +45,7 @@ struct RowKernelColumns {
   int64_t begin;
   int64_t end;
   Activation activation = Activation::kNone;  // applied to the result
+  const uint16_t* weight_bf16 = nullptr;      // [out, in] bfloat16 bits, row-major
 };
 
 // Whether RowKernelLinear runs on this CPU (HasAvx512()) for this many rows of `in` inputs (a
@@ -48,6 +57,20 @@ bool RowKernelApplies(int64_t rows, int64_t in);
 // RowKernelApplies(rows, in).
 void RowKernelLinear(const float* x, int64_t rows, int64_t in,
                      absl::Span<const RowKernelColumns> columns);
+
+// Whether the CPU has AVX512_BF16 (and HasAvx512()): RowKernelLinearBf16 runs on it, and
+// --compute_dtype=bfloat16 is accepted.
+bool HasAvx512Bf16();
+
+// Whether RowKernelLinearBf16 runs for this many rows of `in` inputs: HasAvx512Bf16(), `in` a
+// multiple of 32, at most kRowKernelMaxRows rows.
+bool RowKernelBf16Applies(int64_t rows, int64_t in);
+
+// RowKernelLinear with each column's weight_bf16 in place of its weight, x rounded to bfloat16
+// (round to nearest even) on the way in; float32 sums, bias, residual and activation. Requires
+// RowKernelBf16Applies(rows, in).
+void RowKernelLinearBf16(const float* x, int64_t rows, int64_t in,
+                         absl::Span<const RowKernelColumns> columns);
 
 }  // namespace attnscope
 

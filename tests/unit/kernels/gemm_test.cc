@@ -1,7 +1,8 @@
 // Linear (models/kernels/gemm.h) against torch::linear, the nn.Linear reference, for the shapes
 // where it splits the output columns across threads (and where it does not), and on both of its
 // kernels: models/kernels/row_kernel.h for up to 256 rows of a multiple of 16 inputs on AVX-512
-// CPUs, oneDNN otherwise.
+// CPUs, oneDNN otherwise; and with bfloat16 weights, on the row kernel's AVX512_BF16 variant or its
+// oneDNN fallback.
 #include "models/kernels/gemm.h"
 
 #include <gtest/gtest.h>
@@ -103,6 +104,23 @@ TEST_P(LinearTest, AsCloseToFloat64AsABlockedSum) {
   const double error = rms_error(Linear(x_, weight_, bias_));
   const double bound = in >= 512 ? 0.85 : 1.5;
   EXPECT_LE(error, bound * loop_error + 1e-9) << "a float32 loop's error " << loop_error;
+}
+
+TEST_P(LinearTest, Bfloat16WeightsMultiplyTheRoundedOperandsExactly) {
+  // With bfloat16 weights Linear rounds x to bfloat16 too and sums in float32
+  // (RowKernelLinearBf16, or the oneDNN fallback): the float64 product of the two rounded operands
+  // is the reference, to float32 summation error. Against the unrounded operands the difference
+  // is bfloat16's, 2^-9 relative per operand, far above that.
+  auto rounded = [](const torch::Tensor& t) { return t.to(torch::kBFloat16).to(torch::kFloat64); };
+  const torch::Tensor expected =
+      torch::linear(rounded(x_), rounded(weight_), bias_.to(torch::kFloat64)) +
+      residual_.to(torch::kFloat64);
+  const torch::Tensor got =
+      Linear(x_, weight_.to(torch::kBFloat16), bias_, residual_).to(torch::kFloat64);
+  ASSERT_EQ(got.sizes(), expected.sizes());
+  EXPECT_LT((got - expected).abs().max().item<double>(), kTolerance);
+  const torch::Tensor unrounded = torch::linear(x_, weight_, bias_) + residual_;
+  EXPECT_GT((got - unrounded).abs().max().item<double>(), 1e-3);
 }
 
 TEST(LinearGroupTest, EachProductMatchesTorchLinear) {
