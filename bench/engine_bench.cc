@@ -7,6 +7,10 @@
 //
 // Usage: engine_bench [--family bert|roberta|gpt2] [--dir DIR] [--tokens 128] [--repeats 30]
 //                     [--threads 0] [--python /usr/bin/python3] [--onnxruntime DIR]
+//                     [--compute_dtype float32|bfloat16]
+// With --compute_dtype=bfloat16 the engine's timed passes are bfloat16's, and the error of its
+// outputs against the same engine in float32 is printed (every layer's attention probabilities,
+// the last hidden state).
 // DIR keeps the generated checkpoint between runs (default /tmp/attnscope-bench-FAMILY-base).
 #include <ATen/Parallel.h>
 #include <torch/types.h>
@@ -46,6 +50,8 @@ struct BenchOptions {
   // The folder whose node_modules hold onnxruntime-node (the onnxruntime_reference target's);
   // empty: no ONNX Runtime side.
   std::string onnxruntime = ATTNSCOPE_ONNXRUNTIME_DIR;
+  // The engine's projections: float32, or bfloat16 (then also measured against float32's outputs).
+  std::string compute_dtype = "float32";
 };
 
 // Runs `command` (a shell line) and parses the last line it prints as JSON; nothing (after
@@ -172,6 +178,30 @@ double MeasureReadGigabytesPerSecond(int64_t bytes, int repeats) {
   return static_cast<double>(bytes) / best / 1e9;
 }
 
+// The error of `out` (a pass in another compute dtype) against the same pass in float32: largest
+// and mean absolute difference of the attention probabilities over every layer and head, and of the
+// last hidden state (also relative to its largest magnitude).
+void PrintErrorAgainstFloat32(const BenchOptions& options, const ForwardInput& input,
+                              const ForwardOutput& out) {
+  auto float_model =
+      LoadTransformerModel({.model_dir = options.dir, .intra_op_threads = options.threads});
+  ForwardOptions forward;
+  forward.output_attentions = true;
+  forward.output_logits = false;
+  const ForwardOutput expected = *(*float_model)->Forward(input, forward);
+  const torch::Tensor attentions = torch::stack(out.attentions);
+  const torch::Tensor attention_error = (attentions - torch::stack(expected.attentions)).abs();
+  const torch::Tensor hidden_error = (out.last_hidden_state - expected.last_hidden_state).abs();
+  std::printf(
+      "%s against float32: attention probabilities max %.2e, mean %.2e (largest probability "
+      "%.3f); last hidden state max %.2e, mean %.2e (%.2e of its largest magnitude %.2f)\n",
+      options.compute_dtype.c_str(), attention_error.max().item<double>(),
+      attention_error.mean().item<double>(), attentions.max().item<double>(),
+      hidden_error.max().item<double>(), hidden_error.mean().item<double>(),
+      hidden_error.max().item<double>() / expected.last_hidden_state.abs().max().item<double>(),
+      expected.last_hidden_state.abs().max().item<double>());
+}
+
 int Run(const BenchOptions& options) {
   // The reference gets as many intra-op threads as the engine will use.
   const int threads = options.threads > 0
@@ -194,8 +224,10 @@ int Run(const BenchOptions& options) {
   const int64_t anon_before = StatusKb("RssAnon:");
   const int64_t file_before = StatusKb("RssFile:");
   const auto load_start = std::chrono::steady_clock::now();
-  auto model =
-      LoadTransformerModel({.model_dir = options.dir, .intra_op_threads = options.threads});
+  const ComputeDtype compute_dtype = *ParseComputeDtype(options.compute_dtype);
+  auto model = LoadTransformerModel({.model_dir = options.dir,
+                                     .intra_op_threads = options.threads,
+                                     .compute_dtype = compute_dtype});
   const double load_seconds = Seconds(std::chrono::steady_clock::now() - load_start);
   if (!model.ok()) {
     std::fprintf(stderr, "load failed: %s\n", model.status().ToString().c_str());
@@ -259,6 +291,7 @@ int Run(const BenchOptions& options) {
 
   // Agreement with the references on the same weights and ids.
   const double max_diff = MaxDifference(out, *reference);
+  if (compute_dtype != ComputeDtype::kFloat32) PrintErrorAgainstFloat32(options, input, out);
 
   // GEMM-bound time: the model's multiply-adds at the measured float32 GEMM rate.
   const ModelConfig& cfg = (*model)->config();
@@ -309,8 +342,9 @@ int Run(const BenchOptions& options) {
                 onnxruntime["onnxruntime_version"].get<std::string>().c_str(),
                 onnxruntime_seconds * 1e3,
                 *std::min_element(onnxruntime_times.begin(), onnxruntime_times.end()) * 1e3);
-    std::printf("ratio engine / ONNX Runtime: %.3f (target <= 0.75)\n",
-                engine_seconds / onnxruntime_seconds);
+    std::printf("ratio engine / ONNX Runtime: %.3f (target <= %s)\n",
+                engine_seconds / onnxruntime_seconds,
+                options.compute_dtype == "bfloat16" ? "0.5" : "0.75");
     std::printf("max |engine - ONNX Runtime| on sampled outputs: %.2e\n",
                 MaxDifference(out, onnxruntime));
   }
@@ -360,10 +394,18 @@ int main(int argc, char** argv) {
         bench::StringFlag(&options.onnxruntime,
                           "the folder whose node_modules hold onnxruntime-node; default the "
                           "build's (cmake --build build --target onnxruntime_reference); "
-                          "empty: no ONNX Runtime side")}});
+                          "empty: no ONNX Runtime side")},
+       {"compute_dtype",
+        bench::StringFlag(&options.compute_dtype,
+                          "the engine's projections: float32 or bfloat16 (needs AVX512_BF16); "
+                          "default float32")}});
   if (exit_code >= 0) return exit_code;
   if (options.family != "bert" && options.family != "roberta" && options.family != "gpt2") {
     std::fprintf(stderr, "--family '%s': expected bert, roberta or gpt2\n", options.family.c_str());
+    return 2;
+  }
+  if (const auto dtype = attnscope::ParseComputeDtype(options.compute_dtype); !dtype.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(dtype.status().message()).c_str());
     return 2;
   }
   if (options.dir.empty()) options.dir = "/tmp/attnscope-bench-" + options.family + "-base";

@@ -189,8 +189,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Create(const Options& 
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(options.model_dir);
   if (!tokenizer.ok()) return Prefixed(options.name, tokenizer.status());
   loaded->tokenizer_ = *std::move(tokenizer);
-  absl::StatusOr<std::unique_ptr<TransformerModel>> model =
-      LoadTransformerModel(ModelOptions{options.model_dir});
+  absl::StatusOr<std::unique_ptr<TransformerModel>> model = LoadTransformerModel(
+      {.model_dir = options.model_dir, .compute_dtype = options.compute_dtype});
   if (!model.ok()) return Prefixed(options.name, model.status());
   loaded->model_ = *std::move(model);
   if (absl::Status fits =

@@ -47,6 +47,8 @@ class LoadedModel {
     // Longest accepted input in tokens, special tokens included; 0 or more than the model's
     // max_position_embeddings means max_position_embeddings.
     int64_t max_tokens = 0;
+    // The projections' arithmetic (ModelOptions::compute_dtype in transformer.h).
+    ComputeDtype compute_dtype = ComputeDtype::kFloat32;
   };
 
   // Loads the tokenizer and weights, validates them, hashes the weight files (SHA-256) and runs a

@@ -145,6 +145,10 @@ ABSL_FLAG(int64_t, max_tokens, 0,
           "Longest accepted input in tokens, special tokens included; 0 = each model's own limit, "
           "its max_position_embeddings (less pad_token_id + 1 for RoBERTa) (a larger value is "
           "capped to it).");
+ABSL_FLAG(std::string, compute_dtype, "float32",
+          "Arithmetic of every model's projections: float32, or bfloat16 (weights converted at "
+          "load, float32 sums; needs a CPU with AVX512_BF16 and a model of the BERT or Llama "
+          "families; attention probabilities within about 0.03 of float32's, see docs/models.md).");
 ABSL_FLAG(int, worker_threads, kDefaults.worker_threads,
           "Most gRPC threads serving calls, and HTTP/2 streams one connection may hold open (at "
           "least 100); calls beyond it get RESOURCE_EXHAUSTED. 0 = --max_concurrent_requests + "
@@ -211,6 +215,14 @@ int main(int argc, char** argv) {
   sources.repository = absl::GetFlag(FLAGS_model_repository);
   sources.default_dir = ATTNSCOPE_DEFAULT_MODEL_DIR;
   sources.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+  const absl::StatusOr<attnscope::ComputeDtype> compute_dtype =
+      attnscope::ParseComputeDtype(absl::GetFlag(FLAGS_compute_dtype));
+  if (!compute_dtype.ok()) {
+    std::fprintf(stderr, "attnscope-server: %s\n",
+                 std::string(compute_dtype.status().message()).c_str());
+    return 2;
+  }
+  sources.compute_dtype = *compute_dtype;
   absl::StatusOr<std::vector<attnscope::LoadedModel::Options>> models =
       attnscope::server::ResolveModels(sources);
   if (!models.ok()) {

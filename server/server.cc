@@ -116,7 +116,7 @@ absl::StatusOr<std::vector<LoadedModel::Options>> ResolveModels(const ModelSourc
                        "' is given twice; give each --model (and each subdirectory of "
                        "--model_repository) its own name"));
     }
-    models.push_back({name, dir, sources.max_tokens});
+    models.push_back({name, dir, sources.max_tokens, sources.compute_dtype});
     return absl::OkStatus();
   };
   for (const std::string& spec : sources.specs) {
@@ -162,7 +162,7 @@ absl::StatusOr<std::vector<LoadedModel::Options>> ResolveModels(const ModelSourc
           "--model_repository DIR; the built-in default model (",
           sources.default_dir.empty() ? "none" : sources.default_dir, ") is not there"));
     }
-    models.push_back({"default", sources.default_dir, sources.max_tokens});
+    models.push_back({"default", sources.default_dir, sources.max_tokens, sources.compute_dtype});
   }
   return models;
 }
@@ -473,13 +473,15 @@ absl::Status RunServer(const ServerOptions& options) {
     const ModelConfig& config = (*model)->config();
     std::fprintf(stderr,
                  "attnscope-server: loaded model '%s' (%s, %lld layers, %lld heads, max %lld "
-                 "tokens) from %s in %.2f s, weights sha256 %s\n",
+                 "tokens, %s projections) from %s in %.2f s, weights sha256 %s\n",
                  (*model)->name().c_str(),
                  std::string(ArchitectureName(config.architecture)).c_str(),
                  static_cast<long long>(config.num_hidden_layers),
                  static_cast<long long>(config.num_attention_heads),
-                 static_cast<long long>((*model)->max_tokens()), (*model)->model_dir().c_str(),
-                 (*model)->load_seconds(), (*model)->weights_checksum().c_str());
+                 static_cast<long long>((*model)->max_tokens()),
+                 std::string(ComputeDtypeName(model_options.compute_dtype)).c_str(),
+                 (*model)->model_dir().c_str(), (*model)->load_seconds(),
+                 (*model)->weights_checksum().c_str());
     metrics.AddModel(**model);
     models.push_back(*std::move(model));
   }

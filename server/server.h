@@ -25,6 +25,8 @@ struct ModelSources {
   std::string default_dir;
   // LoadedModel::Options::max_tokens for every model (0 = each model's maximum).
   int64_t max_tokens = 0;
+  // LoadedModel::Options::compute_dtype for every model.
+  ComputeDtype compute_dtype = ComputeDtype::kFloat32;
 };
 
 // The models to load, in flag order (specs first, then the repository in name order).

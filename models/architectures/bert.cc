@@ -87,6 +87,23 @@ class BertModel : public TransformerModel {
 
   bool has_classifier() const override { return layout_.has_classifier(); }
 
+ protected:
+  absl::Status ConvertProjections(torch::ScalarType dtype) override {
+    auto convert = [dtype](Dense& dense) {
+      if (dense.weight.defined()) dense.weight = dense.weight.to(dtype);
+    };
+    for (BertLayer& layer : layers_) {
+      for (Dense* dense : {&layer.query, &layer.key, &layer.value, &layer.attention_output,
+                           &layer.intermediate, &layer.output}) {
+        convert(*dense);
+      }
+    }
+    convert(pooler_);
+    convert(classifier_dense_);
+    convert(classifier_);
+    return absl::OkStatus();
+  }
+
  private:
   absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
                                     const ForwardOptions& options) const override {

@@ -73,6 +73,17 @@ class LlamaModel : public DecoderOnlyModel {
                                      static_cast<double>(head_dim));
   }
 
+ protected:
+  absl::Status ConvertProjections(torch::ScalarType dtype) override {
+    for (LlamaLayer& layer : layers_) {
+      for (torch::Tensor* weight : {&layer.q_proj, &layer.k_proj, &layer.v_proj, &layer.o_proj,
+                                    &layer.gate_proj, &layer.up_proj, &layer.down_proj}) {
+        *weight = weight->to(dtype);
+      }
+    }
+    return absl::OkStatus();
+  }
+
  private:
   torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight) const {
     const torch::Tensor variance = x.pow(2).mean(-1, /*keepdim=*/true);

@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "models/kernels/blas_check.h"
 #include "models/kernels/gemm.h"
+#include "models/kernels/row_kernel.h"
 
 namespace attnscope {
 namespace {
@@ -248,6 +249,13 @@ absl::StatusOr<KvCache> TransformerModel::RunEncoderImpl(const ForwardInput& /*s
       absl::StrCat(ArchitectureName(config_.architecture), ": no encoder for decoding"));
 }
 
+absl::Status TransformerModel::ConvertProjections(torch::ScalarType /*dtype*/) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "compute_dtype 'bfloat16': expected a model of the BERT or Llama families (bert, roberta, "
+      "xlm-roberta, distilbert, llama, mistral, qwen2, qwen3), got model_type '",
+      config_.model_type, "'; serve it with --compute_dtype=float32"));
+}
+
 absl::StatusOr<DecodeOutput> TransformerModel::RunDecode(const torch::Tensor& /*input_ids*/,
                                                          KvCache* /*cache*/,
                                                          bool /*output_attentions*/) const {
@@ -289,8 +297,40 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
       model = CreateT5Model(std::move(config), *checkpoint);
       break;
   }
-  if (model.ok()) (*model)->checkpoint_ = std::move(checkpoint);
+  if (!model.ok()) return model;
+  (*model)->checkpoint_ = std::move(checkpoint);
+  if (options.compute_dtype == ComputeDtype::kBfloat16) {
+    if (!HasAvx512Bf16()) {
+      return absl::InvalidArgumentError(
+          "compute_dtype 'bfloat16': expected a CPU with AVX512_BF16 (the avx512_bf16 flag of "
+          "/proc/cpuinfo, and ATTNSCOPE_DISABLE_AVX512 unset), got a CPU without it; use "
+          "--compute_dtype=float32");
+    }
+    absl::Status converted = absl::OkStatus();
+    try {
+      converted = (*model)->ConvertProjections(torch::kBFloat16);
+    } catch (const std::bad_alloc&) {
+      converted = absl::ResourceExhaustedError(
+          "compute_dtype 'bfloat16': out of memory converting the projections' weights");
+    } catch (const c10::Error& e) {
+      converted = absl::InternalError(
+          absl::StrCat("compute_dtype 'bfloat16': converting the projections' weights failed: ",
+                       e.what_without_backtrace()));
+    }
+    ATTNSCOPE_RETURN_IF_ERROR(converted);
+  }
   return model;
+}
+
+absl::StatusOr<ComputeDtype> ParseComputeDtype(absl::string_view name) {
+  if (name == "float32") return ComputeDtype::kFloat32;
+  if (name == "bfloat16") return ComputeDtype::kBfloat16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("flag --compute_dtype: expected float32 or bfloat16, got '", name, "'"));
+}
+
+absl::string_view ComputeDtypeName(ComputeDtype dtype) {
+  return dtype == ComputeDtype::kBfloat16 ? "bfloat16" : "float32";
 }
 
 }  // namespace attnscope

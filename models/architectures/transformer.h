@@ -15,11 +15,24 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "models/checkpoint/checkpoint.h"
 #include "models/checkpoint/config.h"
 
 namespace attnscope {
+
+// The arithmetic of a model's projections (the Linear layers: attention's query, key, value and
+// output, the MLP's). kBfloat16 converts their weights to bfloat16 once at load and rounds their
+// inputs to bfloat16, with float32 sums (Linear in gemm.h); embeddings, LayerNorm, softmax, the
+// attention products and the residual stream stay float32. See docs/models.md for its error.
+enum class ComputeDtype { kFloat32, kBfloat16 };
+
+// "float32" or "bfloat16". InvalidArgument for any other name (naming --compute_dtype).
+absl::StatusOr<ComputeDtype> ParseComputeDtype(absl::string_view name);
+// The name ParseComputeDtype accepts.
+absl::string_view ComputeDtypeName(ComputeDtype dtype);
 
 struct ForwardInput {
   torch::Tensor input_ids;       // [B, S] int64
@@ -180,6 +193,9 @@ class TransformerModel {
   // InferenceMode; LibTorch exceptions it throws become Internal there.
   virtual absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
                                             const ForwardOptions& options) const = 0;
+  // Converts the weights of the projections Linear runs to `dtype` (torch::kBFloat16), once, at
+  // load. InvalidArgument unless the architecture overrides it (naming the architectures that do).
+  virtual absl::Status ConvertProjections(torch::ScalarType dtype);
   // The architecture's incremental pass on checked ids, called by Decode under InferenceMode.
   // Unimplemented unless overridden.
   virtual absl::StatusOr<DecodeOutput> RunDecode(const torch::Tensor& input_ids, KvCache* cache,
@@ -202,12 +218,17 @@ struct ModelOptions {
   // Threads of LibTorch's and oneDNN's OpenMP regions, 0 = every core. Process-wide: the first
   // model loaded in a process sets it (see ConfigureIntraOpThreads in gemm.h).
   int intra_op_threads = 0;
+  // kBfloat16 needs a CPU with AVX512_BF16 (HasAvx512Bf16 in row_kernel.h) and an architecture of
+  // the BERT or Llama families.
+  ComputeDtype compute_dtype = ComputeDtype::kFloat32;
 };
 
 // Loads config.json and the weights of options.model_dir, validates every tensor against the
 // architecture and builds the model. Also measures the BLAS speed once per process (see
 // blas_check.h) and sets the intra-op thread count. NotFound / InvalidArgument as Checkpoint::Open,
-// LoadModelConfig and the Create functions below; no exception leaves it.
+// LoadModelConfig and the Create functions below; InvalidArgument for compute_dtype kBfloat16 on a
+// CPU without AVX512_BF16 or an architecture without bfloat16 projections; no exception leaves
+// it.
 absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(const ModelOptions& options);
 
 // Architecture-specific constructors, used by LoadTransformerModel. Each checks config.json's

@@ -31,6 +31,8 @@ struct Refusal {
 const std::map<std::string, Refusal>& Refusals() {
   static const auto* refusals = new std::map<std::string, Refusal>{
       {"api_keys_file", {{"--api_keys_file=/nonexistent/keys"}, "--api_keys_file"}},
+      {"compute_dtype",
+       {{"--compute_dtype=bf16"}, "--compute_dtype: expected float32 or bfloat16, got 'bf16'"}},
       {"http_listen", {{"--http_listen=nohost"}, "--http_listen 'nohost'"}},
       {"listen", {{"--listen=127.0.0.1:99999"}, "--listen '127.0.0.1:99999'"}},
       {"max_answer_bytes_in_flight",

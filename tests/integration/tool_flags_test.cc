@@ -56,7 +56,10 @@ TEST(ToolFlagsTest, EngineBenchRefusesWhatItCannotMeasure) {
         {{"--python", "/nonexistent/python3"}, "--python '/nonexistent/python3': expected"}},
        {"onnxruntime",
         {{"--onnxruntime", "/nonexistent/onnxruntime"},
-         "--onnxruntime '/nonexistent/onnxruntime': expected node_modules/onnxruntime-node"}}});
+         "--onnxruntime '/nonexistent/onnxruntime': expected node_modules/onnxruntime-node"}},
+       {"compute_dtype",
+        {{"--compute_dtype", "fp16"},
+         "--compute_dtype: expected float32 or bfloat16, got 'fp16'"}}});
 }
 
 TEST(ToolFlagsTest, ServiceBenchRefusesWhatItCannotMeasure) {
