@@ -19,6 +19,8 @@ packages=(
   # pip, a venv and setuptools: the Python client (client/python) installed as its test does it
   python3-pip python3-setuptools python3-wheel python3-venv
   prometheus docker-compose libyaml-cpp-dev
+  # the L7 gRPC balancer in front of replicas (deploy/haproxy; tests/integration/balancer_test)
+  haproxy
   chromium
   clang-14 libclang-rt-14-dev
   "$@"

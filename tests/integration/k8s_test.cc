@@ -8,7 +8,12 @@
 // - its memory request and limit cover the resident memory measured here under concurrent
 //   traffic at the default model's longest input;
 // - the Services, the HorizontalPodAutoscaler and the PodDisruptionBudget select the pods and
-//   target the Deployment's ports.
+//   target the Deployment's ports;
+// - deploy/k8s/balancer (HAProxy in front of the pods) carries deploy/haproxy/haproxy.cfg as it
+//   is, which tests/integration/balancer_test.cc runs, finds the pods through the headless
+//   Service, and HAProxy accepts its configuration;
+// - deploy/k8s/keda's ScaledObject takes over the HorizontalPodAutoscaler with its bounds and
+//   CPU target, and its Prometheus queries name series the real server exports.
 #include <yaml-cpp/yaml.h>
 
 #include <atomic>
@@ -43,12 +48,16 @@ using ::testing::UnorderedElementsAre;
 
 constexpr char kFlagsKey[] = "attnscope.flags";
 constexpr char kImageRoot[] = "/opt/attnscope";
+constexpr char kHaproxy[] = "/usr/sbin/haproxy";
 
-// Every document of every deploy/k8s/*.yaml, by kind and then by name.
+std::string K8sDir() { return SourceDir() + "/deploy/k8s"; }
+
+// Every document of every *.yaml directly in `dir` (deploy/k8s by default, which
+// `kubectl apply -f deploy/k8s/` applies; its subfolders are applied on their own), by kind.
 class Manifests {
  public:
-  Manifests() {
-    for (const auto& entry : fs::directory_iterator(SourceDir() + "/deploy/k8s")) {
+  explicit Manifests(const std::string& dir = K8sDir()) {
+    for (const auto& entry : fs::directory_iterator(dir)) {
       if (entry.path().extension() != ".yaml") continue;
       try {
         for (const YAML::Node& document : YAML::LoadAllFromFile(entry.path().string())) {
@@ -369,6 +378,181 @@ TEST_F(K8sTest, ServicesAutoscalerAndDisruptionBudgetTargetThePods) {
   // Drains take at most one replica at a time and can always make progress.
   EXPECT_EQ(pdb["spec"]["maxUnavailable"].as<int>(0), 1);
   EXPECT_LT(pdb["spec"]["maxUnavailable"].as<int>(0), min_replicas);
+}
+
+// The value of `--name=` in the flag file of the ConfigMap of deploy/k8s.
+std::string ConfigMapFlag(const Manifests& manifests, const std::string& name) {
+  const std::string file = manifests.One("ConfigMap")["data"][kFlagsKey].as<std::string>("");
+  std::smatch match;
+  EXPECT_TRUE(std::regex_search(file, match, std::regex("--" + name + "=(\\S+)")))
+      << "--" << name << " not in the ConfigMap";
+  return match.empty() ? "" : match[1].str();
+}
+
+TEST(K8sBalancerTest, RunsTheTestedHaproxyConfigOverTheHeadlessService) {
+  const Manifests base;
+  const Manifests balancer(K8sDir() + "/balancer");
+  ASSERT_EQ(balancer.Kinds(), (std::set<std::string>{"ConfigMap", "Deployment", "Service"}));
+  const YAML::Node config = balancer.One("ConfigMap");
+  const std::map<std::string, std::string> files = StringMap(config["data"]);
+  ASSERT_EQ(files.count("haproxy.cfg") + files.count("replicas.cfg"), 2u);
+  // The balancer itself is the file the rolling-restart test runs, byte for byte.
+  EXPECT_EQ(files.at("haproxy.cfg"),
+            ReadTextFile(SourceDir() + "/deploy/haproxy/haproxy.cfg").value_or(""))
+      << "deploy/k8s/balancer/balancer.yaml's haproxy.cfg differs from deploy/haproxy/haproxy.cfg";
+
+  // The replicas are the headless Service's pods, on its gRPC port, as many slots as the
+  // autoscaler may make pods.
+  std::smatch match;
+  const std::string& replicas = files.at("replicas.cfg");
+  ASSERT_TRUE(std::regex_search(replicas, match,
+                                std::regex(R"(server-template \S+ (\d+) ([^\s:]+):(\d+) )")))
+      << replicas;
+  std::string headless;
+  int headless_port = 0;
+  for (const YAML::Node& service : base.All("Service")) {
+    if (service["spec"]["clusterIP"].as<std::string>("") == "None") {
+      headless = service["metadata"]["name"].as<std::string>();
+      headless_port = service["spec"]["ports"][0]["port"].as<int>();
+    }
+  }
+  EXPECT_EQ(match[2].str(), headless + ".default.svc.cluster.local");
+  EXPECT_EQ(std::stoi(match[3].str()), headless_port);
+  EXPECT_GE(std::stoi(match[1].str()),
+            base.One("HorizontalPodAutoscaler")["spec"]["maxReplicas"].as<int>());
+
+  // The container reads both files from the ConfigMap's mount, listens where its ports say, and
+  // its probes ask the stats page.
+  const YAML::Node pod = balancer.One("Deployment")["spec"]["template"];
+  ASSERT_EQ(pod["spec"]["containers"].size(), 1u);
+  const YAML::Node container = pod["spec"]["containers"][0];
+  std::string mount;
+  for (const YAML::Node& volume : pod["spec"]["volumes"]) {
+    if (volume["configMap"]["name"].as<std::string>("") !=
+        config["metadata"]["name"].as<std::string>()) {
+      continue;
+    }
+    for (const YAML::Node& entry : container["volumeMounts"]) {
+      if (entry["name"].as<std::string>() == volume["name"].as<std::string>()) {
+        mount = entry["mountPath"].as<std::string>();
+      }
+    }
+  }
+  ASSERT_FALSE(mount.empty()) << "the ConfigMap is not mounted in the container";
+  const std::vector<std::string> command = container["command"].as<std::vector<std::string>>();
+  EXPECT_EQ(command[0], "haproxy");
+  std::vector<std::string> read;
+  for (size_t i = 0; i + 1 < command.size(); ++i) {
+    if (command[i] == "-f") read.push_back(command[i + 1]);
+  }
+  EXPECT_THAT(read, ElementsAre(mount + "/haproxy.cfg", mount + "/replicas.cfg"));
+  std::map<std::string, int> ports;
+  for (const YAML::Node& port : container["ports"]) {
+    ports[port["name"].as<std::string>()] = port["containerPort"].as<int>();
+  }
+  std::map<std::string, std::string> env;
+  for (const YAML::Node& variable : container["env"]) {
+    env[variable["name"].as<std::string>()] = variable["value"].as<std::string>();
+  }
+  EXPECT_EQ(env["ATTNSCOPE_BALANCER_LISTEN"], absl::StrCat(":", ports.at("grpc")));
+  EXPECT_EQ(env["ATTNSCOPE_BALANCER_STATS"], absl::StrCat(":", ports.at("stats")));
+  for (const char* probe : {"readinessProbe", "livenessProbe"}) {
+    EXPECT_EQ(container[probe]["httpGet"]["port"].as<std::string>(""), "stats") << probe;
+    EXPECT_EQ(container[probe]["httpGet"]["path"].as<std::string>(""), "/stats") << probe;
+  }
+  const YAML::Node service = balancer.One("Service");
+  const std::map<std::string, std::string> labels = StringMap(pod["metadata"]["labels"]);
+  for (const auto& [key, value] : StringMap(service["spec"]["selector"])) {
+    EXPECT_EQ(labels.count(key) ? labels.at(key) : "", value) << "Service selector " << key;
+  }
+  for (const YAML::Node& port : service["spec"]["ports"]) {
+    const std::string target = port["targetPort"].as<std::string>("");
+    ASSERT_TRUE(ports.count(target)) << "the Service targets port '" << target << "'";
+    EXPECT_EQ(port["port"].as<int>(), ports.at(target));
+  }
+
+  // HAProxy accepts the two files together.
+  TempDir dir;
+  for (const auto& [name, text] : files) std::ofstream(dir.path() + "/" + name) << text;
+  const CommandResult check = RunCommand(
+      {kHaproxy, "-c", "-f", dir.path() + "/haproxy.cfg", "-f", dir.path() + "/replicas.cfg"});
+  EXPECT_EQ(check.exit_code, 0) << check.stdout_text << check.stderr_text;
+}
+
+TEST(K8sKedaTest, ScaledObjectTakesOverTheAutoscalerAndQueriesServedSeries) {
+  const Manifests base;
+  const Manifests keda(K8sDir() + "/keda");
+  ASSERT_EQ(keda.Kinds(), std::set<std::string>{"ScaledObject"});
+  const YAML::Node scaled = keda.One("ScaledObject");
+  const YAML::Node hpa = base.One("HorizontalPodAutoscaler");
+  const YAML::Node spec = scaled["spec"];
+  EXPECT_EQ(spec["scaleTargetRef"]["kind"].as<std::string>(""), "Deployment");
+  EXPECT_EQ(spec["scaleTargetRef"]["name"].as<std::string>(""),
+            base.One("Deployment")["metadata"]["name"].as<std::string>());
+  EXPECT_EQ(spec["minReplicaCount"].as<int>(), hpa["spec"]["minReplicas"].as<int>());
+  EXPECT_EQ(spec["maxReplicaCount"].as<int>(), hpa["spec"]["maxReplicas"].as<int>());
+  // It adopts hpa.yaml's autoscaler rather than adding a second one that would fight it.
+  const YAML::Node hpa_config = spec["advanced"]["horizontalPodAutoscalerConfig"];
+  EXPECT_EQ(hpa_config["name"].as<std::string>(""), hpa["metadata"]["name"].as<std::string>());
+  EXPECT_EQ(scaled["metadata"]["annotations"]["scaledobject.keda.sh/transfer-hpa-ownership"]
+                .as<std::string>(""),
+            "true");
+  EXPECT_EQ(hpa_config["behavior"]["scaleDown"]["stabilizationWindowSeconds"].as<int>(),
+            hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"].as<int>());
+
+  // The real server's series, after a call (the queue wait is observed by a forward pass).
+  ServerProcess::Options options;
+  options.models = {"bert=" + TinyBertDir()};
+  options.metrics_port = FreeTcpPort();
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  v1::GetAttentionRequest attention;
+  attention.set_model("bert");
+  attention.set_text("the capital of france");
+  ASSERT_TRUE((*server)->NewClient()->GetAttention(attention).ok());
+  absl::StatusOr<std::string> metrics = HttpGet((*server)->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  std::set<std::string> served;
+  for (const MetricSample& sample : ParseMetrics(*metrics)) served.insert(sample.name);
+
+  std::set<std::string> queried;
+  double cpu_target = 0;
+  for (const YAML::Node& trigger : spec["triggers"]) {
+    const std::string type = trigger["type"].as<std::string>("");
+    double threshold = 0;
+    if (type == "cpu") {
+      EXPECT_EQ(trigger["metricType"].as<std::string>(""), "Utilization");
+      ASSERT_TRUE(absl::SimpleAtod(trigger["metadata"]["value"].as<std::string>(""), &cpu_target));
+      continue;
+    }
+    ASSERT_EQ(type, "prometheus");
+    const std::string query = trigger["metadata"]["query"].as<std::string>("");
+    ASSERT_TRUE(absl::SimpleAtod(trigger["metadata"]["threshold"].as<std::string>(""), &threshold))
+        << query;
+    EXPECT_GT(threshold, 0) << query;
+    const std::regex series(R"((attnscope_\w+)\{([^}]*)\})");
+    int names = 0;
+    for (auto it = std::sregex_iterator(query.begin(), query.end(), series);
+         it != std::sregex_iterator(); ++it, ++names) {
+      const std::string name = (*it)[1].str();
+      EXPECT_TRUE(served.count(name)) << name << " in '" << query << "' is not a served series";
+      // The job deploy/prometheus/alerts.yml selects.
+      EXPECT_EQ((*it)[2].str(), "job=\"attnscope\"") << query;
+      queried.insert(name);
+    }
+    EXPECT_GT(names, 0) << "no attnscope series in '" << query << "'";
+    // Calls in flight are summed over the pods and divided among them (AverageValue): a
+    // replica's share stays below where it refuses calls.
+    if (absl::StrContains(query, "attnscope_inflight_requests")) {
+      EXPECT_EQ(trigger["metricType"].as<std::string>(""), "AverageValue");
+      EXPECT_LT(threshold, std::stod(ConfigMapFlag(base, "max_concurrent_requests")));
+    }
+  }
+  EXPECT_TRUE(queried.count("attnscope_inflight_requests"));
+  EXPECT_TRUE(queried.count("attnscope_queue_wait_seconds_sum"));
+  EXPECT_TRUE(queried.count("attnscope_queue_wait_seconds_count"));
+  EXPECT_EQ(cpu_target,
+            hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"].as<double>());
 }
 
 }  // namespace
