@@ -46,3 +46,20 @@ export function numberInput(value, { min = 0, placeholder = '' } = {}) {
   input.placeholder = placeholder;
   return input;
 }
+
+// A line of explanation above or below a figure.
+export function note(parent, text) {
+  const p = document.createElement('p');
+  p.className = 'note';
+  p.textContent = text;
+  parent.append(p);
+  return p;
+}
+
+// A scrolling box for a figure that may be wider or taller than the window.
+export function scrollBox(parent) {
+  const box = document.createElement('div');
+  box.className = 'figure-scroll';
+  parent.append(box);
+  return box;
+}

@@ -2,12 +2,13 @@
 // returns (includeScores), with each row's entropy, so that sharpening (T < 1) and flattening
 // (T > 1) can be watched. At T = 1 it is the model's own attention.
 import * as d3 from 'd3';
-import { fit, labelled, newFigure } from '../figure.js';
-import { CELL_ELEMENT_LIMIT, cellSize, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
+import { fit, labelled, newFigure, scrollBox } from '../figure.js';
+import { CELL_ELEMENT_LIMIT, MIN_LABEL_SIZE, drawColorBar, drawHeatmap, labelStep, sequentialScale } from '../heatmap.js';
 import { axisLabels } from '../labels.js';
 import { formatFloat32, rowEntropies, temperedSoftmax } from '../numbers.js';
 import { textRequest } from '../requests.js';
 import { decodeTensor, matrix } from '../tensor.js';
+import { fittedCell } from './heatmap.js';
 
 export default {
   id: 'temperature',
@@ -55,9 +56,11 @@ export default {
     labelled(ctx.toolbar, 'temperature T', slider);
     ctx.toolbar.append(readout);
 
-    const svg = newFigure(ctx.root, 'temperature');
+    // The entropies shown, for the tooltip: every row's, also those whose number is thinned out.
+    let shown;
+    const svg = newFigure(scrollBox(ctx.root), 'temperature');
     const color = sequentialScale(1);
-    const cell = cellSize(rows, cols, 520);
+    const cell = fittedCell(ctx.root, rows, cols, { max: 28, reserve: 320 });
     const map = drawHeatmap(svg, {
       values: at(state.t),
       rows,
@@ -68,7 +71,11 @@ export default {
       cell,
       title: `softmax(scores / T)`,
       asImage: rows * cols > CELL_ELEMENT_LIMIT,
-      describe: (r, c, v) => [`${labels[answer.queryStart + r]} → ${labels[answer.keyStart + c]}`, `T = ${slider.valueAsNumber.toFixed(2)}: ${formatFloat32(v)}`],
+      describe: (r, c, v) => [
+        `${labels[answer.queryStart + r]} → ${labels[answer.keyStart + c]}`,
+        `row entropy ${shown[r].toFixed(2)} bits`,
+        `T = ${slider.valueAsNumber.toFixed(2)}: ${formatFloat32(v)}`,
+      ],
     });
     map.g.attr('data-layer', answer.layers[0]).attr('data-head', head);
     const entropyX = map.width + 8;
@@ -83,7 +90,9 @@ export default {
       .attr('x', entropyX)
       .attr('y', (r) => map.top + (r + 0.5) * cell)
       .attr('dy', '0.35em')
-      .attr('font-size', Math.max(4, Math.min(12, cell - 2)));
+      .attr('font-size', Math.max(MIN_LABEL_SIZE, Math.min(12, cell - 2)))
+      // As the row labels: every few rows when rows are thinner than the text.
+      .attr('visibility', (r) => (r % labelStep(cell) ? 'hidden' : null));
     const barX = entropyX + 52;
     const barWidth = drawColorBar(svg, color, { x: barX, y: map.top, height: Math.max(120, rows * cell), label: 'attention' });
     fit(svg, barX + barWidth, Math.max(map.height, map.top + 120) + 4);
@@ -92,6 +101,7 @@ export default {
       const probabilities = at(t);
       map.update(probabilities);
       const h = rowEntropies(probabilities, rows, cols);
+      shown = h;
       entropies.attr('data-value', (r) => h[r]).text((r) => h[r].toFixed(2));
       readout.value = `T = ${t.toFixed(2)}`;
     };
