@@ -15,9 +15,10 @@ import heatmap from './views/heatmap.js';
 import internals from './views/internals.js';
 import layers from './views/layers.js';
 import model from './views/model.js';
+import salience from './views/salience.js';
 import temperature from './views/temperature.js';
 
-const VIEWS = [heatmap, heads, model, layers, temperature, generate, documents, compare, internals];
+const VIEWS = [heatmap, heads, model, layers, temperature, generate, documents, salience, compare, internals];
 
 const $ = (id) => document.getElementById(id);
 const controls = $('controls').elements;

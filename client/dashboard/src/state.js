@@ -4,7 +4,7 @@
 import { PRESETS } from './presets.js';
 
 // The ids of main.js's views; any other `view` in a link opens the first.
-const VIEWS = ['heatmap', 'heads', 'model', 'layers', 'temperature', 'generate', 'documents', 'compare', 'internals'];
+const VIEWS = ['heatmap', 'heads', 'model', 'layers', 'temperature', 'generate', 'documents', 'salience', 'compare', 'internals'];
 
 // An encoder-decoder's three attentions, for the views that draw one of them.
 export const BLOCKS = ['cross', 'decoder', 'encoder'];

@@ -557,6 +557,24 @@ describe('dashboard in headless Chromium', () => {
     const png = fs.readFileSync(file('png'));
     assert.deepEqual([...png.subarray(1, 4)], [0x50, 0x4e, 0x47]); // "PNG"
     assert.ok(png.readUInt32BE(16) > 200, 'PNG width');
+
+    // What the page shows around the figures in HTML comes along: ranks, scores and texts of
+    // documents, the model view's token legend.
+    const exported = async (params, name) => {
+      await open(params);
+      await page.click('#export-svg');
+      const target = path.join(downloads, `${name}.svg`);
+      const until = Date.now() + 20000;
+      while (!fs.existsSync(target) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 100));
+      return fs.readFileSync(target, 'utf8');
+    };
+    const documentsSvg = await exported({ model: 'default', view: 'documents', layer: 3, head: 'mean' }, 'attnscope-documents-default');
+    const ranked = await api('CrossAttention', { model: 'default', query: '랭체인 뭐야', documents: ['오늘 저녁에는 김치찌개를 먹었다', '랭체인은 대규모 언어 모델로 애플리케이션을 만드는 프레임워크입니다'], layers: [3] });
+    const best = Math.max(...ranked.documents.map((d) => d.relevanceScore));
+    assert.ok(documentsSvg.includes(`#1 · score ${best.toFixed(3)} · document 2: 랭체인은`), 'rank, score and text of document 2');
+    assert.ok(documentsSvg.includes('Query: 랭체인 뭐야'));
+    const modelSvg = await exported({ model: 'default', view: 'model', text: VIETNAMESE }, 'attnscope-model-default');
+    assert.match(modelSvg, /Tokens: 0 \[CLS\]  1 Tôi/);
   });
 
   it('encoder-decoder, from the start page: Translate first, then cross-, decoder self- and encoder self-attention', async () => {
@@ -650,8 +668,33 @@ describe('dashboard in headless Chromium', () => {
     await expectCells('g.heatmap[data-block="cross"]', float32(answer.crossAttentions), answer.tokens.tokens.length);
   });
 
+  it('salience: each method per token and per word is the API Attribute answer, beside the [CLS] attention', async () => {
+    const text = 'how do I insert a table';
+    const pair = 'To insert a new table, choose Table - Insert Table.';
+    await open({ model: 'default', view: 'salience', text, pair });
+    const methods = ['ATTRIBUTION_METHOD_OCCLUSION', 'ATTRIBUTION_METHOD_GRADIENT_X_INPUT', 'ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS'];
+    const answer = await api('Attribute', { model: 'default', text, textPair: pair, methods });
+    const keys = ['occlusion', 'gradientXInput', 'integratedGradients'];
+    for (const key of keys) await expectCells(`g.heatmap[data-method="${key}"]`, Float32Array.from(answer[key]), 1);
+    const attention = await api('GetAttention', {
+      model: 'default',
+      text,
+      textPair: pair,
+      layers: [-1],
+      headAggregation: 'HEAD_AGGREGATION_MEAN',
+      window: { queryStart: 0, queryEnd: 1 },
+    });
+    await expectCells('g.heatmap[data-method="attention"]', float32(attention.attentions), 1);
+    assert.equal(Number(await page.$eval('p.note[data-score]', (p) => p.dataset.score)), answer.score);
+    assert.deepEqual(await labels('g.heatmap text.row-label'), answer.tokens.tokens.map((_, i) => tokenLabel(answer.tokens, i)));
+    await screenshot('salience');
+    await rerender(() => page.click('input[name="words"]'));
+    assert.deepEqual(await labels('g.heatmap text.row-label'), answer.words.map((w) => w.text));
+    for (const key of keys) await expectCells(`g.heatmap[data-method="${key}"]`, Float32Array.from(answer.words.map((w) => w[key])), 1);
+  });
+
   it('every view opens on every architecture', async () => {
-    const views = ['heatmap', 'heads', 'model', 'layers', 'temperature', 'generate', 'documents', 'compare', 'internals'];
+    const views = ['heatmap', 'heads', 'model', 'layers', 'temperature', 'generate', 'documents', 'salience', 'compare', 'internals'];
     const models = { default: {}, reranker: {}, llama: {}, translation: { decoder_text: 'Chèn bảng' }, bart: { decoder_text: 'hello' }, t5: { decoder_text: 'hallo' } };
     const started = Date.now();
     const times = [];
@@ -659,7 +702,7 @@ describe('dashboard in headless Chromium', () => {
     for (const [model, extra] of Object.entries(models)) {
       for (const view of views) {
         const start = Date.now();
-        await navigate({ model, view, text: 'hello world', max: 4, ...extra }).catch((error) => {
+        await navigate({ model, view, text: 'hello world', pair: 'hello there', max: 4, ...extra }).catch((error) => {
           throw new Error(`${model} ${view}: ${error.message}`);
         });
         times.push([Date.now() - start, model, view]);

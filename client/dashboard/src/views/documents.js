@@ -133,7 +133,7 @@ export default {
       const axis = (positions) => ({ labels: positions.map((p) => labels[p]), tokens: positions.map((p) => doc.tokens.tokens[p]) });
       const queryAxis = axis(doc.queryPositions);
       const documentAxis = axis(doc.documentPositions);
-      const svg = newFigure(section, `document-${doc.index + 1}`);
+      const svg = newFigure(section, `document-${doc.index + 1}`).attr('data-caption', `Query: ${state.query}\n${heading.textContent}: ${doc.text}${cut === null ? '' : ` (cut: the last ${[...doc.text].length - cut} characters were not read)`}`);
       const forward = block(svg, doc.queryToDocument, queryAxis, documentAxis, color, 'query → document');
       forward.g.attr('data-block', 'query-to-document');
       let width = forward.width;

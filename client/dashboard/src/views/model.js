@@ -52,7 +52,9 @@ export default {
       if (message.header) {
         const [, , rows, cols] = message.header.attentionsShape.map(Number);
         assembler = new StreamAssembler(message.header);
-        tokenLegend(ctx.root, axisLabels(message.header));
+        const labels = axisLabels(message.header);
+        tokenLegend(ctx.root, labels);
+        svg.attr('data-caption', `${message.header.model}, every layer and head. Tokens: ${labels.map((label, i) => `${i} ${label}`).join('  ')}`);
         grid = {
           heads: message.header.heads,
           rows,
