@@ -38,6 +38,8 @@ export function defaultState() {
     ks: null,
     ke: null,
     heads: null, // head view's shown heads; null = all
+    ab: '', // head view's sentence filter for a pair: '', 'AA', 'AB', 'BA' or 'BB'
+    min: 0, // head view's threshold: lines of smaller weight are hidden
     query: PRESETS[0].query,
     docs: PRESETS[0].docs,
     d2q: false,
@@ -87,6 +89,11 @@ export function parseState(search) {
     if (t > 0) state.t = t;
   }
   for (const key of ['topk', 'qs', 'qe', 'ks', 'ke']) if (has(key)) state[key] = integer(params.get(key));
+  if (['AA', 'AB', 'BA', 'BB'].includes(params.get('ab'))) state.ab = params.get('ab');
+  if (has('min')) {
+    const min = Number(params.get('min'));
+    if (min >= 0 && min <= 1) state.min = min;
+  }
   if (has('heads')) state.heads = params.get('heads').split(',').filter(Boolean).map(Number);
   if (has('doc')) state.docs = params.getAll('doc');
   for (const key of COMPARE_KEYS) {
@@ -117,6 +124,8 @@ export function formatState(state) {
   put('t', state.t, defaults.t);
   for (const key of ['topk', 'qs', 'qe', 'ks', 'ke']) put(key, state[key], null);
   if (state.heads) params.set('heads', state.heads.join(','));
+  put('ab', state.ab, defaults.ab);
+  put('min', state.min, defaults.min);
   put('query', state.query, defaults.query);
   if (state.docs.join('\n') !== defaults.docs.join('\n')) for (const doc of state.docs) params.append('doc', doc);
   if (state.d2q) params.set('d2q', '1');

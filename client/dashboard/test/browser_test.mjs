@@ -693,6 +693,58 @@ describe('dashboard in headless Chromium', () => {
     for (const key of keys) await expectCells(`g.heatmap[data-method="${key}"]`, Float32Array.from(answer.words.map((w) => w[key])), 1);
   });
 
+  it('head view of a pair: sentence A/B filter, threshold, attention received; of a translation: cross-attention lines', async () => {
+    const text = 'how do I insert a table';
+    const pair = 'choose Table - Insert Table';
+    await open({ model: 'default', text, pair, view: 'heads', layer: 2 });
+    const answer = await api('GetAttention', { model: 'default', text, textPair: pair, layers: [2] });
+    const second = answer.tokens.sequenceIds.indexOf(1);
+    const n = answer.tokens.tokens.length;
+    const values = float32(answer.attentions);
+    const visibleLines = () => datasets('line.link:not([display="none"])');
+    await page.select('select[name="ab"]', 'AB');
+    let visible = await visibleLines();
+    assert.equal(visible.length, 4 * second * (n - second));
+    assert.ok(visible.every((l) => Number(l.row) < second && Number(l.col) >= second));
+    await page.$eval('input[name="min"]', (slider) => {
+      slider.value = '0.1';
+      slider.dispatchEvent(new Event('input', { bubbles: true }));
+    });
+    visible = await visibleLines();
+    assert.ok(visible.length > 0 && visible.every((l) => Math.fround(Number(l.value)) >= 0.1));
+    const url = new URL(page.url());
+    assert.equal(url.searchParams.get('ab'), 'AB');
+    assert.equal(url.searchParams.get('min'), '0.1');
+    // Received: the shown lines' weights into each key, averaged over the four heads.
+    const totals = await datasets('text.total');
+    for (const { position, total } of totals) {
+      const key = Number(position);
+      let sum = 0;
+      for (let h = 0; h < 4; ++h) {
+        for (let q = 0; q < second; ++q) {
+          const v = values[(h * n + q) * n + key];
+          if (key >= second && v >= 0.1) sum += v;
+        }
+      }
+      assert.ok(Math.abs(Number(total) - sum / 4) < 1e-6, `key ${key}: page ${total}, server ${sum / 4}`);
+    }
+    await screenshot('heads-pair');
+
+    const source = '>>vie<< Inserting Tables';
+    await open({ model: 'translation', text: source, decoder_text: 'Chèn bảng', view: 'heads', layer: 1 });
+    const cross = await api('GetAttention', { model: 'translation', text: source, decoderText: 'Chèn bảng', layers: [1] });
+    const crossValues = float32(cross.crossAttentions);
+    const rows = cross.decoderLabels.tokens.length;
+    const cols = cross.tokens.tokens.length;
+    const lines = await datasets('line.link');
+    assert.equal(lines.length, 4 * rows * cols);
+    for (const { head, row, col, value } of lines) {
+      assert.equal(Math.fround(Number(value)), crossValues[(Number(head) * rows + Number(row)) * cols + Number(col)]);
+    }
+    assert.ok((await labels('text.query-label')).includes('Chèn'));
+    await screenshot('heads-translation');
+  });
+
   it('every view opens on every architecture', async () => {
     const views = ['heatmap', 'heads', 'model', 'layers', 'temperature', 'generate', 'documents', 'salience', 'compare', 'internals'];
     const models = { default: {}, reranker: {}, llama: {}, translation: { decoder_text: 'Chèn bảng' }, bart: { decoder_text: 'hello' }, t5: { decoder_text: 'hallo' } };

@@ -163,17 +163,25 @@ export function attentionFigure(parent, answer, { panel, info, color, cellFor = 
   return { ...map, color: scale, part };
 }
 
-function toolbar(ctx, encoderDecoder) {
-  const { state } = ctx;
-  if (encoderDecoder) {
-    const block = document.createElement('select');
-    block.name = 'attn';
-    for (const [value, text] of Object.entries(BLOCK_TITLES)) block.append(new Option(text, value));
-    block.value = state.decoderText ? state.block : 'encoder';
-    block.disabled = !state.decoderText;
-    block.addEventListener('change', () => ctx.update({ block: block.value }));
-    labelled(ctx.toolbar, 'Attention', block);
+// The picker of an encoder-decoder's attention, for the views that draw one of the three.
+export function blockControl(ctx) {
+  const { state, info } = ctx;
+  if (!info.isEncoderDecoder) return;
+  const block = document.createElement('select');
+  block.name = 'attn';
+  for (const [value, text] of Object.entries(BLOCK_TITLES)) block.append(new Option(text, value));
+  block.value = blockOf(state, info);
+  block.disabled = !state.decoderText;
+  block.addEventListener('change', () => ctx.update({ block: block.value }));
+  labelled(ctx.toolbar, 'Attention', block);
+  if (!state.decoderText) {
+    note(ctx.root, `${info.name} is an encoder-decoder: this is its encoder's self-attention over the source. Type a decoder text, or press "Translate first", to see the decoder's self-attention and its cross-attention over the source.`);
   }
+}
+
+function toolbar(ctx) {
+  const { state } = ctx;
+  blockControl(ctx);
   const zoom = document.createElement('select');
   zoom.name = 'zoom';
   for (const factor of [1, 2, 4, 8, 16]) zoom.append(new Option(factor === 1 ? 'fit the window' : `× ${factor}`, String(factor)));
@@ -213,10 +221,7 @@ export default {
   usesDecoder: (state) => Boolean(state.decoderText) && state.block !== 'encoder',
   async render(ctx) {
     const { state, info } = ctx;
-    toolbar(ctx, info.isEncoderDecoder);
-    if (info.isEncoderDecoder && !state.decoderText) {
-      note(ctx.root, `${info.name} is an encoder-decoder: this is its encoder's self-attention over the source. Type a decoder text, or press "Translate first", to see the decoder's self-attention and its cross-attention over the source.`);
-    }
+    toolbar(ctx);
     if (info.isEncoderDecoder && state.decoderText && state.words) {
       note(ctx.root, 'Words: not available with a decoder text; tokens are shown.');
     }

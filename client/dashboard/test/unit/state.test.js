@@ -21,6 +21,8 @@ test('a link reads back as the state that wrote it', () => {
     qs: 0,
     qe: 64,
     heads: [0, 2],
+    ab: 'AB',
+    min: 0.25,
     query: 'chèn bảng',
     docs: ['a, b', 'c'],
     d2q: true,
