@@ -745,6 +745,25 @@ describe('dashboard in headless Chromium', () => {
     await screenshot('heads-translation');
   });
 
+  it('model view of an encoder-decoder: every decoder layer and head of its cross- and decoder self-attention', async () => {
+    const source = '>>vie<< Inserting Tables';
+    const answer = await api('GetAttention', { model: 'translation', text: source, decoderText: 'Chèn bảng' });
+    for (const [block, tensor] of [['cross', answer.crossAttentions], ['decoder', answer.decoderAttentions]]) {
+      await open({ model: 'translation', text: source, decoder_text: 'Chèn bảng', view: 'model', attn: block });
+      const [layers, heads, rows, cols] = tensor.shape.map(Number);
+      const values = float32(tensor);
+      assert.equal(await page.$$eval('g.thumbnail', (gs) => gs.length), layers * heads);
+      for (let l = 0; l < layers; ++l) {
+        for (let h = 0; h < heads; ++h) {
+          const offset = (l * heads + h) * rows * cols;
+          await expectCells(`g.thumbnail[data-layer="${l}"][data-head="${h}"]`, values.subarray(offset, offset + rows * cols), cols);
+        }
+      }
+      if (block === 'decoder') assert.equal((await datasets('rect.cell[data-masked]')).length, layers * heads * ((rows * (rows - 1)) / 2));
+    }
+    await screenshot('model-translation-decoder');
+  });
+
   it('every view opens on every architecture', async () => {
     const views = ['heatmap', 'heads', 'model', 'layers', 'temperature', 'generate', 'documents', 'salience', 'compare', 'internals'];
     const models = { default: {}, reranker: {}, llama: {}, translation: { decoder_text: 'Chèn bảng' }, bart: { decoder_text: 'hello' }, t5: { decoder_text: 'hallo' } };

@@ -3,14 +3,20 @@
 // arrive. Click a heatmap to open it in the heatmap view.
 import { fit, newFigure } from '../figure.js';
 import { CELL_ELEMENT_LIMIT, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
-import { axisLabels } from '../labels.js';
+import { axisLabels, tokenLabels } from '../labels.js';
 import { textRequest } from '../requests.js';
 import { StreamAssembler } from '../stream.js';
 import { attentionDtype, matrix } from '../tensor.js';
 import { hideTooltip, showTooltip } from '../tooltip.js';
+import { BLOCK_TITLES, blockControl, blockOf } from './heatmap.js';
 
 // The axes' labels in order, as text: the small heatmaps have none of their own.
-function tokenLegend(root, labels) {
+function tokenLegend(root, labels, title) {
+  if (title) {
+    const heading = document.createElement('h3');
+    heading.textContent = title;
+    root.append(heading);
+  }
   const list = document.createElement('ol');
   list.className = 'token-legend';
   labels.forEach((label, i) => {
@@ -30,13 +36,18 @@ function tokenLegend(root, labels) {
 export default {
   id: 'model',
   title: 'Model view',
-  help: 'Every layer and head at once, streamed one layer at a time. Click a small heatmap to open it in the heatmap view.',
+  help: 'Every layer and head at once, streamed one layer at a time; grey cells are hidden by a causal mask. Click a small heatmap to open it in the heatmap view. For an encoder-decoder with a decoder text: its encoder self-, decoder self- or cross-attention.',
   controls: ['text', 'words'],
+  usesDecoder: (state) => Boolean(state.decoderText) && state.block !== 'encoder',
   async render(ctx) {
     const { state, info } = ctx;
+    blockControl(ctx);
+    const block = blockOf(state, info);
+    const decoder = block !== 'encoder';
     const count = (await ctx.tokenize()).tokens.tokens.length;
-    const layers = info.numHiddenLayers;
-    const heads = info.numAttentionHeads;
+    const layers = decoder ? info.decoderLayers : info.numHiddenLayers;
+    const heads = decoder ? info.decoderAttentionHeads : info.numAttentionHeads;
+    const causal = block === 'decoder' || (block === 'encoder' && info.isCausal);
     const dtype = attentionDtype(layers * heads * count * count);
     const thumb = Math.max(48, Math.min(120, Math.floor(720 / heads))) - 8;
     const left = 56;
@@ -48,21 +59,31 @@ export default {
     let assembler;
     let done = 0;
     ctx.progress(0, layers, `StreamAttention, ${dtype === 'DTYPE_FLOAT16' ? 'float16' : 'float32'}`);
-    await ctx.stream('StreamAttention', { ...textRequest(state), aggregateWords: state.words, dtype }, (message) => {
+    const request = { ...textRequest(state), aggregateWords: state.words, dtype };
+    if (info.isEncoderDecoder && state.decoderText) Object.assign(request, { decoderText: state.decoderText, aggregateWords: false });
+    await ctx.stream('StreamAttention', request, (message) => {
       if (message.header) {
-        const [, , rows, cols] = message.header.attentionsShape.map(Number);
-        assembler = new StreamAssembler(message.header);
-        const labels = axisLabels(message.header);
-        tokenLegend(ctx.root, labels);
-        svg.attr('data-caption', `${message.header.model}, every layer and head. Tokens: ${labels.map((label, i) => `${i} ${label}`).join('  ')}`);
+        const { header } = message;
+        assembler = new StreamAssembler(header, block);
+        const [, , rows, cols] = [header.attentionsShape, header.decoderAttentionsShape, header.crossAttentionsShape][['encoder', 'decoder', 'cross'].indexOf(block)].map(Number);
+        // Rows and columns of the decoder's blocks: what each position writes; what it reads.
+        const axes =
+          block === 'encoder'
+            ? [['Tokens', axisLabels(header)]]
+            : [
+                ['Rows (the decoder writes)', tokenLabels(header.decoderLabels)],
+                [`Columns (${block === 'cross' ? 'the source' : 'the decoder reads'})`, tokenLabels(block === 'cross' ? header.tokens : header.decoderTokens)],
+              ];
+        for (const [title, labels] of axes) tokenLegend(ctx.root, labels, axes.length > 1 ? title : null);
+        svg.attr('data-caption', `${header.model}, every layer and head${info.isEncoderDecoder ? ` (${BLOCK_TITLES[block]})` : ''}. ${axes.map(([title, labels]) => `${title}: ${labels.map((label, i) => `${i} ${label}`).join('  ')}`).join('\n')}`);
         grid = {
-          heads: message.header.heads,
+          heads: decoder ? header.decoderHeads : header.heads,
           rows,
           cols,
           cell: thumb / Math.max(rows, cols),
           asImage: layers * heads * rows * cols > CELL_ELEMENT_LIMIT,
         };
-        message.header.heads.forEach((head, i) => {
+        grid.heads.forEach((head, i) => {
           svg.append('text').attr('x', left + i * (thumb + 8) + thumb / 2).attr('y', 14).attr('text-anchor', 'middle').text(`head ${head}`);
         });
         const width = left + heads * (thumb + 8);
@@ -84,7 +105,8 @@ export default {
           .attr('transform', `translate(${left + h * (thumb + 8)},${y})`);
         const { values } = matrix(tensor, h);
         const { rows, cols, cell, asImage } = grid;
-        drawHeatmap(g, { values, rows, cols, cell, asImage, color }).g.attr('data-layer', layer).attr('data-head', head);
+        const masked = causal ? (r, c) => c > r : null;
+        drawHeatmap(g, { values, rows, cols, cell, asImage, color, masked }).g.attr('data-layer', layer).attr('data-head', head);
         g.append('rect')
           .attr('class', 'open')
           .attr('width', thumb)
