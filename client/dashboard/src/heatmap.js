@@ -32,6 +32,9 @@ export function labelStep(cell, fontSize = Math.max(MIN_LABEL_SIZE, Math.min(12,
 // scale gives to attention the model could have paid and did not.
 export const MASKED_FILL = '#d9d9d9';
 
+// Cells at least this many pixels wide carry their value as text.
+const VALUE_CELL = 30;
+
 // The colours of a scale at 256 steps, as bytes, for painting images.
 function colorTable(color) {
   const domain = color.domain();
@@ -160,7 +163,26 @@ export function drawHeatmap(parent, options) {
       .attr('height', cell);
     const hidden = (i) => masked?.(Math.floor(i / cols), i % cols);
     rects.attr('data-masked', (i) => (hidden(i) ? 1 : null));
-    paint = () => rects.attr('fill', (i) => (hidden(i) ? MASKED_FILL : color(values[i]))).attr('data-value', (i) => formatFloat32(values[i]));
+    // Values written in the cells when they fit, as the tutorials' annotated heatmaps do.
+    const texts =
+      cell >= VALUE_CELL
+        ? cells
+            .selectAll('text')
+            .data(d3.range(rows * cols).filter((i) => !hidden(i)))
+            .join('text')
+            .attr('class', 'cell-value')
+            .attr('x', (i) => ((i % cols) + 0.5) * cell)
+            .attr('y', (i) => (Math.floor(i / cols) + 0.5) * cell)
+            .attr('dy', '0.35em')
+            .attr('text-anchor', 'middle')
+            .attr('font-size', Math.min(11, cell / 3))
+            .attr('pointer-events', 'none')
+        : null;
+    paint = () => {
+      rects.attr('fill', (i) => (hidden(i) ? MASKED_FILL : color(values[i]))).attr('data-value', (i) => formatFloat32(values[i]));
+      // Dark text on light cells, light on dark: by the cell colour's lightness.
+      texts?.text((i) => values[i].toFixed(2)).attr('fill', (i) => (d3.hsl(color(values[i])).l > 0.55 ? '#222' : '#fff'));
+    };
   }
   paint();
   // The line between a pair's two texts.

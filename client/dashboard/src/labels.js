@@ -1,12 +1,35 @@
 // Axis labels of answers: what the caller wrote, not what the tokenizer made of it.
 
+// A byte-fallback piece of SentencePiece (Llama): one UTF-8 byte of a character the vocabulary
+// lacks.
+const BYTE_PIECE = /^<0x[0-9A-Fa-f]{2}>$/;
+// Text that draws nothing (a zero-width joiner, a format character alone).
+const INVISIBLE = /^[\p{Cf}\p{Cc}\p{Z}]+$/u;
+
+// Labels that draw nothing show their code points ("U+200D").
+function visible(label) {
+  if (!INVISIBLE.test(label)) return label;
+  return [...label].map((c) => `U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}`).join(' ');
+}
+
 // Each token's original text (Tokens.originalTexts: "Tôi" where the token is "toi"); special
-// tokens, whose original text is empty, show the token itself ("[CLS]").
+// tokens, whose original text is empty, show the token itself ("[CLS]"). The byte pieces of one
+// character share its label with their place among them ("랭 1/3", "랭 2/3", "랭 3/3" for
+// <0xEB> <0x9E> <0xAD>): the character's text belongs to its last byte.
 export function tokenLabels(tokens) {
-  return tokens.tokens.map((token, i) => {
-    const original = tokens.originalTexts?.[i] ?? '';
-    return original.trim() ? original : token;
-  });
+  const original = (i) => tokens.originalTexts?.[i] ?? '';
+  const labels = tokens.tokens.map((token, i) => (original(i).trim() ? original(i) : token));
+  const n = labels.length;
+  for (let i = 0; i < n; ++i) {
+    if (!BYTE_PIECE.test(tokens.tokens[i]) || original(i)) continue;
+    let last = i;
+    while (last < n && BYTE_PIECE.test(tokens.tokens[last]) && !original(last)) ++last;
+    if (last === n || !BYTE_PIECE.test(tokens.tokens[last])) continue;
+    const character = visible(original(last));
+    for (let k = i; k <= last; ++k) labels[k] = `${character} ${k - i + 1}/${last - i + 1}`;
+    i = last;
+  }
+  return labels.map((label, i) => (BYTE_PIECE.test(tokens.tokens[i]) ? label : visible(label)));
 }
 
 // The labels an attention answer's axes count: its words with aggregateWords, else its tokens.

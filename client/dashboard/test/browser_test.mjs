@@ -330,9 +330,18 @@ describe('dashboard in headless Chromium', () => {
 
   it('temperature: T = 1 is the server attention; higher T raises every row entropy, lower T lowers it', async () => {
     await open({ model: 'default', text: VIETNAMESE, view: 'temperature', layer: 3, head: 1 });
-    const answer = await api('GetAttention', { model: 'default', text: VIETNAMESE, layers: [3], heads: [1] });
+    const answer = await api('GetAttention', { model: 'default', text: VIETNAMESE, layers: [3], heads: [1], includeScores: true });
     const n = answer.tokens.tokens.length;
-    await expectCells('g.heatmap', float32(answer.attentions), n, 1e-6);
+    await expectCells('g.heatmap[data-head]', float32(answer.attentions), n, 1e-6);
+    // The sweep's T = 1 panel is the attention too, the scores are the server's, and the values
+    // are written in cells wide enough.
+    await expectCells('g.heatmap[data-t="1"]', float32(answer.attentions), n, 1e-6);
+    await expectCells('g.heatmap[data-block="scores"]', float32(answer.scores), n);
+    const sweep = await datasets('g.heatmap[data-t]');
+    assert.deepEqual(sweep.map((p) => Number(p.t)), [0.25, 0.5, 1, 2, 4]);
+    for (let i = 1; i < sweep.length; ++i) assert.ok(Number(sweep[i].entropy) > Number(sweep[i - 1].entropy));
+    const written = await page.$$eval('g.heatmap[data-block="scores"] text.cell-value', (ts) => ts.map((t) => t.textContent));
+    assert.deepEqual(written, [...float32(answer.scores)].map((v) => v.toFixed(2)));
     const entropies = () => page.$$eval('text.entropy', (ts) => ts.map((t) => Number(t.dataset.value)));
     const setT = (log10) =>
       page.$eval(
@@ -362,7 +371,12 @@ describe('dashboard in headless Chromium', () => {
     const text = 'Once upon a time there was a cat';
     await open({ model: 'llama', text, view: 'temperature', layer: 4, head: 5 });
     const answer = await api('GetAttention', { model: 'llama', text, layers: [4], heads: [5] });
-    await expectCells('g.heatmap', float32(answer.attentions), answer.tokens.tokens.length, 1e-6);
+    const n = answer.tokens.tokens.length;
+    await expectCells('g.heatmap[data-head]', float32(answer.attentions), n, 1e-6);
+    // Raw scores: masked keys grey, not coloured as a score.
+    const masked = await datasets('g.heatmap[data-block="scores"] rect.cell[data-masked]');
+    assert.equal(masked.length, (n * (n - 1)) / 2);
+    assert.ok(masked.every((c) => Number(c.col) > Number(c.row)));
   });
 
   it('query and documents: ranked by the server relevance score, query-to-document cells the server values', async () => {
@@ -817,6 +831,11 @@ describe('dashboard in headless Chromium', () => {
     const masked = await datasets('rect.cell[data-masked]');
     assert.equal(masked.length, (n * (n - 1)) / 2);
     assert.ok(masked.every((c) => Number(c.col) > Number(c.row) && Number(c.value) === 0));
+    // stories260K spells Korean in byte pieces: each labelled with its character and place.
+    await open({ model: 'llama', text: KOREAN });
+    const pieces = await labels('g.heatmap text.row-label');
+    assert.ok(['랭 1/3', '랭 2/3', '랭 3/3'].every((l) => pieces.includes(l)), pieces.join(' '));
+    assert.ok(!pieces.some((l) => l.startsWith('<0x')), pieces.join(' '));
 
     await open({ model: 'default', text: 'how do I insert a table', pair: 'choose Table - Insert Table' });
     assert.equal(await page.$$eval('line.divider', (l) => l.length), 2);

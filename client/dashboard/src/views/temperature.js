@@ -3,12 +3,15 @@
 // (T > 1) can be watched. At T = 1 it is the model's own attention.
 import * as d3 from 'd3';
 import { fit, labelled, newFigure, scrollBox } from '../figure.js';
-import { CELL_ELEMENT_LIMIT, MIN_LABEL_SIZE, drawColorBar, drawHeatmap, labelStep, sequentialScale } from '../heatmap.js';
+import { CELL_ELEMENT_LIMIT, MIN_LABEL_SIZE, cellSize, drawColorBar, drawHeatmap, labelStep, sequentialScale } from '../heatmap.js';
 import { axisLabels } from '../labels.js';
 import { formatFloat32, rowEntropies, temperedSoftmax } from '../numbers.js';
 import { textRequest } from '../requests.js';
 import { decodeTensor, matrix } from '../tensor.js';
 import { fittedCell } from './heatmap.js';
+
+// Temperatures of the side-by-side sweep.
+const SWEEP = [0.25, 0.5, 1, 2, 4];
 
 export default {
   id: 'temperature',
@@ -31,6 +34,7 @@ export default {
     const labels = axisLabels(answer);
     const mask = { causal: info.isCausal, queryStart: answer.queryStart, keyStart: answer.keyStart };
     const at = (t) => temperedSoftmax(scores.values, rows, cols, t, mask);
+    const masked = info.isCausal ? (r, c) => answer.keyStart + c > answer.queryStart + r : null;
 
     // What T = 1 reproduces: the check that the scores and the mask are read right.
     const atOne = at(1);
@@ -60,7 +64,7 @@ export default {
     let shown;
     const svg = newFigure(scrollBox(ctx.root), 'temperature');
     const color = sequentialScale(1);
-    const cell = fittedCell(ctx.root, rows, cols, { max: 28, reserve: 320 });
+    const cell = fittedCell(ctx.root, rows, cols, { max: 36, reserve: 320 });
     const map = drawHeatmap(svg, {
       values: at(state.t),
       rows,
@@ -71,6 +75,7 @@ export default {
       cell,
       title: `softmax(scores / T)`,
       asImage: rows * cols > CELL_ELEMENT_LIMIT,
+      masked,
       describe: (r, c, v) => [
         `${labels[answer.queryStart + r]} → ${labels[answer.keyStart + c]}`,
         `row entropy ${shown[r].toFixed(2)} bits`,
@@ -111,5 +116,61 @@ export default {
       show(t);
       ctx.update({ t: Number(t.toFixed(2)) }, { quiet: true });
     });
+
+    // The tutorials' pictures: the head at five temperatures side by side, and the raw scores.
+    const small = cellSize(rows, cols, 200, 24);
+    const smallLabels = small >= MIN_LABEL_SIZE;
+    const sweep = newFigure(scrollBox(ctx.root), 'temperature-sweep');
+    let x = 0;
+    let height = 0;
+    for (const t of SWEEP) {
+      const probabilities = at(t);
+      const entropy = d3.mean(rowEntropies(probabilities, rows, cols));
+      const g = sweep.append('g').attr('transform', `translate(${x},0)`);
+      const panel = drawHeatmap(g, {
+        values: probabilities,
+        rows,
+        cols,
+        rowLabels: smallLabels && x === 0 ? labels.slice(answer.queryStart, answer.queryStart + rows) : null,
+        color,
+        cell: small,
+        title: `T = ${t} · ${entropy.toFixed(2)} bits`,
+        asImage: rows * cols > CELL_ELEMENT_LIMIT,
+        masked,
+        describe: (r, c, v) => [`${labels[answer.queryStart + r]} → ${labels[answer.keyStart + c]}`, `T = ${t}: ${formatFloat32(v)}`],
+      });
+      panel.g.attr('data-t', t).attr('data-entropy', entropy);
+      x += panel.width + 16;
+      height = Math.max(height, panel.height);
+    }
+    fit(sweep, x, height + 4);
+
+    // Scores of masked keys are set to -inf by the model before the softmax: grey, not a value.
+    const unmasked = scores.values.filter((_, i) => !masked?.(Math.floor(i / cols), i % cols));
+    const extent = d3.max(unmasked, Math.abs) || 1;
+    // Red for high scores, blue for low, white for 0.
+    const scoreColor = d3.scaleDiverging((t) => d3.interpolateRdBu(1 - t)).domain([-extent, 0, extent]);
+    const scoreSvg = newFigure(scrollBox(ctx.root), 'scores');
+    const scoreMap = drawHeatmap(scoreSvg, {
+      values: scores.values,
+      rows,
+      cols,
+      rowLabels: labels.slice(answer.queryStart, answer.queryStart + rows),
+      colLabels: labels.slice(answer.keyStart, answer.keyStart + cols),
+      color: scoreColor,
+      cell,
+      title: `pre-softmax scores q·k / √d${masked ? ' (grey: masked, -∞ before the softmax)' : ''}`,
+      asImage: rows * cols > CELL_ELEMENT_LIMIT,
+      masked,
+      describe: (r, c, v) => [`${labels[answer.queryStart + r]} → ${labels[answer.keyStart + c]}`, `score: ${formatFloat32(v)}`],
+    });
+    scoreMap.g.attr('data-block', 'scores');
+    const scoreBar = drawColorBar(scoreSvg, scoreColor, {
+      x: scoreMap.width + 16,
+      y: scoreMap.top,
+      height: Math.max(120, Math.min(600, rows * cell)),
+      label: 'score',
+    });
+    fit(scoreSvg, scoreMap.width + 16 + scoreBar, Math.max(scoreMap.height, scoreMap.top + 120) + 4);
   },
 };

@@ -17,3 +17,12 @@ test('with words, the axes are labelled by the words', () => {
   assert.deepEqual(axisLabels({ tokens, words }), ['[CLS]', 'Tôi', '랭', '[SEP]']);
   assert.deepEqual(axisLabels({ tokens, words: [] }), tokenLabels(tokens));
 });
+
+test("a character's byte pieces share its label, and invisible text shows its code points", () => {
+  const tokens = {
+    tokens: ['<s>', '▁', '<0xEB>', '<0x9E>', '<0xAD>', '<0xE2>', '<0x80>', '<0x8D>', '▁o', '<0xF0>'],
+    originalTexts: ['', '', '', '', '랭', '', '', '\u200d', ' o', ''],
+  };
+  assert.deepEqual(tokenLabels(tokens), ['<s>', '▁', '랭 1/3', '랭 2/3', '랭 3/3', 'U+200D 1/3', 'U+200D 2/3', 'U+200D 3/3', ' o', '<0xF0>']);
+  assert.deepEqual(tokenLabels({ tokens: ['zwj'], originalTexts: ['\u200d'] }), ['U+200D']);
+});
