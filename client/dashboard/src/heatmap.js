@@ -95,10 +95,10 @@ function paintCells(values, rows, cols, color, factor, masked) {
 // and data-value), describe(row, col, value) -> tooltip lines (none: no hover), masked(row, col)
 // -> whether a causal mask hid the cell (drawn grey, data-masked), dividers {row, col}: the index
 // where a pair's second text starts on each axis (a line before it).
-// Returns {g, width, height, top, left, update(values)}.
+// Returns {g, width, height, top, left, update(values, color)}.
 export function drawHeatmap(parent, options) {
-  const { rows, cols, cell, color, rowLabels, colLabels, title, asImage, describe, masked, dividers } = options;
-  let values = options.values;
+  const { rows, cols, cell, rowLabels, colLabels, title, asImage, describe, masked, dividers } = options;
+  let { values, color } = options;
   const fontSize = Math.max(MIN_LABEL_SIZE, Math.min(12, cell - 2));
   const step = labelStep(cell, fontSize);
   // Thinned labels stay in the figure (searchable, shown on hover), hidden.
@@ -223,8 +223,10 @@ export function drawHeatmap(parent, options) {
     top,
     width: left + cols * cell,
     height: top + rows * cell,
-    update(next) {
+    // New values, and a new colour scale when given (a streamed view's final one).
+    update(next, nextColor = color) {
       values = next;
+      color = nextColor;
       paint();
     },
   };

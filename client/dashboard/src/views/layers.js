@@ -22,50 +22,32 @@ export default {
     const count = (await ctx.tokenize()).tokens.tokens.length;
     const layers = info.numHiddenLayers;
     const dtype = attentionDtype((layers + 1) * count * count);
-    const panels = [];
+    // Each panel is drawn as it arrives, on the scale of the values so far; once all have
+    // arrived every panel is repainted on one scale, from 0 to the largest value of any.
+    const svg = newFigure(ctx.root, 'layers');
+    const drawn = [];
+    const gap = 24;
     let labels;
     let assembler;
-    ctx.progress(0, layers + 1, 'StreamAttention');
-    await ctx.stream(
-      'StreamAttention',
-      { ...textRequest(state), headAggregation: 'HEAD_AGGREGATION_MEAN', rollout: true, aggregateWords: state.words, dtype },
-      (message) => {
-        if (message.header) {
-          labels = axisLabels(message.header);
-          assembler = new StreamAssembler(message.header);
-          return;
-        }
-        const done = assembler.add(message);
-        if (done?.attentions) {
-          panels.push({ layer: done.layer, title: `layer ${done.layer} · mean of heads`, ...matrix(done.attentions, 0) });
-        } else if (done?.rollout) {
-          panels.push({ layer: 'rollout', title: 'rollout', ...matrix(done.rollout) });
-        } else {
-          return;
-        }
-        ctx.progress(panels.length, layers + 1, panels.length ? panels[panels.length - 1].title : 'header');
-      },
-    );
-
-    const color = sequentialScale(d3.max(panels, (p) => d3.max(p.values)));
-    const { rows, cols } = panels[0];
-    const cell = cellSize(rows, cols, 220, 24);
-    const asImage = panels.length * rows * cols > CELL_ELEMENT_LIMIT;
-    const svg = newFigure(ctx.root, 'layers');
-    const gap = 24;
+    let cell;
+    let asImage;
     let x = 0;
     let y = 0;
     let rowHeight = 0;
     let width = 0;
-    for (const panel of panels) {
+    let max = 0;
+    const place = (panel) => {
+      cell ??= cellSize(panel.rows, panel.cols, 220, 24);
+      asImage ??= (layers + 1) * panel.rows * panel.cols > CELL_ELEMENT_LIMIT;
+      max = Math.max(max, d3.max(panel.values));
       const g = svg.append('g');
       const map = drawHeatmap(g, {
         values: panel.values,
-        rows,
-        cols,
+        rows: panel.rows,
+        cols: panel.cols,
         rowLabels: labels,
         colLabels: labels,
-        color,
+        color: sequentialScale(max),
         cell,
         title: panel.title,
         asImage,
@@ -81,7 +63,35 @@ export default {
       x += map.width + gap;
       width = Math.max(width, x);
       rowHeight = Math.max(rowHeight, map.height);
-    }
+      fit(svg, width, y + rowHeight + 4);
+      drawn.push({ map, values: panel.values });
+    };
+    ctx.progress(0, layers + 1, 'StreamAttention');
+    await ctx.stream(
+      'StreamAttention',
+      { ...textRequest(state), headAggregation: 'HEAD_AGGREGATION_MEAN', rollout: true, aggregateWords: state.words, dtype },
+      (message) => {
+        if (message.header) {
+          labels = axisLabels(message.header);
+          assembler = new StreamAssembler(message.header);
+          return;
+        }
+        const done = assembler.add(message);
+        let panel;
+        if (done?.attentions) {
+          panel = { layer: done.layer, title: `layer ${done.layer} · mean of heads`, ...matrix(done.attentions, 0) };
+        } else if (done?.rollout) {
+          panel = { layer: 'rollout', title: 'rollout', ...matrix(done.rollout) };
+        } else {
+          return;
+        }
+        place(panel);
+        ctx.progress(drawn.length, layers + 1, panel.title);
+      },
+    );
+
+    const color = sequentialScale(max);
+    for (const { map, values } of drawn) map.update(values, color);
     const barWidth = drawColorBar(svg, color, { x: width, y: 40, height: Math.max(120, rowHeight - 40), label: 'attention' });
     fit(svg, width + barWidth, y + rowHeight + 4);
   },
