@@ -55,3 +55,21 @@ export function secondTextStart(answer) {
   const ids = answer.words?.length ? answer.words.map((w) => w.sequenceId ?? 0) : answer.tokens.sequenceIds ?? [];
   return ids.indexOf(1);
 }
+
+// The text and pair with the tokens at `positions` replaced by `mask` (exBERT's masking: "[MASK]"
+// for BERT, "<mask>" for RoBERTa, which their tokenizers read as the mask token), by the tokens'
+// code-point offsets in the text they came from.
+export function maskedTexts(tokens, { text, pair }, positions, mask) {
+  const texts = [[...text], [...(pair ?? '')]];
+  const spans = positions
+    .filter((i) => i >= 0 && i < tokens.tokens.length && (tokens.sequenceIds?.[i] ?? 0) >= 0 && !tokens.specialTokensMask?.[i])
+    .map((i) => ({ sequence: tokens.sequenceIds?.[i] ?? 0, start: Number(tokens.offsets[i].start ?? 0), end: Number(tokens.offsets[i].end ?? 0) }))
+    .filter((span) => span.end > span.start)
+    // From the end, so that the offsets of the spans still to replace stay right.
+    .sort((a, b) => b.start - a.start);
+  for (const { sequence, start, end } of spans) {
+    // A space before the mask keeps it a token of its own, as a masked word is.
+    texts[sequence].splice(start, end - start, ...(start > 0 && texts[sequence][start - 1] !== ' ' ? ` ${mask}` : mask));
+  }
+  return { text: texts[0].join(''), pair: pair ? texts[1].join('') : pair };
+}

@@ -27,6 +27,8 @@ export function defaultState() {
     truncate: false,
     // Heatmap magnification over the window's width; 1 fits the figure to the window.
     zoom: 1,
+    // Heatmap: positions of tokens replaced by the mask token (exBERT's masking).
+    masked: [],
     layer: 0,
     head: 0, // a head index, 'mean' or 'max'
     words: false,
@@ -94,6 +96,7 @@ export function parseState(search) {
     const min = Number(params.get('min'));
     if (min >= 0 && min <= 1) state.min = min;
   }
+  if (has('mask')) state.masked = params.get('mask').split(',').map(integer).filter((i) => i !== null);
   if (has('heads')) state.heads = params.get('heads').split(',').filter(Boolean).map(Number);
   if (has('doc')) state.docs = params.getAll('doc');
   for (const key of COMPARE_KEYS) {
@@ -118,6 +121,7 @@ export function formatState(state) {
   put('attn', state.block, defaults.block);
   if (state.truncate) params.set('truncate', '1');
   put('zoom', state.zoom, defaults.zoom);
+  if (state.masked.length) params.set('mask', state.masked.join(','));
   put('layer', state.layer, defaults.layer);
   put('head', state.head, defaults.head);
   if (state.words) params.set('words', '1');

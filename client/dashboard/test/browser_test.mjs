@@ -778,6 +778,23 @@ describe('dashboard in headless Chromium', () => {
     await screenshot('model-translation-decoder');
   });
 
+  it('masking (exBERT): a click on a token label replaces it by [MASK]; cells are the API answer for the masked text', async () => {
+    await open({ model: 'default', text: VIETNAMESE, layer: 3, head: 'mean' });
+    const tokens = (await api('Tokenize', { model: 'default', text: VIETNAMESE })).tokens;
+    const position = tokens.originalTexts.indexOf('yêu');
+    await rerender(() => page.click(`g.heatmap text.row-label[data-index="${position}"]`));
+    assert.equal(new URL(page.url()).searchParams.get('mask'), String(position));
+    const { start, end } = tokens.offsets[position];
+    const chars = [...VIETNAMESE];
+    const masked = [...chars.slice(0, Number(start)), '[MASK]', ...chars.slice(Number(end))].join('');
+    const answer = await api('GetAttention', { model: 'default', text: masked, layers: [3], headAggregation: 'HEAD_AGGREGATION_MEAN' });
+    assert.equal(answer.tokens.tokens[position], '[MASK]');
+    await expectCells('g.heatmap', float32(answer.attentions), answer.tokens.tokens.length);
+    assert.ok((await labels('g.heatmap text.row-label')).includes('[MASK]'));
+    await rerender(() => page.click('button[name="unmask"]'));
+    assert.equal(new URL(page.url()).searchParams.get('mask'), null);
+  });
+
   it('every view opens on every architecture', async () => {
     const views = ['heatmap', 'heads', 'model', 'layers', 'temperature', 'generate', 'documents', 'salience', 'compare', 'internals'];
     const models = { default: {}, reranker: {}, llama: {}, translation: { decoder_text: 'Chèn bảng' }, bart: { decoder_text: 'hello' }, t5: { decoder_text: 'hallo' } };

@@ -4,7 +4,7 @@
 import * as d3 from 'd3';
 import { fit, labelled, newFigure, note, numberInput, scrollBox } from '../figure.js';
 import { CELL_ELEMENT_LIMIT, cellSize, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
-import { axisLabels, cutAt, secondTextStart, tokenLabels } from '../labels.js';
+import { axisLabels, cutAt, maskedTexts, secondTextStart, tokenLabels } from '../labels.js';
 import { formatFloat32 } from '../numbers.js';
 import { headRequest, headTitle, textRequest } from '../requests.js';
 import { decodeTensor, matrix } from '../tensor.js';
@@ -213,10 +213,32 @@ export function cutNote(root, tokens, state, info) {
   }
 }
 
+// The mask token of the families whose tokenizers read it in text (exBERT's masking).
+const MASK_TOKENS = { bert: '[MASK]', distilbert: '[MASK]', roberta: '<mask>' };
+
+// Masking: a click on a row label replaces that token by the mask token and draws the attention
+// of the text so changed; a note says what was sent, and undoes it.
+async function masking(ctx) {
+  const { state, info } = ctx;
+  const mask = MASK_TOKENS[info.architecture];
+  if (!mask || !state.masked.length) return { panel: state, mask };
+  const tokens = (await ctx.tokenize()).tokens;
+  const panel = { ...state, ...maskedTexts(tokens, state, state.masked, mask) };
+  const p = note(ctx.root, `Masked (as exBERT does): tokens ${state.masked.join(', ')} replaced by ${mask}; the model read “${panel.text}”${panel.pair ? ` and “${panel.pair}”` : ''}. `);
+  p.classList.add('masked');
+  const clear = document.createElement('button');
+  clear.type = 'button';
+  clear.name = 'unmask';
+  clear.textContent = 'Unmask all';
+  clear.addEventListener('click', () => ctx.update({ masked: [] }));
+  p.append(clear);
+  return { panel, mask };
+}
+
 export default {
   id: 'heatmap',
   title: 'Heatmap',
-  help: 'Attention of one layer and head (or the mean or max of the heads): each row is a query token, its cells how much it attends to each key token; grey cells are hidden by a causal mask. Hover a cell for its value and its labels; "words" sums a word\'s tokens. For an encoder-decoder, give a decoder text (or press "Translate first") to see the cross-attention: target tokens down, source tokens across.',
+  help: 'Attention of one layer and head (or the mean or max of the heads): each row is a query token, its cells how much it attends to each key token; grey cells are hidden by a causal mask. Hover a cell for its value and its labels; "words" sums a word\'s tokens; click a row\'s label to mask that token (BERT, RoBERTa). For an encoder-decoder, give a decoder text (or press "Translate first") to see the cross-attention: target tokens down, source tokens across.',
   controls: ['text', 'layer', 'head', 'words'],
   usesDecoder: (state) => Boolean(state.decoderText) && state.block !== 'encoder',
   async render(ctx) {
@@ -225,12 +247,23 @@ export default {
     if (info.isEncoderDecoder && state.decoderText && state.words) {
       note(ctx.root, 'Words: not available with a decoder text; tokens are shown.');
     }
-    const answer = await ctx.call('GetAttention', panelRequest(state, info, state.words));
-    if (state.truncate) cutNote(ctx.root, answer.tokens, state, info);
+    const { panel, mask } = await masking(ctx);
+    const answer = await ctx.call('GetAttention', panelRequest(panel, info, state.words));
+    if (state.truncate) cutNote(ctx.root, answer.tokens, panel, info);
     const box = scrollBox(ctx.root);
     const svg = newFigure(box, 'heatmap');
     const cellFor = (rows, cols) => fittedCell(ctx.root, rows, cols, { zoom: state.zoom });
-    const map = attentionFigure(svg, answer, { panel: state, info, cellFor });
+    const map = attentionFigure(svg, answer, { panel, info, cellFor });
+    if (mask && !state.words) {
+      map.g
+        .selectAll('text.row-label')
+        .classed('maskable', true)
+        .on('click', function () {
+          const position = answer.queryStart + Number(this.dataset.index);
+          const masked = state.masked.includes(position) ? state.masked.filter((i) => i !== position) : [...state.masked, position].sort((a, b) => a - b);
+          ctx.update({ masked });
+        });
+    }
     const barWidth = drawColorBar(svg, map.color, {
       x: map.width + 16,
       y: map.top,

@@ -13,6 +13,7 @@ test('a link reads back as the state that wrote it', () => {
     block: 'decoder',
     truncate: true,
     zoom: 4,
+    masked: [2, 5],
     layer: 3,
     head: 'mean',
     words: true,
