@@ -63,3 +63,9 @@ export function scrollBox(parent) {
   parent.append(box);
   return box;
 }
+
+// Lets the browser paint what a view drew before it does more: a stream whose data has already
+// arrived would otherwise be read to its end, and drawn, in one go, the first picture last.
+export function nextPaint() {
+  return new Promise((resolve) => setTimeout(resolve));
+}

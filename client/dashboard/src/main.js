@@ -168,6 +168,8 @@ async function render() {
       state: viewState,
       info,
       models,
+      // Aborted when a newer render takes over: a view that waits for anything else checks it.
+      signal,
       call: (method, body) => call(method, body, { signal }),
       stream: (method, body, onMessage) => stream(method, body, onMessage, { signal }),
       tokenize: () => {

@@ -1,7 +1,7 @@
 // Across layers: every layer's head-mean attention side by side, then attention rollout (Abnar &
 // Zuidema 2020, computed by the server: request `rollout`), on one colour scale.
 import * as d3 from 'd3';
-import { fit, newFigure } from '../figure.js';
+import { fit, newFigure, nextPaint } from '../figure.js';
 import { CELL_ELEMENT_LIMIT, cellSize, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
 import { axisLabels } from '../labels.js';
 import { formatFloat32 } from '../numbers.js';
@@ -87,6 +87,7 @@ export default {
         }
         place(panel);
         ctx.progress(drawn.length, layers + 1, panel.title);
+        return nextPaint();
       },
     );
 

@@ -1,7 +1,7 @@
 // The model view: every layer and head as a small heatmap (layers down, heads across), read from
 // StreamAttention one layer at a time so that a long input shows its first layers while the rest
 // arrive. Click a heatmap to open it in the heatmap view.
-import { fit, newFigure } from '../figure.js';
+import { fit, newFigure, nextPaint } from '../figure.js';
 import { CELL_ELEMENT_LIMIT, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
 import { axisLabels, tokenLabels } from '../labels.js';
 import { textRequest } from '../requests.js';
@@ -120,6 +120,7 @@ export default {
           });
       });
       ctx.progress(++done, layers, `layer ${layer}`);
+      return nextPaint();
     });
   },
 };

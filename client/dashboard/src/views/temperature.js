@@ -2,7 +2,7 @@
 // returns (includeScores), with each row's entropy, so that sharpening (T < 1) and flattening
 // (T > 1) can be watched. At T = 1 it is the model's own attention.
 import * as d3 from 'd3';
-import { fit, labelled, newFigure, scrollBox } from '../figure.js';
+import { fit, labelled, newFigure, nextPaint, scrollBox } from '../figure.js';
 import { CELL_ELEMENT_LIMIT, MIN_LABEL_SIZE, cellSize, drawColorBar, drawHeatmap, labelStep, sequentialScale } from '../heatmap.js';
 import { axisLabels } from '../labels.js';
 import { formatFloat32, rowEntropies, temperedSoftmax } from '../numbers.js';
@@ -117,6 +117,8 @@ export default {
       ctx.update({ t: Number(t.toFixed(2)) }, { quiet: true });
     });
 
+    await nextPaint();
+    if (ctx.signal.aborted) return;
     // The tutorials' pictures: the head at five temperatures side by side, and the raw scores.
     const small = cellSize(rows, cols, 200, 24);
     const smallLabels = small >= MIN_LABEL_SIZE;
