@@ -69,3 +69,14 @@ export function scrollBox(parent) {
 export function nextPaint() {
   return new Promise((resolve) => setTimeout(resolve));
 }
+
+// nextPaint the first time, then at most every `ms` milliseconds: each paint lays out every
+// figure drawn so far again, which for many long-input panels costs more than the drawing.
+export function paintEvery(ms) {
+  let last = -Infinity;
+  return () => {
+    if (performance.now() - last < ms) return null;
+    last = performance.now();
+    return nextPaint();
+  };
+}

@@ -1,7 +1,7 @@
 // Across layers: every layer's head-mean attention side by side, then attention rollout (Abnar &
 // Zuidema 2020, computed by the server: request `rollout`), on one colour scale.
 import * as d3 from 'd3';
-import { fit, newFigure, nextPaint } from '../figure.js';
+import { fit, newFigure, paintEvery } from '../figure.js';
 import { CELL_ELEMENT_LIMIT, cellSize, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
 import { axisLabels } from '../labels.js';
 import { formatFloat32 } from '../numbers.js';
@@ -11,6 +11,9 @@ import { attentionDtype, matrix } from '../tensor.js';
 
 // Panels wrap to rows of at most this width, in pixels.
 const MAX_WIDTH = 1240;
+
+// How often a streamed view lets the browser paint the layers drawn so far.
+const PAINT_EVERY_MS = 500;
 
 export default {
   id: 'layers',
@@ -25,6 +28,7 @@ export default {
     // Each panel is drawn as it arrives, on the scale of the values so far; once all have
     // arrived every panel is repainted on one scale, from 0 to the largest value of any.
     const svg = newFigure(ctx.root, 'layers');
+    const paint = paintEvery(PAINT_EVERY_MS);
     const drawn = [];
     const gap = 24;
     let labels;
@@ -87,7 +91,7 @@ export default {
         }
         place(panel);
         ctx.progress(drawn.length, layers + 1, panel.title);
-        return nextPaint();
+        return paint();
       },
     );
 

@@ -1,7 +1,7 @@
 // The model view: every layer and head as a small heatmap (layers down, heads across), read from
 // StreamAttention one layer at a time so that a long input shows its first layers while the rest
 // arrive. Click a heatmap to open it in the heatmap view.
-import { fit, newFigure, nextPaint } from '../figure.js';
+import { fit, newFigure, paintEvery } from '../figure.js';
 import { CELL_ELEMENT_LIMIT, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
 import { axisLabels, tokenLabels } from '../labels.js';
 import { textRequest } from '../requests.js';
@@ -33,6 +33,9 @@ function tokenLegend(root, labels, title) {
   root.append(list);
 }
 
+// How often a streamed view lets the browser paint the layers drawn so far.
+const PAINT_EVERY_MS = 500;
+
 export default {
   id: 'model',
   title: 'Model view',
@@ -55,6 +58,7 @@ export default {
     // Every small heatmap shares one scale from 0 to 1, known before any layer arrives.
     const color = sequentialScale(1);
     const svg = newFigure(ctx.root, 'model');
+    const paint = paintEvery(PAINT_EVERY_MS);
     let grid;
     let assembler;
     let done = 0;
@@ -120,7 +124,7 @@ export default {
           });
       });
       ctx.progress(++done, layers, `layer ${layer}`);
-      return nextPaint();
+      return paint();
     });
   },
 };
