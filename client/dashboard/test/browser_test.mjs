@@ -795,6 +795,26 @@ describe('dashboard in headless Chromium', () => {
     assert.equal(new URL(page.url()).searchParams.get('mask'), null);
   });
 
+  it('a window in every view: temperature rows, across-layers and model-view rows and columns are the API windows', async () => {
+    const text = 'Once upon a time there was a cat';
+    const window = { queryStart: 2, queryEnd: 5, keyStart: 1, keyEnd: 6 };
+    await open({ model: 'llama', text, view: 'temperature', layer: 2, head: 3, qs: 2, qe: 5 });
+    const rows = await api('GetAttention', { model: 'llama', text, layers: [2], heads: [3], window: { queryStart: 2, queryEnd: 5 } });
+    const n = rows.tokens.tokens.length;
+    await expectCells('g.heatmap[data-head]', float32(rows.attentions), n, 1e-6);
+    await open({ model: 'llama', text, view: 'layers', qs: 2, qe: 5, ks: 1, ke: 6 });
+    const means = await api('GetAttention', { model: 'llama', text, headAggregation: 'HEAD_AGGREGATION_MEAN', rollout: true, window });
+    await expectCells('g.heatmap[data-layer="1"]', float32(means.attentions).subarray(15, 30), 5);
+    await expectCells('g.heatmap[data-layer="rollout"]', float32(means.rollout), 5);
+    await open({ model: 'llama', text, view: 'model', qs: 2, qe: 5, ks: 1, ke: 6 });
+    const all = await api('GetAttention', { model: 'llama', text, window });
+    const heads = Number(all.attentions.shape[1]);
+    await expectCells('g.thumbnail[data-layer="4"][data-head="7"]', float32(all.attentions).subarray((4 * heads + 7) * 15, (4 * heads + 8) * 15), 5);
+    // Keys after each query stay grey in the window: key 1 + c after query 2 + r.
+    const masked = await datasets('g.thumbnail[data-layer="0"][data-head="0"] rect.cell[data-masked]');
+    assert.deepEqual(masked.map((c) => [Number(c.row), Number(c.col)]), [[0, 2], [0, 3], [0, 4], [1, 3], [1, 4], [2, 4]]);
+  });
+
   it('every view opens on every architecture', async () => {
     const views = ['heatmap', 'heads', 'model', 'layers', 'temperature', 'generate', 'documents', 'salience', 'compare', 'internals'];
     const models = { default: {}, reranker: {}, llama: {}, translation: { decoder_text: 'Chèn bảng' }, bart: { decoder_text: 'hello' }, t5: { decoder_text: 'hallo' } };

@@ -188,6 +188,13 @@ function toolbar(ctx) {
   zoom.value = String(state.zoom);
   zoom.addEventListener('change', () => ctx.update({ zoom: Number(zoom.value) }));
   labelled(ctx.toolbar, 'Zoom', zoom);
+  windowControl(ctx);
+}
+
+// A view's window of positions: rows (queries) from qs to qe and, unless `rowsOnly`, columns
+// (keys) from ks to ke; empty is all.
+export function windowControl(ctx, { rowsOnly = false } = {}) {
+  const { state } = ctx;
   const input = (key) => {
     const field = numberInput(state[key], { placeholder: 'all' });
     field.name = key;
@@ -195,8 +202,14 @@ function toolbar(ctx) {
     return field;
   };
   const range = document.createElement('label');
-  range.append('Window: rows', input('qs'), '–', input('qe'), 'columns', input('ks'), '–', input('ke'));
+  range.append('Window: rows', input('qs'), '–', input('qe'));
+  if (!rowsOnly) range.append('columns', input('ks'), '–', input('ke'));
   ctx.toolbar.append(range);
+}
+
+// The request's window of the state's positions (0 ends are the input's end).
+export function windowOf(state, { rowsOnly = false } = {}) {
+  return { queryStart: state.qs ?? 0, queryEnd: state.qe ?? 0, keyStart: rowsOnly ? 0 : state.ks ?? 0, keyEnd: rowsOnly ? 0 : state.ke ?? 0 };
 }
 
 // A note when the tokenizer cut the text (or the pair) to the model's length.

@@ -8,6 +8,7 @@ import { formatFloat32 } from '../numbers.js';
 import { textRequest } from '../requests.js';
 import { StreamAssembler } from '../stream.js';
 import { attentionDtype, matrix } from '../tensor.js';
+import { windowControl, windowOf } from './heatmap.js';
 
 // Panels wrap to rows of at most this width, in pixels.
 const MAX_WIDTH = 1240;
@@ -22,6 +23,7 @@ export default {
   controls: ['text', 'words'],
   async render(ctx) {
     const { state, info } = ctx;
+    windowControl(ctx);
     const count = (await ctx.tokenize()).tokens.tokens.length;
     const layers = info.numHiddenLayers;
     const dtype = attentionDtype((layers + 1) * count * count);
@@ -32,6 +34,8 @@ export default {
     const drawn = [];
     const gap = 24;
     let labels;
+    let queryStart;
+    let keyStart;
     let assembler;
     let cell;
     let asImage;
@@ -45,17 +49,19 @@ export default {
       asImage ??= (layers + 1) * panel.rows * panel.cols > CELL_ELEMENT_LIMIT;
       max = Math.max(max, d3.max(panel.values));
       const g = svg.append('g');
+      const rowLabels = labels.slice(queryStart, queryStart + panel.rows);
+      const colLabels = labels.slice(keyStart, keyStart + panel.cols);
       const map = drawHeatmap(g, {
         values: panel.values,
         rows: panel.rows,
         cols: panel.cols,
-        rowLabels: labels,
-        colLabels: labels,
+        rowLabels,
+        colLabels,
         color: sequentialScale(max),
         cell,
         title: panel.title,
         asImage,
-        describe: (r, c, v) => [panel.title, `${labels[r]} → ${labels[c]}`, formatFloat32(v)],
+        describe: (r, c, v) => [panel.title, `${rowLabels[r]} → ${colLabels[c]}`, formatFloat32(v)],
       });
       if (x > 0 && x + map.width > MAX_WIDTH) {
         x = 0;
@@ -73,10 +79,12 @@ export default {
     ctx.progress(0, layers + 1, 'StreamAttention');
     await ctx.stream(
       'StreamAttention',
-      { ...textRequest(state), headAggregation: 'HEAD_AGGREGATION_MEAN', rollout: true, aggregateWords: state.words, dtype },
+      { ...textRequest(state), headAggregation: 'HEAD_AGGREGATION_MEAN', rollout: true, aggregateWords: state.words, dtype, window: windowOf(state) },
       (message) => {
         if (message.header) {
           labels = axisLabels(message.header);
+          queryStart = message.header.queryStart ?? 0;
+          keyStart = message.header.keyStart ?? 0;
           assembler = new StreamAssembler(message.header);
           return;
         }

@@ -8,7 +8,7 @@ import { textRequest } from '../requests.js';
 import { StreamAssembler } from '../stream.js';
 import { attentionDtype, matrix } from '../tensor.js';
 import { hideTooltip, showTooltip } from '../tooltip.js';
-import { BLOCK_TITLES, blockControl, blockOf } from './heatmap.js';
+import { BLOCK_TITLES, blockControl, blockOf, windowControl, windowOf } from './heatmap.js';
 
 // The axes' labels in order, as text: the small heatmaps have none of their own.
 function tokenLegend(root, labels, title) {
@@ -46,6 +46,8 @@ export default {
     const { state, info } = ctx;
     blockControl(ctx);
     const block = blockOf(state, info);
+    // A window of the encoder's positions; the decoder's blocks are short.
+    if (block === 'encoder') windowControl(ctx);
     const decoder = block !== 'encoder';
     const count = (await ctx.tokenize()).tokens.tokens.length;
     const layers = decoder ? info.decoderLayers : info.numHiddenLayers;
@@ -63,7 +65,7 @@ export default {
     let assembler;
     let done = 0;
     ctx.progress(0, layers, `StreamAttention, ${dtype === 'DTYPE_FLOAT16' ? 'float16' : 'float32'}`);
-    const request = { ...textRequest(state), aggregateWords: state.words, dtype };
+    const request = { ...textRequest(state), aggregateWords: state.words, dtype, ...(block === 'encoder' ? { window: windowOf(state) } : {}) };
     if (info.isEncoderDecoder && state.decoderText) Object.assign(request, { decoderText: state.decoderText, aggregateWords: false });
     await ctx.stream('StreamAttention', request, (message) => {
       if (message.header) {
@@ -80,7 +82,9 @@ export default {
               ];
         for (const [title, labels] of axes) tokenLegend(ctx.root, labels, axes.length > 1 ? title : null);
         svg.attr('data-caption', `${header.model}, every layer and head${info.isEncoderDecoder ? ` (${BLOCK_TITLES[block]})` : ''}. ${axes.map(([title, labels]) => `${title}: ${labels.map((label, i) => `${i} ${label}`).join('  ')}`).join('\n')}`);
+        const starts = block === 'encoder' ? [header.queryStart ?? 0, header.keyStart ?? 0] : [0, 0];
         grid = {
+          starts,
           heads: decoder ? header.decoderHeads : header.heads,
           rows,
           cols,
@@ -109,7 +113,8 @@ export default {
           .attr('transform', `translate(${left + h * (thumb + 8)},${y})`);
         const { values } = matrix(tensor, h);
         const { rows, cols, cell, asImage } = grid;
-        const masked = causal ? (r, c) => c > r : null;
+        const [queryStart, keyStart] = grid.starts;
+        const masked = causal ? (r, c) => keyStart + c > queryStart + r : null;
         drawHeatmap(g, { values, rows, cols, cell, asImage, color, masked }).g.attr('data-layer', layer).attr('data-head', head);
         g.append('rect')
           .attr('class', 'open')

@@ -8,7 +8,7 @@ import { axisLabels } from '../labels.js';
 import { formatFloat32, rowEntropies, temperedSoftmax } from '../numbers.js';
 import { textRequest } from '../requests.js';
 import { decodeTensor, matrix } from '../tensor.js';
-import { fittedCell } from './heatmap.js';
+import { fittedCell, windowControl, windowOf } from './heatmap.js';
 
 // Temperatures of the side-by-side sweep.
 const SWEEP = [0.25, 0.5, 1, 2, 4];
@@ -22,11 +22,14 @@ export default {
     const { state, info } = ctx;
     // Scores of a head mean would not be the mean of the heads' softmaxes: one head at a time.
     const head = typeof state.head === 'number' ? state.head : 0;
+    // Rows only: a softmax over a window of keys would not be the model's.
+    windowControl(ctx, { rowsOnly: true });
     const answer = await ctx.call('GetAttention', {
       ...textRequest(state),
       layers: [state.layer],
       heads: [head],
       includeScores: true,
+      window: windowOf(state, { rowsOnly: true }),
     });
     const scores = matrix(decodeTensor(answer.scores), 0, 0);
     const attention = matrix(decodeTensor(answer.attentions), 0, 0);
