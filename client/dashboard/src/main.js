@@ -101,7 +101,7 @@ function syncControls(view, info, viewState) {
   }
   // An encoder-decoder reads one source text; its second text is the decoder's.
   $('control-pair').hidden = Boolean(info.isEncoderDecoder);
-  $('control-decoder').hidden = !info.isEncoderDecoder || !view.usesDecoder;
+  $('control-decoder').hidden = !info.isEncoderDecoder || !view.decoderText;
   options(controls.model, models.map((m) => [m.name, m.name]), info.name);
   controls.text.value = state.text;
   controls.pair.value = state.pair;

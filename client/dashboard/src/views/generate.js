@@ -86,6 +86,7 @@ export default {
   title: 'Generate',
   help: 'The model writes after the text (a decoder-only model) or translates it (an encoder-decoder), token by token: each new token with its log-probability, and as one more row its attention over the context (an encoder-decoder: its cross-attention over the source) in the chosen layer and head.',
   controls: ['text', 'layer', 'head'],
+  // An encoder-decoder writes with its decoder: the layer and head pickers count the decoder's.
   usesDecoder: () => true,
   async render(ctx) {
     const { state, info } = ctx;

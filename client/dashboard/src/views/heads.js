@@ -167,6 +167,8 @@ export default {
   title: 'Head view',
   help: 'Lines from each token (left) to the tokens it attends to (right), one colour per head; hover a token to see only its lines, tick heads on or off, keep a pair\'s sentences or lines above a weight. Beside each key: the attention it receives from the lines shown, averaged over the heads shown. For an encoder-decoder with a decoder text: the decoder\'s tokens on the left, the source\'s (cross-attention) on the right.',
   controls: ['text', 'layer', 'words'],
+  // Takes an encoder-decoder's decoder text; draws the decoder's layers unless the encoder's.
+  decoderText: true,
   usesDecoder: (state) => Boolean(state.decoderText) && state.block !== 'encoder',
   async render(ctx) {
     const { state, info } = ctx;

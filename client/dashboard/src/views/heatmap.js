@@ -253,6 +253,8 @@ export default {
   title: 'Heatmap',
   help: 'Attention of one layer and head (or the mean or max of the heads): each row is a query token, its cells how much it attends to each key token; grey cells are hidden by a causal mask. Hover a cell for its value and its labels; "words" sums a word\'s tokens; click a row\'s label to mask that token (BERT, RoBERTa). For an encoder-decoder, give a decoder text (or press "Translate first") to see the cross-attention: target tokens down, source tokens across.',
   controls: ['text', 'layer', 'head', 'words'],
+  // Takes an encoder-decoder's decoder text; draws the decoder's layers unless the encoder's.
+  decoderText: true,
   usesDecoder: (state) => Boolean(state.decoderText) && state.block !== 'encoder',
   async render(ctx) {
     const { state, info } = ctx;

@@ -41,6 +41,8 @@ export default {
   title: 'Model view',
   help: 'Every layer and head at once, streamed one layer at a time; grey cells are hidden by a causal mask. Click a small heatmap to open it in the heatmap view. For an encoder-decoder with a decoder text: its encoder self-, decoder self- or cross-attention.',
   controls: ['text', 'words'],
+  // Takes an encoder-decoder's decoder text; draws the decoder's layers unless the encoder's.
+  decoderText: true,
   usesDecoder: (state) => Boolean(state.decoderText) && state.block !== 'encoder',
   async render(ctx) {
     const { state, info } = ctx;
