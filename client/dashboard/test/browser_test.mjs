@@ -815,7 +815,7 @@ describe('dashboard in headless Chromium', () => {
     assert.deepEqual(masked.map((c) => [Number(c.row), Number(c.col)]), [[0, 2], [0, 3], [0, 4], [1, 3], [1, 4], [2, 4]]);
   });
 
-  it('every view opens on every architecture', async () => {
+  it('every view opens on every architecture, each heatmap the API answer', async () => {
     const views = ['heatmap', 'heads', 'model', 'layers', 'temperature', 'generate', 'documents', 'salience', 'compare', 'internals'];
     const models = { default: {}, reranker: {}, llama: {}, translation: { decoder_text: 'Chèn bảng' }, bart: { decoder_text: 'hello' }, t5: { decoder_text: 'hallo' } };
     const started = Date.now();
@@ -832,6 +832,18 @@ describe('dashboard in headless Chromium', () => {
         assert.ok(consoleErrors.every((e) => e.includes('404') && e.includes('GetTrainingRecord')), `${model} ${view}: ${consoleErrors.join('\n')}`);
         const shown = await page.$$eval('main svg.figure, main p.note', (e) => e.length);
         assert.ok(shown > 0, `${model} ${view}: nothing drawn or said`);
+        if (view === 'heatmap') {
+          // Layer 0, head 0 of the pair, or of an encoder-decoder's cross-attention.
+          const answer = await api('GetAttention', {
+            model,
+            text: 'hello world',
+            ...(extra.decoder_text ? { decoderText: extra.decoder_text } : { textPair: 'hello there' }),
+            layers: [0],
+            heads: [0],
+          });
+          const tensor = extra.decoder_text ? answer.crossAttentions : answer.attentions;
+          await expectCells(`g.heatmap[data-block="${extra.decoder_text ? 'cross' : 'encoder'}"]`, float32(tensor), Number(tensor.shape[3]));
+        }
       }
     }
     times.sort((a, b) => b[0] - a[0]);

@@ -74,7 +74,7 @@ export default {
       width = Math.max(width, x);
       rowHeight = Math.max(rowHeight, map.height);
       fit(svg, width, y + rowHeight + 4);
-      drawn.push({ map, values: panel.values });
+      drawn.push({ map, values: panel.values, max });
     };
     ctx.progress(0, layers + 1, 'StreamAttention');
     await ctx.stream(
@@ -104,7 +104,8 @@ export default {
     );
 
     const color = sequentialScale(max);
-    for (const { map, values } of drawn) map.update(values, color);
+    // Panels drawn once the largest value had arrived are on the final scale already.
+    for (const panel of drawn) if (panel.max !== max) panel.map.update(panel.values, color);
     const barWidth = drawColorBar(svg, color, { x: width, y: 40, height: Math.max(120, rowHeight - 40), label: 'attention' });
     fit(svg, width + barWidth, y + rowHeight + 4);
   },
