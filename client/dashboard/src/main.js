@@ -4,9 +4,9 @@
 import './style.css';
 import { ApiError, call, setApiKey, stream } from './api.js';
 import { exportPng, exportSvg } from './export.js';
+import { textRequest } from './requests.js';
 import { formatState, parseState } from './state.js';
 import { hideTooltip } from './tooltip.js';
-import { textRequest } from './requests.js';
 import compare from './views/compare.js';
 import documents from './views/documents.js';
 import generate from './views/generate.js';
@@ -90,9 +90,9 @@ function options(select, values, selected) {
 // encoder-decoder's decoder self- or cross-attention (or its generation).
 function layerCounts(view, info, viewState) {
   if (info.isEncoderDecoder && view.usesDecoder?.(viewState)) {
-    return { layers: info.decoderLayers, heads: info.decoderAttentionHeads, side: 'decoder ' };
+    return { layers: info.decoderLayers, heads: info.decoderAttentionHeads, decoder: true };
   }
-  return { layers: info.numHiddenLayers, heads: info.numAttentionHeads, side: '' };
+  return { layers: info.numHiddenLayers, heads: info.numAttentionHeads, decoder: false };
 }
 
 function syncControls(view, info, viewState) {
@@ -108,7 +108,7 @@ function syncControls(view, info, viewState) {
   controls.decoderText.value = state.decoderText;
   controls.truncate.checked = state.truncate;
   const counts = layerCounts(view, info, viewState);
-  $('control-layer').firstChild.textContent = `${counts.side ? 'Decoder layer' : 'Layer'} `;
+  $('control-layer').firstChild.textContent = `${counts.decoder ? 'Decoder layer' : 'Layer'} `;
   options(controls.layer, [...Array(counts.layers).keys()].map((i) => [i, String(i)]), state.layer);
   options(
     controls.head,
@@ -205,14 +205,16 @@ async function render() {
 // view then shows what it read while writing it.
 async function translateFirst() {
   const name = state.model || models[0].name;
+  // The decoder's positions hold its start token and the new ones.
+  const limit = Math.min(TRANSLATION_TOKENS, models.find((m) => m.name === name).maxPositionEmbeddings - 1);
   const button = $('translate');
   button.disabled = true;
   setStatus('loading');
   showError(null);
   try {
     let text = '';
-    await stream('Generate', { model: name, prompt: state.text, maxNewTokens: TRANSLATION_TOKENS }, (message) => {
-      if (message.token) progress(message.token.index + 1, TRANSLATION_TOKENS, `Generate: ${(text += message.token.text ?? '')}`);
+    await stream('Generate', { model: name, prompt: state.text, maxNewTokens: limit }, (message) => {
+      if (message.token) progress((message.token.index ?? 0) + 1, limit, `Generate: ${(text += message.token.text ?? '')}`);
       if (message.done) text = message.done.text ?? '';
     });
     progress(null);

@@ -637,6 +637,10 @@ describe('dashboard in headless Chromium', () => {
     const [, heads, rows, n] = answer.crossAttentions.shape.map(Number);
     const offset = (2 * heads + 3) * rows * n;
     await expectCells('g.heatmap[data-block="cross"]', float32(answer.crossAttentions).subarray(offset, offset + rows * n), n);
+    // "Translate first" within T5's 64 positions: at most 63 new tokens after the start token.
+    await rerender(() => page.click('#translate'));
+    const generated = await apiStream('Generate', { model: 't5', prompt: text, maxNewTokens: 63 });
+    assert.equal(await page.$eval('input[name="decoderText"]', (i) => i.value), generated.at(-1).done.text.trim());
   });
 
   it('generate: each token, its log-probability and its attention row as the API streams them', async () => {
