@@ -4,6 +4,7 @@
 import './style.css';
 import { ApiError, call, setApiKey, stream } from './api.js';
 import { exportPng, exportSvg } from './export.js';
+import { TRANSLATION_PRESETS } from './presets.js';
 import { textRequest } from './requests.js';
 import { formatState, parseState } from './state.js';
 import { hideTooltip } from './tooltip.js';
@@ -102,6 +103,19 @@ function syncControls(view, info, viewState) {
   // An encoder-decoder reads one source text; its second text is the decoder's.
   $('control-pair').hidden = Boolean(info.isEncoderDecoder);
   $('control-decoder').hidden = !info.isEncoderDecoder || !view.decoderText;
+  // Marian's multilingual models read the target language from the source's first token.
+  const examples = info.architecture === 'marian' ? TRANSLATION_PRESETS : [];
+  $('translation-examples').replaceChildren(
+    ...examples.map((example) => {
+      const button = document.createElement('button');
+      button.type = 'button';
+      button.name = 'translation-example';
+      button.textContent = example.name;
+      button.title = example.text;
+      button.addEventListener('click', () => update({ text: example.text, decoderText: '' }));
+      return button;
+    }),
+  );
   options(controls.model, models.map((m) => [m.name, m.name]), info.name);
   controls.text.value = state.text;
   controls.pair.value = state.pair;

@@ -598,9 +598,9 @@ describe('dashboard in headless Chromium', () => {
     assert.match(await page.$eval('#model-summary', (p) => p.textContent), /encoder-decoder: encoder 3 layers × 4 heads .* decoder 3 layers × 4 heads/);
     assert.equal(await page.$eval('#control-pair', (e) => e.hidden), true);
     assert.equal(await page.$eval('#control-decoder', (e) => e.hidden), false);
-    await page.click('input[name="text"]', { clickCount: 3 });
-    await page.type('input[name="text"]', source);
-    await rerender(() => page.keyboard.press('Tab'));
+    // An example source, then the model's own translation of it: no typing.
+    await rerender(() => page.click('xpath/.//button[text()="English → Vietnamese"]'));
+    assert.equal(await page.$eval('input[name="text"]', (i) => i.value), source);
     await rerender(() => page.click('#translate'));
     const generated = await apiStream('Generate', { model: 'translation', prompt: source, maxNewTokens: 64 });
     const translation = generated.at(-1).done.text.trim();
