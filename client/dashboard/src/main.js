@@ -106,6 +106,7 @@ function syncControls(view, info, viewState) {
   // Marian's multilingual models read the target language from the source's first token.
   const examples = info.architecture === 'marian' ? TRANSLATION_PRESETS : [];
   $('translation-examples').replaceChildren(
+    ...(examples.length ? ['Examples:'] : []),
     ...examples.map((example) => {
       const button = document.createElement('button');
       button.type = 'button';
