@@ -160,8 +160,6 @@ function sideOf(answer, state, info) {
   };
 }
 
-
-
 export default {
   id: 'heads',
   title: 'Head view',
