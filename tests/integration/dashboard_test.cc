@@ -52,7 +52,7 @@ TEST(DashboardTest, EveryViewInHeadlessChromium) {
        "http://127.0.0.1:" + std::to_string((*server)->http_port()) + "/", "--keyed-url",
        "http://127.0.0.1:" + std::to_string((*keyed)->http_port()) + "/", "--api-key", key,
        "--screenshots", ATTNSCOPE_SCREENSHOT_DIR, "--long-text", RandomBertText(shape, 512)},
-      absl::Seconds(300));
+      absl::Seconds(600));
   std::cout << result.stdout_text;
   EXPECT_EQ(result.exit_code, 0) << result.stderr_text << (*server)->Log();
 
