@@ -1,6 +1,7 @@
 // The web dashboard in a real browser. This starts attnscope-server with the default model,
-// stories260K and a random 12-layer, 12-head BERT (for a 512-token input), serving the built
-// dashboard, plus a second server with the default model that takes API keys, and runs
+// stories260K, a random 12-layer, 12-head BERT (for a 512-token input), an XLM-R cross-encoder,
+// the translation model and tiny BART and T5 encoder-decoders, serving the built dashboard, plus a
+// second server with the default model that takes API keys, and runs
 // client/dashboard/test/browser_test.mjs under Node: headless Chromium (Debian's
 // /usr/bin/chromium) driven by puppeteer-core, comparing every figure with the API's own answers.
 // Screenshots of each view go to build/dashboard-screenshots/.
@@ -24,8 +25,13 @@ TEST(DashboardTest, EveryViewInHeadlessChromium) {
   ASSERT_TRUE(WriteRandomBert(shape, big.path()).ok());
 
   ServerProcess::Options options;
-  options.models = {"default=" + DefaultModelDir(), "llama=" + Stories260kDir(),
-                    "big=" + big.path(), "reranker=" + TestDataDir() + "/tiny-roberta"};
+  options.models = {"default=" + DefaultModelDir(),
+                    "llama=" + Stories260kDir(),
+                    "big=" + big.path(),
+                    "reranker=" + TestDataDir() + "/tiny-roberta",
+                    "translation=" ATTNSCOPE_TRANSLATION_MODEL_DIR,
+                    "bart=" + TestDataDir() + "/tiny-bart",
+                    "t5=" + TestDataDir() + "/tiny-t5"};
   options.extra_flags = {"--dashboard_dir=" ATTNSCOPE_DASHBOARD_DIR};
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -46,9 +52,15 @@ TEST(DashboardTest, EveryViewInHeadlessChromium) {
        "http://127.0.0.1:" + std::to_string((*server)->http_port()) + "/", "--keyed-url",
        "http://127.0.0.1:" + std::to_string((*keyed)->http_port()) + "/", "--api-key", key,
        "--screenshots", ATTNSCOPE_SCREENSHOT_DIR, "--long-text", RandomBertText(shape, 512)},
-      absl::Seconds(300));
+      absl::Seconds(600));
   std::cout << result.stdout_text;
   EXPECT_EQ(result.exit_code, 0) << result.stderr_text << (*server)->Log();
+
+  // Whatever the pages asked, the server is still serving.
+  EXPECT_FALSE((*server)->Wait(absl::ZeroDuration()).ok()) << (*server)->Log();
+  absl::StatusOr<ServingStatus> health = (*server)->NewClient()->Health();
+  ASSERT_TRUE(health.ok()) << health.status() << (*server)->Log();
+  EXPECT_EQ(*health, grpc::health::v1::HealthCheckResponse::SERVING);
 }
 
 }  // namespace

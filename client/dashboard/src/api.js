@@ -58,11 +58,12 @@ export async function stream(method, body, onMessage, { signal } = {}) {
   const response = await post(method, body, signal);
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let pending = [];
-  const emit = (line) => {
+  // `onMessage` may return a promise (e.g. to let the browser paint): the next message waits.
+  const emit = async (line) => {
     if (!line.trim()) return;
     const message = JSON.parse(line);
     if (message.error) throw new ApiError(method, message.error.code, message.error.message);
-    onMessage(message);
+    await onMessage(message);
   };
   for (;;) {
     const { value, done } = await reader.read();
@@ -71,11 +72,11 @@ export async function stream(method, body, onMessage, { signal } = {}) {
     let newline;
     while ((newline = value.indexOf('\n', start)) >= 0) {
       pending.push(value.slice(start, newline));
-      emit(pending.join(''));
+      await emit(pending.join(''));
       pending = [];
       start = newline + 1;
     }
     if (start < value.length) pending.push(value.slice(start));
   }
-  emit(pending.join(''));
+  await emit(pending.join(''));
 }

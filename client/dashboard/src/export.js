@@ -1,5 +1,29 @@
 // Export of the current view's figures as one SVG or PNG file: the view's <svg class="figure">
-// elements stacked top to bottom on a white background.
+// elements stacked top to bottom on a white background, each under its caption (data-caption:
+// what the page shows around the figure in HTML, such as a document's rank, score and text, or the
+// model view's token legend).
+
+const CAPTION_SIZE = 12;
+const CAPTION_LINE = 16;
+// Characters per caption line: about 900 px of 12 px text.
+const CAPTION_WIDTH = 140;
+
+function captionLines(caption) {
+  const lines = [];
+  for (const paragraph of caption.split('\n')) {
+    let line = '';
+    for (const word of paragraph.split(' ')) {
+      if (line && line.length + word.length + 1 > CAPTION_WIDTH) {
+        lines.push(line);
+        line = word;
+      } else {
+        line = line ? `${line} ${word}` : word;
+      }
+    }
+    lines.push(line);
+  }
+  return lines;
+}
 
 function combinedSvg(root) {
   const figures = [...root.querySelectorAll('svg.figure')];
@@ -13,6 +37,18 @@ function combinedSvg(root) {
   background.setAttribute('fill', 'white');
   svg.append(background);
   for (const figure of figures) {
+    for (const line of figure.dataset.caption ? captionLines(figure.dataset.caption) : []) {
+      const text = document.createElementNS('http://www.w3.org/2000/svg', 'text');
+      text.setAttribute('class', 'caption');
+      text.setAttribute('x', '0');
+      text.setAttribute('y', String(height + CAPTION_SIZE));
+      text.setAttribute('font-size', String(CAPTION_SIZE));
+      text.setAttribute('font-family', figure.getAttribute('font-family'));
+      text.textContent = line;
+      svg.append(text);
+      width = Math.max(width, line.length * CAPTION_SIZE * 0.6);
+      height += CAPTION_LINE;
+    }
     const copy = figure.cloneNode(true);
     copy.setAttribute('x', '0');
     copy.setAttribute('y', String(height));

@@ -46,3 +46,37 @@ export function numberInput(value, { min = 0, placeholder = '' } = {}) {
   input.placeholder = placeholder;
   return input;
 }
+
+// A line of explanation above or below a figure.
+export function note(parent, text) {
+  const p = document.createElement('p');
+  p.className = 'note';
+  p.textContent = text;
+  parent.append(p);
+  return p;
+}
+
+// A scrolling box for a figure that may be wider or taller than the window.
+export function scrollBox(parent) {
+  const box = document.createElement('div');
+  box.className = 'figure-scroll';
+  parent.append(box);
+  return box;
+}
+
+// Lets the browser paint what a view drew before it does more: a stream whose data has already
+// arrived would otherwise be read to its end, and drawn, in one go, the first picture last.
+export function nextPaint() {
+  return new Promise((resolve) => setTimeout(resolve));
+}
+
+// nextPaint the first time, then at most every `ms` milliseconds: each paint lays out every
+// figure drawn so far again, which for many long-input panels costs more than the drawing.
+export function paintEvery(ms) {
+  let last = -Infinity;
+  return () => {
+    if (performance.now() - last < ms) return null;
+    last = performance.now();
+    return nextPaint();
+  };
+}

@@ -19,6 +19,22 @@ export function cellSize(rows, cols, span = 560, max = 28) {
   return Math.max(1, Math.min(max, Math.floor(span / Math.max(rows, cols))));
 }
 
+// Labels are set at least this large; when cells are smaller, only every few labels is shown
+// (each one still shows when its row or column is hovered).
+export const MIN_LABEL_SIZE = 9;
+
+// How many cells apart the shown labels are, at `cell` pixels a cell.
+export function labelStep(cell, fontSize = Math.max(MIN_LABEL_SIZE, Math.min(12, cell - 2))) {
+  return Math.max(1, Math.ceil((fontSize + 1) / cell));
+}
+
+// Colour of cells a causal mask hides (keys after the query): not the colour of 0, which the
+// scale gives to attention the model could have paid and did not.
+export const MASKED_FILL = '#d9d9d9';
+
+// Cells at least this many pixels wide carry their value as text.
+const VALUE_CELL = 30;
+
 // The colours of a scale at 256 steps, as bytes, for painting images.
 function colorTable(color) {
   const domain = color.domain();
@@ -34,7 +50,7 @@ function colorTable(color) {
 
 // The cells as a PNG data URL, one pixel per `factor` x `factor` block of cells; a block shows
 // its value of largest magnitude, so that a single strong cell stays visible when shrunk.
-function paintCells(values, rows, cols, color, factor) {
+function paintCells(values, rows, cols, color, factor, masked) {
   const width = Math.ceil(cols / factor);
   const height = Math.ceil(rows / factor);
   const canvas = document.createElement('canvas');
@@ -47,18 +63,25 @@ function paintCells(values, rows, cols, color, factor) {
   for (let py = 0; py < height; ++py) {
     for (let px = 0; px < width; ++px) {
       let value = 0;
+      let hidden = true;
       for (let r = py * factor; r < Math.min(rows, (py + 1) * factor); ++r) {
         for (let c = px * factor; c < Math.min(cols, (px + 1) * factor); ++c) {
+          if (masked?.(r, c)) continue;
+          hidden = false;
           const v = values[r * cols + c];
           if (Math.abs(v) > Math.abs(value)) value = v;
         }
       }
-      const index = Math.round(Math.max(0, Math.min(1, (value - lo) / span)) * 255) * 3;
       const at = (py * width + px) * 4;
+      image.data[at + 3] = 255;
+      if (hidden) {
+        image.data.set([0xd9, 0xd9, 0xd9], at);
+        continue;
+      }
+      const index = Math.round(Math.max(0, Math.min(1, (value - lo) / span)) * 255) * 3;
       image.data[at] = table[index];
       image.data[at + 1] = table[index + 1];
       image.data[at + 2] = table[index + 2];
-      image.data[at + 3] = 255;
     }
   }
   context.putImageData(image, 0, 0);
@@ -69,12 +92,17 @@ function paintCells(values, rows, cols, color, factor) {
 // Options: values (rows * cols, row-major), rows, cols, color, cell (pixels), rowLabels and
 // colLabels (one DOM <text> per token, so that they can be selected, searched and read aloud),
 // title, asImage (paint the cells instead of one <rect class="cell"> each with data-row, data-col
-// and data-value), describe(row, col, value) -> tooltip lines (none: no hover).
-// Returns {g, width, height, top, left, update(values)}.
+// and data-value), describe(row, col, value) -> tooltip lines (none: no hover), masked(row, col)
+// -> whether a causal mask hid the cell (drawn grey, data-masked), dividers {row, col}: the index
+// where a pair's second text starts on each axis (a line before it).
+// Returns {g, width, height, top, left, update(values, color)}.
 export function drawHeatmap(parent, options) {
-  const { rows, cols, cell, color, rowLabels, colLabels, title, asImage, describe } = options;
-  let values = options.values;
-  const fontSize = Math.max(4, Math.min(12, cell - 2));
+  const { rows, cols, cell, rowLabels, colLabels, title, asImage, describe, masked, dividers } = options;
+  let { values, color } = options;
+  const fontSize = Math.max(MIN_LABEL_SIZE, Math.min(12, cell - 2));
+  const step = labelStep(cell, fontSize);
+  // Thinned labels stay in the figure (searchable, shown on hover), hidden.
+  const thinned = (_, i) => (i % step ? 'hidden' : null);
   const left = rowLabels ? d3.max(rowLabels, (label) => textWidth(label, fontSize)) + 8 : 0;
   const titleHeight = title ? 20 : 0;
   const top = titleHeight + (colLabels ? d3.max(colLabels, (label) => textWidth(label, fontSize)) + 8 : 0);
@@ -94,6 +122,7 @@ export function drawHeatmap(parent, options) {
       .attr('dy', '0.35em')
       .attr('text-anchor', 'end')
       .attr('font-size', fontSize)
+      .attr('visibility', thinned)
       .text((label) => label);
   }
   if (colLabels) {
@@ -106,6 +135,7 @@ export function drawHeatmap(parent, options) {
       .attr('transform', (_, i) => `translate(${left + (i + 0.5) * cell},${top - 4}) rotate(-90)`)
       .attr('dy', '0.35em')
       .attr('font-size', fontSize)
+      .attr('visibility', thinned)
       .text((label) => label);
   }
   const cells = g.append('g').attr('class', 'cells').attr('transform', `translate(${left},${top})`);
@@ -118,7 +148,7 @@ export function drawHeatmap(parent, options) {
       .attr('preserveAspectRatio', 'none')
       .style('image-rendering', 'pixelated');
     const factor = Math.max(1, Math.ceil(1 / cell));
-    paint = () => image.attr('href', paintCells(values, rows, cols, color, factor));
+    paint = () => image.attr('href', paintCells(values, rows, cols, color, factor, masked));
   } else {
     const rects = cells
       .selectAll('rect')
@@ -131,9 +161,38 @@ export function drawHeatmap(parent, options) {
       .attr('y', (i) => Math.floor(i / cols) * cell)
       .attr('width', cell)
       .attr('height', cell);
-    paint = () => rects.attr('fill', (i) => color(values[i])).attr('data-value', (i) => formatFloat32(values[i]));
+    const hidden = (i) => masked?.(Math.floor(i / cols), i % cols);
+    rects.attr('data-masked', (i) => (hidden(i) ? 1 : null));
+    // Values written in the cells when they fit, as the tutorials' annotated heatmaps do.
+    const texts =
+      cell >= VALUE_CELL
+        ? cells
+            .selectAll('text')
+            .data(d3.range(rows * cols).filter((i) => !hidden(i)))
+            .join('text')
+            .attr('class', 'cell-value')
+            .attr('x', (i) => ((i % cols) + 0.5) * cell)
+            .attr('y', (i) => (Math.floor(i / cols) + 0.5) * cell)
+            .attr('dy', '0.35em')
+            .attr('text-anchor', 'middle')
+            .attr('font-size', Math.min(11, cell / 3))
+            .attr('pointer-events', 'none')
+        : null;
+    paint = () => {
+      rects.attr('fill', (i) => (hidden(i) ? MASKED_FILL : color(values[i]))).attr('data-value', (i) => formatFloat32(values[i]));
+      // Dark text on light cells, light on dark: by the cell colour's lightness.
+      texts?.text((i) => values[i].toFixed(2)).attr('fill', (i) => (d3.hsl(color(values[i])).l > 0.55 ? '#222' : '#fff'));
+    };
   }
   paint();
+  // The line between a pair's two texts.
+  if (dividers?.row > 0 && dividers.row < rows) {
+    cells.append('line').attr('class', 'divider').attr('x2', cols * cell).attr('y1', dividers.row * cell).attr('y2', dividers.row * cell);
+  }
+  if (dividers?.col > 0 && dividers.col < cols) {
+    cells.append('line').attr('class', 'divider').attr('y2', rows * cell).attr('x1', dividers.col * cell).attr('x2', dividers.col * cell);
+  }
+  cells.selectAll('line.divider').attr('stroke', '#1f4e79').attr('stroke-width', 1.5);
   if (describe) {
     const labels = g.selectAll('text.label');
     cells
@@ -150,7 +209,8 @@ export function drawHeatmap(parent, options) {
           const index = Number(this.dataset.index);
           return this.classList.contains('row-label') ? index === row : index === col;
         });
-        showTooltip(event, describe(row, col, values[row * cols + col]));
+        const lines = describe(row, col, values[row * cols + col]);
+        showTooltip(event, masked?.(row, col) ? [...lines.slice(0, -1), 'masked: the causal mask hides keys after the query'] : lines);
       })
       .on('pointerleave', () => {
         labels.classed('hot', false);
@@ -163,8 +223,10 @@ export function drawHeatmap(parent, options) {
     top,
     width: left + cols * cell,
     height: top + rows * cell,
-    update(next) {
+    // New values, and a new colour scale when given (a streamed view's final one).
+    update(next, nextColor = color) {
       values = next;
+      color = nextColor;
       paint();
     },
   };

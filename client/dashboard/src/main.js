@@ -4,18 +4,22 @@
 import './style.css';
 import { ApiError, call, setApiKey, stream } from './api.js';
 import { exportPng, exportSvg } from './export.js';
+import { TRANSLATION_PRESETS } from './presets.js';
+import { textRequest } from './requests.js';
 import { formatState, parseState } from './state.js';
 import { hideTooltip } from './tooltip.js';
 import compare from './views/compare.js';
 import documents from './views/documents.js';
+import generate from './views/generate.js';
 import heads from './views/heads.js';
 import heatmap from './views/heatmap.js';
 import internals from './views/internals.js';
 import layers from './views/layers.js';
 import model from './views/model.js';
+import salience from './views/salience.js';
 import temperature from './views/temperature.js';
 
-const VIEWS = [heatmap, heads, model, layers, temperature, documents, compare, internals];
+const VIEWS = [heatmap, heads, model, layers, temperature, generate, documents, salience, compare, internals];
 
 const $ = (id) => document.getElementById(id);
 const controls = $('controls').elements;
@@ -23,6 +27,9 @@ let state = parseState(location.search);
 let models;
 let controller;
 let renders = 0;
+// New tokens "Translate first" allows: a title or a sentence of the built-in translation model's
+// LibreOffice help.
+const TRANSLATION_TOKENS = 64;
 const tokenizations = new Map();
 
 function setStatus(status) {
@@ -35,8 +42,14 @@ function showError(error) {
   if (!error) return;
   box.textContent =
     error instanceof ApiError
-      ? `${error.method} failed (${error.code}): ${error.message}`
+      ? `${error.method} failed (${error.code}): ${error.message}${controlHint(error.message)}`
       : `The attnscope server did not answer (${error.message}). Is attnscope-server still running?`;
+}
+
+// The server's messages name the API's fields; this names the page's control that sets them.
+function controlHint(message) {
+  if (message.includes('tokenization.truncation')) return '\nOn this page: tick "cut long inputs" above.';
+  return '';
 }
 
 function progress(done, total, text) {
@@ -74,17 +87,47 @@ function options(select, values, selected) {
   select.value = String(selected);
 }
 
-function syncControls(view, info) {
+// The layers and heads the layer and head pickers offer: the decoder's when the view shows an
+// encoder-decoder's decoder self- or cross-attention (or its generation).
+function layerCounts(view, info, viewState) {
+  if (info.isEncoderDecoder && view.usesDecoder?.(viewState)) {
+    return { layers: info.decoderLayers, heads: info.decoderAttentionHeads, decoder: true };
+  }
+  return { layers: info.numHiddenLayers, heads: info.numAttentionHeads, decoder: false };
+}
+
+function syncControls(view, info, viewState) {
   for (const name of ['text', 'layer', 'head', 'words']) {
     $(`control-${name}`).hidden = !view.controls.includes(name);
   }
+  // An encoder-decoder reads one source text; its second text is the decoder's.
+  $('control-pair').hidden = Boolean(info.isEncoderDecoder);
+  $('control-decoder').hidden = !info.isEncoderDecoder || !view.decoderText;
+  // Marian's multilingual models read the target language from the source's first token.
+  const examples = info.architecture === 'marian' ? TRANSLATION_PRESETS : [];
+  $('translation-examples').replaceChildren(
+    ...(examples.length ? ['Examples:'] : []),
+    ...examples.map((example) => {
+      const button = document.createElement('button');
+      button.type = 'button';
+      button.name = 'translation-example';
+      button.textContent = example.name;
+      button.title = example.text;
+      button.addEventListener('click', () => update({ text: example.text, decoderText: '' }));
+      return button;
+    }),
+  );
   options(controls.model, models.map((m) => [m.name, m.name]), info.name);
   controls.text.value = state.text;
   controls.pair.value = state.pair;
-  options(controls.layer, [...Array(info.numHiddenLayers).keys()].map((i) => [i, String(i)]), state.layer);
+  controls.decoderText.value = state.decoderText;
+  controls.truncate.checked = state.truncate;
+  const counts = layerCounts(view, info, viewState);
+  $('control-layer').firstChild.textContent = `${counts.decoder ? 'Decoder layer' : 'Layer'} `;
+  options(controls.layer, [...Array(counts.layers).keys()].map((i) => [i, String(i)]), state.layer);
   options(
     controls.head,
-    [['mean', 'mean'], ['max', 'max'], ...[...Array(info.numAttentionHeads).keys()].map((i) => [i, String(i)])],
+    [['mean', 'mean'], ['max', 'max'], ...[...Array(counts.heads).keys()].map((i) => [i, String(i)])],
     state.head,
   );
   controls.words.checked = state.words;
@@ -95,12 +138,16 @@ function syncControls(view, info) {
 function showModelInfo(info) {
   const kind = [
     info.architecture,
-    `${info.numHiddenLayers} layers × ${info.numAttentionHeads} heads`,
+    ...(info.isEncoderDecoder
+      ? [
+          `encoder-decoder: encoder ${info.numHiddenLayers} layers × ${info.numAttentionHeads} heads (bidirectional), decoder ${info.decoderLayers} layers × ${info.decoderAttentionHeads} heads (causal self-attention and cross-attention over the source)`,
+        ]
+      : [`${info.numHiddenLayers} layers × ${info.numAttentionHeads} heads`]),
     info.numKeyValueHeads !== info.numAttentionHeads ? `${info.numKeyValueHeads} key/value heads` : null,
     `hidden ${info.hiddenSize}`,
     `up to ${info.maxPositionEmbeddings} tokens`,
     `${info.tokenizerKind} tokenizer`,
-    info.isCausal ? 'causal' : 'bidirectional',
+    info.isEncoderDecoder ? null : info.isCausal ? 'causal (decoder-only)' : 'bidirectional (encoder)',
     info.hasClassifier ? `classifier (${info.labels.join(', ')})` : 'no classifier',
   ];
   $('model-summary').textContent = `${info.name}: ${kind.filter(Boolean).join(', ')}`;
@@ -125,21 +172,24 @@ async function render() {
     models ??= (await call('ListModels', {}, { signal })).models;
     const name = state.model || models[0].name;
     const info = models.find((m) => m.name === name) ?? (await call('GetModelInfo', { model: name }, { signal }));
-    syncControls(view, info);
+    // A link's pair on an encoder-decoder is left out, not appended to the source.
+    const viewState = { ...state, model: name, ...(info.isEncoderDecoder ? { pair: '' } : { decoderText: '' }) };
+    syncControls(view, info, viewState);
     showModelInfo(info);
-    const viewState = { ...state, model: name };
-    const tokenKey = JSON.stringify([name, state.text, state.pair]);
+    const tokenKey = JSON.stringify([name, viewState.text, viewState.pair, state.truncate]);
     await view.render({
       root,
       toolbar,
       state: viewState,
       info,
       models,
+      // Aborted when a newer render takes over: a view that waits for anything else checks it.
+      signal,
       call: (method, body) => call(method, body, { signal }),
       stream: (method, body, onMessage) => stream(method, body, onMessage, { signal }),
       tokenize: () => {
         if (!tokenizations.has(tokenKey)) {
-          const request = state.pair ? { model: name, text: state.text, textPair: state.pair } : { model: name, text: state.text };
+          const request = textRequest(viewState);
           tokenizations.set(tokenKey, call('Tokenize', request, { signal }).catch((error) => {
             tokenizations.delete(tokenKey);
             throw error;
@@ -166,6 +216,33 @@ async function render() {
   }
 }
 
+// "Translate first": the model writes the decoder text from the source (Generate, greedy), and the
+// view then shows what it read while writing it.
+async function translateFirst() {
+  const name = state.model || models[0].name;
+  // The decoder's positions hold its start token and the new ones.
+  const limit = Math.min(TRANSLATION_TOKENS, models.find((m) => m.name === name).maxPositionEmbeddings - 1);
+  const button = $('translate');
+  button.disabled = true;
+  setStatus('loading');
+  showError(null);
+  try {
+    let text = '';
+    await stream('Generate', { model: name, prompt: state.text, maxNewTokens: limit }, (message) => {
+      if (message.token) progress((message.token.index ?? 0) + 1, limit, `Generate: ${(text += message.token.text ?? '')}`);
+      if (message.done) text = message.done.text ?? '';
+    });
+    progress(null);
+    update({ decoderText: text.trim() });
+  } catch (error) {
+    progress(null);
+    showError(error);
+    setStatus('error');
+  } finally {
+    button.disabled = false;
+  }
+}
+
 function setUp() {
   for (const view of VIEWS) {
     const tab = document.createElement('button');
@@ -185,11 +262,15 @@ function setUp() {
   });
   controls.model.addEventListener('change', () => {
     const info = models.find((m) => m.name === controls.model.value);
-    const head = typeof state.head === 'number' ? Math.min(state.head, info.numAttentionHeads - 1) : state.head;
-    update({ model: info.name, layer: Math.min(state.layer, info.numHiddenLayers - 1), head, heads: null });
+    const counts = layerCounts(VIEWS.find((v) => v.id === state.view), info, state);
+    const head = typeof state.head === 'number' ? Math.min(state.head, counts.heads - 1) : state.head;
+    update({ model: info.name, layer: Math.min(state.layer, counts.layers - 1), head, heads: null });
   });
   controls.text.addEventListener('change', () => update({ text: controls.text.value }));
   controls.pair.addEventListener('change', () => update({ pair: controls.pair.value }));
+  controls.decoderText.addEventListener('change', () => update({ decoderText: controls.decoderText.value }));
+  controls.truncate.addEventListener('change', () => update({ truncate: controls.truncate.checked }));
+  $('translate').addEventListener('click', translateFirst);
   controls.layer.addEventListener('change', () => update({ layer: Number(controls.layer.value) }));
   controls.head.addEventListener('change', () => {
     const value = controls.head.value;

@@ -23,3 +23,10 @@ export const PRESETS = [
     docs: ['Sets the left, right, top and bottom page margins.', 'To insert a new table into the document, choose Table - Insert Table.'],
   },
 ];
+
+// Sources for the built-in translation model (checkpoints/translation), a multilingual Marian
+// model whose source starts with the target language's token; a LibreOffice help title.
+export const TRANSLATION_PRESETS = [
+  { name: 'English → Vietnamese', text: '>>vie<< Inserting Tables' },
+  { name: 'English → Korean', text: '>>kor<< Inserting Tables' },
+];

@@ -1,8 +1,14 @@
 // Pieces of request bodies and titles shared by the views.
 
-// The text (and text pair) fields of a GetAttention or Tokenize request.
-export function textRequest({ model, text, pair }) {
-  return pair ? { model, text, textPair: pair } : { model, text };
+// The text (and text pair) fields of a GetAttention or Tokenize request, cut to the model's
+// length when the page's "cut long inputs" is ticked.
+export function textRequest({ model, text, pair, truncate }) {
+  return {
+    model,
+    text,
+    ...(pair ? { textPair: pair } : {}),
+    ...(truncate ? { tokenization: { truncation: 'TRUNCATION_LONGEST_FIRST' } } : {}),
+  };
 }
 
 // The head selection of a request: one head, or every head's mean or max.

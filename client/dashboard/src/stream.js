@@ -6,10 +6,22 @@
 
 import { decodeTensor } from './tensor.js';
 
+// An encoder-decoder's stream (decoder_text) sends its three attentions as blocks of layers, each
+// with its own shape in the header.
+const BLOCKS = {
+  encoder: ['attentionsShape', 'ATTENTION_BLOCK_SELF'],
+  decoder: ['decoderAttentionsShape', 'ATTENTION_BLOCK_DECODER_SELF'],
+  cross: ['crossAttentionsShape', 'ATTENTION_BLOCK_CROSS'],
+};
+
 export class StreamAssembler {
-  // `header`: the stream's first message's header (attentionsShape [layers, heads, query, key]).
-  constructor(header) {
-    const [, heads, rows, keys] = (header.attentionsShape ?? []).map(Number);
+  // `header`: the stream's first message's header (attentionsShape [layers, heads, query, key]);
+  // `block`: which of an encoder-decoder's attentions to put together ('encoder', 'decoder' or
+  // 'cross'); layers of the others are passed over.
+  constructor(header, block = 'encoder') {
+    const [shape, name] = BLOCKS[block];
+    this.block = name;
+    const [, heads, rows, keys] = (header[shape] ?? []).map(Number);
     this.heads = heads;
     this.rows = rows;
     this.keys = keys;
@@ -22,6 +34,7 @@ export class StreamAssembler {
   add(message) {
     if (message.layer) {
       const piece = message.layer;
+      if ((piece.block ?? 'ATTENTION_BLOCK_SELF') !== this.block) return null;
       const size = this.heads * this.rows * this.keys;
       if (!this.layer) this.layer = { index: piece.layer ?? 0, data: new Float32Array(size), filled: 0 };
       const start = ((piece.headOffset ?? 0) * this.rows + (piece.queryOffset ?? 0)) * this.keys;

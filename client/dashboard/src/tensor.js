@@ -14,8 +14,10 @@ export function halfToFloat(bits) {
   return sign * (1 + fraction / 1024) * 2 ** (exponent - 15);
 }
 
-// A 512-token, 12-head layer is 3 M halves: one table look-up each instead of the arithmetic.
+// A 512-token, 12-head layer is 3 M halves. Float16Array (Chromium 135 on) converts them natively,
+// several times faster than a loop; elsewhere, one table look-up each instead of the arithmetic.
 function decodeHalves(halves) {
+  if (globalThis.Float16Array) return new Float32Array(new Float16Array(halves.buffer, halves.byteOffset, halves.length));
   if (!halfTable) {
     halfTable = new Float32Array(65536);
     for (let i = 0; i < 65536; ++i) halfTable[i] = halfToFloat(i);

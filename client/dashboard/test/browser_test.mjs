@@ -5,10 +5,12 @@
 //
 //   node browser_test.mjs --url http://127.0.0.1:PORT/ --screenshots DIR --long-text TEXT
 //
-// The server has four models: "default" (checkpoints/default, a 4-layer, 4-head BERT cross-encoder),
-// "llama" (stories260K, causal), "big" (a random 12-layer, 12-head BERT; TEXT is 512 of its
-// tokens) and "reranker" (tests/data/tiny-roberta, an XLM-RoBERTa cross-encoder in
-// bge-reranker-v2-m3's layout with an XLM-R tokenizer.json).
+// The server has seven models: "default" (checkpoints/default, a 4-layer, 4-head BERT
+// cross-encoder), "llama" (stories260K, causal), "big" (a random 12-layer, 12-head BERT; TEXT is
+// 512 of its tokens), "reranker" (tests/data/tiny-roberta, an XLM-RoBERTa cross-encoder in
+// bge-reranker-v2-m3's layout with an XLM-R tokenizer.json), and the encoder-decoders
+// "translation" (checkpoints/translation, Marian English -> Vietnamese / Korean), "bart" and "t5"
+// (tests/data/tiny-bart, tiny-t5: T5's decoder has three layers over its encoder's two).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -50,6 +52,24 @@ function decoded(tensor, dtype, Type) {
   return new Type(Uint8Array.from(Buffer.from(tensor.data, 'base64')).buffer);
 }
 const float32 = (tensor) => decoded(tensor, 'DTYPE_FLOAT32', Float32Array);
+
+// A streaming method's answer: one JSON message per line.
+async function apiStream(method, body) {
+  const response = await fetch(`${base}/attnscope.v1.AttentionService/${method}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await response.text();
+  assert.equal(response.status, 200, `${method}: ${text}`);
+  const messages = text.split('\n').filter((line) => line.trim()).map((line) => JSON.parse(line));
+  assert.ok(!messages.some((m) => m.error), text);
+  return messages;
+}
+
+// An axis label as the contract's Tokens.original_texts documents it: the text as written, or the
+// token itself where that is empty (special tokens).
+const tokenLabel = (tokens, i) => (tokens.originalTexts[i].trim() ? tokens.originalTexts[i] : tokens.tokens[i]);
 const int32 = (tensor) => decoded(tensor, 'DTYPE_INT32', Int32Array);
 
 let browser;
@@ -76,6 +96,27 @@ async function open(params) {
   assert.deepEqual(consoleErrors, []);
 }
 
+// Opens a model-internals link of a model without a training record: the NOT_FOUND answer that
+// says so is an HTTP 404, which Chromium logs; nothing else may be.
+async function openInternals(model) {
+  consoleErrors.length = 0;
+  await page.goto(base + query({ model, view: 'internals' }));
+  const { status, error } = await waitReady();
+  assert.equal(status, 'ready', error);
+  assert.ok(consoleErrors.every((e) => e.includes('404') && e.includes('GetTrainingRecord')), consoleErrors.join('\n'));
+}
+
+// Moves the open page to another link as its back button would, without reloading it.
+async function navigate(params) {
+  consoleErrors.length = 0;
+  await rerender(() =>
+    page.evaluate((search) => {
+      history.pushState(null, '', search);
+      dispatchEvent(new PopStateEvent('popstate'));
+    }, query(params)),
+  );
+}
+
 // Runs `action` (a click, a change) and waits for the render it causes.
 async function rerender(action) {
   const before = await page.evaluate(() => document.body.dataset.render);
@@ -87,6 +128,7 @@ async function rerender(action) {
 
 // The page down to the end of its content (a full-page shot would pad short views to the window).
 async function screenshot(name) {
+  await page.evaluate(() => window.scrollTo(0, 0));
   const height = await page.evaluate(() => Math.ceil(document.body.getBoundingClientRect().bottom) + 16);
   const width = await page.evaluate(() => document.documentElement.scrollWidth);
   await page.screenshot({ path: path.join(args.screenshots, `${name}.png`), clip: { x: 0, y: 0, width, height } });
@@ -120,7 +162,24 @@ async function expectCells(scope, expected, cols, tolerance = 0) {
 // The value the tooltip shows for the cell at (row, col) of the heatmap `scope`, hovered with
 // the mouse: the path for heatmaps drawn as one image.
 async function hoverValue(scope, row, col, cell) {
-  const area = await page.$(`${scope} rect.hover-area`);
+  const selector = `${scope} rect.hover-area`;
+  // The cell into view: within the figure's scrolling box, then within the window.
+  await page.evaluate(
+    (s, x, y) => {
+      const area = document.querySelector(s);
+      const scroller = area.closest('.figure-scroll');
+      if (scroller) {
+        const [a, b] = [area.getBoundingClientRect(), scroller.getBoundingClientRect()];
+        scroller.scrollBy(a.left + x - b.left - b.width / 2, a.top + y - b.top - b.height / 2);
+      }
+      const a = area.getBoundingClientRect();
+      window.scrollBy(a.left + x - innerWidth / 2, a.top + y - innerHeight / 2);
+    },
+    selector,
+    (col + 0.5) * cell,
+    (row + 0.5) * cell,
+  );
+  const area = await page.$(selector);
   const box = await area.boundingBox();
   await page.mouse.move(box.x + (col + 0.5) * cell, box.y + (row + 0.5) * cell);
   const text = await page.$eval('#tooltip', (t) => t.textContent);
@@ -271,9 +330,18 @@ describe('dashboard in headless Chromium', () => {
 
   it('temperature: T = 1 is the server attention; higher T raises every row entropy, lower T lowers it', async () => {
     await open({ model: 'default', text: VIETNAMESE, view: 'temperature', layer: 3, head: 1 });
-    const answer = await api('GetAttention', { model: 'default', text: VIETNAMESE, layers: [3], heads: [1] });
+    const answer = await api('GetAttention', { model: 'default', text: VIETNAMESE, layers: [3], heads: [1], includeScores: true });
     const n = answer.tokens.tokens.length;
-    await expectCells('g.heatmap', float32(answer.attentions), n, 1e-6);
+    await expectCells('g.heatmap[data-head]', float32(answer.attentions), n, 1e-6);
+    // The sweep's T = 1 panel is the attention too, the scores are the server's, and the values
+    // are written in cells wide enough.
+    await expectCells('g.heatmap[data-t="1"]', float32(answer.attentions), n, 1e-6);
+    await expectCells('g.heatmap[data-block="scores"]', float32(answer.scores), n);
+    const sweep = await datasets('g.heatmap[data-t]');
+    assert.deepEqual(sweep.map((p) => Number(p.t)), [0.25, 0.5, 1, 2, 4]);
+    for (let i = 1; i < sweep.length; ++i) assert.ok(Number(sweep[i].entropy) > Number(sweep[i - 1].entropy));
+    const written = await page.$$eval('g.heatmap[data-block="scores"] text.cell-value', (ts) => ts.map((t) => t.textContent));
+    assert.deepEqual(written, [...float32(answer.scores)].map((v) => v.toFixed(2)));
     const entropies = () => page.$$eval('text.entropy', (ts) => ts.map((t) => Number(t.dataset.value)));
     const setT = (log10) =>
       page.$eval(
@@ -303,7 +371,12 @@ describe('dashboard in headless Chromium', () => {
     const text = 'Once upon a time there was a cat';
     await open({ model: 'llama', text, view: 'temperature', layer: 4, head: 5 });
     const answer = await api('GetAttention', { model: 'llama', text, layers: [4], heads: [5] });
-    await expectCells('g.heatmap', float32(answer.attentions), answer.tokens.tokens.length, 1e-6);
+    const n = answer.tokens.tokens.length;
+    await expectCells('g.heatmap[data-head]', float32(answer.attentions), n, 1e-6);
+    // Raw scores: masked keys grey, not coloured as a score.
+    const masked = await datasets('g.heatmap[data-block="scores"] rect.cell[data-masked]');
+    assert.equal(masked.length, (n * (n - 1)) / 2);
+    assert.ok(masked.every((c) => Number(c.col) > Number(c.row)));
   });
 
   it('query and documents: ranked by the server relevance score, query-to-document cells the server values', async () => {
@@ -498,6 +571,336 @@ describe('dashboard in headless Chromium', () => {
     const png = fs.readFileSync(file('png'));
     assert.deepEqual([...png.subarray(1, 4)], [0x50, 0x4e, 0x47]); // "PNG"
     assert.ok(png.readUInt32BE(16) > 200, 'PNG width');
+
+    // What the page shows around the figures in HTML comes along: ranks, scores and texts of
+    // documents, the model view's token legend.
+    const exported = async (params, name) => {
+      await open(params);
+      await page.click('#export-svg');
+      const target = path.join(downloads, `${name}.svg`);
+      const until = Date.now() + 20000;
+      while (!fs.existsSync(target) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 100));
+      return fs.readFileSync(target, 'utf8');
+    };
+    const documentsSvg = await exported({ model: 'default', view: 'documents', layer: 3, head: 'mean' }, 'attnscope-documents-default');
+    const ranked = await api('CrossAttention', { model: 'default', query: '랭체인 뭐야', documents: ['오늘 저녁에는 김치찌개를 먹었다', '랭체인은 대규모 언어 모델로 애플리케이션을 만드는 프레임워크입니다'], layers: [3] });
+    const best = Math.max(...ranked.documents.map((d) => d.relevanceScore));
+    assert.ok(documentsSvg.includes(`#1 · score ${best.toFixed(3)} · document 2: 랭체인은`), 'rank, score and text of document 2');
+    assert.ok(documentsSvg.includes('Query: 랭체인 뭐야'));
+    const modelSvg = await exported({ model: 'default', view: 'model', text: VIETNAMESE }, 'attnscope-model-default');
+    assert.match(modelSvg, /Tokens: 0 \[CLS\]  1 Tôi/);
+  });
+
+  it('encoder-decoder, from the start page: Translate first, then cross-, decoder self- and encoder self-attention', async () => {
+    const source = '>>vie<< Inserting Tables';
+    await open({});
+    await rerender(() => page.select('select[name="model"]', 'translation'));
+    assert.match(await page.$eval('#model-summary', (p) => p.textContent), /encoder-decoder: encoder 3 layers × 4 heads .* decoder 3 layers × 4 heads/);
+    assert.equal(await page.$eval('#control-pair', (e) => e.hidden), true);
+    assert.equal(await page.$eval('#control-decoder', (e) => e.hidden), false);
+    // An example source, then the model's own translation of it: no typing.
+    await rerender(() => page.click('xpath/.//button[text()="English → Vietnamese"]'));
+    assert.equal(await page.$eval('input[name="text"]', (i) => i.value), source);
+    await rerender(() => page.click('#translate'));
+    const generated = await apiStream('Generate', { model: 'translation', prompt: source, maxNewTokens: 64 });
+    const translation = generated.at(-1).done.text.trim();
+    assert.equal(await page.$eval('input[name="decoderText"]', (i) => i.value), translation);
+    const url = new URL(page.url());
+    assert.equal(url.searchParams.get('decoder_text'), translation);
+
+    // The heatmap's cross-attention: target tokens down (decoder_labels), source tokens across.
+    const answer = await api('GetAttention', { model: 'translation', text: source, decoderText: translation, layers: [0], heads: [0] });
+    const rows = answer.decoderLabels.tokens.length;
+    const n = answer.tokens.tokens.length;
+    await expectCells('g.heatmap[data-block="cross"]', float32(answer.crossAttentions), n);
+    assert.deepEqual(await labels('g.heatmap text.row-label'), answer.decoderLabels.tokens.map((_, i) => tokenLabel(answer.decoderLabels, i)));
+    assert.deepEqual(await labels('g.heatmap text.col-label'), answer.tokens.tokens.map((_, i) => tokenLabel(answer.tokens, i)));
+    assert.ok((await labels('g.heatmap text.row-label')).includes('Chèn'));
+    await screenshot('translation-cross');
+
+    // The decoder's self-attention: causal, the hidden cells marked; then the encoder's.
+    await rerender(() => page.select('select[name="attn"]', 'decoder'));
+    await expectCells('g.heatmap[data-block="decoder"]', float32(answer.decoderAttentions), rows);
+    const masked = await datasets('g.heatmap rect.cell[data-masked]');
+    assert.equal(masked.length, (rows * (rows - 1)) / 2);
+    assert.ok(masked.every((c) => Number(c.col) > Number(c.row)));
+    await rerender(() => page.select('select[name="attn"]', 'encoder'));
+    await expectCells('g.heatmap[data-block="encoder"]', float32(answer.attentions), n);
+  });
+
+  it('encoder-decoder layers the encoder lacks: T5 decoder layer 2 over its 2 encoder layers', async () => {
+    const text = 'hello world';
+    await open({ model: 't5', text, decoder_text: 'hallo welt', layer: 2, head: 3 });
+    const options = await page.$$eval('select[name="layer"] option', (o) => o.map((x) => x.value));
+    assert.deepEqual(options, ['0', '1', '2']);
+    const answer = await api('GetAttention', { model: 't5', text, decoderText: 'hallo welt' });
+    const [, heads, rows, n] = answer.crossAttentions.shape.map(Number);
+    const offset = (2 * heads + 3) * rows * n;
+    await expectCells('g.heatmap[data-block="cross"]', float32(answer.crossAttentions).subarray(offset, offset + rows * n), n);
+    // "Translate first" within T5's 64 positions: at most 63 new tokens after the start token.
+    await rerender(() => page.click('#translate'));
+    const generated = await apiStream('Generate', { model: 't5', prompt: text, maxNewTokens: 63 });
+    assert.equal(await page.$eval('input[name="decoderText"]', (i) => i.value), generated.at(-1).done.text.trim());
+  });
+
+  it('generate: each token, its log-probability and its attention row as the API streams them', async () => {
+    const check = async (params, request) => {
+      await open({ view: 'generate', ...params });
+      const messages = await apiStream('Generate', { outputAttentions: true, ...request });
+      const tokens = messages.filter((m) => m.token).map((m) => m.token);
+      const items = await datasets('ol.generated li');
+      assert.equal(items.length, tokens.length);
+      tokens.forEach((token, i) => {
+        assert.equal(Number(items[i].logprob), token.logprob);
+        assert.equal(Number(items[i].id), token.id ?? 0);
+      });
+      const context = messages[0].header.promptTokens.tokens.length;
+      const encoderDecoder = Boolean(messages[0].header.encoderDecoder);
+      const cols = encoderDecoder ? context : context + tokens.length - 1;
+      const expected = new Float32Array(tokens.length * cols);
+      tokens.forEach((token, r) => expected.set(float32(token.attention), r * cols));
+      await expectCells(`g.heatmap[data-block="${encoderDecoder ? 'cross' : 'self'}"]`, expected, cols);
+      assert.equal(Number(await page.$eval('p.generated-text', (p) => p.dataset.score)), messages.at(-1).done.score);
+      return messages;
+    };
+    const prompt = 'Once upon a time';
+    await check({ model: 'llama', text: prompt, layer: 4, head: 'mean', max: 8 }, { model: 'llama', prompt, maxNewTokens: 8, layers: [4], headAggregation: 'HEAD_AGGREGATION_MEAN' });
+    assert.equal((await datasets('g.heatmap rect.cell[data-masked]')).length, (7 * 8) / 2);
+    await screenshot('generate');
+    await check(
+      { model: 'llama', text: prompt, layer: 1, head: 2, max: 6, method: 'sampling', temp: 0.8, topp: 0.9, seed: 7 },
+      { model: 'llama', prompt, maxNewTokens: 6, layers: [1], heads: [2], method: 'DECODING_METHOD_SAMPLING', temperature: 0.8, topP: 0.9, seed: '7' },
+    );
+    await check(
+      { model: 'llama', text: prompt, layer: 0, head: 0, max: 5, method: 'beam', beams: 3 },
+      { model: 'llama', prompt, maxNewTokens: 5, layers: [0], heads: [0], method: 'DECODING_METHOD_BEAM_SEARCH', numBeams: 3 },
+    );
+    // A translation, and from it the heatmap of its cross-attention.
+    const source = '>>vie<< Inserting Tables';
+    const messages = await check({ model: 'translation', text: source, layer: 2, head: 1 }, { model: 'translation', prompt: source, maxNewTokens: 20, layers: [2], heads: [1] });
+    await screenshot('generate-translation');
+    await rerender(() => page.click('button[name="open-cross"]'));
+    const decoderText = messages.at(-1).done.text.trim();
+    assert.equal(new URL(page.url()).searchParams.get('decoder_text'), decoderText);
+    const answer = await api('GetAttention', { model: 'translation', text: source, decoderText, layers: [2], heads: [1] });
+    await expectCells('g.heatmap[data-block="cross"]', float32(answer.crossAttentions), answer.tokens.tokens.length);
+  });
+
+  it('salience: each method per token and per word is the API Attribute answer, beside the [CLS] attention', async () => {
+    const text = 'how do I insert a table';
+    const pair = 'To insert a new table, choose Table - Insert Table.';
+    await open({ model: 'default', view: 'salience', text, pair });
+    const methods = ['ATTRIBUTION_METHOD_OCCLUSION', 'ATTRIBUTION_METHOD_GRADIENT_X_INPUT', 'ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS'];
+    const answer = await api('Attribute', { model: 'default', text, textPair: pair, methods });
+    const keys = ['occlusion', 'gradientXInput', 'integratedGradients'];
+    for (const key of keys) await expectCells(`g.heatmap[data-method="${key}"]`, Float32Array.from(answer[key]), 1);
+    const attention = await api('GetAttention', {
+      model: 'default',
+      text,
+      textPair: pair,
+      layers: [-1],
+      headAggregation: 'HEAD_AGGREGATION_MEAN',
+      window: { queryStart: 0, queryEnd: 1 },
+    });
+    await expectCells('g.heatmap[data-method="attention"]', float32(attention.attentions), 1);
+    assert.equal(Number(await page.$eval('p.note[data-score]', (p) => p.dataset.score)), answer.score);
+    assert.deepEqual(await labels('g.heatmap text.row-label'), answer.tokens.tokens.map((_, i) => tokenLabel(answer.tokens, i)));
+    await screenshot('salience');
+    await rerender(() => page.click('input[name="words"]'));
+    assert.deepEqual(await labels('g.heatmap text.row-label'), answer.words.map((w) => w.text));
+    for (const key of keys) await expectCells(`g.heatmap[data-method="${key}"]`, Float32Array.from(answer.words.map((w) => w[key])), 1);
+  });
+
+  it('head view of a pair: sentence A/B filter, threshold, attention received; of a translation: cross-attention lines', async () => {
+    const text = 'how do I insert a table';
+    const pair = 'choose Table - Insert Table';
+    await open({ model: 'default', text, pair, view: 'heads', layer: 2 });
+    const answer = await api('GetAttention', { model: 'default', text, textPair: pair, layers: [2] });
+    const second = answer.tokens.sequenceIds.indexOf(1);
+    const n = answer.tokens.tokens.length;
+    const values = float32(answer.attentions);
+    const visibleLines = () => datasets('line.link:not([display="none"])');
+    await page.select('select[name="ab"]', 'AB');
+    let visible = await visibleLines();
+    assert.equal(visible.length, 4 * second * (n - second));
+    assert.ok(visible.every((l) => Number(l.row) < second && Number(l.col) >= second));
+    await page.$eval('input[name="min"]', (slider) => {
+      slider.value = '0.1';
+      slider.dispatchEvent(new Event('input', { bubbles: true }));
+    });
+    visible = await visibleLines();
+    assert.ok(visible.length > 0 && visible.every((l) => Math.fround(Number(l.value)) >= 0.1));
+    const url = new URL(page.url());
+    assert.equal(url.searchParams.get('ab'), 'AB');
+    assert.equal(url.searchParams.get('min'), '0.1');
+    // Received: the shown lines' weights into each key, averaged over the four heads.
+    const totals = await datasets('text.total');
+    for (const { position, total } of totals) {
+      const key = Number(position);
+      let sum = 0;
+      for (let h = 0; h < 4; ++h) {
+        for (let q = 0; q < second; ++q) {
+          const v = values[(h * n + q) * n + key];
+          if (key >= second && v >= 0.1) sum += v;
+        }
+      }
+      assert.ok(Math.abs(Number(total) - sum / 4) < 1e-6, `key ${key}: page ${total}, server ${sum / 4}`);
+    }
+    await screenshot('heads-pair');
+
+    const source = '>>vie<< Inserting Tables';
+    await open({ model: 'translation', text: source, decoder_text: 'Chèn bảng', view: 'heads', layer: 1 });
+    const cross = await api('GetAttention', { model: 'translation', text: source, decoderText: 'Chèn bảng', layers: [1] });
+    const crossValues = float32(cross.crossAttentions);
+    const rows = cross.decoderLabels.tokens.length;
+    const cols = cross.tokens.tokens.length;
+    const lines = await datasets('line.link');
+    assert.equal(lines.length, 4 * rows * cols);
+    for (const { head, row, col, value } of lines) {
+      assert.equal(Math.fround(Number(value)), crossValues[(Number(head) * rows + Number(row)) * cols + Number(col)]);
+    }
+    assert.ok((await labels('text.query-label')).includes('Chèn'));
+    await screenshot('heads-translation');
+  });
+
+  it('model view of an encoder-decoder: every decoder layer and head of its cross- and decoder self-attention', async () => {
+    const source = '>>vie<< Inserting Tables';
+    const answer = await api('GetAttention', { model: 'translation', text: source, decoderText: 'Chèn bảng' });
+    for (const [block, tensor] of [['cross', answer.crossAttentions], ['decoder', answer.decoderAttentions]]) {
+      await open({ model: 'translation', text: source, decoder_text: 'Chèn bảng', view: 'model', attn: block });
+      const [layers, heads, rows, cols] = tensor.shape.map(Number);
+      const values = float32(tensor);
+      assert.equal(await page.$$eval('g.thumbnail', (gs) => gs.length), layers * heads);
+      for (let l = 0; l < layers; ++l) {
+        for (let h = 0; h < heads; ++h) {
+          const offset = (l * heads + h) * rows * cols;
+          await expectCells(`g.thumbnail[data-layer="${l}"][data-head="${h}"]`, values.subarray(offset, offset + rows * cols), cols);
+        }
+      }
+      if (block === 'decoder') assert.equal((await datasets('rect.cell[data-masked]')).length, layers * heads * ((rows * (rows - 1)) / 2));
+    }
+    await screenshot('model-translation-decoder');
+  });
+
+  it('masking (exBERT): a click on a token label replaces it by [MASK]; cells are the API answer for the masked text', async () => {
+    await open({ model: 'default', text: VIETNAMESE, layer: 3, head: 'mean' });
+    const tokens = (await api('Tokenize', { model: 'default', text: VIETNAMESE })).tokens;
+    const position = tokens.originalTexts.indexOf('yêu');
+    await rerender(() => page.click(`g.heatmap text.row-label[data-index="${position}"]`));
+    assert.equal(new URL(page.url()).searchParams.get('mask'), String(position));
+    const { start, end } = tokens.offsets[position];
+    const chars = [...VIETNAMESE];
+    const masked = [...chars.slice(0, Number(start)), '[MASK]', ...chars.slice(Number(end))].join('');
+    const answer = await api('GetAttention', { model: 'default', text: masked, layers: [3], headAggregation: 'HEAD_AGGREGATION_MEAN' });
+    assert.equal(answer.tokens.tokens[position], '[MASK]');
+    await expectCells('g.heatmap', float32(answer.attentions), answer.tokens.tokens.length);
+    assert.ok((await labels('g.heatmap text.row-label')).includes('[MASK]'));
+    await rerender(() => page.click('button[name="unmask"]'));
+    assert.equal(new URL(page.url()).searchParams.get('mask'), null);
+  });
+
+  it('a window in every view: temperature rows, across-layers and model-view rows and columns are the API windows', async () => {
+    const text = 'Once upon a time there was a cat';
+    const window = { queryStart: 2, queryEnd: 5, keyStart: 1, keyEnd: 6 };
+    await open({ model: 'llama', text, view: 'temperature', layer: 2, head: 3, qs: 2, qe: 5 });
+    const rows = await api('GetAttention', { model: 'llama', text, layers: [2], heads: [3], window: { queryStart: 2, queryEnd: 5 } });
+    const n = rows.tokens.tokens.length;
+    await expectCells('g.heatmap[data-head]', float32(rows.attentions), n, 1e-6);
+    await open({ model: 'llama', text, view: 'layers', qs: 2, qe: 5, ks: 1, ke: 6 });
+    const means = await api('GetAttention', { model: 'llama', text, headAggregation: 'HEAD_AGGREGATION_MEAN', rollout: true, window });
+    await expectCells('g.heatmap[data-layer="1"]', float32(means.attentions).subarray(15, 30), 5);
+    await expectCells('g.heatmap[data-layer="rollout"]', float32(means.rollout), 5);
+    await open({ model: 'llama', text, view: 'model', qs: 2, qe: 5, ks: 1, ke: 6 });
+    const all = await api('GetAttention', { model: 'llama', text, window });
+    const heads = Number(all.attentions.shape[1]);
+    await expectCells('g.thumbnail[data-layer="4"][data-head="7"]', float32(all.attentions).subarray((4 * heads + 7) * 15, (4 * heads + 8) * 15), 5);
+    // Keys after each query stay grey in the window: key 1 + c after query 2 + r.
+    const masked = await datasets('g.thumbnail[data-layer="0"][data-head="0"] rect.cell[data-masked]');
+    assert.deepEqual(masked.map((c) => [Number(c.row), Number(c.col)]), [[0, 2], [0, 3], [0, 4], [1, 3], [1, 4], [2, 4]]);
+  });
+
+  it('every view opens on every architecture, each heatmap the API answer', async () => {
+    const views = ['heatmap', 'heads', 'model', 'layers', 'temperature', 'generate', 'documents', 'salience', 'compare', 'internals'];
+    const models = { default: {}, reranker: {}, llama: {}, translation: { decoder_text: 'Chèn bảng' }, bart: { decoder_text: 'hello' }, t5: { decoder_text: 'hallo' } };
+    const started = Date.now();
+    const times = [];
+    await open({});
+    for (const [model, extra] of Object.entries(models)) {
+      for (const view of views) {
+        const start = Date.now();
+        await navigate({ model, view, text: 'hello world', pair: 'hello there', max: 4, ...extra }).catch((error) => {
+          throw new Error(`${model} ${view}: ${error.message}`);
+        });
+        times.push([Date.now() - start, model, view]);
+        // The only console error allowed: the 404 of a model without a training record.
+        assert.ok(consoleErrors.every((e) => e.includes('404') && e.includes('GetTrainingRecord')), `${model} ${view}: ${consoleErrors.join('\n')}`);
+        const shown = await page.$$eval('main svg.figure, main p.note', (e) => e.length);
+        assert.ok(shown > 0, `${model} ${view}: nothing drawn or said`);
+        if (view === 'heatmap') {
+          // Layer 0, head 0 of the pair, or of an encoder-decoder's cross-attention.
+          const answer = await api('GetAttention', {
+            model,
+            text: 'hello world',
+            ...(extra.decoder_text ? { decoderText: extra.decoder_text } : { textPair: 'hello there' }),
+            layers: [0],
+            heads: [0],
+          });
+          const tensor = extra.decoder_text ? answer.crossAttentions : answer.attentions;
+          await expectCells(`g.heatmap[data-block="${extra.decoder_text ? 'cross' : 'encoder'}"]`, float32(tensor), Number(tensor.shape[3]));
+        }
+      }
+    }
+    times.sort((a, b) => b[0] - a[0]);
+    console.log(`# ${views.length} views x ${Object.keys(models).length} models in ${((Date.now() - started) / 1000).toFixed(1)} s; slowest ${times.slice(0, 5).map(([ms, m, v]) => `${m} ${v} ${ms} ms`).join(', ')}`);
+  });
+
+  it('model internals of encoder-decoders: BART learned positions, Marian sinusoids, T5 relative buckets', async () => {
+    await openInternals('bart');
+    for (const name of ['model.encoder.embed_positions.weight', 'model.decoder.embed_positions.weight']) {
+      const parameter = await api('GetParameter', { model: 'bart', name });
+      await expectCells(`g.heatmap[data-parameter="${name}"]`, float32(parameter.tensor), Number(parameter.tensor.shape[1]));
+    }
+    await openInternals('t5');
+    const bias = 'encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight';
+    const buckets = await api('GetParameter', { model: 't5', name: bias });
+    await expectCells(`g.heatmap[data-parameter="${bias}"]`, float32(buckets.tensor), Number(buckets.tensor.shape[1]));
+    await openInternals('translation');
+    assert.match((await labels('p.note')).join(' '), /sinusoidal/);
+    // Drawn as an image: hovered cells show transformers' formula, sin then cos halves of 256.
+    const cell = await page.$eval('g.heatmap[data-parameter="sinusoidal"] rect.hover-area', (r) => Number(r.getAttribute('width')) / 256);
+    for (const [position, dim] of [[5, 3], [40, 200]]) {
+      const k = dim < 128 ? dim : dim - 128;
+      const angle = position / 10000 ** ((2 * k) / 256);
+      const want = Math.fround(dim < 128 ? Math.sin(angle) : Math.cos(angle));
+      assert.ok(Math.abs((await hoverValue('g.heatmap[data-parameter="sinusoidal"]', position, dim, cell)) - want) < 1e-6);
+    }
+    await page.mouse.move(0, 0);
+  });
+
+  it('causal cells are marked, a pair has a divider, compare follows a model with fewer layers', async () => {
+    const text = 'Once upon a time';
+    await open({ model: 'llama', text, layer: 2, head: 1 });
+    const n = (await api('Tokenize', { model: 'llama', text })).tokens.tokens.length;
+    const masked = await datasets('rect.cell[data-masked]');
+    assert.equal(masked.length, (n * (n - 1)) / 2);
+    assert.ok(masked.every((c) => Number(c.col) > Number(c.row) && Number(c.value) === 0));
+    // stories260K spells Korean in byte pieces: each labelled with its character and place.
+    await open({ model: 'llama', text: KOREAN });
+    const pieces = await labels('g.heatmap text.row-label');
+    assert.ok(['랭 1/3', '랭 2/3', '랭 3/3'].every((l) => pieces.includes(l)), pieces.join(' '));
+    assert.ok(!pieces.some((l) => l.startsWith('<0x')), pieces.join(' '));
+
+    await open({ model: 'default', text: 'how do I insert a table', pair: 'choose Table - Insert Table' });
+    assert.equal(await page.$$eval('line.divider', (l) => l.length), 2);
+
+    await open({ model: 'translation', text: 'hello', pair: 'dropped' });
+    const tokens = await api('Tokenize', { model: 'translation', text: 'hello' });
+    assert.equal((await labels('g.heatmap text.row-label')).length, tokens.tokens.tokens.length);
+
+    await open({ model: 'llama', text: VIETNAMESE, view: 'compare', layer: 4, head: 5, 'b.model': 'default' });
+    assert.match((await labels('p.note')).join(' '), /default has 4 layers, so it shows its last layer, 3/);
+    const b = await api('GetAttention', { model: 'default', text: VIETNAMESE, layers: [3], heads: [3] });
+    await expectCells('g.heatmap[data-panel="b"]', float32(b.attentions), b.tokens.tokens.length);
   });
 
   it('a 512-token input on a 12-layer, 12-head model streams in float16 with progress', async () => {
@@ -556,5 +959,81 @@ describe('dashboard in headless Chromium', () => {
       assert.equal(Number(line.col), keys[i]);
       assert.equal(Math.fround(Number(line.value)), weights[i]);
     });
+  });
+
+  it('a 400-token input is readable: the window width, labels thinned to what fits and shown on hover, zoom, window; cuts are said', async () => {
+    const words = args['long-text'].split(' ');
+    const text = words.slice(0, 398).join(' ');
+    assert.equal((await api('Tokenize', { model: 'big', text })).tokens.tokens.length, 400);
+    const firstPicture = async (params, selector) => {
+      consoleErrors.length = 0;
+      const started = Date.now();
+      await page.goto(base + query(params));
+      await page.waitForSelector(selector, { timeout: 60000 });
+      const first = Date.now() - started;
+      const { status, error } = await waitReady();
+      assert.equal(status, 'ready', error);
+      assert.deepEqual(consoleErrors, []);
+      return [first, Date.now() - started];
+    };
+    const timings = [];
+    const time = async (view, params, selector) => timings.push([view, ...(await firstPicture({ model: 'big', text, view, ...params }, selector))]);
+    await time('heatmap', { layer: 11, head: 7 }, 'g.heatmap image');
+    const figureWidth = await page.$eval('svg.figure', (s) => Number(s.getAttribute('width')));
+    assert.ok(figureWidth > 900, `figure ${figureWidth} px wide in a 1200 px window`);
+    const rows = await page.$$eval('g.heatmap text.row-label', (ts) =>
+      ts.map((t) => ({ text: t.textContent, y: Number(t.getAttribute('y')), size: Number(t.getAttribute('font-size')), shown: getComputedStyle(t).visibility !== 'hidden' })),
+    );
+    assert.equal(rows.length, 400);
+    const shown = rows.filter((r) => r.shown);
+    assert.ok(shown.length >= 40, `${shown.length} row labels shown`);
+    for (let i = 1; i < shown.length; ++i) {
+      assert.ok(shown[i].size >= 9 && shown[i].y - shown[i - 1].y >= shown[i].size, `labels ${i - 1} and ${i} overlap`);
+    }
+    // A hidden label shows with its row's cells.
+    const hidden = rows.findIndex((r) => !r.shown);
+    const cell = await page.$eval('g.heatmap rect.hover-area', (r) => Number(r.getAttribute('width')) / 400);
+    await hoverValue('g.heatmap', hidden, 5, cell);
+    assert.equal(await page.$eval(`g.heatmap text.row-label[data-index="${hidden}"]`, (t) => getComputedStyle(t).visibility), 'visible');
+    assert.ok((await page.$eval('#tooltip', (t) => t.textContent)).startsWith(`${rows[hidden].text} →`));
+    await page.mouse.move(0, 0);
+    await screenshot('heatmap-400-tokens');
+
+    // Zoomed in four times: larger cells, every label, the figure scrolls in its box.
+    await rerender(() => page.select('select[name="zoom"]', '4'));
+    const zoomed = await page.$eval('g.heatmap rect.hover-area', (r) => Number(r.getAttribute('width')) / 400);
+    assert.ok(zoomed >= 4 * cell - 1, `cell ${cell} px, zoomed ${zoomed} px`);
+    assert.ok(await page.$eval('.figure-scroll', (b) => b.scrollWidth > b.clientWidth && b.scrollHeight > b.clientHeight));
+    // A window of it: 50 rows over 100 columns, each cell the server value.
+    await open({ model: 'big', text, layer: 11, head: 7, qs: 100, qe: 150, ks: 200, ke: 300 });
+    const windowed = await api('GetAttention', { model: 'big', text, layers: [11], heads: [7], window: { queryStart: 100, queryEnd: 150, keyStart: 200, keyEnd: 300 } });
+    await expectCells('g.heatmap', float32(windowed.attentions), 100);
+    assert.equal((await labels('g.heatmap text.row-label'))[0], tokenLabel(windowed.tokens, 100));
+
+    await time('heads', { layer: 5 }, 'line.link');
+    await time('model', {}, 'g.thumbnail image');
+    await time('layers', {}, 'g.heatmap image');
+    await time('temperature', { layer: 3, head: 2 }, 'g.heatmap image');
+    console.log(`# 400 tokens, first picture / ready (ms): ${timings.map(([view, first, ready]) => `${view} ${first} / ${ready}`).join(', ')}`);
+
+    // Too long for the model: the error names the page's control; ticked, the text is cut and said.
+    const long = `${args['long-text']} ${args['long-text']}`;
+    consoleErrors.length = 0;
+    await page.goto(base + query({ model: 'big', text: long }));
+    const { status, error } = await waitReady();
+    assert.equal(status, 'error');
+    assert.match(error, /tick "cut long inputs"/);
+    await rerender(() => page.click('input[name="truncate"]'));
+    assert.equal(new URL(page.url()).searchParams.get('truncate'), '1');
+    assert.match(await page.$eval('p.cut', (p) => p.textContent), /cut to fit the model \(at most 512 tokens\)/);
+    assert.equal(await page.$$eval('g.heatmap text.row-label', (ts) => ts.length), 512);
+
+    // A document longer than the cross-encoder reads is greyed where it was cut, and said.
+    const documentText = Array(30).fill('To insert a new table into the document, choose Table - Insert Table.').join(' ');
+    await open({ model: 'default', view: 'documents', query: 'insert a table', doc: documentText });
+    const answer = await api('CrossAttention', { model: 'default', query: 'insert a table', documents: [documentText], layers: [0], heads: [0] });
+    const read = answer.documents[0].documentPositions.length;
+    assert.match(await page.$eval('section.document p.cut', (p) => p.textContent), new RegExp(`first ${read} tokens`));
+    assert.ok((await page.$eval('section.document .unread', (s) => s.textContent.length)) > 100);
   });
 });

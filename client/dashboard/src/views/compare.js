@@ -1,10 +1,9 @@
 // Compare: two heatmaps side by side on one colour scale from 0 to 1, for two models, two layers
 // or heads, or two texts. Panel A is the common controls; panel B takes what differs and follows
 // A in the rest.
-import { fit, labelled, newFigure } from '../figure.js';
-import { drawColorBar, sequentialScale } from '../heatmap.js';
-import { layerHeadRequest } from '../requests.js';
-import { attentionFigure } from './heatmap.js';
+import { fit, labelled, newFigure, note } from '../figure.js';
+import { cellSize, drawColorBar, sequentialScale } from '../heatmap.js';
+import { attentionFigure, panelRequest } from './heatmap.js';
 
 function option(select, value, text) {
   const element = document.createElement('option');
@@ -66,11 +65,23 @@ export default {
   help: 'Two heatmaps on one colour scale (0 to 1): panel A uses the controls above, panel B changes the model, text, layer or head.',
   controls: ['text', 'layer', 'head', 'words'],
   async render(ctx) {
-    const { state } = ctx;
-    const a = { model: state.model, text: state.text, pair: state.pair, layer: state.layer, head: state.head };
-    const b = Object.fromEntries(Object.entries(a).map(([key, value]) => [key, state.b[key] ?? value]));
+    const { state, models } = ctx;
+    const a = { ...state, decoderText: '' };
+    const b = { ...a, ...Object.fromEntries(Object.entries(state.b).filter(([, value]) => value !== null)) };
+    const infoB = models.find((m) => m.name === b.model) ?? ctx.info;
+    // Panel B following panel A's layer or head into a model that has fewer: its last one, said.
+    const clamp = (key, count, noun) => {
+      if (state.b[key] === null && typeof b[key] === 'number' && b[key] >= count) {
+        b[key] = count - 1;
+        note(ctx.root, `Panel B: ${infoB.name} has ${count} ${noun}s, so it shows its last ${noun}, ${count - 1} (choose another in "${noun}" under Panel B).`);
+      }
+    };
+    if (infoB.isEncoderDecoder) b.pair = '';
+    clamp('layer', infoB.numHiddenLayers, 'layer');
+    clamp('head', infoB.numAttentionHeads, 'head');
     toolbar(ctx, b);
-    const answers = await Promise.all([a, b].map((panel) => ctx.call('GetAttention', layerHeadRequest(panel, state.words))));
+    const infos = [ctx.info, infoB];
+    const answers = await Promise.all([a, b].map((panel, i) => ctx.call('GetAttention', panelRequest(panel, infos[i], state.words))));
     const color = sequentialScale(1);
     const svg = newFigure(ctx.root, 'compare');
     let x = 0;
@@ -78,7 +89,7 @@ export default {
     let top = 0;
     [a, b].forEach((panel, i) => {
       const g = svg.append('g').attr('transform', `translate(${x},0)`);
-      const map = attentionFigure(g, answers[i], { head: panel.head, color, span: 420 });
+      const map = attentionFigure(g, answers[i], { panel, info: infos[i], color, cellFor: (rows, cols) => cellSize(rows, cols, 420, 40) });
       map.g.attr('data-panel', i ? 'b' : 'a');
       x += map.width + 32;
       height = Math.max(height, map.height);

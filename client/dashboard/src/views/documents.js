@@ -2,9 +2,9 @@
 // cross-encoder's relevance score, each with its query-to-document attention (rows: query
 // tokens, columns: document tokens) and, on request, document-to-query.
 import * as d3 from 'd3';
-import { fit, labelled, newFigure } from '../figure.js';
+import { fit, labelled, newFigure, note } from '../figure.js';
 import { CELL_ELEMENT_LIMIT, cellSize, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
-import { tokenLabels } from '../labels.js';
+import { cutAt, tokenLabels } from '../labels.js';
 import { formatFloat32 } from '../numbers.js';
 import { PRESETS } from '../presets.js';
 import { headRequest, headTitle } from '../requests.js';
@@ -109,15 +109,31 @@ export default {
       heading.textContent = `#${rank + 1}${doc.relevanceScore !== undefined ? ` · score ${doc.relevanceScore.toFixed(3)}` : ''} · document ${doc.index + 1}`;
       const text = document.createElement('p');
       text.className = 'document-text';
-      text.textContent = doc.text;
       section.append(heading, text);
+      // The server cuts a pair longer than the model takes (the document's end first): the part
+      // it never read is greyed and said.
+      const cut = cutAt(doc.tokens, doc.text, 1);
+      if (cut === null) {
+        text.textContent = doc.text;
+      } else {
+        const characters = [...doc.text];
+        const unread = document.createElement('span');
+        unread.className = 'unread';
+        unread.textContent = characters.slice(cut).join('');
+        text.append(characters.slice(0, cut).join(''), unread);
+        section.dataset.cut = String(cut);
+        note(
+          section,
+          `Cut: ${info.name} reads at most ${info.maxPositionEmbeddings} tokens of query and document together, so this document was scored and drawn on its first ${doc.documentPositions.length} tokens; the greyed ${characters.length - cut} characters were not read.`,
+        ).classList.add('cut');
+      }
       ctx.root.append(section);
 
       const labels = tokenLabels(doc.tokens);
       const axis = (positions) => ({ labels: positions.map((p) => labels[p]), tokens: positions.map((p) => doc.tokens.tokens[p]) });
       const queryAxis = axis(doc.queryPositions);
       const documentAxis = axis(doc.documentPositions);
-      const svg = newFigure(section, `document-${doc.index + 1}`);
+      const svg = newFigure(section, `document-${doc.index + 1}`).attr('data-caption', `Query: ${state.query}\n${heading.textContent}: ${doc.text}${cut === null ? '' : ` (cut: the last ${[...doc.text].length - cut} characters were not read)`}`);
       const forward = block(svg, doc.queryToDocument, queryAxis, documentAxis, color, 'query → document');
       forward.g.attr('data-block', 'query-to-document');
       let width = forward.width;

@@ -1,16 +1,20 @@
 // Across layers: every layer's head-mean attention side by side, then attention rollout (Abnar &
 // Zuidema 2020, computed by the server: request `rollout`), on one colour scale.
 import * as d3 from 'd3';
-import { fit, newFigure } from '../figure.js';
+import { fit, newFigure, paintEvery } from '../figure.js';
 import { CELL_ELEMENT_LIMIT, cellSize, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
 import { axisLabels } from '../labels.js';
 import { formatFloat32 } from '../numbers.js';
 import { textRequest } from '../requests.js';
 import { StreamAssembler } from '../stream.js';
 import { attentionDtype, matrix } from '../tensor.js';
+import { windowControl, windowOf } from './heatmap.js';
 
 // Panels wrap to rows of at most this width, in pixels.
 const MAX_WIDTH = 1240;
+
+// How often a streamed view lets the browser paint the layers drawn so far.
+const PAINT_EVERY_MS = 500;
 
 export default {
   id: 'layers',
@@ -19,57 +23,45 @@ export default {
   controls: ['text', 'words'],
   async render(ctx) {
     const { state, info } = ctx;
+    windowControl(ctx);
     const count = (await ctx.tokenize()).tokens.tokens.length;
     const layers = info.numHiddenLayers;
     const dtype = attentionDtype((layers + 1) * count * count);
-    const panels = [];
-    let labels;
-    let assembler;
-    ctx.progress(0, layers + 1, 'StreamAttention');
-    await ctx.stream(
-      'StreamAttention',
-      { ...textRequest(state), headAggregation: 'HEAD_AGGREGATION_MEAN', rollout: true, aggregateWords: state.words, dtype },
-      (message) => {
-        if (message.header) {
-          labels = axisLabels(message.header);
-          assembler = new StreamAssembler(message.header);
-          return;
-        }
-        const done = assembler.add(message);
-        if (done?.attentions) {
-          panels.push({ layer: done.layer, title: `layer ${done.layer} · mean of heads`, ...matrix(done.attentions, 0) });
-        } else if (done?.rollout) {
-          panels.push({ layer: 'rollout', title: 'rollout', ...matrix(done.rollout) });
-        } else {
-          return;
-        }
-        ctx.progress(panels.length, layers + 1, panels.length ? panels[panels.length - 1].title : 'header');
-      },
-    );
-
-    const color = sequentialScale(d3.max(panels, (p) => d3.max(p.values)));
-    const { rows, cols } = panels[0];
-    const cell = cellSize(rows, cols, 220, 24);
-    const asImage = panels.length * rows * cols > CELL_ELEMENT_LIMIT;
+    // Each panel is drawn as it arrives, on the scale of the values so far; once all have
+    // arrived every panel is repainted on one scale, from 0 to the largest value of any.
     const svg = newFigure(ctx.root, 'layers');
+    const paint = paintEvery(PAINT_EVERY_MS);
+    const drawn = [];
     const gap = 24;
+    let labels;
+    let queryStart;
+    let keyStart;
+    let assembler;
+    let cell;
+    let asImage;
     let x = 0;
     let y = 0;
     let rowHeight = 0;
     let width = 0;
-    for (const panel of panels) {
+    let max = 0;
+    const place = (panel) => {
+      cell ??= cellSize(panel.rows, panel.cols, 220, 24);
+      asImage ??= (layers + 1) * panel.rows * panel.cols > CELL_ELEMENT_LIMIT;
+      max = Math.max(max, d3.max(panel.values));
       const g = svg.append('g');
+      const rowLabels = labels.slice(queryStart, queryStart + panel.rows);
+      const colLabels = labels.slice(keyStart, keyStart + panel.cols);
       const map = drawHeatmap(g, {
         values: panel.values,
-        rows,
-        cols,
-        rowLabels: labels,
-        colLabels: labels,
-        color,
+        rows: panel.rows,
+        cols: panel.cols,
+        rowLabels,
+        colLabels,
+        color: sequentialScale(max),
         cell,
         title: panel.title,
         asImage,
-        describe: (r, c, v) => [panel.title, `${labels[r]} → ${labels[c]}`, formatFloat32(v)],
+        describe: (r, c, v) => [panel.title, `${rowLabels[r]} → ${colLabels[c]}`, formatFloat32(v)],
       });
       if (x > 0 && x + map.width > MAX_WIDTH) {
         x = 0;
@@ -81,7 +73,39 @@ export default {
       x += map.width + gap;
       width = Math.max(width, x);
       rowHeight = Math.max(rowHeight, map.height);
-    }
+      fit(svg, width, y + rowHeight + 4);
+      drawn.push({ map, values: panel.values, max });
+    };
+    ctx.progress(0, layers + 1, 'StreamAttention');
+    await ctx.stream(
+      'StreamAttention',
+      { ...textRequest(state), headAggregation: 'HEAD_AGGREGATION_MEAN', rollout: true, aggregateWords: state.words, dtype, window: windowOf(state) },
+      (message) => {
+        if (message.header) {
+          labels = axisLabels(message.header);
+          queryStart = message.header.queryStart ?? 0;
+          keyStart = message.header.keyStart ?? 0;
+          assembler = new StreamAssembler(message.header);
+          return;
+        }
+        const done = assembler.add(message);
+        let panel;
+        if (done?.attentions) {
+          panel = { layer: done.layer, title: `layer ${done.layer} · mean of heads`, ...matrix(done.attentions, 0) };
+        } else if (done?.rollout) {
+          panel = { layer: 'rollout', title: 'rollout', ...matrix(done.rollout) };
+        } else {
+          return;
+        }
+        place(panel);
+        ctx.progress(drawn.length, layers + 1, panel.title);
+        return paint();
+      },
+    );
+
+    const color = sequentialScale(max);
+    // Panels drawn once the largest value had arrived are on the final scale already.
+    for (const panel of drawn) if (panel.max !== max) panel.map.update(panel.values, color);
     const barWidth = drawColorBar(svg, color, { x: width, y: 40, height: Math.max(120, rowHeight - 40), label: 'attention' });
     fit(svg, width + barWidth, y + rowHeight + 4);
   },

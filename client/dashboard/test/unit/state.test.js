@@ -9,6 +9,11 @@ test('a link reads back as the state that wrote it', () => {
     model: 'default',
     text: 'Tôi yêu Việt Nam quá & 랭체인',
     pair: 'second text',
+    decoderText: 'Chèn bảng',
+    block: 'decoder',
+    truncate: true,
+    zoom: 4,
+    masked: [2, 5],
     layer: 3,
     head: 'mean',
     words: true,
@@ -17,9 +22,17 @@ test('a link reads back as the state that wrote it', () => {
     qs: 0,
     qe: 64,
     heads: [0, 2],
+    ab: 'AB',
+    min: 0.25,
     query: 'chèn bảng',
     docs: ['a, b', 'c'],
     d2q: true,
+    method: 'sampling',
+    max: 40,
+    beams: 3,
+    temp: 0.7,
+    topp: 0.9,
+    seed: 7,
     b: { model: 'llama', text: null, pair: null, layer: 1, head: 0 },
   };
   assert.deepEqual(parseState(formatState(state)), state);
@@ -45,4 +58,14 @@ test('values that are not what a field takes fall back to the defaults', () => {
   assert.equal(state.layer, 0);
   assert.equal(state.t, 1);
   assert.equal(state.head, 0);
+});
+
+test('an encoder-decoder link names its decoder text as the API does', () => {
+  const state = parseState('?model=translation&text=%3E%3Evie%3C%3C+Inserting+Tables&decoder_text=Ch%C3%A8n+b%E1%BA%A3ng&attn=cross&view=generate');
+  assert.equal(state.decoderText, 'Chèn bảng');
+  assert.equal(state.block, 'cross');
+  assert.equal(state.view, 'generate');
+  assert.equal(parseState('?attn=sideways&method=magic&zoom=0').block, 'cross');
+  assert.equal(parseState('?method=magic').method, 'greedy');
+  assert.equal(parseState('?zoom=0').zoom, 1);
 });

@@ -43,3 +43,14 @@ test('a gap or an overlap is an error naming where the run was expected', () => 
   overlap.add({ layer: { attentions: tensor([1, 2, 3], range(0, 6)) } });
   assert.throws(() => overlap.add({ layer: { attentions: tensor([1, 2, 3], range(0, 6)) } }), /expected the run at element 6/);
 });
+
+test("an encoder-decoder's blocks: only the chosen one is put together, in its own shape", () => {
+  const both = { ...header, crossAttentionsShape: ['2', '2', '1', '3'] };
+  const assembler = new StreamAssembler(both, 'cross');
+  assert.equal(assembler.add({ layer: { layer: 0, attentions: tensor([2, 2, 3], range(0, 12)) } }), null);
+  assert.equal(assembler.add({ layer: { layer: 0, block: 'ATTENTION_BLOCK_DECODER_SELF', attentions: tensor([2, 2, 3], range(0, 12)) } }), null);
+  const done = assembler.add({ layer: { layer: 1, block: 'ATTENTION_BLOCK_CROSS', attentions: tensor([2, 1, 3], range(0, 6)) } });
+  assert.equal(done.layer, 1);
+  assert.deepEqual(done.attentions.shape, [2, 1, 3]);
+  assert.deepEqual([...done.attentions.data], range(0, 6));
+});

@@ -1,0 +1,167 @@
+// Generation token by token (Generate): a decoder-only model continues the text, an
+// encoder-decoder translates it. Each new token arrives with its log-probability and its
+// attention over the context (the prompt and the tokens before it; for an encoder-decoder, its
+// cross-attention over the source), drawn as one more heatmap row as it arrives.
+import { fit, labelled, newFigure, note, numberInput, scrollBox } from '../figure.js';
+import { drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
+import { tokenLabels } from '../labels.js';
+import { formatFloat32 } from '../numbers.js';
+import { headRequest, headTitle } from '../requests.js';
+import { decodeTensor } from '../tensor.js';
+import { fittedCell } from './heatmap.js';
+
+const METHODS = {
+  greedy: ['greedy search', 'DECODING_METHOD_GREEDY'],
+  beam: ['beam search', 'DECODING_METHOD_BEAM_SEARCH'],
+  sampling: ['sampling', 'DECODING_METHOD_SAMPLING'],
+};
+
+function toolbar(ctx) {
+  const { state } = ctx;
+  const method = document.createElement('select');
+  method.name = 'method';
+  for (const [value, [text]] of Object.entries(METHODS)) method.append(new Option(text, value));
+  method.value = state.method;
+  method.addEventListener('change', () => ctx.update({ method: method.value }));
+  labelled(ctx.toolbar, 'Decoding', method);
+  const field = (key, text, { min = 1, step = 1 } = {}) => {
+    const input = numberInput(state[key], { min });
+    input.name = key;
+    input.step = String(step);
+    input.addEventListener('change', () => {
+      if (input.valueAsNumber >= min) ctx.update({ [key]: input.valueAsNumber });
+    });
+    labelled(ctx.toolbar, text, input);
+  };
+  field('max', 'new tokens');
+  if (state.method === 'beam') field('beams', 'beams');
+  if (state.method === 'sampling') {
+    field('temp', 'temperature', { min: 0.01, step: 0.1 });
+    field('topp', 'top-p', { min: 0.01, step: 0.05 });
+    field('seed', 'seed', { min: 0 });
+  }
+}
+
+function generateRequest(state) {
+  const request = {
+    model: state.model,
+    prompt: state.text,
+    maxNewTokens: state.max,
+    method: METHODS[state.method][1],
+    outputAttentions: true,
+    layers: [state.layer],
+    ...headRequest(state.head),
+  };
+  if (state.method === 'beam') request.numBeams = state.beams;
+  if (state.method === 'sampling') Object.assign(request, { temperature: state.temp, topP: state.topp, seed: String(state.seed) });
+  return request;
+}
+
+// The tokens written so far, each with its log-probability.
+function tokenList(root) {
+  const list = document.createElement('ol');
+  list.className = 'generated';
+  root.append(list);
+  return (token, label) => {
+    const item = document.createElement('li');
+    item.dataset.index = String(token.index ?? 0);
+    item.dataset.id = String(token.id ?? 0);
+    item.dataset.logprob = String(token.logprob ?? 0);
+    const text = document.createElement('span');
+    text.className = 'token';
+    text.textContent = label;
+    const logprob = document.createElement('span');
+    logprob.className = 'logprob';
+    logprob.textContent = (token.logprob ?? 0).toFixed(3);
+    // p = exp(log p): the width of the bar under the token.
+    logprob.style.setProperty('--p', String(Math.exp(token.logprob ?? 0)));
+    item.title = `token ${token.index ?? 0}: ${token.token} (id ${token.id ?? 0}), log p = ${formatFloat32(token.logprob ?? 0)}, p = ${Math.exp(token.logprob ?? 0).toFixed(3)}`;
+    item.append(text, logprob);
+    list.append(item);
+  };
+}
+
+export default {
+  id: 'generate',
+  title: 'Generate',
+  help: 'The model writes after the text (a decoder-only model) or translates it (an encoder-decoder), token by token: each new token with its log-probability, and as one more row its attention over the context (an encoder-decoder: its cross-attention over the source) in the chosen layer and head.',
+  controls: ['text', 'layer', 'head'],
+  // An encoder-decoder writes with its decoder: the layer and head pickers count the decoder's.
+  usesDecoder: () => true,
+  async render(ctx) {
+    const { state, info } = ctx;
+    if (!info.isCausal && !info.isEncoderDecoder) {
+      note(ctx.root, `${info.name} is an encoder (${info.architecture}): it does not generate. Pick a decoder-only model (Llama, GPT-2) or an encoder-decoder (Marian, BART, T5).`);
+      return;
+    }
+    toolbar(ctx);
+    const summary = note(ctx.root, '');
+    const addToken = tokenList(ctx.root);
+    const box = scrollBox(ctx.root);
+    let header;
+    let context;
+    const rows = [];
+    const draw = () => {
+      box.replaceChildren();
+      const cols = context.length + (header.encoderDecoder ? 0 : Math.max(0, rows.length - 1));
+      const values = new Float32Array(rows.length * cols);
+      rows.forEach((row, r) => values.set(row.attention.subarray(0, cols), r * cols));
+      const colLabels = header.encoderDecoder ? context : [...context, ...rows.slice(0, -1).map((row) => row.label)];
+      const svg = newFigure(box, 'generate');
+      const color = sequentialScale(1);
+      const map = drawHeatmap(svg, {
+        values,
+        rows: rows.length,
+        cols,
+        rowLabels: rows.map((row) => row.label),
+        colLabels,
+        color,
+        cell: fittedCell(ctx.root, rows.length, cols, { max: 28 }),
+        title: `${info.name} · ${header.encoderDecoder ? 'cross-attention of decoder' : ''} layer ${header.layers[0]} · ${headTitle(state.head)}`,
+        // A row attends to the tokens before it: the prompt's and the ones written before.
+        masked: (r, c) => c >= rows[r].attention.length,
+        describe: (r, c, v) => [`${rows[r].label} (new token ${r}) → ${colLabels[c]}`, `key ${c}: ${formatFloat32(v)}`],
+      });
+      map.g.attr('data-block', header.encoderDecoder ? 'cross' : 'self');
+      const barWidth = drawColorBar(svg, color, { x: map.width + 16, y: map.top, height: 120, label: 'attention' });
+      fit(svg, map.width + 16 + barWidth, Math.max(map.height, map.top + 120) + 4);
+    };
+    ctx.progress(0, state.max, 'Generate');
+    await ctx.stream('Generate', generateRequest(state), (message) => {
+      if (message.header) {
+        header = message.header;
+        header.encoderDecoder ??= false;
+        context = tokenLabels(header.promptTokens);
+        summary.textContent = header.encoderDecoder
+          ? `${info.name} translates the text (${context.length} source tokens); each row is the decoder's cross-attention over the source while it wrote that token.`
+          : `${info.name} continues the text (${context.length} prompt tokens); each row is the new token's attention over the tokens before it.`;
+        return;
+      }
+      if (message.token) {
+        const { token } = message;
+        const label = token.text?.trim() ? token.text : token.token;
+        addToken(token, label);
+        const attention = decodeTensor(token.attention);
+        rows.push({ label, attention: attention.data.subarray(0, attention.shape[attention.shape.length - 1]) });
+        draw();
+        ctx.progress(rows.length, state.max, `Generate: ${label}`);
+        return;
+      }
+      if (message.done) {
+        const { done } = message;
+        const reason = done.finishReason === 'FINISH_REASON_EOS' ? 'the end-of-text token' : `${state.max} new tokens`;
+        const result = note(ctx.root, `Stopped at ${reason}; score ${(done.score ?? 0).toFixed(4)} (${METHODS[state.method][0]}). Text: ${done.text ?? ''}`);
+        result.classList.add('generated-text');
+        result.dataset.score = String(done.score ?? 0);
+        if (header.encoderDecoder && done.text?.trim()) {
+          const open = document.createElement('button');
+          open.type = 'button';
+          open.name = 'open-cross';
+          open.textContent = 'Open the cross-attention heatmap of this translation';
+          open.addEventListener('click', () => ctx.update({ view: 'heatmap', decoderText: done.text.trim(), block: 'cross' }));
+          ctx.root.append(open);
+        }
+      }
+    });
+  },
+};
