@@ -57,5 +57,6 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 # own filter.
 GTEST_FILTER='-SentencePieceTokenizerTest.*:MarianTokenizerTest.*:T5TokenizerTest.*'
 GTEST_FILTER+=':ConfigTest.MarianIsServed:ConfigTest.T5IsServed:Tokenizers/LongTextTest.*/sentencepiece*'
+GTEST_FILTER+=':Bfloat16Test.Stories260KPredictsAsInFloat32'
 export GTEST_FILTER
 stage sanitizer-tests ctest --output-on-failure --timeout 900 -j2 -L unit
