@@ -10,22 +10,30 @@
 # checkpoint beside the built-in ones and `--model_repository=/models` serves the mounted folder
 # instead of them. README.md, "Deploying", says more.
 #
-# The build stage runs the project's own scripts, the same commands as CI and the README:
-# scripts/install-deps.sh is the one list of Debian packages and scripts/build.sh the one build
-# command. tests/integration/dockerfile_test.cc fails when this file runs a cmake or apt-get line
-# of its own there, and when the runtime packages below stop matching what the binaries link.
+# The build stage runs the project's own scripts, the same as CI and the README: scripts/install-deps.sh
+# is the one list of Debian packages and scripts/build.sh the one build command, here with
+# --build-only and --shipped (the build's packages only, no test tool; the shipped targets only).
+# tests/integration/dockerfile_test.cc fails when this file runs a cmake or apt-get line of its own
+# there, and when the runtime packages below stop matching what the binaries link.
+#
+# The compile cache and npm's download cache are BuildKit cache mounts, kept by the engine between
+# builds, so that a rebuild after a change recompiles only what changed: BuildKit is the default
+# builder since Docker 23; with Debian 12's docker.io (20.10) and docker-compose 1.29, set
+# DOCKER_BUILDKIT=1 (and COMPOSE_DOCKER_CLI_BUILD=1 for docker-compose). scripts/docker-check.sh
+# builds, runs and checks the image on a real engine.
 
 FROM debian:12.11-slim AS build
 WORKDIR /src
 # The dependencies in a layer of their own, rebuilt only when the script changes.
 COPY scripts/install-deps.sh scripts/install-deps.sh
-RUN bash scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
+RUN bash scripts/install-deps.sh --build-only && rm -rf /var/lib/apt/lists/*
 COPY . .
-# The whole build, as CI runs it: the dashboard (build/dashboard) is part of it, and so lands in the
-# image without this file naming its target. Then the image's tree: every folder of checkpoints/
-# that holds a config.json (the built-in models), and the dashboard's files
-# (an empty folder while no build makes them; the server then answers "/" with a 404 that says so).
-RUN bash scripts/build.sh \
+# The shipped targets (the dashboard, build/dashboard, is one of them). Then the image's tree:
+# every folder of checkpoints/ that holds a config.json (the built-in models), and the dashboard's
+# files (an empty folder while no build makes them; the server then answers "/" with a 404 that
+# says so).
+RUN --mount=type=cache,target=/root/.cache/ccache --mount=type=cache,target=/root/.npm \
+    bash scripts/build.sh --shipped \
  && mkdir -p /opt/attnscope/models /opt/attnscope/dashboard \
  && for dir in checkpoints/*/; do \
       if [ -f "$dir/config.json" ]; then cp -r "$dir" /opt/attnscope/models/; fi; \
