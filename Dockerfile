@@ -38,18 +38,31 @@ RUN --mount=type=cache,target=/root/.cache/ccache --mount=type=cache,target=/roo
  && for dir in checkpoints/*/; do \
       if [ -f "$dir/config.json" ]; then cp -r "$dir" /opt/attnscope/models/; fi; \
     done \
- && if [ -d build/dashboard ]; then cp -r build/dashboard/. /opt/attnscope/dashboard/; fi
+ && if [ -d build/dashboard ]; then cp -r build/dashboard/. /opt/attnscope/dashboard/; fi \
+ && bash scripts/linked-packages.sh build/server/attnscope-server build/client/attnscope \
+      build/lib/libattnscope_sentencepiece.so >/src/linked-packages.txt
 
 FROM debian:12.11-slim
 # Exactly the packages that own the libraries `ldd` lists for the two binaries and the
 # SentencePiece module (libopenblas0-pthread provides libblas.so.3: without it apt would pick the
-# reference BLAS, about 60 times slower); their own dependencies come with them.
-RUN apt-get update -q \
+# reference BLAS, about 60 times slower); their own dependencies come with them. Many of those
+# (libtorch1.13's: Mesa's GL drivers with LLVM, Z3, GDAL's and PROJ's data, fonts, XKB data, about
+# 250 MB) own no library the binaries load, which the build stage listed (linked-packages.txt, from
+# scripts/linked-packages.sh): they are removed in the same layer, so that the image never holds
+# them. dpkg then records their dependents' dependencies as unmet; a derived image that installs
+# more with apt runs `apt-get install -f` first.
+COPY --from=build /src/linked-packages.txt /tmp/linked-packages.txt
+RUN dpkg-query -W -f='${Package}\n' | sort >/tmp/base-packages.txt \
+ && apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       libabsl20220623 libdnnl2 libgrpc++1.51 libgrpc29 libopenblas0-pthread \
       libprometheus-cpp-core1.0 libprotobuf32 libsentencepiece0 libssl3 libtorch1.13 \
       libutf8proc2 libzip4 \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* \
+ && dpkg-query -W -f='${Package}\n' | sort | comm -23 - /tmp/base-packages.txt \
+    | comm -23 - /tmp/linked-packages.txt >/tmp/unused-packages.txt \
+ && xargs -r dpkg --purge --force-depends </tmp/unused-packages.txt \
+ && rm /tmp/base-packages.txt /tmp/linked-packages.txt /tmp/unused-packages.txt
 # A fixed numeric uid, so that Kubernetes' runAsNonRoot can verify it (deploy/k8s uses the same).
 RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin attnscope
