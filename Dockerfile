@@ -1,6 +1,6 @@
 # attnscope image: attnscope-server and the attnscope CLI on Debian 12.
 #
-#   docker build -t attnscope .
+#   DOCKER_BUILDKIT=1 docker build -t attnscope .      (BuildKit: the default since Docker 23)
 #   docker run -p 50051:50051 -p 8080:8080 -p 9464:9464 attnscope
 #   docker run -v /my/checkpoints:/models:ro -p 50051:50051 attnscope --model mine=/models/mine
 #
@@ -8,11 +8,12 @@
 # models are served from /opt/attnscope/models (--model_repository); arguments after the image name
 # add to the flags below, and a later flag wins, so `--model NAME=/models/DIR` serves a mounted
 # checkpoint beside the built-in ones and `--model_repository=/models` serves the mounted folder
-# instead of them. README.md, "Deploying", says more.
+# instead of them. docs/deploy.md, "Docker", says more.
 #
-# The build stage runs the project's own scripts, the same as CI and the README: scripts/install-deps.sh
-# is the one list of Debian packages and scripts/build.sh the one build command, here with
-# --build-only and --shipped (the build's packages only, no test tool; the shipped targets only).
+# The build stage runs the project's own scripts, the same as CI and the README:
+# scripts/install-deps.sh is the one list of Debian packages and scripts/build.sh the one build
+# command, here with --build-only and --shipped (the build's packages only, no test tool; the
+# shipped targets only).
 # tests/integration/dockerfile_test.cc fails when this file runs a cmake or apt-get line of its own
 # there, and when the runtime packages below stop matching what the binaries link.
 #
@@ -28,17 +29,16 @@ WORKDIR /src
 COPY scripts/install-deps.sh scripts/install-deps.sh
 RUN bash scripts/install-deps.sh --build-only && rm -rf /var/lib/apt/lists/*
 COPY . .
-# The shipped targets (the dashboard, build/dashboard, is one of them). Then the image's tree:
-# every folder of checkpoints/ that holds a config.json (the built-in models), and the dashboard's
-# files (an empty folder while no build makes them; the server then answers "/" with a 404 that
-# says so).
+# The shipped targets, then the image's tree: every folder of checkpoints/ that holds a config.json
+# (the built-in models), the dashboard's files (build/dashboard), and the packages that own the
+# libraries the binaries load, for the runtime stage.
 RUN --mount=type=cache,target=/root/.cache/ccache --mount=type=cache,target=/root/.npm \
     bash scripts/build.sh --shipped \
  && mkdir -p /opt/attnscope/models /opt/attnscope/dashboard \
  && for dir in checkpoints/*/; do \
       if [ -f "$dir/config.json" ]; then cp -r "$dir" /opt/attnscope/models/; fi; \
     done \
- && if [ -d build/dashboard ]; then cp -r build/dashboard/. /opt/attnscope/dashboard/; fi \
+ && cp -r build/dashboard/. /opt/attnscope/dashboard/ \
  && bash scripts/linked-packages.sh build/server/attnscope-server build/client/attnscope \
       build/lib/libattnscope_sentencepiece.so >/src/linked-packages.txt
 

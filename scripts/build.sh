@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs dependencies (Debian packages) and builds attnscope into build/ (Release, Ninja).
-# Usage: scripts/build.sh [--sanitize | --shipped] [cmake --build arguments, e.g. --target attnscope-server]
+# Usage: scripts/build.sh [--sanitize | --shipped] [cmake --build arguments, e.g. --target NAME]
 # --sanitize builds into build-sanitize/ with AddressSanitizer and UndefinedBehaviorSanitizer
 # (ATTNSCOPE_SANITIZE=ON) and without the fuzz targets, which have a build of their own.
 # --shipped installs only the build's packages (install-deps.sh --build-only) and builds only what

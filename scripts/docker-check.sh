@@ -82,7 +82,7 @@ free_port() {
   fail "no free TCP port found"
 }
 
-# Polls `what` (a command) every half second until it succeeds or `seconds` pass.
+# Runs a command every half second until it succeeds; fails with `what` after `seconds`.
 wait_for() {
   local seconds=$1 what=$2
   shift 2
@@ -119,8 +119,8 @@ if ! docker image inspect "$base_image" >/dev/null 2>&1; then
   # Like Debian's own slim images: no manual pages, documentation or translations, and apt keeps
   # neither its downloaded packages nor its binary caches in the layers built on it.
   cat >"$work/apt-clean.conf" <<'EOF'
-DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
-APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };
 Dir::Cache::pkgcache "";
 Dir::Cache::srcpkgcache "";
 EOF
@@ -164,8 +164,10 @@ docker run -d --name "$poller" --network host --entrypoint bash "$image" -c \
    date +%s.%N" >/dev/null
 docker run -d --name "$container" -p "127.0.0.1:$grpc_port:50051" \
   -p "127.0.0.1:$http_port:8080" -p "127.0.0.1:$metrics_port:9464" "$image" >/dev/null
-wait_for 120 "the poller seeing SERVING" test "$(docker inspect -f '{{.State.Running}}' "$poller")" = false
-[ "$(docker wait "$poller")" = 0 ] || fail "the SERVING poller failed: $(docker logs "$poller" 2>&1)"
+poller_done() { [ "$(docker inspect -f '{{.State.Running}}' "$poller")" = false ]; }
+wait_for 120 "the poller seeing SERVING" poller_done
+[ "$(docker wait "$poller")" = 0 ] ||
+  fail "the SERVING poller failed: $(docker logs "$poller" 2>&1)"
 started=$(docker inspect -f '{{.State.StartedAt}}' "$container")
 figure serving_seconds "$(seconds_between "$started" "@$(docker logs "$poller")")"
 
@@ -187,8 +189,8 @@ curl -sSf -o /dev/null "$http/app.js" || fail "the dashboard's app.js"
 curl -sSf "127.0.0.1:$metrics_port/metrics" >"$work/metrics.txt" || fail "/metrics"
 grep -q '^attnscope_requests_total{.*rpc="GetAttention"' "$work/metrics.txt" ||
   fail "/metrics counts no GetAttention call"
-wait_for 60 "the HEALTHCHECK reporting healthy" \
-  test "$(docker inspect -f '{{.State.Health.Status}}' "$container")" = healthy
+healthy() { [ "$(docker inspect -f '{{.State.Health.Status}}' "$container")" = healthy ]; }
+wait_for 60 "the HEALTHCHECK reporting healthy" healthy
 
 start=$(date +%s.%N)
 docker kill --signal TERM "$container" >/dev/null
@@ -208,7 +210,8 @@ if ! docker image inspect "$prometheus_image" >/dev/null 2>&1 &&
   ! docker pull "$prometheus_image" >/dev/null 2>&1; then
   echo "docker-check: $prometheus_image cannot be pulled; Prometheus from Debian's package instead"
   compose_files+=(-f deploy/docker-compose.prometheus-debian.yml)
-  docker-compose -p "$project" "${compose_files[@]}" build prometheus >"$work/prometheus-build.log" 2>&1 || {
+  docker-compose -p "$project" "${compose_files[@]}" build prometheus \
+    >"$work/prometheus-build.log" 2>&1 || {
     tail -20 "$work/prometheus-build.log" >&2
     fail "building the Prometheus image"
   }
@@ -224,7 +227,8 @@ curl -sSf 127.0.0.1:8080/attnscope.v1.AttentionService/GetAttention \
   fail "GetAttention through the compose stack"
 target_up() {
   curl -sSf 127.0.0.1:9090/api/v1/targets | jq -e '.data.activeTargets |
-    any(.labels.job == "attnscope" and .scrapeUrl == "http://attnscope:9464/metrics" and .health == "up")'
+    any(.labels.job == "attnscope" and .scrapeUrl == "http://attnscope:9464/metrics"
+        and .health == "up")'
 }
 wait_for 90 "Prometheus reporting the attnscope target up (/api/v1/targets)" target_up
 alerts=$(grep -c '^ *- alert:' deploy/prometheus/alerts.yml)
