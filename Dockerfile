@@ -31,9 +31,15 @@ RUN bash scripts/install-deps.sh --build-only && rm -rf /var/lib/apt/lists/*
 COPY . .
 # The shipped targets, then the image's tree: every folder of checkpoints/ that holds a config.json
 # (the built-in models), the dashboard's files (build/dashboard), and the packages that own the
-# libraries the binaries load, for the runtime stage.
+# libraries the binaries load, for the runtime stage. Behind a proxy that inspects TLS, npm needs
+# the machine's certificate authorities: `--secret id=ca-certificates,src=FILE` (docker-check.sh
+# passes /etc/ssl/certs/ca-certificates.crt); without it, Node's own.
 RUN --mount=type=cache,target=/root/.cache/ccache --mount=type=cache,target=/root/.npm \
-    bash scripts/build.sh --shipped \
+    --mount=type=secret,id=ca-certificates \
+    if [ -f /run/secrets/ca-certificates ]; then \
+      export NODE_EXTRA_CA_CERTS=/run/secrets/ca-certificates; \
+    fi \
+ && bash scripts/build.sh --shipped \
  && mkdir -p /opt/attnscope/models /opt/attnscope/dashboard \
  && for dir in checkpoints/*/; do \
       if [ -f "$dir/config.json" ]; then cp -r "$dir" /opt/attnscope/models/; fi; \
@@ -50,7 +56,8 @@ FROM debian:12.11-slim
 # 250 MB) own no library the binaries load, which the build stage listed (linked-packages.txt, from
 # scripts/linked-packages.sh): they are removed in the same layer, so that the image never holds
 # them. dpkg then records their dependents' dependencies as unmet; a derived image that installs
-# more with apt runs `apt-get install -f` first.
+# more with apt runs `apt-get install -f` first. apt-get clean: a base made by mmdebstrap, unlike
+# Debian's images, keeps the downloaded packages.
 COPY --from=build /src/linked-packages.txt /tmp/linked-packages.txt
 RUN dpkg-query -W -f='${Package}\n' | sort >/tmp/base-packages.txt \
  && apt-get update -q \
@@ -59,6 +66,7 @@ RUN dpkg-query -W -f='${Package}\n' | sort >/tmp/base-packages.txt \
       libprometheus-cpp-core1.0 libprotobuf32 libsentencepiece0 libssl3 libtorch1.13 \
       libutf8proc2 libzip4 \
  && rm -rf /var/lib/apt/lists/* \
+ && apt-get clean \
  && dpkg-query -W -f='${Package}\n' | sort | comm -23 - /tmp/base-packages.txt \
     | comm -23 - /tmp/linked-packages.txt >/tmp/unused-packages.txt \
  && xargs -r dpkg --purge --force-depends </tmp/unused-packages.txt \

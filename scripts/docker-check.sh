@@ -22,8 +22,10 @@
 # Prints "docker-check FIGURE VALUE" lines (image_bytes, build_seconds, serving_seconds,
 # sigterm_seconds), exits non-zero with the reason on the first failure, and removes its
 # containers and the compose stack whatever happens. Builds run with --network host, so that apt
-# and npm inside reach what this machine reaches. Root or sudo.
+# and npm inside reach what this machine reaches. Runs as root (through sudo when started by
+# another user): the engine, its socket and mmdebstrap need it.
 set -euo pipefail
+[ "$(id -u)" -eq 0 ] || exec sudo "$0" "$@"
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
@@ -35,9 +37,6 @@ project=attnscope-docker-check
 compose_files=(-f deploy/docker-compose.yml)
 work=$(mktemp -d)
 dockerd_pid=
-
-sudo_cmd=()
-[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
 
 fail() {
   echo "docker-check: FAILED: $*" >&2
@@ -62,7 +61,7 @@ cleanup() {
     docker-compose -p "$project" "${compose_files[@]}" down -v --remove-orphans >/dev/null 2>&1
   fi
   if [ -n "$dockerd_pid" ]; then
-    "${sudo_cmd[@]}" kill "$dockerd_pid"
+    kill "$dockerd_pid"
     wait "$dockerd_pid"
   fi
   rm -rf "$work"
@@ -107,7 +106,7 @@ docker_build=(docker build)
 if ! docker buildx version >/dev/null 2>&1; then docker_build=(/usr/bin/docker build); fi
 if ! docker info >/dev/null 2>&1; then
   # No engine answers (a machine without systemd, e.g. a container or a chroot): start one.
-  "${sudo_cmd[@]}" dockerd >"$work/dockerd.log" 2>&1 &
+  dockerd >"$work/dockerd.log" 2>&1 &
   dockerd_pid=$!
   wait_for 60 "dockerd answering (its log: $work/dockerd.log)" docker info
 fi
@@ -124,7 +123,7 @@ APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*
 Dir::Cache::pkgcache "";
 Dir::Cache::srcpkgcache "";
 EOF
-  "${sudo_cmd[@]}" mmdebstrap --variant=apt --quiet \
+  mmdebstrap --variant=apt --quiet \
     --dpkgopt='path-exclude=/usr/share/man/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' \
     --dpkgopt='path-include=/usr/share/locale/locale.alias' \
@@ -137,8 +136,14 @@ EOF
 fi
 
 # --- 3. The image --------------------------------------------------------------------------------
+# npm inside trusts what this machine trusts (a proxy that inspects TLS has its own authority).
+secrets=()
+if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+  secrets=(--secret id=ca-certificates,src=/etc/ssl/certs/ca-certificates.crt)
+fi
 start=$(date +%s.%N)
-DOCKER_BUILDKIT=1 "${docker_build[@]}" --network host --progress plain -t "$image" . \
+DOCKER_BUILDKIT=1 "${docker_build[@]}" --network host --progress plain "${secrets[@]}" \
+  -t "$image" . \
   >"$work/build.log" 2>&1 || {
   tail -40 "$work/build.log" >&2
   fail "docker build (the last lines of its output are above)"
