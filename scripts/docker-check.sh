@@ -223,7 +223,11 @@ if ! docker image inspect "$prometheus_image" >/dev/null 2>&1 &&
 fi
 touch "$work/compose-up"
 # The image built above is the compose file's attnscope:latest; Grafana is checked statically.
-docker-compose -p "$project" "${compose_files[@]}" up -d --no-build attnscope prometheus
+docker-compose -p "$project" "${compose_files[@]}" up -d --no-build attnscope prometheus \
+  >"$work/compose-up.log" 2>&1 || {
+  cat "$work/compose-up.log" >&2
+  fail "docker-compose up"
+}
 wait_for 120 "attnscope answering through the compose stack's port" \
   curl -sSf 127.0.0.1:8080/attnscope.v1.AttentionService/ListModels \
   -H 'Content-Type: application/json' -d '{}'
