@@ -1,10 +1,12 @@
 // The Dockerfile read as Docker reads it, checked against the project without a Docker engine:
-// - its build stage runs scripts/install-deps.sh and scripts/build.sh, the same scripts as CI and
-//   the README, and no cmake or apt-get line of its own;
+// - its build stage runs scripts/install-deps.sh --build-only and scripts/build.sh --shipped, the
+//   scripts of CI and the README limited to the build's packages (no test tool) and the shipped
+//   targets (those the runtime stage copies), and no cmake or apt-get line of its own;
 // - its runtime stage installs exactly the packages that own the libraries `ldd` resolves for the
-//   built binaries (apt's choice between alternatives modelled from dpkg's database), runs as a
-//   numeric non-root user, exposes the ports its ENTRYPOINT's flags listen on, and health-checks
-//   with the CLI;
+//   built binaries (apt's choice between alternatives modelled from dpkg's database), then removes
+//   what apt brought besides the packages scripts/linked-packages.sh lists, which agree with this
+//   test's own reading of ldd and dpkg; it runs as a numeric non-root user, exposes the ports its
+//   ENTRYPOINT's flags listen on, and health-checks with the CLI;
 // - the ENTRYPOINT's flags, run on the real server over the image's layout (models/ folders that
 //   hold a config.json, an empty dashboard folder), serve the built-in model and pass the
 //   HEALTHCHECK command, and arguments given after the image name add or replace models as the
@@ -34,6 +36,7 @@ namespace attnscope::testing {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -80,8 +83,8 @@ class DockerfileTest : public ::testing::Test {
 TEST_F(DockerfileTest, BuildStageRunsTheProjectScriptsAndNoBuildLineOfItsOwn) {
   EXPECT_EQ(build().name, "build");
   const std::string runs = absl::StrJoin(build().All("RUN"), "\n");
-  EXPECT_THAT(runs, HasSubstr("bash scripts/install-deps.sh"));
-  EXPECT_THAT(runs, HasSubstr("bash scripts/build.sh"));
+  EXPECT_THAT(runs, HasSubstr("bash scripts/install-deps.sh --build-only"));
+  EXPECT_THAT(runs, HasSubstr("bash scripts/build.sh --shipped"));
   // The dependency layer needs the script in the image before its RUN.
   EXPECT_THAT(build().All("COPY"), Contains(HasSubstr("scripts/install-deps.sh")));
   for (const DockerStage& stage : stages_) {
@@ -114,6 +117,65 @@ TEST_F(DockerfileTest, BuildStageRunsTheProjectScriptsAndNoBuildLineOfItsOwn) {
   const std::vector<std::string> ignored =
       absl::StrSplit(ReadOrFail(SourceDir() + "/.dockerignore"), '\n', absl::SkipWhitespace());
   EXPECT_THAT(ignored, Contains("build/"));
+}
+
+// The words of a bash array assignment `name=(...)` in `text`, comments left out.
+std::vector<std::string> BashArray(const std::string& text, const std::string& name) {
+  const size_t start = text.find("\n" + name + "=(");
+  EXPECT_NE(start, std::string::npos) << name << "=( not found";
+  if (start == std::string::npos) return {};
+  const size_t open = text.find('(', start);
+  const std::string body = text.substr(open + 1, text.find("\n)", open) - open - 1);
+  std::vector<std::string> words;
+  for (absl::string_view line : absl::StrSplit(body, '\n')) {
+    line = line.substr(0, line.find('#'));
+    for (absl::string_view word : absl::StrSplit(line, ' ', absl::SkipWhitespace())) {
+      words.emplace_back(word);
+    }
+  }
+  return words;
+}
+
+TEST_F(DockerfileTest, BuildStageInstallsNoTestToolAndBuildsWhatTheRuntimeStageCopies) {
+  // install-deps.sh --build-only: the build's packages, none of the test tools, which the full
+  // install still has.
+  const std::string deps = ReadOrFail(SourceDir() + "/scripts/install-deps.sh");
+  const std::vector<std::string> build_packages = BashArray(deps, "build_packages");
+  const std::vector<std::string> test_packages = BashArray(deps, "test_packages");
+  for (const char* tool : {"chromium", "prometheus", "docker-compose", "clang-14", "python3-torch",
+                           "fonts-noto-cjk"}) {
+    EXPECT_THAT(build_packages, Not(Contains(tool)));
+    EXPECT_THAT(test_packages, Contains(tool));
+  }
+  for (const char* needed : {"libtorch-dev", "libgrpc++-dev", "ccache", "ninja-build"}) {
+    EXPECT_THAT(build_packages, Contains(needed));
+  }
+
+  // build.sh --shipped builds the targets whose outputs the runtime stage copies (the dashboard's
+  // folder comes through /opt/attnscope), with the fuzz targets off: they need clang.
+  const std::string build_sh = ReadOrFail(SourceDir() + "/scripts/build.sh");
+  std::smatch targets;
+  ASSERT_TRUE(
+      std::regex_search(build_sh, targets, std::regex(R"(set -- --target ([^"\n]*) "\$@")")))
+      << "build.sh --shipped names no targets";
+  const std::vector<std::string> shipped = absl::StrSplit(targets[1].str(), ' ');
+  EXPECT_THAT(shipped, UnorderedElementsAre("attnscope-server", "attnscope",
+                                            "attnscope_sentencepiece", "dashboard"));
+  EXPECT_THAT(build_sh, HasSubstr("-DATTNSCOPE_FUZZ=OFF"));
+  EXPECT_THAT(build_sh, HasSubstr("--build-only"));
+  std::set<std::string> copied;
+  for (const std::string& copy : runtime().All("COPY")) {
+    for (const std::string& word : ExecForm(copy)) {
+      if (absl::StartsWith(word, "/src/build/")) copied.insert(fs::path(word).filename().string());
+    }
+  }
+  EXPECT_THAT(copied, UnorderedElementsAre("attnscope-server", "attnscope",
+                                           "libattnscope_sentencepiece.so"));
+
+  // The compile cache survives between builds: a rebuild after a change recompiles only that.
+  const std::vector<std::string> build_runs = build().All("RUN");
+  EXPECT_THAT(build_runs, Contains(AllOf(HasSubstr("--mount=type=cache,target=/root/.cache/ccache"),
+                                         HasSubstr("bash scripts/build.sh --shipped"))));
 }
 
 TEST_F(DockerfileTest, BothStagesUseOnePinnedDebian12Image) {
@@ -421,6 +483,32 @@ TEST_F(DockerfileTest, RuntimePackagesAreWhatTheBinariesLink) {
   }
   // The one listed only for an alternative: without it, apt brings the reference BLAS.
   EXPECT_TRUE(listed.count("libopenblas0-pthread"));
+
+  // What the runtime stage keeps of apt's install: scripts/linked-packages.sh's list, which the
+  // build stage makes from the same three binaries, is this test's `needed`.
+  const CommandResult linked = RunCommand({"/bin/bash", SourceDir() + "/scripts/linked-packages.sh",
+                                           BinaryDir() + "/server/attnscope-server",
+                                           BinaryDir() + "/client/attnscope", module});
+  ASSERT_EQ(linked.exit_code, 0) << linked.stderr_text;
+  const std::vector<std::string> kept = absl::StrSplit(linked.stdout_text, '\n', absl::SkipEmpty());
+  EXPECT_EQ(std::set<std::string>(kept.begin(), kept.end()), needed);
+  // Continuation lines leave runs of spaces.
+  const std::string build_runs =
+      std::regex_replace(absl::StrJoin(build().All("RUN"), "\n"), std::regex(R"(\s+)"), " ");
+  EXPECT_THAT(build_runs,
+              HasSubstr("bash scripts/linked-packages.sh build/server/attnscope-server "
+                        "build/client/attnscope build/lib/libattnscope_sentencepiece.so "
+                        ">/src/linked-packages.txt"));
+  EXPECT_THAT(runtime().All("COPY"),
+              Contains("--from=build /src/linked-packages.txt /tmp/linked-packages.txt"));
+  // Removed in the RUN that installs, or the image would still hold them in that layer.
+  bool purged = false;
+  for (const std::string& run : runtime().All("RUN")) {
+    if (!absl::StrContains(run, "apt-get install")) continue;
+    purged = absl::StrContains(run, "comm -23 - /tmp/linked-packages.txt") &&
+             absl::StrContains(run, "dpkg --purge --force-depends");
+  }
+  EXPECT_TRUE(purged) << "the runtime stage's install keeps what no binary loads";
 }
 
 }  // namespace
