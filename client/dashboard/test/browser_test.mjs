@@ -34,7 +34,8 @@ const base = args.url.replace(/\/$/, '');
 const VIETNAMESE = 'Tôi yêu Việt Nam quá';
 const KOREAN = '나는 오늘 랭체인을 공부한다';
 
-async function api(method, body) {
+// The body of a successful POST of `body` to `method` of the HTTP/JSON API.
+async function post(method, body) {
   const response = await fetch(`${base}/attnscope.v1.AttentionService/${method}`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
@@ -42,7 +43,11 @@ async function api(method, body) {
   });
   const text = await response.text();
   assert.equal(response.status, 200, `${method}: ${text}`);
-  return JSON.parse(text);
+  return text;
+}
+
+async function api(method, body) {
+  return JSON.parse(await post(method, body));
 }
 
 // Tensor.data is base64 of little-endian values (this machine's order too); copied so that the
@@ -55,13 +60,7 @@ const float32 = (tensor) => decoded(tensor, 'DTYPE_FLOAT32', Float32Array);
 
 // A streaming method's answer: one JSON message per line.
 async function apiStream(method, body) {
-  const response = await fetch(`${base}/attnscope.v1.AttentionService/${method}`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  const text = await response.text();
-  assert.equal(response.status, 200, `${method}: ${text}`);
+  const text = await post(method, body);
   const messages = text.split('\n').filter((line) => line.trim()).map((line) => JSON.parse(line));
   assert.ok(!messages.some((m) => m.error), text);
   return messages;
