@@ -14,13 +14,16 @@
 #   4. A container, its ports published on loopback only: seconds from start to SERVING, the CLI
 #      over gRPC from a second container, HTTP/JSON and the dashboard with curl, /metrics, the
 #      HEALTHCHECK's verdict, the user, and SIGTERM: exit 0 and how long it took.
-#   5. docker-compose: attnscope and Prometheus (built from Debian's package through
-#      deploy/docker-compose.prometheus-debian.yml when the pinned image cannot be pulled), a
-#      request through the published port, then Prometheus' HTTP API: the attnscope target up and
-#      every alert rule of deploy/prometheus/alerts.yml loaded and evaluated.
+#   5. docker-compose: attnscope and Prometheus (Prometheus and HAProxy built from Debian's
+#      packages through deploy/docker-compose.debian-images.yml when the pinned images cannot be
+#      pulled), a request through the published port, then Prometheus' HTTP API: the attnscope
+#      target up and every alert rule of deploy/prometheus/alerts.yml loaded and evaluated.
+#   6. The compose file's `balanced` profile: three replicas behind HAProxy, calls reaching each,
+#      then a rolling restart (`docker restart` of one replica at a time, each back in the
+#      rotation before the next) under a client calling without pause: no call may fail.
 #
 # Prints "docker-check FIGURE VALUE" lines (image_bytes, build_seconds, serving_seconds,
-# sigterm_seconds), exits non-zero with the reason on the first failure, and removes its
+# sigterm_seconds, rolling_restart_calls, rolling_restart_failed_calls), exits non-zero with the reason on the first failure, and removes its
 # containers and the compose stack whatever happens. Builds run with --network host, so that apt
 # and npm inside reach what this machine reaches. Runs as root (through sudo when started by
 # another user): the engine, its socket and mmdebstrap need it.
@@ -33,8 +36,11 @@ base_image=$(sed -n 's/^FROM \([^ ]*\) AS build$/\1/p' Dockerfile)
 image=attnscope:latest
 container=attnscope-docker-check
 poller=attnscope-docker-check-poll
+caller=attnscope-docker-check-caller
 project=attnscope-docker-check
 compose_files=(-f deploy/docker-compose.yml)
+# Every service, the balanced profile's included.
+compose() { docker-compose -p "$project" "${compose_files[@]}" --profile balanced "$@"; }
 work=$(mktemp -d)
 dockerd_pid=
 
@@ -53,12 +59,12 @@ cleanup() {
     echo "docker-check: the container's last log lines:" >&2
     docker logs --tail 20 "$container" >&2
   fi
-  docker rm -f "$container" "$poller" >/dev/null 2>&1
+  docker rm -f "$container" "$poller" "$caller" >/dev/null 2>&1
   if [ -f "$work/compose-up" ]; then
     if [ $status -ne 0 ]; then
-      docker-compose -p "$project" "${compose_files[@]}" logs --tail 20 >&2
+      compose logs --tail 20 >&2
     fi
-    docker-compose -p "$project" "${compose_files[@]}" down -v --remove-orphans >/dev/null 2>&1
+    compose down -v --remove-orphans >/dev/null 2>&1
   fi
   if [ -n "$dockerd_pid" ]; then
     kill "$dockerd_pid"
@@ -205,25 +211,30 @@ figure sigterm_seconds "$(seconds_between "@$start" "@$(date +%s.%N)")"
 docker rm "$container" >/dev/null
 
 # --- 5. docker-compose ---------------------------------------------------------------------------
-for port in 50051 8080 9464 9090; do
+for port in 50051 8080 9464 9090 50052 8404; do
   ! ss -Htln "sport = :$port" | grep -q . ||
     fail "port $port is taken on this machine; the compose stack publishes it"
 done
-prometheus_image=$(docker-compose "${compose_files[@]}" config |
-  sed -n '/^  prometheus:/,/^  [a-z]/s/^    image: //p')
-if ! docker image inspect "$prometheus_image" >/dev/null 2>&1 &&
-  ! docker pull "$prometheus_image" >/dev/null 2>&1; then
-  echo "docker-check: $prometheus_image cannot be pulled; Prometheus from Debian's package instead"
-  compose_files+=(-f deploy/docker-compose.prometheus-debian.yml)
-  docker-compose -p "$project" "${compose_files[@]}" build prometheus \
-    >"$work/prometheus-build.log" 2>&1 || {
-    tail -20 "$work/prometheus-build.log" >&2
-    fail "building the Prometheus image"
-  }
-fi
+# The pinned images of Prometheus and HAProxy, or both from Debian's packages.
+pinned_image() {
+  compose config | sed -n "/^  $1:/,/^  [a-z]/s/^    image: //p"
+}
+for service in prometheus balancer; do
+  pinned=$(pinned_image "$service")
+  if ! docker image inspect "$pinned" >/dev/null 2>&1 && ! docker pull "$pinned" >/dev/null 2>&1
+  then
+    echo "docker-check: $pinned cannot be pulled; Prometheus and HAProxy from Debian's packages"
+    compose_files+=(-f deploy/docker-compose.debian-images.yml)
+    compose build prometheus balancer >"$work/debian-images-build.log" 2>&1 || {
+      tail -20 "$work/debian-images-build.log" >&2
+      fail "building the Prometheus and HAProxy images"
+    }
+    break
+  fi
+done
 touch "$work/compose-up"
 # The image built above is the compose file's attnscope:latest; Grafana is checked statically.
-docker-compose -p "$project" "${compose_files[@]}" up -d --no-build attnscope prometheus \
+compose up -d --no-build attnscope prometheus \
   >"$work/compose-up.log" 2>&1 || {
   cat "$work/compose-up.log" >&2
   fail "docker-compose up"
@@ -249,4 +260,54 @@ rules_evaluated() {
 wait_for 90 "Prometheus evaluating all $alerts alert rules (/api/v1/rules)" rules_evaluated
 curl -sSf '127.0.0.1:9090/api/v1/query?query=attnscope_requests_total' |
   jq -e '.data.result | length > 0' >/dev/null || fail "Prometheus has no attnscope_requests_total"
+
+# --- 6. The balanced profile: three replicas behind HAProxy --------------------------------------
+compose up -d --no-build replicas balancer >"$work/balanced-up.log" 2>&1 || {
+  cat "$work/balanced-up.log" >&2
+  fail "docker-compose --profile balanced up"
+}
+# HAProxy's servers of backend "replicas" in state UP, from its Prometheus metrics.
+replicas_up() {
+  curl -sSf 127.0.0.1:8404/metrics |
+    grep -c '^haproxy_server_status{proxy="replicas",server="[^"]*",state="UP"} 1$'
+}
+three_up() { [ "$(replicas_up)" = 3 ]; }
+wait_for 120 "HAProxy reporting 3 replicas UP (127.0.0.1:8404/metrics)" three_up
+balanced() {
+  docker run --rm --network host --entrypoint attnscope "$image" "$@" --server 127.0.0.1:50052
+}
+for _ in $(seq 12); do
+  balanced tokenize --model default --text "xin chào" >/dev/null || fail "a call through HAProxy"
+done
+served=$(curl -sSf 127.0.0.1:8404/metrics |
+  grep -c '^haproxy_server_sessions_total{proxy="replicas",server="[^"]*"} [1-9]')
+[ "$served" = 3 ] || fail "12 calls through HAProxy reached $served replicas, not 3"
+
+# One client calling without pause (GetAttention, then StreamAttention), each call a new process of
+# the CLI, whose retries of UNAVAILABLE are on by default; it stops when /tmp/stop appears.
+docker run -d --name "$caller" --network host --entrypoint bash "$image" -c '
+  calls=0 failed=0
+  while [ ! -e /tmp/stop ]; do
+    for command in attention stream; do
+      calls=$((calls + 1))
+      attnscope "$command" --model default --text "Tôi yêu Việt Nam" --layers=-1 \
+          --aggregate mean --server 127.0.0.1:50052 >/dev/null 2>>/tmp/errors ||
+        failed=$((failed + 1))
+    done
+  done
+  echo "$calls $failed"
+  cat /tmp/errors >&2' >/dev/null
+sleep 2
+for replica in $(compose ps -q replicas); do
+  docker restart -t 30 "$replica" >/dev/null || fail "docker restart of replica $replica"
+  wait_for 120 "replica $replica back in HAProxy's rotation" three_up
+done
+sleep 2
+docker exec "$caller" touch /tmp/stop
+[ "$(docker wait "$caller")" = 0 ] || fail "the calling client: $(docker logs "$caller" 2>&1)"
+read -r calls failed < <(docker logs "$caller" 2>/dev/null)
+figure rolling_restart_calls "$calls"
+figure rolling_restart_failed_calls "$failed"
+[ "$failed" = 0 ] || fail "$failed of $calls calls failed during the rolling restart:
+$(docker logs "$caller" 2>&1 >/dev/null | tail -5)"
 echo "docker-check: passed"

@@ -1,7 +1,7 @@
 // deploy/'s monitoring, checked with the real tools against a real server:
 // - `docker-compose config` accepts deploy/docker-compose.yml, every file it mounts exists, and its
-//   ports, Prometheus' scrape target and Grafana's provisioning agree with each other and with the
-//   Dockerfile;
+//   ports, Prometheus' scrape targets, the balanced profile (replicas behind HAProxy) and Grafana's
+//   provisioning agree with each other and with the Dockerfile;
 // - `promtool check config`, `check rules` and `test rules` accept deploy/prometheus, and every
 // alert
 //   has a unit test in which it fires;
@@ -42,7 +42,9 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using ::testing::Contains;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsSupersetOf;
 using ::testing::UnorderedElementsAre;
 
 constexpr char kPrometheus[] = "/usr/bin/prometheus";
@@ -125,7 +127,8 @@ TEST(ComposeTest, ConfigValidatesAndItsPiecesAgree) {
   const YAML::Node services = resolved["services"];
   std::set<std::string> names;
   for (const auto& service : services) names.insert(service.first.as<std::string>());
-  EXPECT_THAT(names, UnorderedElementsAre("attnscope", "prometheus", "grafana"));
+  EXPECT_THAT(names,
+              UnorderedElementsAre("attnscope", "prometheus", "grafana", "replicas", "balancer"));
 
   EXPECT_EQ(fs::canonical(services["attnscope"]["build"]["context"].as<std::string>()),
             fs::canonical(SourceDir()));
@@ -171,6 +174,31 @@ TEST(ComposeTest, ConfigValidatesAndItsPiecesAgree) {
   const YAML::Node job = prometheus["scrape_configs"][0];
   EXPECT_EQ(job["job_name"].as<std::string>(""), "attnscope") << "the alert rules select it";
   EXPECT_EQ(job["static_configs"][0]["targets"][0].as<std::string>(""), "attnscope:9464");
+  // ... and the balanced profile's replicas, each by its address from Docker's DNS.
+  EXPECT_EQ(job["dns_sd_configs"][0]["names"][0].as<std::string>(""), "replicas");
+  EXPECT_EQ(job["dns_sd_configs"][0]["port"].as<int>(0), 9464);
+
+  // The balanced profile: replicas of the same image that publish no port, behind HAProxy given
+  // the shipped balancer config and the compose backend, published on loopback.
+  for (const char* service : {"replicas", "balancer"}) {
+    EXPECT_THAT(services[service]["profiles"].as<std::vector<std::string>>(),
+                ElementsAre("balanced"))
+        << service;
+  }
+  EXPECT_EQ(services["replicas"]["image"].as<std::string>(""),
+            services["attnscope"]["image"].as<std::string>(""));
+  EXPECT_FALSE(services["replicas"]["ports"]) << "three replicas cannot publish one port";
+  EXPECT_EQ(services["replicas"]["deploy"]["replicas"].as<int>(0), 3);
+  EXPECT_EQ(mounts.at("/usr/local/etc/haproxy"), fs::canonical(DeployDir() + "/haproxy").string());
+  EXPECT_THAT(services["balancer"]["command"].as<std::vector<std::string>>(),
+              IsSupersetOf({"/usr/local/etc/haproxy/haproxy.cfg",
+                            "/usr/local/etc/haproxy/replicas-compose.cfg"}));
+  std::vector<std::string> balancer_ports;
+  for (const YAML::Node& port : services["balancer"]["ports"]) {
+    balancer_ports.push_back(port.as<std::string>(""));
+  }
+  EXPECT_THAT(balancer_ports,
+              UnorderedElementsAre("127.0.0.1:50052:50051/tcp", "127.0.0.1:8404:8404/tcp"));
 
   // Grafana: the data source points at the prometheus service, the provider at the mounted
   // dashboards, and every panel at the provisioned data source.
@@ -249,6 +277,8 @@ class LivePrometheus {
       for (YAML::Node targets : job["static_configs"]) {
         targets["targets"] = std::vector<std::string>{absl::StrCat("127.0.0.1:", metrics_port)};
       }
+      // The compose replicas' name would be asked of this machine's resolver.
+      job.remove("dns_sd_configs");
     }
     const std::string config_path = dir_.path() + "/prometheus.yml";
     std::ofstream(config_path) << YAML::Dump(config);
