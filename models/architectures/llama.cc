@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "models/architectures/model_util.h"
 #include "models/architectures/transformer.h"
+#include "models/kernels/decode_attention.h"
 #include "models/kernels/gemm.h"
 
 namespace attnscope {
@@ -181,27 +182,37 @@ class LlamaModel : public DecoderOnlyModel {
         if (cache != nullptr) {
           std::tie(all_keys, all_values) = AppendToCache(cache, i, all_keys, all_values);
         }
-        const int64_t keys = all_keys.size(2);
-        // Grouped-query attention with the G = N / K query heads of each key/value head as G * T
-        // rows of one product (query head h = k * G + g reads key/value head k), rather than each
-        // key/value head repeated G times: that copy would be the whole cache at every step.
-        const torch::Tensor grouped_query =
-            split_heads(query, heads).reshape({batch, kv_heads, queries_per_kv * length, head_dim});
-        scores = torch::matmul(grouped_query, all_keys.transpose(-1, -2))
-                     .mul_(scale)
-                     .view({batch, heads, length, keys});
         // One new position after the cache, without a window, sees every key: nothing to mask.
         const bool sees_every_key = cache != nullptr && length == 1 && layer.sliding_window == 0;
-        probs = torch::softmax(sees_every_key
-                                   ? scores
-                                   : scores.masked_fill(mask_of(layer.sliding_window).logical_not(),
-                                                        std::numeric_limits<float>::lowest()),
-                               -1);
-        context =
-            torch::matmul(probs.view({batch, kv_heads, queries_per_kv * length, keys}), all_values)
-                .view({batch, heads, length, head_dim})
-                .transpose(1, 2)
-                .reshape({batch, length, heads * head_dim});
+        if (sees_every_key && !options.output_attention_scores &&
+            DecodeAttentionApplies(query, all_keys, all_values)) {
+          DecodeAttentionOutput attention =
+              DecodeAttention(query, all_keys, all_values, static_cast<float>(scale));
+          probs = std::move(attention.probs);
+          context = std::move(attention.context);
+        } else {
+          const int64_t keys = all_keys.size(2);
+          // Grouped-query attention with the G = N / K query heads of each key/value head as G * T
+          // rows of one product (query head h = k * G + g reads key/value head k), rather than
+          // each key/value head repeated G times: that copy would be the whole cache at every
+          // step.
+          const torch::Tensor grouped_query =
+              split_heads(query, heads)
+                  .reshape({batch, kv_heads, queries_per_kv * length, head_dim});
+          scores = torch::matmul(grouped_query, all_keys.transpose(-1, -2))
+                       .mul_(scale)
+                       .view({batch, heads, length, keys});
+          probs = torch::softmax(
+              sees_every_key ? scores
+                             : scores.masked_fill(mask_of(layer.sliding_window).logical_not(),
+                                                  std::numeric_limits<float>::lowest()),
+              -1);
+          context = torch::matmul(probs.view({batch, kv_heads, queries_per_kv * length, keys}),
+                                  all_values)
+                        .view({batch, heads, length, head_dim})
+                        .transpose(1, 2)
+                        .reshape({batch, length, heads * head_dim});
+        }
       }
       hidden = Linear(context, layer.o_proj, layer.o_bias, /*residual=*/hidden);
       const std::vector<torch::Tensor> gate_up =
