@@ -50,7 +50,7 @@ RUN --mount=type=cache,target=/root/.cache/ccache --mount=type=cache,target=/roo
 
 FROM debian:12.11-slim
 # Exactly the packages that own the libraries `ldd` lists for the two binaries and the
-# SentencePiece module (libopenblas0-pthread provides libblas.so.3: without it apt would pick the
+# SentencePiece module, and tini (below) (libopenblas0-pthread provides libblas.so.3: without it apt would pick the
 # reference BLAS, about 60 times slower); their own dependencies come with them. Many of those
 # (libtorch1.13's: Mesa's GL drivers with LLVM, Z3, GDAL's and PROJ's data, fonts, XKB data, about
 # 250 MB) own no library the binaries load, which the build stage listed (linked-packages.txt, from
@@ -64,11 +64,11 @@ RUN dpkg-query -W -f='${Package}\n' | sort >/tmp/base-packages.txt \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       libabsl20220623 libdnnl2 libgrpc++1.51 libgrpc29 libopenblas0-pthread \
       libprometheus-cpp-core1.0 libprotobuf32 libsentencepiece0 libssl3 libtorch1.13 \
-      libutf8proc2 libzip4 \
+      libutf8proc2 libzip4 tini \
  && rm -rf /var/lib/apt/lists/* \
  && apt-get clean \
  && dpkg-query -W -f='${Package}\n' | sort | comm -23 - /tmp/base-packages.txt \
-    | comm -23 - /tmp/linked-packages.txt >/tmp/unused-packages.txt \
+    | comm -23 - /tmp/linked-packages.txt | grep -vx tini >/tmp/unused-packages.txt \
  && xargs -r dpkg --purge --force-depends </tmp/unused-packages.txt \
  && rm /tmp/base-packages.txt /tmp/linked-packages.txt /tmp/unused-packages.txt
 # A fixed numeric uid, so that Kubernetes' runAsNonRoot can verify it (deploy/k8s uses the same).
@@ -83,6 +83,11 @@ EXPOSE 50051 8080 9464
 # Model loading and warm-up take seconds; the CLI exits 0 only when the server reports SERVING.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
   CMD ["attnscope", "health", "--server", "127.0.0.1:50051"]
-ENTRYPOINT ["attnscope-server", "--listen=0.0.0.0:50051", "--http_listen=0.0.0.0:8080", \
-            "--metrics_port=9464", "--dashboard_dir=/opt/attnscope/dashboard", \
-            "--model_repository=/opt/attnscope/models"]
+# tini as PID 1 passes signals on to the server. The kernel drops a signal sent to a container's
+# PID 1 that has no handler for it, and the server blocks SIGTERM only once its main() runs, after
+# the dynamic loader has mapped LibTorch (seconds on a busy machine): without tini a `docker stop`
+# in that time would be lost and the container killed 10 s later. Under tini the server dies of it
+# at once (exit 143); once it runs, SIGTERM drains it and it exits 0.
+ENTRYPOINT ["tini", "--", "attnscope-server", "--listen=0.0.0.0:50051", \
+            "--http_listen=0.0.0.0:8080", "--metrics_port=9464", \
+            "--dashboard_dir=/opt/attnscope/dashboard", "--model_repository=/opt/attnscope/models"]

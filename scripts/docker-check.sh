@@ -13,17 +13,19 @@
 #      change is fast): build time and size.
 #   4. A container, its ports published on loopback only: seconds from start to SERVING, the CLI
 #      over gRPC from a second container, HTTP/JSON and the dashboard with curl, /metrics, the
-#      HEALTHCHECK's verdict, the user, and SIGTERM: exit 0 and how long it took.
+#      HEALTHCHECK's verdict, the user, and SIGTERM: exit 0 and how long it took; then SIGTERM
+#      during start-up, which must stop the container at once.
 #   5. docker-compose: attnscope and Prometheus (Prometheus and HAProxy built from Debian's
 #      packages through deploy/docker-compose.debian-images.yml when the pinned images cannot be
 #      pulled), a request through the published port, then Prometheus' HTTP API: the attnscope
 #      target up and every alert rule of deploy/prometheus/alerts.yml loaded and evaluated.
 #   6. The compose file's `balanced` profile: three replicas behind HAProxy, calls reaching each,
-#      then a rolling restart (`docker restart` of one replica at a time, each back in the
-#      rotation before the next) under a client calling without pause: no call may fail.
+#      then a rolling restart (deploy/rolling-restart.sh: `docker restart` of one replica at a
+#      time, each back in the rotation before the next) under a client calling without pause: no
+#      call may fail.
 #
 # Prints "docker-check FIGURE VALUE" lines (image_bytes, build_seconds, serving_seconds,
-# sigterm_seconds, rolling_restart_calls, rolling_restart_failed_calls), exits non-zero with the reason on the first failure, and removes its
+# sigterm_seconds, startup_sigterm_seconds, rolling_restart_calls, rolling_restart_failed_calls), exits non-zero with the reason on the first failure, and removes its
 # containers and the compose stack whatever happens. Builds run with --network host, so that apt
 # and npm inside reach what this machine reaches. Runs as root (through sudo when started by
 # another user): the engine, its socket and mmdebstrap need it.
@@ -209,6 +211,20 @@ exit_code=$(docker wait "$container")
 figure sigterm_seconds "$(seconds_between "@$start" "@$(date +%s.%N)")"
 [ "$exit_code" = 0 ] || fail "the server exited with $exit_code after SIGTERM"
 docker rm "$container" >/dev/null
+# SIGTERM while the server starts, before its main() blocks the signal: tini, the image's PID 1,
+# passes it on, and the server dies of it (143) instead of running on until `docker stop` kills it.
+docker run -d --name "$container" "$image" >/dev/null
+sleep 0.3
+start=$(date +%s.%N)
+docker stop -t 30 "$container" >/dev/null
+stop_seconds=$(seconds_between "@$start" "@$(date +%s.%N)")
+figure startup_sigterm_seconds "$stop_seconds"
+exit_code=$(docker inspect -f '{{.State.ExitCode}}' "$container")
+[[ "$exit_code" == 0 || "$exit_code" == 143 ]] ||
+  fail "a SIGTERM during start-up ended the container with $exit_code, not 143 (or 0)"
+awk -v s="$stop_seconds" 'BEGIN { exit !(s < 10) }' ||
+  fail "a SIGTERM during start-up took $stop_seconds s to stop the container"
+docker rm "$container" >/dev/null
 
 # --- 5. docker-compose ---------------------------------------------------------------------------
 for port in 50051 8080 9464 9090 50052 8404; do
@@ -266,13 +282,17 @@ compose up -d --no-build replicas balancer >"$work/balanced-up.log" 2>&1 || {
   cat "$work/balanced-up.log" >&2
   fail "docker-compose --profile balanced up"
 }
-# HAProxy's servers of backend "replicas" in state UP, from its Prometheus metrics.
-replicas_up() {
-  curl -sSf 127.0.0.1:8404/metrics |
-    grep -c '^haproxy_server_status{proxy="replicas",server="[^"]*",state="UP"} 1$'
+# HAProxy's servers of backend "replicas" UP with their last health check passed (a replica found
+# again through Docker's DNS is UP before its first check).
+replicas_serving() {
+  curl -sSf '127.0.0.1:8404/stats;csv' | awk -F, '
+    NR == 1 { for (i = 1; i <= NF; ++i) column[$i] = i; next }
+    $1 == "replicas" && $2 != "BACKEND" && $column["status"] == "UP" &&
+      $column["check_status"] ~ /OK/ { ++n }
+    END { print n + 0 }'
 }
-three_up() { [ "$(replicas_up)" = 3 ]; }
-wait_for 120 "HAProxy reporting 3 replicas UP (127.0.0.1:8404/metrics)" three_up
+three_serving() { [ "$(replicas_serving)" = 3 ]; }
+wait_for 180 "HAProxy reporting 3 replicas serving (127.0.0.1:8404/stats)" three_serving
 balanced() {
   docker run --rm --network host --entrypoint attnscope "$image" "$@" --server 127.0.0.1:50052
 }
@@ -298,10 +318,8 @@ docker run -d --name "$caller" --network host --entrypoint bash "$image" -c '
   echo "$calls $failed"
   cat /tmp/errors >&2' >/dev/null
 sleep 2
-for replica in $(compose ps -q replicas); do
-  docker restart -t 30 "$replica" >/dev/null || fail "docker restart of replica $replica"
-  wait_for 120 "replica $replica back in HAProxy's rotation" three_up
-done
+ATTNSCOPE_RESTART_TIMEOUT=180 bash deploy/rolling-restart.sh -p "$project" "${compose_files[@]:2}" ||
+  fail "deploy/rolling-restart.sh"
 sleep 2
 docker exec "$caller" touch /tmp/stop
 [ "$(docker wait "$caller")" = 0 ] || fail "the calling client: $(docker logs "$caller" 2>&1)"

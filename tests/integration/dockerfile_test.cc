@@ -44,6 +44,8 @@ using ::testing::Not;
 using ::testing::UnorderedElementsAre;
 
 constexpr char kImageRoot[] = "/opt/attnscope";
+// The init the image runs as PID 1 (Debian's tini package).
+constexpr char kInit[] = "tini";
 
 std::string ReadOrFail(const std::string& path) {
   absl::StatusOr<std::string> text = ReadTextFile(path);
@@ -60,11 +62,19 @@ class DockerfileTest : public ::testing::Test {
   const DockerStage& build() const { return stages_[0]; }
   const DockerStage& runtime() const { return stages_[1]; }
 
-  // The ENTRYPOINT's words: the program, then its flags.
-  std::vector<std::string> Entrypoint() const {
+  // The ENTRYPOINT's words as written: tini, then the server's.
+  std::vector<std::string> EntrypointWithInit() const {
     const std::vector<std::string> all = runtime().All("ENTRYPOINT");
     EXPECT_EQ(all.size(), 1u);
     return all.empty() ? std::vector<std::string>{} : ExecForm(all.back());
+  }
+  // The server's words in the ENTRYPOINT: the program, then its flags.
+  std::vector<std::string> Entrypoint() const {
+    std::vector<std::string> words = EntrypointWithInit();
+    if (words.size() >= 2 && words[0] == kInit && words[1] == "--") {
+      words.erase(words.begin(), words.begin() + 2);
+    }
+    return words;
   }
   // The ENTRYPOINT's flags by name (a later flag wins, as for absl).
   std::map<std::string, std::string> EntrypointFlags() const {
@@ -214,6 +224,21 @@ TEST_F(DockerfileTest, RuntimeStageRunsAsNonRootAndLeavesNoAptLists) {
           << word << " is not where the build puts it (" << BinaryDir() << ")";
     }
   }
+}
+
+// The server is not PID 1: the kernel would drop a SIGTERM sent to it before main() blocks the
+// signal (while the loader maps LibTorch), and `docker stop` would wait for its SIGKILL.
+TEST_F(DockerfileTest, RunsTheServerUnderAnInitThatPassesSignalsOn) {
+  const std::vector<std::string> words = EntrypointWithInit();
+  ASSERT_GE(words.size(), 3u);
+  EXPECT_EQ(words[0], kInit);
+  EXPECT_EQ(words[1], "--");
+  EXPECT_EQ(words[2], "attnscope-server");
+  // Installed in the runtime stage and kept through the purge of what no binary loads.
+  const std::string runs =
+      std::regex_replace(absl::StrJoin(runtime().All("RUN"), "\n"), std::regex(R"(\s+)"), " ");
+  EXPECT_THAT(runs, HasSubstr(" tini "));
+  EXPECT_THAT(runs, HasSubstr("comm -23 - /tmp/linked-packages.txt | grep -vx tini"));
 }
 
 TEST_F(DockerfileTest, ExposesTheEntrypointPortsAndHealthChecksThroughTheCli) {
@@ -477,6 +502,7 @@ TEST_F(DockerfileTest, RuntimePackagesAreWhatTheBinariesLink) {
         << "install neither lists it nor brings it as a dependency: add it to the Dockerfile";
   }
   for (const std::string& package : listed) {
+    if (package == kInit) continue;  // the image's PID 1 (RunsTheServerUnderAnInit...)
     EXPECT_TRUE(needed.count(package))
         << package << " is installed in the runtime stage but owns no library the binaries "
         << "load (ldd): remove it from the Dockerfile";

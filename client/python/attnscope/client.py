@@ -469,12 +469,15 @@ class Client:
         query_token, document_token], document_to_query with include_document_to_query=True,
         logits and, for a cross-encoder, relevance_score (a logit).
 
-        query: the query, or a CrossAttentionRequest. documents: a list of texts. fields: model,
+        query: the query, or a CrossAttentionRequest. documents: a list of texts (one text alone
+        is one document, as for encode's inputs). fields: model,
         tokenization, layers, heads, head_aggregation, include_document_to_query, dtype. Raises
         InvalidArgumentError for an empty text or too many documents, NotFoundError for an
         unknown model.
         """
         is_request = isinstance(query, pb.CrossAttentionRequest)
+        if isinstance(documents, str):
+            documents = [documents]
         request = _request(pb.CrossAttentionRequest, query,
                            {"query": None if is_request else query, "documents": documents,
                             **fields})

@@ -169,6 +169,12 @@ class OtherRpcsTest(unittest.TestCase):
         # The built-in cross-encoder ranks the document that answers first.
         self.assertGreater(result.documents[0].relevance_score,
                            result.documents[1].relevance_score)
+        # One text alone is one document, not one document per character.
+        single = client.cross_attention("insert a table", "To insert a table, choose Insert.",
+                                        model="default")
+        self.assertEqual(len(single.documents), 1)
+        self.assertAlmostEqual(single.documents[0].relevance_score,
+                               result.documents[0].relevance_score, places=4)
 
     def test_parameters_and_training_record(self):
         names = {p.name: list(p.shape) for p in client.list_parameters("default")}
