@@ -1,12 +1,17 @@
 #include "models/kernels/blas_check.h"
 
+#include <link.h>
 #include <torch/types.h>
 #include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <mutex>
+#include <string>
+#include <system_error>
 
 namespace attnscope {
 
@@ -28,20 +33,47 @@ double MeasureMatmulGflops(int64_t n, int repeats) {
   return flops / best_seconds / 1e9;
 }
 
+std::string LoadedBlasLibrary() {
+  std::string loaded;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        if (info->dlpi_name == nullptr || std::strstr(info->dlpi_name, "/libblas.so") == nullptr) {
+          return 0;
+        }
+        *static_cast<std::string*>(data) = info->dlpi_name;
+        return 1;
+      },
+      &loaded);
+  if (loaded.empty()) return loaded;
+  std::error_code error;
+  const std::filesystem::path resolved = std::filesystem::canonical(loaded, error);
+  return error ? loaded : resolved.string();
+}
+
 double CheckBlasSpeedOnce() {
   static std::once_flag once;
   static double gflops = 0;
   std::call_once(once, [] {
     gflops = MeasureMatmulGflops(/*n=*/768, /*repeats=*/5);
-    if (gflops < kMinExpectedGflops) {
+    if (gflops >= kMinExpectedGflops) {
+      std::fprintf(stderr, "attnscope: float32 matmul (768x768) at %.1f GFLOP/s\n", gflops);
+      return;
+    }
+    const std::string library = LoadedBlasLibrary();
+    if (library.find("openblas") != std::string::npos) {
+      std::fprintf(stderr,
+                   "WARNING: float32 matmul runs at %.1f GFLOP/s, expected at least %.0f, on "
+                   "OpenBLAS (%s): the CPU is busy with other work or capped (a container's CPU "
+                   "limit), and requests will be slower than this machine allows.\n",
+                   gflops, kMinExpectedGflops, library.c_str());
+    } else {
       std::fprintf(stderr,
                    "WARNING: float32 matmul runs at %.1f GFLOP/s, expected at least %.0f: LibTorch "
-                   "is on the reference BLAS and every request will be very slow. Install "
+                   "is on %s, not OpenBLAS, and every request will be very slow. Install "
                    "libopenblas0-pthread (scripts/install-deps.sh does) so that libblas.so.3 "
                    "points to OpenBLAS.\n",
-                   gflops, kMinExpectedGflops);
-    } else {
-      std::fprintf(stderr, "attnscope: float32 matmul (768x768) at %.1f GFLOP/s\n", gflops);
+                   gflops, kMinExpectedGflops,
+                   library.empty() ? "no libblas.so.3" : ("'" + library + "'").c_str());
     }
   });
   return gflops;

@@ -5,6 +5,7 @@
 #define ATTNSCOPE_MODELS_BLAS_CHECK_H_
 
 #include <cstdint>
+#include <string>
 
 namespace attnscope {
 
@@ -16,8 +17,15 @@ constexpr double kMinExpectedGflops = 50.0;
 // matrices after a warm-up call. Takes a few milliseconds on a fast BLAS.
 double MeasureMatmulGflops(int64_t n, int repeats);
 
-// Measures a 768x768 matmul once per process and writes the rate to stderr, with a loud warning and
-// the fix (install libopenblas0-pthread) when it is under kMinExpectedGflops. Returns the rate.
+// The file of the libblas.so.3 this process has loaded, symbolic links resolved (Debian's
+// alternatives: .../openblas-pthread/libblas.so.3 for OpenBLAS, .../blas/libblas.so.3 for the
+// reference BLAS), or "" when none is loaded.
+std::string LoadedBlasLibrary();
+
+// Measures a 768x768 matmul once per process and writes the rate to stderr. Under
+// kMinExpectedGflops it warns: with the fix (install libopenblas0-pthread) when the loaded
+// libblas.so.3 is not OpenBLAS, and otherwise that the CPU is busy or capped, since a timing alone
+// cannot tell a slow library from a shared CPU. Returns the rate.
 double CheckBlasSpeedOnce();
 
 }  // namespace attnscope
