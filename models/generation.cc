@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -47,11 +48,17 @@ absl::Status CheckGenerationOptions(const TransformerModel& model,
   }
   const int64_t total = prompt_length + options.max_new_tokens;
   if (total > config.max_position_embeddings) {
+    // The decoder's positions hold its start token and what it writes; the source text does not
+    // count against them, so shortening it would not help.
+    const std::string after = config.is_encoder_decoder
+                                  ? "after the decoder's start token"
+                                  : absl::StrCat("after a prompt of ", prompt_length, " tokens");
     return absl::InvalidArgumentError(absl::StrCat(
-        "max_new_tokens: expected at most ", config.max_position_embeddings - prompt_length,
-        " after a prompt of ", prompt_length, " tokens (max_position_embeddings ",
-        config.max_position_embeddings, "), got ", options.max_new_tokens,
-        "; ask for fewer tokens or shorten the prompt"));
+        "max_new_tokens: expected at most ", config.max_position_embeddings - prompt_length, " ",
+        after, " (max_position_embeddings ", config.max_position_embeddings, "), got ",
+        options.max_new_tokens,
+        config.is_encoder_decoder ? "; ask for fewer tokens"
+                                  : "; ask for fewer tokens or shorten the prompt"));
   }
   switch (options.method) {
     case DecodingMethod::kGreedy:

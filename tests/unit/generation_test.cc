@@ -25,6 +25,7 @@ namespace {
 
 using Json = nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class GenerationTest : public ::testing::Test {
  protected:
@@ -478,6 +479,18 @@ TEST_F(GenerationTest, RefusesBadOptionsNamingThem) {
   beams.length_penalty = 1e308;
   EXPECT_THAT(status_of("tiny-llama", prompt, beams).message(),
               HasSubstr("length_penalty: expected a number from -10 to 10"));
+  GenerationOptions too_many;
+  too_many.max_new_tokens = 64;
+  EXPECT_THAT(status_of("tiny-llama", prompt, too_many).message(),
+              HasSubstr("max_new_tokens: expected at most 62 after a prompt of 2 tokens "
+                        "(max_position_embeddings 64), got 64; ask for fewer tokens or shorten"));
+  // An encoder-decoder's source does not take the decoder's positions: the message does not
+  // count it as a prompt, nor suggest shortening it.
+  status = status_of("tiny-marian", prompt, too_many);
+  EXPECT_THAT(status.message(),
+              HasSubstr("max_new_tokens: expected at most 63 after the decoder's start token "
+                        "(max_position_embeddings 64), got 64; ask for fewer tokens"));
+  EXPECT_THAT(status.message(), Not(HasSubstr("prompt")));
   // A prompt that fills every position leaves no room for a token.
   status = status_of("tiny-llama", std::vector<int64_t>(64, 5), options);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
