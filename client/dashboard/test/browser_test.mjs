@@ -469,6 +469,21 @@ describe('dashboard in headless Chromium', () => {
     await expectCells('g.heatmap[data-panel="b"]', float32(b.attentions), n);
     assert.ok((await labels('g.heatmap[data-panel="b"] text.col-label')).includes('yêu'));
     await screenshot('compare');
+
+    // An encoder-decoder with a decoder text: both panels its cross-attention (the "Attention"
+    // picker's default), B at its own layer; then B its decoder's self-attention.
+    const source = '>>vie<< Inserting Tables';
+    await open({ model: 'translation', text: source, decoder_text: 'Chèn bảng', view: 'compare', layer: 2, head: 1, 'b.layer': 0 });
+    const all = await api('GetAttention', { model: 'translation', text: source, decoderText: 'Chèn bảng', heads: [1] });
+    const [, , rows, cols] = all.crossAttentions.shape.map(Number);
+    const cross = float32(all.crossAttentions);
+    await expectCells('g.heatmap[data-panel="a"][data-block="cross"]', cross.subarray(2 * rows * cols, 3 * rows * cols), cols);
+    await expectCells('g.heatmap[data-panel="b"][data-block="cross"]', cross.subarray(0, rows * cols), cols);
+    assert.deepEqual(await labels('g.heatmap[data-panel="b"] text.title'), ['translation · cross-attention · decoder layer 0 · head 1']);
+    await rerender(() => page.select('select[name="b.attn"]', 'decoder'));
+    assert.equal(new URL(page.url()).searchParams.get('b.attn'), 'decoder');
+    await expectCells('g.heatmap[data-panel="b"][data-block="decoder"]', float32(all.decoderAttentions).subarray(0, rows * rows), rows);
+    await screenshot('compare-translation');
   });
 
   it('model internals: the position embeddings and the loss curves are the server values', async () => {
@@ -835,8 +850,9 @@ describe('dashboard in headless Chromium', () => {
         assert.ok(consoleErrors.every((e) => e.includes('404') && e.includes('GetTrainingRecord')), `${model} ${view}: ${consoleErrors.join('\n')}`);
         const shown = await page.$$eval('main svg.figure, main p.note', (e) => e.length);
         assert.ok(shown > 0, `${model} ${view}: nothing drawn or said`);
-        if (view === 'heatmap') {
-          // Layer 0, head 0 of the pair, or of an encoder-decoder's cross-attention.
+        if (view === 'heatmap' || view === 'compare') {
+          // Layer 0, head 0 of the pair, or of an encoder-decoder's cross-attention; compare's
+          // panel B follows panel A.
           const answer = await api('GetAttention', {
             model,
             text: 'hello world',
@@ -845,7 +861,8 @@ describe('dashboard in headless Chromium', () => {
             heads: [0],
           });
           const tensor = extra.decoder_text ? answer.crossAttentions : answer.attentions;
-          await expectCells(`g.heatmap[data-block="${extra.decoder_text ? 'cross' : 'encoder'}"]`, float32(tensor), Number(tensor.shape[3]));
+          const panel = view === 'compare' ? '[data-panel="b"]' : '';
+          await expectCells(`g.heatmap[data-block="${extra.decoder_text ? 'cross' : 'encoder'}"]${panel}`, float32(tensor), Number(tensor.shape[3]));
         }
       }
     }
