@@ -194,6 +194,8 @@ describe('dashboard in headless Chromium', () => {
       executablePath: args.chromium,
       userDataDir: profile,
       // The background-networking switches keep Chromium from calling out: there is no network.
+      // The omnibox popup's page (a WebUI renderer headless Chromium loads again as pages are
+      // opened) took a core for a second at each page load.
       args: [
         '--headless',
         '--no-sandbox',
@@ -203,6 +205,7 @@ describe('dashboard in headless Chromium', () => {
         '--disable-background-networking',
         '--disable-component-update',
         '--disable-sync',
+        '--disable-features=WebUIOmniboxPopup,WebUIOmniboxFullPopup,WebUIOmniboxAimPopup,PreloadTopChromeWebUI',
       ],
     });
     page = await browser.newPage();
