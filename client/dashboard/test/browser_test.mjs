@@ -695,9 +695,20 @@ describe('dashboard in headless Chromium', () => {
     // A translation, and from it the heatmap of its cross-attention.
     const source = '>>vie<< Inserting Tables';
     const messages = await check({ model: 'translation', text: source, layer: 2, head: 1 }, { model: 'translation', prompt: source, maxNewTokens: 20, layers: [2], heads: [1] });
+    // Then its decoder's self-attention: GetAttention's over the written text, whose
+    // cross-attention rows are the streamed ones within float rounding.
+    const decoderText = messages.at(-1).done.text.trim();
+    const readBack = await api('GetAttention', { model: 'translation', text: source, decoderText, layers: [2], heads: [1] });
+    const written = readBack.decoderLabels.tokens.length;
+    await expectCells('g.heatmap[data-block="decoder"]', float32(readBack.decoderAttentions), written);
+    const streamed = messages.filter((m) => m.token).map((m) => float32(m.token.attention));
+    assert.equal(streamed.length, written);
+    const sourceTokens = readBack.tokens.tokens.length;
+    const crossRows = float32(readBack.crossAttentions);
+    streamed.forEach((row, r) => row.forEach((v, c) => assert.ok(Math.abs(v - crossRows[r * sourceTokens + c]) < 1e-5, `row ${r}, key ${c}`)));
+    assert.match(await page.$eval('p.decoder-self', (p) => p.textContent), /differs from the streamed rows by at most/);
     await screenshot('generate-translation');
     await rerender(() => page.click('button[name="open-cross"]'));
-    const decoderText = messages.at(-1).done.text.trim();
     assert.equal(new URL(page.url()).searchParams.get('decoder_text'), decoderText);
     const answer = await api('GetAttention', { model: 'translation', text: source, decoderText, layers: [2], heads: [1] });
     await expectCells('g.heatmap[data-block="cross"]', float32(answer.crossAttentions), answer.tokens.tokens.length);
