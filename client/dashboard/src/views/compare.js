@@ -117,7 +117,8 @@ export default {
       const g = svg.append('g').attr('transform', `translate(${x},0)`);
       const map = attentionFigure(g, answers[i], { panel, info: infos[i], color, cellFor: (rows, cols) => cellSize(rows, cols, 420, 40) });
       map.g.attr('data-panel', i ? 'b' : 'a');
-      x += map.width + 32;
+      // A narrow panel's title (an encoder-decoder's names its attention) is wider than its cells.
+      x += Math.max(map.width, g.node().getBBox().width) + 32;
       height = Math.max(height, map.height);
       top = Math.max(top, map.top);
     });
