@@ -1,6 +1,6 @@
 // Dashboard benchmark: time to first picture of each view on a long input, in Debian's Chromium.
 // Starts attnscope-server with a random 12-layer, 12-head BERT of the browser test's shape (hidden
-// 192) serving the built dashboard, and runs client/dashboard/bench/first_picture.mjs against it,
+// 192) serving the built dashboard, and runs client/dashboard/test/first_picture.mjs against it,
 // which opens every view on a text of --tokens tokens --runs times and prints the medians.
 //
 // Usage: dashboard_bench [--tokens 400] [--runs 3]

@@ -6,6 +6,7 @@
 //   node first_picture.mjs --url http://127.0.0.1:PORT/ --model big --text TEXT [--runs 3]
 import { parseArgs } from 'node:util';
 import puppeteer from 'puppeteer-core';
+import { pictureProbe } from './picture_probe.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -30,9 +31,6 @@ const VIEWS = [
   ['compare', { layer: 11, head: 7, 'b.layer': 0, 'b.head': 'mean' }],
 ];
 
-// What counts as a picture: a heatmap's cells (one image or rects) or the head view's lines.
-const PICTURE = 'main svg.figure g.cells > image, main svg.figure rect.cell, main svg.figure line.link';
-
 const browser = await puppeteer.launch({
   executablePath: args.chromium,
   // The omnibox popup's page (a WebUI renderer that headless Chromium loads and reloads as pages
@@ -41,22 +39,7 @@ const browser = await puppeteer.launch({
 });
 const page = await browser.newPage();
 await page.setViewport({ width: 1200, height: 800 });
-// The browser's Element Timing says when an element was first painted (an image once decoded);
-// it sees images and text, not shapes, so for cells drawn as rects and for lines the figure's
-// first text, drawn in the same task, stands for them. The attribute is set in a mutation
-// callback, which runs before the page's next frame. The page also notes its view's "ready".
-await page.evaluateOnNewDocument((selector) => {
-  new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) if (entry.identifier === 'picture') window.picturePainted ??= entry.renderTime;
-  }).observe({ type: 'element', buffered: true });
-  new MutationObserver(() => {
-    if (window.viewReady === undefined && document.body?.dataset.status === 'ready') window.viewReady = performance.now();
-    const picture = window.pictureSeen ? null : document.querySelector(selector);
-    if (!picture) return;
-    window.pictureSeen = true;
-    (picture.tagName === 'image' ? picture : picture.closest('svg').querySelector('text')).setAttribute('elementtiming', 'picture');
-  }).observe(document, { subtree: true, childList: true, attributes: true });
-}, PICTURE);
+await page.evaluateOnNewDocument(pictureProbe);
 
 const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b);
