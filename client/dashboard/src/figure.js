@@ -66,9 +66,10 @@ export function scrollBox(parent) {
 
 // Lets the browser paint what a view drew before it does more: a stream whose data has already
 // arrived would otherwise be read to its end, and drawn, in one go, the first picture last. A
-// timer alone fires before the next frame (a 400-token across-layers view was drawn 0.9 s before
-// it was shown); the timer set in a frame callback fires once that frame is painted. A hidden tab
-// has no frames: there the view goes on after FRAME_WAIT_MS.
+// timer alone fires before the next frame, and the view drew on (a 400-token across-layers view's
+// first layer was shown 0.9 s after it was drawn, with the next ones); the timer set in a frame
+// callback fires once that frame is painted. A hidden tab has no frames: there the view goes on
+// after FRAME_WAIT_MS.
 const FRAME_WAIT_MS = 100;
 
 export function nextPaint() {
