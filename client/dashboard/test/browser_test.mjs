@@ -5,12 +5,13 @@
 //
 //   node browser_test.mjs --url http://127.0.0.1:PORT/ --screenshots DIR --long-text TEXT
 //
-// The server has seven models: "default" (checkpoints/default, a 4-layer, 4-head BERT
+// The server has twelve models: "default" (checkpoints/default, a 4-layer, 4-head BERT
 // cross-encoder), "llama" (stories260K, causal), "big" (a random 12-layer, 12-head BERT; TEXT is
 // 512 of its tokens), "reranker" (tests/data/tiny-roberta, an XLM-RoBERTa cross-encoder in
-// bge-reranker-v2-m3's layout with an XLM-R tokenizer.json), and the encoder-decoders
+// bge-reranker-v2-m3's layout with an XLM-R tokenizer.json), the encoder-decoders
 // "translation" (checkpoints/translation, Marian English -> Vietnamese / Korean), "bart" and "t5"
-// (tests/data/tiny-bart, tiny-t5: T5's decoder has three layers over its encoder's two).
+// (tests/data/tiny-bart, tiny-t5: T5's decoder has three layers over its encoder's two), and
+// tests/data's "distilbert" (a cross-encoder), "gpt2", "qwen2", "qwen3" and "mistral".
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -848,9 +849,23 @@ describe('dashboard in headless Chromium', () => {
     assert.deepEqual(masked.map((c) => [Number(c.row), Number(c.col)]), [[0, 2], [0, 3], [0, 4], [1, 3], [1, 4], [2, 4]]);
   });
 
-  it('every view opens on every architecture, each heatmap the API answer', async () => {
+  it('every view opens on every architecture, each heatmap and salience the API answer', async () => {
+    // The cross-encoders, whose classifier the salience view attributes.
+    const classifiers = ['default', 'reranker', 'distilbert'];
     const views = ['heatmap', 'heads', 'model', 'layers', 'temperature', 'generate', 'documents', 'salience', 'compare', 'internals'];
-    const models = { default: {}, reranker: {}, llama: {}, translation: { decoder_text: 'Chèn bảng' }, bart: { decoder_text: 'hello' }, t5: { decoder_text: 'hallo' } };
+    const models = {
+      default: {},
+      reranker: {},
+      distilbert: {},
+      llama: {},
+      gpt2: {},
+      qwen2: {},
+      qwen3: {},
+      mistral: {},
+      translation: { decoder_text: 'Chèn bảng' },
+      bart: { decoder_text: 'hello' },
+      t5: { decoder_text: 'hallo' },
+    };
     const started = Date.now();
     const times = [];
     await open({});
@@ -878,6 +893,12 @@ describe('dashboard in headless Chromium', () => {
           const tensor = extra.decoder_text ? answer.crossAttentions : answer.attentions;
           const panel = view === 'compare' ? '[data-panel="b"]' : '';
           await expectCells(`g.heatmap[data-block="${extra.decoder_text ? 'cross' : 'encoder'}"]${panel}`, float32(tensor), Number(tensor.shape[3]));
+        }
+        if (view === 'salience' && classifiers.includes(model)) {
+          const answer = await api('Attribute', { model, text: 'hello world', textPair: 'hello there' });
+          for (const key of ['occlusion', 'gradientXInput', 'integratedGradients']) {
+            await expectCells(`g.heatmap[data-method="${key}"]`, Float32Array.from(answer[key]), 1);
+          }
         }
       }
     }
