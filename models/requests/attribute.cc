@@ -172,8 +172,12 @@ absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery
       "ask for fewer integrated_gradients_steps or methods, or send shorter texts"));
   ATTNSCOPE_RETURN_IF_ERROR(turn.Take("before the attribution passes"));
 
-  const AttributionInput input{Row(encoding.input_ids), Row(encoding.attention_mask),
-                               Row(encoding.token_type_ids), Row(encoding.special_tokens_mask)};
+  // Segment ids only for architectures with token type embeddings, as the engine's passes give
+  // them: DistilBERT's pair template numbers its second text 1 too, which it has no embedding for.
+  const AttributionInput input{
+      Row(encoding.input_ids), Row(encoding.attention_mask),
+      config.type_vocab_size > 0 ? Row(encoding.token_type_ids) : torch::Tensor(),
+      Row(encoding.special_tokens_mask)};
   ATTNSCOPE_ASSIGN_OR_RETURN(const Attributions values, Attribute(model.model(), input, options));
   answer.target = query.target;
   if (auto label = config.id2label.find(query.target); label != config.id2label.end()) {

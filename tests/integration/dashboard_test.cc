@@ -1,6 +1,7 @@
 // The web dashboard in a real browser. This starts attnscope-server with the default model,
 // stories260K, a random 12-layer, 12-head BERT (for a 512-token input), an XLM-R cross-encoder,
-// the translation model and tiny BART and T5 encoder-decoders, serving the built dashboard, plus a
+// the translation model, tiny BART and T5 encoder-decoders and tiny DistilBERT, GPT-2, Qwen2, Qwen3
+// and Mistral models, serving the built dashboard, plus a
 // second server with the default model that takes API keys, and runs
 // client/dashboard/test/browser_test.mjs under Node: headless Chromium (Debian's
 // /usr/bin/chromium) driven by puppeteer-core, comparing every figure with the API's own answers.
@@ -31,7 +32,12 @@ TEST(DashboardTest, EveryViewInHeadlessChromium) {
                     "reranker=" + TestDataDir() + "/tiny-roberta",
                     "translation=" ATTNSCOPE_TRANSLATION_MODEL_DIR,
                     "bart=" + TestDataDir() + "/tiny-bart",
-                    "t5=" + TestDataDir() + "/tiny-t5"};
+                    "t5=" + TestDataDir() + "/tiny-t5",
+                    "distilbert=" + TestDataDir() + "/tiny-distilbert",
+                    "gpt2=" + TestDataDir() + "/tiny-gpt2",
+                    "qwen2=" + TestDataDir() + "/tiny-qwen2",
+                    "qwen3=" + TestDataDir() + "/tiny-qwen3",
+                    "mistral=" + TestDataDir() + "/tiny-mistral"};
   options.extra_flags = {"--dashboard_dir=" ATTNSCOPE_DASHBOARD_DIR};
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();

@@ -82,6 +82,13 @@ TEST(ToolFlagsTest, GenerationBenchRefusesWhatItCannotMeasure) {
        {"recompute", {{"--recompute", "2"}, "--recompute '2': expected an integer from 0 to 1"}}});
 }
 
+TEST(ToolFlagsTest, DashboardBenchRefusesWhatItCannotMeasure) {
+  ExpectEveryFlagRefused(
+      ATTNSCOPE_DASHBOARD_BENCH_PATH, {},
+      {{"tokens", {{"--tokens", "513"}, "--tokens '513': expected an integer from 3 to 512"}},
+       {"runs", {{"--runs=0"}, "--runs '0': expected an integer from 1"}}});
+}
+
 TEST(ToolFlagsTest, TrainerRefusesBadValuesAndFlagsOfTheOtherCommand) {
   TempDir model_dir;
   std::ofstream(model_dir.path() + "/vocab.txt") << "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n";

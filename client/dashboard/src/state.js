@@ -10,8 +10,10 @@ const VIEWS = ['heatmap', 'heads', 'model', 'layers', 'temperature', 'generate',
 export const BLOCKS = ['cross', 'decoder', 'encoder'];
 export const METHODS = ['greedy', 'beam', 'sampling'];
 
-// The second panel of the compare view; null follows the first panel.
-const COMPARE_KEYS = ['model', 'text', 'pair', 'layer', 'head'];
+// The second panel of the compare view; null follows the first panel. `block` is an
+// encoder-decoder's attention, b.attn in links as `attn` is the first panel's.
+const COMPARE_KEYS = ['model', 'text', 'pair', 'layer', 'head', 'block'];
+const compareParam = (key) => `b.${key === 'block' ? 'attn' : key}`;
 
 export function defaultState() {
   return {
@@ -100,8 +102,9 @@ export function parseState(search) {
   if (has('heads')) state.heads = params.get('heads').split(',').filter(Boolean).map(Number);
   if (has('doc')) state.docs = params.getAll('doc');
   for (const key of COMPARE_KEYS) {
-    if (!has(`b.${key}`)) continue;
-    const text = params.get(`b.${key}`);
+    if (!has(compareParam(key))) continue;
+    const text = params.get(compareParam(key));
+    if (key === 'block' && !BLOCKS.includes(text)) continue;
     state.b[key] = key === 'layer' ? integer(text) : key === 'head' ? head(text) : text;
   }
   return state;
@@ -134,6 +137,6 @@ export function formatState(state) {
   if (state.docs.join('\n') !== defaults.docs.join('\n')) for (const doc of state.docs) params.append('doc', doc);
   if (state.d2q) params.set('d2q', '1');
   for (const key of ['method', 'max', 'beams', 'temp', 'topp', 'seed']) put(key, state[key], defaults[key]);
-  for (const key of COMPARE_KEYS) put(`b.${key}`, state.b[key], null);
+  for (const key of COMPARE_KEYS) put(compareParam(key), state.b[key], null);
   return params.toString();
 }

@@ -5,12 +5,13 @@
 //
 //   node browser_test.mjs --url http://127.0.0.1:PORT/ --screenshots DIR --long-text TEXT
 //
-// The server has seven models: "default" (checkpoints/default, a 4-layer, 4-head BERT
+// The server has twelve models: "default" (checkpoints/default, a 4-layer, 4-head BERT
 // cross-encoder), "llama" (stories260K, causal), "big" (a random 12-layer, 12-head BERT; TEXT is
 // 512 of its tokens), "reranker" (tests/data/tiny-roberta, an XLM-RoBERTa cross-encoder in
-// bge-reranker-v2-m3's layout with an XLM-R tokenizer.json), and the encoder-decoders
+// bge-reranker-v2-m3's layout with an XLM-R tokenizer.json), the encoder-decoders
 // "translation" (checkpoints/translation, Marian English -> Vietnamese / Korean), "bart" and "t5"
-// (tests/data/tiny-bart, tiny-t5: T5's decoder has three layers over its encoder's two).
+// (tests/data/tiny-bart, tiny-t5: T5's decoder has three layers over its encoder's two), and
+// tests/data's "distilbert" (a cross-encoder), "gpt2", "qwen2", "qwen3" and "mistral".
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -18,6 +19,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseArgs } from 'node:util';
 import puppeteer from 'puppeteer-core';
+import { pictureProbe } from './picture_probe.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -194,6 +196,8 @@ describe('dashboard in headless Chromium', () => {
       executablePath: args.chromium,
       userDataDir: profile,
       // The background-networking switches keep Chromium from calling out: there is no network.
+      // The omnibox popup's page (a WebUI renderer headless Chromium loads again as pages are
+      // opened) took a core for a second at each page load.
       args: [
         '--headless',
         '--no-sandbox',
@@ -203,6 +207,7 @@ describe('dashboard in headless Chromium', () => {
         '--disable-background-networking',
         '--disable-component-update',
         '--disable-sync',
+        '--disable-features=WebUIOmniboxPopup,WebUIOmniboxFullPopup,WebUIOmniboxAimPopup,PreloadTopChromeWebUI',
       ],
     });
     page = await browser.newPage();
@@ -469,6 +474,21 @@ describe('dashboard in headless Chromium', () => {
     await expectCells('g.heatmap[data-panel="b"]', float32(b.attentions), n);
     assert.ok((await labels('g.heatmap[data-panel="b"] text.col-label')).includes('yêu'));
     await screenshot('compare');
+
+    // An encoder-decoder with a decoder text: both panels its cross-attention (the "Attention"
+    // picker's default), B at its own layer; then B its decoder's self-attention.
+    const source = '>>vie<< Inserting Tables';
+    await open({ model: 'translation', text: source, decoder_text: 'Chèn bảng', view: 'compare', layer: 2, head: 1, 'b.layer': 0 });
+    const all = await api('GetAttention', { model: 'translation', text: source, decoderText: 'Chèn bảng', heads: [1] });
+    const [, , rows, cols] = all.crossAttentions.shape.map(Number);
+    const cross = float32(all.crossAttentions);
+    await expectCells('g.heatmap[data-panel="a"][data-block="cross"]', cross.subarray(2 * rows * cols, 3 * rows * cols), cols);
+    await expectCells('g.heatmap[data-panel="b"][data-block="cross"]', cross.subarray(0, rows * cols), cols);
+    assert.deepEqual(await labels('g.heatmap[data-panel="b"] text.title'), ['translation · cross-attention · decoder layer 0 · head 1']);
+    await rerender(() => page.select('select[name="b.attn"]', 'decoder'));
+    assert.equal(new URL(page.url()).searchParams.get('b.attn'), 'decoder');
+    await expectCells('g.heatmap[data-panel="b"][data-block="decoder"]', float32(all.decoderAttentions).subarray(0, rows * rows), rows);
+    await screenshot('compare-translation');
   });
 
   it('model internals: the position embeddings and the loss curves are the server values', async () => {
@@ -677,9 +697,20 @@ describe('dashboard in headless Chromium', () => {
     // A translation, and from it the heatmap of its cross-attention.
     const source = '>>vie<< Inserting Tables';
     const messages = await check({ model: 'translation', text: source, layer: 2, head: 1 }, { model: 'translation', prompt: source, maxNewTokens: 20, layers: [2], heads: [1] });
+    // Then its decoder's self-attention: GetAttention's over the written text, whose
+    // cross-attention rows are the streamed ones within float rounding.
+    const decoderText = messages.at(-1).done.text.trim();
+    const readBack = await api('GetAttention', { model: 'translation', text: source, decoderText, layers: [2], heads: [1] });
+    const written = readBack.decoderLabels.tokens.length;
+    await expectCells('g.heatmap[data-block="decoder"]', float32(readBack.decoderAttentions), written);
+    const streamed = messages.filter((m) => m.token).map((m) => float32(m.token.attention));
+    assert.equal(streamed.length, written);
+    const sourceTokens = readBack.tokens.tokens.length;
+    const crossRows = float32(readBack.crossAttentions);
+    streamed.forEach((row, r) => row.forEach((v, c) => assert.ok(Math.abs(v - crossRows[r * sourceTokens + c]) < 1e-5, `row ${r}, key ${c}`)));
+    assert.match(await page.$eval('p.decoder-self', (p) => p.textContent), /differs from the streamed rows by at most/);
     await screenshot('generate-translation');
     await rerender(() => page.click('button[name="open-cross"]'));
-    const decoderText = messages.at(-1).done.text.trim();
     assert.equal(new URL(page.url()).searchParams.get('decoder_text'), decoderText);
     const answer = await api('GetAttention', { model: 'translation', text: source, decoderText, layers: [2], heads: [1] });
     await expectCells('g.heatmap[data-block="cross"]', float32(answer.crossAttentions), answer.tokens.tokens.length);
@@ -818,9 +849,23 @@ describe('dashboard in headless Chromium', () => {
     assert.deepEqual(masked.map((c) => [Number(c.row), Number(c.col)]), [[0, 2], [0, 3], [0, 4], [1, 3], [1, 4], [2, 4]]);
   });
 
-  it('every view opens on every architecture, each heatmap the API answer', async () => {
+  it('every view opens on every architecture, each heatmap and salience the API answer', async () => {
+    // The cross-encoders, whose classifier the salience view attributes.
+    const classifiers = ['default', 'reranker', 'distilbert'];
     const views = ['heatmap', 'heads', 'model', 'layers', 'temperature', 'generate', 'documents', 'salience', 'compare', 'internals'];
-    const models = { default: {}, reranker: {}, llama: {}, translation: { decoder_text: 'Chèn bảng' }, bart: { decoder_text: 'hello' }, t5: { decoder_text: 'hallo' } };
+    const models = {
+      default: {},
+      reranker: {},
+      distilbert: {},
+      llama: {},
+      gpt2: {},
+      qwen2: {},
+      qwen3: {},
+      mistral: {},
+      translation: { decoder_text: 'Chèn bảng' },
+      bart: { decoder_text: 'hello' },
+      t5: { decoder_text: 'hallo' },
+    };
     const started = Date.now();
     const times = [];
     await open({});
@@ -835,8 +880,9 @@ describe('dashboard in headless Chromium', () => {
         assert.ok(consoleErrors.every((e) => e.includes('404') && e.includes('GetTrainingRecord')), `${model} ${view}: ${consoleErrors.join('\n')}`);
         const shown = await page.$$eval('main svg.figure, main p.note', (e) => e.length);
         assert.ok(shown > 0, `${model} ${view}: nothing drawn or said`);
-        if (view === 'heatmap') {
-          // Layer 0, head 0 of the pair, or of an encoder-decoder's cross-attention.
+        if (view === 'heatmap' || view === 'compare') {
+          // Layer 0, head 0 of the pair, or of an encoder-decoder's cross-attention; compare's
+          // panel B follows panel A.
           const answer = await api('GetAttention', {
             model,
             text: 'hello world',
@@ -845,7 +891,14 @@ describe('dashboard in headless Chromium', () => {
             heads: [0],
           });
           const tensor = extra.decoder_text ? answer.crossAttentions : answer.attentions;
-          await expectCells(`g.heatmap[data-block="${extra.decoder_text ? 'cross' : 'encoder'}"]`, float32(tensor), Number(tensor.shape[3]));
+          const panel = view === 'compare' ? '[data-panel="b"]' : '';
+          await expectCells(`g.heatmap[data-block="${extra.decoder_text ? 'cross' : 'encoder'}"]${panel}`, float32(tensor), Number(tensor.shape[3]));
+        }
+        if (view === 'salience' && classifiers.includes(model)) {
+          const answer = await api('Attribute', { model, text: 'hello world', textPair: 'hello there' });
+          for (const key of ['occlusion', 'gradientXInput', 'integratedGradients']) {
+            await expectCells(`g.heatmap[data-method="${key}"]`, Float32Array.from(answer[key]), 1);
+          }
         }
       }
     }
@@ -964,16 +1017,18 @@ describe('dashboard in headless Chromium', () => {
     const words = args['long-text'].split(' ');
     const text = words.slice(0, 398).join(' ');
     assert.equal((await api('Tokenize', { model: 'big', text })).tokens.tokens.length, 400);
+    // Milliseconds from the start of the page's load to the first paint of its figure
+    // (picture_probe.mjs; bench/dashboard_bench repeats this on a quiet server) and to "ready".
+    await page.evaluateOnNewDocument(pictureProbe);
     const firstPicture = async (params, selector) => {
       consoleErrors.length = 0;
-      const started = Date.now();
       await page.goto(base + query(params));
       await page.waitForSelector(selector, { timeout: 60000 });
-      const first = Date.now() - started;
       const { status, error } = await waitReady();
       assert.equal(status, 'ready', error);
       assert.deepEqual(consoleErrors, []);
-      return [first, Date.now() - started];
+      await page.waitForFunction(() => window.picturePainted, { timeout: 10000 });
+      return page.evaluate(() => [window.picturePainted, window.viewReady].map(Math.round));
     };
     const timings = [];
     const time = async (view, params, selector) => timings.push([view, ...(await firstPicture({ model: 'big', text, view, ...params }, selector))]);
@@ -1013,6 +1068,7 @@ describe('dashboard in headless Chromium', () => {
     await time('model', {}, 'g.thumbnail image');
     await time('layers', {}, 'g.heatmap image');
     await time('temperature', { layer: 3, head: 2 }, 'g.heatmap image');
+    await time('compare', { layer: 11, head: 7, 'b.layer': 0, 'b.head': 'mean' }, 'g.heatmap image');
     console.log(`# 400 tokens, first picture / ready (ms): ${timings.map(([view, first, ready]) => `${view} ${first} / ${ready}`).join(', ')}`);
 
     // Too long for the model: the error names the page's control; ticked, the text is cut and said.

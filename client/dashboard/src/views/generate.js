@@ -1,14 +1,15 @@
 // Generation token by token (Generate): a decoder-only model continues the text, an
 // encoder-decoder translates it. Each new token arrives with its log-probability and its
 // attention over the context (the prompt and the tokens before it; for an encoder-decoder, its
-// cross-attention over the source), drawn as one more heatmap row as it arrives.
+// cross-attention over the source), drawn as one more heatmap row as it arrives. An
+// encoder-decoder's translation is then drawn with its decoder's self-attention too.
 import { fit, labelled, newFigure, note, numberInput, scrollBox } from '../figure.js';
 import { drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
 import { tokenLabels } from '../labels.js';
 import { formatFloat32 } from '../numbers.js';
 import { headRequest, headTitle } from '../requests.js';
 import { decodeTensor } from '../tensor.js';
-import { fittedCell } from './heatmap.js';
+import { attentionBlock, attentionFigure, fittedCell, panelRequest } from './heatmap.js';
 
 const METHODS = {
   greedy: ['greedy search', 'DECODING_METHOD_GREEDY'],
@@ -81,10 +82,41 @@ function tokenList(root) {
   };
 }
 
+// The decoder's self-attention over what it wrote. Generate streams each new token's
+// cross-attention only; this is GetAttention of the written text read back by the decoder
+// (teacher-forced), whose inputs are the tokens it wrote. Its cross-attention rows are compared
+// with the streamed ones: the same computation, within float rounding.
+async function decoderSelfAttention(ctx, text, streamed) {
+  const { state, info } = ctx;
+  const panel = { ...state, decoderText: text, block: 'decoder', qs: null, qe: null, ks: null, ke: null };
+  const answer = await ctx.call('GetAttention', panelRequest(panel, info, false));
+  const cross = attentionBlock(answer, { ...panel, block: 'cross' }, info);
+  let check;
+  if (cross.rows === streamed.length) {
+    let difference = 0;
+    streamed.forEach((row, r) => {
+      for (let c = 0; c < cross.cols; ++c) difference = Math.max(difference, Math.abs(row.attention[c] - cross.values[r * cross.cols + c]));
+    });
+    check = `its cross-attention differs from the streamed rows by at most ${difference.toExponential(1)}`;
+  } else {
+    check = `the text read back is ${cross.rows} tokens where ${streamed.length} were written, so its rows are not the streamed ones`;
+  }
+  const explanation = note(
+    ctx.root,
+    `The decoder's self-attention while it wrote: each row is a written token, its cells the tokens before it (from the start token). Generate streams only the cross-attention above, so this is GetAttention of the written text read back by the decoder (teacher-forced); ${check}.`,
+  );
+  explanation.classList.add('decoder-self');
+  const svg = newFigure(scrollBox(ctx.root), 'generate-decoder');
+  const color = sequentialScale(1);
+  const map = attentionFigure(svg, answer, { panel, info, color, cellFor: (rows, cols) => fittedCell(ctx.root, rows, cols, { max: 28 }) });
+  const barWidth = drawColorBar(svg, color, { x: map.width + 16, y: map.top, height: 120, label: 'attention' });
+  fit(svg, map.width + 16 + barWidth, Math.max(map.height, map.top + 120) + 4);
+}
+
 export default {
   id: 'generate',
   title: 'Generate',
-  help: 'The model writes after the text (a decoder-only model) or translates it (an encoder-decoder), token by token: each new token with its log-probability, and as one more row its attention over the context (an encoder-decoder: its cross-attention over the source) in the chosen layer and head.',
+  help: 'The model writes after the text (a decoder-only model) or translates it (an encoder-decoder), token by token: each new token with its log-probability, and as one more row its attention over the context (an encoder-decoder: its cross-attention over the source, then its decoder\'s self-attention over the translation) in the chosen layer and head.',
   controls: ['text', 'layer', 'head'],
   // An encoder-decoder writes with its decoder: the layer and head pickers count the decoder's.
   usesDecoder: () => true,
@@ -126,6 +158,7 @@ export default {
       const barWidth = drawColorBar(svg, color, { x: map.width + 16, y: map.top, height: 120, label: 'attention' });
       fit(svg, map.width + 16 + barWidth, Math.max(map.height, map.top + 120) + 4);
     };
+    let written = '';
     ctx.progress(0, state.max, 'Generate');
     await ctx.stream('Generate', generateRequest(state), (message) => {
       if (message.header) {
@@ -154,6 +187,7 @@ export default {
         result.classList.add('generated-text');
         result.dataset.score = String(done.score ?? 0);
         if (header.encoderDecoder && done.text?.trim()) {
+          written = done.text.trim();
           const open = document.createElement('button');
           open.type = 'button';
           open.name = 'open-cross';
@@ -163,5 +197,6 @@ export default {
         }
       }
     });
+    if (written) await decoderSelfAttention(ctx, written, rows);
   },
 };

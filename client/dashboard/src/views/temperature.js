@@ -68,8 +68,11 @@ export default {
     const svg = newFigure(scrollBox(ctx.root), 'temperature');
     const color = sequentialScale(1);
     const cell = fittedCell(ctx.root, rows, cols, { max: 36, reserve: 320 });
+    // What the heatmap and the entropies show: computed once per temperature (a 400-token head's
+    // softmax, and its image, were made twice before the first picture).
+    let shownValues = state.t === 1 ? atOne : at(state.t);
     const map = drawHeatmap(svg, {
-      values: at(state.t),
+      values: shownValues,
       rows,
       cols,
       rowLabels: labels.slice(answer.queryStart, answer.queryStart + rows),
@@ -105,18 +108,18 @@ export default {
     const barWidth = drawColorBar(svg, color, { x: barX, y: map.top, height: Math.max(120, rows * cell), label: 'attention' });
     fit(svg, barX + barWidth, Math.max(map.height, map.top + 120) + 4);
 
-    const show = (t) => {
-      const probabilities = at(t);
-      map.update(probabilities);
-      const h = rowEntropies(probabilities, rows, cols);
+    const showEntropies = (t) => {
+      const h = rowEntropies(shownValues, rows, cols);
       shown = h;
       entropies.attr('data-value', (r) => h[r]).text((r) => h[r].toFixed(2));
       readout.value = `T = ${t.toFixed(2)}`;
     };
-    show(state.t);
+    showEntropies(state.t);
     slider.addEventListener('input', () => {
       const t = 10 ** slider.valueAsNumber;
-      show(t);
+      shownValues = at(t);
+      map.update(shownValues);
+      showEntropies(t);
       ctx.update({ t: Number(t.toFixed(2)) }, { quiet: true });
     });
 

@@ -33,7 +33,7 @@ test('a link reads back as the state that wrote it', () => {
     temp: 0.7,
     topp: 0.9,
     seed: 7,
-    b: { model: 'llama', text: null, pair: null, layer: 1, head: 0 },
+    b: { model: 'llama', text: null, pair: null, layer: 1, head: 0, block: 'decoder' },
   };
   assert.deepEqual(parseState(formatState(state)), state);
 });
@@ -68,4 +68,6 @@ test('an encoder-decoder link names its decoder text as the API does', () => {
   assert.equal(parseState('?attn=sideways&method=magic&zoom=0').block, 'cross');
   assert.equal(parseState('?method=magic').method, 'greedy');
   assert.equal(parseState('?zoom=0').zoom, 1);
+  assert.equal(parseState('?b.attn=encoder').b.block, 'encoder');
+  assert.equal(parseState('?b.attn=sideways').b.block, null);
 });
