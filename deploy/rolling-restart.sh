@@ -33,15 +33,17 @@ replicas=$("${compose[@]}" ps -q replicas)
 expected=$(serving)
 echo "rolling-restart: $expected replicas serving behind HAProxy"
 for replica in $replicas; do
+  name=$(docker inspect -f '{{.Name}}' "$replica")
+  name=${name#/}
   start=$SECONDS
   docker restart -t 30 "$replica" >/dev/null
   until [ "$(serving)" -ge "$expected" ]; do
     if ((SECONDS - start > timeout)); then
-      echo "rolling-restart: replica $replica not back in HAProxy's rotation within" \
-        "${timeout} s (its log: docker logs $replica)" >&2
+      echo "rolling-restart: replica $name not back in HAProxy's rotation within" \
+        "${timeout} s (its log: docker logs $name)" >&2
       exit 1
     fi
     sleep 0.5
   done
-  echo "rolling-restart: replica $replica serving again after $((SECONDS - start)) s"
+  echo "rolling-restart: replica $name serving again after $((SECONDS - start)) s"
 done
