@@ -55,7 +55,9 @@ MIN_SENTENCE_WORDS = 4
 NEGATIVES_PER_QUERY = 4
 # Per language at most this many query units of each kind, so one source does not crowd out the
 # others (English catalogues and descriptions are far larger than Vietnamese ones).
-MAX_UNITS_PER_KIND = 6000
+MAX_UNITS_PER_KIND = {"cloze": 6000, "description": 6000, "keywords": 15000, "name": 8000}
+# Keyword searches are the plainest form of "the query's words are in the document".
+KEYWORD_QUERIES_PER_TEXT = 2
 # Tutorial examples and their words, kept out of the training text.
 EXCLUDED = ("langchain", "lang chain", "랭체인", "날씨가 정말 좋다", "trời đẹp quá",
             "weather is really nice")
@@ -70,6 +72,14 @@ NAME_TEMPLATES = {
 }
 HANGUL_SYLLABLES = [bytes([high, low]).decode("euc-kr")
                     for high in range(0xB0, 0xC9) for low in range(0xA1, 0xFF)]
+KEYWORD_TEMPLATES = {
+    "en": ("how to {k}", "what is {k}", "{k}?", "about {k}", "why {k}", "where is {k}",
+           "how do I {k}", "{k} help"),
+    "vi": ("{k} là gì", "cách {k}", "{k} như thế nào", "tại sao {k}", "{k} ở đâu", "{k} không",
+           "làm sao {k}", "hỏi về {k}"),
+    "ko": ("{k} 뭐야", "{k} 방법", "{k} 어떻게 해", "{k} 알려줘", "{k}?", "왜 {k}", "{k} 어디",
+           "{k} 하는 법"),
+}
 LATIN_ONSETS = ("b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "qu", "r", "s", "t",
                 "v", "w", "x", "z", "br", "ch", "cl", "dr", "fl", "gr", "kr", "pl", "pr", "sh",
                 "st", "th", "tr", "v", "y")
@@ -258,7 +268,13 @@ class Builder:
         self.singles = []
 
     def add_document(self, source, text):
+        """`text` and, when it has several, each of its sentences: irrelevant documents as short as
+        a one-sentence answer too."""
         self.documents.append((source, truncate_words(text, MAX_DOCUMENT_WORDS)))
+        sentences = split_sentences(text)
+        if len(sentences) > 1:
+            self.documents.extend((source, truncate_words(t, MAX_DOCUMENT_WORDS))
+                                  for t in sentences if len(t.split()) >= MIN_SENTENCE_WORDS)
 
     def add_unit(self, kind, query, document, source):
         if excluded(query) or excluded(document):
@@ -276,7 +292,7 @@ class Builder:
         for kind in sorted(self.units):
             units = self.units[kind]
             rng.shuffle(units)
-            units = units[:MAX_UNITS_PER_KIND]
+            units = units[:MAX_UNITS_PER_KIND[kind]]
             counts[kind] = len(units)
             for query, document, source in units:
                 negatives = []
@@ -307,14 +323,25 @@ class Builder:
         return out, counts
 
 
-def keyword_query(text, rng):
-    words = text.split()
+def keyword_query(text, lang, rng):
+    """Words of `text` as a search: one to four consecutive words, or two or three words picked in
+    order, half the time put in a question template ("how to ...", "... là gì", "... 방법")."""
+    words = [w.strip(".,:;()[]\"“”«»") for w in text.split()]
+    words = [w for w in words if w]
     if len(words) < 4:
         return None
-    length = rng.randint(2, min(4, len(words) - 1))
-    start = rng.randrange(len(words) - length + 1)
-    query = " ".join(words[start:start + length]).strip(" .,:;()\"")
-    return query if len(content_words(query)) >= 1 else None
+    if rng.random() < 0.5:
+        length = rng.randint(1, min(4, len(words) - 1))
+        start = rng.randrange(len(words) - length + 1)
+        picked = words[start:start + length]
+    else:
+        picked = [words[i] for i in sorted(rng.sample(range(len(words)), rng.randint(2, 3)))]
+    query = " ".join(picked)
+    if not content_words(query):
+        return None
+    if rng.random() < 0.5:
+        query = rng.choice(KEYWORD_TEMPLATES[lang]).format(k=query)
+    return query
 
 
 def cloze(paragraph, rng):
@@ -353,9 +380,10 @@ def build(lang, descriptions, catalogue, rng):
             pair = cloze(paragraph, rng)
             if pair:
                 builder.add_unit("cloze", pair[0], pair[1], package)
-        query = keyword_query(body, rng)
-        if query:
-            builder.add_unit("keywords", query, body, package)
+        for _ in range(KEYWORD_QUERIES_PER_TEXT):
+            query = keyword_query(body, lang, rng)
+            if query:
+                builder.add_unit("keywords", query, body, package)
         builder.singles.append(truncate_words(body, MAX_DOCUMENT_WORDS))
     for domain, paragraphs in catalogue:
         source = domain + ":" + paragraphs[0][:40]
@@ -364,9 +392,10 @@ def build(lang, descriptions, catalogue, rng):
             pair = cloze(paragraph, rng)
             if pair:
                 builder.add_unit("cloze", pair[0], pair[1], source)
-            query = keyword_query(paragraph, rng)
-            if query:
-                builder.add_unit("keywords", query, paragraph, source)
+            for _ in range(KEYWORD_QUERIES_PER_TEXT):
+                query = keyword_query(paragraph, lang, rng)
+                if query:
+                    builder.add_unit("keywords", query, paragraph, source)
             if rng.random() < 0.3:
                 name = made_up_name(rng, lang)
                 builder.add_unit("name", name_query(name, lang, rng),
