@@ -16,7 +16,8 @@ words are:
 
   - inverse cloze: a sentence of a description or multi-line message as the query, the rest of
     its paragraph as the relevant document;
-  - keywords: two to four words of a text, in order, as the query for that text;
+  - keywords: one to four consecutive words of a text, or two or three picked in order, as the
+    query for that text, half of them in a question template ("how to ...", "... 방법");
   - names: "what is X", "X là gì", "X 뭐야" for a document that names X, where X is the package
     or, half the time, a made-up name (random Latin or Hangul syllables) put into both query and
     document, so that the model learns "the same token in both" rather than particular words;
