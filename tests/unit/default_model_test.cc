@@ -6,6 +6,7 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -117,6 +118,21 @@ class DefaultModelTest : public ::testing::Test {
         e.special_tokens_mask.push_back(1);
       }
     }
+  }
+
+  // Relevance logits of `query` with each of `documents`, in one forward pass.
+  static std::vector<float> Scores(const std::string& query,
+                                   const std::vector<std::string>& documents) {
+    std::vector<Encoding> encodings;
+    for (const std::string& document : documents) {
+      absl::StatusOr<Encoding> encoding = tokenizer_->EncodePair(query, document, Truncating());
+      EXPECT_TRUE(encoding.ok()) << encoding.status();
+      if (!encoding.ok()) return {};
+      encodings.push_back(*std::move(encoding));
+    }
+    PadAll(&encodings);
+    const torch::Tensor logits = Run(encodings, /*attentions=*/false).logits.select(1, 0);
+    return std::vector<float>(logits.data_ptr<float>(), logits.data_ptr<float>() + logits.numel());
   }
 
   static EncodeOptions Truncating() {
@@ -261,6 +277,65 @@ TEST_F(DefaultModelTest, RanksTheRelevantDocumentFirst) {
                   100.0 * accuracy, static_cast<long long>(correct), items.size());
       EXPECT_GE(accuracy, min_accuracy) << kind << " " << lang;
     }
+  }
+}
+
+// Text far from the help pages: tests/data/general-domain-heldout.jsonl, 30 short questions per
+// language across six topics (software, weather, food, travel, study, news), each against its
+// answer and five answers of the other topics; no training text is copied from it
+// (scripts/extract_general_text.py stops if it finds one). The model, trained on help text only,
+// matches a query's words only where the help uses them: it ranks the answer first in 46.7 / 56.7 /
+// 30.0% of the questions (chance 16.7%), far from the 90% a general reranker needs (MODEL_CARD.md,
+// "General text"). The floors are those figures less two questions: a model that ranks worse
+// fails.
+TEST_F(DefaultModelTest, RanksTheAnswerFirstOnGeneralText) {
+  const std::vector<nlohmann::json> items =
+      testing::ReadJsonLines(testing::TestDataDir() + "/general-domain-heldout.jsonl");
+  const std::map<std::string, int64_t> min_first = {{"en", 12}, {"vi", 15}, {"ko", 7}};
+  for (const char* lang : kLanguages) {
+    int64_t total = 0;
+    int64_t first = 0;
+    for (const nlohmann::json& item : items) {
+      if (item["lang"] != lang) continue;
+      std::vector<std::string> documents = {item["relevant"].get<std::string>()};
+      for (const nlohmann::json& unrelated : item["unrelated"]) {
+        documents.push_back(unrelated.get<std::string>());
+      }
+      ASSERT_EQ(documents.size(), 6u) << item.dump();
+      const std::vector<float> scores = Scores(item["query"].get<std::string>(), documents);
+      ASSERT_EQ(scores.size(), documents.size());
+      ++total;
+      if (std::max_element(scores.begin(), scores.end()) == scores.begin()) {
+        ++first;
+      } else {
+        const auto best = std::max_element(scores.begin() + 1, scores.end());
+        std::printf("%s miss: '%s' (answer %.2f; %.2f '%s')\n", lang,
+                    item["query"].get<std::string>().c_str(), scores[0], *best,
+                    documents[best - scores.begin()].c_str());
+      }
+    }
+    ASSERT_EQ(total, 30) << lang;
+    std::printf("general %s: answer ranked first %.1f%% (%lld/%lld, chance 16.7%%)\n", lang,
+                100.0 * static_cast<double>(first) / static_cast<double>(total),
+                static_cast<long long>(first), static_cast<long long>(total));
+    EXPECT_GE(first, min_first.at(lang)) << lang;
+  }
+
+  // README's cross-attention tutorial and its Vietnamese and English counterparts, whose names the
+  // training text never contains. Printed for the model card: this model ranks the unrelated
+  // sentence above the answer in Korean and Vietnamese and scores it above 0 in all three.
+  for (const auto& [query, answer, unrelated] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"랭체인 뭐야", "랭체인은 LLM을 쉽게 다루는 도구", "오늘 날씨가 정말 좋다"},
+           {"LangChain là gì",
+            "LangChain là một framework để xây dựng ứng dụng với mô hình ngôn ngữ lớn",
+            "Hôm nay trời đẹp quá"},
+           {"what is LangChain",
+            "LangChain is a framework for building applications with large language models",
+            "the weather is really nice today"}}) {
+    const std::vector<float> scores = Scores(query, {answer, unrelated});
+    ASSERT_EQ(scores.size(), 2u);
+    std::printf("%s: answer %.3f, unrelated %.3f\n", query.c_str(), scores[0], scores[1]);
   }
 }
 
