@@ -26,6 +26,8 @@ const controls = $('controls').elements;
 let state = parseState(location.search);
 let models;
 let controller;
+// The running "Translate first": its source (model and text) and its AbortController.
+let translation;
 let renders = 0;
 // New tokens "Translate first" allows: a title or a sentence of the built-in translation model's
 // LibreOffice help.
@@ -154,7 +156,16 @@ function showModelInfo(info) {
   $('model-normalization').textContent = `Tokenizer: ${info.normalization?.description ?? 'no normalization reported'}.`;
 }
 
+// A translation belongs to the source it was asked for: once the model or the text changed, its
+// answer would be read as the translation of another text.
+function dropStaleTranslation() {
+  if (translation && (translation.name !== (state.model || models[0].name) || translation.text !== state.text)) {
+    translation.controller.abort();
+  }
+}
+
 async function render() {
+  dropStaleTranslation();
   controller?.abort();
   controller = new AbortController();
   const { signal } = controller;
@@ -222,24 +233,30 @@ async function translateFirst() {
   const name = state.model || models[0].name;
   // The decoder's positions hold its start token and the new ones.
   const limit = Math.min(TRANSLATION_TOKENS, models.find((m) => m.name === name).maxPositionEmbeddings - 1);
-  const button = $('translate');
-  button.disabled = true;
+  // A second press starts over: the source may have changed since the first.
+  translation?.controller.abort();
+  const current = { name, text: state.text, controller: new AbortController() };
+  translation = current;
+  const { signal } = current.controller;
   setStatus('loading');
   showError(null);
   try {
     let text = '';
-    await stream('Generate', { model: name, prompt: state.text, maxNewTokens: limit }, (message) => {
+    await stream('Generate', { model: name, prompt: current.text, maxNewTokens: limit }, (message) => {
+      if (signal.aborted) return;
       if (message.token) progress((message.token.index ?? 0) + 1, limit, `Generate: ${(text += message.token.text ?? '')}`);
       if (message.done) text = message.done.text ?? '';
-    });
+    }, { signal });
+    if (signal.aborted) return;
     progress(null);
     update({ decoderText: text.trim() });
   } catch (error) {
+    if (signal.aborted) return;
     progress(null);
     showError(error);
     setStatus('error');
   } finally {
-    button.disabled = false;
+    if (translation === current) translation = undefined;
   }
 }
 

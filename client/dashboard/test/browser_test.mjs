@@ -647,6 +647,36 @@ describe('dashboard in headless Chromium', () => {
     await expectCells('g.heatmap[data-block="encoder"]', float32(answer.attentions), n);
   });
 
+  it('Translate first: a translation of a source changed meanwhile is dropped, a second press translates the new one', async () => {
+    await open({ model: 'translation', text: '>>vie<< Creating a Formula in the Commands Window' });
+    // The first translation's request is held until the source has changed, as a slow answer would be.
+    let held;
+    const hold = (request) => {
+      if (!held && request.url().endsWith('/Generate')) held = request;
+      else request.continue();
+    };
+    await page.setRequestInterception(true);
+    page.on('request', hold);
+    try {
+      await page.click('#translate');
+      await page.waitForFunction(() => document.body.dataset.status === 'loading');
+      while (!held) await new Promise((resolve) => setTimeout(resolve, 10));
+      await rerender(() => page.click('xpath/.//button[text()="English → Korean"]'));
+      // The page has dropped the request by now; the interception of a dropped request is gone.
+      await held.continue().catch(() => {});
+      await rerender(() => page.click('#translate'));
+    } finally {
+      page.off('request', hold);
+      await page.setRequestInterception(false);
+    }
+    const source = await page.$eval('input[name="text"]', (i) => i.value);
+    assert.match(source, /^>>kor<< /);
+    const generated = await apiStream('Generate', { model: 'translation', prompt: source, maxNewTokens: 64 });
+    const translation = generated.at(-1).done.text.trim();
+    assert.equal(await page.$eval('input[name="decoderText"]', (i) => i.value), translation);
+    assert.equal(new URL(page.url()).searchParams.get('decoder_text'), translation);
+  });
+
   it('encoder-decoder layers the encoder lacks: T5 decoder layer 2 over its 2 encoder layers', async () => {
     const text = 'hello world';
     await open({ model: 't5', text, decoder_text: 'hallo welt', layer: 2, head: 3 });
