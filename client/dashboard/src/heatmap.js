@@ -36,7 +36,7 @@ export const MASKED_FILL = '#d9d9d9';
 const VALUE_CELL = 30;
 
 // The colours of a scale at 256 steps, as bytes, for painting images.
-function colorTable(color) {
+export function colorTable(color) {
   const domain = color.domain();
   const lo = domain[0];
   const hi = domain[domain.length - 1];

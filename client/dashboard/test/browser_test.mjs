@@ -746,6 +746,30 @@ describe('dashboard in headless Chromium', () => {
     await expectCells('g.heatmap[data-block="cross"]', float32(answer.crossAttentions), answer.tokens.tokens.length);
   });
 
+  it('generate: 200 tokens are drawn row by row, the page never busy for long, the picture the streamed rows', async () => {
+    const prompt = 'Once upon a time';
+    // The page's own record of main-thread tasks over 50 ms, from its first script on.
+    const observer = await page.evaluateOnNewDocument(() => {
+      window.longTasks = [];
+      new PerformanceObserver((list) => window.longTasks.push(...list.getEntries().map((e) => e.duration))).observe({ type: 'longtask', buffered: true });
+    });
+    try {
+      await open({ model: 'llama', view: 'generate', text: prompt, layer: 4, head: 'mean', max: 200 });
+    } finally {
+      await page.removeScriptToEvaluateOnNewDocument(observer.identifier);
+    }
+    const longest = await page.evaluate(() => Math.max(0, ...window.longTasks));
+    // Drawing every row again at each token made 150 tokens one 25 s task.
+    assert.ok(longest < 2000, `longest task ${longest} ms`);
+    const messages = await apiStream('Generate', { model: 'llama', prompt, maxNewTokens: 200, outputAttentions: true, layers: [4], headAggregation: 'HEAD_AGGREGATION_MEAN' });
+    const tokens = messages.filter((m) => m.token).map((m) => m.token);
+    assert.equal((await datasets('ol.generated li')).length, tokens.length);
+    // 200 rows are painted as one image: the last row's cells read by hovering.
+    const cell = await page.$eval('g.heatmap[data-block="self"] image', (i) => Number(i.getAttribute('height')) / 200);
+    const last = float32(tokens.at(-1).attention);
+    for (const col of [0, 3, last.length - 1]) assert.equal(await hoverValue('g.heatmap', 199, col, cell), last[col]);
+  });
+
   it('salience: each method per token and per word is the API Attribute answer, beside the [CLS] attention', async () => {
     const text = 'how do I insert a table';
     const pair = 'To insert a new table, choose Table - Insert Table.';
