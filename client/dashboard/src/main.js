@@ -6,7 +6,7 @@ import { ApiError, call, setApiKey, stream } from './api.js';
 import { exportPng, exportSvg } from './export.js';
 import { TRANSLATION_PRESETS } from './presets.js';
 import { textRequest } from './requests.js';
-import { formatState, parseState } from './state.js';
+import { crossAttentionDefaults, formatState, parseState } from './state.js';
 import { hideTooltip } from './tooltip.js';
 import compare from './views/compare.js';
 import documents from './views/documents.js';
@@ -232,7 +232,8 @@ async function render() {
 async function translateFirst() {
   const name = state.model || models[0].name;
   // The decoder's positions hold its start token and the new ones.
-  const limit = Math.min(TRANSLATION_TOKENS, models.find((m) => m.name === name).maxPositionEmbeddings - 1);
+  const info = models.find((m) => m.name === name);
+  const limit = Math.min(TRANSLATION_TOKENS, info.maxPositionEmbeddings - 1);
   // A second press starts over: the source may have changed since the first.
   translation?.controller.abort();
   const current = { name, text: state.text, controller: new AbortController() };
@@ -249,7 +250,7 @@ async function translateFirst() {
     }, { signal });
     if (signal.aborted) return;
     progress(null);
-    update({ decoderText: text.trim() });
+    update({ decoderText: text.trim(), ...crossAttentionDefaults(location.search, info.decoderLayers) });
   } catch (error) {
     if (signal.aborted) return;
     progress(null);

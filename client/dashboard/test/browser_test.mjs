@@ -627,11 +627,14 @@ describe('dashboard in headless Chromium', () => {
     const url = new URL(page.url());
     assert.equal(url.searchParams.get('decoder_text'), translation);
 
-    // The heatmap's cross-attention: target tokens down (decoder_labels), source tokens across.
-    const answer = await api('GetAttention', { model: 'translation', text: source, decoderText: translation, layers: [0], heads: [0] });
+    // The heatmap's cross-attention: target tokens down (decoder_labels), source tokens across; as
+    // the CLI shows it, in the last decoder layer and the mean of the heads.
+    assert.equal(url.searchParams.get('layer'), '2');
+    assert.equal(url.searchParams.get('head'), 'mean');
+    const answer = await api('GetAttention', { model: 'translation', text: source, decoderText: translation, layers: [2], headAggregation: 'HEAD_AGGREGATION_MEAN' });
     const rows = answer.decoderLabels.tokens.length;
     const n = answer.tokens.tokens.length;
-    await expectCells('g.heatmap[data-block="cross"]', float32(answer.crossAttentions), n);
+    await expectCells('g.heatmap[data-block="cross"][data-layer="2"][data-head="mean"]', float32(answer.crossAttentions), n);
     assert.deepEqual(await labels('g.heatmap text.row-label'), answer.decoderLabels.tokens.map((_, i) => tokenLabel(answer.decoderLabels, i)));
     assert.deepEqual(await labels('g.heatmap text.col-label'), answer.tokens.tokens.map((_, i) => tokenLabel(answer.tokens, i)));
     assert.ok((await labels('g.heatmap text.row-label')).includes('Chèn'));

@@ -8,6 +8,7 @@ import { CELL_ELEMENT_LIMIT, colorTable, drawColorBar, drawHeatmap, sequentialSc
 import { tokenLabels } from '../labels.js';
 import { formatFloat32 } from '../numbers.js';
 import { headRequest, headTitle } from '../requests.js';
+import { crossAttentionDefaults } from '../state.js';
 import { decodeTensor } from '../tensor.js';
 import { attentionBlock, attentionFigure, fittedCell, panelRequest } from './heatmap.js';
 
@@ -233,7 +234,9 @@ export default {
           open.type = 'button';
           open.name = 'open-cross';
           open.textContent = 'Open the cross-attention heatmap of this translation';
-          open.addEventListener('click', () => ctx.update({ view: 'heatmap', decoderText: done.text.trim(), block: 'cross' }));
+          open.addEventListener('click', () =>
+            ctx.update({ view: 'heatmap', decoderText: done.text.trim(), block: 'cross', ...crossAttentionDefaults(location.search, info.decoderLayers) }),
+          );
           ctx.root.append(open);
         }
       }
