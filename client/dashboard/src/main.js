@@ -5,7 +5,7 @@ import './style.css';
 import { ApiError, call, setApiKey, stream } from './api.js';
 import { exportPng, exportSvg } from './export.js';
 import { TRANSLATION_PRESETS } from './presets.js';
-import { textRequest } from './requests.js';
+import { textRequest, withControls } from './requests.js';
 import { crossAttentionDefaults, formatState, parseState } from './state.js';
 import { hideTooltip } from './tooltip.js';
 import compare from './views/compare.js';
@@ -44,7 +44,7 @@ function showError(error) {
   if (!error) return;
   box.textContent =
     error instanceof ApiError
-      ? `${error.method} failed (${error.code}): ${error.message}${controlHint(error.message)}`
+      ? `${error.method} failed (${error.code}): ${withControls(error.message)}${controlHint(error.message)}`
       : `The attnscope server did not answer (${error.message}). Is attnscope-server still running?`;
 }
 
@@ -83,7 +83,8 @@ function options(select, values, selected) {
   // A value the model does not have (a hand-edited link) stays visible; the server says why it fails.
   if (!values.some(([value]) => String(value) === String(selected))) {
     const option = document.createElement('option');
-    option.value = option.textContent = String(selected);
+    option.value = String(selected);
+    option.textContent = `${selected} (not available)`;
     select.append(option);
   }
   select.value = String(selected);
@@ -183,6 +184,9 @@ async function render() {
     models ??= (await call('ListModels', {}, { signal })).models;
     const name = state.model || models[0].name;
     const info = models.find((m) => m.name === name) ?? (await call('GetModelInfo', { model: name }, { signal }));
+    // A link's negative layer counts from the last, as the API's layer indices do.
+    const { layers } = layerCounts(view, info, state);
+    if (state.layer < 0 && state.layer >= -layers) update({ layer: layers + state.layer }, { quiet: true });
     // A link's pair on an encoder-decoder is left out, not appended to the source.
     const viewState = { ...state, model: name, ...(info.isEncoderDecoder ? { pair: '' } : { decoderText: '' }) };
     syncControls(view, info, viewState);
@@ -223,6 +227,9 @@ async function render() {
     $('api-key').hidden = !(error instanceof ApiError && error.code === 'unauthenticated');
     // The model picker stays usable, e.g. after a link named a model the server does not have.
     if (models) options(controls.model, models.map((m) => [m.name, m.name]), state.model || models[0].name);
+    // The text the link asked for stays for the next try; the controls are otherwise set only
+    // once the model is known.
+    controls.text.value = state.text;
     setStatus('error');
   }
 }

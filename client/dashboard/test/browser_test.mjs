@@ -531,9 +531,19 @@ describe('dashboard in headless Chromium', () => {
       body: JSON.stringify({ model: 'default', text: VIETNAMESE, layers: [9], heads: [0] }),
     });
     const { message } = await response.json();
-    assert.ok(message.length > 0);
-    assert.ok(error.includes(message), `page: ${error}\nserver: ${message}`);
+    // The server's explanation, with the page's control where it names the request's field.
+    assert.ok(message.endsWith('; fix `layers`'), message);
+    assert.ok(error.includes(message.replace('`layers`', '"Layer"')), `page: ${error}\nserver: ${message}`);
+    assert.equal(await page.$eval('select[name="layer"]', (s) => s.selectedOptions[0].textContent), '9 (not available)');
     assert.ok(consoleErrors.every((e) => e.includes('400')), consoleErrors.join('\n'));
+    // Generate's fields are named by the view's own controls.
+    await page.goto(base + query({ model: 'llama', view: 'generate', text: 'Once upon a time', max: 2000 }));
+    assert.match((await waitReady()).error, /: "new tokens": expected 1 to 1024, got 2000/);
+    // A negative layer counts from the last, as the API's do: layer -1 of 4 is layer 3.
+    await open({ model: 'default', text: VIETNAMESE, layer: -1 });
+    assert.equal(await page.$eval('select[name="layer"]', (s) => s.value), '3');
+    assert.deepEqual(await page.$$eval('select[name="layer"] option', (o) => o.map((x) => x.value)), ['0', '1', '2', '3']);
+    assert.equal(new URL(page.url()).searchParams.get('layer'), '3');
   });
 
   it('a server that takes API keys: the page asks for one, a wrong key is refused, the right one shows the view', async () => {
@@ -568,6 +578,8 @@ describe('dashboard in headless Chromium', () => {
     const { status, error } = await waitReady();
     assert.equal(status, 'error');
     assert.ok(error.includes("'nosuchmodel'"), error);
+    assert.match(error, /set "Model" to one of them/);
+    assert.equal(await page.$eval('input[name="text"]', (i) => i.value), VIETNAMESE);
     const choices = await page.$$eval('select[name="model"] option', (o) => o.map((x) => x.value));
     assert.ok(choices.includes('default'), choices.join(' '));
     await rerender(() => page.select('select[name="model"]', 'default'));
