@@ -620,6 +620,26 @@ describe('dashboard in headless Chromium', () => {
     assert.ok(documentsSvg.includes('Query: 랭체인 뭐야'));
     const modelSvg = await exported({ model: 'default', view: 'model', text: VIETNAMESE }, 'attnscope-model-default');
     assert.match(modelSvg, /Tokens: 0 \[CLS\]  1 Tôi/);
+    // Generate's tokens, their log-probabilities and the score; a narrow heatmap's whole title.
+    const generateSvg = await exported({ model: 'translation', view: 'generate', text: '>>vie<< Inserting Tables', max: 4 }, 'attnscope-generate-translation');
+    const messages = await apiStream('Generate', { model: 'translation', prompt: '>>vie<< Inserting Tables', maxNewTokens: 4 });
+    const first = messages.find((m) => m.token).token;
+    assert.ok(generateSvg.includes(`score ${messages.at(-1).done.score.toFixed(4)}`), 'score');
+    assert.ok(generateSvg.includes(`0 ${first.text.trim() ? first.text : first.token} (${first.logprob.toFixed(3)})`), 'first token and its log p');
+    const titleFits = () =>
+      page.$eval('svg.figure', (svg) => {
+        const title = svg.querySelector('text.title').getBBox();
+        return title.x + title.width <= Number(svg.getAttribute('width'));
+      });
+    assert.ok(await titleFits(), 'Generate title within the figure');
+    await open({ model: 'translation', text: '>>vie<< Inserting Tables', decoder_text: 'Chèn bảng', layer: 2, head: 'mean' });
+    assert.ok(await titleFits(), 'cross-attention title within the figure');
+    // Salience's score, baseline and colour scale.
+    const salienceSvg = await exported({ model: 'default', view: 'salience', text: 'insert a table', pair: 'choose Table - Insert Table' }, 'attnscope-salience-default');
+    const attributed = await api('Attribute', { model: 'default', text: 'insert a table', textPair: 'choose Table - Insert Table', methods: ['ATTRIBUTION_METHOD_OCCLUSION', 'ATTRIBUTION_METHOD_GRADIENT_X_INPUT', 'ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS'] });
+    assert.ok(salienceSvg.includes(`Score ${attributed.score.toFixed(4)}`), 'score');
+    assert.ok(salienceSvg.includes(`baseline score ${attributed.baselineScore.toFixed(4)}`), 'baseline');
+    assert.match(salienceSvg, /Colours: a method's column runs from red/);
   });
 
   it('encoder-decoder, from the start page: Translate first, then cross-, decoder self- and encoder self-attention', async () => {

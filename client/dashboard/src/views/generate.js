@@ -193,10 +193,13 @@ export default {
         describe: (r, c, v) => [`${rows[r].label} (new token ${r}) → ${colLabels[c]}`, `key ${c}: ${formatFloat32(v)}`],
       });
       map.g.attr('data-block', header.encoderDecoder ? 'cross' : 'self');
+      // The export's caption: what the page lists beside the figure.
+      svg.attr('data-caption', `${outcome}\nNew tokens (log p): ${rows.map((row, i) => `${i} ${row.label} (${row.logprob.toFixed(3)})`).join('  ')}`);
       const barWidth = drawColorBar(svg, color, { x: map.width + 16, y: map.top, height: 120, label: 'attention' });
       fit(svg, map.width + 16 + barWidth, Math.max(map.height, map.top + 120) + 4);
     };
     let written = '';
+    let outcome = '';
     let paintRow;
     const paint = paintEvery(PAINT_EVERY_MS);
     ctx.progress(0, state.max, 'Generate');
@@ -217,7 +220,7 @@ export default {
         const label = token.text?.trim() ? token.text : token.token;
         addToken(token, label);
         const attention = decodeTensor(token.attention);
-        rows.push({ label, attention: attention.data.subarray(0, attention.shape[attention.shape.length - 1]) });
+        rows.push({ label, logprob: token.logprob ?? 0, attention: attention.data.subarray(0, attention.shape[attention.shape.length - 1]) });
         paintRow(rows.length - 1, rows.at(-1).attention);
         ctx.progress(rows.length, state.max, `Generate: ${label}`);
         return paint();
@@ -225,7 +228,8 @@ export default {
       if (message.done) {
         const { done } = message;
         const reason = done.finishReason === 'FINISH_REASON_EOS' ? 'the end-of-text token' : `${state.max} new tokens`;
-        const result = note(ctx.root, `Stopped at ${reason}; score ${(done.score ?? 0).toFixed(4)} (${METHODS[state.method][0]}). Text: ${done.text ?? ''}`);
+        outcome = `Stopped at ${reason}; score ${(done.score ?? 0).toFixed(4)} (${METHODS[state.method][0]}). Text: ${done.text ?? ''}`;
+        const result = note(ctx.root, outcome);
         result.classList.add('generated-text');
         result.dataset.score = String(done.score ?? 0);
         if (header.encoderDecoder && done.text?.trim()) {
