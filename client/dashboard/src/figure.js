@@ -24,9 +24,10 @@ export function fit(svg, width, height) {
 
 const measureContext = document.createElement('canvas').getContext('2d');
 
-// Width in pixels of `text` at `size`, before it is placed: labels' widths decide the layout.
-export function textWidth(text, size) {
-  measureContext.font = `${size}px ${FONT_FAMILY}`;
+// Width in pixels of `text` at `size` (and `weight`), before it is placed: labels' widths decide
+// the layout.
+export function textWidth(text, size, weight = 'normal') {
+  measureContext.font = `${weight} ${size}px ${FONT_FAMILY}`;
   return measureContext.measureText(text).width;
 }
 

@@ -36,7 +36,7 @@ export const MASKED_FILL = '#d9d9d9';
 const VALUE_CELL = 30;
 
 // The colours of a scale at 256 steps, as bytes, for painting images.
-function colorTable(color) {
+export function colorTable(color) {
   const domain = color.domain();
   const lo = domain[0];
   const hi = domain[domain.length - 1];
@@ -221,7 +221,9 @@ export function drawHeatmap(parent, options) {
     g,
     left,
     top,
-    width: left + cols * cell,
+    // A narrow heatmap's title is wider than its cells: what comes to its right (the colour bar,
+    // the figure's edge) makes room for it.
+    width: left + Math.max(cols * cell, title ? textWidth(title, 13, 'bold') : 0),
     height: top + rows * cell,
     // New values, and a new colour scale when given (a streamed view's final one).
     update(next, nextColor = color) {

@@ -5,8 +5,8 @@ import './style.css';
 import { ApiError, call, setApiKey, stream } from './api.js';
 import { exportPng, exportSvg } from './export.js';
 import { TRANSLATION_PRESETS } from './presets.js';
-import { textRequest } from './requests.js';
-import { formatState, parseState } from './state.js';
+import { textRequest, withControls } from './requests.js';
+import { crossAttentionDefaults, formatState, parseState } from './state.js';
 import { hideTooltip } from './tooltip.js';
 import compare from './views/compare.js';
 import documents from './views/documents.js';
@@ -26,6 +26,8 @@ const controls = $('controls').elements;
 let state = parseState(location.search);
 let models;
 let controller;
+// The running "Translate first": its source (model and text) and its AbortController.
+let translation;
 let renders = 0;
 // New tokens "Translate first" allows: a title or a sentence of the built-in translation model's
 // LibreOffice help.
@@ -42,7 +44,7 @@ function showError(error) {
   if (!error) return;
   box.textContent =
     error instanceof ApiError
-      ? `${error.method} failed (${error.code}): ${error.message}${controlHint(error.message)}`
+      ? `${error.method} failed (${error.code}): ${withControls(error.message)}${controlHint(error.message)}`
       : `The attnscope server did not answer (${error.message}). Is attnscope-server still running?`;
 }
 
@@ -81,7 +83,8 @@ function options(select, values, selected) {
   // A value the model does not have (a hand-edited link) stays visible; the server says why it fails.
   if (!values.some(([value]) => String(value) === String(selected))) {
     const option = document.createElement('option');
-    option.value = option.textContent = String(selected);
+    option.value = String(selected);
+    option.textContent = `${selected} (not available)`;
     select.append(option);
   }
   select.value = String(selected);
@@ -154,7 +157,16 @@ function showModelInfo(info) {
   $('model-normalization').textContent = `Tokenizer: ${info.normalization?.description ?? 'no normalization reported'}.`;
 }
 
+// A translation belongs to the source it was asked for: once the model or the text changed, its
+// answer would be read as the translation of another text.
+function dropStaleTranslation() {
+  if (translation && (translation.name !== (state.model || models[0].name) || translation.text !== state.text)) {
+    translation.controller.abort();
+  }
+}
+
 async function render() {
+  dropStaleTranslation();
   controller?.abort();
   controller = new AbortController();
   const { signal } = controller;
@@ -172,6 +184,9 @@ async function render() {
     models ??= (await call('ListModels', {}, { signal })).models;
     const name = state.model || models[0].name;
     const info = models.find((m) => m.name === name) ?? (await call('GetModelInfo', { model: name }, { signal }));
+    // A link's negative layer counts from the last, as the API's layer indices do.
+    const { layers } = layerCounts(view, info, state);
+    if (state.layer < 0 && state.layer >= -layers) update({ layer: layers + state.layer }, { quiet: true });
     // A link's pair on an encoder-decoder is left out, not appended to the source.
     const viewState = { ...state, model: name, ...(info.isEncoderDecoder ? { pair: '' } : { decoderText: '' }) };
     syncControls(view, info, viewState);
@@ -212,6 +227,9 @@ async function render() {
     $('api-key').hidden = !(error instanceof ApiError && error.code === 'unauthenticated');
     // The model picker stays usable, e.g. after a link named a model the server does not have.
     if (models) options(controls.model, models.map((m) => [m.name, m.name]), state.model || models[0].name);
+    // The text the link asked for stays for the next try; the controls are otherwise set only
+    // once the model is known.
+    controls.text.value = state.text;
     setStatus('error');
   }
 }
@@ -221,25 +239,32 @@ async function render() {
 async function translateFirst() {
   const name = state.model || models[0].name;
   // The decoder's positions hold its start token and the new ones.
-  const limit = Math.min(TRANSLATION_TOKENS, models.find((m) => m.name === name).maxPositionEmbeddings - 1);
-  const button = $('translate');
-  button.disabled = true;
+  const info = models.find((m) => m.name === name);
+  const limit = Math.min(TRANSLATION_TOKENS, info.maxPositionEmbeddings - 1);
+  // A second press starts over: the source may have changed since the first.
+  translation?.controller.abort();
+  const current = { name, text: state.text, controller: new AbortController() };
+  translation = current;
+  const { signal } = current.controller;
   setStatus('loading');
   showError(null);
   try {
     let text = '';
-    await stream('Generate', { model: name, prompt: state.text, maxNewTokens: limit }, (message) => {
+    await stream('Generate', { model: name, prompt: current.text, maxNewTokens: limit }, (message) => {
+      if (signal.aborted) return;
       if (message.token) progress((message.token.index ?? 0) + 1, limit, `Generate: ${(text += message.token.text ?? '')}`);
       if (message.done) text = message.done.text ?? '';
-    });
+    }, { signal });
+    if (signal.aborted) return;
     progress(null);
-    update({ decoderText: text.trim() });
+    update({ decoderText: text.trim(), ...crossAttentionDefaults(location.search, info.decoderLayers) });
   } catch (error) {
+    if (signal.aborted) return;
     progress(null);
     showError(error);
     setStatus('error');
   } finally {
-    button.disabled = false;
+    if (translation === current) translation = undefined;
   }
 }
 

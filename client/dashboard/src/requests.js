@@ -26,3 +26,38 @@ export function headTitle(head) {
 export function layerHeadRequest(panel, words) {
   return { ...textRequest(panel), layers: [panel.layer], ...headRequest(panel.head), aggregateWords: words };
 }
+
+// The page's control for each request field the server's messages name (in backquotes, or before
+// the message's first colon), so that a message says what to change on the page.
+const CONTROLS = {
+  text: 'Text',
+  prompt: 'Text',
+  text_pair: 'Pair',
+  decoder_text: 'Decoder text',
+  model: 'Model',
+  layers: 'Layer',
+  heads: 'Head',
+  'window.query_start': 'Window: rows',
+  'window.query_end': 'Window: rows',
+  'window.key_start': 'Window: columns',
+  'window.key_end': 'Window: columns',
+  'decoder_window.query_start': 'Window: rows',
+  'decoder_window.query_end': 'Window: rows',
+  'decoder_window.key_start': 'Window: columns',
+  'decoder_window.key_end': 'Window: columns',
+  max_new_tokens: 'new tokens',
+  num_beams: 'beams',
+  top_p: 'top-p',
+  query: 'Query',
+  documents: 'Documents, one per line',
+};
+
+export function withControls(message) {
+  const named = (field) => `"${CONTROLS[field]}"`;
+  return message
+    .replace(/^([a-z_.]+):/, (whole, field) => (CONTROLS[field] ? `${named(field)}:` : whole))
+    .replace(/`([a-z_.]+)`(?: \/ `([a-z_.]+)`)?/g, (whole, field, second) => {
+      if (!CONTROLS[field] || (second && !CONTROLS[second])) return whole;
+      return second && CONTROLS[second] !== CONTROLS[field] ? `${named(field)} / ${named(second)}` : named(field);
+    });
+}

@@ -140,3 +140,14 @@ export function formatState(state) {
   for (const key of COMPARE_KEYS) put(compareParam(key), state.b[key], null);
   return params.toString();
 }
+
+// The layer and head cross-attention opens on after "Translate first" or from a translation,
+// those the CLI and the demo show: the decoder's last layer and the mean of its heads, unless the
+// link (`search`) names its own.
+export function crossAttentionDefaults(search, decoderLayers) {
+  const params = new URLSearchParams(search);
+  return {
+    ...(params.has('layer') ? {} : { layer: decoderLayers - 1 }),
+    ...(params.has('head') ? {} : { head: 'mean' }),
+  };
+}

@@ -531,9 +531,19 @@ describe('dashboard in headless Chromium', () => {
       body: JSON.stringify({ model: 'default', text: VIETNAMESE, layers: [9], heads: [0] }),
     });
     const { message } = await response.json();
-    assert.ok(message.length > 0);
-    assert.ok(error.includes(message), `page: ${error}\nserver: ${message}`);
+    // The server's explanation, with the page's control where it names the request's field.
+    assert.ok(message.endsWith('; fix `layers`'), message);
+    assert.ok(error.includes(message.replace('`layers`', '"Layer"')), `page: ${error}\nserver: ${message}`);
+    assert.equal(await page.$eval('select[name="layer"]', (s) => s.selectedOptions[0].textContent), '9 (not available)');
     assert.ok(consoleErrors.every((e) => e.includes('400')), consoleErrors.join('\n'));
+    // Generate's fields are named by the view's own controls.
+    await page.goto(base + query({ model: 'llama', view: 'generate', text: 'Once upon a time', max: 2000 }));
+    assert.match((await waitReady()).error, /: "new tokens": expected 1 to 1024, got 2000/);
+    // A negative layer counts from the last, as the API's do: layer -1 of 4 is layer 3.
+    await open({ model: 'default', text: VIETNAMESE, layer: -1 });
+    assert.equal(await page.$eval('select[name="layer"]', (s) => s.value), '3');
+    assert.deepEqual(await page.$$eval('select[name="layer"] option', (o) => o.map((x) => x.value)), ['0', '1', '2', '3']);
+    assert.equal(new URL(page.url()).searchParams.get('layer'), '3');
   });
 
   it('a server that takes API keys: the page asks for one, a wrong key is refused, the right one shows the view', async () => {
@@ -568,6 +578,8 @@ describe('dashboard in headless Chromium', () => {
     const { status, error } = await waitReady();
     assert.equal(status, 'error');
     assert.ok(error.includes("'nosuchmodel'"), error);
+    assert.match(error, /set "Model" to one of them/);
+    assert.equal(await page.$eval('input[name="text"]', (i) => i.value), VIETNAMESE);
     const choices = await page.$$eval('select[name="model"] option', (o) => o.map((x) => x.value));
     assert.ok(choices.includes('default'), choices.join(' '));
     await rerender(() => page.select('select[name="model"]', 'default'));
@@ -608,6 +620,26 @@ describe('dashboard in headless Chromium', () => {
     assert.ok(documentsSvg.includes('Query: 랭체인 뭐야'));
     const modelSvg = await exported({ model: 'default', view: 'model', text: VIETNAMESE }, 'attnscope-model-default');
     assert.match(modelSvg, /Tokens: 0 \[CLS\]  1 Tôi/);
+    // Generate's tokens, their log-probabilities and the score; a narrow heatmap's whole title.
+    const generateSvg = await exported({ model: 'translation', view: 'generate', text: '>>vie<< Inserting Tables', max: 4 }, 'attnscope-generate-translation');
+    const messages = await apiStream('Generate', { model: 'translation', prompt: '>>vie<< Inserting Tables', maxNewTokens: 4 });
+    const first = messages.find((m) => m.token).token;
+    assert.ok(generateSvg.includes(`score ${messages.at(-1).done.score.toFixed(4)}`), 'score');
+    assert.ok(generateSvg.includes(`0 ${first.text.trim() ? first.text : first.token} (${first.logprob.toFixed(3)})`), 'first token and its log p');
+    const titleFits = () =>
+      page.$eval('svg.figure', (svg) => {
+        const title = svg.querySelector('text.title').getBBox();
+        return title.x + title.width <= Number(svg.getAttribute('width'));
+      });
+    assert.ok(await titleFits(), 'Generate title within the figure');
+    await open({ model: 'translation', text: '>>vie<< Inserting Tables', decoder_text: 'Chèn bảng', layer: 2, head: 'mean' });
+    assert.ok(await titleFits(), 'cross-attention title within the figure');
+    // Salience's score, baseline and colour scale.
+    const salienceSvg = await exported({ model: 'default', view: 'salience', text: 'insert a table', pair: 'choose Table - Insert Table' }, 'attnscope-salience-default');
+    const attributed = await api('Attribute', { model: 'default', text: 'insert a table', textPair: 'choose Table - Insert Table', methods: ['ATTRIBUTION_METHOD_OCCLUSION', 'ATTRIBUTION_METHOD_GRADIENT_X_INPUT', 'ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS'] });
+    assert.ok(salienceSvg.includes(`Score ${attributed.score.toFixed(4)}`), 'score');
+    assert.ok(salienceSvg.includes(`baseline score ${attributed.baselineScore.toFixed(4)}`), 'baseline');
+    assert.match(salienceSvg, /Colours: a method's column runs from red/);
   });
 
   it('encoder-decoder, from the start page: Translate first, then cross-, decoder self- and encoder self-attention', async () => {
@@ -627,11 +659,14 @@ describe('dashboard in headless Chromium', () => {
     const url = new URL(page.url());
     assert.equal(url.searchParams.get('decoder_text'), translation);
 
-    // The heatmap's cross-attention: target tokens down (decoder_labels), source tokens across.
-    const answer = await api('GetAttention', { model: 'translation', text: source, decoderText: translation, layers: [0], heads: [0] });
+    // The heatmap's cross-attention: target tokens down (decoder_labels), source tokens across; as
+    // the CLI shows it, in the last decoder layer and the mean of the heads.
+    assert.equal(url.searchParams.get('layer'), '2');
+    assert.equal(url.searchParams.get('head'), 'mean');
+    const answer = await api('GetAttention', { model: 'translation', text: source, decoderText: translation, layers: [2], headAggregation: 'HEAD_AGGREGATION_MEAN' });
     const rows = answer.decoderLabels.tokens.length;
     const n = answer.tokens.tokens.length;
-    await expectCells('g.heatmap[data-block="cross"]', float32(answer.crossAttentions), n);
+    await expectCells('g.heatmap[data-block="cross"][data-layer="2"][data-head="mean"]', float32(answer.crossAttentions), n);
     assert.deepEqual(await labels('g.heatmap text.row-label'), answer.decoderLabels.tokens.map((_, i) => tokenLabel(answer.decoderLabels, i)));
     assert.deepEqual(await labels('g.heatmap text.col-label'), answer.tokens.tokens.map((_, i) => tokenLabel(answer.tokens, i)));
     assert.ok((await labels('g.heatmap text.row-label')).includes('Chèn'));
@@ -645,6 +680,36 @@ describe('dashboard in headless Chromium', () => {
     assert.ok(masked.every((c) => Number(c.col) > Number(c.row)));
     await rerender(() => page.select('select[name="attn"]', 'encoder'));
     await expectCells('g.heatmap[data-block="encoder"]', float32(answer.attentions), n);
+  });
+
+  it('Translate first: a translation of a source changed meanwhile is dropped, a second press translates the new one', async () => {
+    await open({ model: 'translation', text: '>>vie<< Creating a Formula in the Commands Window' });
+    // The first translation's request is held until the source has changed, as a slow answer would be.
+    let held;
+    const hold = (request) => {
+      if (!held && request.url().endsWith('/Generate')) held = request;
+      else request.continue();
+    };
+    await page.setRequestInterception(true);
+    page.on('request', hold);
+    try {
+      await page.click('#translate');
+      await page.waitForFunction(() => document.body.dataset.status === 'loading');
+      while (!held) await new Promise((resolve) => setTimeout(resolve, 10));
+      await rerender(() => page.click('xpath/.//button[text()="English → Korean"]'));
+      // The page has dropped the request by now; the interception of a dropped request is gone.
+      await held.continue().catch(() => {});
+      await rerender(() => page.click('#translate'));
+    } finally {
+      page.off('request', hold);
+      await page.setRequestInterception(false);
+    }
+    const source = await page.$eval('input[name="text"]', (i) => i.value);
+    assert.match(source, /^>>kor<< /);
+    const generated = await apiStream('Generate', { model: 'translation', prompt: source, maxNewTokens: 64 });
+    const translation = generated.at(-1).done.text.trim();
+    assert.equal(await page.$eval('input[name="decoderText"]', (i) => i.value), translation);
+    assert.equal(new URL(page.url()).searchParams.get('decoder_text'), translation);
   });
 
   it('encoder-decoder layers the encoder lacks: T5 decoder layer 2 over its 2 encoder layers', async () => {
@@ -714,6 +779,30 @@ describe('dashboard in headless Chromium', () => {
     assert.equal(new URL(page.url()).searchParams.get('decoder_text'), decoderText);
     const answer = await api('GetAttention', { model: 'translation', text: source, decoderText, layers: [2], heads: [1] });
     await expectCells('g.heatmap[data-block="cross"]', float32(answer.crossAttentions), answer.tokens.tokens.length);
+  });
+
+  it('generate: 200 tokens are drawn row by row, the page never busy for long, the picture the streamed rows', async () => {
+    const prompt = 'Once upon a time';
+    // The page's own record of main-thread tasks over 50 ms, from its first script on.
+    const observer = await page.evaluateOnNewDocument(() => {
+      window.longTasks = [];
+      new PerformanceObserver((list) => window.longTasks.push(...list.getEntries().map((e) => e.duration))).observe({ type: 'longtask', buffered: true });
+    });
+    try {
+      await open({ model: 'llama', view: 'generate', text: prompt, layer: 4, head: 'mean', max: 200 });
+    } finally {
+      await page.removeScriptToEvaluateOnNewDocument(observer.identifier);
+    }
+    const longest = await page.evaluate(() => Math.max(0, ...window.longTasks));
+    // Drawing every row again at each token made 150 tokens one 25 s task.
+    assert.ok(longest < 2000, `longest task ${longest} ms`);
+    const messages = await apiStream('Generate', { model: 'llama', prompt, maxNewTokens: 200, outputAttentions: true, layers: [4], headAggregation: 'HEAD_AGGREGATION_MEAN' });
+    const tokens = messages.filter((m) => m.token).map((m) => m.token);
+    assert.equal((await datasets('ol.generated li')).length, tokens.length);
+    // 200 rows are painted as one image: the last row's cells read by hovering.
+    const cell = await page.$eval('g.heatmap[data-block="self"] image', (i) => Number(i.getAttribute('height')) / 200);
+    const last = float32(tokens.at(-1).attention);
+    for (const col of [0, 3, last.length - 1]) assert.equal(await hoverValue('g.heatmap', 199, col, cell), last[col]);
   });
 
   it('salience: each method per token and per word is the API Attribute answer, beside the [CLS] attention', async () => {

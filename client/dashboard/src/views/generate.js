@@ -3,11 +3,12 @@
 // attention over the context (the prompt and the tokens before it; for an encoder-decoder, its
 // cross-attention over the source), drawn as one more heatmap row as it arrives. An
 // encoder-decoder's translation is then drawn with its decoder's self-attention too.
-import { fit, labelled, newFigure, note, numberInput, scrollBox } from '../figure.js';
-import { drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
+import { fit, labelled, newFigure, note, numberInput, paintEvery, scrollBox } from '../figure.js';
+import { CELL_ELEMENT_LIMIT, colorTable, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
 import { tokenLabels } from '../labels.js';
 import { formatFloat32 } from '../numbers.js';
 import { headRequest, headTitle } from '../requests.js';
+import { crossAttentionDefaults } from '../state.js';
 import { decodeTensor } from '../tensor.js';
 import { attentionBlock, attentionFigure, fittedCell, panelRequest } from './heatmap.js';
 
@@ -82,6 +83,42 @@ function tokenList(root) {
   };
 }
 
+// How often the stream stops for the browser to paint the rows drawn so far.
+const PAINT_EVERY_MS = 100;
+
+// While tokens arrive, each one's row is painted once, a pixel a cell, into a canvas with room for
+// every row the request allows: drawing the labelled heatmap again at each token took time
+// quadratic in the tokens per token (150 tokens: one 25 s task). The labelled heatmap, with its
+// hover, is drawn once the stream has ended. Returns paint(row, attention).
+function rowPainter(box, rows, cols, cell) {
+  const canvas = document.createElement('canvas');
+  canvas.className = 'generate-rows';
+  canvas.width = cols;
+  canvas.height = rows;
+  canvas.style.width = `${cols * cell}px`;
+  canvas.style.height = `${rows * cell}px`;
+  canvas.style.imageRendering = 'pixelated';
+  box.append(canvas);
+  const context = canvas.getContext('2d');
+  const { table, lo, hi } = colorTable(sequentialScale(1));
+  return (row, attention) => {
+    const image = context.createImageData(cols, 1);
+    for (let c = 0; c < cols; ++c) {
+      const at = c * 4;
+      image.data[at + 3] = 255;
+      // Keys after the row's own position: the causal mask's grey.
+      if (c >= attention.length) {
+        image.data.set([0xd9, 0xd9, 0xd9], at);
+        continue;
+      }
+      const index = Math.round(Math.max(0, Math.min(1, (attention[c] - lo) / (hi - lo))) * 255) * 3;
+      image.data.set(table.subarray(index, index + 3), at);
+    }
+    context.putImageData(image, 0, row);
+    canvas.dataset.rows = String(row + 1);
+  };
+}
+
 // The decoder's self-attention over what it wrote. Generate streams each new token's
 // cross-attention only; this is GetAttention of the written text read back by the decoder
 // (teacher-forced), whose inputs are the tokens it wrote. Its cross-attention rows are compared
@@ -149,22 +186,30 @@ export default {
         colLabels,
         color,
         cell: fittedCell(ctx.root, rows.length, cols, { max: 28 }),
+        asImage: rows.length * cols > CELL_ELEMENT_LIMIT,
         title: `${info.name} · ${header.encoderDecoder ? 'cross-attention of decoder' : ''} layer ${header.layers[0]} · ${headTitle(state.head)}`,
         // A row attends to the tokens before it: the prompt's and the ones written before.
         masked: (r, c) => c >= rows[r].attention.length,
         describe: (r, c, v) => [`${rows[r].label} (new token ${r}) → ${colLabels[c]}`, `key ${c}: ${formatFloat32(v)}`],
       });
       map.g.attr('data-block', header.encoderDecoder ? 'cross' : 'self');
+      // The export's caption: what the page lists beside the figure.
+      svg.attr('data-caption', `${outcome}\nNew tokens (log p): ${rows.map((row, i) => `${i} ${row.label} (${row.logprob.toFixed(3)})`).join('  ')}`);
       const barWidth = drawColorBar(svg, color, { x: map.width + 16, y: map.top, height: 120, label: 'attention' });
       fit(svg, map.width + 16 + barWidth, Math.max(map.height, map.top + 120) + 4);
     };
     let written = '';
+    let outcome = '';
+    let paintRow;
+    const paint = paintEvery(PAINT_EVERY_MS);
     ctx.progress(0, state.max, 'Generate');
     await ctx.stream('Generate', generateRequest(state), (message) => {
       if (message.header) {
         header = message.header;
         header.encoderDecoder ??= false;
         context = tokenLabels(header.promptTokens);
+        const cols = context.length + (header.encoderDecoder ? 0 : state.max - 1);
+        paintRow = rowPainter(box, state.max, cols, fittedCell(ctx.root, state.max, cols, { max: 28 }));
         summary.textContent = header.encoderDecoder
           ? `${info.name} translates the text (${context.length} source tokens); each row is the decoder's cross-attention over the source while it wrote that token.`
           : `${info.name} continues the text (${context.length} prompt tokens); each row is the new token's attention over the tokens before it.`;
@@ -175,15 +220,16 @@ export default {
         const label = token.text?.trim() ? token.text : token.token;
         addToken(token, label);
         const attention = decodeTensor(token.attention);
-        rows.push({ label, attention: attention.data.subarray(0, attention.shape[attention.shape.length - 1]) });
-        draw();
+        rows.push({ label, logprob: token.logprob ?? 0, attention: attention.data.subarray(0, attention.shape[attention.shape.length - 1]) });
+        paintRow(rows.length - 1, rows.at(-1).attention);
         ctx.progress(rows.length, state.max, `Generate: ${label}`);
-        return;
+        return paint();
       }
       if (message.done) {
         const { done } = message;
         const reason = done.finishReason === 'FINISH_REASON_EOS' ? 'the end-of-text token' : `${state.max} new tokens`;
-        const result = note(ctx.root, `Stopped at ${reason}; score ${(done.score ?? 0).toFixed(4)} (${METHODS[state.method][0]}). Text: ${done.text ?? ''}`);
+        outcome = `Stopped at ${reason}; score ${(done.score ?? 0).toFixed(4)} (${METHODS[state.method][0]}). Text: ${done.text ?? ''}`;
+        const result = note(ctx.root, outcome);
         result.classList.add('generated-text');
         result.dataset.score = String(done.score ?? 0);
         if (header.encoderDecoder && done.text?.trim()) {
@@ -192,11 +238,14 @@ export default {
           open.type = 'button';
           open.name = 'open-cross';
           open.textContent = 'Open the cross-attention heatmap of this translation';
-          open.addEventListener('click', () => ctx.update({ view: 'heatmap', decoderText: done.text.trim(), block: 'cross' }));
+          open.addEventListener('click', () =>
+            ctx.update({ view: 'heatmap', decoderText: done.text.trim(), block: 'cross', ...crossAttentionDefaults(location.search, info.decoderLayers) }),
+          );
           ctx.root.append(open);
         }
       }
     });
+    if (rows.length) draw();
     if (written) await decoderSelfAttention(ctx, written, rows);
   },
 };

@@ -60,6 +60,8 @@ export default {
     // The line between the query and the document.
     const second = (words ? answer.words.map((w) => w.sequenceId ?? 0) : answer.tokens.sequenceIds).indexOf(1);
     const svg = newFigure(scrollBox(ctx.root), 'salience');
+    // The export's caption: the score the columns attribute, and how their colours read.
+    svg.attr('data-caption', `${summary.textContent}\nColours: a method's column runs from red (lowered the score) through white (no effect) to blue (raised it) at ± its largest magnitude, the attention's from white to dark brown at its largest: ${columns.map((column) => `${column.title} ${column.sequential ? '' : '±'}${formatFloat32(d3.max(column.values, Math.abs) || 1)}`).join(', ')}.`);
     const rows = labels.length;
     const cell = cellSize(rows, 1, 720, 22);
     let x = 0;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
-import { defaultState, formatState, parseState } from '../../src/state.js';
+import { crossAttentionDefaults, defaultState, formatState, parseState } from '../../src/state.js';
 
 test('a link reads back as the state that wrote it', () => {
   const state = {
@@ -70,4 +70,10 @@ test('an encoder-decoder link names its decoder text as the API does', () => {
   assert.equal(parseState('?zoom=0').zoom, 1);
   assert.equal(parseState('?b.attn=encoder').b.block, 'encoder');
   assert.equal(parseState('?b.attn=sideways').b.block, null);
+});
+
+test('cross-attention opens on the last decoder layer and the mean of heads, unless the link names them', () => {
+  assert.deepEqual(crossAttentionDefaults('?model=translation&text=x', 3), { layer: 2, head: 'mean' });
+  assert.deepEqual(crossAttentionDefaults('?model=translation&layer=0', 3), { head: 'mean' });
+  assert.deepEqual(crossAttentionDefaults('?layer=1&head=2', 6), {});
 });
