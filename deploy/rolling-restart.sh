@@ -6,6 +6,7 @@
 # counts as UP before its first check has run, so UP alone is not enough.
 #
 #   deploy/rolling-restart.sh [docker-compose options: -p PROJECT, -f FILE ...]
+#   deploy/rolling-restart.sh --serving   # prints how many replicas serve behind HAProxy now
 #
 # ATTNSCOPE_BALANCER_STATS: HAProxy's stats page (default http://127.0.0.1:8404/stats, where the
 # profile publishes it). ATTNSCOPE_RESTART_TIMEOUT: seconds a replica may take to serve again
@@ -24,6 +25,11 @@ serving() {
       $column["check_status"] ~ /OK/ { ++n }
     END { print n + 0 }'
 }
+
+if [ "${1:-}" = --serving ]; then
+  serving
+  exit
+fi
 
 replicas=$("${compose[@]}" ps -q replicas)
 [ -n "$replicas" ] || {

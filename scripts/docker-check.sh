@@ -282,15 +282,9 @@ compose up -d --no-build replicas balancer >"$work/balanced-up.log" 2>&1 || {
   cat "$work/balanced-up.log" >&2
   fail "docker-compose --profile balanced up"
 }
-# HAProxy's servers of backend "replicas" UP with their last health check passed (a replica found
-# again through Docker's DNS is UP before its first check).
-replicas_serving() {
-  curl -sSf '127.0.0.1:8404/stats;csv' | awk -F, '
-    NR == 1 { for (i = 1; i <= NF; ++i) column[$i] = i; next }
-    $1 == "replicas" && $2 != "BACKEND" && $column["status"] == "UP" &&
-      $column["check_status"] ~ /OK/ { ++n }
-    END { print n + 0 }'
-}
+# HAProxy's replicas UP with their last health check passed (a replica found again through
+# Docker's DNS is UP before its first check).
+replicas_serving() { bash deploy/rolling-restart.sh --serving; }
 three_serving() { [ "$(replicas_serving)" = 3 ]; }
 wait_for 180 "HAProxy reporting 3 replicas serving (127.0.0.1:8404/stats)" three_serving
 balanced() {
