@@ -358,6 +358,21 @@ def cloze(paragraph, rng):
     return truncate_words(sentences[i], 20), " ".join(rest)
 
 
+
+def add_cloze(builder, paragraph, source, rng):
+    """One inverse-cloze unit of `paragraph` (a sentence as query, the rest as document)."""
+    pair = cloze(paragraph, rng)
+    if pair:
+        builder.add_unit("cloze", pair[0], pair[1], source)
+
+
+def add_keyword_queries(builder, text, source, lang, rng):
+    """KEYWORD_QUERIES_PER_TEXT keyword searches for `text`, each with `text` as document."""
+    for _ in range(KEYWORD_QUERIES_PER_TEXT):
+        query = keyword_query(text, lang, rng)
+        if query:
+            builder.add_unit("keywords", query, text, source)
+
 def build(lang, descriptions, catalogue, rng):
     builder = Builder(lang, rng)
     for package, short, paragraphs in descriptions:
@@ -378,25 +393,15 @@ def build(lang, descriptions, catalogue, rng):
             document = name_document(name, document, lang, rng)
         builder.add_unit("name", name_query(name, lang, rng), document, package)
         for paragraph in paragraphs:
-            pair = cloze(paragraph, rng)
-            if pair:
-                builder.add_unit("cloze", pair[0], pair[1], package)
-        for _ in range(KEYWORD_QUERIES_PER_TEXT):
-            query = keyword_query(body, lang, rng)
-            if query:
-                builder.add_unit("keywords", query, body, package)
+            add_cloze(builder, paragraph, package, rng)
+        add_keyword_queries(builder, body, package, lang, rng)
         builder.singles.append(truncate_words(body, MAX_DOCUMENT_WORDS))
     for domain, paragraphs in catalogue:
         source = domain + ":" + paragraphs[0][:40]
         for paragraph in paragraphs:
             builder.add_document(source, paragraph)
-            pair = cloze(paragraph, rng)
-            if pair:
-                builder.add_unit("cloze", pair[0], pair[1], source)
-            for _ in range(KEYWORD_QUERIES_PER_TEXT):
-                query = keyword_query(paragraph, lang, rng)
-                if query:
-                    builder.add_unit("keywords", query, paragraph, source)
+            add_cloze(builder, paragraph, source, rng)
+            add_keyword_queries(builder, paragraph, source, lang, rng)
             if rng.random() < 0.3:
                 name = made_up_name(rng, lang)
                 builder.add_unit("name", name_query(name, lang, rng),
