@@ -24,6 +24,9 @@ const VIEWS = [heatmap, heads, model, layers, temperature, generate, documents, 
 const $ = (id) => document.getElementById(id);
 const controls = $('controls').elements;
 let state = parseState(location.search);
+// A link with a decoder text and no layer or head opens where "Translate first" does; applied once
+// the model's decoder depth is known.
+let linkNeedsCrossDefaults = state.decoderText !== '';
 let models;
 let controller;
 // The running "Translate first": its source (model and text) and its AbortController.
@@ -184,6 +187,10 @@ async function render() {
     models ??= (await call('ListModels', {}, { signal })).models;
     const name = state.model || models[0].name;
     const info = models.find((m) => m.name === name) ?? (await call('GetModelInfo', { model: name }, { signal }));
+    if (linkNeedsCrossDefaults && info.isEncoderDecoder) {
+      update(crossAttentionDefaults(location.search, info.decoderLayers), { quiet: true });
+    }
+    linkNeedsCrossDefaults = false;
     // A link's negative layer counts from the last, as the API's layer indices do.
     const { layers } = layerCounts(view, info, state);
     if (state.layer < 0 && state.layer >= -layers) update({ layer: layers + state.layer }, { quiet: true });
@@ -307,6 +314,7 @@ function setUp() {
   $('export-png').addEventListener('click', () => exportPng($('view'), name()).catch(showError));
   window.addEventListener('popstate', () => {
     state = parseState(location.search);
+    linkNeedsCrossDefaults = state.decoderText !== '';
     render();
   });
   render();

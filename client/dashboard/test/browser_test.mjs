@@ -680,6 +680,11 @@ describe('dashboard in headless Chromium', () => {
     assert.ok(masked.every((c) => Number(c.col) > Number(c.row)));
     await rerender(() => page.select('select[name="attn"]', 'encoder'));
     await expectCells('g.heatmap[data-block="encoder"]', float32(answer.attentions), n);
+
+    // A shared link with the translation and no layer opens where "Translate first" did.
+    await open({ model: 'translation', text: source, decoder_text: translation });
+    assert.equal(new URL(page.url()).searchParams.get('layer'), '2');
+    await expectCells('g.heatmap[data-block="cross"][data-layer="2"][data-head="mean"]', float32(answer.crossAttentions), n);
   });
 
   it('Translate first: a translation of a source changed meanwhile is dropped, a second press translates the new one', async () => {
@@ -961,7 +966,7 @@ describe('dashboard in headless Chromium', () => {
     for (const [model, extra] of Object.entries(models)) {
       for (const view of views) {
         const start = Date.now();
-        await navigate({ model, view, text: 'hello world', pair: 'hello there', max: 4, ...extra }).catch((error) => {
+        await navigate({ model, view, text: 'hello world', pair: 'hello there', max: 4, layer: 0, head: 0, ...extra }).catch((error) => {
           throw new Error(`${model} ${view}: ${error.message}`);
         });
         times.push([Date.now() - start, model, view]);
