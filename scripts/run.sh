@@ -7,16 +7,17 @@
 # text and as build/translation-heatmap.png), prints the dashboard's address, and keeps serving
 # until Ctrl-C.
 #
-#   scripts/run.sh           serve on 127.0.0.1:50051 (metrics on :9464, HTTP/JSON API and the
-#                            dashboard on http://127.0.0.1:8080/) after the demo requests
+#   scripts/run.sh           serve on 127.0.0.1:50051 (metrics on 127.0.0.1:9464, HTTP/JSON API
+#                            and the dashboard on http://127.0.0.1:8080/) after the demo requests
 #   scripts/run.sh --once    exit after the demo requests
 #
 # The model: checkpoints/default when present (the built-in model); otherwise the real trained
 # stories260K weights from ../shared when this checkout has them; otherwise the small random BERT
 # cross-encoder in tests/data/tiny-bert. Beside it, checkpoints/translation (the built-in
 # English -> Vietnamese / Korean translation model) when present. Set ATTNSCOPE_MODEL_DIR to serve
-# another checkpoint (alone), ATTNSCOPE_LISTEN and ATTNSCOPE_HTTP_LISTEN for other gRPC and HTTP
-# addresses.
+# another checkpoint (alone), ATTNSCOPE_LISTEN, ATTNSCOPE_HTTP_LISTEN and ATTNSCOPE_METRICS_LISTEN
+# (host:port) for other gRPC, HTTP and metrics addresses, e.g. to run a second server beside the
+# first.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 once=false
@@ -36,11 +37,19 @@ fi
 model_name=$(basename "$model_dir")
 address=${ATTNSCOPE_LISTEN:-127.0.0.1:50051}
 http_address=${ATTNSCOPE_HTTP_LISTEN:-127.0.0.1:8080}
+# The run command keeps /metrics on loopback like its other ports; the server's own default is
+# 0.0.0.0 for a Prometheus elsewhere (--metrics_host).
+metrics_address=${ATTNSCOPE_METRICS_LISTEN:-127.0.0.1:9464}
 
 models=(--model "$model_name=$model_dir")
-[ -n "$translation_dir" ] && models+=(--model "translation=$translation_dir")
+served=$model_name
+if [ -n "$translation_dir" ]; then
+  models+=(--model "translation=$translation_dir")
+  served+=" and translation"
+fi
 "$root/build/server/attnscope-server" "${models[@]}" --listen "$address" \
-  --http_listen "$http_address" &
+  --http_listen "$http_address" --metrics_host "${metrics_address%:*}" \
+  --metrics_port "${metrics_address##*:}" &
 server_pid=$!
 trap 'kill -TERM $server_pid 2>/dev/null; wait $server_pid 2>/dev/null' EXIT INT TERM
 
@@ -113,7 +122,7 @@ echo "attnscope-stage demo $((SECONDS - demo_start))"
 
 if ! $once; then
   echo
-  echo "attnscope-server is serving $model_name on $address (metrics: http://127.0.0.1:9464/metrics," \
+  echo "attnscope-server is serving $served on $address (metrics: http://$metrics_address/metrics," \
     "dashboard: $dashboard); Ctrl-C stops it."
   wait $server_pid
 fi

@@ -31,11 +31,17 @@ let models;
 let controller;
 // The running "Translate first": its source (model and text) and its AbortController.
 let translation;
+// The last "Translate first" that finished: its source and the decoder text it wrote.
+let translated;
 let renders = 0;
 // New tokens "Translate first" allows: a title or a sentence of the built-in translation model's
 // LibreOffice help.
 const TRANSLATION_TOKENS = 64;
 const tokenizations = new Map();
+
+// What the page itself refuses before asking the server: a hand-edited link's index past the
+// decoder's layers or heads, which the views would otherwise draw from another layer's answer.
+class PageError extends Error {}
 
 function setStatus(status) {
   document.body.dataset.status = status;
@@ -46,7 +52,9 @@ function showError(error) {
   box.hidden = !error;
   if (!error) return;
   box.textContent =
-    error instanceof ApiError
+    error instanceof PageError
+      ? error.message
+      : error instanceof ApiError
       ? `${error.method} failed (${error.code}): ${withControls(error.message)}${controlHint(error.message)}`
       : `The attnscope server did not answer (${error.message}). Is attnscope-server still running?`;
 }
@@ -160,6 +168,18 @@ function showModelInfo(info) {
   $('model-normalization').textContent = `Tokenizer: ${info.normalization?.description ?? 'no normalization reported'}.`;
 }
 
+// The encoder's layer and head are checked by the server; the decoder's are picked from an answer of
+// every layer (views/heatmap.js panelRequest), so an index past them is refused here.
+function checkDecoderPicks(view, counts) {
+  if (!counts.decoder) return;
+  if (view.controls.includes('layer') && !(state.layer >= 0 && state.layer < counts.layers)) {
+    throw new PageError(`"Decoder layer" ${state.layer}: expected 0 to ${counts.layers - 1}, the decoder's layers; pick one above.`);
+  }
+  if (view.controls.includes('head') && typeof state.head === 'number' && !(state.head >= 0 && state.head < counts.heads)) {
+    throw new PageError(`"Head" ${state.head}: expected mean, max or 0 to ${counts.heads - 1}, the decoder's heads; pick one above.`);
+  }
+}
+
 // A translation belongs to the source it was asked for: once the model or the text changed, its
 // answer would be read as the translation of another text.
 function dropStaleTranslation() {
@@ -198,6 +218,7 @@ async function render() {
     const viewState = { ...state, model: name, ...(info.isEncoderDecoder ? { pair: '' } : { decoderText: '' }) };
     syncControls(view, info, viewState);
     showModelInfo(info);
+    checkDecoderPicks(view, layerCounts(view, info, state));
     const tokenKey = JSON.stringify([name, viewState.text, viewState.pair, state.truncate]);
     await view.render({
       root,
@@ -264,7 +285,8 @@ async function translateFirst() {
     }, { signal });
     if (signal.aborted) return;
     progress(null);
-    update({ decoderText: text.trim(), ...crossAttentionDefaults(location.search, info.decoderLayers) });
+    translated = { text: current.text, decoderText: text.trim() };
+    update({ decoderText: translated.decoderText, ...crossAttentionDefaults(location.search, info.decoderLayers) });
   } catch (error) {
     if (signal.aborted) return;
     progress(null);
@@ -298,7 +320,12 @@ function setUp() {
     const head = typeof state.head === 'number' ? Math.min(state.head, counts.heads - 1) : state.head;
     update({ model: info.name, layer: Math.min(state.layer, counts.layers - 1), head, heads: null });
   });
-  controls.text.addEventListener('change', () => update({ text: controls.text.value }));
+  // A translation the page wrote is of its source: a new source drops it, as the examples do,
+  // rather than show the old translation's cross-attention over the new text.
+  controls.text.addEventListener('change', () => {
+    const stale = translated && state.decoderText === translated.decoderText && controls.text.value !== translated.text;
+    update({ text: controls.text.value, ...(stale ? { decoderText: '' } : {}) });
+  });
   controls.pair.addEventListener('change', () => update({ pair: controls.pair.value }));
   controls.decoderText.addEventListener('change', () => update({ decoderText: controls.decoderText.value }));
   controls.truncate.addEventListener('change', () => update({ truncate: controls.truncate.checked }));

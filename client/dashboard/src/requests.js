@@ -45,6 +45,7 @@ const CONTROLS = {
   'decoder_window.query_end': 'Window: rows',
   'decoder_window.key_start': 'Window: columns',
   'decoder_window.key_end': 'Window: columns',
+  top_k: 'top-k keys',
   max_new_tokens: 'new tokens',
   num_beams: 'beams',
   top_p: 'top-p',

@@ -717,6 +717,45 @@ describe('dashboard in headless Chromium', () => {
     assert.equal(new URL(page.url()).searchParams.get('decoder_text'), translation);
   });
 
+  it('bad picks name their control and draw nothing stale: decoder layer or head past the model, top-k, a new source after Translate first', async () => {
+    const source = '>>vie<< Inserting Tables';
+    const failing = async (params) => {
+      consoleErrors.length = 0;
+      await page.goto(base + query(params));
+      const { status, error } = await waitReady();
+      assert.equal(status, 'error', error);
+      return error;
+    };
+    // The decoder's layers and heads are picked from an answer of every layer: past them, the
+    // page would have drawn layer 0 under the title of layer 7.
+    assert.match(await failing({ model: 'translation', text: source, decoder_text: 'Chèn bảng', layer: 7 }), /"Decoder layer" 7: expected 0 to 2/);
+    assert.equal(await page.$$eval('g.heatmap', (g) => g.length), 0);
+    assert.match(await failing({ model: 'translation', text: source, decoder_text: 'Chèn bảng', view: 'heads', layer: 3 }), /"Decoder layer" 3: expected 0 to 2/);
+    assert.match(await failing({ model: 'translation', text: source, decoder_text: 'Chèn bảng', layer: 2, head: 9 }), /"Head" 9: expected mean, max or 0 to 3/);
+    // The server refuses top-k; the control that fixes it stays on the page.
+    assert.match(await failing({ model: 'default', text: VIETNAMESE, view: 'heads', topk: -3 }), /"top-k keys"/);
+    await rerender(() => page.$eval('input[name="topk"]', (input) => {
+      input.value = '2';
+      input.dispatchEvent(new Event('change'));
+    }));
+    const { status, error } = await waitReady();
+    assert.equal(status, 'ready', error);
+    assert.ok((await datasets('line.link')).length > 0);
+
+    // A translation is of its source: typing another source drops it.
+    await open({ model: 'translation', text: source });
+    await rerender(() => page.click('#translate'));
+    assert.notEqual(await page.$eval('input[name="decoderText"]', (i) => i.value), '');
+    await rerender(() => page.$eval('input[name="text"]', (input) => {
+      input.value = '>>vie<< Deleting Rows and Columns';
+      input.dispatchEvent(new Event('change'));
+    }));
+    assert.equal((await waitReady()).status, 'ready');
+    assert.equal(await page.$eval('input[name="decoderText"]', (i) => i.value), '');
+    assert.equal(new URL(page.url()).searchParams.get('decoder_text'), null);
+    assert.equal(await page.$$eval('g.heatmap[data-block="cross"]', (g) => g.length), 0);
+  });
+
   it('encoder-decoder layers the encoder lacks: T5 decoder layer 2 over its 2 encoder layers', async () => {
     const text = 'hello world';
     await open({ model: 't5', text, decoder_text: 'hallo welt', layer: 2, head: 3 });

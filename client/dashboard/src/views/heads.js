@@ -22,6 +22,23 @@ function headColors(count) {
   return count <= 10 ? d3.schemeTableau10.slice(0, count) : d3.quantize(d3.interpolateSinebow, count + 1).slice(0, count);
 }
 
+// Top-k and the window, drawn before the request: when the server refuses their values, the
+// controls that fix them stay on the page.
+function requestControls(ctx) {
+  const { state } = ctx;
+  const input = (key) => {
+    const field = numberInput(state[key], { placeholder: 'auto' });
+    field.name = key;
+    field.addEventListener('change', () => ctx.update({ [key]: field.value === '' ? null : Number(field.value) }));
+    return field;
+  };
+  labelled(ctx.toolbar, 'top-k keys (0 = all)', input('topk'));
+  // Named as the heatmap's window, whose names the server's messages are given (requests.js).
+  const range = document.createElement('label');
+  range.append('Window: rows (queries)', input('qs'), '–', input('qe'), 'columns (keys)', input('ks'), '–', input('ke'));
+  ctx.toolbar.append(range);
+}
+
 function toolbar(ctx, heads, colors, shown, filters, refresh, pair) {
   const { state } = ctx;
   const box = document.createElement('span');
@@ -43,16 +60,6 @@ function toolbar(ctx, heads, colors, shown, filters, refresh, pair) {
     box.append(label);
   });
   ctx.toolbar.append(box);
-  const input = (key) => {
-    const field = numberInput(state[key], { placeholder: 'auto' });
-    field.name = key;
-    field.addEventListener('change', () => ctx.update({ [key]: field.value === '' ? null : Number(field.value) }));
-    return field;
-  };
-  labelled(ctx.toolbar, 'top-k keys (0 = all)', input('topk'));
-  const range = document.createElement('label');
-  range.append('window: queries', input('qs'), '–', input('qe'), 'keys', input('ks'), '–', input('ke'));
-  ctx.toolbar.append(range);
   if (pair) {
     const sentences = document.createElement('select');
     sentences.name = 'ab';
@@ -171,6 +178,7 @@ export default {
   async render(ctx) {
     const { state, info } = ctx;
     blockControl(ctx);
+    requestControls(ctx);
     const count = (await ctx.tokenize()).tokens.tokens.length;
     const long = count > LONG;
     const { request, topK } = headRequest(state, info, long);
