@@ -112,6 +112,7 @@ export function drawHeatmap(parent, options) {
   }
   if (rowLabels) {
     g.append('g')
+      .attr('class', 'row-labels')
       .selectAll('text')
       .data(rowLabels)
       .join('text')
@@ -127,6 +128,7 @@ export function drawHeatmap(parent, options) {
   }
   if (colLabels) {
     g.append('g')
+      .attr('class', 'col-labels')
       .selectAll('text')
       .data(colLabels)
       .join('text')
@@ -232,6 +234,34 @@ export function drawHeatmap(parent, options) {
       paint();
     },
   };
+}
+
+// Keeps a heatmap's labels in sight while `box` (a figure's scroll box) pans over it: the row
+// labels stay at the box's left edge and the column labels at its top, each over a backdrop that
+// shows only once the cells slide beneath them. `map` is drawHeatmap's answer, drawn at the
+// figure's origin.
+export function stickLabels(box, map) {
+  const rows = map.g.select('g.row-labels');
+  const cols = map.g.select('g.col-labels');
+  const backdrop = (group, width, height) =>
+    group.empty()
+      ? null
+      : group.insert('rect', ':first-child').attr('class', 'label-backdrop').attr('width', width).attr('height', height).attr('fill', 'white').attr('visibility', 'hidden');
+  const rowBackdrop = backdrop(rows, map.left, map.height);
+  const colBackdrop = backdrop(cols, map.width, map.top);
+  // Above the cells, which are drawn after them.
+  rows.raise();
+  cols.raise();
+  box.addEventListener(
+    'scroll',
+    () => {
+      rows.attr('transform', `translate(${box.scrollLeft},0)`);
+      rowBackdrop?.attr('visibility', box.scrollLeft > 0 ? 'visible' : 'hidden');
+      cols.attr('transform', `translate(0,${box.scrollTop})`);
+      colBackdrop?.attr('visibility', box.scrollTop > 0 ? 'visible' : 'hidden');
+    },
+    { passive: true },
+  );
 }
 
 let colorBars = 0;

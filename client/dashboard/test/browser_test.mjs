@@ -1191,6 +1191,20 @@ describe('dashboard in headless Chromium', () => {
     const zoomed = await page.$eval('g.heatmap rect.hover-area', (r) => Number(r.getAttribute('width')) / 400);
     assert.ok(zoomed >= 4 * cell - 1, `cell ${cell} px, zoomed ${zoomed} px`);
     assert.ok(await page.$eval('.figure-scroll', (b) => b.scrollWidth > b.clientWidth && b.scrollHeight > b.clientHeight));
+    // Panned to the middle, the labels of the rows and columns in sight are still beside them.
+    const inSight = await page.$eval('.figure-scroll', async (box) => {
+      box.scrollTo(box.scrollWidth / 2, box.scrollHeight / 2);
+      await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve)));
+      const frame = box.getBoundingClientRect();
+      const visible = (selector) =>
+        [...box.querySelectorAll(selector)].filter((t) => {
+          const r = t.getBoundingClientRect();
+          return getComputedStyle(t).visibility !== 'hidden' && r.left >= frame.left && r.right <= frame.right && r.top >= frame.top && r.bottom <= frame.bottom;
+        }).length;
+      return [visible('text.row-label'), visible('text.col-label')];
+    });
+    assert.ok(inSight[0] >= 5 && inSight[1] >= 5, `labels in sight after panning: ${inSight.join(' rows, ')} columns`);
+    await screenshot('heatmap-400-tokens-zoomed-panned');
     // A window of it: 50 rows over 100 columns, each cell the server value.
     await open({ model: 'big', text, layer: 11, head: 7, qs: 100, qe: 150, ks: 200, ke: 300 });
     const windowed = await api('GetAttention', { model: 'big', text, layers: [11], heads: [7], window: { queryStart: 100, queryEnd: 150, keyStart: 200, keyEnd: 300 } });

@@ -3,7 +3,7 @@
 // (target tokens down, source tokens across).
 import * as d3 from 'd3';
 import { fit, labelled, newFigure, note, numberInput, scrollBox } from '../figure.js';
-import { CELL_ELEMENT_LIMIT, cellSize, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
+import { CELL_ELEMENT_LIMIT, cellSize, drawColorBar, drawHeatmap, sequentialScale, stickLabels } from '../heatmap.js';
 import { axisLabels, cutAt, maskedTexts, secondTextStart, tokenLabels } from '../labels.js';
 import { formatFloat32 } from '../numbers.js';
 import { headRequest, headTitle, textRequest } from '../requests.js';
@@ -269,6 +269,7 @@ export default {
     const svg = newFigure(box, 'heatmap');
     const cellFor = (rows, cols) => fittedCell(ctx.root, rows, cols, { zoom: state.zoom });
     const map = attentionFigure(svg, answer, { panel, info, cellFor });
+    stickLabels(box, map);
     if (mask && !state.words) {
       map.g
         .selectAll('text.row-label')
