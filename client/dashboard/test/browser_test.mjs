@@ -756,6 +756,17 @@ describe('dashboard in headless Chromium', () => {
     assert.equal(await page.$$eval('g.heatmap[data-block="cross"]', (g) => g.length), 0);
   });
 
+  it('views that draw only an encoder-decoder\'s encoder say so', async () => {
+    for (const view of ['layers', 'temperature']) {
+      await open({ model: 'translation', text: '>>vie<< Inserting Tables', decoder_text: 'Chèn bảng', view });
+      const notes = await page.$$eval('main p.note', (ps) => ps.map((p) => p.textContent));
+      assert.ok(notes.some((n) => n.includes("this view shows its encoder's self-attention")), `${view}: ${notes.join(' | ')}`);
+    }
+    await open({ model: 'translation', text: '>>vie<< Inserting Tables', view: 'layers' });
+    const layerTitles = await page.$$eval('g.heatmap text.title', (ts) => ts.map((t) => t.textContent));
+    assert.equal(layerTitles.filter((t) => t.startsWith('encoder layer ')).length, 3, layerTitles.join(' | '));
+  });
+
   it('encoder-decoder layers the encoder lacks: T5 decoder layer 2 over its 2 encoder layers', async () => {
     const text = 'hello world';
     await open({ model: 't5', text, decoder_text: 'hallo welt', layer: 2, head: 3 });

@@ -163,6 +163,13 @@ export function attentionFigure(parent, answer, { panel, info, color, cellFor = 
   return { ...map, color: scale, part };
 }
 
+// Says, in a view that draws an encoder-decoder's encoder only, where its decoder's attentions are:
+// the decoder text field is hidden there, and the view would otherwise look like it read it.
+export function encoderOnlyNote(ctx) {
+  if (!ctx.info.isEncoderDecoder) return;
+  note(ctx.root, `${ctx.info.name} is an encoder-decoder: this view shows its encoder's self-attention over the source. Its decoder's self-attention and cross-attention are in Heatmap, Head view, Model view and Compare.`);
+}
+
 // The picker of an encoder-decoder's attention, for the views that draw one of the three.
 export function blockControl(ctx) {
   const { state, info } = ctx;

@@ -8,7 +8,7 @@ import { formatFloat32 } from '../numbers.js';
 import { textRequest } from '../requests.js';
 import { StreamAssembler } from '../stream.js';
 import { attentionDtype, matrix } from '../tensor.js';
-import { windowControl, windowOf } from './heatmap.js';
+import { encoderOnlyNote, windowControl, windowOf } from './heatmap.js';
 
 // Panels wrap to rows of at most this width, in pixels.
 const MAX_WIDTH = 1240;
@@ -24,6 +24,7 @@ export default {
   async render(ctx) {
     const { state, info } = ctx;
     windowControl(ctx);
+    encoderOnlyNote(ctx);
     const count = (await ctx.tokenize()).tokens.tokens.length;
     const layers = info.numHiddenLayers;
     const dtype = attentionDtype((layers + 1) * count * count);
@@ -91,7 +92,7 @@ export default {
         const done = assembler.add(message);
         let panel;
         if (done?.attentions) {
-          panel = { layer: done.layer, title: `layer ${done.layer} · mean of heads`, ...matrix(done.attentions, 0) };
+          panel = { layer: done.layer, title: `${info.isEncoderDecoder ? 'encoder ' : ''}layer ${done.layer} · mean of heads`, ...matrix(done.attentions, 0) };
         } else if (done?.rollout) {
           panel = { layer: 'rollout', title: 'rollout', ...matrix(done.rollout) };
         } else {

@@ -8,7 +8,7 @@ import { axisLabels } from '../labels.js';
 import { formatFloat32, rowEntropies, temperedSoftmax } from '../numbers.js';
 import { textRequest } from '../requests.js';
 import { decodeTensor, matrix } from '../tensor.js';
-import { fittedCell, windowControl, windowOf } from './heatmap.js';
+import { encoderOnlyNote, fittedCell, windowControl, windowOf } from './heatmap.js';
 
 // Temperatures of the side-by-side sweep.
 const SWEEP = [0.25, 0.5, 1, 2, 4];
@@ -24,6 +24,7 @@ export default {
     const head = typeof state.head === 'number' ? state.head : 0;
     // Rows only: a softmax over a window of keys would not be the model's.
     windowControl(ctx, { rowsOnly: true });
+    encoderOnlyNote(ctx);
     const answer = await ctx.call('GetAttention', {
       ...textRequest(state),
       layers: [state.layer],
