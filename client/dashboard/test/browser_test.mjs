@@ -1225,6 +1225,16 @@ describe('dashboard in headless Chromium', () => {
     await time('heads', { layer: 5 }, 'line.link');
     await time('model', {}, 'g.thumbnail image');
     await time('layers', {}, 'g.heatmap image');
+    // In a narrower window the panels (here of 128 tokens, four to a row of 1,200 px) wrap to its
+    // width, the colour bar within it.
+    await page.setViewport({ width: 1000, height: 800 });
+    try {
+      await open({ model: 'big', text: words.slice(0, 126).join(' '), view: 'layers' });
+      const [figure, window] = await page.evaluate(() => [document.querySelector('svg.figure').getBoundingClientRect().right, document.documentElement.clientWidth]);
+      assert.ok(figure <= window, `across layers ends at ${figure} px in a ${window} px window`);
+    } finally {
+      await page.setViewport({ width: 1200, height: 800 });
+    }
     await time('temperature', { layer: 3, head: 2 }, 'g.heatmap image');
     await time('compare', { layer: 11, head: 7, 'b.layer': 0, 'b.head': 'mean' }, 'g.heatmap image');
     console.log(`# 400 tokens, first picture / ready (ms): ${timings.map(([view, first, ready]) => `${view} ${first} / ${ready}`).join(', ')}`);

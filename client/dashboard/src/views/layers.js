@@ -10,8 +10,10 @@ import { StreamAssembler } from '../stream.js';
 import { attentionDtype, matrix } from '../tensor.js';
 import { encoderOnlyNote, windowControl, windowOf } from './heatmap.js';
 
-// Panels wrap to rows of at most this width, in pixels.
-const MAX_WIDTH = 1240;
+// Panels wrap to rows as wide as the window, less the colour bar beside them (pixels), and at
+// least this wide.
+const MIN_ROW_WIDTH = 300;
+const COLOR_BAR_WIDTH = 80;
 
 // How often a streamed view lets the browser paint the layers drawn so far.
 const PAINT_EVERY_MS = 500;
@@ -34,6 +36,7 @@ export default {
     const paint = paintEvery(PAINT_EVERY_MS);
     const drawn = [];
     const gap = 24;
+    const rowWidth = Math.max(MIN_ROW_WIDTH, (ctx.root.clientWidth || 1000) - COLOR_BAR_WIDTH);
     let labels;
     let queryStart;
     let keyStart;
@@ -64,7 +67,7 @@ export default {
         asImage,
         describe: (r, c, v) => [panel.title, `${rowLabels[r]} → ${colLabels[c]}`, formatFloat32(v)],
       });
-      if (x > 0 && x + map.width > MAX_WIDTH) {
+      if (x > 0 && x + map.width > rowWidth) {
         x = 0;
         y += rowHeight + gap;
         rowHeight = 0;
