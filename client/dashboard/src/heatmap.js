@@ -19,6 +19,13 @@ export function cellSize(rows, cols, span = 560, max = 28) {
   return Math.max(1, Math.min(max, Math.floor(span / Math.max(rows, cols))));
 }
 
+// Pixels a row of a heatmap whose cells are `cell` wide: a few rows over many columns (a
+// translation's rows over a long source) get rows tall enough for every label, up to `span`
+// pixels in all.
+export function rowHeightFor(rows, cell, span = 600) {
+  return Math.max(cell, Math.min(MIN_LABEL_SIZE + 3, Math.floor(span / rows)));
+}
+
 // Labels are set at least this large; when cells are smaller, only every few labels is shown
 // (each one still shows when its row or column is hovered).
 export const MIN_LABEL_SIZE = 9;
@@ -91,18 +98,18 @@ function paintCells(values, rows, cols, color, factor, masked) {
 // Draws a heatmap into `parent` (a d3 selection inside a figure) at its origin.
 // Options: values (rows * cols, row-major), rows, cols, color, cell (pixels), rowLabels and
 // colLabels (one DOM <text> per token, so that they can be selected, searched and read aloud),
-// title, asImage (paint the cells instead of one <rect class="cell"> each with data-row, data-col
+// rowHeight (pixels a row, default `cell`: a few rows over many columns get taller rows), title, asImage (paint the cells instead of one <rect class="cell"> each with data-row, data-col
 // and data-value), describe(row, col, value) -> tooltip lines (none: no hover), masked(row, col)
 // -> whether a causal mask hid the cell (drawn grey, data-masked), dividers {row, col}: the index
 // where a pair's second text starts on each axis (a line before it).
 // Returns {g, width, height, top, left, update(values, color)}.
 export function drawHeatmap(parent, options) {
   const { rows, cols, cell, rowLabels, colLabels, title, asImage, describe, masked, dividers } = options;
+  const rowHeight = options.rowHeight ?? cell;
   let { values, color } = options;
   const fontSize = Math.max(MIN_LABEL_SIZE, Math.min(12, cell - 2));
-  const step = labelStep(cell, fontSize);
   // Thinned labels stay in the figure (searchable, shown on hover), hidden.
-  const thinned = (_, i) => (i % step ? 'hidden' : null);
+  const thinnedEvery = (step) => (_, i) => (i % step ? 'hidden' : null);
   const left = rowLabels ? d3.max(rowLabels, (label) => textWidth(label, fontSize)) + 8 : 0;
   const titleHeight = title ? 20 : 0;
   const top = titleHeight + (colLabels ? d3.max(colLabels, (label) => textWidth(label, fontSize)) + 8 : 0);
@@ -119,11 +126,11 @@ export function drawHeatmap(parent, options) {
       .attr('class', 'label row-label')
       .attr('data-index', (_, i) => i)
       .attr('x', left - 4)
-      .attr('y', (_, i) => top + (i + 0.5) * cell)
+      .attr('y', (_, i) => top + (i + 0.5) * rowHeight)
       .attr('dy', '0.35em')
       .attr('text-anchor', 'end')
       .attr('font-size', fontSize)
-      .attr('visibility', thinned)
+      .attr('visibility', thinnedEvery(labelStep(rowHeight, fontSize)))
       .text((label) => label);
   }
   if (colLabels) {
@@ -137,7 +144,7 @@ export function drawHeatmap(parent, options) {
       .attr('transform', (_, i) => `translate(${left + (i + 0.5) * cell},${top - 4}) rotate(-90)`)
       .attr('dy', '0.35em')
       .attr('font-size', fontSize)
-      .attr('visibility', thinned)
+      .attr('visibility', thinnedEvery(labelStep(cell, fontSize)))
       .text((label) => label);
   }
   const cells = g.append('g').attr('class', 'cells').attr('transform', `translate(${left},${top})`);
@@ -146,7 +153,7 @@ export function drawHeatmap(parent, options) {
     const image = cells
       .append('image')
       .attr('width', cols * cell)
-      .attr('height', rows * cell)
+      .attr('height', rows * rowHeight)
       .attr('preserveAspectRatio', 'none')
       .style('image-rendering', 'pixelated');
     const factor = Math.max(1, Math.ceil(1 / cell));
@@ -160,9 +167,9 @@ export function drawHeatmap(parent, options) {
       .attr('data-row', (i) => Math.floor(i / cols))
       .attr('data-col', (i) => i % cols)
       .attr('x', (i) => (i % cols) * cell)
-      .attr('y', (i) => Math.floor(i / cols) * cell)
+      .attr('y', (i) => Math.floor(i / cols) * rowHeight)
       .attr('width', cell)
-      .attr('height', cell);
+      .attr('height', rowHeight);
     const hidden = (i) => masked?.(Math.floor(i / cols), i % cols);
     rects.attr('data-masked', (i) => (hidden(i) ? 1 : null));
     // Values written in the cells when they fit, as the tutorials' annotated heatmaps do.
@@ -174,7 +181,7 @@ export function drawHeatmap(parent, options) {
             .join('text')
             .attr('class', 'cell-value')
             .attr('x', (i) => ((i % cols) + 0.5) * cell)
-            .attr('y', (i) => (Math.floor(i / cols) + 0.5) * cell)
+            .attr('y', (i) => (Math.floor(i / cols) + 0.5) * rowHeight)
             .attr('dy', '0.35em')
             .attr('text-anchor', 'middle')
             .attr('font-size', Math.min(11, cell / 3))
@@ -189,10 +196,10 @@ export function drawHeatmap(parent, options) {
   paint();
   // The line between a pair's two texts.
   if (dividers?.row > 0 && dividers.row < rows) {
-    cells.append('line').attr('class', 'divider').attr('x2', cols * cell).attr('y1', dividers.row * cell).attr('y2', dividers.row * cell);
+    cells.append('line').attr('class', 'divider').attr('x2', cols * cell).attr('y1', dividers.row * rowHeight).attr('y2', dividers.row * rowHeight);
   }
   if (dividers?.col > 0 && dividers.col < cols) {
-    cells.append('line').attr('class', 'divider').attr('y2', rows * cell).attr('x1', dividers.col * cell).attr('x2', dividers.col * cell);
+    cells.append('line').attr('class', 'divider').attr('y2', rows * rowHeight).attr('x1', dividers.col * cell).attr('x2', dividers.col * cell);
   }
   cells.selectAll('line.divider').attr('stroke', '#1f4e79').attr('stroke-width', 1.5);
   if (describe) {
@@ -201,11 +208,11 @@ export function drawHeatmap(parent, options) {
       .append('rect')
       .attr('class', 'hover-area')
       .attr('width', cols * cell)
-      .attr('height', rows * cell)
+      .attr('height', rows * rowHeight)
       .attr('fill', 'transparent')
       .on('pointermove', (event) => {
         const [x, y] = d3.pointer(event, cells.node());
-        const row = Math.min(rows - 1, Math.max(0, Math.floor(y / cell)));
+        const row = Math.min(rows - 1, Math.max(0, Math.floor(y / rowHeight)));
         const col = Math.min(cols - 1, Math.max(0, Math.floor(x / cell)));
         labels.classed('hot', function () {
           const index = Number(this.dataset.index);
@@ -226,7 +233,7 @@ export function drawHeatmap(parent, options) {
     // A narrow heatmap's title is wider than its cells: what comes to its right (the colour bar,
     // the figure's edge) makes room for it.
     width: left + Math.max(cols * cell, title ? textWidth(title, 13, 'bold') : 0),
-    height: top + rows * cell,
+    height: top + rows * rowHeight,
     // New values, and a new colour scale when given (a streamed view's final one).
     update(next, nextColor = color) {
       values = next;

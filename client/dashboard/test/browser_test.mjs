@@ -767,6 +767,21 @@ describe('dashboard in headless Chromium', () => {
     assert.equal(layerTitles.filter((t) => t.startsWith('encoder layer ')).length, 3, layerTitles.join(' | '));
   });
 
+  it('a translation of a long source: its few rows are tall enough for every label, in Generate and the cross-attention heatmap', async () => {
+    const words = Array.from({ length: 300 }, (_, i) => ['table', 'insert', 'the', 'page', 'format'][i % 5]).join(' ');
+    const text = `>>vie<< ${words}`;
+    for (const [params, selector] of [
+      [{ view: 'generate', max: 20 }, 'g.heatmap[data-block="cross"]'],
+      [{ decoder_text: 'Chèn bảng vào trang', layer: 2, head: 'mean' }, 'g.heatmap[data-block="cross"]'],
+    ]) {
+      await open({ model: 'translation', text, ...params });
+      const rows = await page.$$eval(`${selector} text.row-label`, (ts) => ts.map((t) => ({ shown: getComputedStyle(t).visibility !== 'hidden', y: Number(t.getAttribute('y')) })));
+      assert.ok(rows.length >= 5, `${params.view ?? 'heatmap'}: ${rows.length} rows`);
+      assert.ok(rows.every((r) => r.shown), `${params.view ?? 'heatmap'}: every row label shown`);
+      assert.ok(rows[1].y - rows[0].y >= 10, `${params.view ?? 'heatmap'}: rows ${rows[1].y - rows[0].y} px apart`);
+    }
+  });
+
   it('encoder-decoder layers the encoder lacks: T5 decoder layer 2 over its 2 encoder layers', async () => {
     const text = 'hello world';
     await open({ model: 't5', text, decoder_text: 'hallo welt', layer: 2, head: 3 });

@@ -4,7 +4,7 @@
 // cross-attention over the source), drawn as one more heatmap row as it arrives. An
 // encoder-decoder's translation is then drawn with its decoder's self-attention too.
 import { fit, labelled, newFigure, note, numberInput, paintEvery, scrollBox } from '../figure.js';
-import { CELL_ELEMENT_LIMIT, colorTable, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
+import { CELL_ELEMENT_LIMIT, colorTable, drawColorBar, drawHeatmap, rowHeightFor, sequentialScale } from '../heatmap.js';
 import { tokenLabels } from '../labels.js';
 import { formatFloat32 } from '../numbers.js';
 import { headRequest, headTitle } from '../requests.js';
@@ -90,13 +90,13 @@ const PAINT_EVERY_MS = 100;
 // every row the request allows: drawing the labelled heatmap again at each token took time
 // quadratic in the tokens per token (150 tokens: one 25 s task). The labelled heatmap, with its
 // hover, is drawn once the stream has ended. Returns paint(row, attention).
-function rowPainter(box, rows, cols, cell) {
+function rowPainter(box, rows, cols, cell, rowHeight) {
   const canvas = document.createElement('canvas');
   canvas.className = 'generate-rows';
   canvas.width = cols;
   canvas.height = rows;
   canvas.style.width = `${cols * cell}px`;
-  canvas.style.height = `${rows * cell}px`;
+  canvas.style.height = `${rows * rowHeight}px`;
   canvas.style.imageRendering = 'pixelated';
   box.append(canvas);
   const context = canvas.getContext('2d');
@@ -178,6 +178,7 @@ export default {
       const colLabels = header.encoderDecoder ? context : [...context, ...rows.slice(0, -1).map((row) => row.label)];
       const svg = newFigure(box, 'generate');
       const color = sequentialScale(1);
+      const cell = fittedCell(ctx.root, rows.length, cols, { max: 28 });
       const map = drawHeatmap(svg, {
         values,
         rows: rows.length,
@@ -185,7 +186,8 @@ export default {
         rowLabels: rows.map((row) => row.label),
         colLabels,
         color,
-        cell: fittedCell(ctx.root, rows.length, cols, { max: 28 }),
+        cell,
+        rowHeight: rowHeightFor(rows.length, cell),
         asImage: rows.length * cols > CELL_ELEMENT_LIMIT,
         title: `${info.name} · ${header.encoderDecoder ? 'cross-attention of decoder' : ''} layer ${header.layers[0]} · ${headTitle(state.head)}`,
         // A row attends to the tokens before it: the prompt's and the ones written before.
@@ -209,7 +211,8 @@ export default {
         header.encoderDecoder ??= false;
         context = tokenLabels(header.promptTokens);
         const cols = context.length + (header.encoderDecoder ? 0 : state.max - 1);
-        paintRow = rowPainter(box, state.max, cols, fittedCell(ctx.root, state.max, cols, { max: 28 }));
+        const cell = fittedCell(ctx.root, state.max, cols, { max: 28 });
+        paintRow = rowPainter(box, state.max, cols, cell, rowHeightFor(state.max, cell));
         summary.textContent = header.encoderDecoder
           ? `${info.name} translates the text (${context.length} source tokens); each row is the decoder's cross-attention over the source while it wrote that token.`
           : `${info.name} continues the text (${context.length} prompt tokens); each row is the new token's attention over the tokens before it.`;

@@ -3,7 +3,7 @@
 // (target tokens down, source tokens across).
 import * as d3 from 'd3';
 import { fit, labelled, newFigure, note, numberInput, scrollBox } from '../figure.js';
-import { CELL_ELEMENT_LIMIT, cellSize, drawColorBar, drawHeatmap, sequentialScale, stickLabels } from '../heatmap.js';
+import { CELL_ELEMENT_LIMIT, cellSize, drawColorBar, drawHeatmap, rowHeightFor, sequentialScale, stickLabels } from '../heatmap.js';
 import { axisLabels, cutAt, maskedTexts, secondTextStart, tokenLabels } from '../labels.js';
 import { formatFloat32 } from '../numbers.js';
 import { headRequest, headTitle, textRequest } from '../requests.js';
@@ -140,6 +140,7 @@ export function attentionFigure(parent, answer, { panel, info, color, cellFor = 
     `${info.isEncoderDecoder && part.block !== 'encoder' ? 'decoder ' : ''}layer ${part.layer}`,
     headTitle(panel.head),
   ].join(' · ');
+  const cell = cellFor(rows, cols);
   const map = drawHeatmap(parent, {
     values,
     rows,
@@ -147,7 +148,9 @@ export function attentionFigure(parent, answer, { panel, info, color, cellFor = 
     rowLabels,
     colLabels,
     color: scale,
-    cell: cellFor(rows, cols),
+    cell,
+    // A translation's few rows over a long source: rows tall enough to read.
+    rowHeight: part.block === 'cross' ? rowHeightFor(rows, cell) : cell,
     title,
     asImage: rows * cols > CELL_ELEMENT_LIMIT,
     masked: part.causal ? (r, c) => part.keyStart + c > part.queryStart + r : null,
