@@ -23,7 +23,20 @@ const VIEWS = [heatmap, heads, model, layers, temperature, generate, documents, 
 
 const $ = (id) => document.getElementById(id);
 const controls = $('controls').elements;
-let state = parseState(location.search);
+// Addresses longer than this keep their texts out (the server refuses request URIs over 16 KB, so
+// such a link would not load again): the texts stay in the tab's history entry, which a reload
+// keeps and a copied link does not, and the address says so with `kept=1`.
+const ADDRESS_LIMIT = 8192;
+const TEXT_KEYS = ['text', 'pair', 'decoderText', 'query', 'docs'];
+
+function readState() {
+  const parsed = parseState(location.search);
+  const kept = new URLSearchParams(location.search).get('kept') === '1';
+  if (kept && history.state?.kept) return { ...parsed, ...history.state.kept };
+  return kept ? { ...parsed, textsLost: true } : parsed;
+}
+
+let state = readState();
 // A link with a decoder text and no layer or head opens where "Translate first" does; applied once
 // the model's decoder depth is known.
 let linkNeedsCrossDefaults = state.decoderText !== '';
@@ -76,9 +89,18 @@ function progress(done, total, text) {
 
 function update(patch, { quiet = false } = {}) {
   const navigates = patch.view !== undefined && patch.view !== state.view;
-  state = { ...state, ...patch };
-  const url = `${location.pathname}?${formatState(state)}`;
-  navigates ? history.pushState(null, '', url) : history.replaceState(null, '', url);
+  // A text typed since a link lost its own is the one to show.
+  state = { ...state, ...patch, textsLost: state.textsLost && !TEXT_KEYS.some((key) => key in patch) };
+  let search = formatState(state);
+  let entry = null;
+  if (search.length > ADDRESS_LIMIT) {
+    const kept = Object.fromEntries(TEXT_KEYS.map((key) => [key, state[key]]));
+    const defaults = parseState('');
+    search = `${formatState({ ...state, ...Object.fromEntries(TEXT_KEYS.map((key) => [key, defaults[key]])) })}&kept=1`;
+    entry = { kept };
+  }
+  const url = `${location.pathname}?${search}`;
+  navigates ? history.pushState(entry, '', url) : history.replaceState(entry, '', url);
   if (!quiet) render();
 }
 
@@ -219,6 +241,9 @@ async function render() {
     syncControls(view, info, viewState);
     showModelInfo(info);
     checkDecoderPicks(view, layerCounts(view, info, state));
+    if (state.textsLost) {
+      throw new PageError(`This link's texts were too long for an address (over ${ADDRESS_LIMIT} characters) and stayed in the browser tab that made it. Paste yours into "Text".`);
+    }
     const tokenKey = JSON.stringify([name, viewState.text, viewState.pair, state.truncate]);
     await view.render({
       root,
@@ -340,7 +365,7 @@ function setUp() {
   $('export-svg').addEventListener('click', () => exportSvg($('view'), name()));
   $('export-png').addEventListener('click', () => exportPng($('view'), name()).catch(showError));
   window.addEventListener('popstate', () => {
-    state = parseState(location.search);
+    state = readState();
     linkNeedsCrossDefaults = state.decoderText !== '';
     render();
   });

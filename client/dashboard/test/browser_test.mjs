@@ -782,6 +782,33 @@ describe('dashboard in headless Chromium', () => {
     }
   });
 
+  it('a text too long for an address stays in the tab: the view reloads, a copied link says what was lost', async () => {
+    const text = '나는 오늘 랭체인을 공부한다 '.repeat(150).trim();
+    await open({ model: 'default', truncate: 1 });
+    await rerender(() => page.$eval('input[name="text"]', (input, value) => {
+      input.value = value;
+      input.dispatchEvent(new Event('change'));
+    }, text));
+    assert.equal((await waitReady()).status, 'ready');
+    const url = page.url();
+    assert.ok(url.length < 8192, `address of ${url.length} characters`);
+    assert.equal(new URL(url).searchParams.get('kept'), '1');
+    const shown = await labels('g.heatmap text.row-label');
+    await page.reload();
+    assert.equal((await waitReady()).status, 'ready');
+    assert.equal(await page.$eval('input[name="text"]', (i) => i.value), text);
+    assert.deepEqual(await labels('g.heatmap text.row-label'), shown);
+    // Opened elsewhere, without the tab's history: said, not drawn with another text.
+    const other = await browser.newPage();
+    try {
+      await other.goto(url);
+      await other.waitForFunction(() => ['ready', 'error'].includes(document.body.dataset.status), { timeout: 30000 });
+      assert.match(await other.$eval('#error', (e) => e.textContent), /too long for an address .* Paste yours into "Text"/);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('encoder-decoder layers the encoder lacks: T5 decoder layer 2 over its 2 encoder layers', async () => {
     const text = 'hello world';
     await open({ model: 't5', text, decoder_text: 'hallo welt', layer: 2, head: 3 });
