@@ -15,6 +15,8 @@ export const METHODS = ['greedy', 'beam', 'sampling'];
 const COMPARE_KEYS = ['model', 'text', 'pair', 'layer', 'head', 'block'];
 const compareParam = (key) => `b.${key === 'block' ? 'attn' : key}`;
 
+const INT32_MAX = 2 ** 31 - 1;
+
 export function defaultState() {
   return {
     view: 'heatmap',
@@ -83,6 +85,9 @@ export function parseState(search) {
   for (const key of ['zoom', 'max', 'beams', 'seed']) {
     if (has(key)) state[key] = Math.max(key === 'seed' ? 0 : 1, integer(params.get(key)) ?? state[key]);
   }
+  // Within the request's int32 fields, so that a larger number is refused by the server's limit,
+  // which names its control, rather than by the JSON parser.
+  for (const key of ['max', 'beams']) state[key] = Math.min(INT32_MAX, state[key]);
   for (const key of ['temp', 'topp']) {
     const value = Number(params.get(key));
     if (has(key) && value > 0) state[key] = value;

@@ -31,7 +31,11 @@ function toolbar(ctx) {
     input.name = key;
     input.step = String(step);
     input.addEventListener('change', () => {
-      if (input.valueAsNumber >= min) ctx.update({ [key]: input.valueAsNumber });
+      // Below the least the request takes: said at the field, and the view left as it was.
+      const valid = input.valueAsNumber >= min;
+      input.setCustomValidity(valid ? '' : `"${text}": expected at least ${min}, got ${input.value || 'nothing'}`);
+      if (valid) ctx.update({ [key]: input.valueAsNumber });
+      else input.reportValidity();
     });
     labelled(ctx.toolbar, text, input);
   };

@@ -77,3 +77,10 @@ test('cross-attention opens on the last decoder layer and the mean of heads, unl
   assert.deepEqual(crossAttentionDefaults('?model=translation&layer=0', 3), { head: 'mean' });
   assert.deepEqual(crossAttentionDefaults('?layer=1&head=2', 6), {});
 });
+
+test('a link\'s new tokens and beams past int32 stay within it, for the server\'s limit to name', () => {
+  const state = parseState('?view=generate&max=999999999999&beams=5000000000&seed=7000000000');
+  assert.equal(state.max, 2 ** 31 - 1);
+  assert.equal(state.beams, 2 ** 31 - 1);
+  assert.equal(state.seed, 7000000000);
+});
