@@ -102,7 +102,7 @@ function paintCells(values, rows, cols, color, factor, masked) {
 // and data-value), describe(row, col, value) -> tooltip lines (none: no hover), masked(row, col)
 // -> whether a causal mask hid the cell (drawn grey, data-masked), dividers {row, col}: the index
 // where a pair's second text starts on each axis (a line before it).
-// Returns {g, width, height, top, left, update(values, color)}.
+// Returns {g, width, cellsRight, height, top, left, update(values, color)}.
 export function drawHeatmap(parent, options) {
   const { rows, cols, cell, rowLabels, colLabels, title, asImage, describe, masked, dividers } = options;
   const rowHeight = options.rowHeight ?? cell;
@@ -233,6 +233,8 @@ export function drawHeatmap(parent, options) {
     // A narrow heatmap's title is wider than its cells: what comes to its right (the colour bar,
     // the figure's edge) makes room for it.
     width: left + Math.max(cols * cell, title ? textWidth(title, 13, 'bold') : 0),
+    // Where the cells end: a colour bar beside a narrow heatmap goes there, below a wider title.
+    cellsRight: left + cols * cell,
     height: top + rows * rowHeight,
     // New values, and a new colour scale when given (a streamed view's final one).
     update(next, nextColor = color) {

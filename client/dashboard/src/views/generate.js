@@ -150,8 +150,8 @@ async function decoderSelfAttention(ctx, text, streamed) {
   const svg = newFigure(scrollBox(ctx.root), 'generate-decoder');
   const color = sequentialScale(1);
   const map = attentionFigure(svg, answer, { panel, info, color, cellFor: (rows, cols) => fittedCell(ctx.root, rows, cols, { max: 28 }) });
-  const barWidth = drawColorBar(svg, color, { x: map.width + 16, y: map.top, height: 120, label: 'attention' });
-  fit(svg, map.width + 16 + barWidth, Math.max(map.height, map.top + 120) + 4);
+  const barWidth = drawColorBar(svg, color, { x: map.cellsRight + 16, y: map.top, height: 120, label: 'attention' });
+  fit(svg, Math.max(map.width + 8, map.cellsRight + 16 + barWidth), Math.max(map.height, map.top + 120) + 4);
 }
 
 export default {
@@ -201,8 +201,8 @@ export default {
       map.g.attr('data-block', header.encoderDecoder ? 'cross' : 'self');
       // The export's caption: what the page lists beside the figure.
       svg.attr('data-caption', `${outcome}\nNew tokens (log p): ${rows.map((row, i) => `${i} ${row.label} (${row.logprob.toFixed(3)})`).join('  ')}`);
-      const barWidth = drawColorBar(svg, color, { x: map.width + 16, y: map.top, height: 120, label: 'attention' });
-      fit(svg, map.width + 16 + barWidth, Math.max(map.height, map.top + 120) + 4);
+      const barWidth = drawColorBar(svg, color, { x: map.cellsRight + 16, y: map.top, height: 120, label: 'attention' });
+      fit(svg, Math.max(map.width + 8, map.cellsRight + 16 + barWidth), Math.max(map.height, map.top + 120) + 4);
     };
     let written = '';
     let outcome = '';

@@ -291,11 +291,11 @@ export default {
         });
     }
     const barWidth = drawColorBar(svg, map.color, {
-      x: map.width + 16,
+      x: map.cellsRight + 16,
       y: map.top,
       height: Math.max(120, Math.min(600, map.height - map.top)),
       label: 'attention',
     });
-    fit(svg, map.width + 16 + barWidth, Math.max(map.height, map.top + 120) + 4);
+    fit(svg, Math.max(map.width + 8, map.cellsRight + 16 + barWidth), Math.max(map.height, map.top + 120) + 4);
   },
 };
