@@ -809,6 +809,16 @@ describe('dashboard in headless Chromium', () => {
     }
   });
 
+  it('Generate on an encoder names the served models that generate; beam search says when its tokens come', async () => {
+    await open({ model: 'default', view: 'generate' });
+    const models = (await api('ListModels', {})).models.filter((m) => m.isCausal || m.isEncoderDecoder).map((m) => m.name);
+    assert.ok(models.includes('translation'));
+    const said = await page.$$eval('main p.note', (ps) => ps.map((p) => p.textContent).join(' '));
+    assert.ok(said.includes(`Pick one that does in "Model": ${models.join(', ')}.`), said);
+    await open({ model: 'translation', view: 'generate', text: '>>vie<< Inserting Tables', method: 'beam', max: 4 });
+    assert.match(await page.$$eval('main p.note', (ps) => ps.map((p) => p.textContent).join(' ')), /arrive when the search has finished/);
+  });
+
   it('encoder-decoder layers the encoder lacks: T5 decoder layer 2 over its 2 encoder layers', async () => {
     const text = 'hello world';
     await open({ model: 't5', text, decoder_text: 'hallo welt', layer: 2, head: 3 });

@@ -164,10 +164,17 @@ export default {
   async render(ctx) {
     const { state, info } = ctx;
     if (!info.isCausal && !info.isEncoderDecoder) {
-      note(ctx.root, `${info.name} is an encoder (${info.architecture}): it does not generate. Pick a decoder-only model (Llama, GPT-2) or an encoder-decoder (Marian, BART, T5).`);
+      const writers = ctx.models.filter((m) => m.isCausal || m.isEncoderDecoder).map((m) => m.name);
+      note(
+        ctx.root,
+        `${info.name} is an encoder (${info.architecture}): it does not generate. ${writers.length ? `Pick one that does in "Model": ${writers.join(', ')}.` : 'This server has no model that generates: serve a decoder-only model (Llama, GPT-2) or an encoder-decoder (Marian, BART, T5).'}`,
+      );
       return;
     }
     toolbar(ctx);
+    if (state.method === 'beam') {
+      note(ctx.root, 'Beam search keeps several candidates to the end: its tokens and their attention arrive when the search has finished.');
+    }
     const summary = note(ctx.root, '');
     const addToken = tokenList(ctx.root);
     const box = scrollBox(ctx.root);
