@@ -50,6 +50,10 @@ function combinedSvg(root) {
       height += CAPTION_LINE;
     }
     const copy = figure.cloneNode(true);
+    // A panned heatmap's labels follow its scroll box (heatmap.js stickLabels); the file shows the
+    // whole figure, its labels where they belong.
+    for (const labels of copy.querySelectorAll('g.row-labels, g.col-labels')) labels.removeAttribute('transform');
+    for (const backdrop of copy.querySelectorAll('rect.label-backdrop')) backdrop.remove();
     copy.setAttribute('x', '0');
     copy.setAttribute('y', String(height));
     svg.append(copy);

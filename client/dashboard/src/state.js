@@ -16,6 +16,7 @@ const COMPARE_KEYS = ['model', 'text', 'pair', 'layer', 'head', 'block'];
 const compareParam = (key) => `b.${key === 'block' ? 'attn' : key}`;
 
 const INT32_MAX = 2 ** 31 - 1;
+const MAX_ZOOM = 16;
 
 export function defaultState() {
   return {
@@ -88,6 +89,12 @@ export function parseState(search) {
   // Within the request's int32 fields, so that a larger number is refused by the server's limit,
   // which names its control, rather than by the JSON parser.
   for (const key of ['max', 'beams']) state[key] = Math.min(INT32_MAX, state[key]);
+  // The page's own zoom choices end at 16; a larger one would make a figure wider than a browser
+  // can scroll.
+  state.zoom = Math.min(MAX_ZOOM, state.zoom);
+  for (const key of ['layer', 'head']) {
+    if (typeof state[key] === 'number') state[key] = Math.max(-INT32_MAX, Math.min(INT32_MAX, state[key]));
+  }
   for (const key of ['temp', 'topp']) {
     const value = Number(params.get(key));
     if (has(key) && value > 0) state[key] = value;

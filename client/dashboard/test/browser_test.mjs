@@ -1267,6 +1267,15 @@ describe('dashboard in headless Chromium', () => {
       return [visible('text.row-label'), visible('text.col-label')];
     });
     assert.ok(inSight[0] >= 5 && inSight[1] >= 5, `labels in sight after panning: ${inSight.join(' rows, ')} columns`);
+    // Exported while panned: the labels where they belong in the whole figure.
+    const target = path.join(downloads, 'attnscope-heatmap-big.svg');
+    fs.rmSync(target, { force: true });
+    await page.click('#export-svg');
+    const until = Date.now() + 20000;
+    while (!fs.existsSync(target) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 100));
+    const panned = fs.readFileSync(target, 'utf8');
+    assert.ok(panned.includes('class="row-labels"'), 'row labels in the export');
+    assert.ok(!/class="(row|col)-labels" transform=/.test(panned) && !panned.includes('label-backdrop'), 'panned labels in the export');
     await screenshot('heatmap-400-tokens-zoomed-panned');
     // A window of it: 50 rows over 100 columns, each cell the server value.
     await open({ model: 'big', text, layer: 11, head: 7, qs: 100, qe: 150, ks: 200, ke: 300 });

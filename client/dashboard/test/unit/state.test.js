@@ -84,3 +84,10 @@ test('a link\'s new tokens and beams past int32 stay within it, for the server\'
   assert.equal(state.beams, 2 ** 31 - 1);
   assert.equal(state.seed, 7000000000);
 });
+
+test('a link\'s zoom ends at the page\'s largest, its layer and head within int32', () => {
+  const state = parseState('?zoom=100000&layer=99999999999999&head=-99999999999999');
+  assert.equal(state.zoom, 16);
+  assert.equal(state.layer, 2 ** 31 - 1);
+  assert.equal(state.head, -(2 ** 31 - 1));
+});
