@@ -22,6 +22,15 @@ const CallCheck kNoCheck;
 // which the threads got there.
 void LetItQueue() { absl::SleepFor(absl::Milliseconds(50)); }
 
+// Returns once `checks` reaches 2: a call's check runs once before it queues and then only while
+// it waits in the queue (every kCheckInterval), so a second check means that it is queued. A
+// fixed sleep instead let a thread started on a loaded machine queue after the next one.
+void AwaitQueued(const std::atomic<int>& checks) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (checks < 2 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_GE(checks, 2) << "a waiting call was not checked twice in 30 s";
+}
+
 TEST(ComputeGateTest, WaitingCallsTakeTheirTurnsInOrder) {
   ComputeGate gate(1);
   ComputeGate::Turn first(gate, kNoCheck);
@@ -29,15 +38,23 @@ TEST(ComputeGateTest, WaitingCallsTakeTheirTurnsInOrder) {
 
   absl::Mutex mutex;
   std::vector<int> order;
+  std::atomic<int> checks[3] = {0, 0, 0};
+  std::vector<CallCheck> counted;
+  for (std::atomic<int>& count : checks) {
+    counted.push_back([&count](absl::string_view) {
+      ++count;
+      return absl::OkStatus();
+    });
+  }
   std::vector<std::thread> waiters;
   for (int i = 0; i < 3; ++i) {
     waiters.emplace_back([&, i] {
-      ComputeGate::Turn turn(gate, kNoCheck);
+      ComputeGate::Turn turn(gate, counted[i]);
       ASSERT_TRUE(turn.Take("waiter").ok());
       absl::MutexLock lock(&mutex);
       order.push_back(i);
     });
-    LetItQueue();
+    AwaitQueued(checks[i]);
   }
   {
     absl::MutexLock lock(&mutex);
