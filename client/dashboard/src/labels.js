@@ -59,10 +59,16 @@ export function secondTextStart(answer) {
 // The text and pair with the tokens at `positions` replaced by `mask` (exBERT's masking: "[MASK]"
 // for BERT, "<mask>" for RoBERTa, which their tokenizers read as the mask token), by the tokens'
 // code-point offsets in the text they came from.
+// Whether position `i` of a Tokenize answer is a token of the texts that masking can replace (not
+// a special token, not past the end).
+export function maskablePosition(tokens, i) {
+  return i >= 0 && i < tokens.tokens.length && (tokens.sequenceIds?.[i] ?? 0) >= 0 && !tokens.specialTokensMask?.[i];
+}
+
 export function maskedTexts(tokens, { text, pair }, positions, mask) {
   const texts = [[...text], [...(pair ?? '')]];
   const spans = positions
-    .filter((i) => i >= 0 && i < tokens.tokens.length && (tokens.sequenceIds?.[i] ?? 0) >= 0 && !tokens.specialTokensMask?.[i])
+    .filter((i) => maskablePosition(tokens, i))
     .map((i) => ({ sequence: tokens.sequenceIds?.[i] ?? 0, start: Number(tokens.offsets[i].start ?? 0), end: Number(tokens.offsets[i].end ?? 0) }))
     .filter((span) => span.end > span.start)
     // From the end, so that the offsets of the spans still to replace stay right.

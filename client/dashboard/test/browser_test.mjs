@@ -742,6 +742,13 @@ describe('dashboard in headless Chromium', () => {
     assert.equal(status, 'ready', error);
     assert.ok((await datasets('line.link')).length > 0);
 
+    // Positions and heads a link names that the text or layer lacks: said and left out.
+    await open({ model: 'default', text: VIETNAMESE, mask: '-1,999,2' });
+    assert.match(await page.$eval('p.masked', (p) => p.textContent), /token 2 replaced by \[MASK\] \(-1, 999: not a token of this text that can be masked, left out\)/);
+    await open({ model: 'default', text: VIETNAMESE, view: 'heads', heads: '9,-1' });
+    assert.ok((await page.$$eval('main p.note', (ps) => ps.map((p) => p.textContent))).some((t) => t.startsWith('Heads 9, -1 of the link are not heads of this layer')));
+    assert.ok((await datasets('line.link')).length > 0);
+
     // A translation is of its source: typing another source drops it.
     await open({ model: 'translation', text: source });
     await rerender(() => page.click('#translate'));

@@ -207,7 +207,12 @@ export default {
     const heads = side.heads;
     const colors = headColors(heads.length);
     const colorOf = new Map(heads.map((h, i) => [h, colors[i]]));
-    const shown = new Set(state.heads ?? heads);
+    // A link's heads that this layer lacks are said and left out; with none left, all are shown.
+    const picked = (state.heads ?? heads).filter((h) => heads.includes(h));
+    if (state.heads && picked.length < state.heads.length) {
+      note(ctx.root, `Heads ${state.heads.filter((h) => !heads.includes(h)).join(', ')} of the link are not heads of this layer (${heads[0]} to ${heads.at(-1)}): left out${picked.length ? '' : ', and every head shown'}.`);
+    }
+    const shown = new Set(picked.length ? picked : heads);
 
     const rowHeight = 26;
     const fontSize = 13;

@@ -4,7 +4,7 @@
 import * as d3 from 'd3';
 import { fit, labelled, newFigure, note, numberInput, scrollBox } from '../figure.js';
 import { CELL_ELEMENT_LIMIT, cellSize, drawColorBar, drawHeatmap, rowHeightFor, sequentialScale, stickLabels } from '../heatmap.js';
-import { axisLabels, cutAt, maskedTexts, secondTextStart, tokenLabels } from '../labels.js';
+import { axisLabels, cutAt, maskablePosition, maskedTexts, secondTextStart, tokenLabels } from '../labels.js';
 import { formatFloat32 } from '../numbers.js';
 import { headRequest, headTitle, textRequest } from '../requests.js';
 import { decodeTensor, matrix } from '../tensor.js';
@@ -247,7 +247,12 @@ async function masking(ctx) {
   if (!mask || !state.masked.length) return { panel: state, mask };
   const tokens = (await ctx.tokenize()).tokens;
   const panel = { ...state, ...maskedTexts(tokens, state, state.masked, mask) };
-  const p = note(ctx.root, `Masked (as exBERT does): tokens ${state.masked.join(', ')} replaced by ${mask}; the model read “${panel.text}”${panel.pair ? ` and “${panel.pair}”` : ''}. `);
+  const used = state.masked.filter((i) => maskablePosition(tokens, i));
+  const left = state.masked.filter((i) => !maskablePosition(tokens, i));
+  const p = note(
+    ctx.root,
+    `Masked (as exBERT does): ${used.length ? `${used.length === 1 ? 'token' : 'tokens'} ${used.join(', ')} replaced by ${mask}` : 'nothing'}${left.length ? ` (${left.join(', ')}: not a token of this text that can be masked, left out)` : ''}; the model read “${panel.text}”${panel.pair ? ` and “${panel.pair}”` : ''}. `,
+  );
   p.classList.add('masked');
   const clear = document.createElement('button');
   clear.type = 'button';
