@@ -127,7 +127,8 @@ export default {
     await nextPaint();
     if (ctx.signal.aborted) return;
     // The tutorials' pictures: the head at five temperatures side by side, and the raw scores.
-    const small = cellSize(rows, cols, 200, 24);
+    // Five panels in the window's width, after the first panel's labels (about 120 px).
+    const small = cellSize(rows, cols, Math.max(60, Math.min(200, Math.floor(((ctx.root.clientWidth || 1000) - 120) / SWEEP.length) - 16)), 24);
     const smallLabels = small >= MIN_LABEL_SIZE;
     const sweep = newFigure(scrollBox(ctx.root), 'temperature-sweep');
     let x = 0;
