@@ -6,7 +6,7 @@ import { ApiError, call, setApiKey, stream } from './api.js';
 import { exportPng, exportSvg } from './export.js';
 import { TRANSLATION_PRESETS } from './presets.js';
 import { textRequest, withControls } from './requests.js';
-import { crossAttentionDefaults, formatState, parseState } from './state.js';
+import { crossAttentionDefaults, defaultState, formatState, parseState } from './state.js';
 import { hideTooltip } from './tooltip.js';
 import compare from './views/compare.js';
 import documents from './views/documents.js';
@@ -95,7 +95,7 @@ function update(patch, { quiet = false } = {}) {
   let entry = null;
   if (search.length > ADDRESS_LIMIT) {
     const kept = Object.fromEntries(TEXT_KEYS.map((key) => [key, state[key]]));
-    const defaults = parseState('');
+    const defaults = defaultState();
     search = `${formatState({ ...state, ...Object.fromEntries(TEXT_KEYS.map((key) => [key, defaults[key]])) })}&kept=1`;
     entry = { kept };
   }
@@ -234,13 +234,13 @@ async function render() {
     }
     linkNeedsCrossDefaults = false;
     // A link's negative layer counts from the last, as the API's layer indices do.
-    const { layers } = layerCounts(view, info, state);
-    if (state.layer < 0 && state.layer >= -layers) update({ layer: layers + state.layer }, { quiet: true });
+    const counts = layerCounts(view, info, state);
+    if (state.layer < 0 && state.layer >= -counts.layers) update({ layer: counts.layers + state.layer }, { quiet: true });
     // A link's pair on an encoder-decoder is left out, not appended to the source.
     const viewState = { ...state, model: name, ...(info.isEncoderDecoder ? { pair: '' } : { decoderText: '' }) };
     syncControls(view, info, viewState);
     showModelInfo(info);
-    checkDecoderPicks(view, layerCounts(view, info, state));
+    checkDecoderPicks(view, counts);
     if (state.textsLost) {
       throw new PageError(`This link's texts were too long for an address (over ${ADDRESS_LIMIT} characters) and stayed in the browser tab that made it. Paste yours into "Text".`);
     }
