@@ -17,7 +17,9 @@ words are:
   - inverse cloze: a sentence of a description or multi-line message as the query, the rest of
     its paragraph as the relevant document;
   - keywords: one to four consecutive words of a text, or two or three picked in order, as the
-    query for that text, half of them in a question template ("how to ...", "... 방법");
+    query for that text, half of them in a question template ("how to ...", "... 방법"); half the
+    Korean ones without their particles and endings ("비가 내리니" -> "비 내리"), since a Korean
+    question seldom repeats the document's word forms;
   - names: "what is X", "X là gì", "X 뭐야" for a document that names X, where X is the package
     or, half the time, a made-up name (random Latin or Hangul syllables) put into both query and
     document, so that the model learns "the same token in both" rather than particular words;
@@ -55,10 +57,12 @@ MAX_DOCUMENT_WORDS = 60
 MIN_SENTENCE_WORDS = 4
 NEGATIVES_PER_QUERY = 4
 # Per language at most this many query units of each kind, so one source does not crowd out the
-# others (English catalogues and descriptions are far larger than Vietnamese ones).
-MAX_UNITS_PER_KIND = {"cloze": 6000, "description": 6000, "keywords": 15000, "name": 8000}
+# others (English catalogues and descriptions are far larger than Vietnamese ones). Korean gets
+# more keyword searches: its words change form, and stems are matched only by seeing many.
+MAX_UNITS_PER_KIND = {"cloze": 6000, "description": 6000, "name": 8000}
+MAX_KEYWORD_UNITS = {"en": 15000, "vi": 15000, "ko": 30000}
 # Keyword searches are the plainest form of "the query's words are in the document".
-KEYWORD_QUERIES_PER_TEXT = 2
+KEYWORD_QUERIES_PER_TEXT = {"en": 2, "vi": 2, "ko": 3}
 # Tutorial examples and their words, kept out of the training text.
 EXCLUDED = ("langchain", "lang chain", "랭체인", "날씨가 정말 좋다", "trời đẹp quá",
             "weather is really nice")
@@ -68,8 +72,8 @@ NAME_TEMPLATES = {
            "{x} meaning", "explain {x}"),
     "vi": ("{x} là gì", "{x} là cái gì", "{x} dùng để làm gì", "giới thiệu về {x}",
            "cho tôi biết về {x}", "{x}", "{x} là gì vậy"),
-    "ko": ("{x} 뭐야", "{x}{i} 뭐예요", "{x}{i}란 무엇인가요", "{x}에 대해 알려줘", "{x}",
-           "{x} 설명", "{x}{i} 뭐지"),
+    "ko": ("{x} 뭐야", "{x}{i} 뭐예요", "{x}{ira} 무엇인가요", "{x}에 대해 알려줘", "{x}",
+           "{x} 설명", "{x}{i} 뭐지", "{x}{ira}?"),
 }
 HANGUL_SYLLABLES = [bytes([high, low]).decode("euc-kr")
                     for high in range(0xB0, 0xC9) for low in range(0xA1, 0xFF)]
@@ -79,8 +83,22 @@ KEYWORD_TEMPLATES = {
     "vi": ("{k} là gì", "cách {k}", "{k} như thế nào", "tại sao {k}", "{k} ở đâu", "{k} không",
            "làm sao {k}", "hỏi về {k}"),
     "ko": ("{k} 뭐야", "{k} 방법", "{k} 어떻게 해", "{k} 알려줘", "{k}?", "왜 {k}", "{k} 어디",
-           "{k} 하는 법"),
+           "{k} 하는 법", "{k} 어때", "{k} 있어?", "{k} 추천", "{k} 소식", "{k} 해?", "{k} 돼?"),
 }
+# Korean attaches particles and endings to the word ("비가", "내리니", "만들었어"), so a question
+# rarely repeats the document's word forms ("내일 비 와?" for "내일은 ... 비가 내리니"). Keyword
+# searches in Korean drop these from their words half the time, so that a shared stem counts
+# as a match. Particles first, longest first; a word keeps at least one syllable before a
+# particle and two before a verb ending ("합니다" stays whole).
+KOREAN_PARTICLES = ("은", "는", "이", "가", "을", "를", "에", "의", "로", "와", "과", "도", "만", "으로",
+                    "에서", "에게", "까지", "부터", "처럼", "보다", "이나", "에는", "에서는", "으로는",
+                    "이라", "이란")
+KOREAN_VERB_ENDINGS = ("합니다", "습니다", "입니다", "니다", "하세요", "세요", "하고", "하며", "하면",
+                       "해서", "했습니다", "했다", "한다", "된다", "됩니다", "되는", "하는", "하려면",
+                       "려면", "으려면", "고", "며", "면", "서", "는데", "지만", "니", "으니", "었고",
+                       "았고", "었다", "았다")
+KOREAN_ENDINGS = sorted(((e, 1) for e in KOREAN_PARTICLES), key=lambda e: -len(e[0])) + sorted(
+    ((e, 2) for e in KOREAN_VERB_ENDINGS), key=lambda e: -len(e[0]))
 LATIN_ONSETS = ("b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "qu", "r", "s", "t",
                 "v", "w", "x", "z", "br", "ch", "cl", "dr", "fl", "gr", "kr", "pl", "pr", "sh",
                 "st", "th", "tr", "v", "y")
@@ -118,7 +136,17 @@ def made_up_name(rng, lang):
 
 def name_query(name, lang, rng):
     template = rng.choice(NAME_TEMPLATES[lang])
-    return template.format(x=name, i="이" if has_batchim(name) else "가")
+    batchim = has_batchim(name)
+    return template.format(x=name, i="이" if batchim else "가", ira="이란" if batchim else "란")
+
+
+def korean_stem(word):
+    """`word` without the first of KOREAN_ENDINGS it ends with and still keeps enough of."""
+    for ending, keep in KOREAN_ENDINGS:
+        left = len(word) - len(ending)
+        if word.endswith(ending) and left >= keep:
+            return word[:left]
+    return word
 
 
 def name_document(name, text, lang, rng):
@@ -293,7 +321,8 @@ class Builder:
         for kind in sorted(self.units):
             units = self.units[kind]
             rng.shuffle(units)
-            units = units[:MAX_UNITS_PER_KIND[kind]]
+            units = units[:MAX_KEYWORD_UNITS[self.lang] if kind == "keywords"
+                          else MAX_UNITS_PER_KIND[kind]]
             counts[kind] = len(units)
             for query, document, source in units:
                 negatives = []
@@ -326,7 +355,8 @@ class Builder:
 
 def keyword_query(text, lang, rng):
     """Words of `text` as a search: one to four consecutive words, or two or three words picked in
-    order, half the time put in a question template ("how to ...", "... là gì", "... 방법")."""
+    order, half the time put in a question template ("how to ...", "... là gì", "... 방법").
+    Korean words lose their particle or ending half the time (korean_stem)."""
     words = [w.strip(".,:;()[]\"“”«»") for w in text.split()]
     words = [w for w in words if w]
     if len(words) < 4:
@@ -337,6 +367,8 @@ def keyword_query(text, lang, rng):
         picked = words[start:start + length]
     else:
         picked = [words[i] for i in sorted(rng.sample(range(len(words)), rng.randint(2, 3)))]
+    if lang == "ko" and rng.random() < 0.5:
+        picked = [korean_stem(w) for w in picked]
     query = " ".join(picked)
     if not content_words(query):
         return None
@@ -368,7 +400,7 @@ def add_cloze(builder, paragraph, source, rng):
 
 def add_keyword_queries(builder, text, source, lang, rng):
     """KEYWORD_QUERIES_PER_TEXT keyword searches for `text`, each with `text` as document."""
-    for _ in range(KEYWORD_QUERIES_PER_TEXT):
+    for _ in range(KEYWORD_QUERIES_PER_TEXT[lang]):
         query = keyword_query(text, lang, rng)
         if query:
             builder.add_unit("keywords", query, text, source)
