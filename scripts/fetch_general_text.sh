@@ -10,8 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out=${1:?usage: scripts/fetch_general_text.sh OUT}
-apt_dir="$out/apt"
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/debs"
+mkdir -p "$out/apt/lists/partial" "$out/apt/cache/archives/partial" "$out/apt/debs"
+# Absolute: apt-get download runs inside the debs folder and reads the configuration from there.
+apt_dir=$(realpath "$out/apt")
 # The machine's apt.conf.d may say Acquire::Languages "none"; this list replaces it.
 cat > "$apt_dir/languages.conf" <<'CONF'
 #clear Acquire::Languages;
