@@ -5,7 +5,7 @@
 # lower-cased, accents kept) and trains the model with attnscope-train in two stages. Everything
 # runs under `nice -n 19`.
 #
-#   scripts/make_default_model.sh   # the whole recipe: about 55 minutes on 2 cores
+#   scripts/make_default_model.sh   # the whole recipe: 63 minutes on a 2-core AMD EPYC (MODEL_CARD.md)
 #
 # Stage 1, from the seed: masked LM + relevance (loss weight 2) on every help paragraph and every
 # help query/document pair, 23000 steps of 32 examples (about two passes), no dropout, batches cut
