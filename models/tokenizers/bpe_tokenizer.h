@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "models/tokenizers/pipeline_tokenizer.h"
 #include "models/tokenizers/tokenizer.h"
+#include "nlohmann/json.hpp"
 
 namespace attnscope {
 
@@ -85,14 +86,16 @@ class BpeTokenizer : public PipelineTokenizer {
   //   truncation and padding are not read: the caller's EncodeOptions decide, as transformers'
   //     fast tokenizers set them per call.
   // `model_max_length` comes from tokenizer_config.json (LoadTokenizer); the pad token is the
-  // one of `pad_token` when the vocabulary has it, else id 0.
-  // NotFound: no file. Unimplemented: a component or setting that is not supported, naming it and
+  // one of `pad_token` when the vocabulary has it, else id 0. `root` is the parsed file
+  // (tokenizer_json::Read), `path` names it in errors.
+  // Unimplemented: another model type, a component or setting that is not supported, naming it and
   // what is ("tokenizer.json '<path>': pre_tokenizer type 'UnicodeScripts' is not supported;
   // supported: ..."; a setting: "field 'model.dropout' = 0.1 is not supported; ...").
   // InvalidArgument, naming the field: anything malformed (a merge whose tokens the vocabulary
   // lacks, ids that collide or exceed the file's token count, a regex PCRE2 cannot compile).
   static absl::StatusOr<std::unique_ptr<BpeTokenizer>> FromTokenizerJson(
-      const std::string& path, int64_t model_max_length, const std::string& pad_token);
+      const nlohmann::json& root, const std::string& path, int64_t model_max_length,
+      const std::string& pad_token);
 
   TokenizerKind kind() const override { return TokenizerKind::kByteLevelBpe; }
   // PipelineTokenizer::NormalizerFlags (none, or NFC, for every published layout read here).

@@ -32,8 +32,8 @@ json TypeOf(const json& component) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
-    const std::string& path, int64_t model_max_length, const std::string& pad_token) {
-  ATTNSCOPE_ASSIGN_OR_RETURN(const json root, tokenizer_json::Read(path));
+    const json& root, const std::string& path, int64_t model_max_length,
+    const std::string& pad_token) {
   const json model = root.value("model", json());
   if (TypeOf(model) != "BPE") {
     return Unsupported(path, "model", TypeOf(model),

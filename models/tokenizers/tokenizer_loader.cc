@@ -16,6 +16,7 @@
 #include "models/tokenizers/sentencepiece_tokenizer.h"
 #include "models/tokenizers/t5_tokenizer.h"
 #include "models/tokenizers/tokenizer.h"
+#include "models/tokenizers/tokenizer_json.h"
 #include "models/tokenizers/unigram_tokenizer.h"
 #include "models/tokenizers/wordpiece_tokenizer.h"
 #include "nlohmann/json.hpp"
@@ -194,35 +195,33 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
   const std::string json_path = JoinPath(model_dir, "tokenizer.json");
   ATTNSCOPE_ASSIGN_OR_RETURN(const bool has_json, exists("tokenizer.json"));
   if (has_json) {
-    // The BPE reader first: it parses the file once and answers Unimplemented for another model
-    // type (a Llama 3 or Gemma 3 tokenizer.json is 9 to 33 MB; parsing it twice cost a second).
+    // Parsed once for every reader: a Llama 3 or Gemma 3 tokenizer.json is 9 to 33 MB, and each
+    // parse of it costs half a second.
+    ATTNSCOPE_ASSIGN_OR_RETURN(const json root, tokenizer_json::Read(json_path));
     std::string pad_token;
     ATTNSCOPE_RETURN_IF_ERROR(
         ReadTokenName(tokenizer_config, "pad_token", tokenizer_config_path, &pad_token));
-    absl::StatusOr<std::unique_ptr<BpeTokenizer>> bpe =
-        BpeTokenizer::FromTokenizerJson(json_path, model_max_length, pad_token);
-    if (bpe.ok()) return std::unique_ptr<Tokenizer>(std::move(bpe).value());
-    // A malformed file is an error; a well-formed one this reader does not support (another
-    // model type, a component it lacks) leaves the other readers and the slow files their turn.
-    if (!absl::IsUnimplemented(bpe.status())) return bpe.status();
-    ATTNSCOPE_ASSIGN_OR_RETURN(
-        json tokenizer_json, ReadOptionalJson(json_path, "tokenizer.json", kMaxTokenizerFileBytes));
-    const json model = tokenizer_json.value("model", json());
+    const json model = root.value("model", json());
     const json type = model.is_object() ? model.value("type", json()) : json();
     if (type == "WordPiece") {
       ATTNSCOPE_ASSIGN_OR_RETURN(
-          auto tokenizer, WordPieceTokenizer::FromTokenizerJson(json_path, model_max_length));
+          auto tokenizer, WordPieceTokenizer::FromTokenizerJson(root, json_path, model_max_length));
       return std::unique_ptr<Tokenizer>(std::move(tokenizer));
     }
-    if (type == "Unigram") {
+    // A malformed file is an error; a well-formed one a reader does not support (a component or
+    // setting it lacks) leaves the slow files their turn.
+    if (type == "BPE") {
+      absl::StatusOr<std::unique_ptr<BpeTokenizer>> bpe =
+          BpeTokenizer::FromTokenizerJson(root, json_path, model_max_length, pad_token);
+      if (bpe.ok()) return std::unique_ptr<Tokenizer>(std::move(bpe).value());
+      if (!absl::IsUnimplemented(bpe.status())) return bpe.status();
+      unsupported_json = absl::InvalidArgumentError(bpe.status().message());
+    } else if (type == "Unigram") {
       absl::StatusOr<std::unique_ptr<UnigramTokenizer>> unigram =
-          UnigramTokenizer::FromTokenizerJson(tokenizer_json, json_path, model_max_length,
-                                              pad_token);
+          UnigramTokenizer::FromTokenizerJson(root, json_path, model_max_length, pad_token);
       if (unigram.ok()) return std::unique_ptr<Tokenizer>(std::move(unigram).value());
       if (!absl::IsUnimplemented(unigram.status())) return unigram.status();
       unsupported_json = absl::InvalidArgumentError(unigram.status().message());
-    } else if (type == "BPE") {
-      unsupported_json = absl::InvalidArgumentError(bpe.status().message());
     } else {
       unsupported_json = FieldError(
           "tokenizer.json", json_path, "model.type",

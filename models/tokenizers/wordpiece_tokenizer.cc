@@ -389,6 +389,11 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromVoca
 absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromTokenizerJson(
     const std::string& path, int64_t model_max_length) {
   ATTNSCOPE_ASSIGN_OR_RETURN(const json root, tokenizer_json::Read(path));
+  return FromTokenizerJson(root, path, model_max_length);
+}
+
+absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromTokenizerJson(
+    const json& root, const std::string& path, int64_t model_max_length) {
   const json model = root.value("model", json());
   if (!model.is_object() || model.value("type", json()) != "WordPiece") {
     return FieldError(path, "model.type", "\"WordPiece\"",

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "models/tokenizers/tokenizer.h"
 #include "models/tokenizers/unicode.h"
+#include "nlohmann/json.hpp"
 
 namespace attnscope {
 
@@ -70,6 +71,9 @@ class WordPieceTokenizer : public Tokenizer {
   // naming the field for anything else.
   static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> FromTokenizerJson(
       const std::string& path, int64_t model_max_length);
+  // The same, from the parsed file (tokenizer_json::Read); `path` names it in errors.
+  static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> FromTokenizerJson(
+      const nlohmann::json& root, const std::string& path, int64_t model_max_length);
 
   absl::StatusOr<TokenizedText> Tokenize(std::string_view text) const override;
   // Joins tokens with spaces, glues "##" pieces to the one before, then applies transformers'

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CTest fixture of the tokenizer.json golden tests (tests/unit/tokenizers/CMakeLists.txt) and
 # of tokenizer_served_test (tests/integration/CMakeLists.txt): runs make_all.sh into OUT unless OUT
-# already holds goldens and checkpoints made from the scripts, lockfile and corpus as they are now
+# already holds goldens and checkpoints made from the scripts, lockfile, corpus and tokenizer.json
+# files as they are now
 # (OUT/goldens/.complete newer than every one of them), so a ctest run pays the minute of npm ci
 # and Node once, not every time.
 #
@@ -16,7 +17,8 @@ stamp="$out/goldens/.complete"
 if [[ -f "$stamp" ]]; then
   newer="$(find "$here" "$root/tests/data/multilingual_corpus.jsonl" \
     "$root/tests/data/tiny-xlmr-tokenizer/tokenizer.json" \
-    "$root/tests/data/tiny-llama2-tokenizer/tokenizer.json" -newer "$stamp" -type f | head -1)"
+    "$root/tests/data/tiny-llama2-tokenizer/tokenizer.json" \
+    "$root/checkpoints/default/tokenizer.json" -newer "$stamp" -type f | head -1)"
   if [[ -z "$newer" ]]; then
     echo "tokenizer goldens in $out are up to date"
     exit 0
