@@ -284,9 +284,9 @@ TEST_F(DefaultModelTest, RanksTheRelevantDocumentFirst) {
 // Text far from the help pages: tests/data/general-domain-heldout.jsonl, 30 short questions per
 // language across six topics (software, weather, food, travel, study, news), each against its
 // answer and five answers of the other topics; no training text is copied from it
-// (scripts/extract_general_text.py stops if it finds one). Trained on help text alone, the model
-// ranked the answer first in 46.7 / 56.7 / 30.0% of the questions (chance 16.7%); with the
-// general-domain stage 96.7 / 100 / 93.3% (MODEL_CARD.md, "General text"). The floor is the 90%
+// (scripts/extract_general_text.py stops if it finds one). After help text alone, the model
+// ranks the answer first in 76.7 / 76.7 / 56.7% of the questions (chance 16.7%); with the
+// general-domain stage 100 / 96.7 / 100% (MODEL_CARD.md, "General text"). The floor is the 90%
 // a general reranker needs: 27 of 30 in every language.
 TEST_F(DefaultModelTest, RanksTheAnswerFirstOnGeneralText) {
   const std::vector<nlohmann::json> items =
