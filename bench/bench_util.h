@@ -70,6 +70,14 @@ inline Flag StringFlag(std::string* target, std::string help) {
           }};
 }
 
+// A string flag whose empty value is a choice of its own (--onnxruntime= leaves a side out).
+inline Flag OptionalStringFlag(std::string* target, std::string help) {
+  return {std::move(help), [=](const std::string& text) -> std::string {
+            *target = text;
+            return "";
+          }};
+}
+
 // Parses "--flag value" and "--flag=value" with the flags given by name (without "--"); --help
 // prints `usage` and the flags. Returns -1 when the tool should run, otherwise its exit code: 0
 // after --help, 2 after a refusal of the form "--tokens 'abc': expected ...".

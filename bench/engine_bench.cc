@@ -390,11 +390,11 @@ int main(int argc, char** argv) {
        {"python", bench::StringFlag(&options.python,
                                     "the interpreter of the PyTorch reference; default "
                                     "/usr/bin/python3")},
-       {"onnxruntime",
-        bench::StringFlag(&options.onnxruntime,
-                          "the folder whose node_modules hold onnxruntime-node; default the "
-                          "build's (cmake --build build --target onnxruntime_reference); "
-                          "empty: no ONNX Runtime side")},
+       {"onnxruntime", bench::OptionalStringFlag(
+                           &options.onnxruntime,
+                           "the folder whose node_modules hold onnxruntime-node; default the "
+                           "build's (cmake --build build --target onnxruntime_reference); "
+                           "empty: no ONNX Runtime side")},
        {"compute_dtype",
         bench::StringFlag(&options.compute_dtype,
                           "the engine's projections: float32 or bfloat16 (needs AVX512_BF16); "
