@@ -375,6 +375,12 @@ absl::StatusOr<std::string> CrossAttentionText(const CrossAttentionResult& resul
     if (document.relevance_score.has_value()) {
       absl::StrAppend(&out, absl::StrFormat(": relevance %.4g", *document.relevance_score));
     }
+    if (document.query_truncated) {
+      absl::StrAppend(&out, " (query cut to its first ", query.size(), " tokens)");
+    }
+    if (document.document_truncated) {
+      absl::StrAppend(&out, " (document cut to its first ", text.size(), " tokens)");
+    }
     out += "\n";
     struct Block {
       const DecodedTensor* tensor;

@@ -373,6 +373,8 @@ absl::StatusOr<CrossAttentionResult> Client::CrossAttention(
         DecodeOptional(document.has_document_to_query(), document.document_to_query()));
     decoded.logits.assign(document.logits().begin(), document.logits().end());
     if (document.has_relevance_score()) decoded.relevance_score = document.relevance_score();
+    decoded.query_truncated = document.query_truncated();
+    decoded.document_truncated = document.document_truncated();
   }
   return result;
 }

@@ -154,6 +154,9 @@ struct DocumentAttentionResult {
   std::vector<float> logits;
   // Relevance score of a cross-encoder.
   std::optional<float> relevance_score;
+  // Whether truncation cut the query's or the document's tokens (the model read the first ones).
+  bool query_truncated = false;
+  bool document_truncated = false;
 };
 
 struct CrossAttentionResult {

@@ -318,6 +318,8 @@ absl::Status ToProto(const CrossAttentionAnswer& answer, v1::CrossAttentionRespo
     if (document.relevance_score.has_value()) {
       result->set_relevance_score(*document.relevance_score);
     }
+    result->set_query_truncated(document.query_truncated);
+    result->set_document_truncated(document.document_truncated);
   }
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <iterator>
 #include <utility>
 
@@ -69,6 +70,9 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
     const Clock::time_point start = Clock::now();
     ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText document_tokens, model.Tokenize(document));
     ATTNSCOPE_RETURN_IF_ERROR(CheckHasTokens(document_tokens, field));
+    // A prefix (Tokenize stopped early on a text over the limit) is cut whatever Assemble keeps.
+    const size_t document_token_count =
+        document_tokens.is_prefix ? SIZE_MAX : document_tokens.ids.size();
     ATTNSCOPE_ASSIGN_OR_RETURN(
         Encoding encoding, causal
                                ? model.Assemble(std::move(document_tokens), query_tokens, options)
@@ -90,6 +94,9 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
           result.query_positions.size(), " query and ", result.document_positions.size(),
           " document tokens; raise `tokenization.max_length` or shorten the query"));
     }
+    result.query_truncated =
+        query_tokens.is_prefix || result.query_positions.size() < query_tokens.ids.size();
+    result.document_truncated = result.document_positions.size() < document_token_count;
     cells += static_cast<int64_t>(result.query_positions.size() * result.document_positions.size());
     encodings.push_back(tokens.encoding);
     result.tokens = std::move(tokens);

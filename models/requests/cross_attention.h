@@ -44,6 +44,10 @@ struct DocumentAnswer {
   std::vector<float> logits;
   // The single logit of a one-label classifier, or the last label's logit.
   std::optional<float> relevance_score;
+  // Whether truncation cut the query's or the document's text tokens (the model read only the
+  // first ones).
+  bool query_truncated = false;
+  bool document_truncated = false;
 };
 
 struct CrossAttentionAnswer {

@@ -467,7 +467,8 @@ class Client:
         """Query-to-document attention for one query and several documents: a CrossAttentionResult
         with one DocumentAttentionResult per document, in order: query_to_document [layer, head,
         query_token, document_token], document_to_query with include_document_to_query=True,
-        logits and, for a cross-encoder, relevance_score (a logit).
+        logits and, for a cross-encoder, relevance_score (a logit); query_truncated and
+        document_truncated say whether truncation cut the text the model read.
 
         query: the query, or a CrossAttentionRequest. documents: a list of texts (one text alone
         is one document, as for encode's inputs). fields: model,
@@ -491,7 +492,9 @@ class Client:
                 document_to_query=_optional_tensor(document, "document_to_query"),
                 logits=list(document.logits),
                 relevance_score=(document.relevance_score
-                                 if document.HasField("relevance_score") else None))
+                                 if document.HasField("relevance_score") else None),
+                query_truncated=document.query_truncated,
+                document_truncated=document.document_truncated)
                 for document in response.documents])
 
     def list_parameters(self, model="", *, timeout=None):

@@ -97,6 +97,9 @@ class DocumentAttentionResult:
     logits: List[float] = field(default_factory=list)
     #: Relevance score (a logit) of a cross-encoder.
     relevance_score: Optional[float] = None
+    #: Whether truncation cut the query's or the document's tokens (the model read the first ones).
+    query_truncated: bool = False
+    document_truncated: bool = False
 
 
 @dataclass

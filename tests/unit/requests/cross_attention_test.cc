@@ -115,6 +115,48 @@ class PassRecorder : public RequestObserver {
   std::vector<std::pair<int64_t, int64_t>> passes_;
 };
 
+// Truncation is CrossAttention's default, so each document says whether the model read all of the
+// query and of itself; max_length counts the joint input's three special tokens too.
+TEST(RequestCrossAttentionTest, EachDocumentSaysWhetherTruncationCutIt) {
+  std::unique_ptr<RequestRunner> runner = NewRunner();
+  CrossAttentionQuery query = TwoDocuments();
+  // The tiny vocabulary spells most words in pieces: the query is 6 tokens, the documents 31 and
+  // 13. 22 tokens leave the second whole and cut the first, the longer, to 13.
+  query.tokenization.truncation = Truncation::kLongestFirst;
+  query.tokenization.max_length = 22;
+  absl::StatusOr<CrossAttentionAnswer> answer = runner->RunCrossAttention(query, NoCheck());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_EQ(answer->documents.size(), 2u);
+  EXPECT_EQ(answer->documents[0].query_positions.size(), 6u);
+  EXPECT_EQ(answer->documents[0].document_positions.size(), 13u);
+  EXPECT_FALSE(answer->documents[0].query_truncated);
+  EXPECT_TRUE(answer->documents[0].document_truncated);
+  EXPECT_EQ(answer->documents[1].document_positions.size(), 13u);
+  EXPECT_FALSE(answer->documents[1].query_truncated);
+  EXPECT_FALSE(answer->documents[1].document_truncated);
+
+  // 11 tokens leave 8 for the texts: longest_first takes from the longer text each time, so the
+  // query is cut too once the second document is down to its length (4 and 4).
+  query.tokenization.max_length = 11;
+  answer = runner->RunCrossAttention(query, NoCheck());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->documents[1].query_positions.size(), 4u);
+  EXPECT_EQ(answer->documents[1].document_positions.size(), 4u);
+  EXPECT_TRUE(answer->documents[1].query_truncated);
+  EXPECT_TRUE(answer->documents[1].document_truncated);
+
+  // A document far over the model's limit, at the model's own limit: tokenization stops early,
+  // and the answer still says the model read only its start.
+  query = TwoDocuments();
+  std::string long_document;
+  for (int i = 0; i < 2000; ++i) long_document += "fox ";
+  query.documents = {long_document};
+  answer = runner->RunCrossAttention(query, NoCheck());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_FALSE(answer->documents[0].query_truncated);
+  EXPECT_TRUE(answer->documents[0].document_truncated);
+}
+
 // Every layer's full maps of a pass are held until the blocks are cut out: 64 long documents in
 // one pass held gigabytes. The documents go through in groups under max_pass_attention_bytes, and
 // the answer is the same as in one pass.
