@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "models/kernels/avx2_math.h"
 #include "models/kernels/avx512_math.h"
 
 namespace attnscope {
@@ -104,18 +105,140 @@ void StreamCopyAvx512(const float* source, int64_t count, float* destination) {
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+
+// The AVX-512 kernels above on 8-lane vectors.
+void LayerNormRowsAvx2(const float* x, int64_t rows, int64_t hidden, const float* weight,
+                       const float* bias, float eps, float* y) {
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = x + r * hidden;
+    float* out = y + r * hidden;
+    __m256 sum = zero;
+    for (int64_t j = 0; j < hidden; j += 8) {
+      sum = _mm256_add_ps(sum, avx2::Load(in + j, hidden - j));
+    }
+    const float mean = avx2::ReduceAdd(sum) / static_cast<float>(hidden);
+    const __m256 mean_v = _mm256_set1_ps(mean);
+    __m256 squares = zero;
+    for (int64_t j = 0; j < hidden; j += 8) {
+      const __m256 d =
+          avx2::KeepLanes(_mm256_sub_ps(avx2::Load(in + j, hidden - j), mean_v), hidden - j, zero);
+      squares = _mm256_fmadd_ps(d, d, squares);
+    }
+    const double variance = avx2::ReduceAdd(squares) / static_cast<double>(hidden);
+    const __m256 rstd = _mm256_set1_ps(static_cast<float>(1.0 / std::sqrt(variance + eps)));
+    for (int64_t j = 0; j < hidden; j += 8) {
+      const int64_t remaining = hidden - j;
+      const __m256 normalized =
+          _mm256_mul_ps(_mm256_sub_ps(avx2::Load(in + j, remaining), mean_v), rstd);
+      avx2::Store(out + j, remaining,
+                  _mm256_fmadd_ps(normalized, avx2::Load(weight + j, remaining),
+                                  avx2::Load(bias + j, remaining)));
+    }
+  }
+}
+
+void SoftmaxRowsAvx2(const float* scores, const float* additive_mask, int64_t rows, int64_t columns,
+                     float* probs) {
+  const __m256 lowest = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = scores + r * columns;
+    float* out = probs + r * columns;
+    __m256 max = lowest;
+    for (int64_t j = 0; j < columns; j += 8) {
+      const int64_t remaining = columns - j;
+      __m256 v = avx2::Load(in + j, remaining);
+      if (additive_mask != nullptr) v = _mm256_add_ps(v, avx2::Load(additive_mask + j, remaining));
+      avx2::Store(out + j, remaining, v);
+      max = _mm256_max_ps(max, avx2::KeepLanes(v, remaining, lowest));
+    }
+    const __m256 row_max = _mm256_set1_ps(avx2::ReduceMax(max));
+    __m256 sum = zero;
+    for (int64_t j = 0; j < columns; j += 8) {
+      const int64_t remaining = columns - j;
+      const __m256 e = avx2::Exp(_mm256_sub_ps(avx2::Load(out + j, remaining), row_max));
+      avx2::Store(out + j, remaining, e);
+      sum = _mm256_add_ps(sum, avx2::KeepLanes(e, remaining, zero));
+    }
+    const __m256 inverse = _mm256_set1_ps(1.0f / avx2::ReduceAdd(sum));
+    for (int64_t j = 0; j < columns; j += 8) {
+      const int64_t remaining = columns - j;
+      avx2::Store(out + j, remaining, _mm256_mul_ps(avx2::Load(out + j, remaining), inverse));
+    }
+  }
+}
+
+void StreamCopyAvx2(const float* source, int64_t count, float* destination) {
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    _mm256_stream_ps(destination + i, _mm256_loadu_ps(source + i));
+  }
+  for (; i < count; ++i) destination[i] = source[i];
+  _mm_sfence();
+}
+
+template <Activation kActivation>
+void BiasResidualActivationAvx2(int64_t rows, int64_t columns, int64_t stride, const float* bias,
+                                const float* residual, float* result) {
+  for (int64_t t = 0; t < rows; ++t) {
+    float* row = result + t * stride;
+    const float* residual_row = residual != nullptr ? residual + t * stride : nullptr;
+    for (int64_t n = 0; n < columns; n += 8) {
+      const int64_t remaining = columns - n;
+      __m256 v = avx2::Load(row + n, remaining);
+      if (bias != nullptr) v = _mm256_add_ps(v, avx2::Load(bias + n, remaining));
+      if (residual_row != nullptr) v = _mm256_add_ps(v, avx2::Load(residual_row + n, remaining));
+      if constexpr (kActivation == Activation::kGelu) {
+        v = avx2::GeluErf(v);
+      } else if constexpr (kActivation == Activation::kGeluTanh) {
+        v = avx2::GeluTanh(v);
+      }
+      avx2::Store(row + n, remaining, v);
+    }
+  }
+}
+
+#pragma GCC pop_options
+
 }  // namespace
 
-bool HasAvx512() {
-  static const bool has =
-      __builtin_cpu_supports("avx512f") && std::getenv("ATTNSCOPE_DISABLE_AVX512") == nullptr;
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          std::getenv("ATTNSCOPE_DISABLE_AVX2") == nullptr;
   return has;
+}
+
+bool HasAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") &&
+                          std::getenv("ATTNSCOPE_DISABLE_AVX512") == nullptr &&
+                          std::getenv("ATTNSCOPE_DISABLE_AVX2") == nullptr;
+  return has;
+}
+
+void BiasResidualActivation(int64_t rows, int64_t columns, int64_t stride, const float* bias,
+                            const float* residual, Activation activation, float* result) {
+  TORCH_CHECK(HasAvx2(), "BiasResidualActivation needs AVX2 and FMA");
+  switch (activation) {
+    case Activation::kNone:
+      BiasResidualActivationAvx2<Activation::kNone>(rows, columns, stride, bias, residual, result);
+      break;
+    case Activation::kGelu:
+      BiasResidualActivationAvx2<Activation::kGelu>(rows, columns, stride, bias, residual, result);
+      break;
+    case Activation::kGeluTanh:
+      BiasResidualActivationAvx2<Activation::kGeluTanh>(rows, columns, stride, bias, residual,
+                                                        result);
+      break;
+  }
 }
 
 torch::Tensor LayerNorm(const torch::Tensor& x, const torch::Tensor& weight,
                         const torch::Tensor& bias, double eps) {
   const int64_t hidden = x.size(-1);
-  if (!HasAvx512()) return torch::layer_norm(x, {hidden}, weight, bias, eps);
+  if (!HasAvx2()) return torch::layer_norm(x, {hidden}, weight, bias, eps);
   TORCH_CHECK(x.is_contiguous() && x.scalar_type() == torch::kFloat32 && weight.is_contiguous() &&
                   bias.is_contiguous() && weight.numel() == hidden && bias.numel() == hidden,
               "LayerNorm needs a contiguous float32 input and [", hidden, "] weight and bias");
@@ -124,8 +247,9 @@ torch::Tensor LayerNorm(const torch::Tensor& x, const torch::Tensor& weight,
   const float* x_data = x.data_ptr<float>();
   float* y_data = y.data_ptr<float>();
   auto run = [&](int64_t begin, int64_t end) {
-    LayerNormRowsAvx512(x_data + begin * hidden, end - begin, hidden, weight.data_ptr<float>(),
-                        bias.data_ptr<float>(), static_cast<float>(eps), y_data + begin * hidden);
+    const auto rows_kernel = HasAvx512() ? &LayerNormRowsAvx512 : &LayerNormRowsAvx2;
+    rows_kernel(x_data + begin * hidden, end - begin, hidden, weight.data_ptr<float>(),
+                bias.data_ptr<float>(), static_cast<float>(eps), y_data + begin * hidden);
   };
   if (x.numel() < kParallelLayerNormElements) {
     run(0, rows);
@@ -139,6 +263,10 @@ void SoftmaxRows(const float* scores, const float* additive_mask, int64_t rows, 
                  float* probs) {
   if (HasAvx512()) {
     SoftmaxRowsAvx512(scores, additive_mask, rows, columns, probs);
+    return;
+  }
+  if (HasAvx2()) {
+    SoftmaxRowsAvx2(scores, additive_mask, rows, columns, probs);
     return;
   }
   const auto options = torch::TensorOptions().dtype(torch::kFloat32);
@@ -157,6 +285,8 @@ void SoftmaxRows(const float* scores, const float* additive_mask, int64_t rows, 
 void CopyToOutput(const float* source, int64_t count, float* destination) {
   if (HasAvx512() && reinterpret_cast<std::uintptr_t>(destination) % 64 == 0) {
     StreamCopyAvx512(source, count, destination);
+  } else if (HasAvx2() && reinterpret_cast<std::uintptr_t>(destination) % 32 == 0) {
+    StreamCopyAvx2(source, count, destination);
   } else {
     std::memcpy(destination, source, static_cast<size_t>(count) * sizeof(float));
   }

@@ -1,5 +1,6 @@
-// Float32 LayerNorm and attention softmax for the forward passes, on AVX-512 where the CPU has it
-// and on LibTorch's own kernels otherwise.
+// Float32 LayerNorm, attention softmax and the element-wise end of a product for the forward
+// passes, on AVX-512 where the CPU has it, on AVX2 and FMA where it has those, and on LibTorch's
+// own kernels otherwise.
 //
 // Why our own: at BERT-base's 128 tokens LibTorch's layer_norm and softmax cost 50 and 100 us a
 // call here, mostly dispatch, allocation and a parallel region each, against 10-20 us of work;
@@ -12,12 +13,27 @@
 
 #include <cstdint>
 
+#include "models/kernels/activation.h"
+
 namespace attnscope {
 
 // Whether the CPU has AVX-512F and the environment does not set ATTNSCOPE_DISABLE_AVX512 (to any
 // value): the switch for models/'s AVX-512 kernels. Read once per process; tests set the variable
 // to run the portable path.
 bool HasAvx512();
+
+// Whether the CPU has AVX2 and FMA and the environment does not set ATTNSCOPE_DISABLE_AVX2: the
+// switch for the AVX2 kernels that CPUs without AVX-512 run (where HasAvx512(), its kernels run
+// instead). ATTNSCOPE_DISABLE_AVX2 also turns HasAvx512() off, so that tests reach LibTorch's own
+// operations, the path of CPUs with neither.
+bool HasAvx2();
+
+// result[t][n] = activation(result[t][n] + bias[n] + residual[t][n]) for t < rows, n < columns,
+// with `stride` floats between rows of result and residual; bias or residual may be null (nothing
+// added). The end of a product that oneDNN computed without them. Single-threaded. Requires
+// HasAvx2().
+void BiasResidualActivation(int64_t rows, int64_t columns, int64_t stride, const float* bias,
+                            const float* residual, Activation activation, float* result);
 
 // torch.nn.functional.layer_norm over the last dimension: (x - mean) / sqrt(var + eps) * weight +
 // bias, with the biased variance. x float32 [..., hidden], contiguous; weight and bias [hidden].
@@ -33,9 +49,10 @@ void SoftmaxRows(const float* scores, const float* additive_mask, int64_t rows, 
                  float* probs);
 
 // Copies `count` floats to `destination` with non-temporal (streaming) stores where the CPU has
-// AVX-512 and `destination` is 64-byte aligned, a plain copy otherwise. For results that are
-// written once and not read back soon (attention probabilities kept for the caller): the stores
-// skip the cache, so they neither read the destination's lines first nor evict the working set.
+// AVX-512 (or AVX2) and `destination` is 64-byte (32-byte) aligned, a plain copy otherwise. For
+// results that are written once and not read back soon (attention probabilities kept for the
+// caller): the stores skip the cache, so they neither read the destination's lines first nor evict
+// the working set.
 void CopyToOutput(const float* source, int64_t count, float* destination);
 
 }  // namespace attnscope

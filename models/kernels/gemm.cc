@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "dnnl.h"
+#include "models/kernels/fused_ops.h"
 #include "models/kernels/row_kernel.h"
 
 namespace attnscope {
@@ -131,12 +132,19 @@ void RunOnRowKernel(const torch::Tensor& x, int64_t first_row, int64_t rows, int
   });
 }
 
-// Runs the products of one input x [rows, in] on oneDNN, accumulating onto the bias and residual.
-// Unsplit (one call per product), oneDNN uses its own threads.
+// Runs the products of one input x [rows, in] on oneDNN. Where the CPU has AVX2, each thread then
+// adds the bias and residual and applies the activation to its own columns while they are in cache
+// (BiasResidualActivation); elsewhere oneDNN accumulates onto a copy of the bias and residual, and
+// LibTorch applies the activation. Unsplit (one call per product), oneDNN uses its own threads.
 void RunOnOneDnn(const torch::Tensor& x, int64_t rows, int64_t in,
                  const std::vector<Product>& products) {
+  const bool fused_end = HasAvx2();
   std::vector<float> betas;
   for (const Product& p : products) {
+    if (fused_end) {
+      betas.push_back(0.0f);
+      continue;
+    }
     if (p.residual.defined()) {
       if (p.bias.defined()) {
         torch::Tensor result = p.result;  // add_out takes a mutable handle
@@ -153,11 +161,19 @@ void RunOnOneDnn(const torch::Tensor& x, int64_t rows, int64_t in,
   SplitColumns(TotalColumns(products), [&](int64_t begin, int64_t end) {
     ForEachShare(products, begin, end, [&](size_t i, int64_t from, int64_t to) {
       const Product& p = products[i];
+      const int64_t out = p.weight.size(0);
+      float* result = p.result.data_ptr<float>() + from;
       Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, rows, to - from, in, /*alpha=*/1.0f,
-            x_data, in, p.weight.data_ptr<float>() + from * in, in, betas[i],
-            p.result.data_ptr<float>() + from, p.weight.size(0));
+            x_data, in, p.weight.data_ptr<float>() + from * in, in, betas[i], result, out);
+      if (fused_end) {
+        BiasResidualActivation(rows, to - from, /*stride=*/out,
+                               p.bias.defined() ? p.bias.data_ptr<float>() + from : nullptr,
+                               p.residual.defined() ? p.residual.data_ptr<float>() + from : nullptr,
+                               p.activation, result);
+      }
     });
   });
+  if (fused_end) return;
   for (const Product& p : products) {
     torch::Tensor result = p.result;  // gelu_ takes a mutable handle
     if (p.activation == Activation::kGelu) {

@@ -1,13 +1,15 @@
 // LayerNorm, SoftmaxRows, CopyToOutput (models/kernels/fused_ops.h) and Linear's fused GELU
 // (models/kernels/gemm.h) against LibTorch's own torch::layer_norm, torch::softmax and torch::gelu,
-// the references the Python modules use. CTest runs this binary twice: as built for this CPU, and
-// with ATTNSCOPE_DISABLE_AVX512 set (the portable path).
+// the references the Python modules use. CTest runs this binary three times: as built for this
+// CPU, with ATTNSCOPE_DISABLE_AVX512 set (the AVX2 kernels of CPUs without AVX-512), and with
+// ATTNSCOPE_DISABLE_AVX2 set (LibTorch's own operations, for CPUs with neither).
 #include "models/kernels/fused_ops.h"
 
 #include <gtest/gtest.h>
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <vector>
@@ -22,9 +24,11 @@ double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 TEST(HasAvx512Test, FollowsTheCpuAndTheEnvironment) {
-  const bool expected =
-      __builtin_cpu_supports("avx512f") && std::getenv("ATTNSCOPE_DISABLE_AVX512") == nullptr;
-  EXPECT_EQ(HasAvx512(), expected);
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    std::getenv("ATTNSCOPE_DISABLE_AVX2") == nullptr;
+  EXPECT_EQ(HasAvx2(), avx2);
+  EXPECT_EQ(HasAvx512(), avx2 && __builtin_cpu_supports("avx512f") &&
+                             std::getenv("ATTNSCOPE_DISABLE_AVX512") == nullptr);
 }
 
 TEST(LayerNormTest, MatchesTorchLayerNorm) {
@@ -83,6 +87,26 @@ TEST(SoftmaxRowsTest, MaskedKeysGetExactlyZero) {
   EXPECT_EQ(got.narrow(/*dim=*/1, /*start=*/33, /*length=*/17).abs().max().item<float>(), 0.0f);
   EXPECT_EQ(got.select(/*dim=*/1, /*index=*/3).abs().max().item<float>(), 0.0f);
   EXPECT_LT((got.sum(/*dim=*/-1) - 1).abs().max().item<double>(), 1e-6);
+}
+
+TEST(SoftmaxRowsTest, TinyProbabilitiesKeepTheirValueDownToSubnormals) {
+  // e^-80 is a normal float32, e^-95 and e^-100 are subnormal (the AVX2 kernel's 2^n there is the
+  // product of two factors), e^-110 rounds to 0.
+  const torch::Tensor scores =
+      torch::tensor({0.0f, -20.0f, -80.0f, -95.0f, -100.0f, -110.0f, -1e4f, 1.0f}).view({1, 8});
+  const torch::Tensor got = Softmax(scores, torch::Tensor());
+  const torch::Tensor exact =
+      torch::softmax(scores.to(torch::kFloat64), /*dim=*/-1).to(torch::kFloat32);
+  for (int64_t j = 0; j < 8; ++j) {
+    const float want = exact[0][j].item<float>();
+    // 2e-7 relative (float32's rounding and the polynomial's), or one subnormal step.
+    EXPECT_NEAR(got[0][j].item<float>(), want,
+                std::max(2e-7f * want, std::numeric_limits<float>::denorm_min()))
+        << "column " << j;
+  }
+  EXPECT_GT(got[0][4].item<float>(), 0.0f);
+  EXPECT_EQ(got[0][5].item<float>(), 0.0f);
+  EXPECT_EQ(got[0][6].item<float>(), 0.0f);
 }
 
 TEST(SoftmaxRowsTest, KeepsNan) {
