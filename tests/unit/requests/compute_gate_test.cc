@@ -18,10 +18,6 @@ namespace {
 
 const CallCheck kNoCheck;
 
-// Long enough for a thread just started to be waiting in Take: the queue's order is the order in
-// which the threads got there.
-void LetItQueue() { absl::SleepFor(absl::Milliseconds(50)); }
-
 // Returns once `checks` reaches 2: a call's check runs once before it queues and then only while
 // it waits in the queue (every kCheckInterval), so a second check means that it is queued. A
 // fixed sleep instead let a thread started on a loaded machine queue after the next one.
@@ -71,7 +67,9 @@ TEST(ComputeGateTest, ACallWhoseCheckFailsLeavesTheQueueAtOnce) {
   ASSERT_TRUE(holder.Take("holder").ok());
 
   std::atomic<bool> cancelled{false};
+  std::atomic<int> checks{0};
   const CallCheck check = [&](absl::string_view when) {
+    ++checks;
     return cancelled ? absl::CancelledError(std::string(when)) : absl::OkStatus();
   };
   absl::Status status;
@@ -81,7 +79,7 @@ TEST(ComputeGateTest, ACallWhoseCheckFailsLeavesTheQueueAtOnce) {
     status = turn.Take("waiting");
     left = absl::Now();
   });
-  LetItQueue();
+  AwaitQueued(checks);
   const absl::Time cancel = absl::Now();
   cancelled = true;
   waiter.join();
