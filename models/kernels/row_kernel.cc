@@ -3,9 +3,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "models/kernels/avx512_math.h"
@@ -99,37 +101,30 @@ void Kernel(const float* weight, int64_t in, int64_t depth, const float* packed,
   }
 }
 
-using KernelFn = void (*)(const float*, int64_t, int64_t, const float*, float*, int64_t, bool);
+template <int NR, int TV>
+struct Float32Kernel {
+  static constexpr auto kFn = &Kernel<NR, TV>;
+};
 
-template <int NR>
-KernelFn KernelFor(int tile_vectors) {
-  switch (tile_vectors) {
-    case 1:
-      return &Kernel<NR, 1>;
-    case 2:
-      return &Kernel<NR, 2>;
-    case 3:
-      return &Kernel<NR, 3>;
-    default:
-      return &Kernel<NR, 4>;
-  }
+// table[nr - 1][tv - 1] = Instance<nr, tv>::kFn for up to kWeightRows weight rows and kTileVectors
+// vectors of tokens: the kernel instance for a group's actual shape (the last rows of a share and
+// the last tile may be smaller), looked up at run time.
+template <template <int, int> class Instance, int NR, int... TV>
+constexpr auto KernelRow(std::integer_sequence<int, TV...>) {
+  return std::array{Instance<NR, TV + 1>::kFn...};
 }
 
-KernelFn KernelFor(int weight_rows, int tile_vectors) {
-  switch (weight_rows) {
-    case 1:
-      return KernelFor<1>(tile_vectors);
-    case 2:
-      return KernelFor<2>(tile_vectors);
-    case 3:
-      return KernelFor<3>(tile_vectors);
-    case 4:
-      return KernelFor<4>(tile_vectors);
-    case 5:
-      return KernelFor<5>(tile_vectors);
-    default:
-      return KernelFor<6>(tile_vectors);
-  }
+template <template <int, int> class Instance, int... NR>
+constexpr auto KernelTable(std::integer_sequence<int, NR...>) {
+  return std::array{
+      KernelRow<Instance, NR + 1>(std::make_integer_sequence<int, kTileVectors>{})...};
+}
+
+template <template <int, int> class Instance>
+auto KernelFor(int weight_rows, int tile_vectors) {
+  static constexpr auto kTable =
+      KernelTable<Instance>(std::make_integer_sequence<int, kWeightRows>{});
+  return kTable[weight_rows - 1][tile_vectors - 1];
 }
 
 // packed[tile][p][j] = the bfloat16 pair (x[t][first + 2p], x[t][first + 2p + 1]) of token
@@ -203,39 +198,10 @@ void KernelBf16(const uint16_t* weight, int64_t in, int64_t depth, const uint32_
   }
 }
 
-using KernelBf16Fn = void (*)(const uint16_t*, int64_t, int64_t, const uint32_t*, float*, int64_t,
-                              bool);
-
-template <int NR>
-KernelBf16Fn KernelBf16For(int tile_vectors) {
-  switch (tile_vectors) {
-    case 1:
-      return &KernelBf16<NR, 1>;
-    case 2:
-      return &KernelBf16<NR, 2>;
-    case 3:
-      return &KernelBf16<NR, 3>;
-    default:
-      return &KernelBf16<NR, 4>;
-  }
-}
-
-KernelBf16Fn KernelBf16For(int weight_rows, int tile_vectors) {
-  switch (weight_rows) {
-    case 1:
-      return KernelBf16For<1>(tile_vectors);
-    case 2:
-      return KernelBf16For<2>(tile_vectors);
-    case 3:
-      return KernelBf16For<3>(tile_vectors);
-    case 4:
-      return KernelBf16For<4>(tile_vectors);
-    case 5:
-      return KernelBf16For<5>(tile_vectors);
-    default:
-      return KernelBf16For<6>(tile_vectors);
-  }
-}
+template <int NR, int TV>
+struct Bf16Kernel {
+  static constexpr auto kFn = &KernelBf16<NR, TV>;
+};
 
 // result[t][first + n] = sums[n][t] + bias + residual, or GELU of that, for n < count, every row t.
 void WriteResult(const float* sums, int64_t sums_stride, int64_t rows, int64_t first, int64_t count,
@@ -330,9 +296,9 @@ void RowKernelLinear(const float* x, int64_t rows, int64_t in,
       },
       [&](const RowKernelColumns& c, int64_t n, int weight_rows, int64_t first, int64_t depth,
           int64_t tile, float* sums, int64_t padded, bool accumulate) {
-        KernelFor(weight_rows, TileVectors(rows, tile))(c.weight + n * in + first, in, depth,
-                                                        packed.data() + tile * depth * kTileTokens,
-                                                        sums, padded, accumulate);
+        KernelFor<Float32Kernel>(weight_rows, TileVectors(rows, tile))(
+            c.weight + n * in + first, in, depth, packed.data() + tile * depth * kTileTokens, sums,
+            padded, accumulate);
       });
 }
 
@@ -348,7 +314,7 @@ void RowKernelLinearBf16(const float* x, int64_t rows, int64_t in,
       },
       [&](const RowKernelColumns& c, int64_t n, int weight_rows, int64_t first, int64_t depth,
           int64_t tile, float* sums, int64_t padded, bool accumulate) {
-        KernelBf16For(weight_rows, TileVectors(rows, tile))(
+        KernelFor<Bf16Kernel>(weight_rows, TileVectors(rows, tile))(
             c.weight_bf16 + n * in + first, in, depth,
             packed.data() + tile * depth / 2 * kTileTokens, sums, padded, accumulate);
       });
