@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "attnscope/v1/attnscope.pb.h"
 #include "models/engine.h"
+#include "models/kernels/fused_ops.h"
 
 namespace attnscope::server {
 namespace {
@@ -133,6 +134,14 @@ Metrics::Metrics()
                      .Name("attnscope_model_info")
                      .Help("1 for each loaded model, with its architecture and sizes as labels.")
                      .Register(*registry_);
+  prometheus::BuildGauge()
+      .Name("attnscope_kernels_info")
+      .Help(
+          "1, with the kernels the forward passes run on as the label: avx512, avx2 or "
+          "libtorch.")
+      .Register(*registry_)
+      .Add({{"kernels", KernelsName()}})
+      .Set(1);
 }
 
 std::vector<std::shared_ptr<prometheus::Collectable>> Metrics::Collectables() const {

@@ -35,6 +35,7 @@
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "models/kernels/blas_check.h"
+#include "models/kernels/fused_ops.h"
 #include "server/answer_write_interceptor.h"
 #include "server/attention_service.h"
 #include "server/listen_address.h"
@@ -477,8 +478,10 @@ absl::Status RunServer(const ServerOptions& options) {
   health->SetServingStatus(v1::AttentionService::service_full_name(), false);
   health->SetServingStatus(false);
 
-  std::fprintf(stderr, "attnscope-server: BLAS float32 GEMM at %.1f GFLOP/s\n",
-               CheckBlasSpeedOnce());
+  std::fprintf(stderr,
+               "attnscope-server: BLAS float32 GEMM at %.1f GFLOP/s; forward kernels %s "
+               "(ATTNSCOPE_DISABLE_AVX512=1 or ATTNSCOPE_DISABLE_AVX2=1 selects a lower path)\n",
+               CheckBlasSpeedOnce(), KernelsName());
   std::vector<std::unique_ptr<LoadedModel>> models;
   for (const LoadedModel::Options& model_options : options.models) {
     absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadedModel::Create(model_options);

@@ -301,10 +301,15 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
   (*model)->checkpoint_ = std::move(checkpoint);
   if (options.compute_dtype == ComputeDtype::kBfloat16) {
     if (!HasAvx512Bf16()) {
+      if (__builtin_cpu_supports("avx512bf16")) {
+        return absl::InvalidArgumentError(
+            "compute_dtype 'bfloat16': expected the AVX-512 kernels, got them switched off by "
+            "ATTNSCOPE_DISABLE_AVX512 or ATTNSCOPE_DISABLE_AVX2 in the environment (this CPU has "
+            "AVX512_BF16); unset the variable or use --compute_dtype=float32");
+      }
       return absl::InvalidArgumentError(
           "compute_dtype 'bfloat16': expected a CPU with AVX512_BF16 (the avx512_bf16 flag of "
-          "/proc/cpuinfo, and ATTNSCOPE_DISABLE_AVX512 unset), got a CPU without it; use "
-          "--compute_dtype=float32");
+          "/proc/cpuinfo), got a CPU without it; use --compute_dtype=float32");
     }
     absl::Status converted = absl::OkStatus();
     try {

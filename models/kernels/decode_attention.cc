@@ -96,8 +96,7 @@ void WeightedValues(const float* probs, const float* values, int64_t row_stride,
 
 bool DecodeAttentionApplies(const torch::Tensor& query, const torch::Tensor& keys,
                             const torch::Tensor& values) {
-  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (!has_avx2 || keys.dim() != 4 || values.sizes() != keys.sizes() || query.dim() != 3) {
+  if (!HasAvx2() || keys.dim() != 4 || values.sizes() != keys.sizes() || query.dim() != 3) {
     return false;
   }
   const int64_t head_dim = keys.size(3);

@@ -205,17 +205,27 @@ void BiasResidualActivationAvx2(int64_t rows, int64_t columns, int64_t stride, c
 
 }  // namespace
 
+bool DisabledByEnvironment(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::strcmp(value, "") != 0 && std::strcmp(value, "0") != 0;
+}
+
 bool HasAvx2() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          std::getenv("ATTNSCOPE_DISABLE_AVX2") == nullptr;
+                          !DisabledByEnvironment("ATTNSCOPE_DISABLE_AVX2");
   return has;
 }
 
 bool HasAvx512() {
   static const bool has = __builtin_cpu_supports("avx512f") &&
-                          std::getenv("ATTNSCOPE_DISABLE_AVX512") == nullptr &&
-                          std::getenv("ATTNSCOPE_DISABLE_AVX2") == nullptr;
+                          !DisabledByEnvironment("ATTNSCOPE_DISABLE_AVX512") &&
+                          !DisabledByEnvironment("ATTNSCOPE_DISABLE_AVX2");
   return has;
+}
+
+const char* KernelsName() {
+  if (HasAvx512()) return "avx512";
+  return HasAvx2() ? "avx2" : "libtorch";
 }
 
 void BiasResidualActivation(int64_t rows, int64_t columns, int64_t stride, const float* bias,

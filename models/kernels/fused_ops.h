@@ -17,16 +17,25 @@
 
 namespace attnscope {
 
-// Whether the CPU has AVX-512F and the environment does not set ATTNSCOPE_DISABLE_AVX512 (to any
-// value): the switch for models/'s AVX-512 kernels. Read once per process; tests set the variable
-// to run the portable path.
+// Whether the environment variable `name` switches something off: set to any value but "" and
+// "0" (so that ATTNSCOPE_DISABLE_AVX512=0 leaves AVX-512 on).
+bool DisabledByEnvironment(const char* name);
+
+// Whether the CPU has AVX-512F and neither ATTNSCOPE_DISABLE_AVX512 nor ATTNSCOPE_DISABLE_AVX2
+// disables it (DisabledByEnvironment): the switch for models/'s AVX-512 kernels. Read once per
+// process; tests set the variable to run the portable path.
 bool HasAvx512();
 
-// Whether the CPU has AVX2 and FMA and the environment does not set ATTNSCOPE_DISABLE_AVX2: the
-// switch for the AVX2 kernels that CPUs without AVX-512 run (where HasAvx512(), its kernels run
-// instead). ATTNSCOPE_DISABLE_AVX2 also turns HasAvx512() off, so that tests reach LibTorch's own
+// Whether the CPU has AVX2 and FMA and ATTNSCOPE_DISABLE_AVX2 does not disable it: the switch for
+// the AVX2 kernels that CPUs without AVX-512 run (where HasAvx512(), its kernels run instead).
+// ATTNSCOPE_DISABLE_AVX2 also turns HasAvx512() off, so that tests reach LibTorch's own
 // operations, the path of CPUs with neither.
 bool HasAvx2();
+
+// The kernels the forward passes run on, as HasAvx512() and HasAvx2() choose: "avx512", "avx2" or
+// "libtorch" (products on oneDNN below AVX-512). For the server's start-up log and its
+// attnscope_kernels_info metric.
+const char* KernelsName();
 
 // result[t][n] = activation(result[t][n] + bias[n] + residual[t][n]) for t < rows, n < columns,
 // with `stride` floats between rows of result and residual; bias or residual may be null (nothing

@@ -1,6 +1,7 @@
 // /metrics scraped over real HTTP (a plain socket GET) after a known number of calls: request
 // counters by rpc and code, latency and per-input histogram counts, inference passes by model,
 // model info and load time, in-flight gauge and process memory.
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -116,6 +117,19 @@ TEST(MetricsTest, CountersAndHistogramsMatchTheCallsMade) {
   EXPECT_EQ(Value(samples, "attnscope_model_info",
                   {{"model", "llama"}, {"architecture", "llama"}, {"layers", "5"}, {"heads", "8"}}),
             1);
+  // The kernels the server chose from the CPU, as the test's own environment (which the server
+  // inherits) leaves them.
+  auto disabled = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr && std::string(value) != "" && std::string(value) != "0";
+  };
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    !disabled("ATTNSCOPE_DISABLE_AVX2");
+  const std::string kernels =
+      avx2 && __builtin_cpu_supports("avx512f") && !disabled("ATTNSCOPE_DISABLE_AVX512")
+          ? "avx512"
+          : (avx2 ? "avx2" : "libtorch");
+  EXPECT_EQ(Value(samples, "attnscope_kernels_info", {{"kernels", kernels}}), 1);
   EXPECT_GT(Value(samples, "attnscope_model_load_seconds", {{"model", "bert"}}), 0);
   EXPECT_GT(Value(samples, "attnscope_model_load_seconds", {{"model", "llama"}}), 0);
   EXPECT_GT(Value(samples, "attnscope_process_resident_memory_bytes"), 10e6);

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "models/kernels/gemm.h"
@@ -23,12 +24,31 @@ double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
 }
 
+// Whether the variable is set to a value other than "" and "0", read here directly.
+bool SetInEnvironment(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::string(value) != "" && std::string(value) != "0";
+}
+
 TEST(HasAvx512Test, FollowsTheCpuAndTheEnvironment) {
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    std::getenv("ATTNSCOPE_DISABLE_AVX2") == nullptr;
+                    !SetInEnvironment("ATTNSCOPE_DISABLE_AVX2");
   EXPECT_EQ(HasAvx2(), avx2);
-  EXPECT_EQ(HasAvx512(), avx2 && __builtin_cpu_supports("avx512f") &&
-                             std::getenv("ATTNSCOPE_DISABLE_AVX512") == nullptr);
+  const bool avx512 =
+      avx2 && __builtin_cpu_supports("avx512f") && !SetInEnvironment("ATTNSCOPE_DISABLE_AVX512");
+  EXPECT_EQ(HasAvx512(), avx512);
+  EXPECT_STREQ(KernelsName(), avx512 ? "avx512" : (avx2 ? "avx2" : "libtorch"));
+}
+
+TEST(DisabledByEnvironmentTest, EmptyAndZeroLeaveTheKernelsOn) {
+  ASSERT_EQ(setenv("ATTNSCOPE_TEST_SWITCH", "0", /*overwrite=*/1), 0);
+  EXPECT_FALSE(DisabledByEnvironment("ATTNSCOPE_TEST_SWITCH"));
+  ASSERT_EQ(setenv("ATTNSCOPE_TEST_SWITCH", "", /*overwrite=*/1), 0);
+  EXPECT_FALSE(DisabledByEnvironment("ATTNSCOPE_TEST_SWITCH"));
+  ASSERT_EQ(setenv("ATTNSCOPE_TEST_SWITCH", "1", /*overwrite=*/1), 0);
+  EXPECT_TRUE(DisabledByEnvironment("ATTNSCOPE_TEST_SWITCH"));
+  ASSERT_EQ(unsetenv("ATTNSCOPE_TEST_SWITCH"), 0);
+  EXPECT_FALSE(DisabledByEnvironment("ATTNSCOPE_TEST_SWITCH"));
 }
 
 TEST(LayerNormTest, MatchesTorchLayerNorm) {
