@@ -26,6 +26,7 @@
 #include "models/architectures/transformer.h"
 #include "models/kernels/fused_ops.h"
 #include "models/kernels/gemm.h"
+#include "models/kernels/parallel.h"
 
 namespace attnscope {
 namespace {
@@ -166,10 +167,12 @@ class BertModel : public TransformerModel {
       const float* mask = has_padding ? additive_mask.data_ptr<float>() : nullptr;
       // Each head's scores, softmax and context in turn, while its [length, length] block is in
       // cache, in one parallel region per layer.
-      at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+      ParallelClaims(batch * heads, /*grain=*/1, [&](BlockClaims& claims) {
         std::vector<float> scratch(keep_scores ? 0 : static_cast<size_t>(length * length));
         std::vector<float> head_probs(static_cast<size_t>(length * length));
-        for (int64_t bh = begin; bh < end; ++bh) {
+        int64_t bh = 0;
+        int64_t end = 0;
+        while (claims.Next(&bh, &end)) {
           const int64_t block = bh * length * length;
           float* head_scores = keep_scores ? s + block : scratch.data();
           Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, length, length, head_dim, scale,
@@ -185,9 +188,11 @@ class BertModel : public TransformerModel {
       });
       const torch::Tensor attended =
           layer.attention_norm(layer.attention_output(context, /*residual=*/hidden), eps);
-      const torch::Tensor intermediate =
-          layer.intermediate(attended, /*residual=*/torch::Tensor(), Activation::kGelu);
-      hidden = layer.output_norm(layer.output(intermediate, /*residual=*/attended), eps);
+      hidden = layer.output_norm(
+          FeedForward(attended, layer.intermediate.weight, layer.intermediate.bias,
+                      Activation::kGelu, layer.output.weight, layer.output.bias,
+                      /*residual=*/attended),
+          eps);
       if (options.output_attentions) out.attentions.push_back(std::move(probs));
       if (keep_scores) out.attention_scores.push_back(std::move(scores));
       if (options.output_hidden_states) out.hidden_states.push_back(hidden);

@@ -78,16 +78,15 @@ class Gpt2Model : public DecoderOnlyModel {
   torch::Tensor Mlp(const Gpt2Layer& layer, const torch::Tensor& x,
                     const torch::Tensor& residual) const {
     const std::string& act = config().hidden_act;
-    torch::Tensor inner;
     if (act == "relu" || act == "silu") {
-      inner = Linear(x, layer.c_fc_weight, layer.c_fc_bias);
+      torch::Tensor inner = Linear(x, layer.c_fc_weight, layer.c_fc_bias);
       inner = act == "relu" ? torch::relu(inner) : torch::silu(inner);
-    } else {
-      // "gelu" is the exact erf form; gelu_new and gelu_pytorch_tanh the tanh approximation.
-      inner = Linear(x, layer.c_fc_weight, layer.c_fc_bias, /*residual=*/torch::Tensor(),
-                     act == "gelu" ? Activation::kGelu : Activation::kGeluTanh);
+      return Linear(inner, layer.mlp_proj_weight, layer.mlp_proj_bias, residual);
     }
-    return Linear(inner, layer.mlp_proj_weight, layer.mlp_proj_bias, residual);
+    // "gelu" is the exact erf form; gelu_new and gelu_pytorch_tanh the tanh approximation.
+    return FeedForward(x, layer.c_fc_weight, layer.c_fc_bias,
+                       act == "gelu" ? Activation::kGelu : Activation::kGeluTanh,
+                       layer.mlp_proj_weight, layer.mlp_proj_bias, residual);
   }
 
   absl::StatusOr<ForwardOutput> Layers(const torch::Tensor& input_ids, const torch::Tensor& visible,

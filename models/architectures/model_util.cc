@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "models/kernels/fused_ops.h"
 #include "models/kernels/gemm.h"
+#include "models/kernels/parallel.h"
 
 namespace attnscope {
 
@@ -62,10 +63,12 @@ PrefixAttentionOutput PrefixAttention(const torch::Tensor& query, const torch::T
   float* c = out.context.data_ptr<float>();
   const int64_t group = heads / kv_heads;
   const int64_t context_row = heads * head_dim;
-  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+  ParallelClaims(batch * heads, /*grain=*/1, [&](BlockClaims& claims) {
     std::vector<float> scratch(keep_scores ? 0 : static_cast<size_t>(length * length));
     std::vector<float> head_probs(static_cast<size_t>(length * length));
-    for (int64_t bh = begin; bh < end; ++bh) {
+    int64_t bh = 0;
+    int64_t end = 0;
+    while (claims.Next(&bh, &end)) {
       const int64_t b = bh / heads;
       const int64_t h = bh % heads;
       const int64_t kv = h / group;

@@ -41,16 +41,27 @@ struct Product {
   Activation activation;
 };
 
-Product MakeProduct(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                    const torch::Tensor& residual, Activation activation) {
+void CheckWeight(const torch::Tensor& weight, int64_t in) {
   TORCH_CHECK(
-      weight.is_contiguous() && weight.dim() == 2 && weight.size(1) == x.size(-1) &&
+      weight.is_contiguous() && weight.dim() == 2 && weight.size(1) == in &&
           (weight.scalar_type() == torch::kFloat32 || weight.scalar_type() == torch::kBFloat16),
-      "Linear needs a contiguous float32 or bfloat16 [out, ", x.size(-1), "] weight");
-  std::vector<int64_t> shape = x.sizes().vec();
+      "Linear needs a contiguous float32 or bfloat16 [out, ", in, "] weight");
+}
+
+// The product of an input of `x_sizes` [..., in] (and x's dtype and device in `options`).
+Product MakeProduct(at::IntArrayRef x_sizes, const torch::TensorOptions& options,
+                    const torch::Tensor& weight, const torch::Tensor& bias,
+                    const torch::Tensor& residual, Activation activation) {
+  CheckWeight(weight, x_sizes.back());
+  std::vector<int64_t> shape = x_sizes.vec();
   shape.back() = weight.size(0);
   return {weight, bias, residual.defined() ? residual.contiguous() : residual,
-          torch::empty(shape, x.options()), activation};
+          torch::empty(shape, options), activation};
+}
+
+Product MakeProduct(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                    const torch::Tensor& residual, Activation activation) {
+  return MakeProduct(x.sizes(), x.options(), weight, bias, residual, activation);
 }
 
 // Calls body(begin, end) once per thread, each with an equal share of `columns` concatenated output
@@ -95,9 +106,12 @@ void ForEachShare(const std::vector<Product>& products, int64_t begin, int64_t e
 }
 
 // Runs the products of rows [first_row, first_row + rows) of x [..., in] on RowKernelLinear, or on
-// RowKernelLinearBf16 when the weights are bfloat16.
+// RowKernelLinearBf16 when the weights are bfloat16. A feature-major x ([in, padded rows], float32
+// only) is read from its first row; a feature-major result is written as [out, padded rows].
 void RunOnRowKernel(const torch::Tensor& x, int64_t first_row, int64_t rows, int64_t in,
-                    const std::vector<Product>& products) {
+                    const std::vector<Product>& products,
+                    RowKernelLayout x_layout = RowKernelLayout::kTokenMajor,
+                    RowKernelLayout result_layout = RowKernelLayout::kTokenMajor) {
   const bool bf16 = products[0].weight.scalar_type() == torch::kBFloat16;
   std::vector<RowKernelColumns> all;
   for (const Product& p : products) {
@@ -111,25 +125,18 @@ void RunOnRowKernel(const torch::Tensor& x, int64_t first_row, int64_t rows, int
                        /*begin=*/0,
                        /*end=*/out,
                        p.activation};
+    c.feature_major_result = result_layout == RowKernelLayout::kFeatureMajor;
     if (bf16) {
       c.weight_bf16 = reinterpret_cast<const uint16_t*>(p.weight.data_ptr<at::BFloat16>());
     }
     all.push_back(c);
   }
   const float* x_data = x.data_ptr<float>() + first_row * in;
-  SplitColumns(TotalColumns(products), [&](int64_t begin, int64_t end) {
-    std::vector<RowKernelColumns> shares;
-    ForEachShare(products, begin, end, [&](size_t i, int64_t from, int64_t to) {
-      shares.push_back(all[i]);
-      shares.back().begin = from;
-      shares.back().end = to;
-    });
-    if (bf16) {
-      RowKernelLinearBf16(x_data, rows, in, shares);
-    } else {
-      RowKernelLinear(x_data, rows, in, shares);
-    }
-  });
+  if (bf16) {
+    RowKernelLinearBf16(x_data, rows, in, all);
+  } else {
+    RowKernelLinear(x_data, x_layout, rows, in, all);
+  }
 }
 
 // Runs the products of one input x [rows, in] on oneDNN. Where the CPU has AVX2, each thread then
@@ -235,6 +242,34 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const 
   const std::vector<Product> products = {MakeProduct(x, weight, bias, residual, activation)};
   RunProducts(x, products);
   return products[0].result;
+}
+
+torch::Tensor FeedForward(const torch::Tensor& x, const torch::Tensor& up_weight,
+                          const torch::Tensor& up_bias, Activation activation,
+                          const torch::Tensor& down_weight, const torch::Tensor& down_bias,
+                          const torch::Tensor& residual) {
+  const int64_t in = x.size(-1);
+  const int64_t rows = in > 0 ? x.numel() / in : 0;
+  const int64_t inner = up_weight.size(0);
+  if (up_weight.scalar_type() != torch::kFloat32 || down_weight.scalar_type() != torch::kFloat32 ||
+      !x.is_contiguous() || !RowKernelApplies(rows, in) || !RowKernelApplies(rows, inner)) {
+    return Linear(Linear(x, up_weight, up_bias, /*residual=*/torch::Tensor(), activation),
+                  down_weight, down_bias, residual);
+  }
+  // The inner activations stay in the kernel's own feature-major layout between the two products.
+  CheckWeight(up_weight, in);
+  const std::vector<Product> up = {{up_weight, up_bias, /*residual=*/torch::Tensor(),
+                                    torch::empty({inner, RowKernelPaddedRows(rows)}, x.options()),
+                                    activation}};
+  RunOnRowKernel(x, /*first_row=*/0, rows, in, up, RowKernelLayout::kTokenMajor,
+                 /*result_layout=*/RowKernelLayout::kFeatureMajor);
+  std::vector<int64_t> inner_sizes = x.sizes().vec();
+  inner_sizes.back() = inner;
+  const std::vector<Product> down = {
+      MakeProduct(inner_sizes, x.options(), down_weight, down_bias, residual, Activation::kNone)};
+  RunOnRowKernel(up[0].result, /*first_row=*/0, rows, inner, down,
+                 /*x_layout=*/RowKernelLayout::kFeatureMajor);
+  return down[0].result;
 }
 
 std::vector<torch::Tensor> LinearGroup(const torch::Tensor& x,

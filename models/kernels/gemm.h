@@ -34,6 +34,19 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const 
                      const torch::Tensor& residual = torch::Tensor(),
                      Activation activation = Activation::kNone);
 
+// A transformer layer's feed-forward block, Linear(act(Linear(x, up_weight, up_bias)),
+// down_weight, down_bias, residual) with act = `activation` (BERT's and GPT-2's MLP): x [..., in],
+// up_weight [inner, in], down_weight [out, inner], biases [inner] and [out] (either may be
+// undefined), residual [..., out] or undefined; returns a new [..., out] float32 tensor. Where the
+// row kernel runs both products (float32 weights, in and inner multiples of 16, at most
+// kRowKernelMaxRows rows), the [inner, rows] activations between them stay in its feature-major
+// layout, which skips transposing them out of the first product and back into the second;
+// otherwise it is the two Linear calls. Same sums as the two calls either way.
+torch::Tensor FeedForward(const torch::Tensor& x, const torch::Tensor& up_weight,
+                          const torch::Tensor& up_bias, Activation activation,
+                          const torch::Tensor& down_weight, const torch::Tensor& down_bias,
+                          const torch::Tensor& residual);
+
 // Linear for several weights of one input at once (the query, key and value projections):
 // returns x * weights[i]^T + biases[i] for each i, [..., out_i]. A bias may be an undefined tensor;
 // `biases` has one entry per weight; the weights share one dtype (float32 or bfloat16, as Linear).

@@ -12,6 +12,7 @@
 
 #include "models/kernels/avx512_math.h"
 #include "models/kernels/fused_ops.h"
+#include "models/kernels/parallel.h"
 
 namespace attnscope {
 namespace {
@@ -24,6 +25,10 @@ constexpr int64_t kDepthBlock = 256;  // inputs summed in registers before joini
 // 128 rows 384 KB and 192 KB, which fit the 1 MB L2 cache of each core with the weight rows.
 constexpr int64_t kPackDepthSmall = 768;
 constexpr int64_t kChunkRowsSmall = 384;
+// Output columns per block handed to a thread where the input is packed once per thread: 8 groups
+// of kWeightRows, whole AVX-512 vectors of the result, and 16 blocks of a 768-wide product, so
+// that threads of unequal speed still finish close together.
+constexpr int64_t kBlockColumns = 48;
 
 struct Workspace {
   std::vector<float> packed;           // [tile][depth][kTileTokens]
@@ -66,12 +71,13 @@ void PackInput(const float* x, int64_t rows, int64_t in, int64_t first, int64_t 
   }
 }
 
-// sums[i][16 * j ...] (+)= sum over k < depth of weight[i][k] * packed[k][16 * j ...], for
-// NR weight rows (row stride `in`) and TV vectors of tokens. Prefetches the next NR weight rows
-// into L2 as it goes: they come from memory, and the next call needs them.
+// sums[i][16 * j ...] (+)= sum over k < depth of weight[i][k] * tokens[k][16 * j ...], for
+// NR weight rows (row stride `in`) and TV vectors of tokens, tokens[k] at packed + k *
+// packed_stride. Prefetches the next NR weight rows into L2 as it goes: they come from memory, and
+// the next call needs them.
 template <int NR, int TV>
-void Kernel(const float* weight, int64_t in, int64_t depth, const float* packed, float* sums,
-            int64_t sums_stride, bool accumulate) {
+void Kernel(const float* weight, int64_t in, int64_t depth, const float* packed,
+            int64_t packed_stride, float* sums, int64_t sums_stride, bool accumulate) {
   for (int64_t k0 = 0; k0 < depth; k0 += kDepthBlock) {
     __m512 acc[NR][TV];
     for (int i = 0; i < NR; ++i) {
@@ -85,7 +91,7 @@ void Kernel(const float* weight, int64_t in, int64_t depth, const float* packed,
         }
       }
       __m512 tokens[TV];
-      for (int j = 0; j < TV; ++j) tokens[j] = _mm512_loadu_ps(packed + k * kTileTokens + 16 * j);
+      for (int j = 0; j < TV; ++j) tokens[j] = _mm512_loadu_ps(packed + k * packed_stride + 16 * j);
       for (int i = 0; i < NR; ++i) {
         const __m512 w = _mm512_set1_ps(weight[i * in + k]);
         for (int j = 0; j < TV; ++j) acc[i][j] = _mm512_fmadd_ps(w, tokens[j], acc[i][j]);
@@ -238,13 +244,37 @@ void WriteResult(const float* sums, int64_t sums_stride, int64_t rows, int64_t f
   }
 }
 
-// The blocking shared by both kernels: input tiles of kTileTokens tokens packed `pack_depth` inputs
-// at a time, weight rows in chunks whose [rows, chunk] sums stay in L2, written out per chunk.
-// pack(first, depth, tiles) packs inputs [first, first + depth) of every tile into the thread's
-// workspace; multiply(c, n, weight_rows, first, depth, tile, sums, padded, accumulate) adds one
-// tile's products with weight rows [n, n + weight_rows) of `c` to `sums`.
+// result[first + n][t] = activation(sums + bias) in place, for n < count and the tokens t of
+// every vector that holds one of `rows` (the sums of feature-major results are the result).
+void FinishFeatureMajor(float* result, int64_t stride, int64_t rows, int64_t first, int64_t count,
+                        const RowKernelColumns& c) {
+  const int64_t vectors = (rows + 15) / 16;
+  for (int64_t n = 0; n < count; ++n) {
+    const __m512 bias = _mm512_set1_ps(c.bias != nullptr ? c.bias[first + n] : 0.0f);
+    float* row = result + n * stride;
+    for (int64_t v = 0; v < vectors; ++v) {
+      __m512 x = _mm512_add_ps(_mm512_loadu_ps(row + 16 * v), bias);
+      if (c.activation == Activation::kGelu) {
+        x = avx512::GeluErf(x);
+      } else if (c.activation == Activation::kGeluTanh) {
+        x = avx512::GeluTanh(x);
+      }
+      _mm512_storeu_ps(row + 16 * v, x);
+    }
+  }
+}
+
+// The blocking shared by both kernels, on LibTorch's intra-op threads: input tiles of kTileTokens
+// tokens packed `pack_depth` inputs at a time, weight rows in chunks whose [rows, chunk] sums stay
+// in L2, written out per chunk. The products' concatenated columns are handed out in blocks to
+// whichever thread is free (ParallelClaims): kBlockColumns where a thread packs its input once,
+// a whole chunk where each chunk packs its own. pack(first, depth, tiles) packs inputs
+// [first, first + depth) of every tile into the calling thread's workspace (a no-op for a
+// feature-major input, `packs_input` false); multiply(c, n, weight_rows, first, depth, tile, sums,
+// padded, accumulate) adds one tile's products with weight rows [n, n + weight_rows) of `c` to
+// `sums`. Feature-major results are summed where they lie.
 template <typename Pack, typename Multiply>
-void DriveRowKernel(int64_t rows, int64_t in, int64_t pack_depth_scale,
+void DriveRowKernel(int64_t rows, int64_t in, int64_t pack_depth_scale, bool packs_input,
                     absl::Span<const RowKernelColumns> columns, const Pack& pack,
                     const Multiply& multiply) {
   const int64_t tiles = (rows + kTileTokens - 1) / kTileTokens;
@@ -254,28 +284,54 @@ void DriveRowKernel(int64_t rows, int64_t in, int64_t pack_depth_scale,
       (rows <= 128 ? kPackDepthSmall : kPackDepthSmall / 2) * pack_depth_scale;
   const int64_t chunk_rows = rows <= 128 ? kChunkRowsSmall : kChunkRowsSmall / 2;
   const bool pack_once = in <= pack_depth;
-  std::vector<float>& sums_storage = ThreadWorkspace().sums;
-  sums_storage.resize(static_cast<size_t>(chunk_rows * padded));
-  float* sums = sums_storage.data();
-  if (pack_once) pack(/*first=*/0, /*depth=*/in, tiles);
-  for (const RowKernelColumns& c : columns) {
-    for (int64_t chunk = c.begin; chunk < c.end; chunk += chunk_rows) {
-      const int64_t chunk_end = std::min(c.end, chunk + chunk_rows);
-      for (int64_t first = 0; first < in; first += pack_depth) {
-        const int64_t depth = std::min(pack_depth, in - first);
-        if (!pack_once) pack(first, depth, tiles);
-        for (int64_t n = chunk; n < chunk_end; n += kWeightRows) {
-          const int weight_rows = static_cast<int>(std::min<int64_t>(kWeightRows, chunk_end - n));
-          for (int64_t tile = 0; tile < tiles; ++tile) {
-            multiply(c, n, weight_rows, first, depth, tile,
-                     sums + (n - chunk) * padded + tile * kTileTokens, padded,
-                     /*accumulate=*/first > 0);
-          }
+  // Columns [begin, end) of `c`, at most chunk_rows of them.
+  auto run_chunk = [&](const RowKernelColumns& c, int64_t begin, int64_t end) {
+    float* sums = c.result + begin * padded;
+    if (!c.feature_major_result) {
+      std::vector<float>& sums_storage = ThreadWorkspace().sums;
+      sums_storage.resize(static_cast<size_t>(chunk_rows * padded));
+      sums = sums_storage.data();
+    }
+    for (int64_t first = 0; first < in; first += pack_depth) {
+      const int64_t depth = std::min(pack_depth, in - first);
+      if (!pack_once) pack(first, depth, tiles);
+      for (int64_t n = begin; n < end; n += kWeightRows) {
+        const int weight_rows = static_cast<int>(std::min<int64_t>(kWeightRows, end - n));
+        for (int64_t tile = 0; tile < tiles; ++tile) {
+          multiply(c, n, weight_rows, first, depth, tile,
+                   sums + (n - begin) * padded + tile * kTileTokens, padded,
+                   /*accumulate=*/first > 0);
         }
       }
-      WriteResult(sums, padded, rows, chunk, chunk_end - chunk, c);
     }
-  }
+    if (c.feature_major_result) {
+      FinishFeatureMajor(sums, padded, rows, begin, end - begin, c);
+    } else {
+      WriteResult(sums, padded, rows, begin, end - begin, c);
+    }
+  };
+  int64_t total = 0;
+  for (const RowKernelColumns& c : columns) total += c.end - c.begin;
+  const int64_t block = pack_once || !packs_input ? kBlockColumns : chunk_rows;
+  ParallelClaims(total, block, [&](BlockClaims& claims) {
+    bool packed = false;
+    int64_t begin = 0;
+    int64_t end = 0;
+    while (claims.Next(&begin, &end)) {
+      if (pack_once && !packed) {
+        pack(/*first=*/0, /*depth=*/in, tiles);
+        packed = true;
+      }
+      int64_t offset = 0;  // of `c` in the concatenated columns
+      for (const RowKernelColumns& c : columns) {
+        const int64_t width = c.end - c.begin;
+        const int64_t from = std::max(begin, offset) - offset;
+        const int64_t to = std::min(end, offset + width) - offset;
+        if (from < to) run_chunk(c, c.begin + from, c.begin + to);
+        offset += width;
+      }
+    }
+  });
 }
 
 // Vectors of 16 tokens in the tile of `tile` (the last tile may hold fewer than kTileTokens).
@@ -285,30 +341,37 @@ int TileVectors(int64_t rows, int64_t tile) {
 
 }  // namespace
 
-void RowKernelLinear(const float* x, int64_t rows, int64_t in,
+void RowKernelLinear(const float* x, RowKernelLayout x_layout, int64_t rows, int64_t in,
                      absl::Span<const RowKernelColumns> columns) {
-  std::vector<float>& packed = ThreadWorkspace().packed;
+  const bool feature_major = x_layout == RowKernelLayout::kFeatureMajor;
+  const int64_t padded = RowKernelPaddedRows(rows);
+  // A feature-major input is already the transposed input the kernel reads.
   DriveRowKernel(
-      rows, in, /*pack_depth_scale=*/1, columns,
+      rows, in, /*pack_depth_scale=*/1, /*packs_input=*/!feature_major, columns,
       [&](int64_t first, int64_t depth, int64_t tiles) {
+        if (feature_major) return;
+        std::vector<float>& packed = ThreadWorkspace().packed;
         packed.resize(static_cast<size_t>(tiles * depth * kTileTokens));
         PackInput(x, rows, in, first, depth, packed.data());
       },
       [&](const RowKernelColumns& c, int64_t n, int weight_rows, int64_t first, int64_t depth,
-          int64_t tile, float* sums, int64_t padded, bool accumulate) {
+          int64_t tile, float* sums, int64_t sums_stride, bool accumulate) {
+        const float* tokens = feature_major
+                                  ? x + first * padded + tile * kTileTokens
+                                  : ThreadWorkspace().packed.data() + tile * depth * kTileTokens;
         KernelFor<Float32Kernel>(weight_rows, TileVectors(rows, tile))(
-            c.weight + n * in + first, in, depth, packed.data() + tile * depth * kTileTokens, sums,
-            padded, accumulate);
+            c.weight + n * in + first, in, depth, tokens,
+            /*packed_stride=*/feature_major ? padded : kTileTokens, sums, sums_stride, accumulate);
       });
 }
 
 void RowKernelLinearBf16(const float* x, int64_t rows, int64_t in,
                          absl::Span<const RowKernelColumns> columns) {
-  std::vector<uint32_t>& packed = ThreadWorkspace().packed_pairs;
   // A pair of bfloat16 takes the bytes of one float: twice the depth in the same cache footprint.
   DriveRowKernel(
-      rows, in, /*pack_depth_scale=*/2, columns,
+      rows, in, /*pack_depth_scale=*/2, /*packs_input=*/true, columns,
       [&](int64_t first, int64_t depth, int64_t tiles) {
+        std::vector<uint32_t>& packed = ThreadWorkspace().packed_pairs;
         packed.resize(static_cast<size_t>(tiles * depth / 2 * kTileTokens));
         PackInputBf16(x, rows, in, first, depth, packed.data());
       },
@@ -316,12 +379,17 @@ void RowKernelLinearBf16(const float* x, int64_t rows, int64_t in,
           int64_t tile, float* sums, int64_t padded, bool accumulate) {
         KernelFor<Bf16Kernel>(weight_rows, TileVectors(rows, tile))(
             c.weight_bf16 + n * in + first, in, depth,
-            packed.data() + tile * depth / 2 * kTileTokens, sums, padded, accumulate);
+            ThreadWorkspace().packed_pairs.data() + tile * depth / 2 * kTileTokens, sums, padded,
+            accumulate);
       });
 }
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+
+int64_t RowKernelPaddedRows(int64_t rows) {
+  return (rows + kTileTokens - 1) / kTileTokens * kTileTokens;
+}
 
 bool RowKernelApplies(int64_t rows, int64_t in) {
   return HasAvx512() && rows > 0 && rows <= kRowKernelMaxRows && in > 0 && in % 16 == 0;

@@ -30,6 +30,13 @@
 
 namespace attnscope {
 
+// How a matrix of a request's rows (tokens) lies in memory: token-major [rows, n] (row-major, as
+// LibTorch's [..., n] tensors), or feature-major [n, RowKernelPaddedRows(rows)]: element (t, k) at
+// k * RowKernelPaddedRows(rows) + t. Feature-major is the transposed input the kernel multiplies
+// and the [out, rows] sums it makes, so a product whose result feeds only another product (the
+// feed-forward block's inner activations) skips both the transposition back and the one in.
+enum class RowKernelLayout { kTokenMajor, kFeatureMajor };
+
 // Beyond this many rows the transposed input no longer stays in the core's L2 cache, and oneDNN's
 // packed kernels win.
 inline constexpr int64_t kRowKernelMaxRows = 256;
@@ -46,16 +53,26 @@ struct RowKernelColumns {
   int64_t end;
   Activation activation = Activation::kNone;  // applied to the result
   const uint16_t* weight_bf16 = nullptr;      // [out, in] bfloat16 bits, row-major
+  // Result laid out feature-major ([out, RowKernelPaddedRows(rows)]); then residual must be
+  // nullptr. Only the tokens of whole vectors of 16 that hold one of the rows are written (the
+  // others of those vectors hold activation(bias)); the rest of each result row is left as is.
+  bool feature_major_result = false;
 };
+
+// The row stride of a feature-major matrix of `rows` tokens: rows rounded up to the kernel's tile
+// of 64 tokens.
+int64_t RowKernelPaddedRows(int64_t rows);
 
 // Whether RowKernelLinear runs on this CPU (HasAvx512()) for this many rows of `in` inputs (a
 // multiple of 16, at most kRowKernelMaxRows rows).
 bool RowKernelApplies(int64_t rows, int64_t in);
 
-// Computes `columns` for x [rows, in] (row-major, contiguous) on the calling thread. Threads may
-// run it at once on disjoint columns; each uses its own thread-local workspace. Requires
-// RowKernelApplies(rows, in).
-void RowKernelLinear(const float* x, int64_t rows, int64_t in,
+// Computes `columns` for x of `rows` tokens and `in` inputs, contiguous in `x_layout` (a
+// feature-major x is read up to the whole vector of 16 that holds its last row), on LibTorch's
+// intra-op threads: the columns' blocks go to whichever thread is free (models/kernels/
+// parallel.h), and each thread packs the input into its own thread-local workspace. Inside a
+// parallel region, on the calling thread alone. Requires RowKernelApplies(rows, in).
+void RowKernelLinear(const float* x, RowKernelLayout x_layout, int64_t rows, int64_t in,
                      absl::Span<const RowKernelColumns> columns);
 
 // Whether the CPU has AVX512_BF16 (and HasAvx512()): RowKernelLinearBf16 runs on it, and
@@ -66,9 +83,9 @@ bool HasAvx512Bf16();
 // multiple of 32, at most kRowKernelMaxRows rows.
 bool RowKernelBf16Applies(int64_t rows, int64_t in);
 
-// RowKernelLinear with each column's weight_bf16 in place of its weight, x rounded to bfloat16
-// (round to nearest even) on the way in; float32 sums, bias, residual and activation. Requires
-// RowKernelBf16Applies(rows, in).
+// RowKernelLinear of a token-major x with each column's weight_bf16 in place of its weight, x
+// rounded to bfloat16 (round to nearest even) on the way in; float32 sums, bias, residual and
+// activation. Requires RowKernelBf16Applies(rows, in).
 void RowKernelLinearBf16(const float* x, int64_t rows, int64_t in,
                          absl::Span<const RowKernelColumns> columns);
 

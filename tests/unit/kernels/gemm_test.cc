@@ -1,8 +1,8 @@
-// Linear (models/kernels/gemm.h) against torch::linear, the nn.Linear reference, for the shapes
-// where it splits the output columns across threads (and where it does not), and on both of its
-// kernels: models/kernels/row_kernel.h for up to 256 rows of a multiple of 16 inputs on AVX-512
-// CPUs, oneDNN otherwise; and with bfloat16 weights, on the row kernel's AVX512_BF16 variant or its
-// oneDNN fallback.
+// Linear and FeedForward (models/kernels/gemm.h) against torch::linear, the nn.Linear reference,
+// for the shapes where it splits the output columns across threads (and where it does not), and on
+// both of its kernels: models/kernels/row_kernel.h for up to 256 rows of a multiple of 16 inputs on
+// AVX-512 CPUs, oneDNN otherwise; and with bfloat16 weights, on the row kernel's AVX512_BF16
+// variant or its oneDNN fallback.
 #include "models/kernels/gemm.h"
 
 #include <gtest/gtest.h>
@@ -147,6 +147,59 @@ TEST(LinearGroupTest, EachProductMatchesTorchLinear) {
     }
   }
 }
+
+// rows, in, inner, out
+class FeedForwardTest
+    : public testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, int64_t>> {};
+
+TEST_P(FeedForwardTest, MatchesTwoTorchLinearsAroundTheActivation) {
+  ConfigureIntraOpThreads(/*num_threads=*/2);
+  torch::manual_seed(13);
+  const auto [rows, in, inner, out] = GetParam();
+  const torch::Tensor x = torch::randn({1, rows, in});
+  const torch::Tensor up_weight = torch::randn({inner, in}) / std::sqrt(static_cast<double>(in));
+  const torch::Tensor up_bias = torch::randn({inner});
+  const torch::Tensor down_weight =
+      torch::randn({out, inner}) / std::sqrt(static_cast<double>(inner));
+  const torch::Tensor down_bias = torch::randn({out});
+  const torch::Tensor residual = torch::randn({1, rows, out});
+  auto f64 = [](const torch::Tensor& t) { return t.to(torch::kFloat64); };
+  for (const Activation activation : {Activation::kGelu, Activation::kGeluTanh}) {
+    const torch::Tensor inner_expected =
+        torch::gelu(torch::linear(f64(x), f64(up_weight), f64(up_bias)),
+                    activation == Activation::kGelu ? "none" : "tanh");
+    const torch::Tensor expected =
+        torch::linear(inner_expected, f64(down_weight), f64(down_bias)) + f64(residual);
+    const torch::Tensor got =
+        FeedForward(x, up_weight, up_bias, activation, down_weight, down_bias, residual);
+    ASSERT_EQ(got.sizes(), expected.sizes());
+    EXPECT_LT((f64(got) - expected).abs().max().item<double>(), kTolerance)
+        << (activation == Activation::kGelu ? "gelu" : "gelu tanh");
+  }
+  // Without biases or residual.
+  const torch::Tensor expected =
+      torch::linear(torch::gelu(torch::linear(f64(x), f64(up_weight))), f64(down_weight));
+  const torch::Tensor got = FeedForward(x, up_weight, torch::Tensor(), Activation::kGelu,
+                                        down_weight, torch::Tensor(), torch::Tensor());
+  EXPECT_LT((f64(got) - expected).abs().max().item<double>(), kTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, FeedForwardTest,
+    testing::Values(std::make_tuple(int64_t{1}, int64_t{768}, int64_t{3072}, int64_t{768}),
+                    std::make_tuple(int64_t{128}, int64_t{768}, int64_t{3072}, int64_t{768}),
+                    // Tokens short of a whole tile and of a whole vector: the feature-major
+                    // inner activations' padding must not reach the result.
+                    std::make_tuple(int64_t{100}, int64_t{768}, int64_t{3072}, int64_t{768}),
+                    std::make_tuple(int64_t{17}, int64_t{48}, int64_t{64}, int64_t{23}),
+                    // Over 128 rows the second product sums its depth in blocks.
+                    std::make_tuple(int64_t{200}, int64_t{64}, int64_t{3072}, int64_t{32}),
+                    std::make_tuple(int64_t{256}, int64_t{32}, int64_t{128}, int64_t{48}),
+                    // Shapes the row kernel leaves to oneDNN: too many rows, an input or inner
+                    // width that is no multiple of 16.
+                    std::make_tuple(int64_t{257}, int64_t{32}, int64_t{128}, int64_t{48}),
+                    std::make_tuple(int64_t{3}, int64_t{40}, int64_t{50}, int64_t{7}),
+                    std::make_tuple(int64_t{5}, int64_t{32}, int64_t{50}, int64_t{7})));
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, LinearTest,
