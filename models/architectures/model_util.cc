@@ -13,6 +13,7 @@
 #include "models/kernels/fused_ops.h"
 #include "models/kernels/gemm.h"
 #include "models/kernels/parallel.h"
+#include "models/kernels/row_kernel.h"
 
 namespace attnscope {
 
@@ -63,8 +64,13 @@ PrefixAttentionOutput PrefixAttention(const torch::Tensor& query, const torch::T
   float* c = out.context.data_ptr<float>();
   const int64_t group = heads / kv_heads;
   const int64_t context_row = heads * head_dim;
+  // The row kernel where it runs (as BertModel's attention), oneDNN otherwise; the row kernel
+  // writes score rows in whole vectors of 16.
+  const bool row_kernel = RowKernelAttentionApplies(head_dim);
+  const int64_t scores_stride = row_kernel ? (length + 15) / 16 * 16 : length;
   ParallelClaims(batch * heads, /*grain=*/1, [&](BlockClaims& claims) {
-    std::vector<float> scratch(keep_scores ? 0 : static_cast<size_t>(length * length));
+    std::vector<float> scratch(
+        keep_scores && !row_kernel ? 0 : static_cast<size_t>(length * scores_stride));
     std::vector<float> head_probs(static_cast<size_t>(length * length));
     int64_t bh = 0;
     int64_t end = 0;
@@ -73,22 +79,35 @@ PrefixAttentionOutput PrefixAttention(const torch::Tensor& query, const torch::T
       const int64_t h = bh % heads;
       const int64_t kv = h / group;
       const int64_t block = bh * length * length;
-      float* head_scores = keep_scores ? s + block : scratch.data();
+      float* head_scores = keep_scores && !row_kernel ? s + block : scratch.data();
+      const float* q_head = q + b * query.stride(0) + h * head_dim;
       const float* k_head = k + b * key.stride(0) + kv * head_dim;
       const float* v_head = v + b * value.stride(0) + kv * head_dim;
-      Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, length, length, head_dim, scale,
-            q + b * query.stride(0) + h * head_dim, query.stride(1), k_head, key.stride(1),
-            /*beta=*/0.0f, head_scores, length);
+      float* c_head = c + b * length * context_row + h * head_dim;
+      if (row_kernel) {
+        RowKernelScores(q_head, query.stride(1), k_head, key.stride(1), /*queries=*/length,
+                        /*keys=*/length, head_dim, scale, head_scores, scores_stride);
+      } else {
+        Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, length, length, head_dim, scale, q_head,
+              query.stride(1), k_head, key.stride(1), /*beta=*/0.0f, head_scores, length);
+      }
       for (int64_t t = 0; t < length; ++t) {
         const int64_t seen = visible[b * length + t];
-        SoftmaxRows(head_scores + t * length, /*additive_mask=*/nullptr, /*rows=*/1,
-                    /*columns=*/seen, head_probs.data() + t * length);
+        const float* row = head_scores + t * scores_stride;
+        if (keep_scores && row_kernel) std::copy(row, row + length, s + block + t * length);
+        SoftmaxRows(row, /*additive_mask=*/nullptr, /*rows=*/1, /*columns=*/seen,
+                    head_probs.data() + t * length);
         std::fill(head_probs.data() + t * length + seen, head_probs.data() + (t + 1) * length,
                   0.0f);
       }
-      Sgemm(/*transpose_a=*/false, /*transpose_b=*/false, length, head_dim, length, 1.0f,
-            head_probs.data(), length, v_head, value.stride(1), /*beta=*/0.0f,
-            c + b * length * context_row + h * head_dim, context_row);
+      if (row_kernel) {
+        RowKernelContext(head_probs.data(), length, v_head, value.stride(1), /*queries=*/length,
+                         /*keys=*/length, head_dim, c_head, context_row);
+      } else {
+        Sgemm(/*transpose_a=*/false, /*transpose_b=*/false, length, head_dim, length, 1.0f,
+              head_probs.data(), length, v_head, value.stride(1), /*beta=*/0.0f, c_head,
+              context_row);
+      }
       CopyToOutput(head_probs.data(), length * length, p + block);
     }
   });

@@ -34,6 +34,7 @@ struct Workspace {
   std::vector<float> packed;           // [tile][depth][kTileTokens]
   std::vector<uint32_t> packed_pairs;  // [tile][depth / 2][kTileTokens] pairs of bfloat16
   std::vector<float> sums;             // [chunk rows][padded tokens]
+  std::vector<float> packed_keys;      // [tile][head_dim][kTileTokens], scaled
 };
 
 Workspace& ThreadWorkspace() {
@@ -384,8 +385,54 @@ void RowKernelLinearBf16(const float* x, int64_t rows, int64_t in,
       });
 }
 
+void RowKernelScores(const float* query, int64_t query_stride, const float* key, int64_t key_stride,
+                     int64_t queries, int64_t keys, int64_t head_dim, float scale, float* scores,
+                     int64_t scores_stride) {
+  // The keys are the kernel's tokens (transposed once, 64 at a time, scale folded in) and each
+  // query row its weight row: the sums come out as [query, key], the layout softmax reads.
+  const int64_t tiles = (keys + kTileTokens - 1) / kTileTokens;
+  std::vector<float>& packed = ThreadWorkspace().packed_keys;
+  packed.resize(static_cast<size_t>(tiles * head_dim * kTileTokens));
+  PackInput(key, keys, key_stride, /*first=*/0, /*depth=*/head_dim, packed.data());
+  const __m512 factor = _mm512_set1_ps(scale);
+  for (size_t i = 0; i < packed.size(); i += 16) {
+    _mm512_storeu_ps(packed.data() + i, _mm512_mul_ps(_mm512_loadu_ps(packed.data() + i), factor));
+  }
+  for (int64_t q = 0; q < queries; q += kWeightRows) {
+    const int weight_rows = static_cast<int>(std::min<int64_t>(kWeightRows, queries - q));
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      KernelFor<Float32Kernel>(weight_rows, TileVectors(keys, tile))(
+          query + q * query_stride, query_stride, head_dim,
+          packed.data() + tile * head_dim * kTileTokens, /*packed_stride=*/kTileTokens,
+          scores + q * scores_stride + tile * kTileTokens, scores_stride, /*accumulate=*/false);
+    }
+  }
+}
+
+void RowKernelContext(const float* probs, int64_t probs_stride, const float* value,
+                      int64_t value_stride, int64_t queries, int64_t keys, int64_t head_dim,
+                      float* context, int64_t context_stride) {
+  // The value rows are already the kernel's transposed input ([key][head_dim], head_dim the
+  // tokens' place) and each query's probabilities its weight row: no packing, and the sums are
+  // the context rows where they belong.
+  const int64_t tiles = (head_dim + kTileTokens - 1) / kTileTokens;
+  for (int64_t q = 0; q < queries; q += kWeightRows) {
+    const int weight_rows = static_cast<int>(std::min<int64_t>(kWeightRows, queries - q));
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      KernelFor<Float32Kernel>(weight_rows, TileVectors(head_dim, tile))(
+          probs + q * probs_stride, probs_stride, keys, value + tile * kTileTokens, value_stride,
+          context + q * context_stride + tile * kTileTokens, context_stride,
+          /*accumulate=*/false);
+    }
+  }
+}
+
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+
+bool RowKernelAttentionApplies(int64_t head_dim) {
+  return HasAvx512() && head_dim > 0 && head_dim % 16 == 0;
+}
 
 int64_t RowKernelPaddedRows(int64_t rows) {
   return (rows + kTileTokens - 1) / kTileTokens * kTileTokens;

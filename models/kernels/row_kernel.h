@@ -89,6 +89,27 @@ bool RowKernelBf16Applies(int64_t rows, int64_t in);
 void RowKernelLinearBf16(const float* x, int64_t rows, int64_t in,
                          absl::Span<const RowKernelColumns> columns);
 
+// Whether RowKernelScores and RowKernelContext run on this CPU (HasAvx512()) for heads of
+// `head_dim` (a multiple of 16).
+bool RowKernelAttentionApplies(int64_t head_dim);
+
+// One attention head's scaled dot products, scores[q * scores_stride + j] = sum over d <
+// head_dim of query[q * query_stride + d] * (scale * key[j * key_stride + d]), for q < queries and
+// j < keys, on the calling thread. The scale is folded into the keys: exact for a power of two
+// such as 1/sqrt(64), otherwise within one rounding of scaling the sum. Writes each row up to the
+// whole vector of 16 that holds its last key (zeros past it): scores_stride at least keys rounded
+// up to 16. Requires RowKernelAttentionApplies(head_dim).
+void RowKernelScores(const float* query, int64_t query_stride, const float* key, int64_t key_stride,
+                     int64_t queries, int64_t keys, int64_t head_dim, float scale, float* scores,
+                     int64_t scores_stride);
+
+// One attention head's context, context[q * context_stride + d] = sum over j < keys of
+// probs[q * probs_stride + j] * value[j * value_stride + d], for q < queries and d < head_dim, on
+// the calling thread. Requires RowKernelAttentionApplies(head_dim).
+void RowKernelContext(const float* probs, int64_t probs_stride, const float* value,
+                      int64_t value_stride, int64_t queries, int64_t keys, int64_t head_dim,
+                      float* context, int64_t context_stride);
+
 }  // namespace attnscope
 
 #endif  // ATTNSCOPE_MODELS_ROW_KERNEL_H_
