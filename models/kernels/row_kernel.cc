@@ -74,11 +74,12 @@ void PackInput(const float* x, int64_t rows, int64_t in, int64_t first, int64_t 
 
 // sums[i][16 * j ...] (+)= sum over k < depth of weight[i][k] * tokens[k][16 * j ...], for
 // NR weight rows (row stride `in`) and TV vectors of tokens, tokens[k] at packed + k *
-// packed_stride. Prefetches the next NR weight rows into L2 as it goes: they come from memory, and
-// the next call needs them.
+// packed_stride. Prefetches NR rows of `depth` inputs at `prefetch` (row stride `in`; none if
+// nullptr) into L2 as it goes: the next call's weight rows, which come from memory.
 template <int NR, int TV>
 void Kernel(const float* weight, int64_t in, int64_t depth, const float* packed,
-            int64_t packed_stride, float* sums, int64_t sums_stride, bool accumulate) {
+            int64_t packed_stride, float* sums, int64_t sums_stride, bool accumulate,
+            const float* prefetch) {
   for (int64_t k0 = 0; k0 < depth; k0 += kDepthBlock) {
     __m512 acc[NR][TV];
     for (int i = 0; i < NR; ++i) {
@@ -86,9 +87,9 @@ void Kernel(const float* weight, int64_t in, int64_t depth, const float* packed,
     }
     const int64_t k1 = std::min(depth, k0 + kDepthBlock);
     for (int64_t k = k0; k < k1; ++k) {
-      if ((k & 15) == 0) {
+      if ((k & 15) == 0 && prefetch != nullptr) {
         for (int i = 0; i < NR; ++i) {
-          _mm_prefetch(reinterpret_cast<const char*>(weight + (i + NR) * in + k), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(prefetch + i * in + k), _MM_HINT_T1);
         }
       }
       __m512 tokens[TV];
@@ -167,10 +168,11 @@ void PackInputBf16(const float* x, int64_t rows, int64_t in, int64_t first, int6
 }
 
 // Kernel on bfloat16 pairs: sums[i][16 * j ...] (+)= sum over k < depth of weight[i][k] *
-// x[k][16 * j ...], for NR weight rows and TV vectors of tokens, one VDPBF16PS per pair of inputs.
+// x[k][16 * j ...], for NR weight rows and TV vectors of tokens, one VDPBF16PS per pair of inputs,
+// prefetching as Kernel.
 template <int NR, int TV>
 void KernelBf16(const uint16_t* weight, int64_t in, int64_t depth, const uint32_t* packed,
-                float* sums, int64_t sums_stride, bool accumulate) {
+                float* sums, int64_t sums_stride, bool accumulate, const uint16_t* prefetch) {
   for (int64_t k0 = 0; k0 < depth; k0 += kDepthBlock) {
     __m512 acc[NR][TV];
     for (int i = 0; i < NR; ++i) {
@@ -178,9 +180,9 @@ void KernelBf16(const uint16_t* weight, int64_t in, int64_t depth, const uint32_
     }
     const int64_t k1 = std::min(depth, k0 + kDepthBlock);
     for (int64_t k = k0; k < k1; k += 2) {
-      if ((k & 31) == 0) {
+      if ((k & 31) == 0 && prefetch != nullptr) {
         for (int i = 0; i < NR; ++i) {
-          _mm_prefetch(reinterpret_cast<const char*>(weight + (i + NR) * in + k), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(prefetch + i * in + k), _MM_HINT_T1);
         }
       }
       __m512bh tokens[TV];
@@ -265,15 +267,27 @@ void FinishFeatureMajor(float* result, int64_t stride, int64_t rows, int64_t fir
   }
 }
 
+// A group of weight rows the kernel will multiply next: rows [n, n + kWeightRows) of `c`, inputs
+// from `first`. Its rows are prefetched into L2 while the group before it runs: they come from
+// memory.
+struct NextGroup {
+  const RowKernelColumns* c = nullptr;  // nullptr: none
+  int64_t n = 0;
+  int64_t first = 0;
+};
+
 // The blocking shared by both kernels, on LibTorch's intra-op threads: input tiles of kTileTokens
 // tokens packed `pack_depth` inputs at a time, weight rows in chunks whose [rows, chunk] sums stay
 // in L2, written out per chunk. The products' concatenated columns are handed out in blocks to
 // whichever thread is free (ParallelClaims): kBlockColumns where a thread packs its input once,
-// a whole chunk where each chunk packs its own. pack(first, depth, tiles) packs inputs
-// [first, first + depth) of every tile into the calling thread's workspace (a no-op for a
-// feature-major input, `packs_input` false); multiply(c, n, weight_rows, first, depth, tile, sums,
-// padded, accumulate) adds one tile's products with weight rows [n, n + weight_rows) of `c` to
-// `sums`. Feature-major results are summed where they lie.
+// a whole chunk where each chunk packs its own. A thread claims its next block as it starts the
+// last group of weight rows of the current one, so that the next block's first rows are
+// prefetched too (without it, one group in eight waited on memory). pack(first, depth, tiles)
+// packs inputs [first, first + depth) of every tile into the calling thread's workspace (a no-op
+// for a feature-major input, `packs_input` false); multiply(c, n, weight_rows, first, depth, tile,
+// sums, padded, accumulate, next) adds one tile's products with weight rows [n, n + weight_rows)
+// of `c` to `sums`, prefetching the rows of `next`. Feature-major results are summed where they
+// lie.
 template <typename Pack, typename Multiply>
 void DriveRowKernel(int64_t rows, int64_t in, int64_t pack_depth_scale, bool packs_input,
                     absl::Span<const RowKernelColumns> columns, const Pack& pack,
@@ -285,8 +299,20 @@ void DriveRowKernel(int64_t rows, int64_t in, int64_t pack_depth_scale, bool pac
       (rows <= 128 ? kPackDepthSmall : kPackDepthSmall / 2) * pack_depth_scale;
   const int64_t chunk_rows = rows <= 128 ? kChunkRowsSmall : kChunkRowsSmall / 2;
   const bool pack_once = in <= pack_depth;
-  // Columns [begin, end) of `c`, at most chunk_rows of them.
-  auto run_chunk = [&](const RowKernelColumns& c, int64_t begin, int64_t end) {
+  // The first group of the concatenated columns [begin, ...).
+  auto group_at = [&](int64_t begin) {
+    int64_t offset = 0;
+    for (const RowKernelColumns& c : columns) {
+      const int64_t width = c.end - c.begin;
+      if (begin < offset + width) return NextGroup{&c, c.begin + begin - offset, /*first=*/0};
+      offset += width;
+    }
+    return NextGroup{};
+  };
+  // Columns [begin, end) of `c`, at most chunk_rows of them; after_chunk() is the group that
+  // follows them.
+  auto run_chunk = [&](const RowKernelColumns& c, int64_t begin, int64_t end,
+                       const auto& after_chunk) {
     float* sums = c.result + begin * padded;
     if (!c.feature_major_result) {
       std::vector<float>& sums_storage = ThreadWorkspace().sums;
@@ -298,10 +324,14 @@ void DriveRowKernel(int64_t rows, int64_t in, int64_t pack_depth_scale, bool pac
       if (!pack_once) pack(first, depth, tiles);
       for (int64_t n = begin; n < end; n += kWeightRows) {
         const int weight_rows = static_cast<int>(std::min<int64_t>(kWeightRows, end - n));
+        NextGroup next{&c, n + kWeightRows, first};
+        if (n + kWeightRows >= end) {
+          next = first + pack_depth < in ? NextGroup{&c, begin, first + pack_depth} : after_chunk();
+        }
         for (int64_t tile = 0; tile < tiles; ++tile) {
           multiply(c, n, weight_rows, first, depth, tile,
                    sums + (n - begin) * padded + tile * kTileTokens, padded,
-                   /*accumulate=*/first > 0);
+                   /*accumulate=*/first > 0, tile == 0 ? next : NextGroup{});
         }
       }
     }
@@ -314,25 +344,47 @@ void DriveRowKernel(int64_t rows, int64_t in, int64_t pack_depth_scale, bool pac
   int64_t total = 0;
   for (const RowKernelColumns& c : columns) total += c.end - c.begin;
   const int64_t block = pack_once || !packs_input ? kBlockColumns : chunk_rows;
-  ParallelClaims(total, block, [&](BlockClaims& claims) {
-    bool packed = false;
-    int64_t begin = 0;
-    int64_t end = 0;
-    while (claims.Next(&begin, &end)) {
-      if (pack_once && !packed) {
-        pack(/*first=*/0, /*depth=*/in, tiles);
-        packed = true;
-      }
-      int64_t offset = 0;  // of `c` in the concatenated columns
-      for (const RowKernelColumns& c : columns) {
-        const int64_t width = c.end - c.begin;
-        const int64_t from = std::max(begin, offset) - offset;
-        const int64_t to = std::min(end, offset + width) - offset;
-        if (from < to) run_chunk(c, c.begin + from, c.begin + to);
-        offset += width;
-      }
-    }
-  });
+  ParallelClaims(
+      total, block,
+      [&](BlockClaims& claims) {
+        int64_t begin = 0;
+        int64_t end = 0;
+        if (!claims.Next(&begin, &end)) return;
+        if (pack_once) pack(/*first=*/0, /*depth=*/in, tiles);
+        while (true) {
+          int64_t next_begin = 0;
+          int64_t next_end = 0;
+          bool claimed = false;
+          bool has_next = false;
+          auto claim_next = [&] {
+            if (!claimed) {
+              claimed = true;
+              has_next = claims.Next(&next_begin, &next_end);
+            }
+            return has_next ? group_at(next_begin) : NextGroup{};
+          };
+          int64_t offset = 0;  // of `c` in the concatenated columns
+          for (const RowKernelColumns& c : columns) {
+            const int64_t width = c.end - c.begin;
+            const int64_t from = std::max(begin, offset) - offset;
+            const int64_t to = std::min(end, offset + width) - offset;
+            if (from < to) {
+              // A block may end in the next product's columns.
+              const int64_t after = offset + to;
+              run_chunk(c, c.begin + from, c.begin + to,
+                        [&] { return after < end ? group_at(after) : claim_next(); });
+            }
+            offset += width;
+          }
+          claim_next();
+          if (!has_next) return;
+          begin = next_begin;
+          end = next_end;
+        }
+      },
+      // Near the end, blocks of two groups: the threads finish within a few microseconds of each
+      // other.
+      /*tail_grain=*/block == kBlockColumns ? 2 * kWeightRows : 0);
 }
 
 // Vectors of 16 tokens in the tile of `tile` (the last tile may hold fewer than kTileTokens).
@@ -356,13 +408,14 @@ void RowKernelLinear(const float* x, RowKernelLayout x_layout, int64_t rows, int
         PackInput(x, rows, in, first, depth, packed.data());
       },
       [&](const RowKernelColumns& c, int64_t n, int weight_rows, int64_t first, int64_t depth,
-          int64_t tile, float* sums, int64_t sums_stride, bool accumulate) {
+          int64_t tile, float* sums, int64_t sums_stride, bool accumulate, NextGroup next) {
         const float* tokens = feature_major
                                   ? x + first * padded + tile * kTileTokens
                                   : ThreadWorkspace().packed.data() + tile * depth * kTileTokens;
         KernelFor<Float32Kernel>(weight_rows, TileVectors(rows, tile))(
             c.weight + n * in + first, in, depth, tokens,
-            /*packed_stride=*/feature_major ? padded : kTileTokens, sums, sums_stride, accumulate);
+            /*packed_stride=*/feature_major ? padded : kTileTokens, sums, sums_stride, accumulate,
+            next.c == nullptr ? nullptr : next.c->weight + next.n * in + next.first);
       });
 }
 
@@ -377,11 +430,12 @@ void RowKernelLinearBf16(const float* x, int64_t rows, int64_t in,
         PackInputBf16(x, rows, in, first, depth, packed.data());
       },
       [&](const RowKernelColumns& c, int64_t n, int weight_rows, int64_t first, int64_t depth,
-          int64_t tile, float* sums, int64_t padded, bool accumulate) {
+          int64_t tile, float* sums, int64_t padded, bool accumulate, NextGroup next) {
         KernelFor<Bf16Kernel>(weight_rows, TileVectors(rows, tile))(
             c.weight_bf16 + n * in + first, in, depth,
             ThreadWorkspace().packed_pairs.data() + tile * depth / 2 * kTileTokens, sums, padded,
-            accumulate);
+            accumulate,
+            next.c == nullptr ? nullptr : next.c->weight_bf16 + next.n * in + next.first);
       });
 }
 
@@ -404,7 +458,8 @@ void RowKernelScores(const float* query, int64_t query_stride, const float* key,
       KernelFor<Float32Kernel>(weight_rows, TileVectors(keys, tile))(
           query + q * query_stride, query_stride, head_dim,
           packed.data() + tile * head_dim * kTileTokens, /*packed_stride=*/kTileTokens,
-          scores + q * scores_stride + tile * kTileTokens, scores_stride, /*accumulate=*/false);
+          scores + q * scores_stride + tile * kTileTokens, scores_stride, /*accumulate=*/false,
+          /*prefetch=*/query + (q + kWeightRows) * query_stride);
     }
   }
 }
@@ -422,7 +477,7 @@ void RowKernelContext(const float* probs, int64_t probs_stride, const float* val
       KernelFor<Float32Kernel>(weight_rows, TileVectors(head_dim, tile))(
           probs + q * probs_stride, probs_stride, keys, value + tile * kTileTokens, value_stride,
           context + q * context_stride + tile * kTileTokens, context_stride,
-          /*accumulate=*/false);
+          /*accumulate=*/false, /*prefetch=*/probs + (q + kWeightRows) * probs_stride);
     }
   }
 }
