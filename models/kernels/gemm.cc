@@ -106,8 +106,8 @@ void ForEachShare(const std::vector<Product>& products, int64_t begin, int64_t e
 }
 
 // Runs the products of rows [first_row, first_row + rows) of x [..., in] on RowKernelLinear, or on
-// RowKernelLinearBf16 when the weights are bfloat16. A feature-major x ([in, padded rows], float32
-// only) is read from its first row; a feature-major result is written as [out, padded rows].
+// RowKernelLinearBf16 when the weights are bfloat16. A feature-major x (RowKernelLayout, float32
+// only) is read from its first row; a feature-major result is written in that layout.
 void RunOnRowKernel(const torch::Tensor& x, int64_t first_row, int64_t rows, int64_t in,
                     const std::vector<Product>& products,
                     RowKernelLayout x_layout = RowKernelLayout::kTokenMajor,
@@ -259,7 +259,7 @@ torch::Tensor FeedForward(const torch::Tensor& x, const torch::Tensor& up_weight
   // The inner activations stay in the kernel's own feature-major layout between the two products.
   CheckWeight(up_weight, in);
   const std::vector<Product> up = {{up_weight, up_bias, /*residual=*/torch::Tensor(),
-                                    torch::empty({inner, RowKernelPaddedRows(rows)}, x.options()),
+                                    torch::empty({RowKernelPaddedRows(rows) * inner}, x.options()),
                                     activation}};
   RunOnRowKernel(x, /*first_row=*/0, rows, in, up, RowKernelLayout::kTokenMajor,
                  /*result_layout=*/RowKernelLayout::kFeatureMajor);

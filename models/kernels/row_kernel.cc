@@ -247,22 +247,24 @@ void WriteResult(const float* sums, int64_t sums_stride, int64_t rows, int64_t f
   }
 }
 
-// result[first + n][t] = activation(sums + bias) in place, for n < count and the tokens t of
-// every vector that holds one of `rows` (the sums of feature-major results are the result).
-void FinishFeatureMajor(float* result, int64_t stride, int64_t rows, int64_t first, int64_t count,
-                        const RowKernelColumns& c) {
+// result[tile][first + n][j] = activation(sums[n][tile * kTileTokens + j] + bias), the
+// feature-major result, for n < count and the tokens of every vector of 16 that holds one of
+// `rows`.
+void FinishFeatureMajor(const float* sums, int64_t sums_stride, int64_t rows, int64_t first,
+                        int64_t count, const RowKernelColumns& c) {
   const int64_t vectors = (rows + 15) / 16;
   for (int64_t n = 0; n < count; ++n) {
     const __m512 bias = _mm512_set1_ps(c.bias != nullptr ? c.bias[first + n] : 0.0f);
-    float* row = result + n * stride;
     for (int64_t v = 0; v < vectors; ++v) {
-      __m512 x = _mm512_add_ps(_mm512_loadu_ps(row + 16 * v), bias);
+      __m512 x = _mm512_add_ps(_mm512_loadu_ps(sums + n * sums_stride + 16 * v), bias);
       if (c.activation == Activation::kGelu) {
         x = avx512::GeluErf(x);
       } else if (c.activation == Activation::kGeluTanh) {
         x = avx512::GeluTanh(x);
       }
-      _mm512_storeu_ps(row + 16 * v, x);
+      const int64_t tile = 16 * v / kTileTokens;
+      _mm512_storeu_ps(
+          c.result + (tile * c.out + first + n) * kTileTokens + 16 * v - tile * kTileTokens, x);
     }
   }
 }
@@ -286,8 +288,7 @@ struct NextGroup {
 // packs inputs [first, first + depth) of every tile into the calling thread's workspace (a no-op
 // for a feature-major input, `packs_input` false); multiply(c, n, weight_rows, first, depth, tile,
 // sums, padded, accumulate, next) adds one tile's products with weight rows [n, n + weight_rows)
-// of `c` to `sums`, prefetching the rows of `next`. Feature-major results are summed where they
-// lie.
+// of `c` to `sums`, prefetching the rows of `next`.
 template <typename Pack, typename Multiply>
 void DriveRowKernel(int64_t rows, int64_t in, int64_t pack_depth_scale, bool packs_input,
                     absl::Span<const RowKernelColumns> columns, const Pack& pack,
@@ -313,12 +314,11 @@ void DriveRowKernel(int64_t rows, int64_t in, int64_t pack_depth_scale, bool pac
   // follows them.
   auto run_chunk = [&](const RowKernelColumns& c, int64_t begin, int64_t end,
                        const auto& after_chunk) {
-    float* sums = c.result + begin * padded;
-    if (!c.feature_major_result) {
-      std::vector<float>& sums_storage = ThreadWorkspace().sums;
-      sums_storage.resize(static_cast<size_t>(chunk_rows * padded));
-      sums = sums_storage.data();
-    }
+    // In the thread's workspace, which stays in cache, for either layout of the result: summing
+    // a feature-major result where it lies made the kernel's stores miss the cache.
+    std::vector<float>& sums_storage = ThreadWorkspace().sums;
+    sums_storage.resize(static_cast<size_t>(chunk_rows * padded));
+    float* sums = sums_storage.data();
     for (int64_t first = 0; first < in; first += pack_depth) {
       const int64_t depth = std::min(pack_depth, in - first);
       if (!pack_once) pack(first, depth, tiles);
@@ -397,7 +397,6 @@ int TileVectors(int64_t rows, int64_t tile) {
 void RowKernelLinear(const float* x, RowKernelLayout x_layout, int64_t rows, int64_t in,
                      absl::Span<const RowKernelColumns> columns) {
   const bool feature_major = x_layout == RowKernelLayout::kFeatureMajor;
-  const int64_t padded = RowKernelPaddedRows(rows);
   // A feature-major input is already the transposed input the kernel reads.
   DriveRowKernel(
       rows, in, /*pack_depth_scale=*/1, /*packs_input=*/!feature_major, columns,
@@ -410,11 +409,11 @@ void RowKernelLinear(const float* x, RowKernelLayout x_layout, int64_t rows, int
       [&](const RowKernelColumns& c, int64_t n, int weight_rows, int64_t first, int64_t depth,
           int64_t tile, float* sums, int64_t sums_stride, bool accumulate, NextGroup next) {
         const float* tokens = feature_major
-                                  ? x + first * padded + tile * kTileTokens
+                                  ? x + (tile * in + first) * kTileTokens
                                   : ThreadWorkspace().packed.data() + tile * depth * kTileTokens;
         KernelFor<Float32Kernel>(weight_rows, TileVectors(rows, tile))(
             c.weight + n * in + first, in, depth, tokens,
-            /*packed_stride=*/feature_major ? padded : kTileTokens, sums, sums_stride, accumulate,
+            /*packed_stride=*/kTileTokens, sums, sums_stride, accumulate,
             next.c == nullptr ? nullptr : next.c->weight + next.n * in + next.first);
       });
 }

@@ -31,10 +31,11 @@
 namespace attnscope {
 
 // How a matrix of a request's rows (tokens) lies in memory: token-major [rows, n] (row-major, as
-// LibTorch's [..., n] tensors), or feature-major [n, RowKernelPaddedRows(rows)]: element (t, k) at
-// k * RowKernelPaddedRows(rows) + t. Feature-major is the transposed input the kernel multiplies
-// and the [out, rows] sums it makes, so a product whose result feeds only another product (the
-// feed-forward block's inner activations) skips both the transposition back and the one in.
+// LibTorch's [..., n] tensors), or feature-major in tiles of 64 tokens, [RowKernelPaddedRows(rows)
+// / 64, n, 64]: element (t, k) at ((t / 64) * n + k) * 64 + t % 64, RowKernelPaddedRows(rows) * n
+// floats in all. Feature-major is the transposed input the kernel multiplies and the [out, rows]
+// sums it makes, so a product whose result feeds only another product (the feed-forward block's
+// inner activations) skips both the transposition back and the one in.
 enum class RowKernelLayout { kTokenMajor, kFeatureMajor };
 
 // Beyond this many rows the transposed input no longer stays in the core's L2 cache, and oneDNN's
@@ -53,14 +54,14 @@ struct RowKernelColumns {
   int64_t end;
   Activation activation = Activation::kNone;  // applied to the result
   const uint16_t* weight_bf16 = nullptr;      // [out, in] bfloat16 bits, row-major
-  // Result laid out feature-major ([out, RowKernelPaddedRows(rows)]); then residual must be
-  // nullptr. Only the tokens of whole vectors of 16 that hold one of the rows are written (the
-  // others of those vectors hold activation(bias)); the rest of each result row is left as is.
+  // Result laid out feature-major (RowKernelLayout, n = out); then residual must be nullptr. Only
+  // the tokens of whole vectors of 16 that hold one of the rows are written (the others of those
+  // vectors hold activation(bias)); the rest of each tile's rows is left as is.
   bool feature_major_result = false;
 };
 
-// The row stride of a feature-major matrix of `rows` tokens: rows rounded up to the kernel's tile
-// of 64 tokens.
+// `rows` rounded up to the kernel's tile of 64 tokens: a feature-major matrix of n features holds
+// RowKernelPaddedRows(rows) * n floats.
 int64_t RowKernelPaddedRows(int64_t rows);
 
 // Whether RowKernelLinear runs on this CPU (HasAvx512()) for this many rows of `in` inputs (a
