@@ -22,7 +22,8 @@ constexpr int64_t kTileTokens = 16 * kTileVectors;  // tokens per tile of the tr
 constexpr int kWeightRows = 6;  // weight rows per kernel call: 6 x 4 accumulators of 32 registers
 constexpr int64_t kDepthBlock = 256;  // inputs summed in registers before joining the total
 // Depth of the transposed input kept at once, and weight rows per chunk of [out, rows] sums: for
-// 128 rows 384 KB and 192 KB, which fit the 1 MB L2 cache of each core with the weight rows.
+// 128 rows 384 KB and 192 KB, which fit the 1 MB L2 cache of each core with the weight rows. Both
+// depths are whole kDepthBlocks (see DriveRowKernel).
 constexpr int64_t kPackDepthSmall = 768;
 constexpr int64_t kChunkRowsSmall = 384;
 // Output columns per block handed to a thread where the input is packed once per thread: 8 groups
@@ -295,9 +296,13 @@ void DriveRowKernel(int64_t rows, int64_t in, int64_t pack_depth_scale, bool pac
                     const Multiply& multiply) {
   const int64_t tiles = (rows + kTileTokens - 1) / kTileTokens;
   const int64_t padded = tiles * kTileTokens;
-  // Twice the rows, half the depth and chunk: the same cache footprint.
+  // Twice the rows, half the depth and chunk: the same cache footprint. The depth rounded down to
+  // whole kDepthBlocks, so that every row count sums each output in the same order, over the same
+  // blocks of 256 inputs: a row's result does not depend on the rows beside it (a call batched with
+  // others gets the bits it gets alone).
   const int64_t pack_depth =
-      (rows <= 128 ? kPackDepthSmall : kPackDepthSmall / 2) * pack_depth_scale;
+      rows <= 128 ? kPackDepthSmall * pack_depth_scale
+                  : kPackDepthSmall / 2 * pack_depth_scale / kDepthBlock * kDepthBlock;
   const int64_t chunk_rows = rows <= 128 ? kChunkRowsSmall : kChunkRowsSmall / 2;
   const bool pack_once = in <= pack_depth;
   // The first group of the concatenated columns [begin, ...).

@@ -11,7 +11,9 @@
 // faster on it than on oneDNN on this machine (bench/engine_bench reports the forward pass).
 //
 // Sums run over depth blocks of 256 inputs, each added to the running total, which keeps float32
-// rounding at the level of a blocked BLAS (about 1e-6 on BERT-base against PyTorch).
+// rounding at the level of a blocked BLAS (about 1e-6 on BERT-base against PyTorch). The order is
+// the same for every number of rows, so a row's result does not depend on the rows beside it: a
+// request batched with others gets the bits it gets alone.
 //
 // RowKernelLinearBf16 is the same kernel for bfloat16 weights (--compute_dtype=bfloat16): the
 // input is rounded to bfloat16 as it is packed, and each VDPBF16PS (AVX512_BF16) multiplies two

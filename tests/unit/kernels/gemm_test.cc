@@ -14,6 +14,8 @@
 #include <tuple>
 #include <vector>
 
+#include "models/kernels/row_kernel.h"
+
 namespace attnscope {
 namespace {
 
@@ -182,6 +184,45 @@ TEST_P(FeedForwardTest, MatchesTwoTorchLinearsAroundTheActivation) {
   const torch::Tensor got = FeedForward(x, up_weight, torch::Tensor(), Activation::kGelu,
                                         down_weight, torch::Tensor(), torch::Tensor());
   EXPECT_LT((f64(got) - expected).abs().max().item<double>(), kTolerance);
+}
+
+// A request batched with others (more rows beside its own, up to the row kernel's 256) gets
+// exactly the bits it gets alone, from Linear, LinearGroup and FeedForward, in float32 and
+// bfloat16: the products sum every row in the same order whatever the row count.
+TEST(RowCountTest, ARowsResultDoesNotDependOnTheRowsBesideIt) {
+  if (!RowKernelApplies(/*rows=*/256, /*in=*/768)) {
+    GTEST_SKIP() << "oneDNN (the portable path) blocks its sums by the row count";
+  }
+  ConfigureIntraOpThreads(/*num_threads=*/2);
+  torch::manual_seed(17);
+  const int64_t in = 768;
+  const int64_t inner = 3072;
+  const torch::Tensor alone = torch::randn({1, 17, in});
+  const torch::Tensor up_weight = torch::randn({inner, in}) / std::sqrt(static_cast<double>(in));
+  const torch::Tensor up_bias = torch::randn({inner});
+  const torch::Tensor down_weight =
+      torch::randn({in, inner}) / std::sqrt(static_cast<double>(inner));
+  const torch::Tensor down_bias = torch::randn({in});
+  for (const int64_t others : {0, 47, 113, 239}) {
+    // The 17 rows first, then `others` rows of other requests: 17 to 256 rows in all.
+    const torch::Tensor batch =
+        torch::cat({alone, torch::randn({1, others, in})}, /*dim=*/1).contiguous();
+    auto own_rows = [](const torch::Tensor& t) { return t.narrow(/*dim=*/1, 0, 17); };
+    for (const bool bf16 : {false, true}) {
+      const torch::Tensor up = bf16 ? up_weight.to(torch::kBFloat16) : up_weight;
+      const torch::Tensor down = bf16 ? down_weight.to(torch::kBFloat16) : down_weight;
+      if (bf16 && !HasAvx512Bf16()) continue;
+      EXPECT_TRUE(torch::equal(own_rows(Linear(batch, up, up_bias)), Linear(alone, up, up_bias)))
+          << "Linear, " << others << " other rows, bfloat16 " << bf16;
+      EXPECT_TRUE(torch::equal(own_rows(LinearGroup(batch, {up, up}, {up_bias, up_bias})[1]),
+                               LinearGroup(alone, {up, up}, {up_bias, up_bias})[1]))
+          << "LinearGroup, " << others << " other rows, bfloat16 " << bf16;
+      EXPECT_TRUE(torch::equal(
+          own_rows(FeedForward(batch, up, up_bias, Activation::kGelu, down, down_bias, batch)),
+          FeedForward(alone, up, up_bias, Activation::kGelu, down, down_bias, alone)))
+          << "FeedForward, " << others << " other rows, bfloat16 " << bf16;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
