@@ -177,7 +177,8 @@ ABSL_FLAG(double, max_call_seconds, kDefaults.service.max_call_seconds,
           "it ends with DEADLINE_EXCEEDED.");
 ABSL_FLAG(int, max_batch_size, kDefaults.service.batching.max_batch_size,
           "Most inputs in one forward pass: concurrent GetAttention, StreamAttention, Encode and "
-          "CrossAttention calls for the same model run as one padded batch. 1 = no batching.");
+          "CrossAttention calls for the same model run as one padded batch. 1 = no batching "
+          "across calls (one call's own inputs, an Encode of several texts, still run together).");
 ABSL_FLAG(int64_t, max_batch_tokens, kDefaults.service.batching.max_batch_tokens,
           "Most padded tokens (inputs x longest input) in one forward pass; bounds its memory.");
 ABSL_FLAG(int64_t, max_queue_delay_microseconds,
