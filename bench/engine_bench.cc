@@ -255,21 +255,23 @@ int Run(const BenchOptions& options) {
   // of all, the engine its median time: the comparison errs against the engine. ONNX Runtime
   // runs in a process of its own in each round (its session made anew, not timed), after the
   // engine's passes: a second process spinning beside the engine would slow both. Each side's
-  // timed passes follow untimed ones in every round (ONNX Runtime's script runs two): the first
-  // engine pass after the other side's round ran 74-84 ms where the rest ran 62-70.
+  // timed passes follow kWarmupPasses untimed ones in every round: the first engine pass after the
+  // other side's round ran 74-84 ms where the rest ran 62-70, and a new ONNX Runtime session's
+  // third and fourth runs 101-130 ms where the rest ran 78-92.
   constexpr int kRounds = 5;
+  constexpr int kWarmupPasses = 4;
   const int per_round = std::max(1, options.repeats / kRounds);
   const std::string onnxruntime_command =
       "NODE_PATH='" + options.onnxruntime + "/node_modules' '" ATTNSCOPE_NODE "' '" +
       ATTNSCOPE_SOURCE_DIR + "/bench/onnxruntime/onnxruntime_reference.js' --model '" + onnx_model +
       "' --ids '" + options.dir + "/input_ids.json' --threads " + std::to_string(threads) +
-      " --repeats " + std::to_string(per_round);
+      " --repeats " + std::to_string(per_round) + " --warmup " + std::to_string(kWarmupPasses);
   std::vector<double> times;
   std::vector<double> onnxruntime_times;
   nlohmann::json onnxruntime;
   double gemm_gflops = 0;
   for (int round = 0; round < kRounds; ++round) {
-    out = *(*model)->Forward(input, forward);
+    for (int i = 0; i < kWarmupPasses; ++i) out = *(*model)->Forward(input, forward);
     for (int i = 0; i < per_round; ++i) {
       const auto start = std::chrono::steady_clock::now();
       out = *(*model)->Forward(input, forward);
