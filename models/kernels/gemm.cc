@@ -106,8 +106,9 @@ void ForEachShare(const std::vector<Product>& products, int64_t begin, int64_t e
 }
 
 // Runs the products of rows [first_row, first_row + rows) of x [..., in] on RowKernelLinear, or on
-// RowKernelLinearBf16 when the weights are bfloat16. A feature-major x (RowKernelLayout, float32
-// only) is read from its first row; a feature-major result is written in that layout.
+// RowKernelLinearBf16 when the weights are bfloat16. A feature-major x (RowKernelLayout; bfloat16
+// pairs for bfloat16 weights) is read from its first row; a feature-major result is written in
+// that layout.
 void RunOnRowKernel(const torch::Tensor& x, int64_t first_row, int64_t rows, int64_t in,
                     const std::vector<Product>& products,
                     RowKernelLayout x_layout = RowKernelLayout::kTokenMajor,
@@ -133,7 +134,7 @@ void RunOnRowKernel(const torch::Tensor& x, int64_t first_row, int64_t rows, int
   }
   const float* x_data = x.data_ptr<float>() + first_row * in;
   if (bf16) {
-    RowKernelLinearBf16(x_data, rows, in, all);
+    RowKernelLinearBf16(x_data, x_layout, rows, in, all);
   } else {
     RowKernelLinear(x_data, x_layout, rows, in, all);
   }
@@ -251,16 +252,24 @@ torch::Tensor FeedForward(const torch::Tensor& x, const torch::Tensor& up_weight
   const int64_t in = x.size(-1);
   const int64_t rows = in > 0 ? x.numel() / in : 0;
   const int64_t inner = up_weight.size(0);
-  if (up_weight.scalar_type() != torch::kFloat32 || down_weight.scalar_type() != torch::kFloat32 ||
-      !x.is_contiguous() || !RowKernelApplies(rows, in) || !RowKernelApplies(rows, inner)) {
+  const torch::ScalarType dtype = up_weight.scalar_type();
+  const bool fused =
+      x.is_contiguous() && down_weight.scalar_type() == dtype &&
+      (dtype == torch::kFloat32 ? RowKernelApplies(rows, in) && RowKernelApplies(rows, inner)
+       : dtype == torch::kBFloat16
+           ? RowKernelBf16Applies(rows, in) && RowKernelBf16Applies(rows, inner)
+           : false);
+  if (!fused) {
     return Linear(Linear(x, up_weight, up_bias, /*residual=*/torch::Tensor(), activation),
                   down_weight, down_bias, residual);
   }
-  // The inner activations stay in the kernel's own feature-major layout between the two products.
+  // The inner activations stay in the kernel's own feature-major layout between the two products
+  // (in bfloat16 pairs for bfloat16 weights: half the floats, each holding two).
   CheckWeight(up_weight, in);
-  const std::vector<Product> up = {{up_weight, up_bias, /*residual=*/torch::Tensor(),
-                                    torch::empty({RowKernelPaddedRows(rows) * inner}, x.options()),
-                                    activation}};
+  const int64_t inner_floats = dtype == torch::kBFloat16 ? inner / 2 : inner;
+  const std::vector<Product> up = {
+      {up_weight, up_bias, /*residual=*/torch::Tensor(),
+       torch::empty({RowKernelPaddedRows(rows) * inner_floats}, x.options()), activation}};
   RunOnRowKernel(x, /*first_row=*/0, rows, in, up, RowKernelLayout::kTokenMajor,
                  /*result_layout=*/RowKernelLayout::kFeatureMajor);
   std::vector<int64_t> inner_sizes = x.sizes().vec();

@@ -38,10 +38,12 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const 
 // down_weight, down_bias, residual) with act = `activation` (BERT's and GPT-2's MLP): x [..., in],
 // up_weight [inner, in], down_weight [out, inner], biases [inner] and [out] (either may be
 // undefined), residual [..., out] or undefined; returns a new [..., out] float32 tensor. Where the
-// row kernel runs both products (float32 weights, in and inner multiples of 16, at most
-// kRowKernelMaxRows rows), the [inner, rows] activations between them stay in its feature-major
-// layout, which skips transposing them out of the first product and back into the second;
-// otherwise it is the two Linear calls. Same sums as the two calls either way.
+// row kernel runs both products (float32 weights with in and inner multiples of 16, or bfloat16
+// weights with multiples of 32 where RowKernelBf16Applies; at most kRowKernelMaxRows rows), the
+// [inner, rows] activations between them stay in its feature-major layout (bfloat16 pairs for
+// bfloat16 weights, rounded as the second product would round them), which skips transposing them
+// out of the first product and back into the second; otherwise it is the two Linear calls. The
+// same bits as the two calls either way.
 torch::Tensor FeedForward(const torch::Tensor& x, const torch::Tensor& up_weight,
                           const torch::Tensor& up_bias, Activation activation,
                           const torch::Tensor& down_weight, const torch::Tensor& down_bias,

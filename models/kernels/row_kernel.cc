@@ -270,6 +270,34 @@ void FinishFeatureMajor(const float* sums, int64_t sums_stride, int64_t rows, in
   }
 }
 
+// FinishFeatureMajor for RowKernelLinearBf16: result[tile][(first + n) / 2][j] = the bfloat16 pair
+// (features first + n and first + n + 1, each activation(sums + bias) rounded to nearest even) of
+// token tile * kTileTokens + j, as PackInputBf16 lays out its input; `first` and `count` even.
+void FinishFeatureMajorPairs(const float* sums, int64_t sums_stride, int64_t rows, int64_t first,
+                             int64_t count, const RowKernelColumns& c) {
+  const int64_t vectors = (rows + 15) / 16;
+  auto* pairs = reinterpret_cast<uint32_t*>(c.result);
+  auto finish = [&](int64_t n, int64_t v) {
+    __m512 x = _mm512_add_ps(_mm512_loadu_ps(sums + n * sums_stride + 16 * v),
+                             _mm512_set1_ps(c.bias != nullptr ? c.bias[first + n] : 0.0f));
+    if (c.activation == Activation::kGelu) {
+      x = avx512::GeluErf(x);
+    } else if (c.activation == Activation::kGeluTanh) {
+      x = avx512::GeluTanh(x);
+    }
+    return _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x)));
+  };
+  for (int64_t n = 0; n < count; n += 2) {
+    for (int64_t v = 0; v < vectors; ++v) {
+      const __m512i pair = _mm512_or_si512(finish(n, v), _mm512_slli_epi32(finish(n + 1, v), 16));
+      const int64_t tile = 16 * v / kTileTokens;
+      _mm512_storeu_si512(
+          pairs + (tile * c.out / 2 + (first + n) / 2) * kTileTokens + 16 * v - tile * kTileTokens,
+          pair);
+    }
+  }
+}
+
 // A group of weight rows the kernel will multiply next: rows [n, n + kWeightRows) of `c`, inputs
 // from `first`. Its rows are prefetched into L2 while the group before it runs: they come from
 // memory.
@@ -294,6 +322,8 @@ template <typename Pack, typename Multiply>
 void DriveRowKernel(int64_t rows, int64_t in, int64_t pack_depth_scale, bool packs_input,
                     absl::Span<const RowKernelColumns> columns, const Pack& pack,
                     const Multiply& multiply) {
+  // The bfloat16 kernel (pack_depth_scale 2) writes a feature-major result in its input's pairs.
+  const bool bf16 = pack_depth_scale == 2;
   const int64_t tiles = (rows + kTileTokens - 1) / kTileTokens;
   const int64_t padded = tiles * kTileTokens;
   // Twice the rows, half the depth and chunk: the same cache footprint. The depth rounded down to
@@ -340,7 +370,9 @@ void DriveRowKernel(int64_t rows, int64_t in, int64_t pack_depth_scale, bool pac
         }
       }
     }
-    if (c.feature_major_result) {
+    if (c.feature_major_result && bf16) {
+      FinishFeatureMajorPairs(sums, padded, rows, begin, end - begin, c);
+    } else if (c.feature_major_result) {
       FinishFeatureMajor(sums, padded, rows, begin, end - begin, c);
     } else {
       WriteResult(sums, padded, rows, begin, end - begin, c);
@@ -423,22 +455,25 @@ void RowKernelLinear(const float* x, RowKernelLayout x_layout, int64_t rows, int
       });
 }
 
-void RowKernelLinearBf16(const float* x, int64_t rows, int64_t in,
+void RowKernelLinearBf16(const void* x, RowKernelLayout x_layout, int64_t rows, int64_t in,
                          absl::Span<const RowKernelColumns> columns) {
+  const bool feature_major = x_layout == RowKernelLayout::kFeatureMajor;
   // A pair of bfloat16 takes the bytes of one float: twice the depth in the same cache footprint.
   DriveRowKernel(
-      rows, in, /*pack_depth_scale=*/2, /*packs_input=*/true, columns,
+      rows, in, /*pack_depth_scale=*/2, /*packs_input=*/!feature_major, columns,
       [&](int64_t first, int64_t depth, int64_t tiles) {
+        if (feature_major) return;
         std::vector<uint32_t>& packed = ThreadWorkspace().packed_pairs;
         packed.resize(static_cast<size_t>(tiles * depth / 2 * kTileTokens));
-        PackInputBf16(x, rows, in, first, depth, packed.data());
+        PackInputBf16(static_cast<const float*>(x), rows, in, first, depth, packed.data());
       },
       [&](const RowKernelColumns& c, int64_t n, int weight_rows, int64_t first, int64_t depth,
           int64_t tile, float* sums, int64_t padded, bool accumulate, NextGroup next) {
+        const uint32_t* pairs =
+            feature_major ? static_cast<const uint32_t*>(x) + (tile * in + first) / 2 * kTileTokens
+                          : ThreadWorkspace().packed_pairs.data() + tile * depth / 2 * kTileTokens;
         KernelFor<Bf16Kernel>(weight_rows, TileVectors(rows, tile))(
-            c.weight_bf16 + n * in + first, in, depth,
-            ThreadWorkspace().packed_pairs.data() + tile * depth / 2 * kTileTokens, sums, padded,
-            accumulate,
+            c.weight_bf16 + n * in + first, in, depth, pairs, sums, padded, accumulate,
             next.c == nullptr ? nullptr : next.c->weight_bf16 + next.n * in + next.first);
       });
 }

@@ -58,7 +58,11 @@ struct RowKernelColumns {
   const uint16_t* weight_bf16 = nullptr;      // [out, in] bfloat16 bits, row-major
   // Result laid out feature-major (RowKernelLayout, n = out); then residual must be nullptr. Only
   // the tokens of whole vectors of 16 that hold one of the rows are written (the others of those
-  // vectors hold activation(bias)); the rest of each tile's rows is left as is.
+  // vectors hold activation(bias)); the rest of each tile's rows is left as is. From
+  // RowKernelLinearBf16 the feature-major result is its own input's layout, bfloat16 pairs:
+  // `result` points to [RowKernelPaddedRows(rows) / 64, out / 2, 64] uint32, element (t, p) the
+  // pair of features 2p (lower half) and 2p + 1 of token t, each rounded to nearest even (`out`,
+  // `begin` and `end` even).
   bool feature_major_result = false;
 };
 
@@ -86,10 +90,12 @@ bool HasAvx512Bf16();
 // multiple of 32, at most kRowKernelMaxRows rows.
 bool RowKernelBf16Applies(int64_t rows, int64_t in);
 
-// RowKernelLinear of a token-major x with each column's weight_bf16 in place of its weight, x
-// rounded to bfloat16 (round to nearest even) on the way in; float32 sums, bias, residual and
-// activation. Requires RowKernelBf16Applies(rows, in).
-void RowKernelLinearBf16(const float* x, int64_t rows, int64_t in,
+// RowKernelLinear with each column's weight_bf16 in place of its weight; float32 sums, bias,
+// residual and activation. x is token-major float32 [rows, in], rounded to bfloat16 (round to
+// nearest even) on the way in, or feature-major: the bfloat16 pairs a feature_major_result of this
+// function writes ([RowKernelPaddedRows(rows) / 64, in / 2, 64] uint32), multiplied as they are.
+// Requires RowKernelBf16Applies(rows, in).
+void RowKernelLinearBf16(const void* x, RowKernelLayout x_layout, int64_t rows, int64_t in,
                          absl::Span<const RowKernelColumns> columns);
 
 // Whether RowKernelScores and RowKernelContext run on this CPU (HasAvx512()) for heads of

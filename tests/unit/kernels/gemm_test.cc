@@ -186,6 +186,42 @@ TEST_P(FeedForwardTest, MatchesTwoTorchLinearsAroundTheActivation) {
   EXPECT_LT((f64(got) - expected).abs().max().item<double>(), kTolerance);
 }
 
+TEST_P(FeedForwardTest, Bfloat16GivesTheBitsOfTheTwoLinears) {
+  // With bfloat16 weights the row kernel keeps the inner activations as the bfloat16 pairs the
+  // second product multiplies, rounded where the second Linear would round them: the same bits.
+  if (!HasAvx512Bf16()) GTEST_SKIP() << "no AVX512_BF16: Linear rounds and multiplies on oneDNN";
+  ConfigureIntraOpThreads(/*num_threads=*/2);
+  torch::manual_seed(19);
+  const auto [rows, in, inner, out] = GetParam();
+  const torch::Tensor x = torch::randn({1, rows, in});
+  const torch::Tensor up_weight =
+      (torch::randn({inner, in}) / std::sqrt(static_cast<double>(in))).to(torch::kBFloat16);
+  const torch::Tensor up_bias = torch::randn({inner});
+  const torch::Tensor down_weight =
+      (torch::randn({out, inner}) / std::sqrt(static_cast<double>(inner))).to(torch::kBFloat16);
+  const torch::Tensor down_bias = torch::randn({out});
+  const torch::Tensor residual = torch::randn({1, rows, out});
+  for (const Activation activation : {Activation::kGelu, Activation::kGeluTanh}) {
+    const torch::Tensor expected =
+        Linear(Linear(x, up_weight, up_bias, /*residual=*/torch::Tensor(), activation), down_weight,
+               down_bias, residual);
+    EXPECT_TRUE(torch::equal(
+        FeedForward(x, up_weight, up_bias, activation, down_weight, down_bias, residual), expected))
+        << (activation == Activation::kGelu ? "gelu" : "gelu tanh");
+  }
+  // Against float64 of the rounded operands: the inner activations are rounded to bfloat16 once.
+  auto f64 = [](const torch::Tensor& t) { return t.to(torch::kFloat64); };
+  auto rounded = [](const torch::Tensor& t) { return t.to(torch::kBFloat16).to(torch::kFloat64); };
+  const torch::Tensor inner_expected =
+      torch::gelu(torch::linear(rounded(x), f64(up_weight), f64(up_bias)));
+  const torch::Tensor expected =
+      torch::linear(rounded(inner_expected), f64(down_weight), f64(down_bias)) + f64(residual);
+  const torch::Tensor got =
+      FeedForward(x, up_weight, up_bias, Activation::kGelu, down_weight, down_bias, residual);
+  // One bfloat16 rounding of an inner activation can still flip (float32 sums near a tie).
+  EXPECT_LT((f64(got) - expected).abs().max().item<double>(), 1e-2);
+}
+
 // A request batched with others (more rows beside its own, up to the row kernel's 256) gets
 // exactly the bits it gets alone, from Linear, LinearGroup and FeedForward, in float32 and
 // bfloat16: the products sum every row in the same order whatever the row count.
