@@ -214,6 +214,10 @@ struct Bf16Kernel {
 };
 
 // result[t][first + n] = sums[n][t] + bias + residual, or GELU of that, for n < count, every row t.
+// Whole aligned lines go out as streaming stores: the result is read next by another stage, after
+// the weights streamed through the cache have evicted it anyway, and a normal store first reads
+// each line from memory (the forward took about 1% less time in passes alternating inside one
+// process). The caller fences them (_mm_sfence) before the result is read.
 void WriteResult(const float* sums, int64_t sums_stride, int64_t rows, int64_t first, int64_t count,
                  const RowKernelColumns& c) {
   // Row blocks outermost: each result row is written as one run of consecutive lines.
@@ -242,7 +246,11 @@ void WriteResult(const float* sums, int64_t sums_stride, int64_t rows, int64_t f
         } else if (c.activation == Activation::kGeluTanh) {
           v = avx512::GeluTanh(v);
         }
-        _mm512_mask_storeu_ps(c.result + offset, mask, v);
+        if (width == 16 && reinterpret_cast<uintptr_t>(c.result + offset) % 64 == 0) {
+          _mm512_stream_ps(c.result + offset, v);
+        } else {
+          _mm512_mask_storeu_ps(c.result + offset, mask, v);
+        }
       }
     }
   }
@@ -414,7 +422,12 @@ void DriveRowKernel(int64_t rows, int64_t in, int64_t pack_depth_scale, bool pac
             offset += width;
           }
           claim_next();
-          if (!has_next) return;
+          if (!has_next) {
+            // WriteResult's streaming stores are weakly ordered: make them visible before the
+            // region ends and another thread reads the result.
+            _mm_sfence();
+            return;
+          }
           begin = next_begin;
           end = next_end;
         }
