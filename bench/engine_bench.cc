@@ -257,9 +257,10 @@ int Run(const BenchOptions& options) {
   // engine's passes: a second process spinning beside the engine would slow both. Each side's
   // timed passes follow kWarmupPasses untimed ones in every round: the first engine pass after the
   // other side's round ran 74-84 ms where the rest ran 62-70, and a new ONNX Runtime session's
-  // third and fourth runs 101-130 ms where the rest ran 78-92.
+  // third and fourth runs 101-130 ms where the rest ran 78-92 (at 512 tokens its first five
+  // 700-960 ms where the rest ran 360-550).
   constexpr int kRounds = 5;
-  constexpr int kWarmupPasses = 4;
+  constexpr int kWarmupPasses = 8;
   const int per_round = std::max(1, options.repeats / kRounds);
   const std::string onnxruntime_command =
       "NODE_PATH='" + options.onnxruntime + "/node_modules' '" ATTNSCOPE_NODE "' '" +

@@ -1,14 +1,15 @@
 // ONNX Runtime's CPU forward of the model bench/eager_reference.py exported (--onnx), for
-// bench/engine_bench: times `--repeats` runs after `--warmup` untimed ones (4 unless given) and
+// bench/engine_bench: times `--repeats` runs after `--warmup` untimed ones (8 unless given) and
 // prints one JSON line with the median and minimum and the same output values the eager reference
 // prints, so that the engine can be checked against it.
 //
 //   node onnxruntime_reference.js --model DIR/model-128.onnx --ids DIR/input_ids.json \
-//     --threads 2 --repeats 5 --warmup 4
+//     --threads 2 --repeats 5 --warmup 8
 //
-// Why four: a new session's third and fourth runs still took 101-130 ms where the later ones took
-// 78-92 (BERT base at 128 tokens, two threads); timing from the third run on counted that warm-up
-// in ONNX Runtime's median.
+// Why eight: a new session's third and fourth runs still took 101-130 ms where the later ones took
+// 78-92 (BERT base at 128 tokens, two threads), and at 512 tokens its first five took 700-960 ms
+// where the later ones took 360-550; timing from the third run on counted that warm-up in ONNX
+// Runtime's median.
 //
 // The session takes every graph optimisation ONNX Runtime has (its default, "all") and as many
 // intra-op threads as the engine, one inter-op thread (the graph is one sequence of operators).
@@ -17,7 +18,7 @@ const fs = require('fs');
 const ort = require('onnxruntime-node');
 
 function flags(argv) {
-  const out = {threads: 1, repeats: 5, warmup: 4};
+  const out = {threads: 1, repeats: 5, warmup: 8};
   for (let i = 0; i < argv.length; i += 2) {
     const name = argv[i].replace(/^--/, '');
     if (!['model', 'ids', 'threads', 'repeats', 'warmup'].includes(name) || i + 1 >= argv.length) {
