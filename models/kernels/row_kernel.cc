@@ -327,13 +327,14 @@ struct NextGroup {
 // packs inputs [first, first + depth) of every tile into the calling thread's workspace (a no-op
 // for a feature-major input, `packs_input` false); multiply(c, n, weight_rows, first, depth, tile,
 // sums, padded, accumulate, next) adds one tile's products with weight rows [n, n + weight_rows)
-// of `c` to `sums`, prefetching the rows of `next`.
+// of `c` to `sums`, prefetching the rows of `next`. `bf16`: the inputs are packed as bfloat16
+// pairs, and a feature-major result is written in those pairs (FinishFeatureMajorPairs).
 template <typename Pack, typename Multiply>
-void DriveRowKernel(int64_t rows, int64_t in, int64_t pack_depth_scale, bool packs_input,
+void DriveRowKernel(int64_t rows, int64_t in, bool bf16, bool packs_input,
                     absl::Span<const RowKernelColumns> columns, const Pack& pack,
                     const Multiply& multiply) {
-  // The bfloat16 kernel (pack_depth_scale 2) writes a feature-major result in its input's pairs.
-  const bool bf16 = pack_depth_scale == 2;
+  // A pair of bfloat16 takes the bytes of one float: twice the depth in the same cache footprint.
+  const int64_t pack_depth_scale = bf16 ? 2 : 1;
   const int64_t tiles = (rows + kTileTokens - 1) / kTileTokens;
   const int64_t padded = tiles * kTileTokens;
   // Twice the rows, half the depth and chunk: the same cache footprint. The depth rounded down to
@@ -451,7 +452,7 @@ void RowKernelLinear(const float* x, RowKernelLayout x_layout, int64_t rows, int
   const bool feature_major = x_layout == RowKernelLayout::kFeatureMajor;
   // A feature-major input is already the transposed input the kernel reads.
   DriveRowKernel(
-      rows, in, /*pack_depth_scale=*/1, /*packs_input=*/!feature_major, columns,
+      rows, in, /*bf16=*/false, /*packs_input=*/!feature_major, columns,
       [&](int64_t first, int64_t depth, int64_t tiles) {
         if (feature_major) return;
         std::vector<float>& packed = ThreadWorkspace().packed;
@@ -473,9 +474,8 @@ void RowKernelLinear(const float* x, RowKernelLayout x_layout, int64_t rows, int
 void RowKernelLinearBf16(const void* x, RowKernelLayout x_layout, int64_t rows, int64_t in,
                          absl::Span<const RowKernelColumns> columns) {
   const bool feature_major = x_layout == RowKernelLayout::kFeatureMajor;
-  // A pair of bfloat16 takes the bytes of one float: twice the depth in the same cache footprint.
   DriveRowKernel(
-      rows, in, /*pack_depth_scale=*/2, /*packs_input=*/!feature_major, columns,
+      rows, in, /*bf16=*/true, /*packs_input=*/!feature_major, columns,
       [&](int64_t first, int64_t depth, int64_t tiles) {
         if (feature_major) return;
         std::vector<uint32_t>& packed = ThreadWorkspace().packed_pairs;
