@@ -105,15 +105,33 @@ void ForEachShare(const std::vector<Product>& products, int64_t begin, int64_t e
   }
 }
 
+// The rows of `rows` that the row kernel takes in one call: all of them up to kRowKernelMaxRows,
+// blocks of kRowKernelBlockRows beyond (of kRowKernelMaxRows for bfloat16 weights, which are half
+// the bytes to read again: blocks of 128 rows were no faster at 512 tokens).
+int64_t RowBlock(int64_t rows, bool bf16) {
+  if (rows <= kRowKernelMaxRows) return rows;
+  return bf16 ? kRowKernelMaxRows : kRowKernelBlockRows;
+}
+
+// Calls run(first_row, block_rows) for consecutive blocks of RowBlock(rows, bf16) rows.
+template <typename Run>
+void ForEachRowBlock(int64_t rows, bool bf16, const Run& run) {
+  const int64_t block = RowBlock(rows, bf16);
+  for (int64_t first_row = 0; first_row < rows; first_row += block) {
+    run(first_row, std::min(block, rows - first_row));
+  }
+}
+
 // Runs the products of rows [first_row, first_row + rows) of x [..., in] on RowKernelLinear, or on
-// RowKernelLinearBf16 when the weights are bfloat16. A feature-major x (RowKernelLayout; bfloat16
-// pairs for bfloat16 weights) is read from its first row; a feature-major result is written in
-// that layout.
+// RowKernelLinearBf16 when the weights are bfloat16, into the same rows of each result (adding the
+// same rows of each residual). A feature-major x or result (RowKernelLayout; bfloat16 pairs for
+// bfloat16 weights) holds only those rows, from its start.
 void RunOnRowKernel(const torch::Tensor& x, int64_t first_row, int64_t rows, int64_t in,
                     const std::vector<Product>& products,
                     RowKernelLayout x_layout = RowKernelLayout::kTokenMajor,
                     RowKernelLayout result_layout = RowKernelLayout::kTokenMajor) {
   const bool bf16 = products[0].weight.scalar_type() == torch::kBFloat16;
+  const bool feature_major_result = result_layout == RowKernelLayout::kFeatureMajor;
   std::vector<RowKernelColumns> all;
   for (const Product& p : products) {
     const int64_t out = p.weight.size(0);
@@ -121,18 +139,19 @@ void RunOnRowKernel(const torch::Tensor& x, int64_t first_row, int64_t rows, int
     RowKernelColumns c{bf16 ? nullptr : p.weight.data_ptr<float>(),
                        p.bias.defined() ? p.bias.data_ptr<float>() : nullptr,
                        p.residual.defined() ? p.residual.data_ptr<float>() + offset : nullptr,
-                       p.result.data_ptr<float>() + offset,
+                       p.result.data_ptr<float>() + (feature_major_result ? 0 : offset),
                        out,
                        /*begin=*/0,
                        /*end=*/out,
                        p.activation};
-    c.feature_major_result = result_layout == RowKernelLayout::kFeatureMajor;
+    c.feature_major_result = feature_major_result;
     if (bf16) {
       c.weight_bf16 = reinterpret_cast<const uint16_t*>(p.weight.data_ptr<at::BFloat16>());
     }
     all.push_back(c);
   }
-  const float* x_data = x.data_ptr<float>() + first_row * in;
+  const float* x_data =
+      x.data_ptr<float>() + (x_layout == RowKernelLayout::kTokenMajor ? first_row * in : 0);
   if (bf16) {
     RowKernelLinearBf16(x_data, x_layout, rows, in, all);
   } else {
@@ -192,16 +211,15 @@ void RunOnOneDnn(const torch::Tensor& x, int64_t rows, int64_t in,
   }
 }
 
-// bfloat16 weights: the row kernel in blocks of up to kRowKernelMaxRows rows (each block reads the
-// weights once more, which at bfloat16's half size still beats oneDNN's repacking). Where the
-// kernel does not apply (an input width that is no multiple of 32), the same arithmetic in
-// float32 on oneDNN: the input and the weights rounded to bfloat16, then multiplied exactly.
+// bfloat16 weights: the row kernel (in blocks, ForEachRowBlock). Where it does not apply (an input
+// width that is no multiple of 32), the same arithmetic in float32 on oneDNN: the input and the
+// weights rounded to bfloat16, then multiplied exactly.
 void RunBf16Products(const torch::Tensor& x, int64_t rows, int64_t in,
                      const std::vector<Product>& products) {
-  if (RowKernelBf16Applies(std::min(rows, kRowKernelMaxRows), in)) {
-    for (int64_t first_row = 0; first_row < rows; first_row += kRowKernelMaxRows) {
-      RunOnRowKernel(x, first_row, std::min(kRowKernelMaxRows, rows - first_row), in, products);
-    }
+  if (RowKernelBf16Applies(RowBlock(rows, /*bf16=*/true), in)) {
+    ForEachRowBlock(rows, /*bf16=*/true, [&](int64_t first_row, int64_t block_rows) {
+      RunOnRowKernel(x, first_row, block_rows, in, products);
+    });
     return;
   }
   std::vector<Product> widened = products;
@@ -220,8 +238,10 @@ void RunProducts(const torch::Tensor& x, const std::vector<Product>& products) {
   }
   if (dtype == torch::kBFloat16) {
     RunBf16Products(x, rows, in, products);
-  } else if (RowKernelApplies(rows, in)) {
-    RunOnRowKernel(x, /*first_row=*/0, rows, in, products);
+  } else if (RowKernelApplies(RowBlock(rows, /*bf16=*/false), in)) {
+    ForEachRowBlock(rows, /*bf16=*/false, [&](int64_t first_row, int64_t block_rows) {
+      RunOnRowKernel(x, first_row, block_rows, in, products);
+    });
   } else {
     RunOnOneDnn(x, rows, in, products);
   }
@@ -253,31 +273,35 @@ torch::Tensor FeedForward(const torch::Tensor& x, const torch::Tensor& up_weight
   const int64_t rows = in > 0 ? x.numel() / in : 0;
   const int64_t inner = up_weight.size(0);
   const torch::ScalarType dtype = up_weight.scalar_type();
+  const bool bf16 = dtype == torch::kBFloat16;
+  const int64_t block = RowBlock(rows, bf16);
   const bool fused =
       x.is_contiguous() && down_weight.scalar_type() == dtype &&
-      (dtype == torch::kFloat32 ? RowKernelApplies(rows, in) && RowKernelApplies(rows, inner)
+      (dtype == torch::kFloat32 ? RowKernelApplies(block, in) && RowKernelApplies(block, inner)
        : dtype == torch::kBFloat16
-           ? RowKernelBf16Applies(rows, in) && RowKernelBf16Applies(rows, inner)
+           ? RowKernelBf16Applies(block, in) && RowKernelBf16Applies(block, inner)
            : false);
   if (!fused) {
     return Linear(Linear(x, up_weight, up_bias, /*residual=*/torch::Tensor(), activation),
                   down_weight, down_bias, residual);
   }
-  // The inner activations stay in the kernel's own feature-major layout between the two products
-  // (in bfloat16 pairs for bfloat16 weights: half the floats, each holding two).
+  // The inner activations of a block of rows stay in the kernel's own feature-major layout between
+  // the two products (in bfloat16 pairs for bfloat16 weights: half the floats, each holding two).
   CheckWeight(up_weight, in);
   const int64_t inner_floats = dtype == torch::kBFloat16 ? inner / 2 : inner;
   const std::vector<Product> up = {
       {up_weight, up_bias, /*residual=*/torch::Tensor(),
-       torch::empty({RowKernelPaddedRows(rows) * inner_floats}, x.options()), activation}};
-  RunOnRowKernel(x, /*first_row=*/0, rows, in, up, RowKernelLayout::kTokenMajor,
-                 /*result_layout=*/RowKernelLayout::kFeatureMajor);
+       torch::empty({RowKernelPaddedRows(block) * inner_floats}, x.options()), activation}};
   std::vector<int64_t> inner_sizes = x.sizes().vec();
   inner_sizes.back() = inner;
   const std::vector<Product> down = {
       MakeProduct(inner_sizes, x.options(), down_weight, down_bias, residual, Activation::kNone)};
-  RunOnRowKernel(up[0].result, /*first_row=*/0, rows, inner, down,
-                 /*x_layout=*/RowKernelLayout::kFeatureMajor);
+  ForEachRowBlock(rows, bf16, [&](int64_t first_row, int64_t block_rows) {
+    RunOnRowKernel(x, first_row, block_rows, in, up, RowKernelLayout::kTokenMajor,
+                   /*result_layout=*/RowKernelLayout::kFeatureMajor);
+    RunOnRowKernel(up[0].result, first_row, block_rows, inner, down,
+                   /*x_layout=*/RowKernelLayout::kFeatureMajor);
+  });
   return down[0].result;
 }
 

@@ -2,8 +2,9 @@
 // LibTorch itself links): it reads row-major operands with arbitrary leading dimensions, so
 // attention heads are multiplied in place inside the [token, hidden] projections without permute
 // copies, and its AVX-512 kernels outrun the AVX2 OpenBLAS kernels that torch::mm reaches. Linear
-// runs the projections of one request (up to 256 rows) on models/kernels/row_kernel.h where the CPU
-// has AVX-512, which reads the weights without repacking them, and on oneDNN otherwise.
+// runs the projections on models/kernels/row_kernel.h where the CPU has AVX-512 (up to 256 rows in
+// one call, blocks of 128 beyond), which reads the weights without repacking them, and on oneDNN
+// otherwise.
 #ifndef ATTNSCOPE_MODELS_GEMM_H_
 #define ATTNSCOPE_MODELS_GEMM_H_
 
@@ -39,11 +40,12 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const 
 // up_weight [inner, in], down_weight [out, inner], biases [inner] and [out] (either may be
 // undefined), residual [..., out] or undefined; returns a new [..., out] float32 tensor. Where the
 // row kernel runs both products (float32 weights with in and inner multiples of 16, or bfloat16
-// weights with multiples of 32 where RowKernelBf16Applies; at most kRowKernelMaxRows rows), the
-// [inner, rows] activations between them stay in its feature-major layout (bfloat16 pairs for
-// bfloat16 weights, rounded as the second product would round them), which skips transposing them
-// out of the first product and back into the second; otherwise it is the two Linear calls. The
-// same bits as the two calls either way.
+// weights with multiples of 32 where RowKernelBf16Applies), it runs both on each block of rows it
+// takes in one call (all rows up to kRowKernelMaxRows, kRowKernelBlockRows beyond), and the
+// block's [inner, rows] activations between them stay in its feature-major layout (bfloat16 pairs
+// for bfloat16 weights, rounded as the second product would round them), which skips transposing
+// them out of the first product and back into the second; otherwise it is the two Linear calls.
+// The same bits as the two calls either way.
 torch::Tensor FeedForward(const torch::Tensor& x, const torch::Tensor& up_weight,
                           const torch::Tensor& up_bias, Activation activation,
                           const torch::Tensor& down_weight, const torch::Tensor& down_bias,

@@ -40,9 +40,16 @@ namespace attnscope {
 // inner activations) skips both the transposition back and the one in.
 enum class RowKernelLayout { kTokenMajor, kFeatureMajor };
 
-// Beyond this many rows the transposed input no longer stays in the core's L2 cache, and oneDNN's
-// packed kernels win.
+// The most rows one call takes: beyond them the transposed input no longer stays in the core's L2
+// cache.
 inline constexpr int64_t kRowKernelMaxRows = 256;
+
+// Where a request has more than kRowKernelMaxRows rows, Linear and FeedForward (gemm.h) call
+// RowKernelLinear on blocks of this many, each reading the weights again (RowKernelLinearBf16 on
+// blocks of kRowKernelMaxRows). A BERT-base forward at 512 tokens took 4.5% less time so than
+// with oneDNN's packed kernels, and 3.7% less than with blocks of 256 rows; blocks of 64 or 192
+// rows were slower (bench/README.md). A row's result is the same in any block.
+inline constexpr int64_t kRowKernelBlockRows = 128;
 
 // Output columns [begin, end) of one product: result[t, n] = sum_k x[t, k] * weight[n, k]
 // + bias[n] + residual[t, n] for every row t, then `activation`.

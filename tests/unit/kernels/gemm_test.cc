@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "models/kernels/row_kernel.h"
@@ -222,9 +224,10 @@ TEST_P(FeedForwardTest, Bfloat16GivesTheBitsOfTheTwoLinears) {
   EXPECT_LT((f64(got) - expected).abs().max().item<double>(), 1e-2);
 }
 
-// A request batched with others (more rows beside its own, up to the row kernel's 256) gets
-// exactly the bits it gets alone, from Linear, LinearGroup and FeedForward, in float32 and
-// bfloat16: the products sum every row in the same order whatever the row count.
+// A request batched with others (more rows beside its own, up to the row kernel's 256 in one call
+// and in blocks of 128 beyond) gets exactly the bits it gets alone, from Linear, LinearGroup and
+// FeedForward, in float32 and bfloat16: the products sum every row in the same order whatever the
+// row count and wherever the row lies.
 TEST(RowCountTest, ARowsResultDoesNotDependOnTheRowsBesideIt) {
   if (!RowKernelApplies(/*rows=*/256, /*in=*/768)) {
     GTEST_SKIP() << "oneDNN (the portable path) blocks its sums by the row count";
@@ -239,24 +242,32 @@ TEST(RowCountTest, ARowsResultDoesNotDependOnTheRowsBesideIt) {
   const torch::Tensor down_weight =
       torch::randn({in, inner}) / std::sqrt(static_cast<double>(inner));
   const torch::Tensor down_bias = torch::randn({in});
-  for (const int64_t others : {0, 47, 113, 239}) {
-    // The 17 rows first, then `others` rows of other requests: 17 to 256 rows in all.
+  // Rows of other requests before and after the 17: 17 to 256 rows in one call, then 257 (two
+  // blocks of 128 and one row), and 512 with the 17 across the boundary of the third block.
+  const std::vector<std::pair<int64_t, int64_t>> others = {{0, 0},   {0, 47},  {30, 113},
+                                                           {0, 239}, {0, 240}, {370, 125}};
+  for (const auto& [before, after] : others) {
     const torch::Tensor batch =
-        torch::cat({alone, torch::randn({1, others, in})}, /*dim=*/1).contiguous();
-    auto own_rows = [](const torch::Tensor& t) { return t.narrow(/*dim=*/1, 0, 17); };
+        torch::cat({torch::randn({1, before, in}), alone, torch::randn({1, after, in})},
+                   /*dim=*/1)
+            .contiguous();
+    auto own_rows = [before = before](const torch::Tensor& t) {
+      return t.narrow(/*dim=*/1, before, 17);
+    };
+    const std::string rows = std::to_string(before) + " + 17 + " + std::to_string(after) + " rows";
     for (const bool bf16 : {false, true}) {
       const torch::Tensor up = bf16 ? up_weight.to(torch::kBFloat16) : up_weight;
       const torch::Tensor down = bf16 ? down_weight.to(torch::kBFloat16) : down_weight;
       if (bf16 && !HasAvx512Bf16()) continue;
       EXPECT_TRUE(torch::equal(own_rows(Linear(batch, up, up_bias)), Linear(alone, up, up_bias)))
-          << "Linear, " << others << " other rows, bfloat16 " << bf16;
+          << "Linear, " << rows << ", bfloat16 " << bf16;
       EXPECT_TRUE(torch::equal(own_rows(LinearGroup(batch, {up, up}, {up_bias, up_bias})[1]),
                                LinearGroup(alone, {up, up}, {up_bias, up_bias})[1]))
-          << "LinearGroup, " << others << " other rows, bfloat16 " << bf16;
+          << "LinearGroup, " << rows << ", bfloat16 " << bf16;
       EXPECT_TRUE(torch::equal(
           own_rows(FeedForward(batch, up, up_bias, Activation::kGelu, down, down_bias, batch)),
           FeedForward(alone, up, up_bias, Activation::kGelu, down, down_bias, alone)))
-          << "FeedForward, " << others << " other rows, bfloat16 " << bf16;
+          << "FeedForward, " << rows << ", bfloat16 " << bf16;
     }
   }
 }
@@ -272,9 +283,11 @@ INSTANTIATE_TEST_SUITE_P(
                     // Over 128 rows the second product sums its depth in blocks.
                     std::make_tuple(int64_t{200}, int64_t{64}, int64_t{3072}, int64_t{32}),
                     std::make_tuple(int64_t{256}, int64_t{32}, int64_t{128}, int64_t{48}),
-                    // Shapes the row kernel leaves to oneDNN: too many rows, an input or inner
-                    // width that is no multiple of 16.
+                    // Over 256 rows, in blocks of 128: a last block of one row, and of 44.
                     std::make_tuple(int64_t{257}, int64_t{32}, int64_t{128}, int64_t{48}),
+                    std::make_tuple(int64_t{300}, int64_t{64}, int64_t{3072}, int64_t{32}),
+                    // Shapes the row kernel leaves to oneDNN: an input or inner width that is no
+                    // multiple of 16.
                     std::make_tuple(int64_t{3}, int64_t{40}, int64_t{50}, int64_t{7}),
                     std::make_tuple(int64_t{5}, int64_t{32}, int64_t{50}, int64_t{7})));
 
@@ -287,11 +300,12 @@ INSTANTIATE_TEST_SUITE_P(
                     std::make_tuple(int64_t{9}, int64_t{32}, int64_t{100}),   // too narrow to split
                     std::make_tuple(int64_t{4}, int64_t{16}, int64_t{1}),     // classifier logit
                     // Row kernel edges: a depth over the kernel's input block at 200 rows, the
-                    // most rows it takes and one more, partial tiles and weight-row blocks, and an
-                    // input size it leaves to oneDNN.
+                    // most rows it takes in one call and one more (blocks of 128), 512 rows,
+                    // partial tiles and weight-row blocks, and an input size it leaves to oneDNN.
                     std::make_tuple(int64_t{200}, int64_t{3072}, int64_t{768}),
                     std::make_tuple(int64_t{256}, int64_t{768}, int64_t{96}),
                     std::make_tuple(int64_t{257}, int64_t{768}, int64_t{96}),
+                    std::make_tuple(int64_t{512}, int64_t{3072}, int64_t{768}),
                     std::make_tuple(int64_t{17}, int64_t{48}, int64_t{23}),
                     std::make_tuple(int64_t{3}, int64_t{40}, int64_t{50})));
 
