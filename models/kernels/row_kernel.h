@@ -46,7 +46,7 @@ inline constexpr int64_t kRowKernelMaxRows = 256;
 
 // Where a request has more than kRowKernelMaxRows rows, Linear and FeedForward (gemm.h) call
 // RowKernelLinear on blocks of this many, each reading the weights again (RowKernelLinearBf16 on
-// blocks of kRowKernelMaxRows). A BERT-base forward at 512 tokens took 4.5% less time so than
+// blocks of kRowKernelMaxRows). A BERT-base forward at 512 tokens took 2.5-4.8% less time so than
 // with oneDNN's packed kernels, and 3.7% less than with blocks of 256 rows; blocks of 64 or 192
 // rows were slower (bench/README.md). A row's result is the same in any block.
 inline constexpr int64_t kRowKernelBlockRows = 128;
