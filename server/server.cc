@@ -54,8 +54,8 @@ constexpr absl::Duration kDrainSettleTime = absl::Milliseconds(250);
 // After the grace period, how long gRPC calls get to stop with their own message before gRPC
 // cancels them.
 constexpr absl::Duration kGrpcLastWords = absl::Milliseconds(500);
-// How long the process stays after its calls are done, within the grace, for clients to read
-// their last bytes (RunServer). A client of a 144 MiB attention stream (BERT-base shape, 512
+// How long the process stays after its last answer was written, within the grace, for clients to
+// read their last bytes (RunServer). A client of a 144 MiB attention stream (BERT-base shape, 512
 // tokens) was still reading 500 ms after the server had sent it all, about one exit in ten.
 constexpr absl::Duration kLastBytesLinger = absl::Seconds(2);
 // How often a serving process looks at whether to give the memory that its freed allocations left
@@ -560,9 +560,12 @@ absl::Status RunServer(const ServerOptions& options) {
   server->Wait();
   // A call is done for gRPC once its last bytes are in the socket, not read. Exiting then closes
   // the socket while the client may still be reading them and sending window updates: the client
-  // got "Broken pipe" instead of the end of a stream that had completed. A moment inside the grace
-  // lets clients take what was sent.
-  absl::SleepFor(std::clamp(deadline - absl::Now(), absl::ZeroDuration(), kLastBytesLinger));
+  // got "Broken pipe" instead of the end of a stream that had completed. A moment after the last
+  // answer's write, inside the grace, lets clients take what was sent; a server that has written
+  // nothing for that long (idle) exits at once, where it used to wait the whole moment.
+  absl::SleepFor(
+      std::clamp(std::min(deadline, core.LastAnswerReleased() + kLastBytesLinger) - absl::Now(),
+                 absl::ZeroDuration(), kLastBytesLinger));
   // Waits for the HTTP calls, cancelled at the deadline if still running.
   http.reset();
   std::fprintf(stderr, "attnscope-server: stopped\n");

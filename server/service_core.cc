@@ -153,6 +153,10 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
   return status;
 }
 
+absl::Time ServiceCore::LastAnswerReleased() const {
+  return ready_.load() ? runner_->LastAnswerReleased() : absl::InfinitePast();
+}
+
 void ServiceCore::RecordUnparsed(absl::string_view rpc, absl::string_view transport,
                                  double seconds) const {
   metrics_->RecordRequest(rpc, transport, "", "INVALID_ARGUMENT", seconds);

@@ -133,6 +133,9 @@ class ServiceCore {
   // hold before the models are loaded. RESOURCE_EXHAUSTED naming the flag when the answers held
   // would take the total over it.
   absl::StatusOr<ByteBudget::Hold> HoldAnswerBytes(int64_t bytes, absl::string_view what) const;
+  // When the last answer held by HoldAnswerBytes or computed finished (absl::InfinitePast() if
+  // none has, or before the models are loaded): how long ago a client may still have been reading.
+  absl::Time LastAnswerReleased() const;
   // An HTTP request refused before any method ran because every HTTP thread was busy and
   // --max_concurrent_requests more waited: counted as the concurrency limit's rejection.
   void RecordBusy() const;

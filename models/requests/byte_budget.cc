@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace attnscope {
 
@@ -31,10 +32,17 @@ int64_t ByteBudget::held() const {
   return held_;
 }
 
+absl::Time ByteBudget::last_release() const {
+  absl::MutexLock lock(&mutex_);
+  return last_release_;
+}
+
 void ByteBudget::Release(int64_t bytes) {
+  const absl::Time now = absl::Now();
   absl::MutexLock lock(&mutex_);
   held_ -= bytes;
   --holds_;
+  last_release_ = now;
 }
 
 }  // namespace attnscope

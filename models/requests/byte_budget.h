@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace attnscope {
 
@@ -36,6 +37,9 @@ class ByteBudget {
   absl::StatusOr<Hold> Reserve(int64_t bytes, absl::string_view what);
   // Bytes reserved now.
   int64_t held() const;
+  // When a reservation last went back (absl::InfinitePast() before any): for a server's answer
+  // budget, when its last answer finished being written.
+  absl::Time last_release() const;
 
  private:
   void Release(int64_t bytes);
@@ -45,6 +49,7 @@ class ByteBudget {
   mutable absl::Mutex mutex_;
   int64_t held_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t holds_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::Time last_release_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
 };
 
 }  // namespace attnscope

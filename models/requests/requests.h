@@ -144,6 +144,9 @@ class RequestRunner {
   absl::StatusOr<ByteBudget::Hold> ReserveAnswerBytes(int64_t bytes, absl::string_view what) const {
     return answer_budget_.Reserve(bytes, what);
   }
+  // When the answer budget's last reservation went back (absl::InfinitePast() before any): the
+  // end of the last answer's write, or of an answer that was never written.
+  absl::Time LastAnswerReleased() const { return answer_budget_.last_release(); }
 
  private:
   // ResourceExhausted naming --max_call_tokens when `token_passes` (what `work` describes, e.g.
