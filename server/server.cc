@@ -564,7 +564,7 @@ absl::Status RunServer(const ServerOptions& options) {
   // answer's write, inside the grace, lets clients take what was sent; a server that has written
   // nothing for that long (idle) exits at once, where it used to wait the whole moment.
   absl::SleepFor(
-      std::clamp(std::min(deadline, core.LastAnswerReleased() + kLastBytesLinger) - absl::Now(),
+      std::clamp(std::min(deadline, core.LastAnswerEnd() + kLastBytesLinger) - absl::Now(),
                  absl::ZeroDuration(), kLastBytesLinger));
   // Waits for the HTTP calls, cancelled at the deadline if still running.
   http.reset();

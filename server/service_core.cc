@@ -1,10 +1,14 @@
 #include "server/service_core.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "models/requests/requests.h"
 #include "server/proto_convert.h"
@@ -146,6 +150,7 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
     }
   }
   inflight_.fetch_sub(1);
+  last_call_end_nanos_.store(absl::ToUnixNanos(absl::Now()));
   metrics_->inflight().Decrement();
   metrics_->RecordRequest(rpc, call.transport, ModelLabel(model),
                           absl::StatusCodeToString(status.code()),
@@ -153,8 +158,12 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
   return status;
 }
 
-absl::Time ServiceCore::LastAnswerReleased() const {
-  return ready_.load() ? runner_->LastAnswerReleased() : absl::InfinitePast();
+absl::Time ServiceCore::LastAnswerEnd() const {
+  const int64_t call_end = last_call_end_nanos_.load();
+  const absl::Time method_end = call_end == std::numeric_limits<int64_t>::min()
+                                    ? absl::InfinitePast()
+                                    : absl::FromUnixNanos(call_end);
+  return ready_.load() ? std::max(method_end, runner_->LastAnswerReleased()) : method_end;
 }
 
 void ServiceCore::RecordUnparsed(absl::string_view rpc, absl::string_view transport,
