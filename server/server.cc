@@ -562,7 +562,7 @@ absl::Status RunServer(const ServerOptions& options) {
   // the socket while the client may still be reading them and sending window updates: the client
   // got "Broken pipe" instead of the end of a stream that had completed. A moment after the last
   // answer's write, inside the grace, lets clients take what was sent; a server that has written
-  // nothing for that long (idle) exits at once, where it used to wait the whole moment.
+  // nothing for that long (idle) exits at once.
   absl::SleepFor(
       std::clamp(std::min(deadline, core.LastAnswerEnd() + kLastBytesLinger) - absl::Now(),
                  absl::ZeroDuration(), kLastBytesLinger));
