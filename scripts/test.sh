@@ -58,5 +58,9 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 GTEST_FILTER='-SentencePieceTokenizerTest.*:MarianTokenizerTest.*:T5TokenizerTest.*'
 GTEST_FILTER+=':ConfigTest.MarianIsServed:ConfigTest.T5IsServed:Tokenizers/LongTextTest.*/sentencepiece*'
 GTEST_FILTER+=':Bfloat16Test.Stories260KPredictsAsInFloat32'
+# Also left out: the built-in model's quality figures over its held-out sets (ranking, masked-token
+# prediction, attention entropy), thousands of forwards and a minute and a half under the
+# sanitizers, through the BERT code that bert_test and engine_test run here.
+GTEST_FILTER+=':DefaultModelTest.*'
 export GTEST_FILTER
 stage sanitizer-tests ctest --output-on-failure --timeout 900 -j2 -L unit
