@@ -19,7 +19,7 @@ esac
 # defines every target, so the tests' libraries (GoogleTest, yaml-cpp, cpp-httplib) are among them
 # although only the tests link them.
 build_packages=(
-  build-essential cmake pkg-config ninja-build ccache lld
+  build-essential cmake pkg-config ninja-build ccache
   libtorch-dev libopenblas0-pthread libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libcurl4-openssl-dev libssl-dev
