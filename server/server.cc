@@ -54,10 +54,12 @@ constexpr absl::Duration kDrainSettleTime = absl::Milliseconds(250);
 // After the grace period, how long gRPC calls get to stop with their own message before gRPC
 // cancels them.
 constexpr absl::Duration kGrpcLastWords = absl::Milliseconds(500);
-// How long the process stays after its last answer was written, within the grace, for clients to
-// read their last bytes (RunServer). A client of a 144 MiB attention stream (BERT-base shape, 512
-// tokens) was still reading 500 ms after the server had sent it all, about one exit in ten.
+// How long after its last answer's write a draining server waits before gRPC's Shutdown, within
+// the grace, for clients to read their last bytes (RunServer). A client of a 144 MiB attention
+// stream (BERT-base shape, 512 tokens) was still reading 500 ms after the server had sent it all.
 constexpr absl::Duration kLastBytesLinger = absl::Seconds(2);
+// How often a draining server looks at whether its calls are done.
+constexpr absl::Duration kQuietPoll = absl::Milliseconds(20);
 // How often a serving process looks at whether to give the memory that its freed allocations left
 // in glibc's arenas back to the system.
 constexpr time_t kTrimEverySeconds = 10;
@@ -556,16 +558,16 @@ absl::Status RunServer(const ServerOptions& options) {
   // closes its connections.
   core.EndGraceAt(deadline);
   if (http != nullptr) http->Shutdown(deadline);
+  // gRPC's Shutdown sends GOAWAY, and its transport then closes each connection as soon as the
+  // last stream on it has been written, not read: the window updates that a client still reading
+  // that stream's last megabytes sends to the closed socket are answered with a reset (Linux's
+  // TCPAbortOnData), and the client got "Broken pipe" instead of the end of a stream that had
+  // completed. So gRPC's shutdown waits, inside the grace, until no call runs or writes and
+  // clients have had a moment since the last answer's write to read it; a server that has
+  // written nothing for that long (idle) goes on at once. New calls meanwhile get UNAVAILABLE.
+  while (absl::Now() < deadline && !core.QuietFor(kLastBytesLinger)) absl::SleepFor(kQuietPoll);
   server->Shutdown(absl::ToChronoTime(deadline + kGrpcLastWords));
   server->Wait();
-  // A call is done for gRPC once its last bytes are in the socket, not read. Exiting then closes
-  // the socket while the client may still be reading them and sending window updates: the client
-  // got "Broken pipe" instead of the end of a stream that had completed. A moment after the last
-  // answer's write, inside the grace, lets clients take what was sent; a server that has written
-  // nothing for that long (idle) exits at once.
-  absl::SleepFor(
-      std::clamp(std::min(deadline, core.LastAnswerEnd() + kLastBytesLinger) - absl::Now(),
-                 absl::ZeroDuration(), kLastBytesLinger));
   // Waits for the HTTP calls, cancelled at the deadline if still running.
   http.reset();
   std::fprintf(stderr, "attnscope-server: stopped\n");

@@ -104,6 +104,7 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
   const Clock::time_point start = Clock::now();
   metrics_->inflight().Increment();
   const int inflight = inflight_.fetch_add(1) + 1;
+  bool ran = false;
   absl::Status status = Authenticate(call);
   if (!status.ok()) {
     // Counted by Authenticate.
@@ -134,6 +135,7 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
       }
       return call.check ? call.check(when) : absl::OkStatus();
     };
+    ran = true;
     try {
       status = handler(check);
     } catch (const std::exception& error) {
@@ -149,8 +151,10 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
       metrics_->RecordResponseBytes(bytes);
     }
   }
+  // A refusal's few bytes need no time to be read (LastAnswerEnd): a client retrying against a
+  // draining server would otherwise keep it from shutting down until the grace ran out.
+  if (ran) last_call_end_nanos_.store(absl::ToUnixNanos(absl::Now()));
   inflight_.fetch_sub(1);
-  last_call_end_nanos_.store(absl::ToUnixNanos(absl::Now()));
   metrics_->inflight().Decrement();
   metrics_->RecordRequest(rpc, call.transport, ModelLabel(model),
                           absl::StatusCodeToString(status.code()),
@@ -174,7 +178,20 @@ void ServiceCore::RecordUnparsed(absl::string_view rpc, absl::string_view transp
 absl::StatusOr<ByteBudget::Hold> ServiceCore::HoldAnswerBytes(int64_t bytes,
                                                               absl::string_view what) const {
   if (!ready_.load()) return ByteBudget::Hold();
-  return runner_->ReserveAnswerBytes(bytes, what);
+  absl::StatusOr<ByteBudget::Hold> hold = runner_->ReserveAnswerBytes(bytes, what);
+  if (!hold.ok()) return hold;
+  answers_being_written_.fetch_add(1);
+  // The budget's hold goes back before the count falls, so that QuietFor never sees no answer
+  // being written while LastAnswerEnd still predates this one.
+  return ByteBudget::Hold(nullptr, [this, inner = *std::move(hold)](const void*) mutable {
+    inner.reset();
+    answers_being_written_.fetch_sub(1);
+  });
+}
+
+bool ServiceCore::QuietFor(absl::Duration linger) const {
+  return inflight_.load() == 0 && answers_being_written_.load() == 0 &&
+         absl::Now() >= LastAnswerEnd() + linger;
 }
 
 void ServiceCore::RecordBusy() const { metrics_->RecordRejection("concurrency_limit"); }

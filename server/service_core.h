@@ -133,10 +133,13 @@ class ServiceCore {
   // hold before the models are loaded. RESOURCE_EXHAUSTED naming the flag when the answers held
   // would take the total over it.
   absl::StatusOr<ByteBudget::Hold> HoldAnswerBytes(int64_t bytes, absl::string_view what) const;
-  // When the last call ended (absl::InfinitePast() before any): its method returned (a stream's
-  // last message written), or the answer it held by HoldAnswerBytes was written out, whichever
-  // came later. How long ago a client may still have been reading.
+  // When the last call that was not refused ended (absl::InfinitePast() before any): its method
+  // returned (a stream's last message written), or the answer it held by HoldAnswerBytes was
+  // written out, whichever came later. How long ago a client may still have been reading.
   absl::Time LastAnswerEnd() const;
+  // True when no call is running, no answer held by HoldAnswerBytes is still being written, and
+  // the last answer ended at least `linger` ago: its client has had that long to read it.
+  bool QuietFor(absl::Duration linger) const;
   // An HTTP request refused before any method ran because every HTTP thread was busy and
   // --max_concurrent_requests more waited: counted as the concurrency limit's rejection.
   void RecordBusy() const;
@@ -182,6 +185,8 @@ class ServiceCore {
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> grace_end_nanos_{std::numeric_limits<int64_t>::max()};
   std::atomic<int> inflight_{0};
+  // Holds handed out by HoldAnswerBytes and not yet released: answers being written.
+  mutable std::atomic<int> answers_being_written_{0};
   std::atomic<int64_t> last_call_end_nanos_{std::numeric_limits<int64_t>::min()};
 };
 
