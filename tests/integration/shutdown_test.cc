@@ -134,7 +134,10 @@ TEST(ShutdownTest, SigtermDrainsInFlightCallsRefusesNewOnesAndExitsZero) {
 
 TEST(ShutdownTest, SigtermDuringAStreamExitsWithinTheGracePeriodAndTheStreamCompletes) {
   // The process once outlived its drain by about 10 s whenever a stream was in flight: gRPC's
-  // library teardown waited for an executor thread's poll timer.
+  // library teardown waited for an executor thread's poll timer. The last run's client reads
+  // slowly (a far or busy client): gRPC's shutdown closes a connection once its last stream has
+  // been written, not read, so the server waits for its clients to have read (server.cc,
+  // kLastBytesLinger) before it begins; a client once got "Broken pipe" instead of the end.
   TempDir dir;
   BertShape shape;
   // BERT-base's 12 layers, 12 heads and 512 positions, at half its width.
@@ -144,8 +147,10 @@ TEST(ShutdownTest, SigtermDuringAStreamExitsWithinTheGracePeriodAndTheStreamComp
   shape.intermediate = 1536;
   ASSERT_TRUE(WriteRandomBert(shape, dir.path()).ok());
   constexpr int kGraceSeconds = 5;
-  for (int run = 0; run < 3; ++run) {
+  constexpr int kRuns = 3;
+  for (int run = 0; run < kRuns; ++run) {
     SCOPED_TRACE(absl::StrCat("run ", run));
+    const bool slow_reader = run == kRuns - 1;
     ServerProcess::Options options;
     options.models = {"mid=" + dir.path()};
     options.extra_flags = {absl::StrCat("--shutdown_grace_seconds=", kGraceSeconds)};
@@ -172,6 +177,9 @@ TEST(ShutdownTest, SigtermDuringAStreamExitsWithinTheGracePeriodAndTheStreamComp
                         message.layer().query_offset() == 0
                     ? 1
                     : 0;
+      // 144 messages at 10 ms each: the server has written its last bytes well before the client
+      // has taken them.
+      if (slow_reader) absl::SleepFor(absl::Milliseconds(10));
     }
     const grpc::Status status = reader->Finish();
     EXPECT_TRUE(status.ok()) << status.error_message() << server.Log();
@@ -183,50 +191,6 @@ TEST(ShutdownTest, SigtermDuringAStreamExitsWithinTheGracePeriodAndTheStreamComp
     EXPECT_EQ(WEXITSTATUS(*exit_status), 0) << server.Log();
     EXPECT_LE(exit_after, absl::Seconds(kGraceSeconds + 1)) << server.Log();
   }
-}
-
-// A client that reads a stream slowly (a far or busy client) still gets all of it when SIGTERM
-// comes: gRPC's shutdown, which closes a connection once its last stream has been written rather
-// than read, waits until the client has had time to read the end (server.cc, kLastBytesLinger).
-TEST(ShutdownTest, ASlowReaderOfAStreamAtSigtermGetsTheWholeStream) {
-  TempDir dir;
-  BertShape shape;
-  shape.layers = 12;
-  shape.hidden = 384;
-  shape.heads = 12;
-  shape.intermediate = 1536;
-  ASSERT_TRUE(WriteRandomBert(shape, dir.path()).ok());
-  ServerProcess::Options options;
-  options.models = {"mid=" + dir.path()};
-  options.extra_flags = {"--shutdown_grace_seconds=20"};
-  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
-  ASSERT_TRUE(started.ok()) << started.status();
-  ServerProcess& server = **started;
-  std::unique_ptr<v1::AttentionService::Stub> stub = v1::AttentionService::NewStub(
-      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  v1::GetAttentionRequest request;
-  request.set_model("mid");
-  request.set_text(RandomBertText(shape, 512));
-  std::unique_ptr<grpc::ClientReader<v1::StreamAttentionResponse>> reader =
-      stub->StreamAttention(&context, request);
-  v1::StreamAttentionResponse message;
-  ASSERT_TRUE(reader->Read(&message));
-  server.Signal(SIGTERM);
-  int messages = 1;
-  // 144 messages of 1 MiB at 20 ms each: the server has written its last bytes while the client
-  // still has several messages to take.
-  while (reader->Read(&message)) {
-    ++messages;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  const grpc::Status status = reader->Finish();
-  EXPECT_TRUE(status.ok()) << status.error_message() << " after " << messages << " messages"
-                           << server.Log();
-  absl::StatusOr<int> exit_status = server.Wait(absl::Seconds(60));
-  ASSERT_TRUE(exit_status.ok()) << exit_status.status() << server.Log();
-  ASSERT_TRUE(WIFEXITED(*exit_status)) << "status " << *exit_status << server.Log();
-  EXPECT_EQ(WEXITSTATUS(*exit_status), 0) << server.Log();
 }
 
 // A gRPC call still running when the grace period ends is told why, as an HTTP call is: before,
