@@ -747,26 +747,9 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Bind(const Options& 
   auto state = std::make_unique<State>(options);
   if (options.tls.enabled()) {
     asio::ssl::context& context = state->tls.emplace(asio::ssl::context::tls_server);
-    context.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                        asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
-                        asio::ssl::context::no_tlsv1_1);
-    beast::error_code error;
-    context.use_certificate_chain_file(options.tls.cert_file, error);
-    if (!error) context.use_private_key_file(options.tls.key_file, asio::ssl::context::pem, error);
-    bool usable = !error && SSL_CTX_check_private_key(context.native_handle()) == 1;
-    if (usable && !options.tls.client_ca_file.empty()) {
-      context.load_verify_file(options.tls.client_ca_file, error);
-      STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(options.tls.client_ca_file.c_str());
-      usable = !error && names != nullptr;
-      if (names != nullptr) SSL_CTX_set_client_CA_list(context.native_handle(), names);
-      context.set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
-    }
-    if (!usable) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tls_cert_file '", options.tls.cert_file, "' and --tls_key_file '",
-                       options.tls.key_file,
-                       "': expected a PEM certificate and its private key (and a PEM CA in "
-                       "--tls_client_ca_file), got files OpenSSL cannot use together"));
+    if (absl::Status configured = ConfigureServerTls(options.tls, context.native_handle());
+        !configured.ok()) {
+      return configured;
     }
   }
   beast::error_code error;

@@ -106,9 +106,11 @@ Metrics::Metrics()
                          .Name("attnscope_rejected_requests_total")
                          .Help(
                              "Calls refused before they ran, by reason (unauthenticated, "
-                             "concurrency_limit, loading, draining).")
+                             "concurrency_limit, loading, draining; http2_limits: a gRPC "
+                             "connection closed for its HTTP/2 frames).")
                          .Register(*registry_);
-  for (const char* reason : {"unauthenticated", "concurrency_limit", "loading", "draining"}) {
+  for (const char* reason :
+       {"unauthenticated", "concurrency_limit", "loading", "draining", "http2_limits"}) {
     rejections_[reason] = &rejections.Add({{"reason", reason}});
   }
   input_tokens_ = &prometheus::BuildHistogram()

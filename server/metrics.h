@@ -57,7 +57,8 @@ class Metrics {
   void RecordQueueWait(const std::string& model, double seconds);
   // attnscope_rejected_requests_total{reason}: calls refused before they ran, `reason` one of
   // "unauthenticated" (UNAUTHENTICATED), "concurrency_limit" (RESOURCE_EXHAUSTED), "loading" and
-  // "draining" (UNAVAILABLE).
+  // "draining" (UNAVAILABLE), or "http2_limits": a gRPC connection closed, with whatever calls it
+  // had opened, for crossing a limit on its HTTP/2 frames (GrpcFront).
   void RecordRejection(absl::string_view reason);
   // One forward pass (a batch counts once): attnscope_inference_duration_seconds{model},
   // attnscope_batch_size{model} (inputs in the pass) and attnscope_batch_tokens{model} (inputs x

@@ -1,6 +1,5 @@
 #include "server/security.h"
 
-#include <grpcpp/security/server_credentials.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -106,21 +105,28 @@ absl::Status ValidateTlsOptions(const TlsOptions& options) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcServerCredentials(
-    const TlsOptions& options) {
-  ATTNSCOPE_RETURN_IF_ERROR(ValidateTlsOptions(options));
-  if (!options.enabled()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  ATTNSCOPE_ASSIGN_OR_RETURN(pair.cert_chain, ReadFile("--tls_cert_file", options.cert_file));
-  ATTNSCOPE_ASSIGN_OR_RETURN(pair.private_key, ReadFile("--tls_key_file", options.key_file));
-  ssl.pem_key_cert_pairs.push_back(std::move(pair));
-  if (!options.client_ca_file.empty()) {
-    ATTNSCOPE_ASSIGN_OR_RETURN(ssl.pem_root_certs,
-                               ReadFile("--tls_client_ca_file", options.client_ca_file));
-    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+absl::Status ConfigureServerTls(const TlsOptions& options, SSL_CTX* context) {
+  SSL_CTX_set_options(context, SSL_OP_ALL);
+  SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION);
+  bool usable =
+      SSL_CTX_use_certificate_chain_file(context, options.cert_file.c_str()) == 1 &&
+      SSL_CTX_use_PrivateKey_file(context, options.key_file.c_str(), SSL_FILETYPE_PEM) == 1 &&
+      SSL_CTX_check_private_key(context) == 1;
+  if (usable && !options.client_ca_file.empty()) {
+    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(options.client_ca_file.c_str());
+    usable = SSL_CTX_load_verify_locations(context, options.client_ca_file.c_str(), nullptr) == 1 &&
+             names != nullptr;
+    if (names != nullptr) SSL_CTX_set_client_CA_list(context, names);
+    SSL_CTX_set_verify(context, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   }
-  return grpc::SslServerCredentials(ssl);
+  ERR_clear_error();
+  if (!usable) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_cert_file '", options.cert_file, "' and --tls_key_file '", options.key_file,
+        "': expected a PEM certificate and its private key (and a PEM CA in "
+        "--tls_client_ca_file), got files OpenSSL cannot use together"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<ApiKeys>> ApiKeys::Create(const std::string& file) {

@@ -4,7 +4,7 @@
 #ifndef ATTNSCOPE_SERVER_SECURITY_H_
 #define ATTNSCOPE_SERVER_SECURITY_H_
 
-#include <grpcpp/security/server_credentials.h>
+#include <openssl/ssl.h>
 
 #include <array>
 #include <memory>
@@ -35,11 +35,11 @@ struct TlsOptions {
 // PermissionDenied) when a file cannot be read. The message names the flag.
 absl::Status ValidateTlsOptions(const TlsOptions& options);
 
-// gRPC server credentials for `options`: InsecureServerCredentials when TLS is off, else
-// SslServerCredentials, requiring and verifying client certificates when client_ca_file is set.
-// Errors as ValidateTlsOptions.
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> GrpcServerCredentials(
-    const TlsOptions& options);
+// Sets up `context`, an OpenSSL server context, for `options` (enabled): its certificate chain and
+// key, and where client_ca_file is set, client certificates required and verified against it (and
+// its names offered to clients). InvalidArgument naming the flags when OpenSSL cannot use the
+// files together.
+absl::Status ConfigureServerTls(const TlsOptions& options, SSL_CTX* context);
 
 // The keys of --api_keys_file. Only SHA-256 digests are kept, and a presented key is compared with
 // every one of them with CRYPTO_memcmp, so the time a check takes says nothing about how much of a

