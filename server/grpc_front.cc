@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/connect_pair.hpp>
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -38,10 +40,15 @@ namespace {
 
 // Threads moving every connection's bytes; they never wait for a call.
 constexpr int kIoThreads = 2;
-// Bytes moved per read in each direction of a connection.
-constexpr size_t kChunkBytes = 64 << 10;
-// How long a TLS handshake may take: a client that opens connections and never completes one
-// would otherwise hold their sockets for good.
+// Bytes moved per read from the client (requests: small) and from gRPC (answers: up to hundreds
+// of MB). The answer buffer is held only while gRPC has bytes to pass on, so that an idle
+// connection costs little beyond its sockets.
+constexpr size_t kClientChunkBytes = 16 << 10;
+constexpr size_t kGrpcChunkBytes = 64 << 10;
+// How long a TLS handshake may take, and then the client's acknowledgement of the server's
+// SETTINGS, which it sends as soon as it has read them (RFC 9113 6.5.3): a client that opens
+// connections and never starts one would otherwise hold three descriptors each (its socket and
+// both ends of the socket pair) for good.
 constexpr std::chrono::seconds kHandshakeTimeout(10);
 // After gRPC has closed its side, how long the front keeps reading (and dropping) what the client
 // still sends before it closes the socket: closing a socket with unread input resets the
@@ -69,16 +76,16 @@ int SelectH2(SSL* /*ssl*/, const unsigned char** out, unsigned char* out_length,
 
 }  // namespace
 
-absl::Status Http2ClientFrameCheck::Consume(absl::string_view bytes) {
+absl::Status Http2ClientFrames::Consume(absl::string_view bytes, std::string* out, absl::Time now) {
+  // SETTINGS (type 4) with the ACK flag, no payload, on stream 0.
+  static constexpr char kSettingsAck[9] = {0, 0, 0, 4, 1, 0, 0, 0, 0};
   while (error_.ok() && !bytes.empty()) {
-    if (preface_left_ > 0) {
-      const int64_t n = std::min<int64_t>(preface_left_, static_cast<int64_t>(bytes.size()));
-      preface_left_ -= n;
-      bytes.remove_prefix(n);
-    } else if (payload_left_ > 0) {
-      const int64_t n = std::min<int64_t>(payload_left_, static_cast<int64_t>(bytes.size()));
-      payload_left_ -= n;
-      bytes.remove_prefix(n);
+    if (preface_left_ > 0 || payload_left_ > 0) {
+      int64_t& left = preface_left_ > 0 ? preface_left_ : payload_left_;
+      const int64_t n = std::min<int64_t>(left, static_cast<int64_t>(bytes.size()));
+      out->append(bytes.data(), static_cast<size_t>(n));
+      left -= n;
+      bytes.remove_prefix(static_cast<size_t>(n));
     } else {
       const int n = std::min<int>(9 - header_filled_, static_cast<int>(bytes.size()));
       std::memcpy(header_ + header_filled_, bytes.data(), n);
@@ -86,37 +93,53 @@ absl::Status Http2ClientFrameCheck::Consume(absl::string_view bytes) {
       bytes.remove_prefix(n);
       if (header_filled_ == 9) {
         header_filled_ = 0;
-        error_ = OnFrameHeader();
+        error_ = OnFrameHeader(out, now);
       }
+    }
+    if (ack_pending_ && payload_left_ == 0 && header_filled_ == 0) {
+      out->append(kSettingsAck, sizeof(kSettingsAck));
+      ack_pending_ = false;
     }
   }
   return error_;
 }
 
-absl::Status Http2ClientFrameCheck::OnFrameHeader() {
+absl::Status Http2ClientFrames::OnFrameHeader(std::string* out, absl::Time now) {
   constexpr int kHeaders = 0x1;
+  constexpr int kResetStream = 0x3;
   constexpr int kSettings = 0x4;
   constexpr int kContinuation = 0x9;
   constexpr int kAck = 0x1;
   const int64_t length = (int64_t{header_[0]} << 16) | (int64_t{header_[1]} << 8) | header_[2];
   const int type = header_[3];
   const int flags = header_[4];
-  const uint32_t stream_id = ((uint32_t{header_[5]} << 24) | (uint32_t{header_[6]} << 16) |
-                              (uint32_t{header_[7]} << 8) | header_[8]) &
-                             0x7fffffffu;
   payload_left_ = length;
-  if (type == kSettings && (flags & kAck) != 0) settings_acked_ = true;
-  if (type == kHeaders) {
-    header_block_bytes_ = 0;
-    if (stream_id > last_stream_id_) {
-      last_stream_id_ = stream_id;
-      if (!settings_acked_ && ++streams_before_ack_ > limits_.max_streams_before_settings_ack) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "HTTP/2 streams opened before acknowledging the server's SETTINGS: expected at most ",
-            limits_.max_streams_before_settings_ack, ", got more; acknowledge SETTINGS first"));
-      }
+  if (type == kSettings && (flags & kAck) == 0 && !first_settings_seen_) {
+    first_settings_seen_ = true;
+    ack_pending_ = true;
+  }
+  if (type == kSettings && (flags & kAck) != 0 && length == 0 && first_settings_seen_ &&
+      !client_acked_) {
+    // Already given to gRPC right after the client's first SETTINGS.
+    client_acked_ = true;
+    return absl::OkStatus();
+  }
+  out->append(reinterpret_cast<const char*>(header_), sizeof(header_));
+  if (type == kResetStream) {
+    if (allowance_time_ != absl::InfinitePast()) {
+      reset_allowance_ = std::min<double>(
+          limits_.max_reset_burst, reset_allowance_ + absl::ToDoubleSeconds(now - allowance_time_) *
+                                                          limits_.resets_per_second);
+    }
+    allowance_time_ = now;
+    reset_allowance_ -= 1;
+    if (reset_allowance_ < 0) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "HTTP/2 streams reset by the client: expected at most ", limits_.resets_per_second,
+          " a second after the first ", limits_.max_reset_burst, ", got more; cancel fewer calls"));
     }
   }
+  if (type == kHeaders) header_block_bytes_ = 0;
   if (type == kHeaders || type == kContinuation) {
     header_block_bytes_ += length;
     if (header_block_bytes_ > limits_.max_header_block_bytes) {
@@ -141,6 +164,8 @@ struct GrpcFront::State {
   std::optional<asio::ssl::context> tls;
   std::mutex mutex;
   grpc::Server* server = nullptr;  // under mutex; nullptr once stopped
+  // Connections handed to gRPC whose bytes from gRPC are not all passed on to the client yet.
+  std::atomic<int> passing{0};
   int port = 0;
   std::vector<std::thread> io_threads;
   asio::io_context io{kIoThreads};
@@ -173,12 +198,13 @@ class FrontConnection : public std::enable_shared_from_this<FrontConnection<Stre
         client_(std::move(client)),
         upstream_(TcpOf(client_).get_executor()),
         timer_(TcpOf(client_).get_executor()),
-        check_(state->options.limits) {}
+        frames_(state->options.limits) {}
 
   void Run() {
     asio::local::stream_protocol::socket grpc_side(upstream_.get_executor());
     error_code error;
     asio::local::connect_pair(upstream_, grpc_side, error);
+    if (!error) upstream_.non_blocking(true, error);
     if (error) return;
     const int fd = grpc_side.release(error);
     if (error) return;
@@ -211,6 +237,12 @@ class FrontConnection : public std::enable_shared_from_this<FrontConnection<Stre
       Close();
       return;
     }
+    ++state_->passing;
+    passing_ = true;
+    timer_.expires_after(kHandshakeTimeout);
+    timer_.async_wait([self = this->shared_from_this()](error_code error) {
+      if (!error && !self->frames_.settings_acked()) self->Close();
+    });
     ReadClient();
     ReadGrpc();
   }
@@ -226,43 +258,60 @@ class FrontConnection : public std::enable_shared_from_this<FrontConnection<Stre
             self->MaybeClose();
             return;
           }
-          if (self->grpc_done_) {
-            // Dropped: gRPC has closed its side (kLingerTime).
+          if (self->grpc_done_ || self->grpc_input_closed_) {
+            // Dropped: gRPC takes no more (kLingerTime).
             self->ReadClient();
             return;
           }
-          if (!self->check_.Consume(absl::string_view(self->from_client_.data(), n)).ok()) {
+          self->to_grpc_.clear();
+          if (!self->frames_
+                   .Consume(absl::string_view(self->from_client_.data(), n), &self->to_grpc_,
+                            absl::Now())
+                   .ok()) {
             if (self->state_->options.on_refused) self->state_->options.on_refused();
             self->Close();
             return;
           }
-          asio::async_write(self->upstream_, asio::buffer(self->from_client_.data(), n),
+          asio::async_write(self->upstream_, asio::buffer(self->to_grpc_),
                             [self](error_code error, size_t) {
-                              if (error) {
-                                self->OnGrpcClosed();
-                                return;
-                              }
+                              // gRPC has closed the connection; what it wrote before is still
+                              // passed on (ReadGrpc).
+                              if (error) self->grpc_input_closed_ = true;
                               self->ReadClient();
                             });
         });
   }
 
   void ReadGrpc() {
-    upstream_.async_read_some(
-        asio::buffer(from_grpc_), [self = this->shared_from_this()](error_code error, size_t n) {
-          if (error) {
-            self->OnGrpcClosed();
-            return;
-          }
-          asio::async_write(self->client_, asio::buffer(self->from_grpc_.data(), n),
-                            [self](error_code error, size_t) {
-                              if (error) {
-                                self->Close();
-                                return;
-                              }
-                              self->ReadGrpc();
-                            });
-        });
+    upstream_.async_wait(asio::socket_base::wait_read,
+                         [self = this->shared_from_this()](error_code error) {
+                           if (error) {
+                             self->OnGrpcClosed();
+                             return;
+                           }
+                           if (self->from_grpc_ == nullptr) {
+                             self->from_grpc_ = std::make_unique<char[]>(kGrpcChunkBytes);
+                           }
+                           const size_t n = self->upstream_.read_some(
+                               asio::buffer(self->from_grpc_.get(), kGrpcChunkBytes), error);
+                           if (error == asio::error::would_block) {
+                             self->ReadGrpc();
+                             return;
+                           }
+                           if (error) {
+                             self->OnGrpcClosed();
+                             return;
+                           }
+                           asio::async_write(self->client_, asio::buffer(self->from_grpc_.get(), n),
+                                             [self, n](error_code error, size_t) {
+                                               if (error) {
+                                                 self->Close();
+                                                 return;
+                                               }
+                                               if (n < kGrpcChunkBytes) self->from_grpc_.reset();
+                                               self->ReadGrpc();
+                                             });
+                         });
   }
 
   // gRPC closed the connection (everything it wrote has been passed on): the client gets the end
@@ -270,6 +319,7 @@ class FrontConnection : public std::enable_shared_from_this<FrontConnection<Stre
   void OnGrpcClosed() {
     if (grpc_done_ || closed_) return;
     grpc_done_ = true;
+    EndPassing();
     error_code ignored;
     TcpOf(client_).shutdown(asio::socket_base::shutdown_send, ignored);
     timer_.expires_after(kLingerTime);
@@ -283,8 +333,14 @@ class FrontConnection : public std::enable_shared_from_this<FrontConnection<Stre
     if (client_done_ && grpc_done_) Close();
   }
 
+  void EndPassing() {
+    if (passing_) --state_->passing;
+    passing_ = false;
+  }
+
   void Close() {
     closed_ = true;
+    EndPassing();
     error_code ignored;
     timer_.cancel();
     TcpOf(client_).close(ignored);
@@ -295,13 +351,16 @@ class FrontConnection : public std::enable_shared_from_this<FrontConnection<Stre
   Stream client_;
   asio::local::stream_protocol::socket upstream_;
   asio::steady_timer timer_;
-  Http2ClientFrameCheck check_;
-  std::array<char, kChunkBytes> from_client_;
-  std::array<char, kChunkBytes> from_grpc_;
+  Http2ClientFrames frames_;
+  std::string to_grpc_;  // what gRPC receives of the last read (Http2ClientFrames)
+  std::array<char, kClientChunkBytes> from_client_;
+  std::unique_ptr<char[]> from_grpc_;  // while gRPC has bytes to pass on
   bool handshaken_ = false;
   bool client_done_ = false;
   bool grpc_done_ = false;
+  bool grpc_input_closed_ = false;  // a write to gRPC failed
   bool closed_ = false;
+  bool passing_ = false;  // counted in State::passing
 };
 
 }  // namespace
@@ -400,6 +459,13 @@ void GrpcFront::StopAccepting() {
 
 GrpcFront::~GrpcFront() {
   StopAccepting();
+  // gRPC, stopped before, has written everything into the socket pairs, but a slow client may not
+  // have taken all of it from them yet: what the kernel holds for the client outlives the
+  // process, what the socket pairs hold does not.
+  const auto deadline = std::chrono::steady_clock::now() + kLingerTime;
+  while (state_->passing.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   state_->io.stop();
   for (std::thread& thread : state_->io_threads) thread.join();
 }

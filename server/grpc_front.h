@@ -4,11 +4,11 @@
 //
 // Why: gRPC 1.51 (Debian 12) applies its HTTP/2 limits only once the client has acknowledged the
 // server's SETTINGS frame (RFC 9113 6.5.3: the sender may not rely on new settings before then).
-// A client that never acknowledges them had none: one connection sending an endless header block
+// A client that never acknowledged them had none: one connection sending an endless header block
 // (HEADERS without END_HEADERS, then CONTINUATION frames) grew the server by 240 MB a second, and
 // one opening 264,000 streams took gRPC away from every other client for 70 s and left 5.8 GB
-// behind. The front closes such a connection first (Http2ClientFrameCheck); after the
-// acknowledgement gRPC enforces its own limits as before.
+// behind. The front makes gRPC's settings hold from the start (Http2ClientFrames), and bounds a
+// header block before gRPC buffers it.
 #ifndef ATTNSCOPE_SERVER_GRPC_FRONT_H_
 #define ATTNSCOPE_SERVER_GRPC_FRONT_H_
 
@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "server/security.h"
 
 namespace grpc {
@@ -28,31 +29,50 @@ class Server;
 
 namespace attnscope::server {
 
-// Follows the frames a client sends on one HTTP/2 connection (RFC 9113 4.1: the 24-byte
-// connection preface, then frames of a 9-byte header and `length` bytes of payload), fed in
-// whatever pieces they arrive in, and says when the client has crossed a limit.
-class Http2ClientFrameCheck {
+// What gRPC receives of a client's HTTP/2 connection (RFC 9113 4.1: the 24-byte connection
+// preface, then frames of a 9-byte header and `length` bytes of payload), made from what the
+// client sends, fed in whatever pieces it arrives in:
+// - a SETTINGS frame with the ACK flag right after the client's first SETTINGS frame, and the
+//   client's own first ACK left out. gRPC then holds the client to the settings it sent
+//   (MAX_CONCURRENT_STREAMS, MAX_HEADER_LIST_SIZE of decoded metadata) from its first stream on,
+//   instead of only once the ACK arrives: without it, 100 streams of header blocks referring to
+//   one HPACK table entry again and again grew the server by 1 GB. The rest of gRPC's first
+//   SETTINGS (a 4 MiB flow-control window and frame size, true binary metadata) only allows more
+//   than the protocol's defaults a client assumes until then, so nothing a client may send
+//   becomes an error;
+// - a header block (a HEADERS frame and its CONTINUATION frames, compressed) longer than
+//   Limits::max_header_block_bytes ends the connection before gRPC has buffered it;
+// - so do streams reset by the client (RST_STREAM) faster than Limits::resets_per_second, beyond a
+//   burst of Limits::max_reset_burst: gRPC 1.51 has no limit of its own on "rapid reset"
+//   (CVE-2023-44487), and two connections opening and resetting 170,000 streams in 10 s grew the
+//   server by 3.8 GB and kept a call from another client waiting 17 s.
+class Http2ClientFrames {
  public:
   struct Limits {
-    // Bytes of one header block: a HEADERS frame and its CONTINUATION frames, compressed. gRPC
-    // clients send a few hundred; gRPC's own limit (8 KiB of decoded metadata by default) holds
-    // only after the acknowledgement.
+    // gRPC clients send a few hundred bytes; gRPC's own limit is 8 KiB decoded.
     int64_t max_header_block_bytes = 64 << 10;
-    // Streams a client may open before it acknowledges the server's SETTINGS: gRPC's own
-    // per-connection limit (GRPC_ARG_MAX_CONCURRENT_STREAMS), which it enforces only after.
-    int max_streams_before_settings_ack = 100;
+    // A client cancels a call with RST_STREAM; a hundred a second on one connection is far more
+    // than a client cancels, and far fewer than a flood.
+    int max_reset_burst = 200;
+    double resets_per_second = 100;
   };
 
-  explicit Http2ClientFrameCheck(Limits limits) : limits_(limits) {}
+  explicit Http2ClientFrames(Limits limits) : limits_(limits) {}
 
-  // Follows `bytes`, the next piece of what the client sent. ResourceExhausted naming the limit
-  // once a header block is longer than Limits::max_header_block_bytes, or a stream beyond
-  // Limits::max_streams_before_settings_ack opens before the client's first SETTINGS frame with
-  // the ACK flag; the connection should then be closed (every later call returns the same error).
-  absl::Status Consume(absl::string_view bytes);
+  // Appends to `out` what gRPC should receive for `bytes`, the next piece of what the client sent,
+  // which arrived at `now`. ResourceExhausted naming the limit once a header block is longer than
+  // Limits::max_header_block_bytes or resets come faster than the limits allow; the connection
+  // should then be closed (every later call returns the same error).
+  absl::Status Consume(absl::string_view bytes, std::string* out, absl::Time now);
+  // Whether the 24 bytes of the connection preface have all arrived.
+  bool preface_done() const { return preface_left_ == 0; }
+  // Whether the client has acknowledged the server's first SETTINGS.
+  bool settings_acked() const { return client_acked_; }
 
  private:
-  absl::Status OnFrameHeader();
+  // Decides on the frame whose header has just arrived in header_: appends it to `out` unless it
+  // is the client's first ACK.
+  absl::Status OnFrameHeader(std::string* out, absl::Time now);
 
   const Limits limits_;
   absl::Status error_;
@@ -61,9 +81,11 @@ class Http2ClientFrameCheck {
   int header_filled_ = 0;
   int64_t payload_left_ = 0;
   int64_t header_block_bytes_ = 0;
-  uint32_t last_stream_id_ = 0;
-  int streams_before_ack_ = 0;
-  bool settings_acked_ = false;
+  bool first_settings_seen_ = false;
+  bool ack_pending_ = false;  // the first SETTINGS' payload is under way; its ACK follows it
+  bool client_acked_ = false;
+  double reset_allowance_ = limits_.max_reset_burst;  // token bucket of RST_STREAM frames
+  absl::Time allowance_time_ = absl::InfinitePast();
 };
 
 class GrpcFront {
@@ -74,7 +96,7 @@ class GrpcFront {
     int port = 0;
     // TLS as the server's flags say (ValidateTlsOptions); disabled: plaintext HTTP/2.
     TlsOptions tls;
-    Http2ClientFrameCheck::Limits limits;
+    Http2ClientFrames::Limits limits;
     // Called (on the front's own threads) for each connection closed for crossing a limit.
     std::function<void()> on_refused;
   };

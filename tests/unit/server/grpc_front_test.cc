@@ -11,9 +11,12 @@ namespace {
 constexpr char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 constexpr int kHeaders = 0x1;
 constexpr int kSettings = 0x4;
+constexpr int kPing = 0x6;
 constexpr int kContinuation = 0x9;
 constexpr int kEndHeaders = 0x4;
 constexpr int kAck = 0x1;
+constexpr int kResetStream = 0x3;
+const absl::Time kNow = absl::FromUnixSeconds(1'000'000'000);
 
 // An HTTP/2 frame (RFC 9113 4.1) with `payload_bytes` bytes of payload.
 std::string Frame(int type, int flags, uint32_t stream_id, int64_t payload_bytes) {
@@ -30,70 +33,126 @@ std::string Frame(int type, int flags, uint32_t stream_id, int64_t payload_bytes
   return frame;
 }
 
-std::string Start() { return std::string(kPreface) + Frame(kSettings, 0, 0, 6); }
+const std::string kSettingsAck = Frame(kSettings, kAck, 0, 0);
 
-// Feeds `bytes` in pieces of `piece` bytes; the first error, or OK.
-absl::Status FeedInPieces(Http2ClientFrameCheck& check, const std::string& bytes, size_t piece) {
+std::string Start() { return std::string(kPreface) + Frame(kSettings, 0, 0, 12); }
+
+// Feeds `bytes` in pieces of `piece` bytes into `frames`, appending what gRPC gets to `out`; the
+// first error, or OK.
+absl::Status FeedInPieces(Http2ClientFrames& frames, const std::string& bytes, size_t piece,
+                          std::string* out) {
   absl::Status status;
   for (size_t i = 0; i < bytes.size() && status.ok(); i += piece) {
-    status = check.Consume(absl::string_view(bytes).substr(i, piece));
+    status = frames.Consume(absl::string_view(bytes).substr(i, piece), out, kNow);
   }
   return status;
 }
 
-Http2ClientFrameCheck::Limits SmallLimits() {
-  Http2ClientFrameCheck::Limits limits;
+Http2ClientFrames::Limits SmallLimits() {
+  Http2ClientFrames::Limits limits;
   limits.max_header_block_bytes = 1000;
-  limits.max_streams_before_settings_ack = 3;
   return limits;
 }
 
-TEST(Http2ClientFrameCheckTest, AHeaderBlockOverTheLimitIsRefusedInAnyPieces) {
+TEST(Http2ClientFramesTest, GrpcGetsTheAckRightAfterTheFirstSettingsAndNotTheClientsOwn) {
+  const std::string headers = Frame(kHeaders, kEndHeaders, 1, 50);
+  const std::string ping = Frame(kPing, 0, 0, 8);
+  // The client opens a stream before it acknowledges, then acknowledges, then acknowledges a
+  // later SETTINGS of the server's.
+  const std::string client = Start() + headers + kSettingsAck + ping + kSettingsAck;
+  const std::string expected = Start() + kSettingsAck + headers + ping + kSettingsAck;
+  for (const size_t piece : {size_t{1}, size_t{5}, size_t{9}, size_t{4096}}) {
+    SCOPED_TRACE(piece);
+    Http2ClientFrames frames(SmallLimits());
+    std::string out;
+    ASSERT_TRUE(FeedInPieces(frames, client.substr(0, Start().size()), piece, &out).ok());
+    EXPECT_FALSE(frames.settings_acked());
+    ASSERT_TRUE(FeedInPieces(frames, client.substr(Start().size()), piece, &out).ok());
+    EXPECT_TRUE(frames.settings_acked());
+    EXPECT_EQ(out, expected);
+  }
+}
+
+TEST(Http2ClientFramesTest, AnEmptyFirstSettingsIsAcknowledgedToo) {
+  Http2ClientFrames frames(SmallLimits());
+  std::string out;
+  const std::string start = std::string(kPreface) + Frame(kSettings, 0, 0, 0);
+  ASSERT_TRUE(frames.Consume(start, &out, kNow).ok());
+  EXPECT_EQ(out, start + kSettingsAck);
+}
+
+TEST(Http2ClientFramesTest, SaysWhenThePrefaceHasArrived) {
+  Http2ClientFrames frames(SmallLimits());
+  std::string out;
+  EXPECT_TRUE(frames.Consume(absl::string_view(kPreface, 23), &out, kNow).ok());
+  EXPECT_FALSE(frames.preface_done());
+  EXPECT_TRUE(frames.Consume(absl::string_view(kPreface + 23, 1), &out, kNow).ok());
+  EXPECT_TRUE(frames.preface_done());
+  EXPECT_EQ(out, kPreface);
+}
+
+TEST(Http2ClientFramesTest, AHeaderBlockOverTheLimitIsRefusedInAnyPieces) {
   // 400 + 400 bytes, then a CONTINUATION that takes the block to 1,200.
   const std::string within = Start() + Frame(kHeaders, 0, 1, 400) + Frame(kContinuation, 0, 1, 400);
   const std::string over = within + Frame(kContinuation, kEndHeaders, 1, 400);
   for (const size_t piece : {size_t{1}, size_t{7}, size_t{4096}}) {
     SCOPED_TRACE(piece);
-    Http2ClientFrameCheck check(SmallLimits());
-    EXPECT_TRUE(FeedInPieces(check, within, piece).ok());
-    const absl::Status refused = FeedInPieces(check, over.substr(within.size()), piece);
+    Http2ClientFrames frames(SmallLimits());
+    std::string out;
+    EXPECT_TRUE(FeedInPieces(frames, within, piece, &out).ok());
+    const absl::Status refused = FeedInPieces(frames, over.substr(within.size()), piece, &out);
     EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
     EXPECT_NE(refused.message().find("header block"), std::string::npos) << refused;
     // And it stays refused.
-    EXPECT_FALSE(check.Consume(Frame(kSettings, kAck, 0, 0)).ok());
+    EXPECT_FALSE(frames.Consume(kSettingsAck, &out, kNow).ok());
   }
 }
 
-TEST(Http2ClientFrameCheckTest, EachHeaderBlockHasItsOwnLimit) {
-  Http2ClientFrameCheck check(SmallLimits());
-  std::string bytes = Start() + Frame(kSettings, kAck, 0, 0);
+TEST(Http2ClientFramesTest, EachHeaderBlockHasItsOwnLimit) {
+  Http2ClientFrames frames(SmallLimits());
+  std::string bytes = Start() + kSettingsAck;
   for (uint32_t stream = 1; stream < 40; stream += 2) {
     bytes += Frame(kHeaders, 0, stream, 600) + Frame(kContinuation, kEndHeaders, stream, 300);
   }
-  EXPECT_TRUE(check.Consume(bytes).ok());
+  std::string out;
+  EXPECT_TRUE(frames.Consume(bytes, &out, kNow).ok());
 }
 
-TEST(Http2ClientFrameCheckTest, StreamsBeyondTheLimitBeforeTheSettingsAckAreRefused) {
-  Http2ClientFrameCheck check(SmallLimits());
-  std::string three = Start();
-  for (uint32_t stream = 1; stream <= 5; stream += 2) {
-    three += Frame(kHeaders, kEndHeaders, stream, 50);
+TEST(Http2ClientFramesTest, ResetsBeyondTheBurstAndRateAreRefused) {
+  Http2ClientFrames::Limits limits;
+  limits.max_reset_burst = 10;
+  limits.resets_per_second = 5;
+  Http2ClientFrames frames(limits);
+  std::string out;
+  ASSERT_TRUE(frames.Consume(Start() + kSettingsAck, &out, kNow).ok());
+  auto reset = [&](uint32_t stream, absl::Time when) {
+    return frames.Consume(Frame(kResetStream, 0, stream, 4), &out, when);
+  };
+  uint32_t stream = 1;
+  for (int i = 0; i < 10; ++i, stream += 2) ASSERT_TRUE(reset(stream, kNow).ok()) << i;
+  // One second refills five.
+  for (int i = 0; i < 5; ++i, stream += 2) {
+    ASSERT_TRUE(reset(stream, kNow + absl::Seconds(1)).ok()) << i;
   }
-  EXPECT_TRUE(FeedInPieces(check, three, 5).ok());
-  // A second HEADERS on an open stream (trailers) opens nothing.
-  EXPECT_TRUE(check.Consume(Frame(kHeaders, kEndHeaders, 5, 50)).ok());
-  const absl::Status refused = check.Consume(Frame(kHeaders, kEndHeaders, 7, 50));
+  const absl::Status refused = reset(stream, kNow + absl::Seconds(1));
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(refused.message().find("acknowledge"), std::string::npos) << refused;
+  EXPECT_NE(refused.message().find("reset"), std::string::npos) << refused;
 }
 
-TEST(Http2ClientFrameCheckTest, AfterTheSettingsAckStreamsAreLeftToGrpc) {
-  Http2ClientFrameCheck check(SmallLimits());
-  std::string bytes = Start() + Frame(kHeaders, kEndHeaders, 1, 50) + Frame(kSettings, kAck, 0, 0);
-  for (uint32_t stream = 3; stream < 2001; stream += 2) {
-    bytes += Frame(kHeaders, kEndHeaders, stream, 50);
+TEST(Http2ClientFramesTest, ResetsWithinTheRateGoOnForever) {
+  Http2ClientFrames::Limits limits;
+  limits.max_reset_burst = 10;
+  limits.resets_per_second = 5;
+  Http2ClientFrames frames(limits);
+  std::string out;
+  ASSERT_TRUE(frames.Consume(Start() + kSettingsAck, &out, kNow).ok());
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(
+        frames
+            .Consume(Frame(kResetStream, 0, 2 * i + 1, 4), &out, kNow + absl::Milliseconds(200) * i)
+            .ok())
+        << i;
   }
-  EXPECT_TRUE(FeedInPieces(check, bytes, 1000).ok());
 }
 
 }  // namespace
