@@ -125,18 +125,24 @@ absl::Status Http2ClientFrames::OnFrameHeader(std::string* out, absl::Time now) 
     return absl::OkStatus();
   }
   out->append(reinterpret_cast<const char*>(header_), sizeof(header_));
-  if (type == kResetStream) {
-    if (allowance_time_ != absl::InfinitePast()) {
-      reset_allowance_ = std::min<double>(
-          limits_.max_reset_burst, reset_allowance_ + absl::ToDoubleSeconds(now - allowance_time_) *
-                                                          limits_.resets_per_second);
+  if (type == kHeaders || type == kResetStream) {
+    if (now - window_start_ >= absl::Seconds(1)) {
+      window_start_ = now;
+      window_opened_ = 0;
+      window_resets_ = 0;
     }
-    allowance_time_ = now;
-    reset_allowance_ -= 1;
-    if (reset_allowance_ < 0) {
+    const uint32_t stream_id = ((uint32_t{header_[5]} << 24) | (uint32_t{header_[6]} << 16) |
+                                (uint32_t{header_[7]} << 8) | header_[8]) &
+                               0x7fffffffu;
+    if (type == kHeaders && stream_id > last_stream_id_) {
+      last_stream_id_ = stream_id;
+      ++window_opened_;
+    }
+    if (type == kResetStream && ++window_resets_ > limits_.max_resets_per_second &&
+        2 * window_resets_ > window_opened_) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "HTTP/2 streams reset by the client: expected at most ", limits_.resets_per_second,
-          " a second after the first ", limits_.max_reset_burst, ", got more; cancel fewer calls"));
+          "HTTP/2 streams reset by the client: expected at most ", limits_.max_resets_per_second,
+          " a second or half of those opened, got more; cancel fewer calls"));
     }
   }
   if (type == kHeaders) header_block_bytes_ = 0;

@@ -42,19 +42,20 @@ namespace attnscope::server {
 //   becomes an error;
 // - a header block (a HEADERS frame and its CONTINUATION frames, compressed) longer than
 //   Limits::max_header_block_bytes ends the connection before gRPC has buffered it;
-// - so do streams reset by the client (RST_STREAM) faster than Limits::resets_per_second, beyond a
-//   burst of Limits::max_reset_burst: gRPC 1.51 has no limit of its own on "rapid reset"
-//   (CVE-2023-44487), and two connections opening and resetting 170,000 streams in 10 s grew the
-//   server by 3.8 GB and kept a call from another client waiting 17 s.
+// - so do more than Limits::max_resets_per_second streams reset by the client (RST_STREAM) in a
+//   second, when they are more than half of the streams it opened in that second: gRPC 1.51 has no
+//   limit of its own on "rapid reset" (CVE-2023-44487), and two connections opening and resetting
+//   170,000 streams in 10 s grew the server by 3.8 GB and kept a call from another client waiting
+//   17 s. The proportion is Envoy's rule for premature resets: a busy client whose calls often
+//   reach their deadline (each a reset) stays connected.
 class Http2ClientFrames {
  public:
   struct Limits {
     // gRPC clients send a few hundred bytes; gRPC's own limit is 8 KiB decoded.
     int64_t max_header_block_bytes = 64 << 10;
-    // A client cancels a call with RST_STREAM; a hundred a second on one connection is far more
-    // than a client cancels, and far fewer than a flood.
-    int max_reset_burst = 200;
-    double resets_per_second = 100;
+    // A client cancels a call with RST_STREAM: 200 in one second on one connection, most of its
+    // calls, is far more than a client cancels, and far fewer than a flood.
+    int max_resets_per_second = 200;
   };
 
   explicit Http2ClientFrames(Limits limits) : limits_(limits) {}
@@ -84,8 +85,11 @@ class Http2ClientFrames {
   bool first_settings_seen_ = false;
   bool ack_pending_ = false;  // the first SETTINGS' payload is under way; its ACK follows it
   bool client_acked_ = false;
-  double reset_allowance_ = limits_.max_reset_burst;  // token bucket of RST_STREAM frames
-  absl::Time allowance_time_ = absl::InfinitePast();
+  uint32_t last_stream_id_ = 0;
+  // Streams opened and reset by the client since window_start_ (a one-second window).
+  absl::Time window_start_ = absl::InfinitePast();
+  int64_t window_opened_ = 0;
+  int64_t window_resets_ = 0;
 };
 
 class GrpcFront {

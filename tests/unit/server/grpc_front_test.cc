@@ -118,40 +118,50 @@ TEST(Http2ClientFramesTest, EachHeaderBlockHasItsOwnLimit) {
   EXPECT_TRUE(frames.Consume(bytes, &out, kNow).ok());
 }
 
-TEST(Http2ClientFramesTest, ResetsBeyondTheBurstAndRateAreRefused) {
+// Opens `opened` streams from *next_stream on (HEADERS) and resets the first `resets` of them.
+std::string OpenAndReset(uint32_t* next_stream, int opened, int resets) {
+  std::string bytes;
+  const uint32_t first = *next_stream;
+  for (int i = 0; i < opened; ++i, *next_stream += 2) {
+    bytes += Frame(kHeaders, kEndHeaders, *next_stream, 20);
+  }
+  for (int i = 0; i < resets; ++i) bytes += Frame(kResetStream, 0, first + 2 * i, 4);
+  return bytes;
+}
+
+Http2ClientFrames::Limits ResetLimits() {
   Http2ClientFrames::Limits limits;
-  limits.max_reset_burst = 10;
-  limits.resets_per_second = 5;
-  Http2ClientFrames frames(limits);
+  limits.max_resets_per_second = 10;
+  return limits;
+}
+
+TEST(Http2ClientFramesTest, MostStreamsResetWithinASecondAreRefused) {
+  Http2ClientFrames frames(ResetLimits());
   std::string out;
   ASSERT_TRUE(frames.Consume(Start() + kSettingsAck, &out, kNow).ok());
-  auto reset = [&](uint32_t stream, absl::Time when) {
-    return frames.Consume(Frame(kResetStream, 0, stream, 4), &out, when);
-  };
   uint32_t stream = 1;
-  for (int i = 0; i < 10; ++i, stream += 2) ASSERT_TRUE(reset(stream, kNow).ok()) << i;
-  // One second refills five.
-  for (int i = 0; i < 5; ++i, stream += 2) {
-    ASSERT_TRUE(reset(stream, kNow + absl::Seconds(1)).ok()) << i;
-  }
-  const absl::Status refused = reset(stream, kNow + absl::Seconds(1));
+  ASSERT_TRUE(frames.Consume(OpenAndReset(&stream, 20, 10), &out, kNow).ok());
+  const absl::Status refused = frames.Consume(OpenAndReset(&stream, 0, 1), &out, kNow);
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(refused.message().find("reset"), std::string::npos) << refused;
 }
 
-TEST(Http2ClientFramesTest, ResetsWithinTheRateGoOnForever) {
-  Http2ClientFrames::Limits limits;
-  limits.max_reset_burst = 10;
-  limits.resets_per_second = 5;
-  Http2ClientFrames frames(limits);
+TEST(Http2ClientFramesTest, ResetsOfFewerThanHalfTheStreamsOrSpreadOverSecondsGoOn) {
+  Http2ClientFrames frames(ResetLimits());
   std::string out;
   ASSERT_TRUE(frames.Consume(Start() + kSettingsAck, &out, kNow).ok());
-  for (int i = 0; i < 1000; ++i) {
+  uint32_t stream = 1;
+  // A busy client: 100 calls a second, 40 of them reset.
+  for (int second = 0; second < 5; ++second) {
     ASSERT_TRUE(
-        frames
-            .Consume(Frame(kResetStream, 0, 2 * i + 1, 4), &out, kNow + absl::Milliseconds(200) * i)
-            .ok())
-        << i;
+        frames.Consume(OpenAndReset(&stream, 100, 40), &out, kNow + absl::Seconds(second)).ok())
+        << second;
+  }
+  // At the limit: 10 opened and reset every second.
+  for (int second = 5; second < 100; ++second) {
+    ASSERT_TRUE(
+        frames.Consume(OpenAndReset(&stream, 10, 10), &out, kNow + absl::Seconds(second)).ok())
+        << second;
   }
 }
 
