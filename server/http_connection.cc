@@ -752,22 +752,11 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Bind(const Options& 
       return configured;
     }
   }
-  beast::error_code error;
-  tcp::resolver resolver(state->io);
-  const tcp::resolver::results_type found =
-      resolver.resolve(options.host, std::to_string(options.port), error);
-  if (error || found.empty()) {
-    return absl::UnavailableError(
-        absl::StrCat("no address '", options.host, "' (", error.message(), ")"));
+  if (absl::Status bound = ListenOn(options.host, options.port, state->acceptor); !bound.ok()) {
+    return bound;
   }
-  const tcp::endpoint endpoint = found.begin()->endpoint();
-  state->acceptor.open(endpoint.protocol(), error);
-  if (!error) SetExclusiveListenerOptions(state->acceptor.native_handle());
-  if (!error) state->acceptor.bind(endpoint, error);
-  if (!error) state->acceptor.listen(asio::socket_base::max_listen_connections, error);
-  if (error) return absl::UnavailableError(error.message());
   state->port = state->acceptor.local_endpoint().port();
-  state->loopback = endpoint.address().is_loopback();
+  state->loopback = state->acceptor.local_endpoint().address().is_loopback();
   return std::unique_ptr<HttpListener>(new HttpListener(std::move(state)));
 }
 

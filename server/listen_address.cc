@@ -2,10 +2,29 @@
 
 #include <sys/socket.h>
 
+#include <string>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace attnscope::server {
+
+absl::Status ListenOn(const std::string& host, int port, boost::asio::ip::tcp::acceptor& acceptor) {
+  using tcp = boost::asio::ip::tcp;
+  boost::system::error_code error;
+  tcp::resolver resolver(acceptor.get_executor());
+  const tcp::resolver::results_type found = resolver.resolve(host, std::to_string(port), error);
+  if (error || found.empty()) {
+    return absl::UnavailableError(absl::StrCat("no address '", host, "' (", error.message(), ")"));
+  }
+  const tcp::endpoint endpoint = found.begin()->endpoint();
+  acceptor.open(endpoint.protocol(), error);
+  if (!error) SetExclusiveListenerOptions(acceptor.native_handle());
+  if (!error) acceptor.bind(endpoint, error);
+  if (!error) acceptor.listen(boost::asio::socket_base::max_listen_connections, error);
+  if (error) return absl::UnavailableError(error.message());
+  return absl::OkStatus();
+}
 
 absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view flag, absl::string_view value,
                                                  absl::string_view example) {
