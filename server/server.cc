@@ -569,12 +569,13 @@ absl::Status RunServer(const ServerOptions& options) {
   core.EndGraceAt(deadline);
   if (http != nullptr) http->Shutdown(deadline);
   // gRPC's Shutdown sends GOAWAY, and its transport then closes each connection as soon as the
-  // last stream on it has been written, not read: the window updates that a client still reading
-  // that stream's last megabytes sends to the closed socket are answered with a reset (Linux's
-  // TCPAbortOnData), and the client got "Broken pipe" instead of the end of a stream that had
-  // completed. So gRPC's shutdown waits, inside the grace, until no call runs or writes and
-  // clients have had a moment since the last answer's write to read it; a server that has
-  // written nothing for that long (idle) goes on at once. New calls meanwhile get UNAVAILABLE.
+  // last stream on it has been written, not read; the listener passes on what is left and the
+  // process exits soon after. A socket closed at exit while its client, still reading a stream's
+  // last megabytes, sends window updates is reset (Linux's TCPAbortOnData), and the client got
+  // "Broken pipe" instead of the end of a stream that had completed. So gRPC's shutdown waits,
+  // inside the grace, until no call runs or writes and clients have had a moment since the last
+  // answer's write to read it; a server that has written nothing for that long (idle) goes on at
+  // once. New calls meanwhile get UNAVAILABLE.
   while (absl::Now() < deadline && !core.QuietFor(kLastBytesLinger)) absl::SleepFor(kQuietPoll);
   (*front)->StopAccepting();
   server->Shutdown(absl::ToChronoTime(deadline + kGrpcLastWords));
