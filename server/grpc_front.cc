@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_posix.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/ssl.h>
 #include <unistd.h>
 
@@ -19,6 +21,8 @@
 #include <boost/asio/write.hpp>
 #include <chrono>
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -45,6 +49,10 @@ constexpr int kIoThreads = 2;
 // connection costs little beyond its sockets.
 constexpr size_t kClientChunkBytes = 16 << 10;
 constexpr size_t kGrpcChunkBytes = 64 << 10;
+// Most bytes of a client's streams waiting for slots before the front stops reading from it.
+// Reading on is how the front learns that a client has gone, so that its waiting streams never
+// reach gRPC; 64 KiB holds a few hundred calls of a usual size.
+constexpr int64_t kMaxWaitingBytes = 64 << 10;
 // How long a TLS handshake may take, and then the client's acknowledgement of the server's
 // SETTINGS, which it sends as soon as it has read them (RFC 9113 6.5.3): a client that opens
 // connections and never starts one would otherwise hold three descriptors each (its socket and
@@ -76,43 +84,76 @@ int SelectH2(SSL* /*ssl*/, const unsigned char** out, unsigned char* out_length,
 
 }  // namespace
 
+namespace {
+
+constexpr int kHeaders = 0x1;
+constexpr int kResetStream = 0x3;
+constexpr int kSettings = 0x4;
+constexpr int kContinuation = 0x9;
+constexpr int kAck = 0x1;
+
+uint32_t StreamIdOf(const unsigned char* header) {
+  return ((uint32_t{header[5]} << 24) | (uint32_t{header[6]} << 16) | (uint32_t{header[7]} << 8) |
+          header[8]) &
+         0x7fffffffu;
+}
+
+int64_t LengthOf(const unsigned char* header) {
+  return (int64_t{header[0]} << 16) | (int64_t{header[1]} << 8) | header[2];
+}
+
+}  // namespace
+
 absl::Status Http2ClientFrames::Consume(absl::string_view bytes, std::string* out, absl::Time now) {
   // SETTINGS (type 4) with the ACK flag, no payload, on stream 0.
   static constexpr char kSettingsAck[9] = {0, 0, 0, 4, 1, 0, 0, 0, 0};
   while (error_.ok() && !bytes.empty()) {
-    if (preface_left_ > 0 || payload_left_ > 0) {
-      int64_t& left = preface_left_ > 0 ? preface_left_ : payload_left_;
-      const int64_t n = std::min<int64_t>(left, static_cast<int64_t>(bytes.size()));
+    if (preface_left_ > 0) {
+      const int64_t n = std::min<int64_t>(preface_left_, static_cast<int64_t>(bytes.size()));
       out->append(bytes.data(), static_cast<size_t>(n));
-      left -= n;
+      preface_left_ -= n;
+      bytes.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (payload_left_ > 0) {
+      const int64_t n = std::min<int64_t>(payload_left_, static_cast<int64_t>(bytes.size()));
+      const absl::string_view piece = bytes.substr(0, static_cast<size_t>(n));
+      if (destination_ == Destination::kGrpc) {
+        out->append(piece.data(), piece.size());
+      } else if (destination_ == Destination::kWaiting) {
+        waiting_.back().bytes.append(piece.data(), piece.size());
+        waiting_bytes_ += n;
+      }
+      payload_left_ -= n;
       bytes.remove_prefix(static_cast<size_t>(n));
     } else {
       const int n = std::min<int>(9 - header_filled_, static_cast<int>(bytes.size()));
       std::memcpy(header_ + header_filled_, bytes.data(), n);
       header_filled_ += n;
       bytes.remove_prefix(n);
-      if (header_filled_ == 9) {
-        header_filled_ = 0;
-        error_ = OnFrameHeader(out, now);
-      }
+      if (header_filled_ < 9) continue;
+      header_filled_ = 0;
+      error_ = OnFrameHeader(out, now);
+      if (!error_.ok()) break;
     }
-    if (ack_pending_ && payload_left_ == 0 && header_filled_ == 0) {
+    if (payload_left_ > 0) continue;
+    // The frame is complete.
+    if (destination_ == Destination::kWaiting) waiting_.back().complete = true;
+    destination_ = Destination::kGrpc;
+    if (ack_pending_) {
       out->append(kSettingsAck, sizeof(kSettingsAck));
       ack_pending_ = false;
     }
+    for (; pending_admits_ > 0; --pending_admits_) Release(out, now);
   }
   return error_;
 }
 
 absl::Status Http2ClientFrames::OnFrameHeader(std::string* out, absl::Time now) {
-  constexpr int kHeaders = 0x1;
-  constexpr int kResetStream = 0x3;
-  constexpr int kSettings = 0x4;
-  constexpr int kContinuation = 0x9;
-  constexpr int kAck = 0x1;
-  const int64_t length = (int64_t{header_[0]} << 16) | (int64_t{header_[1]} << 8) | header_[2];
+  const int64_t length = LengthOf(header_);
   const int type = header_[3];
   const int flags = header_[4];
+  const uint32_t stream_id = StreamIdOf(header_);
   payload_left_ = length;
   if (type == kSettings && (flags & kAck) == 0 && !first_settings_seen_) {
     first_settings_seen_ = true;
@@ -122,19 +163,17 @@ absl::Status Http2ClientFrames::OnFrameHeader(std::string* out, absl::Time now) 
       !client_acked_) {
     // Already given to gRPC right after the client's first SETTINGS.
     client_acked_ = true;
+    destination_ = Destination::kDropped;
     return absl::OkStatus();
   }
-  out->append(reinterpret_cast<const char*>(header_), sizeof(header_));
+  const bool opens_stream = type == kHeaders && stream_id > last_stream_id_;
   if (type == kHeaders || type == kResetStream) {
     if (now - window_start_ >= absl::Seconds(1)) {
       window_start_ = now;
       window_opened_ = 0;
       window_resets_ = 0;
     }
-    const uint32_t stream_id = ((uint32_t{header_[5]} << 24) | (uint32_t{header_[6]} << 16) |
-                                (uint32_t{header_[7]} << 8) | header_[8]) &
-                               0x7fffffffu;
-    if (type == kHeaders && stream_id > last_stream_id_) {
+    if (opens_stream) {
       last_stream_id_ = stream_id;
       ++window_opened_;
     }
@@ -154,11 +193,180 @@ absl::Status Http2ClientFrames::OnFrameHeader(std::string* out, absl::Time now) 
                                                        " bytes, got more; send less metadata"));
     }
   }
+  destination_ = Route(type, stream_id, opens_stream);
+  const char* header = reinterpret_cast<const char*>(header_);
+  if (destination_ == Destination::kGrpc) {
+    out->append(header, sizeof(header_));
+    OnPassed(type, stream_id, opens_stream, now);
+  } else {
+    waiting_.push_back(WaitingFrame{stream_id, type, opens_stream, /*complete=*/false,
+                                    std::string(header, sizeof(header_))});
+    waiting_bytes_ += sizeof(header_);
+    if (opens_stream) ++waiting_streams_;
+    ++waiting_frames_of_stream_[stream_id];
+  }
   return absl::OkStatus();
 }
 
+Http2ClientFrames::Destination Http2ClientFrames::Route(int type, uint32_t stream_id,
+                                                        bool opens_stream) {
+  if (waiting_.empty()) {
+    return !opens_stream || admit_ == nullptr || admit_() ? Destination::kGrpc
+                                                          : Destination::kWaiting;
+  }
+  if (opens_stream) return Destination::kWaiting;
+  // What gRPC needs to finish the streams it has passes the waiting ones: the connection's own
+  // frames and those of streams already passed on with nothing of theirs waiting. Not header
+  // blocks: gRPC must read them in the order sent.
+  if (stream_id == 0) return Destination::kGrpc;
+  if (type != kHeaders && type != kContinuation && stream_id <= last_passed_stream_id_ &&
+      !waiting_frames_of_stream_.contains(stream_id)) {
+    return Destination::kGrpc;
+  }
+  return Destination::kWaiting;
+}
+
+void Http2ClientFrames::OnPassed(int type, uint32_t stream_id, bool opens_stream, absl::Time now) {
+  if (opens_stream) {
+    last_passed_stream_id_ = stream_id;
+    slot_streams_.emplace(stream_id, now);
+  } else if (type == kResetStream && slot_streams_.erase(stream_id) > 0) {
+    ++freed_slots_;
+  }
+}
+
+void Http2ClientFrames::Admit(std::string* out, absl::Time now) {
+  if (destination_ == Destination::kGrpc && payload_left_ > 0) {
+    // Half of a frame is in gRPC's hands: the waiting frames follow it whole.
+    ++pending_admits_;
+    return;
+  }
+  Release(out, now);
+}
+
+void Http2ClientFrames::Release(std::string* out, absl::Time now) {
+  bool first = true;
+  while (!waiting_.empty() && (first || !waiting_.front().opens_stream)) {
+    first = false;
+    WaitingFrame& frame = waiting_.front();
+    out->append(frame.bytes);
+    waiting_bytes_ -= static_cast<int64_t>(frame.bytes.size());
+    if (frame.opens_stream) --waiting_streams_;
+    if (auto it = waiting_frames_of_stream_.find(frame.stream_id); --it->second == 0) {
+      waiting_frames_of_stream_.erase(it);
+    }
+    OnPassed(frame.type, frame.stream_id, frame.opens_stream, now);
+    const bool complete = frame.complete;
+    waiting_.pop_front();
+    if (!complete) {
+      // The frame still arriving is the last one waiting: the rest of it goes straight on.
+      destination_ = Destination::kGrpc;
+      break;
+    }
+  }
+}
+
+void Http2ClientFrames::ConsumeServer(absl::string_view bytes) {
+  while (!bytes.empty()) {
+    if (server_payload_left_ > 0) {
+      const int64_t n = std::min<int64_t>(server_payload_left_, static_cast<int64_t>(bytes.size()));
+      server_payload_left_ -= n;
+      bytes.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    const int n = std::min<int>(9 - server_header_filled_, static_cast<int>(bytes.size()));
+    std::memcpy(server_header_ + server_header_filled_, bytes.data(), n);
+    server_header_filled_ += n;
+    bytes.remove_prefix(n);
+    if (server_header_filled_ < 9) continue;
+    server_header_filled_ = 0;
+    server_payload_left_ = LengthOf(server_header_);
+    const int type = server_header_[3];
+    if ((type == kHeaders || type == kResetStream) &&
+        slot_streams_.erase(StreamIdOf(server_header_)) > 0) {
+      ++freed_slots_;
+    }
+  }
+}
+
+int Http2ClientFrames::TakeFreedSlots(absl::Time passed_before) {
+  while (!slot_streams_.empty() && slot_streams_.begin()->second < passed_before) {
+    slot_streams_.erase(slot_streams_.begin());
+    ++freed_slots_;
+  }
+  return std::exchange(freed_slots_, 0);
+}
+
+int Http2ClientFrames::ReleaseAllSlots() {
+  return TakeFreedSlots(absl::InfiniteFuture()) + std::exchange(pending_admits_, 0);
+}
+
+absl::Time Http2ClientFrames::OldestSlot() const {
+  return slot_streams_.empty() ? absl::InfiniteFuture() : slot_streams_.begin()->second;
+}
+
+namespace {
+
+// A connection with a stream waiting for a slot.
+class SlotWaiter {
+ public:
+  virtual ~SlotWaiter() = default;
+  // A slot is now the waiter's (thread-safe; called without StreamSlots' lock held).
+  virtual void Grant() = 0;
+  // True once the waiter will take no more slots (its client or gRPC has gone).
+  virtual bool Gone() const = 0;
+};
+
+// GrpcFront::Options::stream_slots, shared by every connection, and the connections waiting for
+// one, each served in turn.
+class StreamSlots {
+ public:
+  explicit StreamSlots(int slots) : free_(slots) {}
+
+  // Takes a slot; false when none is free or connections wait for one (they come first).
+  bool TryTake() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_ == 0 || !waiting_.empty()) return false;
+    --free_;
+    return true;
+  }
+
+  // `waiter` is granted a slot after those already waiting.
+  void Wait(std::weak_ptr<SlotWaiter> waiter) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      waiting_.push_back(std::move(waiter));
+    }
+    Give(0);
+  }
+
+  // Frees `slots`, and grants the free ones to the waiters.
+  void Give(int slots) {
+    std::vector<std::shared_ptr<SlotWaiter>> granted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      free_ += slots;
+      while (free_ > 0 && !waiting_.empty()) {
+        std::shared_ptr<SlotWaiter> waiter = waiting_.front().lock();
+        waiting_.pop_front();
+        if (waiter == nullptr || waiter->Gone()) continue;
+        --free_;
+        granted.push_back(std::move(waiter));
+      }
+    }
+    for (const std::shared_ptr<SlotWaiter>& waiter : granted) waiter->Grant();
+  }
+
+ private:
+  std::mutex mutex_;
+  int free_;
+  std::deque<std::weak_ptr<SlotWaiter>> waiting_;
+};
+
+}  // namespace
+
 struct GrpcFront::State {
-  explicit State(const Options& options) : options(options) {}
+  explicit State(const Options& options) : options(options), slots(options.stream_slots) {}
 
   void Accept();
   template <typename Stream>
@@ -167,6 +375,7 @@ struct GrpcFront::State {
   bool HandOver(int fd);
 
   const Options options;
+  StreamSlots slots;
   std::optional<asio::ssl::context> tls;
   std::mutex mutex;
   grpc::Server* server = nullptr;  // under mutex; nullptr once stopped
@@ -197,14 +406,17 @@ tcp::socket& TcpOf(Stream& stream) {
 // One client connection: its bytes to gRPC through the frame check, gRPC's bytes back as they
 // are. Every handler runs on the client socket's strand.
 template <typename Stream>
-class FrontConnection : public std::enable_shared_from_this<FrontConnection<Stream>> {
+class FrontConnection : public SlotWaiter,
+                        public std::enable_shared_from_this<FrontConnection<Stream>> {
  public:
   FrontConnection(GrpcFront::State* state, Stream client)
       : state_(state),
         client_(std::move(client)),
         upstream_(TcpOf(client_).get_executor()),
         timer_(TcpOf(client_).get_executor()),
-        frames_(state->options.limits) {}
+        slot_timer_(TcpOf(client_).get_executor()),
+        frames_(state->options.limits,
+                [this] { return ClientConnected() && state_->slots.TryTake(); }) {}
 
   void Run() {
     asio::local::stream_protocol::socket grpc_side(upstream_.get_executor());
@@ -237,39 +449,97 @@ class FrontConnection : public std::enable_shared_from_this<FrontConnection<Stre
     }
   }
 
+  void Grant() override {
+    asio::post(TcpOf(client_).get_executor(), [self = this->shared_from_this()] {
+      if (self->gone_.load() || !self->ClientConnected()) {
+        self->state_->slots.Give(1);
+        return;
+      }
+      self->frames_.Admit(&self->to_grpc_, absl::Now());
+      if (self->frames_.waiting_streams() > 0) self->state_->slots.Wait(self);
+      self->Flush();
+      self->MaybeReadClient();
+      self->GiveBackFreedSlots();
+    });
+  }
+
+  bool Gone() const override { return gone_.load(); }
+
  private:
+  // gRPC gets `fd` once the client's connection preface has arrived (HandOverOnceStarted).
   void Begin(int fd) {
-    if (!state_->HandOver(fd)) {
-      Close();
-      return;
-    }
-    ++state_->passing;
-    passing_ = true;
+    grpc_fd_ = fd;
     timer_.expires_after(kHandshakeTimeout);
     timer_.async_wait([self = this->shared_from_this()](error_code error) {
       if (!error && !self->frames_.settings_acked()) self->Close();
     });
-    ReadClient();
+    MaybeReadClient();
     ReadGrpc();
   }
 
-  void ReadClient() {
+  // Hands the socket pair's other end to gRPC once the client has sent its connection preface
+  // (RFC 9113 3.4: it does so before it reads anything), and only if it is still connected: a
+  // connection dropped at once costs gRPC nothing. False (and the connection closed) when the
+  // front has stopped or the client has gone.
+  bool HandOverOnceStarted() {
+    if (grpc_fd_ < 0 || !frames_.preface_done()) return true;
+    const int fd = std::exchange(grpc_fd_, -1);
+    if (!ClientConnected()) {
+      ::close(fd);
+      Close();
+      return false;
+    }
+    if (!state_->HandOver(fd)) {
+      Close();
+      return false;
+    }
+    ++state_->passing;
+    passing_ = true;
+    return true;
+  }
+
+  // False once the client has closed or reset its connection, even if the front has not read
+  // that far yet: a client that sends calls and drops the connection at once has them in the
+  // same read as its last bytes, and streams it opened never take a slot.
+  bool ClientConnected() {
+    tcp_info info{};
+    socklen_t size = sizeof(info);
+    return getsockopt(TcpOf(client_).native_handle(), IPPROTO_TCP, TCP_INFO, &info, &size) == 0 &&
+           info.tcpi_state == TCP_ESTABLISHED;
+  }
+
+  // Reads the client's next bytes unless a read is under way, gRPC has not taken the last ones
+  // yet, or enough of them wait for slots: the client then waits (TCP's flow control).
+  void MaybeReadClient() {
+    if (reading_ || client_done_ || closed_ || writing_ ||
+        frames_.waiting_bytes() >= kMaxWaitingBytes) {
+      return;
+    }
+    reading_ = true;
     client_.async_read_some(
         asio::buffer(from_client_), [self = this->shared_from_this()](error_code error, size_t n) {
+          self->reading_ = false;
           if (error) {
-            // The client is done sending (or gone): gRPC sees the end of its input.
+            if (self->grpc_fd_ >= 0) {
+              // Gone before it started: gRPC never hears of it.
+              self->Close();
+              return;
+            }
+            // The client is done sending (or gone): gRPC sees the end of its input, and the
+            // streams still waiting never reach it.
             error_code ignored;
             self->upstream_.shutdown(asio::socket_base::shutdown_send, ignored);
             self->client_done_ = true;
+            self->gone_ = true;
             self->MaybeClose();
             return;
           }
           if (self->grpc_done_ || self->grpc_input_closed_) {
             // Dropped: gRPC takes no more (kLingerTime).
-            self->ReadClient();
+            self->MaybeReadClient();
             return;
           }
-          self->to_grpc_.clear();
+          const bool was_waiting = self->frames_.waiting_streams() > 0;
           if (!self->frames_
                    .Consume(absl::string_view(self->from_client_.data(), n), &self->to_grpc_,
                             absl::Now())
@@ -278,14 +548,29 @@ class FrontConnection : public std::enable_shared_from_this<FrontConnection<Stre
             self->Close();
             return;
           }
-          asio::async_write(self->upstream_, asio::buffer(self->to_grpc_),
-                            [self](error_code error, size_t) {
-                              // gRPC has closed the connection; what it wrote before is still
-                              // passed on (ReadGrpc).
-                              if (error) self->grpc_input_closed_ = true;
-                              self->ReadClient();
-                            });
+          if (!self->HandOverOnceStarted()) return;
+          if (!was_waiting && self->frames_.waiting_streams() > 0) self->state_->slots.Wait(self);
+          self->Flush();
+          self->MaybeReadClient();
+          self->GiveBackFreedSlots();
         });
+  }
+
+  // Writes what gRPC is to receive, one write at a time.
+  void Flush() {
+    if (writing_ || to_grpc_.empty() || grpc_input_closed_ || closed_) return;
+    writing_ = true;
+    std::swap(being_written_, to_grpc_);
+    to_grpc_.clear();
+    asio::async_write(upstream_, asio::buffer(being_written_),
+                      [self = this->shared_from_this()](error_code error, size_t) {
+                        self->writing_ = false;
+                        // gRPC has closed the connection; what it wrote before is still passed
+                        // on (ReadGrpc).
+                        if (error) self->grpc_input_closed_ = true;
+                        self->Flush();
+                        self->MaybeReadClient();
+                      });
   }
 
   void ReadGrpc() {
@@ -308,6 +593,9 @@ class FrontConnection : public std::enable_shared_from_this<FrontConnection<Stre
                              self->OnGrpcClosed();
                              return;
                            }
+                           self->frames_.ConsumeServer(
+                               absl::string_view(self->from_grpc_.get(), n));
+                           self->GiveBackFreedSlots();
                            asio::async_write(self->client_, asio::buffer(self->from_grpc_.get(), n),
                                              [self, n](error_code error, size_t) {
                                                if (error) {
@@ -320,11 +608,39 @@ class FrontConnection : public std::enable_shared_from_this<FrontConnection<Stre
                          });
   }
 
+  // Returns the slots of streams gRPC has answered, the client has reset, or that have held one
+  // for Options::stream_slot_age, and watches the age of the oldest still held.
+  void GiveBackFreedSlots() {
+    if (slots_released_) return;
+    const absl::Duration age = state_->options.stream_slot_age;
+    const int freed = frames_.TakeFreedSlots(absl::Now() - age);
+    if (freed > 0) state_->slots.Give(freed);
+    const absl::Time oldest = frames_.OldestSlot();
+    if (slot_timer_armed_ || oldest == absl::InfiniteFuture()) return;
+    slot_timer_armed_ = true;
+    slot_timer_.expires_after(absl::ToChronoNanoseconds(oldest + age - absl::Now()));
+    slot_timer_.async_wait([self = this->shared_from_this()](error_code error) {
+      self->slot_timer_armed_ = false;
+      if (!error) self->GiveBackFreedSlots();
+    });
+  }
+
+  // Once gRPC or the connection is done: every slot held goes back.
+  void ReleaseSlots() {
+    gone_ = true;
+    if (slots_released_) return;
+    slots_released_ = true;
+    slot_timer_.cancel();
+    const int held = frames_.ReleaseAllSlots();
+    if (held > 0) state_->slots.Give(held);
+  }
+
   // gRPC closed the connection (everything it wrote has been passed on): the client gets the end
   // of its input, and kLingerTime to stop sending before the socket closes.
   void OnGrpcClosed() {
     if (grpc_done_ || closed_) return;
     grpc_done_ = true;
+    ReleaseSlots();
     EndPassing();
     error_code ignored;
     TcpOf(client_).shutdown(asio::socket_base::shutdown_send, ignored);
@@ -346,6 +662,8 @@ class FrontConnection : public std::enable_shared_from_this<FrontConnection<Stre
 
   void Close() {
     closed_ = true;
+    if (grpc_fd_ >= 0) ::close(std::exchange(grpc_fd_, -1));
+    ReleaseSlots();
     EndPassing();
     error_code ignored;
     timer_.cancel();
@@ -357,16 +675,24 @@ class FrontConnection : public std::enable_shared_from_this<FrontConnection<Stre
   Stream client_;
   asio::local::stream_protocol::socket upstream_;
   asio::steady_timer timer_;
+  asio::steady_timer slot_timer_;  // the oldest slot's age (GiveBackFreedSlots)
   Http2ClientFrames frames_;
-  std::string to_grpc_;  // what gRPC receives of the last read (Http2ClientFrames)
+  std::string to_grpc_;        // what gRPC is to receive next (Http2ClientFrames)
+  std::string being_written_;  // what gRPC is receiving
   std::array<char, kClientChunkBytes> from_client_;
   std::unique_ptr<char[]> from_grpc_;  // while gRPC has bytes to pass on
+  std::atomic<bool> gone_{false};      // no more slots wanted (SlotWaiter::Gone)
+  int grpc_fd_ = -1;                   // gRPC's end of the socket pair until handed over
   bool handshaken_ = false;
+  bool reading_ = false;
+  bool writing_ = false;
   bool client_done_ = false;
   bool grpc_done_ = false;
   bool grpc_input_closed_ = false;  // a write to gRPC failed
   bool closed_ = false;
   bool passing_ = false;  // counted in State::passing
+  bool slot_timer_armed_ = false;
+  bool slots_released_ = false;
 };
 
 }  // namespace

@@ -13,10 +13,13 @@
 #define ATTNSCOPE_SERVER_GRPC_FRONT_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -47,7 +50,14 @@ namespace attnscope::server {
 //   limit of its own on "rapid reset" (CVE-2023-44487), and two connections opening and resetting
 //   170,000 streams in 10 s grew the server by 3.8 GB and kept a call from another client waiting
 //   17 s. The proportion is Envoy's rule for premature resets: a busy client whose calls often
-//   reach their deadline (each a reset) stays connected.
+//   reach their deadline (each a reset) stays connected;
+// - a stream the client opens waits in the front, with every frame after its HEADERS but those
+//   gRPC needs to finish the streams it already has (frames on stream 0, WINDOW_UPDATE), while the
+//   `admit` callback refuses it, until Admit: so that gRPC is never handed more new streams than
+//   it works through in a moment (GrpcFront's stream slots). Frames are never reordered within a
+//   stream, and header blocks reach gRPC in the order sent (RFC 7541: each may change the HPACK
+//   table the next one is read with).
+// It also reads what gRPC sends back (ConsumeServer), to know which streams gRPC has answered.
 class Http2ClientFrames {
  public:
   struct Limits {
@@ -58,7 +68,12 @@ class Http2ClientFrames {
     int max_resets_per_second = 200;
   };
 
-  explicit Http2ClientFrames(Limits limits) : limits_(limits) {}
+  // `admit` (may be empty: every stream passes) is asked for each stream the client opens while
+  // none of its streams waits; true when the stream may reach gRPC now (the caller has counted it
+  // against its slots), false to hold it until Admit. Streams opened while another waits wait
+  // behind it without asking.
+  explicit Http2ClientFrames(Limits limits, std::function<bool()> admit = nullptr)
+      : limits_(limits), admit_(std::move(admit)) {}
 
   // Appends to `out` what gRPC should receive for `bytes`, the next piece of what the client sent,
   // which arrived at `now`. ResourceExhausted naming the limit once a header block is longer than
@@ -70,10 +85,49 @@ class Http2ClientFrames {
   // Whether the client has acknowledged the server's first SETTINGS.
   bool settings_acked() const { return client_acked_; }
 
+  // The oldest waiting stream may reach gRPC (a slot was taken for it): appends its frames to
+  // `out`, with those that waited behind it up to the next waiting stream's HEADERS. When a frame
+  // that passes is half given to gRPC, that happens at its end instead, in Consume. Call only
+  // while waiting_streams() > 0 and the stream has not been given one already.
+  void Admit(std::string* out, absl::Time now);
+  // Reads `bytes`, the next piece of what gRPC sends the client: a stream whose first HEADERS
+  // (or RST_STREAM) gRPC sends is answered.
+  void ConsumeServer(absl::string_view bytes);
+  // Streams the client opened that wait for Admit, and the bytes waiting with them.
+  int waiting_streams() const { return waiting_streams_ - pending_admits_; }
+  int64_t waiting_bytes() const { return waiting_bytes_; }
+  // The slots this connection holds: one for each stream admitted (by `admit` or Admit) until
+  // gRPC answers it (its first HEADERS or an RST_STREAM), the client resets it, or
+  // TakeFreedSlots lets it go by age.
+  int SlotsHeld() const { return static_cast<int>(slot_streams_.size()) + pending_admits_; }
+  // How many slots were freed since the last call, counting as freed those of streams passed on
+  // to gRPC before `passed_before` (a stream gRPC has had that long is no longer waiting for it:
+  // it is a call running, or one the client has not finished sending).
+  int TakeFreedSlots(absl::Time passed_before);
+  // Frees every slot this connection holds, and says how many (when it closes).
+  int ReleaseAllSlots();
+  // When the oldest stream holding a slot was passed on; absl::InfiniteFuture() when none is.
+  absl::Time OldestSlot() const;
+
  private:
+  enum class Destination { kGrpc, kWaiting, kDropped };
+  struct WaitingFrame {
+    uint32_t stream_id;
+    int type;
+    bool opens_stream;
+    bool complete;
+    std::string bytes;
+  };
+
   // Decides on the frame whose header has just arrived in header_: appends it to `out` unless it
-  // is the client's first ACK.
+  // is the client's first ACK or waits.
   absl::Status OnFrameHeader(std::string* out, absl::Time now);
+  // Where a frame of `type` on `stream_id` goes; `opens_stream` when it is a new stream's HEADERS.
+  Destination Route(int type, uint32_t stream_id, bool opens_stream);
+  // Appends the oldest waiting stream's frames to `out` (Admit's work, when it may happen).
+  void Release(std::string* out, absl::Time now);
+  // Notes that a frame of `type` on `stream_id` has been given to gRPC.
+  void OnPassed(int type, uint32_t stream_id, bool opens_stream, absl::Time now);
 
   const Limits limits_;
   absl::Status error_;
@@ -90,6 +144,23 @@ class Http2ClientFrames {
   absl::Time window_start_ = absl::InfinitePast();
   int64_t window_opened_ = 0;
   int64_t window_resets_ = 0;
+
+  std::function<bool()> admit_;
+  Destination destination_ = Destination::kGrpc;  // of the frame whose payload is arriving
+  std::deque<WaitingFrame> waiting_;
+  int waiting_streams_ = 0;  // frames in waiting_ that open a stream
+  int64_t waiting_bytes_ = 0;
+  absl::flat_hash_map<uint32_t, int> waiting_frames_of_stream_;
+  int pending_admits_ = 0;  // Admit calls to carry out at the end of the frame passing now
+  uint32_t last_passed_stream_id_ = 0;
+  // Streams holding a slot, by id (the order they were opened and passed on in), with when they
+  // were passed on.
+  absl::btree_map<uint32_t, absl::Time> slot_streams_;
+  int freed_slots_ = 0;
+  // The server's frames, as the client's above: a frame header in pieces, then its payload.
+  unsigned char server_header_[9] = {};
+  int server_header_filled_ = 0;
+  int64_t server_payload_left_ = 0;
 };
 
 class GrpcFront {
@@ -101,6 +172,17 @@ class GrpcFront {
     // TLS as the server's flags say (ValidateTlsOptions); disabled: plaintext HTTP/2.
     TlsOptions tls;
     Http2ClientFrames::Limits limits;
+    // Streams handed to gRPC that it has not answered yet, over every connection; a stream
+    // opened beyond this waits in the front (Http2ClientFrames), connections taking turns, one
+    // stream each. gRPC 1.51 works through about 10,000 new streams a second on two cores, and
+    // reads new ones faster than that: a client that opened connections, sent 100 calls on each
+    // and dropped it at once, 650,000 calls in 3 s, kept others' calls waiting 14-26 s. Here the
+    // wait is for this many streams at most, and streams whose client has gone never reach gRPC.
+    int stream_slots = 256;
+    // A stream holds its slot until gRPC answers it (its first HEADERS or an RST_STREAM) or for
+    // this long: by then gRPC has read it, and it is a call running (bounded by
+    // --max_concurrent_requests) or one whose client has not sent all of it.
+    absl::Duration stream_slot_age = absl::Seconds(1);
     // Called (on the front's own threads) for each connection closed for crossing a limit.
     std::function<void()> on_refused;
   };

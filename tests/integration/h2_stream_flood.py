@@ -25,7 +25,13 @@ With --closed_window N it opens N connections instead, each with an initial flow
 0 (SETTINGS_INITIAL_WINDOW_SIZE) and one whole ListModels call, and holds them for --hold seconds
 without reading or ever opening the window: clients that ask and never take the answer.
 
+With --churn N it opens connections one after another for --max_seconds, on each sends the
+preface, SETTINGS and its ACK and N whole GetAttention calls at once, and drops the connection with
+a reset (SO_LINGER 0) without reading anything: calls whose caller has gone before the server has
+read them. It prints {"connections": ..., "streams_sent": ..., "seconds": ...}.
+
     h2_stream_flood.py --port PORT [--streams 20000] [--reset] [--settings_ack] [--hold 3]
+    h2_stream_flood.py --port PORT --churn 100 [--max_seconds 3]
     h2_stream_flood.py --port PORT --continuation_bytes 536870912 [--unterminated_field] [--hold 3]
     h2_stream_flood.py --port PORT --closed_window 100 [--hold 3]
 """
@@ -197,6 +203,21 @@ def hold_closed_windows(port, connections, hold):
         connection.close()
 
 
+def churn(port, calls, deadline):
+    """Returns how many connections it opened and dropped."""
+    batch = preface(True) + b"".join(
+        frame(HEADERS_FRAME, END_HEADERS, 1 + 2 * i, HEADERS) + frame(DATA, END_STREAM, 1 + 2 * i, BODY)
+        for i in range(calls))
+    connections = 0
+    while time.monotonic() < deadline:
+        connection = socket.create_connection(("127.0.0.1", port), timeout=SEND_TIMEOUT_SECONDS)
+        connection.sendall(batch)
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        connection.close()
+        connections += 1
+    return connections
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
@@ -209,7 +230,14 @@ def main():
     parser.add_argument("--max_seconds", type=float, default=30.0)
     parser.add_argument("--hold", type=float, default=3.0)
     parser.add_argument("--closed_window", type=int, default=0, metavar="N")
+    parser.add_argument("--churn", type=int, default=0, metavar="N")
     args = parser.parse_args()
+    if args.churn:
+        start = time.monotonic()
+        connections = churn(args.port, args.churn, start + args.max_seconds)
+        print(json.dumps({"connections": connections, "streams_sent": connections * args.churn,
+                          "seconds": round(time.monotonic() - start, 3)}), flush=True)
+        return
     if args.closed_window:
         hold_closed_windows(args.port, args.closed_window, args.hold)
         return

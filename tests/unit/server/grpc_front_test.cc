@@ -1,6 +1,7 @@
 #include "server/grpc_front.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -9,10 +10,13 @@ namespace attnscope::server {
 namespace {
 
 constexpr char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+constexpr int kData = 0x0;
 constexpr int kHeaders = 0x1;
 constexpr int kSettings = 0x4;
 constexpr int kPing = 0x6;
+constexpr int kWindowUpdate = 0x8;
 constexpr int kContinuation = 0x9;
+constexpr int kEndStream = 0x1;
 constexpr int kEndHeaders = 0x4;
 constexpr int kAck = 0x1;
 constexpr int kResetStream = 0x3;
@@ -163,6 +167,143 @@ TEST(Http2ClientFramesTest, ResetsOfFewerThanHalfTheStreamsOrSpreadOverSecondsGo
         frames.Consume(OpenAndReset(&stream, 10, 10), &out, kNow + absl::Seconds(second)).ok())
         << second;
   }
+}
+
+// An `admit` callback that lets `slots` streams through, then refuses.
+std::function<bool()> AdmitFirst(int slots) {
+  return [slots]() mutable { return slots-- > 0; };
+}
+
+TEST(Http2ClientFramesTest, StreamsBeyondTheSlotsWaitWithTheirFramesUntilAdmitted) {
+  const std::string h1 = Frame(kHeaders, kEndHeaders, 1, 30);
+  const std::string d1 = Frame(kData, kEndStream, 1, 20);
+  const std::string h3 = Frame(kHeaders, kEndHeaders, 3, 30);
+  const std::string d3 = Frame(kData, kEndStream, 3, 20);
+  const std::string h5 = Frame(kHeaders, kEndHeaders, 5, 30);
+  const std::string ping = Frame(kPing, 0, 0, 8);
+  const std::string window_1 = Frame(kWindowUpdate, 0, 1, 4);
+  const std::string reset_1 = Frame(kResetStream, 0, 1, 4);
+  const std::string reset_3 = Frame(kResetStream, 0, 3, 4);
+  // Stream 1 passes; 3 waits, and 5 behind it. What gRPC needs for stream 1 and the connection
+  // passes them; stream 3's own frames wait with it.
+  const std::string client =
+      Start() + kSettingsAck + h1 + h3 + d1 + d3 + ping + window_1 + h5 + reset_3 + reset_1;
+  for (const size_t piece : {size_t{1}, size_t{5}, size_t{9}, size_t{4096}}) {
+    SCOPED_TRACE(piece);
+    Http2ClientFrames frames(SmallLimits(), AdmitFirst(1));
+    std::string out;
+    ASSERT_TRUE(FeedInPieces(frames, client, piece, &out).ok());
+    EXPECT_EQ(out, Start() + kSettingsAck + h1 + d1 + ping + window_1 + reset_1);
+    EXPECT_EQ(frames.waiting_streams(), 2);
+    EXPECT_EQ(frames.waiting_bytes(), static_cast<int64_t>((h3 + d3 + h5 + reset_3).size()));
+    // Stream 1 was reset by the client: its slot is free.
+    EXPECT_EQ(frames.SlotsHeld(), 0);
+    EXPECT_EQ(frames.TakeFreedSlots(absl::InfinitePast()), 1);
+
+    out.clear();
+    frames.Admit(&out, kNow);
+    EXPECT_EQ(out, h3 + d3);
+    EXPECT_EQ(frames.waiting_streams(), 1);
+    out.clear();
+    frames.Admit(&out, kNow);
+    EXPECT_EQ(out, h5 + reset_3);
+    EXPECT_EQ(frames.waiting_streams(), 0);
+    EXPECT_EQ(frames.waiting_bytes(), 0);
+    // Stream 3 was reset too; stream 5 holds its slot.
+    EXPECT_EQ(frames.SlotsHeld(), 1);
+    EXPECT_EQ(frames.TakeFreedSlots(absl::InfinitePast()), 1);
+    // Nothing waits: frames pass again.
+    out.clear();
+    ASSERT_TRUE(frames.Consume(ping, &out, kNow).ok());
+    EXPECT_EQ(out, ping);
+  }
+}
+
+TEST(Http2ClientFramesTest, StreamsOpenedWhileOneWaitsWaitBehindItWithoutAsking) {
+  int asked = 0;
+  Http2ClientFrames frames(SmallLimits(), [&asked] {
+    ++asked;
+    return false;
+  });
+  std::string out;
+  ASSERT_TRUE(frames.Consume(Start() + kSettingsAck, &out, kNow).ok());
+  const std::string h1 = Frame(kHeaders, 0, 1, 30);
+  const std::string c1 = Frame(kContinuation, kEndHeaders, 1, 30);
+  const std::string h3 = Frame(kHeaders, kEndHeaders, 3, 30);
+  // A later stream's window update waits too: gRPC has not heard of that stream yet.
+  const std::string window_3 = Frame(kWindowUpdate, 0, 3, 4);
+  out.clear();
+  ASSERT_TRUE(frames.Consume(h1 + c1 + h3 + window_3, &out, kNow).ok());
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(frames.waiting_streams(), 2);
+  frames.Admit(&out, kNow);
+  EXPECT_EQ(out, h1 + c1);
+  frames.Admit(&out, kNow);
+  EXPECT_EQ(out, h1 + c1 + h3 + window_3);
+}
+
+TEST(Http2ClientFramesTest, AFrameHalfGivenToGrpcIsFinishedBeforeTheAdmittedStream) {
+  Http2ClientFrames frames(SmallLimits(), AdmitFirst(0));
+  std::string out;
+  const std::string h1 = Frame(kHeaders, kEndHeaders, 1, 30);
+  const std::string ping = Frame(kPing, 0, 0, 8);
+  ASSERT_TRUE(frames.Consume(Start() + kSettingsAck + h1 + ping.substr(0, 13), &out, kNow).ok());
+  EXPECT_EQ(out, Start() + kSettingsAck + ping.substr(0, 13));
+  frames.Admit(&out, kNow);
+  EXPECT_EQ(out, Start() + kSettingsAck + ping.substr(0, 13));
+  EXPECT_EQ(frames.SlotsHeld(), 1);  // the admitted stream's
+  ASSERT_TRUE(frames.Consume(ping.substr(13), &out, kNow).ok());
+  EXPECT_EQ(out, Start() + kSettingsAck + ping + h1);
+  EXPECT_EQ(frames.waiting_streams(), 0);
+  EXPECT_EQ(frames.SlotsHeld(), 1);
+}
+
+TEST(Http2ClientFramesTest, AWaitingFrameStillArrivingWhenAdmittedGoesOnStraight) {
+  Http2ClientFrames frames(SmallLimits(), AdmitFirst(0));
+  std::string out;
+  ASSERT_TRUE(frames.Consume(Start() + kSettingsAck, &out, kNow).ok());
+  const std::string h1 = Frame(kHeaders, kEndHeaders, 1, 30);
+  out.clear();
+  ASSERT_TRUE(frames.Consume(h1.substr(0, 20), &out, kNow).ok());
+  EXPECT_EQ(out, "");
+  frames.Admit(&out, kNow);
+  EXPECT_EQ(out, h1.substr(0, 20));
+  ASSERT_TRUE(frames.Consume(h1.substr(20) + Frame(kPing, 0, 0, 8), &out, kNow).ok());
+  EXPECT_EQ(out, h1 + Frame(kPing, 0, 0, 8));
+  EXPECT_EQ(frames.waiting_bytes(), 0);
+}
+
+TEST(Http2ClientFramesTest, SlotsAreFreedByGrpcsAnswersByAgeAndAllAtTheEnd) {
+  Http2ClientFrames frames(SmallLimits(), AdmitFirst(10));
+  std::string out;
+  ASSERT_TRUE(frames.Consume(Start() + kSettingsAck, &out, kNow).ok());
+  for (uint32_t stream = 1; stream <= 7; stream += 2) {
+    const absl::Time passed = kNow + absl::Seconds(stream);
+    ASSERT_TRUE(frames.Consume(Frame(kHeaders, kEndHeaders, stream, 30), &out, passed).ok());
+  }
+  EXPECT_EQ(frames.SlotsHeld(), 4);
+  EXPECT_EQ(frames.OldestSlot(), kNow + absl::Seconds(1));
+  // gRPC's SETTINGS, stream 3's answer (HEADERS, DATA, trailers) in pieces, and an RST_STREAM
+  // refusing stream 7.
+  const std::string server =
+      Frame(kSettings, 0, 0, 18) + Frame(kHeaders, kEndHeaders, 3, 40) + Frame(kData, 0, 3, 100) +
+      Frame(kHeaders, kEndHeaders | kEndStream, 3, 20) + Frame(kResetStream, 0, 7, 4);
+  for (size_t i = 0; i < server.size(); i += 7) {
+    frames.ConsumeServer(absl::string_view(server).substr(i, 7));
+  }
+  EXPECT_EQ(frames.SlotsHeld(), 2);
+  EXPECT_EQ(frames.TakeFreedSlots(absl::InfinitePast()), 2);
+  EXPECT_EQ(frames.TakeFreedSlots(absl::InfinitePast()), 0);
+  // Stream 1, passed on at kNow + 1 s, is too old at kNow + 2 s; stream 5 is not.
+  EXPECT_EQ(frames.TakeFreedSlots(kNow + absl::Seconds(2)), 1);
+  EXPECT_EQ(frames.OldestSlot(), kNow + absl::Seconds(5));
+  // An answer to a stream whose slot went by age frees nothing more.
+  frames.ConsumeServer(Frame(kHeaders, kEndHeaders, 1, 10));
+  EXPECT_EQ(frames.TakeFreedSlots(absl::InfinitePast()), 0);
+  EXPECT_EQ(frames.ReleaseAllSlots(), 1);
+  EXPECT_EQ(frames.SlotsHeld(), 0);
+  EXPECT_EQ(frames.OldestSlot(), absl::InfiniteFuture());
 }
 
 }  // namespace
