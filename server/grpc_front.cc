@@ -92,17 +92,17 @@ constexpr int kSettings = 0x4;
 constexpr int kContinuation = 0x9;
 constexpr int kAck = 0x1;
 
-uint32_t StreamIdOf(const unsigned char* header) {
-  return ((uint32_t{header[5]} << 24) | (uint32_t{header[6]} << 16) | (uint32_t{header[7]} << 8) |
-          header[8]) &
-         0x7fffffffu;
-}
-
-int64_t LengthOf(const unsigned char* header) {
-  return (int64_t{header[0]} << 16) | (int64_t{header[1]} << 8) | header[2];
-}
-
 }  // namespace
+
+bool Http2ClientFrames::FrameHeader::Fill(absl::string_view* bytes) {
+  const size_t n = std::min(sizeof(bytes_) - filled_, bytes->size());
+  std::memcpy(bytes_ + filled_, bytes->data(), n);
+  filled_ += static_cast<int>(n);
+  bytes->remove_prefix(n);
+  if (filled_ < static_cast<int>(sizeof(bytes_))) return false;
+  filled_ = 0;
+  return true;
+}
 
 absl::Status Http2ClientFrames::Consume(absl::string_view bytes, std::string* out, absl::Time now) {
   // SETTINGS (type 4) with the ACK flag, no payload, on stream 0.
@@ -127,12 +127,7 @@ absl::Status Http2ClientFrames::Consume(absl::string_view bytes, std::string* ou
       payload_left_ -= n;
       bytes.remove_prefix(static_cast<size_t>(n));
     } else {
-      const int n = std::min<int>(9 - header_filled_, static_cast<int>(bytes.size()));
-      std::memcpy(header_ + header_filled_, bytes.data(), n);
-      header_filled_ += n;
-      bytes.remove_prefix(n);
-      if (header_filled_ < 9) continue;
-      header_filled_ = 0;
+      if (!header_.Fill(&bytes)) continue;
       error_ = OnFrameHeader(out, now);
       if (!error_.ok()) break;
     }
@@ -150,10 +145,10 @@ absl::Status Http2ClientFrames::Consume(absl::string_view bytes, std::string* ou
 }
 
 absl::Status Http2ClientFrames::OnFrameHeader(std::string* out, absl::Time now) {
-  const int64_t length = LengthOf(header_);
-  const int type = header_[3];
-  const int flags = header_[4];
-  const uint32_t stream_id = StreamIdOf(header_);
+  const int64_t length = header_.length();
+  const int type = header_.type();
+  const int flags = header_.flags();
+  const uint32_t stream_id = header_.stream_id();
   payload_left_ = length;
   if (type == kSettings && (flags & kAck) == 0 && !first_settings_seen_) {
     first_settings_seen_ = true;
@@ -194,14 +189,14 @@ absl::Status Http2ClientFrames::OnFrameHeader(std::string* out, absl::Time now) 
     }
   }
   destination_ = Route(type, stream_id, opens_stream);
-  const char* header = reinterpret_cast<const char*>(header_);
+  const absl::string_view header = header_.bytes();
   if (destination_ == Destination::kGrpc) {
-    out->append(header, sizeof(header_));
+    out->append(header.data(), header.size());
     OnPassed(type, stream_id, opens_stream, now);
   } else {
-    waiting_.push_back(WaitingFrame{stream_id, type, opens_stream, /*complete=*/false,
-                                    std::string(header, sizeof(header_))});
-    waiting_bytes_ += sizeof(header_);
+    waiting_.push_back(
+        WaitingFrame{stream_id, type, opens_stream, /*complete=*/false, std::string(header)});
+    waiting_bytes_ += static_cast<int64_t>(header.size());
     if (opens_stream) ++waiting_streams_;
     ++waiting_frames_of_stream_[stream_id];
   }
@@ -274,16 +269,11 @@ void Http2ClientFrames::ConsumeServer(absl::string_view bytes) {
       bytes.remove_prefix(static_cast<size_t>(n));
       continue;
     }
-    const int n = std::min<int>(9 - server_header_filled_, static_cast<int>(bytes.size()));
-    std::memcpy(server_header_ + server_header_filled_, bytes.data(), n);
-    server_header_filled_ += n;
-    bytes.remove_prefix(n);
-    if (server_header_filled_ < 9) continue;
-    server_header_filled_ = 0;
-    server_payload_left_ = LengthOf(server_header_);
-    const int type = server_header_[3];
+    if (!server_header_.Fill(&bytes)) continue;
+    server_payload_left_ = server_header_.length();
+    const int type = server_header_.type();
     if ((type == kHeaders || type == kResetStream) &&
-        slot_streams_.erase(StreamIdOf(server_header_)) > 0) {
+        slot_streams_.erase(server_header_.stream_id()) > 0) {
       ++freed_slots_;
     }
   }
@@ -516,44 +506,45 @@ class FrontConnection : public SlotWaiter,
       return;
     }
     reading_ = true;
-    client_.async_read_some(
-        asio::buffer(from_client_), [self = this->shared_from_this()](error_code error, size_t n) {
-          self->reading_ = false;
-          if (error) {
-            if (self->grpc_fd_ >= 0) {
-              // Gone before it started: gRPC never hears of it.
-              self->Close();
-              return;
-            }
-            // The client is done sending (or gone): gRPC sees the end of its input, and the
-            // streams still waiting never reach it.
-            error_code ignored;
-            self->upstream_.shutdown(asio::socket_base::shutdown_send, ignored);
-            self->client_done_ = true;
-            self->gone_ = true;
-            self->MaybeClose();
-            return;
-          }
-          if (self->grpc_done_ || self->grpc_input_closed_) {
-            // Dropped: gRPC takes no more (kLingerTime).
-            self->MaybeReadClient();
-            return;
-          }
-          const bool was_waiting = self->frames_.waiting_streams() > 0;
-          if (!self->frames_
-                   .Consume(absl::string_view(self->from_client_.data(), n), &self->to_grpc_,
-                            absl::Now())
-                   .ok()) {
-            if (self->state_->options.on_refused) self->state_->options.on_refused();
-            self->Close();
-            return;
-          }
-          if (!self->HandOverOnceStarted()) return;
-          if (!was_waiting && self->frames_.waiting_streams() > 0) self->state_->slots.Wait(self);
-          self->Flush();
-          self->MaybeReadClient();
-          self->GiveBackFreedSlots();
-        });
+    client_.async_read_some(asio::buffer(from_client_),
+                            [self = this->shared_from_this()](error_code error, size_t n) {
+                              self->OnClientRead(error, n);
+                            });
+  }
+
+  void OnClientRead(error_code error, size_t n) {
+    reading_ = false;
+    if (error) {
+      if (grpc_fd_ >= 0) {
+        // Gone before it started: gRPC never hears of it.
+        Close();
+        return;
+      }
+      // The client is done sending (or gone): gRPC sees the end of its input, and the streams
+      // still waiting never reach it.
+      error_code ignored;
+      upstream_.shutdown(asio::socket_base::shutdown_send, ignored);
+      client_done_ = true;
+      gone_ = true;
+      MaybeClose();
+      return;
+    }
+    if (grpc_done_ || grpc_input_closed_) {
+      // Dropped: gRPC takes no more (kLingerTime).
+      MaybeReadClient();
+      return;
+    }
+    const bool was_waiting = frames_.waiting_streams() > 0;
+    if (!frames_.Consume(absl::string_view(from_client_.data(), n), &to_grpc_, absl::Now()).ok()) {
+      if (state_->options.on_refused) state_->options.on_refused();
+      Close();
+      return;
+    }
+    if (!HandOverOnceStarted()) return;
+    if (!was_waiting && frames_.waiting_streams() > 0) state_->slots.Wait(this->shared_from_this());
+    Flush();
+    MaybeReadClient();
+    GiveBackFreedSlots();
   }
 
   // Writes what gRPC is to receive, one write at a time.
@@ -574,38 +565,37 @@ class FrontConnection : public SlotWaiter,
   }
 
   void ReadGrpc() {
-    upstream_.async_wait(asio::socket_base::wait_read,
-                         [self = this->shared_from_this()](error_code error) {
-                           if (error) {
-                             self->OnGrpcClosed();
-                             return;
-                           }
-                           if (self->from_grpc_ == nullptr) {
-                             self->from_grpc_ = std::make_unique<char[]>(kGrpcChunkBytes);
-                           }
-                           const size_t n = self->upstream_.read_some(
-                               asio::buffer(self->from_grpc_.get(), kGrpcChunkBytes), error);
-                           if (error == asio::error::would_block) {
-                             self->ReadGrpc();
-                             return;
-                           }
-                           if (error) {
-                             self->OnGrpcClosed();
-                             return;
-                           }
-                           self->frames_.ConsumeServer(
-                               absl::string_view(self->from_grpc_.get(), n));
-                           self->GiveBackFreedSlots();
-                           asio::async_write(self->client_, asio::buffer(self->from_grpc_.get(), n),
-                                             [self, n](error_code error, size_t) {
-                                               if (error) {
-                                                 self->Close();
-                                                 return;
-                                               }
-                                               if (n < kGrpcChunkBytes) self->from_grpc_.reset();
-                                               self->ReadGrpc();
-                                             });
-                         });
+    upstream_.async_wait(
+        asio::socket_base::wait_read, [self = this->shared_from_this()](error_code error) {
+          if (error) {
+            self->OnGrpcClosed();
+            return;
+          }
+          if (self->from_grpc_ == nullptr) {
+            self->from_grpc_ = std::make_unique<char[]>(kGrpcChunkBytes);
+          }
+          const size_t n = self->upstream_.read_some(
+              asio::buffer(self->from_grpc_.get(), kGrpcChunkBytes), error);
+          if (error == asio::error::would_block) {
+            self->ReadGrpc();
+            return;
+          }
+          if (error) {
+            self->OnGrpcClosed();
+            return;
+          }
+          self->frames_.ConsumeServer(absl::string_view(self->from_grpc_.get(), n));
+          self->GiveBackFreedSlots();
+          asio::async_write(self->client_, asio::buffer(self->from_grpc_.get(), n),
+                            [self, n](error_code error, size_t) {
+                              if (error) {
+                                self->Close();
+                                return;
+                              }
+                              if (n < kGrpcChunkBytes) self->from_grpc_.reset();
+                              self->ReadGrpc();
+                            });
+        });
   }
 
   // Returns the slots of streams gRPC has answered, the client has reset, or that have held one

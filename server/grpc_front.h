@@ -110,6 +110,30 @@ class Http2ClientFrames {
   absl::Time OldestSlot() const;
 
  private:
+  // A frame's 9-byte header (RFC 9113 4.1), arriving in pieces.
+  class FrameHeader {
+   public:
+    // Takes what it lacks from the front of `bytes`; true once all 9 bytes are in (and the next
+    // call starts the next header).
+    bool Fill(absl::string_view* bytes);
+    absl::string_view bytes() const {
+      return absl::string_view(reinterpret_cast<const char*>(bytes_), sizeof(bytes_));
+    }
+    int64_t length() const {
+      return (int64_t{bytes_[0]} << 16) | (int64_t{bytes_[1]} << 8) | bytes_[2];
+    }
+    int type() const { return bytes_[3]; }
+    int flags() const { return bytes_[4]; }
+    uint32_t stream_id() const {
+      return ((uint32_t{bytes_[5]} << 24) | (uint32_t{bytes_[6]} << 16) |
+              (uint32_t{bytes_[7]} << 8) | bytes_[8]) &
+             0x7fffffffu;
+    }
+
+   private:
+    unsigned char bytes_[9] = {};
+    int filled_ = 0;
+  };
   enum class Destination { kGrpc, kWaiting, kDropped };
   struct WaitingFrame {
     uint32_t stream_id;
@@ -132,8 +156,7 @@ class Http2ClientFrames {
   const Limits limits_;
   absl::Status error_;
   int64_t preface_left_ = 24;
-  unsigned char header_[9] = {};
-  int header_filled_ = 0;
+  FrameHeader header_;
   int64_t payload_left_ = 0;
   int64_t header_block_bytes_ = 0;
   bool first_settings_seen_ = false;
@@ -158,8 +181,7 @@ class Http2ClientFrames {
   absl::btree_map<uint32_t, absl::Time> slot_streams_;
   int freed_slots_ = 0;
   // The server's frames, as the client's above: a frame header in pieces, then its payload.
-  unsigned char server_header_[9] = {};
-  int server_header_filled_ = 0;
+  FrameHeader server_header_;
   int64_t server_payload_left_ = 0;
 };
 
