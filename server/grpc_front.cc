@@ -86,11 +86,18 @@ int SelectH2(SSL* /*ssl*/, const unsigned char** out, unsigned char* out_length,
 
 namespace {
 
+constexpr int kData = 0x0;
 constexpr int kHeaders = 0x1;
 constexpr int kResetStream = 0x3;
 constexpr int kSettings = 0x4;
+constexpr int kWindowUpdate = 0x8;
 constexpr int kContinuation = 0x9;
 constexpr int kAck = 0x1;
+constexpr int kEndStream = 0x1;
+
+bool EndsRequest(int type, int flags) {
+  return (type == kData || type == kHeaders) && (flags & kEndStream) != 0;
+}
 
 }  // namespace
 
@@ -188,45 +195,67 @@ absl::Status Http2ClientFrames::OnFrameHeader(std::string* out, absl::Time now) 
                                                        " bytes, got more; send less metadata"));
     }
   }
-  destination_ = Route(type, stream_id, opens_stream);
+  const bool needs_slot = NeedsSlot(type, flags, stream_id, opens_stream);
+  destination_ = Route(type, stream_id, needs_slot);
   const absl::string_view header = header_.bytes();
   if (destination_ == Destination::kGrpc) {
     out->append(header.data(), header.size());
-    OnPassed(type, stream_id, opens_stream, now);
+    OnPassed(type, flags, stream_id, opens_stream, needs_slot, now);
   } else {
-    waiting_.push_back(
-        WaitingFrame{stream_id, type, opens_stream, /*complete=*/false, std::string(header)});
+    waiting_.push_back(WaitingFrame{stream_id, type, flags, opens_stream, needs_slot,
+                                    /*complete=*/false, std::string(header)});
     waiting_bytes_ += static_cast<int64_t>(header.size());
-    if (opens_stream) ++waiting_streams_;
+    if (needs_slot) ++waiting_for_slots_;
     ++waiting_frames_of_stream_[stream_id];
   }
   return absl::OkStatus();
 }
 
+bool Http2ClientFrames::NeedsSlot(int type, int flags, uint32_t stream_id,
+                                  bool opens_stream) const {
+  if (opens_stream) return true;
+  // The end of a request on a stream gRPC has, which holds no slot (its slot went by age): the
+  // call's work begins. Not when frames of the stream wait: it then ends with them, after the
+  // frame that waits for its slot.
+  return EndsRequest(type, flags) && stream_id <= last_passed_stream_id_ &&
+         !slot_streams_.contains(stream_id) && !waiting_frames_of_stream_.contains(stream_id);
+}
+
 Http2ClientFrames::Destination Http2ClientFrames::Route(int type, uint32_t stream_id,
-                                                        bool opens_stream) {
+                                                        bool needs_slot) {
   if (waiting_.empty()) {
-    return !opens_stream || admit_ == nullptr || admit_() ? Destination::kGrpc
-                                                          : Destination::kWaiting;
+    return !needs_slot || admit_ == nullptr || admit_() ? Destination::kGrpc
+                                                        : Destination::kWaiting;
   }
-  if (opens_stream) return Destination::kWaiting;
+  if (needs_slot) return Destination::kWaiting;
   // What gRPC needs to finish the streams it has passes the waiting ones: the connection's own
-  // frames and those of streams already passed on with nothing of theirs waiting. Not header
+  // frames, window updates (they concern what gRPC sends, whatever the client's frames around
+  // them), and the frames of streams already passed on with nothing of theirs waiting. Not header
   // blocks: gRPC must read them in the order sent.
   if (stream_id == 0) return Destination::kGrpc;
-  if (type != kHeaders && type != kContinuation && stream_id <= last_passed_stream_id_ &&
-      !waiting_frames_of_stream_.contains(stream_id)) {
+  if (stream_id > last_passed_stream_id_) return Destination::kWaiting;
+  if (type == kWindowUpdate) return Destination::kGrpc;
+  if (type != kHeaders && type != kContinuation && !waiting_frames_of_stream_.contains(stream_id)) {
     return Destination::kGrpc;
   }
   return Destination::kWaiting;
 }
 
-void Http2ClientFrames::OnPassed(int type, uint32_t stream_id, bool opens_stream, absl::Time now) {
+void Http2ClientFrames::OnPassed(int type, int flags, uint32_t stream_id, bool opens_stream,
+                                 bool needs_slot, absl::Time now) {
   if (opens_stream) {
     last_passed_stream_id_ = stream_id;
-    slot_streams_.emplace(stream_id, now);
-  } else if (type == kResetStream && slot_streams_.erase(stream_id) > 0) {
-    ++freed_slots_;
+    slot_streams_[stream_id] = Slot{now, EndsRequest(type, flags)};
+  } else if (type == kResetStream) {
+    if (slot_streams_.erase(stream_id) > 0) ++freed_slots_;
+  } else if (EndsRequest(type, flags)) {
+    // The call's work begins now: the stream's slot, if it still has one, lasts as long as a
+    // request's from here.
+    if (auto it = slot_streams_.find(stream_id); it != slot_streams_.end()) {
+      it->second = Slot{now, /*request_complete=*/true};
+    } else if (needs_slot) {
+      slot_streams_[stream_id] = Slot{now, /*request_complete=*/true};
+    }
   }
 }
 
@@ -241,16 +270,16 @@ void Http2ClientFrames::Admit(std::string* out, absl::Time now) {
 
 void Http2ClientFrames::Release(std::string* out, absl::Time now) {
   bool first = true;
-  while (!waiting_.empty() && (first || !waiting_.front().opens_stream)) {
+  while (!waiting_.empty() && (first || !waiting_.front().needs_slot)) {
     first = false;
     WaitingFrame& frame = waiting_.front();
     out->append(frame.bytes);
     waiting_bytes_ -= static_cast<int64_t>(frame.bytes.size());
-    if (frame.opens_stream) --waiting_streams_;
+    if (frame.needs_slot) --waiting_for_slots_;
     if (auto it = waiting_frames_of_stream_.find(frame.stream_id); --it->second == 0) {
       waiting_frames_of_stream_.erase(it);
     }
-    OnPassed(frame.type, frame.stream_id, frame.opens_stream, now);
+    OnPassed(frame.type, frame.flags, frame.stream_id, frame.opens_stream, frame.needs_slot, now);
     const bool complete = frame.complete;
     waiting_.pop_front();
     if (!complete) {
@@ -279,20 +308,29 @@ void Http2ClientFrames::ConsumeServer(absl::string_view bytes) {
   }
 }
 
-int Http2ClientFrames::TakeFreedSlots(absl::Time passed_before) {
-  while (!slot_streams_.empty() && slot_streams_.begin()->second < passed_before) {
-    slot_streams_.erase(slot_streams_.begin());
-    ++freed_slots_;
+int Http2ClientFrames::TakeFreedSlots(absl::Time now) {
+  for (auto it = slot_streams_.begin(); it != slot_streams_.end();) {
+    if (it->second.since + AgeOf(it->second) <= now) {
+      it = slot_streams_.erase(it);
+      ++freed_slots_;
+    } else {
+      ++it;
+    }
   }
   return std::exchange(freed_slots_, 0);
 }
 
 int Http2ClientFrames::ReleaseAllSlots() {
-  return TakeFreedSlots(absl::InfiniteFuture()) + std::exchange(pending_admits_, 0);
+  const int held = static_cast<int>(slot_streams_.size()) + std::exchange(pending_admits_, 0);
+  slot_streams_.clear();
+  return std::exchange(freed_slots_, 0) + held;
 }
 
-absl::Time Http2ClientFrames::OldestSlot() const {
-  return slot_streams_.empty() ? absl::InfiniteFuture() : slot_streams_.begin()->second;
+absl::Time Http2ClientFrames::NextSlotExpiry() const {
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& [stream_id, slot] : slot_streams_)
+    next = std::min(next, slot.since + AgeOf(slot));
+  return next;
 }
 
 namespace {
@@ -446,7 +484,7 @@ class FrontConnection : public SlotWaiter,
         return;
       }
       self->frames_.Admit(&self->to_grpc_, absl::Now());
-      if (self->frames_.waiting_streams() > 0) self->state_->slots.Wait(self);
+      if (self->frames_.waiting_for_slots() > 0) self->state_->slots.Wait(self);
       self->Flush();
       self->MaybeReadClient();
       self->GiveBackFreedSlots();
@@ -534,14 +572,16 @@ class FrontConnection : public SlotWaiter,
       MaybeReadClient();
       return;
     }
-    const bool was_waiting = frames_.waiting_streams() > 0;
+    const bool was_waiting = frames_.waiting_for_slots() > 0;
     if (!frames_.Consume(absl::string_view(from_client_.data(), n), &to_grpc_, absl::Now()).ok()) {
       if (state_->options.on_refused) state_->options.on_refused();
       Close();
       return;
     }
     if (!HandOverOnceStarted()) return;
-    if (!was_waiting && frames_.waiting_streams() > 0) state_->slots.Wait(this->shared_from_this());
+    if (!was_waiting && frames_.waiting_for_slots() > 0) {
+      state_->slots.Wait(this->shared_from_this());
+    }
     Flush();
     MaybeReadClient();
     GiveBackFreedSlots();
@@ -598,20 +638,22 @@ class FrontConnection : public SlotWaiter,
         });
   }
 
-  // Returns the slots of streams gRPC has answered, the client has reset, or that have held one
-  // for Options::stream_slot_age, and watches the age of the oldest still held.
+  // Returns the slots of streams gRPC has answered, the client has reset, or whose age has
+  // passed, and sets the timer for the next to pass.
   void GiveBackFreedSlots() {
     if (slots_released_) return;
-    const absl::Duration age = state_->options.stream_slot_age;
-    const int freed = frames_.TakeFreedSlots(absl::Now() - age);
+    const absl::Time now = absl::Now();
+    const int freed = frames_.TakeFreedSlots(now);
     if (freed > 0) state_->slots.Give(freed);
-    const absl::Time oldest = frames_.OldestSlot();
-    if (slot_timer_armed_ || oldest == absl::InfiniteFuture()) return;
-    slot_timer_armed_ = true;
-    slot_timer_.expires_after(absl::ToChronoNanoseconds(oldest + age - absl::Now()));
+    const absl::Time next = frames_.NextSlotExpiry();
+    if (next >= slot_timer_expiry_) return;
+    // Setting the expiry cancels a wait for a later one (its handler gets an error).
+    slot_timer_expiry_ = next;
+    slot_timer_.expires_after(absl::ToChronoNanoseconds(next - now));
     slot_timer_.async_wait([self = this->shared_from_this()](error_code error) {
-      self->slot_timer_armed_ = false;
-      if (!error) self->GiveBackFreedSlots();
+      if (error) return;
+      self->slot_timer_expiry_ = absl::InfiniteFuture();
+      self->GiveBackFreedSlots();
     });
   }
 
@@ -665,7 +707,8 @@ class FrontConnection : public SlotWaiter,
   Stream client_;
   asio::local::stream_protocol::socket upstream_;
   asio::steady_timer timer_;
-  asio::steady_timer slot_timer_;  // the oldest slot's age (GiveBackFreedSlots)
+  asio::steady_timer slot_timer_;  // the next slot's age (GiveBackFreedSlots)
+  absl::Time slot_timer_expiry_ = absl::InfiniteFuture();  // when slot_timer_ fires, if set
   Http2ClientFrames frames_;
   std::string to_grpc_;        // what gRPC is to receive next (Http2ClientFrames)
   std::string being_written_;  // what gRPC is receiving
@@ -681,7 +724,6 @@ class FrontConnection : public SlotWaiter,
   bool grpc_input_closed_ = false;  // a write to gRPC failed
   bool closed_ = false;
   bool passing_ = false;  // counted in State::passing
-  bool slot_timer_armed_ = false;
   bool slots_released_ = false;
 };
 

@@ -51,12 +51,14 @@ namespace attnscope::server {
 //   170,000 streams in 10 s grew the server by 3.8 GB and kept a call from another client waiting
 //   17 s. The proportion is Envoy's rule for premature resets: a busy client whose calls often
 //   reach their deadline (each a reset) stays connected;
-// - a stream the client opens waits in the front, with every frame after its HEADERS but those
-//   gRPC needs to finish the streams it already has (frames on stream 0, WINDOW_UPDATE), while the
-//   `admit` callback refuses it, until Admit: so that gRPC is never handed more new streams than
-//   it works through in a moment (GrpcFront's stream slots). Frames are never reordered within a
-//   stream, and header blocks reach gRPC in the order sent (RFC 7541: each may change the HPACK
-//   table the next one is read with).
+// - the frames that give gRPC work, a new stream's HEADERS and the frame that ends a request
+//   (END_STREAM) of a stream that holds no slot, each need a slot (GrpcFront's stream slots) while
+//   the `admit` callback refuses one; such a frame waits in the front until Admit, with every
+//   frame after it but those gRPC needs to finish what it already has (frames on stream 0, and
+//   the frames other than header blocks of streams it has with nothing of theirs waiting). So
+//   gRPC is never handed more work than it gets through in a moment. Frames are never reordered
+//   within a stream, and header blocks reach gRPC in the order sent (RFC 7541: each may change
+//   the HPACK table the next one is read with).
 // It also reads what gRPC sends back (ConsumeServer), to know which streams gRPC has answered.
 class Http2ClientFrames {
  public:
@@ -66,12 +68,19 @@ class Http2ClientFrames {
     // A client cancels a call with RST_STREAM: 200 in one second on one connection, most of its
     // calls, is far more than a client cancels, and far fewer than a flood.
     int max_resets_per_second = 200;
+    // How long a stream holds its slot when gRPC has not answered it (its first HEADERS or an
+    // RST_STREAM): once its request is complete, a call's work has begun and ends in an answer
+    // soon, or is a call running (bounded by --max_concurrent_requests); before that, gRPC has
+    // only made the call, which it does as soon as it reads the HEADERS, and a client that opens
+    // streams and never finishes them must not hold the slots others wait for.
+    absl::Duration request_slot_age = absl::Seconds(1);
+    absl::Duration open_stream_slot_age = absl::Milliseconds(20);
   };
 
-  // `admit` (may be empty: every stream passes) is asked for each stream the client opens while
-  // none of its streams waits; true when the stream may reach gRPC now (the caller has counted it
-  // against its slots), false to hold it until Admit. Streams opened while another waits wait
-  // behind it without asking.
+  // `admit` (may be empty: nothing waits) is asked for each frame that needs a slot while none
+  // waits; true when it may reach gRPC now (the caller has counted it against its slots), false to
+  // hold it until Admit. Frames that need a slot while another waits wait behind it without
+  // asking.
   explicit Http2ClientFrames(Limits limits, std::function<bool()> admit = nullptr)
       : limits_(limits), admit_(std::move(admit)) {}
 
@@ -85,29 +94,27 @@ class Http2ClientFrames {
   // Whether the client has acknowledged the server's first SETTINGS.
   bool settings_acked() const { return client_acked_; }
 
-  // The oldest waiting stream may reach gRPC (a slot was taken for it): appends its frames to
-  // `out`, with those that waited behind it up to the next waiting stream's HEADERS. When a frame
-  // that passes is half given to gRPC, that happens at its end instead, in Consume. Call only
-  // while waiting_streams() > 0 and the stream has not been given one already.
+  // The oldest frame waiting for a slot may reach gRPC (a slot was taken for it): appends it to
+  // `out`, with the frames that waited behind it up to the next one that needs a slot. When a
+  // frame that passes is half given to gRPC, that happens at its end instead, in Consume. Call
+  // only while waiting_for_slots() > 0.
   void Admit(std::string* out, absl::Time now);
   // Reads `bytes`, the next piece of what gRPC sends the client: a stream whose first HEADERS
   // (or RST_STREAM) gRPC sends is answered.
   void ConsumeServer(absl::string_view bytes);
-  // Streams the client opened that wait for Admit, and the bytes waiting with them.
-  int waiting_streams() const { return waiting_streams_ - pending_admits_; }
+  // Frames that wait for Admit, and the bytes waiting with them.
+  int waiting_for_slots() const { return waiting_for_slots_ - pending_admits_; }
   int64_t waiting_bytes() const { return waiting_bytes_; }
-  // The slots this connection holds: one for each stream admitted (by `admit` or Admit) until
-  // gRPC answers it (its first HEADERS or an RST_STREAM), the client resets it, or
-  // TakeFreedSlots lets it go by age.
+  // The slots this connection holds: one for each stream given one (by `admit` or Admit) until
+  // gRPC answers it, the client resets it, or its age (Limits) passes.
   int SlotsHeld() const { return static_cast<int>(slot_streams_.size()) + pending_admits_; }
-  // How many slots were freed since the last call, counting as freed those of streams passed on
-  // to gRPC before `passed_before` (a stream gRPC has had that long is no longer waiting for it:
-  // it is a call running, or one the client has not finished sending).
-  int TakeFreedSlots(absl::Time passed_before);
+  // How many slots were freed since the last call, counting as freed those whose age has passed
+  // at `now`.
+  int TakeFreedSlots(absl::Time now);
   // Frees every slot this connection holds, and says how many (when it closes).
   int ReleaseAllSlots();
-  // When the oldest stream holding a slot was passed on; absl::InfiniteFuture() when none is.
-  absl::Time OldestSlot() const;
+  // When TakeFreedSlots next frees a slot by age; absl::InfiniteFuture() when none is held.
+  absl::Time NextSlotExpiry() const;
 
  private:
   // A frame's 9-byte header (RFC 9113 4.1), arriving in pieces.
@@ -138,20 +145,34 @@ class Http2ClientFrames {
   struct WaitingFrame {
     uint32_t stream_id;
     int type;
+    int flags;
     bool opens_stream;
+    bool needs_slot;
     bool complete;
     std::string bytes;
+  };
+  struct Slot {
+    absl::Time since;
+    bool request_complete;  // the client has ended its request (END_STREAM)
   };
 
   // Decides on the frame whose header has just arrived in header_: appends it to `out` unless it
   // is the client's first ACK or waits.
   absl::Status OnFrameHeader(std::string* out, absl::Time now);
-  // Where a frame of `type` on `stream_id` goes; `opens_stream` when it is a new stream's HEADERS.
-  Destination Route(int type, uint32_t stream_id, bool opens_stream);
-  // Appends the oldest waiting stream's frames to `out` (Admit's work, when it may happen).
+  // Whether a frame of `type` with `flags` on `stream_id` needs a slot; `opens_stream` when it is
+  // a new stream's HEADERS.
+  bool NeedsSlot(int type, int flags, uint32_t stream_id, bool opens_stream) const;
+  // Where such a frame goes.
+  Destination Route(int type, uint32_t stream_id, bool needs_slot);
+  // Appends the oldest frame waiting for a slot, and those behind it, to `out` (Admit's work,
+  // when it may happen).
   void Release(std::string* out, absl::Time now);
-  // Notes that a frame of `type` on `stream_id` has been given to gRPC.
-  void OnPassed(int type, uint32_t stream_id, bool opens_stream, absl::Time now);
+  // Notes that a frame has been given to gRPC.
+  void OnPassed(int type, int flags, uint32_t stream_id, bool opens_stream, bool needs_slot,
+                absl::Time now);
+  absl::Duration AgeOf(const Slot& slot) const {
+    return slot.request_complete ? limits_.request_slot_age : limits_.open_stream_slot_age;
+  }
 
   const Limits limits_;
   absl::Status error_;
@@ -171,14 +192,13 @@ class Http2ClientFrames {
   std::function<bool()> admit_;
   Destination destination_ = Destination::kGrpc;  // of the frame whose payload is arriving
   std::deque<WaitingFrame> waiting_;
-  int waiting_streams_ = 0;  // frames in waiting_ that open a stream
+  int waiting_for_slots_ = 0;  // frames in waiting_ that need a slot
   int64_t waiting_bytes_ = 0;
   absl::flat_hash_map<uint32_t, int> waiting_frames_of_stream_;
   int pending_admits_ = 0;  // Admit calls to carry out at the end of the frame passing now
   uint32_t last_passed_stream_id_ = 0;
-  // Streams holding a slot, by id (the order they were opened and passed on in), with when they
-  // were passed on.
-  absl::btree_map<uint32_t, absl::Time> slot_streams_;
+  // Streams holding a slot, by id, with since when.
+  absl::btree_map<uint32_t, Slot> slot_streams_;
   int freed_slots_ = 0;
   // The server's frames, as the client's above: a frame header in pieces, then its payload.
   FrameHeader server_header_;
@@ -194,17 +214,14 @@ class GrpcFront {
     // TLS as the server's flags say (ValidateTlsOptions); disabled: plaintext HTTP/2.
     TlsOptions tls;
     Http2ClientFrames::Limits limits;
-    // Streams handed to gRPC that it has not answered yet, over every connection; a stream
-    // opened beyond this waits in the front (Http2ClientFrames), connections taking turns, one
-    // stream each. gRPC 1.51 works through about 10,000 new streams a second on two cores, and
-    // reads new ones faster than that: a client that opened connections, sent 100 calls on each
-    // and dropped it at once, 650,000 calls in 3 s, kept others' calls waiting 14-26 s. Here the
-    // wait is for this many streams at most, and streams whose client has gone never reach gRPC.
+    // Streams handed to gRPC that it has not answered yet, over every connection, each for at
+    // most its age (Http2ClientFrames::Limits); work beyond this waits in the front
+    // (Http2ClientFrames), connections taking turns, one frame each. gRPC 1.51 works through
+    // about 10,000 calls a second on two cores, and reads new ones faster than that: a client
+    // that opened connections, sent 100 calls on each and dropped it at once, 650,000 calls in
+    // 3 s, kept others' calls waiting 14-26 s. Here the wait is for this many streams at most,
+    // and streams whose client has gone never reach gRPC.
     int stream_slots = 256;
-    // A stream holds its slot until gRPC answers it (its first HEADERS or an RST_STREAM) or for
-    // this long: by then gRPC has read it, and it is a call running (bounded by
-    // --max_concurrent_requests) or one whose client has not sent all of it.
-    absl::Duration stream_slot_age = absl::Seconds(1);
     // Called (on the front's own threads) for each connection closed for crossing a limit.
     std::function<void()> on_refused;
   };

@@ -194,7 +194,7 @@ TEST(Http2ClientFramesTest, StreamsBeyondTheSlotsWaitWithTheirFramesUntilAdmitte
     std::string out;
     ASSERT_TRUE(FeedInPieces(frames, client, piece, &out).ok());
     EXPECT_EQ(out, Start() + kSettingsAck + h1 + d1 + ping + window_1 + reset_1);
-    EXPECT_EQ(frames.waiting_streams(), 2);
+    EXPECT_EQ(frames.waiting_for_slots(), 2);
     EXPECT_EQ(frames.waiting_bytes(), static_cast<int64_t>((h3 + d3 + h5 + reset_3).size()));
     // Stream 1 was reset by the client: its slot is free.
     EXPECT_EQ(frames.SlotsHeld(), 0);
@@ -203,11 +203,11 @@ TEST(Http2ClientFramesTest, StreamsBeyondTheSlotsWaitWithTheirFramesUntilAdmitte
     out.clear();
     frames.Admit(&out, kNow);
     EXPECT_EQ(out, h3 + d3);
-    EXPECT_EQ(frames.waiting_streams(), 1);
+    EXPECT_EQ(frames.waiting_for_slots(), 1);
     out.clear();
     frames.Admit(&out, kNow);
     EXPECT_EQ(out, h5 + reset_3);
-    EXPECT_EQ(frames.waiting_streams(), 0);
+    EXPECT_EQ(frames.waiting_for_slots(), 0);
     EXPECT_EQ(frames.waiting_bytes(), 0);
     // Stream 3 was reset too; stream 5 holds its slot.
     EXPECT_EQ(frames.SlotsHeld(), 1);
@@ -236,7 +236,7 @@ TEST(Http2ClientFramesTest, StreamsOpenedWhileOneWaitsWaitBehindItWithoutAsking)
   ASSERT_TRUE(frames.Consume(h1 + c1 + h3 + window_3, &out, kNow).ok());
   EXPECT_EQ(out, "");
   EXPECT_EQ(asked, 1);
-  EXPECT_EQ(frames.waiting_streams(), 2);
+  EXPECT_EQ(frames.waiting_for_slots(), 2);
   frames.Admit(&out, kNow);
   EXPECT_EQ(out, h1 + c1);
   frames.Admit(&out, kNow);
@@ -255,7 +255,7 @@ TEST(Http2ClientFramesTest, AFrameHalfGivenToGrpcIsFinishedBeforeTheAdmittedStre
   EXPECT_EQ(frames.SlotsHeld(), 1);  // the admitted stream's
   ASSERT_TRUE(frames.Consume(ping.substr(13), &out, kNow).ok());
   EXPECT_EQ(out, Start() + kSettingsAck + ping + h1);
-  EXPECT_EQ(frames.waiting_streams(), 0);
+  EXPECT_EQ(frames.waiting_for_slots(), 0);
   EXPECT_EQ(frames.SlotsHeld(), 1);
 }
 
@@ -278,32 +278,68 @@ TEST(Http2ClientFramesTest, SlotsAreFreedByGrpcsAnswersByAgeAndAllAtTheEnd) {
   Http2ClientFrames frames(SmallLimits(), AdmitFirst(10));
   std::string out;
   ASSERT_TRUE(frames.Consume(Start() + kSettingsAck, &out, kNow).ok());
-  for (uint32_t stream = 1; stream <= 7; stream += 2) {
+  // Streams 1, 3 and 5 are whole requests (HEADERS and DATA with END_STREAM); stream 7 is opened
+  // and not finished.
+  for (uint32_t stream = 1; stream <= 5; stream += 2) {
     const absl::Time passed = kNow + absl::Seconds(stream);
-    ASSERT_TRUE(frames.Consume(Frame(kHeaders, kEndHeaders, stream, 30), &out, passed).ok());
+    ASSERT_TRUE(frames
+                    .Consume(Frame(kHeaders, kEndHeaders, stream, 30) +
+                                 Frame(kData, kEndStream, stream, 20),
+                             &out, passed)
+                    .ok());
   }
+  ASSERT_TRUE(frames.Consume(Frame(kHeaders, kEndHeaders, 7, 30), &out, kNow).ok());
   EXPECT_EQ(frames.SlotsHeld(), 4);
-  EXPECT_EQ(frames.OldestSlot(), kNow + absl::Seconds(1));
+  // An open stream holds its slot for the short age, a whole request for the long one.
+  EXPECT_EQ(frames.NextSlotExpiry(), kNow + absl::Milliseconds(20));
+  EXPECT_EQ(frames.TakeFreedSlots(kNow + absl::Milliseconds(19)), 0);
+  EXPECT_EQ(frames.TakeFreedSlots(kNow + absl::Milliseconds(20)), 1);
+  EXPECT_EQ(frames.NextSlotExpiry(), kNow + absl::Seconds(2));
   // gRPC's SETTINGS, stream 3's answer (HEADERS, DATA, trailers) in pieces, and an RST_STREAM
-  // refusing stream 7.
+  // ending stream 5.
   const std::string server =
       Frame(kSettings, 0, 0, 18) + Frame(kHeaders, kEndHeaders, 3, 40) + Frame(kData, 0, 3, 100) +
-      Frame(kHeaders, kEndHeaders | kEndStream, 3, 20) + Frame(kResetStream, 0, 7, 4);
+      Frame(kHeaders, kEndHeaders | kEndStream, 3, 20) + Frame(kResetStream, 0, 5, 4);
   for (size_t i = 0; i < server.size(); i += 7) {
     frames.ConsumeServer(absl::string_view(server).substr(i, 7));
   }
-  EXPECT_EQ(frames.SlotsHeld(), 2);
-  EXPECT_EQ(frames.TakeFreedSlots(absl::InfinitePast()), 2);
-  EXPECT_EQ(frames.TakeFreedSlots(absl::InfinitePast()), 0);
-  // Stream 1, passed on at kNow + 1 s, is too old at kNow + 2 s; stream 5 is not.
+  EXPECT_EQ(frames.SlotsHeld(), 1);
+  EXPECT_EQ(frames.TakeFreedSlots(kNow), 2);
+  EXPECT_EQ(frames.TakeFreedSlots(kNow), 0);
+  // Stream 1's request, passed on at kNow + 1 s, is a second old at kNow + 2 s.
   EXPECT_EQ(frames.TakeFreedSlots(kNow + absl::Seconds(2)), 1);
-  EXPECT_EQ(frames.OldestSlot(), kNow + absl::Seconds(5));
+  EXPECT_EQ(frames.NextSlotExpiry(), absl::InfiniteFuture());
   // An answer to a stream whose slot went by age frees nothing more.
   frames.ConsumeServer(Frame(kHeaders, kEndHeaders, 1, 10));
-  EXPECT_EQ(frames.TakeFreedSlots(absl::InfinitePast()), 0);
-  EXPECT_EQ(frames.ReleaseAllSlots(), 1);
+  EXPECT_EQ(frames.TakeFreedSlots(kNow + absl::Seconds(2)), 0);
   EXPECT_EQ(frames.SlotsHeld(), 0);
-  EXPECT_EQ(frames.OldestSlot(), absl::InfiniteFuture());
+}
+
+TEST(Http2ClientFramesTest, ARequestEndedAfterItsStreamsSlotWentByAgeNeedsASlot) {
+  Http2ClientFrames frames(SmallLimits(), AdmitFirst(1));
+  std::string out;
+  ASSERT_TRUE(frames.Consume(Start() + kSettingsAck, &out, kNow).ok());
+  const std::string h1 = Frame(kHeaders, kEndHeaders, 1, 30);
+  const std::string d1 = Frame(kData, 0, 1, 20);
+  const std::string end_1 = Frame(kData, kEndStream, 1, 0);
+  const std::string window_1 = Frame(kWindowUpdate, 0, 1, 4);
+  out.clear();
+  ASSERT_TRUE(frames.Consume(h1 + d1, &out, kNow).ok());
+  EXPECT_EQ(out, h1 + d1);
+  // The open stream's slot goes by age; the client ends its request later: that begins the
+  // call's work and waits for a slot (this client's `admit` has none left). A window update for
+  // the stream still passes.
+  EXPECT_EQ(frames.TakeFreedSlots(kNow + absl::Seconds(1)), 1);
+  out.clear();
+  ASSERT_TRUE(frames.Consume(end_1 + window_1, &out, kNow + absl::Seconds(1)).ok());
+  EXPECT_EQ(out, window_1);
+  EXPECT_EQ(frames.waiting_for_slots(), 1);
+  out.clear();
+  frames.Admit(&out, kNow + absl::Seconds(2));
+  EXPECT_EQ(out, end_1);
+  EXPECT_EQ(frames.SlotsHeld(), 1);
+  EXPECT_EQ(frames.NextSlotExpiry(), kNow + absl::Seconds(3));
+  EXPECT_EQ(frames.ReleaseAllSlots(), 1);
 }
 
 }  // namespace
