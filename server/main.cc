@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/file_util.h"
 #include "models/kernels/gemm.h"
@@ -191,6 +192,10 @@ ABSL_FLAG(double, shutdown_grace_seconds, kDefaults.shutdown_grace_seconds,
 int main(int argc, char** argv) {
   attnscope::ReexecWithPassiveOpenMpWait(argv);
   attnscope::RetainFreedHeapMemory();
+  // Debian builds Abseil without NDEBUG, which turns on its mutex deadlock detection: every lock
+  // of every absl::Mutex, gRPC's among them, then goes through one process-wide lock and a graph
+  // of lock orders.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // Before any thread exists, so that every thread inherits the mask and only RunServer's
   // sigwait sees the shutdown signals.
   attnscope::server::BlockShutdownSignals();
