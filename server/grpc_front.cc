@@ -147,6 +147,7 @@ absl::Status Http2ClientFrames::Consume(absl::string_view bytes, std::string* ou
       ack_pending_ = false;
     }
     for (; pending_admits_ > 0; --pending_admits_) Release(out, now);
+    for (const uint32_t stream_id : std::exchange(pending_cancels_, {})) Cancel(stream_id, out);
   }
   return error_;
 }
@@ -246,9 +247,12 @@ void Http2ClientFrames::OnPassed(int type, int flags, uint32_t stream_id, bool o
   if (opens_stream) {
     last_passed_stream_id_ = stream_id;
     slot_streams_[stream_id] = Slot{now, EndsRequest(type, flags)};
+    if (!EndsRequest(type, flags)) open_requests_.insert(stream_id);
   } else if (type == kResetStream) {
     if (slot_streams_.erase(stream_id) > 0) ++freed_slots_;
+    open_requests_.erase(stream_id);
   } else if (EndsRequest(type, flags)) {
+    open_requests_.erase(stream_id);
     // The call's work begins now: the stream's slot, if it still has one, lasts as long as a
     // request's from here.
     if (auto it = slot_streams_.find(stream_id); it != slot_streams_.end()) {
@@ -301,11 +305,41 @@ void Http2ClientFrames::ConsumeServer(absl::string_view bytes) {
     if (!server_header_.Fill(&bytes)) continue;
     server_payload_left_ = server_header_.length();
     const int type = server_header_.type();
-    if ((type == kHeaders || type == kResetStream) &&
-        slot_streams_.erase(server_header_.stream_id()) > 0) {
+    const uint32_t stream_id = server_header_.stream_id();
+    if ((type == kHeaders || type == kResetStream) && slot_streams_.erase(stream_id) > 0) {
       ++freed_slots_;
     }
+    // gRPC has ended the stream (trailers, or a reset): what the client still sends on it is
+    // dropped by gRPC.
+    if (type == kResetStream || (type == kHeaders && (server_header_.flags() & kEndStream) != 0)) {
+      open_requests_.erase(stream_id);
+    }
   }
+}
+
+void Http2ClientFrames::Cancel(uint32_t stream_id, std::string* out) {
+  if (!open_requests_.contains(stream_id)) return;
+  if (destination_ == Destination::kGrpc && payload_left_ > 0) {
+    pending_cancels_.push_back(stream_id);
+    return;
+  }
+  // RST_STREAM (type 3) with the error code CANCEL (0x8).
+  const char reset[13] = {0,
+                          0,
+                          4,
+                          3,
+                          0,
+                          static_cast<char>((stream_id >> 24) & 0x7f),
+                          static_cast<char>(stream_id >> 16),
+                          static_cast<char>(stream_id >> 8),
+                          static_cast<char>(stream_id),
+                          0,
+                          0,
+                          0,
+                          8};
+  out->append(reset, sizeof(reset));
+  open_requests_.erase(stream_id);
+  if (slot_streams_.erase(stream_id) > 0) ++freed_slots_;
 }
 
 int Http2ClientFrames::TakeFreedSlots(absl::Time now) {
@@ -391,10 +425,71 @@ class StreamSlots {
   std::deque<std::weak_ptr<SlotWaiter>> waiting_;
 };
 
+// GrpcFront::Options::max_open_requests, over every connection: the open requests in the order
+// they were handed to gRPC, the oldest cancelled when there are more.
+class OpenRequests {
+ public:
+  // A connection whose open requests are counted here.
+  class Holder {
+   public:
+    virtual ~Holder() = default;
+    // Cancel `stream_id` in gRPC (thread-safe; called without OpenRequests' lock held).
+    virtual void Evict(uint32_t stream_id) = 0;
+  };
+  // Set once a request is no longer counted: ended by its connection, or evicted.
+  using Ended = std::shared_ptr<std::atomic<bool>>;
+
+  explicit OpenRequests(int max) : max_(max) {}
+
+  // Counts a new open request of `holder`, cancelling the oldest ones past the maximum.
+  Ended Add(std::weak_ptr<Holder> holder, uint32_t stream_id) {
+    Ended ended = std::make_shared<std::atomic<bool>>(false);
+    std::vector<Entry> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      entries_.push_back(Entry{std::move(holder), stream_id, ended});
+      ++open_;
+      // Entries of requests already ended go too, so that the queue holds little more than the
+      // open requests.
+      while (!entries_.empty() && (entries_.front().ended->load() || open_ > max_)) {
+        Entry entry = std::move(entries_.front());
+        entries_.pop_front();
+        if (!entry.ended->exchange(true)) {
+          --open_;
+          evicted.push_back(std::move(entry));
+        }
+      }
+    }
+    for (const Entry& entry : evicted) {
+      if (std::shared_ptr<Holder> holder = entry.holder.lock()) holder->Evict(entry.stream_id);
+    }
+    return ended;
+  }
+
+  // The request is no longer open (nothing if it was evicted).
+  void End(const Ended& ended) {
+    if (ended->exchange(true)) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    --open_;
+  }
+
+ private:
+  struct Entry {
+    std::weak_ptr<Holder> holder;
+    uint32_t stream_id;
+    Ended ended;
+  };
+  const int max_;
+  std::mutex mutex_;
+  std::deque<Entry> entries_;
+  int open_ = 0;
+};
+
 }  // namespace
 
 struct GrpcFront::State {
-  explicit State(const Options& options) : options(options), slots(options.stream_slots) {}
+  explicit State(const Options& options)
+      : options(options), slots(options.stream_slots), open_requests(options.max_open_requests) {}
 
   void Accept();
   template <typename Stream>
@@ -404,6 +499,7 @@ struct GrpcFront::State {
 
   const Options options;
   StreamSlots slots;
+  OpenRequests open_requests;
   std::optional<asio::ssl::context> tls;
   std::mutex mutex;
   grpc::Server* server = nullptr;  // under mutex; nullptr once stopped
@@ -435,6 +531,7 @@ tcp::socket& TcpOf(Stream& stream) {
 // are. Every handler runs on the client socket's strand.
 template <typename Stream>
 class FrontConnection : public SlotWaiter,
+                        public OpenRequests::Holder,
                         public std::enable_shared_from_this<FrontConnection<Stream>> {
  public:
   FrontConnection(GrpcFront::State* state, Stream client)
@@ -487,11 +584,23 @@ class FrontConnection : public SlotWaiter,
       if (self->frames_.waiting_for_slots() > 0) self->state_->slots.Wait(self);
       self->Flush();
       self->MaybeReadClient();
+      self->SyncOpenRequests();
       self->GiveBackFreedSlots();
     });
   }
 
   bool Gone() const override { return gone_.load(); }
+
+  void Evict(uint32_t stream_id) override {
+    asio::post(TcpOf(client_).get_executor(), [self = this->shared_from_this(), stream_id] {
+      if (self->closed_ || self->grpc_done_) return;
+      self->open_requests_.erase(stream_id);
+      self->frames_.Cancel(stream_id, &self->to_grpc_);
+      self->Flush();
+      self->SyncOpenRequests();
+      self->GiveBackFreedSlots();
+    });
+  }
 
  private:
   // gRPC gets `fd` once the client's connection preface has arrived (HandOverOnceStarted).
@@ -584,6 +693,7 @@ class FrontConnection : public SlotWaiter,
     }
     Flush();
     MaybeReadClient();
+    SyncOpenRequests();
     GiveBackFreedSlots();
   }
 
@@ -625,6 +735,7 @@ class FrontConnection : public SlotWaiter,
             return;
           }
           self->frames_.ConsumeServer(absl::string_view(self->from_grpc_.get(), n));
+          self->SyncOpenRequests();
           self->GiveBackFreedSlots();
           asio::async_write(self->client_, asio::buffer(self->from_grpc_.get(), n),
                             [self, n](error_code error, size_t) {
@@ -657,11 +768,34 @@ class FrontConnection : public SlotWaiter,
     });
   }
 
-  // Once gRPC or the connection is done: every slot held goes back.
+  // Counts in State::open_requests the open requests frames_ has and this connection has not
+  // counted, and ends those it counted that are no longer open. A request that arrives whole in
+  // one read is never counted.
+  void SyncOpenRequests() {
+    if (slots_released_) return;
+    const absl::flat_hash_set<uint32_t>& open = frames_.open_requests();
+    for (auto it = open_requests_.begin(); it != open_requests_.end();) {
+      if (open.contains(it->first)) {
+        ++it;
+      } else {
+        state_->open_requests.End(it->second);
+        open_requests_.erase(it++);
+      }
+    }
+    for (const uint32_t stream_id : open) {
+      if (!open_requests_.contains(stream_id)) {
+        open_requests_[stream_id] = state_->open_requests.Add(this->weak_from_this(), stream_id);
+      }
+    }
+  }
+
+  // Once gRPC or the connection is done: every slot held goes back, and no request is open.
   void ReleaseSlots() {
     gone_ = true;
     if (slots_released_) return;
     slots_released_ = true;
+    for (const auto& [stream_id, ended] : open_requests_) state_->open_requests.End(ended);
+    open_requests_.clear();
     slot_timer_.cancel();
     const int held = frames_.ReleaseAllSlots();
     if (held > 0) state_->slots.Give(held);
@@ -716,6 +850,8 @@ class FrontConnection : public SlotWaiter,
   std::unique_ptr<char[]> from_grpc_;  // while gRPC has bytes to pass on
   std::atomic<bool> gone_{false};      // no more slots wanted (SlotWaiter::Gone)
   int grpc_fd_ = -1;                   // gRPC's end of the socket pair until handed over
+  // The open requests counted in State::open_requests (SyncOpenRequests).
+  absl::flat_hash_map<uint32_t, OpenRequests::Ended> open_requests_;
   bool handshaken_ = false;
   bool reading_ = false;
   bool writing_ = false;

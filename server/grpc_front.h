@@ -17,9 +17,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -116,6 +118,15 @@ class Http2ClientFrames {
   // When TakeFreedSlots next frees a slot by age; absl::InfiniteFuture() when none is held.
   absl::Time NextSlotExpiry() const;
 
+  // Streams gRPC has whose request the client has not finished (no END_STREAM yet), that neither
+  // side has reset and gRPC has not ended.
+  const absl::flat_hash_set<uint32_t>& open_requests() const { return open_requests_; }
+  // Ends an open request in gRPC: appends an RST_STREAM (CANCEL) for it to `out` (at the end of
+  // the frame half given to gRPC, if one is, in Consume), so that gRPC drops the call it holds.
+  // The client is not told; gRPC answers its next frame on the stream with RST_STREAM. Nothing
+  // when `stream_id` is not an open request.
+  void Cancel(uint32_t stream_id, std::string* out);
+
  private:
   // A frame's 9-byte header (RFC 9113 4.1), arriving in pieces.
   class FrameHeader {
@@ -199,6 +210,8 @@ class Http2ClientFrames {
   uint32_t last_passed_stream_id_ = 0;
   // Streams holding a slot, by id, with since when.
   absl::btree_map<uint32_t, Slot> slot_streams_;
+  absl::flat_hash_set<uint32_t> open_requests_;
+  std::vector<uint32_t> pending_cancels_;  // Cancel calls to carry out at the end of the frame
   int freed_slots_ = 0;
   // The server's frames, as the client's above: a frame header in pieces, then its payload.
   FrameHeader server_header_;
@@ -222,6 +235,13 @@ class GrpcFront {
     // 3 s, kept others' calls waiting 14-26 s. Here the wait is for this many streams at most,
     // and streams whose client has gone never reach gRPC.
     int stream_slots = 256;
+    // Streams gRPC holds whose request the client has not finished, over every connection: each
+    // is a call gRPC keeps (about 12 KB) while it waits for the rest. Past this, the oldest such
+    // stream is cancelled in gRPC (Http2ClientFrames::Cancel). Before, 300 connections keeping
+    // 100 such streams each grew the server by 350 MB, and the 100 streams gRPC allows a
+    // connection times the connections the descriptors allow came to about 7 GB. A request
+    // still arriving after the most recent 4,096 has had its time.
+    int max_open_requests = 4096;
     // Called (on the front's own threads) for each connection closed for crossing a limit.
     std::function<void()> on_refused;
   };

@@ -685,5 +685,42 @@ TEST(CallLimitsTest, CallsOnConnectionsDroppedAtOnceKeepNoOneElseWaiting) {
             << descriptors << " after\n";
 }
 
+// Streams opened and never finished (HEADERS alone): each is a call gRPC keeps, about 12 KB,
+// waiting for the rest of its request. Before, 300 connections keeping 100 each grew the server by
+// 350 MB (the deployment's memory limit is 640 MiB), and the descriptors allowed about 7 GB. The
+// listener cancels the oldest in gRPC past GrpcFront::Options::max_open_requests.
+TEST(CallLimitsTest, StreamsLeftOpenOnManyConnectionsHoldBoundedMemory) {
+  ServerProcess::Options options;
+  options.models = {"default=" + TinyBertDir()};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  const std::string port = server.address().substr(server.address().rfind(':') + 1);
+  const int64_t rss_before = ProcessRssBytes(server.pid());
+
+  nlohmann::json flood;
+  std::thread flooder([&] {
+    flood = RunH2Flood(
+        port, {"--settings_ack", "--streams", "100", "--connections", "300", "--hold", "5"});
+  });
+  absl::SleepFor(absl::Seconds(3));
+  const int64_t rss_held = ProcessRssBytes(server.pid());
+  v1::GetAttentionRequest request;
+  request.set_text("the capital of france is paris");
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::GetAttentionResponse response;
+  const grpc::Status status = StubOf(server)->GetAttention(&context, request, &response);
+  flooder.join();
+  ASSERT_FALSE(flood.is_discarded());
+  EXPECT_EQ(flood.value("streams_sent", 0), 30000) << flood.dump();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_LT(rss_held - rss_before, 200 << 20)
+      << "RSS " << rss_before / (1 << 20) << " MB before, " << rss_held / (1 << 20)
+      << " MB with the streams held";
+  std::cout << flood.dump() << ": RSS " << rss_before / (1 << 20) << " MB before, "
+            << rss_held / (1 << 20) << " MB with the streams held\n";
+}
+
 }  // namespace
 }  // namespace attnscope::testing

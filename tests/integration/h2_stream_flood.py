@@ -25,12 +25,17 @@ With --closed_window N it opens N connections instead, each with an initial flow
 0 (SETTINGS_INITIAL_WINDOW_SIZE) and one whole ListModels call, and holds them for --hold seconds
 without reading or ever opening the window: clients that ask and never take the answer.
 
+With --connections M (and without --reset) it opens M connections, each with --streams streams left
+open (HEADERS alone, the request never finished), and holds them all for --hold seconds; it prints
+{"connections": M, "streams_sent": ..., "closed_by_server": how many the server closed}.
+
 With --churn N it opens connections one after another for --max_seconds, on each sends the
 preface, SETTINGS and its ACK and N whole GetAttention calls at once, and drops the connection with
 a reset (SO_LINGER 0) without reading anything: calls whose caller has gone before the server has
 read them. It prints {"connections": ..., "streams_sent": ..., "seconds": ...}.
 
     h2_stream_flood.py --port PORT [--streams 20000] [--reset] [--settings_ack] [--hold 3]
+    h2_stream_flood.py --port PORT --settings_ack --streams 100 --connections 300 [--hold 3]
     h2_stream_flood.py --port PORT --churn 100 [--max_seconds 3]
     h2_stream_flood.py --port PORT --continuation_bytes 536870912 [--unterminated_field] [--hold 3]
     h2_stream_flood.py --port PORT --closed_window 100 [--hold 3]
@@ -231,6 +236,7 @@ def main():
     parser.add_argument("--hold", type=float, default=3.0)
     parser.add_argument("--closed_window", type=int, default=0, metavar="N")
     parser.add_argument("--churn", type=int, default=0, metavar="N")
+    parser.add_argument("--connections", type=int, default=1, metavar="M")
     args = parser.parse_args()
     if args.churn:
         start = time.monotonic()
@@ -240,6 +246,20 @@ def main():
         return
     if args.closed_window:
         hold_closed_windows(args.port, args.closed_window, args.hold)
+        return
+    if args.connections > 1:
+        connections = [Connection(args.port) for _ in range(args.connections)]
+        deadline = time.monotonic() + args.max_seconds
+        streams = sum(flood_streams(c, args.streams, False, args.settings_ack, deadline)
+                      for c in connections)
+        time.sleep(args.hold)
+        closed = sum(c.closed_by_server.is_set() for c in connections)
+        for c in connections:
+            c._closing.set()
+        for c in connections:
+            c.hold(0)
+        print(json.dumps({"connections": args.connections, "streams_sent": streams,
+                          "closed_by_server": closed}), flush=True)
         return
     connection = Connection(args.port)
     start = time.monotonic()

@@ -4,6 +4,7 @@
 #include <functional>
 #include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace attnscope::server {
@@ -340,6 +341,52 @@ TEST(Http2ClientFramesTest, ARequestEndedAfterItsStreamsSlotWentByAgeNeedsASlot)
   EXPECT_EQ(frames.SlotsHeld(), 1);
   EXPECT_EQ(frames.NextSlotExpiry(), kNow + absl::Seconds(3));
   EXPECT_EQ(frames.ReleaseAllSlots(), 1);
+}
+
+TEST(Http2ClientFramesTest, OpenRequestsAreThoseGrpcHasAndTheClientHasNotFinished) {
+  Http2ClientFrames frames(SmallLimits());
+  std::string out;
+  ASSERT_TRUE(frames.Consume(Start() + kSettingsAck, &out, kNow).ok());
+  // Stream 1 whole, 3 and 5 and 7 opened without their end.
+  ASSERT_TRUE(frames
+                  .Consume(Frame(kHeaders, kEndHeaders, 1, 30) + Frame(kData, kEndStream, 1, 20) +
+                               Frame(kHeaders, kEndHeaders, 3, 30) + Frame(kData, 0, 3, 20) +
+                               Frame(kHeaders, kEndHeaders, 5, 30) +
+                               Frame(kHeaders, kEndHeaders, 7, 30),
+                           &out, kNow)
+                  .ok());
+  EXPECT_THAT(frames.open_requests(), ::testing::UnorderedElementsAre(3, 5, 7));
+  // The client ends 3, resets 5; gRPC ends 7 with its trailers.
+  ASSERT_TRUE(
+      frames.Consume(Frame(kData, kEndStream, 3, 0) + Frame(kResetStream, 0, 5, 4), &out, kNow)
+          .ok());
+  frames.ConsumeServer(Frame(kHeaders, kEndHeaders | kEndStream, 7, 10));
+  EXPECT_TRUE(frames.open_requests().empty());
+}
+
+TEST(Http2ClientFramesTest, ACancelledOpenRequestIsResetInGrpcBetweenFrames) {
+  Http2ClientFrames frames(SmallLimits());
+  std::string out;
+  const std::string h1 = Frame(kHeaders, kEndHeaders, 1, 30);
+  const std::string d1 = Frame(kData, 0, 1, 40);
+  ASSERT_TRUE(frames.Consume(Start() + kSettingsAck + h1, &out, kNow).ok());
+  EXPECT_EQ(frames.SlotsHeld(), 1);
+  // Half of a DATA frame is with gRPC: the reset follows the frame's end.
+  out.clear();
+  ASSERT_TRUE(frames.Consume(d1.substr(0, 20), &out, kNow).ok());
+  frames.Cancel(1, &out);
+  EXPECT_EQ(out, d1.substr(0, 20));
+  ASSERT_TRUE(frames.Consume(d1.substr(20), &out, kNow).ok());
+  const std::string cancel = {0, 0, 4, 3, 0, 0, 0, 0, 1, 0, 0, 0, 8};
+  EXPECT_EQ(out, d1 + cancel);
+  EXPECT_TRUE(frames.open_requests().empty());
+  EXPECT_EQ(frames.SlotsHeld(), 0);
+  EXPECT_EQ(frames.TakeFreedSlots(kNow), 1);
+  // Once cancelled, or for a stream that is not an open request, nothing more.
+  out.clear();
+  frames.Cancel(1, &out);
+  frames.Cancel(3, &out);
+  EXPECT_EQ(out, "");
 }
 
 }  // namespace
