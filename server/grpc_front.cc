@@ -53,6 +53,9 @@ constexpr size_t kGrpcChunkBytes = 64 << 10;
 // Reading on is how the front learns that a client has gone, so that its waiting streams never
 // reach gRPC; 64 KiB holds a few hundred calls of a usual size.
 constexpr int64_t kMaxWaitingBytes = 64 << 10;
+// And most frames, each of which the front keeps with its own bookkeeping: 64 KiB of empty frames
+// held 340 KB.
+constexpr int64_t kMaxWaitingFrames = 1024;
 // How long a TLS handshake may take, and then the client's acknowledgement of the server's
 // SETTINGS, which it sends as soon as it has read them (RFC 9113 6.5.3): a client that opens
 // connections and never starts one would otherwise hold three descriptors each (its socket and
@@ -146,7 +149,7 @@ absl::Status Http2ClientFrames::Consume(absl::string_view bytes, std::string* ou
       out->append(kSettingsAck, sizeof(kSettingsAck));
       ack_pending_ = false;
     }
-    for (; pending_admits_ > 0; --pending_admits_) Release(out, now);
+    for (; !pending_admits_.empty(); pending_admits_.pop_front()) Release(out, now);
     for (const uint32_t stream_id : std::exchange(pending_cancels_, {})) Cancel(stream_id, out);
   }
   return error_;
@@ -168,6 +171,11 @@ absl::Status Http2ClientFrames::OnFrameHeader(std::string* out, absl::Time now) 
     client_acked_ = true;
     destination_ = Destination::kDropped;
     return absl::OkStatus();
+  }
+  if (type == kHeaders && stream_id % 2 == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HTTP/2 HEADERS on stream ", stream_id,
+                     ": expected an odd stream id, as a client's streams are (RFC 9113 5.1.1)"));
   }
   const bool opens_stream = type == kHeaders && stream_id > last_stream_id_;
   if (type == kHeaders || type == kResetStream) {
@@ -266,7 +274,7 @@ void Http2ClientFrames::OnPassed(int type, int flags, uint32_t stream_id, bool o
 void Http2ClientFrames::Admit(std::string* out, absl::Time now) {
   if (destination_ == Destination::kGrpc && payload_left_ > 0) {
     // Half of a frame is in gRPC's hands: the waiting frames follow it whole.
-    ++pending_admits_;
+    pending_admits_.push_back(now);
     return;
   }
   Release(out, now);
@@ -343,6 +351,11 @@ void Http2ClientFrames::Cancel(uint32_t stream_id, std::string* out) {
 }
 
 int Http2ClientFrames::TakeFreedSlots(absl::Time now) {
+  while (!pending_admits_.empty() &&
+         pending_admits_.front() + limits_.open_stream_slot_age <= now) {
+    pending_admits_.pop_front();
+    ++freed_slots_;
+  }
   for (auto it = slot_streams_.begin(); it != slot_streams_.end();) {
     if (it->second.since + AgeOf(it->second) <= now) {
       it = slot_streams_.erase(it);
@@ -355,15 +368,20 @@ int Http2ClientFrames::TakeFreedSlots(absl::Time now) {
 }
 
 int Http2ClientFrames::ReleaseAllSlots() {
-  const int held = static_cast<int>(slot_streams_.size()) + std::exchange(pending_admits_, 0);
+  const int held = SlotsHeld();
   slot_streams_.clear();
+  pending_admits_.clear();
   return std::exchange(freed_slots_, 0) + held;
 }
 
 absl::Time Http2ClientFrames::NextSlotExpiry() const {
   absl::Time next = absl::InfiniteFuture();
-  for (const auto& [stream_id, slot] : slot_streams_)
+  for (const auto& [stream_id, slot] : slot_streams_) {
     next = std::min(next, slot.since + AgeOf(slot));
+  }
+  if (!pending_admits_.empty()) {
+    next = std::min(next, pending_admits_.front() + limits_.open_stream_slot_age);
+  }
   return next;
 }
 
@@ -540,6 +558,7 @@ class FrontConnection : public SlotWaiter,
         upstream_(TcpOf(client_).get_executor()),
         timer_(TcpOf(client_).get_executor()),
         slot_timer_(TcpOf(client_).get_executor()),
+        pause_timer_(TcpOf(client_).get_executor()),
         frames_(state->options.limits,
                 [this] { return ClientConnected() && state_->slots.TryTake(); }) {}
 
@@ -576,12 +595,18 @@ class FrontConnection : public SlotWaiter,
 
   void Grant() override {
     asio::post(TcpOf(client_).get_executor(), [self = this->shared_from_this()] {
-      if (self->gone_.load() || !self->ClientConnected()) {
+      self->slot_requested_ = false;
+      if (self->gone_.load()) {
         self->state_->slots.Give(1);
         return;
       }
+      if (!self->ClientConnected()) {
+        self->state_->slots.Give(1);
+        self->ClientGone();
+        return;
+      }
       self->frames_.Admit(&self->to_grpc_, absl::Now());
-      if (self->frames_.waiting_for_slots() > 0) self->state_->slots.Wait(self);
+      self->MaybeRequestSlot();
       self->Flush();
       self->MaybeReadClient();
       self->SyncOpenRequests();
@@ -590,6 +615,8 @@ class FrontConnection : public SlotWaiter,
   }
 
   bool Gone() const override { return gone_.load(); }
+
+  auto executor() { return TcpOf(client_).get_executor(); }
 
   void Evict(uint32_t stream_id) override {
     asio::post(TcpOf(client_).get_executor(), [self = this->shared_from_this(), stream_id] {
@@ -604,6 +631,28 @@ class FrontConnection : public SlotWaiter,
 
  private:
   // gRPC gets `fd` once the client's connection preface has arrived (HandOverOnceStarted).
+  // Asks for a slot when a frame waits for one and none is asked for or granted already.
+  void MaybeRequestSlot() {
+    if (slot_requested_ || gone_.load() || frames_.waiting_for_slots() == 0) return;
+    slot_requested_ = true;
+    state_->slots.Wait(this->shared_from_this());
+  }
+
+  // The client has closed or reset its connection (read, or seen by ClientConnected).
+  void ClientGone() {
+    if (grpc_fd_ >= 0) {
+      // Gone before it started: gRPC never hears of it.
+      Close();
+      return;
+    }
+    // gRPC sees the end of its input, and the frames still waiting never reach it.
+    error_code ignored;
+    upstream_.shutdown(asio::socket_base::shutdown_send, ignored);
+    client_done_ = true;
+    gone_ = true;
+    MaybeClose();
+  }
+
   void Begin(int fd) {
     grpc_fd_ = fd;
     timer_.expires_after(kHandshakeTimeout);
@@ -648,8 +697,24 @@ class FrontConnection : public SlotWaiter,
   // Reads the client's next bytes unless a read is under way, gRPC has not taken the last ones
   // yet, or enough of them wait for slots: the client then waits (TCP's flow control).
   void MaybeReadClient() {
-    if (reading_ || client_done_ || closed_ || writing_ ||
-        frames_.waiting_bytes() >= kMaxWaitingBytes) {
+    if (reading_ || client_done_ || closed_ || writing_) return;
+    if (frames_.waiting_bytes() >= kMaxWaitingBytes ||
+        frames_.waiting_frames() >= kMaxWaitingFrames) {
+      // Not read, the client's going away shows only in the socket's state: looked at every
+      // second until a slot lets the frames on.
+      if (!pause_timer_armed_) {
+        pause_timer_armed_ = true;
+        pause_timer_.expires_after(std::chrono::seconds(1));
+        pause_timer_.async_wait([self = this->shared_from_this()](error_code error) {
+          self->pause_timer_armed_ = false;
+          if (error || self->closed_ || self->client_done_) return;
+          if (!self->ClientConnected()) {
+            self->ClientGone();
+          } else {
+            self->MaybeReadClient();
+          }
+        });
+      }
       return;
     }
     reading_ = true;
@@ -662,18 +727,7 @@ class FrontConnection : public SlotWaiter,
   void OnClientRead(error_code error, size_t n) {
     reading_ = false;
     if (error) {
-      if (grpc_fd_ >= 0) {
-        // Gone before it started: gRPC never hears of it.
-        Close();
-        return;
-      }
-      // The client is done sending (or gone): gRPC sees the end of its input, and the streams
-      // still waiting never reach it.
-      error_code ignored;
-      upstream_.shutdown(asio::socket_base::shutdown_send, ignored);
-      client_done_ = true;
-      gone_ = true;
-      MaybeClose();
+      ClientGone();
       return;
     }
     if (grpc_done_ || grpc_input_closed_) {
@@ -681,16 +735,13 @@ class FrontConnection : public SlotWaiter,
       MaybeReadClient();
       return;
     }
-    const bool was_waiting = frames_.waiting_for_slots() > 0;
     if (!frames_.Consume(absl::string_view(from_client_.data(), n), &to_grpc_, absl::Now()).ok()) {
       if (state_->options.on_refused) state_->options.on_refused();
       Close();
       return;
     }
     if (!HandOverOnceStarted()) return;
-    if (!was_waiting && frames_.waiting_for_slots() > 0) {
-      state_->slots.Wait(this->shared_from_this());
-    }
+    MaybeRequestSlot();
     Flush();
     MaybeReadClient();
     SyncOpenRequests();
@@ -756,6 +807,8 @@ class FrontConnection : public SlotWaiter,
     const absl::Time now = absl::Now();
     const int freed = frames_.TakeFreedSlots(now);
     if (freed > 0) state_->slots.Give(freed);
+    // A slot granted while a frame was half given to gRPC may have gone by age.
+    MaybeRequestSlot();
     const absl::Time next = frames_.NextSlotExpiry();
     if (next >= slot_timer_expiry_) return;
     // Setting the expiry cancels a wait for a later one (its handler gets an error).
@@ -833,6 +886,7 @@ class FrontConnection : public SlotWaiter,
     EndPassing();
     error_code ignored;
     timer_.cancel();
+    pause_timer_.cancel();
     TcpOf(client_).close(ignored);
     upstream_.close(ignored);
   }
@@ -841,7 +895,8 @@ class FrontConnection : public SlotWaiter,
   Stream client_;
   asio::local::stream_protocol::socket upstream_;
   asio::steady_timer timer_;
-  asio::steady_timer slot_timer_;  // the next slot's age (GiveBackFreedSlots)
+  asio::steady_timer slot_timer_;   // the next slot's age (GiveBackFreedSlots)
+  asio::steady_timer pause_timer_;  // while the client is not read (MaybeReadClient)
   absl::Time slot_timer_expiry_ = absl::InfiniteFuture();  // when slot_timer_ fires, if set
   Http2ClientFrames frames_;
   std::string to_grpc_;        // what gRPC is to receive next (Http2ClientFrames)
@@ -861,6 +916,8 @@ class FrontConnection : public SlotWaiter,
   bool closed_ = false;
   bool passing_ = false;  // counted in State::passing
   bool slots_released_ = false;
+  bool slot_requested_ = false;  // waiting in State::slots, or a grant on its way
+  bool pause_timer_armed_ = false;
 };
 
 }  // namespace
@@ -899,7 +956,10 @@ void GrpcFront::State::Accept() {
 
 template <typename Stream>
 void GrpcFront::State::Serve(Stream client) {
-  std::make_shared<FrontConnection<Stream>>(this, std::move(client))->Run();
+  // On the connection's own strand, as every later handler of it: an operation it starts can
+  // complete on the other I/O thread at once.
+  auto connection = std::make_shared<FrontConnection<Stream>>(this, std::move(client));
+  asio::post(connection->executor(), [connection] { connection->Run(); });
 }
 
 GrpcFront::GrpcFront(std::unique_ptr<State> state) : state_(std::move(state)) {}

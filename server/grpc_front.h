@@ -45,6 +45,8 @@ namespace attnscope::server {
 //   SETTINGS (a 4 MiB flow-control window and frame size, true binary metadata) only allows more
 //   than the protocol's defaults a client assumes until then, so nothing a client may send
 //   becomes an error;
+// - HEADERS on stream 0 or an even stream ends the connection (RFC 9113 5.1.1: a client's streams
+//   are odd; gRPC 1.51 ignores such frames, which would hold slots for nothing);
 // - a header block (a HEADERS frame and its CONTINUATION frames, compressed) longer than
 //   Limits::max_header_block_bytes ends the connection before gRPC has buffered it;
 // - so do more than Limits::max_resets_per_second streams reset by the client (RST_STREAM) in a
@@ -88,8 +90,9 @@ class Http2ClientFrames {
 
   // Appends to `out` what gRPC should receive for `bytes`, the next piece of what the client sent,
   // which arrived at `now`. ResourceExhausted naming the limit once a header block is longer than
-  // Limits::max_header_block_bytes or resets come faster than the limits allow; the connection
-  // should then be closed (every later call returns the same error).
+  // Limits::max_header_block_bytes or resets come faster than the limits allow, InvalidArgument
+  // for HEADERS on stream 0 or an even stream; the connection should then be closed (every later
+  // call returns the same error).
   absl::Status Consume(absl::string_view bytes, std::string* out, absl::Time now);
   // Whether the 24 bytes of the connection preface have all arrived.
   bool preface_done() const { return preface_left_ == 0; }
@@ -98,18 +101,22 @@ class Http2ClientFrames {
 
   // The oldest frame waiting for a slot may reach gRPC (a slot was taken for it): appends it to
   // `out`, with the frames that waited behind it up to the next one that needs a slot. When a
-  // frame that passes is half given to gRPC, that happens at its end instead, in Consume. Call
-  // only while waiting_for_slots() > 0.
+  // frame that passes is half given to gRPC, that happens at its end instead, in Consume, unless
+  // the slot goes by age first (Limits::open_stream_slot_age; the frame then waits for another).
+  // Call only while waiting_for_slots() > 0.
   void Admit(std::string* out, absl::Time now);
   // Reads `bytes`, the next piece of what gRPC sends the client: a stream whose first HEADERS
   // (or RST_STREAM) gRPC sends is answered.
   void ConsumeServer(absl::string_view bytes);
   // Frames that wait for Admit, and the bytes waiting with them.
-  int waiting_for_slots() const { return waiting_for_slots_ - pending_admits_; }
+  int waiting_for_slots() const {
+    return waiting_for_slots_ - static_cast<int>(pending_admits_.size());
+  }
   int64_t waiting_bytes() const { return waiting_bytes_; }
+  int64_t waiting_frames() const { return static_cast<int64_t>(waiting_.size()); }
   // The slots this connection holds: one for each stream given one (by `admit` or Admit) until
   // gRPC answers it, the client resets it, or its age (Limits) passes.
-  int SlotsHeld() const { return static_cast<int>(slot_streams_.size()) + pending_admits_; }
+  int SlotsHeld() const { return static_cast<int>(slot_streams_.size() + pending_admits_.size()); }
   // How many slots were freed since the last call, counting as freed those whose age has passed
   // at `now`.
   int TakeFreedSlots(absl::Time now);
@@ -206,7 +213,10 @@ class Http2ClientFrames {
   int waiting_for_slots_ = 0;  // frames in waiting_ that need a slot
   int64_t waiting_bytes_ = 0;
   absl::flat_hash_map<uint32_t, int> waiting_frames_of_stream_;
-  int pending_admits_ = 0;  // Admit calls to carry out at the end of the frame passing now
+  // When each Admit call still to carry out at the end of the frame passing now came: a slot
+  // that goes by age as an open stream's does, so that a client that never finishes a frame holds
+  // none for long.
+  std::deque<absl::Time> pending_admits_;
   uint32_t last_passed_stream_id_ = 0;
   // Streams holding a slot, by id, with since when.
   absl::btree_map<uint32_t, Slot> slot_streams_;

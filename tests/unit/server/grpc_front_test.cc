@@ -389,5 +389,40 @@ TEST(Http2ClientFramesTest, ACancelledOpenRequestIsResetInGrpcBetweenFrames) {
   EXPECT_EQ(out, "");
 }
 
+TEST(Http2ClientFramesTest, HeadersOnStreamZeroOrAnEvenStreamEndTheConnection) {
+  for (const uint32_t stream : {uint32_t{0}, uint32_t{2}, uint32_t{100}}) {
+    SCOPED_TRACE(stream);
+    Http2ClientFrames frames(SmallLimits());
+    std::string out;
+    const absl::Status refused = frames.Consume(
+        Start() + kSettingsAck + Frame(kHeaders, kEndHeaders, stream, 30), &out, kNow);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.message().find("odd stream id"), std::string::npos) << refused;
+    EXPECT_EQ(frames.SlotsHeld(), 0);
+  }
+}
+
+TEST(Http2ClientFramesTest, ASlotGrantedDuringAFrameNeverFinishedGoesByAge) {
+  Http2ClientFrames frames(SmallLimits(), AdmitFirst(0));
+  std::string out;
+  const std::string h1 = Frame(kHeaders, kEndHeaders, 1, 30);
+  const std::string ping = Frame(kPing, 0, 0, 8);
+  ASSERT_TRUE(frames.Consume(Start() + kSettingsAck + h1 + ping.substr(0, 13), &out, kNow).ok());
+  frames.Admit(&out, kNow);
+  EXPECT_EQ(frames.SlotsHeld(), 1);
+  EXPECT_EQ(frames.waiting_for_slots(), 0);
+  EXPECT_EQ(frames.NextSlotExpiry(), kNow + absl::Milliseconds(20));
+  // The PING is never finished: the slot goes as an open stream's would, and the stream waits
+  // for another.
+  EXPECT_EQ(frames.TakeFreedSlots(kNow + absl::Milliseconds(20)), 1);
+  EXPECT_EQ(frames.SlotsHeld(), 0);
+  EXPECT_EQ(frames.waiting_for_slots(), 1);
+  // Granted again, and the PING finishes: the stream passes after it.
+  frames.Admit(&out, kNow + absl::Seconds(1));
+  ASSERT_TRUE(frames.Consume(ping.substr(13), &out, kNow + absl::Seconds(1)).ok());
+  EXPECT_EQ(out, Start() + kSettingsAck + ping + h1);
+  EXPECT_EQ(frames.SlotsHeld(), 1);
+}
+
 }  // namespace
 }  // namespace attnscope::server
