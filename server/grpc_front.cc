@@ -630,7 +630,6 @@ class FrontConnection : public SlotWaiter,
   }
 
  private:
-  // gRPC gets `fd` once the client's connection preface has arrived (HandOverOnceStarted).
   // Asks for a slot when a frame waits for one and none is asked for or granted already.
   void MaybeRequestSlot() {
     if (slot_requested_ || gone_.load() || frames_.waiting_for_slots() == 0) return;
@@ -653,6 +652,7 @@ class FrontConnection : public SlotWaiter,
     MaybeClose();
   }
 
+  // gRPC gets `fd` once the client's connection preface has arrived (HandOverOnceStarted).
   void Begin(int fd) {
     grpc_fd_ = fd;
     timer_.expires_after(kHandshakeTimeout);
