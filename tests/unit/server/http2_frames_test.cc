@@ -1,4 +1,4 @@
-#include "server/grpc_front.h"
+#include "server/http2_frames.h"
 
 #include <cstdint>
 #include <functional>
