@@ -8,6 +8,7 @@
 #include <openssl/ssl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
@@ -170,7 +171,13 @@ class OpenRequests {
       entries_.push_back(Entry{std::move(holder), stream_id, ended});
       ++open_;
       // Entries of requests already ended go too, so that the queue holds little more than the
-      // open requests.
+      // open requests: from the front, and from anywhere once they are as many as the most open
+      // (a request that stays open at the front would otherwise keep every later one's entry).
+      if (entries_.size() > 2 * static_cast<size_t>(max_)) {
+        entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
+                                      [](const Entry& entry) { return entry.ended->load(); }),
+                       entries_.end());
+      }
       while (!entries_.empty() && (entries_.front().ended->load() || open_ > max_)) {
         Entry entry = std::move(entries_.front());
         entries_.pop_front();

@@ -144,10 +144,11 @@ absl::Status Http2ClientFrames::OnFrameHeader(std::string* out, absl::Time now) 
 bool Http2ClientFrames::NeedsSlot(int type, int flags, uint32_t stream_id,
                                   bool opens_stream) const {
   if (opens_stream) return true;
-  // The end of a request on a stream gRPC has, which holds no slot (its slot went by age): the
-  // call's work begins. Not when frames of the stream wait: it then ends with them, after the
-  // frame that waits for its slot.
-  return EndsRequest(type, flags) && stream_id <= last_passed_stream_id_ &&
+  // The end of an unfinished request gRPC holds, on a stream that holds no slot (its slot went by
+  // age): the call's work begins. Not the end of a stream gRPC no longer has (it ignores that,
+  // and would never answer to free a slot), nor when frames of the stream wait: it then ends with
+  // them, after the frame that waits for its slot.
+  return EndsRequest(type, flags) && open_requests_.contains(stream_id) &&
          !slot_streams_.contains(stream_id) && !waiting_frames_of_stream_.contains(stream_id);
 }
 

@@ -389,6 +389,26 @@ TEST(Http2ClientFramesTest, ACancelledOpenRequestIsResetInGrpcBetweenFrames) {
   EXPECT_EQ(out, "");
 }
 
+TEST(Http2ClientFramesTest, TheEndOfAStreamGrpcNoLongerHasNeedsNoSlot) {
+  Http2ClientFrames frames(SmallLimits(), AdmitFirst(1));
+  std::string out;
+  ASSERT_TRUE(frames.Consume(Start() + kSettingsAck, &out, kNow).ok());
+  const std::string h1 = Frame(kHeaders, kEndHeaders, 1, 30);
+  const std::string d1 = Frame(kData, kEndStream, 1, 20);
+  out.clear();
+  ASSERT_TRUE(frames.Consume(h1 + d1, &out, kNow).ok());
+  frames.ConsumeServer(Frame(kHeaders, kEndHeaders | kEndStream, 1, 10));
+  EXPECT_EQ(frames.TakeFreedSlots(kNow), 1);
+  // Empty DATA frames ending stream 1 again: gRPC ignores them; they take no slot (this client's
+  // `admit` has none left) and wait for none.
+  const std::string again = Frame(kData, kEndStream, 1, 0);
+  out.clear();
+  ASSERT_TRUE(frames.Consume(again + again, &out, kNow).ok());
+  EXPECT_EQ(out, again + again);
+  EXPECT_EQ(frames.waiting_for_slots(), 0);
+  EXPECT_EQ(frames.SlotsHeld(), 0);
+}
+
 TEST(Http2ClientFramesTest, HeadersOnStreamZeroOrAnEvenStreamEndTheConnection) {
   for (const uint32_t stream : {uint32_t{0}, uint32_t{2}, uint32_t{100}}) {
     SCOPED_TRACE(stream);
