@@ -32,6 +32,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The gRPC port of `server`, as the raw HTTP/2 clients (h2_stream_flood.py) take it.
+std::string GrpcPortOf(const ServerProcess& server) {
+  return server.address().substr(server.address().rfind(':') + 1);
+}
+
 std::unique_ptr<v1::AttentionService::Stub> StubOf(const ServerProcess& server) {
   return v1::AttentionService::NewStub(
       grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
@@ -426,7 +431,7 @@ TEST(CallLimitsTest, ClientsThatNeverTakeTheirAnswersHoldNoThreads) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
   ASSERT_TRUE(started.ok()) << started.status();
   ServerProcess& server = **started;
-  const std::string port = server.address().substr(server.address().rfind(':') + 1);
+  const std::string port = GrpcPortOf(server);
   std::thread holders([&] {
     RunCommand({"/usr/bin/python3", ATTNSCOPE_H2_STREAM_FLOOD, "--port", port, "--closed_window",
                 "200", "--hold", "8"},
@@ -458,7 +463,7 @@ TEST(CallLimitsTest, AFloodOfHttp2StreamsHasBoundedThreads) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
   ASSERT_TRUE(started.ok()) << started.status();
   ServerProcess& server = **started;
-  const std::string port = server.address().substr(server.address().rfind(':') + 1);
+  const std::string port = GrpcPortOf(server);
   const int idle_threads = ProcessThreads(server.pid());
   ASSERT_GT(idle_threads, 0);
   std::atomic<bool> flooding{true};
@@ -540,7 +545,7 @@ TEST(CallLimitsTest, ClientsThatNeverAcknowledgeSettingsAreHeldToTheLimits) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
   ASSERT_TRUE(started.ok()) << started.status();
   ServerProcess& server = **started;
-  const std::string port = server.address().substr(server.address().rfind(':') + 1);
+  const std::string port = GrpcPortOf(server);
 
   const auto refused_by_listener = [&server] {
     absl::StatusOr<std::string> metrics = HttpGet(server.metrics_port(), "/metrics");
@@ -636,7 +641,7 @@ TEST(CallLimitsTest, CallsOnConnectionsDroppedAtOnceKeepNoOneElseWaiting) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
   ASSERT_TRUE(started.ok()) << started.status();
   ServerProcess& server = **started;
-  const std::string port = server.address().substr(server.address().rfind(':') + 1);
+  const std::string port = GrpcPortOf(server);
   const int descriptors_before = OpenFileDescriptors(server.pid());
 
   nlohmann::json churn;
@@ -695,7 +700,7 @@ TEST(CallLimitsTest, StreamsLeftOpenOnManyConnectionsHoldBoundedMemory) {
   absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
   ASSERT_TRUE(started.ok()) << started.status();
   ServerProcess& server = **started;
-  const std::string port = server.address().substr(server.address().rfind(':') + 1);
+  const std::string port = GrpcPortOf(server);
   const int64_t rss_before = ProcessRssBytes(server.pid());
 
   nlohmann::json flood;
