@@ -32,8 +32,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -146,77 +147,130 @@ class StreamSlots {
   std::deque<std::weak_ptr<SlotWaiter>> waiting_;
 };
 
-// GrpcFront::Options::max_open_requests, over every connection: the open requests in the order
-// they were handed to gRPC, the oldest cancelled when there are more.
+// GrpcFront::Options::max_open_requests and max_open_request_bytes, over every connection. Past
+// either, a request of the connection that holds the most (requests, or bytes) is cancelled: its
+// oldest, or its largest for bytes. A client flooding gRPC with unfinished requests thus loses
+// its own, while another's upload under way, on a connection holding less, goes on: by age
+// alone, an upload whose second half came 0.5 s after its first was cancelled under such a flood.
 class OpenRequests {
  public:
   // A connection whose open requests are counted here.
   class Holder {
    public:
     virtual ~Holder() = default;
-    // Cancel `stream_id` in gRPC (thread-safe; called without OpenRequests' lock held).
+    // Cancel `stream_id` in gRPC (thread-safe; called without OpenRequests' lock held). It is no
+    // longer counted.
     virtual void Evict(uint32_t stream_id) = 0;
   };
-  // Set once a request is no longer counted: ended by its connection, or evicted.
-  using Ended = std::shared_ptr<std::atomic<bool>>;
 
-  explicit OpenRequests(int max) : max_(max) {}
+  OpenRequests(int max_requests, int64_t max_bytes)
+      : max_requests_(max_requests), max_bytes_(max_bytes) {}
 
-  // Counts a new open request of `holder`, cancelling the oldest ones past the maximum.
-  Ended Add(std::weak_ptr<Holder> holder, uint32_t stream_id) {
-    Ended ended = std::make_shared<std::atomic<bool>>(false);
-    std::vector<Entry> evicted;
+  // Counts an open request of `holder` with `bytes` of its message: a new one (`added`), or one
+  // counted already whose bytes have grown to `bytes` (nothing if it is no longer counted: it was
+  // evicted, and Evict is on its way). Then cancels requests past the limits.
+  void Count(Holder* holder, std::weak_ptr<Holder> owner, uint32_t stream_id, int64_t bytes,
+             bool added) {
+    std::vector<std::pair<std::weak_ptr<Holder>, uint32_t>> evicted;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      entries_.push_back(Entry{std::move(holder), stream_id, ended});
-      ++open_;
-      // Entries of requests already ended go too, so that the queue holds little more than the
-      // open requests: from the front, and from anywhere once they are as many as the most open
-      // (a request that stays open at the front would otherwise keep every later one's entry).
-      if (entries_.size() > 2 * static_cast<size_t>(max_)) {
-        entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
-                                      [](const Entry& entry) { return entry.ended->load(); }),
-                       entries_.end());
+      auto found = connections_.find(holder);
+      if (!added && (found == connections_.end() || !found->second.requests.contains(stream_id))) {
+        return;
       }
-      while (!entries_.empty() && (entries_.front().ended->load() || open_ > max_)) {
-        Entry entry = std::move(entries_.front());
-        entries_.pop_front();
-        if (!entry.ended->exchange(true)) {
-          --open_;
-          evicted.push_back(std::move(entry));
+      Connection& connection = found != connections_.end() ? found->second : connections_[holder];
+      if (connection.owner.expired()) connection.owner = std::move(owner);
+      Unrank(holder, connection);
+      auto [it, is_new] = connection.requests.try_emplace(stream_id, 0);
+      if (is_new) ++count_;
+      Change(connection, it->second, bytes);
+      Rank(holder, connection);
+      while (count_ > max_requests_ || bytes_ > max_bytes_) {
+        const bool over_bytes = bytes_ > max_bytes_;
+        Holder* victim = over_bytes ? by_bytes_.rbegin()->second : by_count_.rbegin()->second;
+        Connection& held = connections_[victim];
+        auto request = held.requests.begin();
+        if (over_bytes) {
+          request =
+              std::max_element(held.requests.begin(), held.requests.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; });
         }
+        evicted.emplace_back(held.owner, request->first);
+        Remove(victim, request);
       }
     }
-    for (const Entry& entry : evicted) {
-      if (std::shared_ptr<Holder> holder = entry.holder.lock()) holder->Evict(entry.stream_id);
+    for (const auto& [owner, stream_id] : evicted) {
+      if (std::shared_ptr<Holder> connection = owner.lock()) connection->Evict(stream_id);
     }
-    return ended;
   }
 
-  // The request is no longer open (nothing if it was evicted).
-  void End(const Ended& ended) {
-    if (ended->exchange(true)) return;
+  // The request is no longer open (nothing if it is no longer counted).
+  void End(Holder* holder, uint32_t stream_id) {
     std::lock_guard<std::mutex> lock(mutex_);
-    --open_;
+    auto connection = connections_.find(holder);
+    if (connection == connections_.end()) return;
+    auto request = connection->second.requests.find(stream_id);
+    if (request != connection->second.requests.end()) Remove(holder, request);
+  }
+
+  // None of `holder`'s requests is open any more (it has closed).
+  void EndAll(Holder* holder) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto connection = connections_.find(holder);
+    if (connection == connections_.end()) return;
+    Unrank(holder, connection->second);
+    count_ -= static_cast<int>(connection->second.requests.size());
+    bytes_ -= connection->second.bytes;
+    connections_.erase(connection);
   }
 
  private:
-  struct Entry {
-    std::weak_ptr<Holder> holder;
-    uint32_t stream_id;
-    Ended ended;
+  struct Connection {
+    std::weak_ptr<Holder> owner;
+    absl::btree_map<uint32_t, int64_t> requests;  // bytes by stream id: the oldest first
+    int64_t bytes = 0;
   };
-  const int max_;
+
+  void Change(Connection& connection, int64_t& request_bytes, int64_t bytes) {
+    connection.bytes += bytes - request_bytes;
+    bytes_ += bytes - request_bytes;
+    request_bytes = bytes;
+  }
+  void Unrank(Holder* holder, const Connection& connection) {
+    by_count_.erase({static_cast<int>(connection.requests.size()), holder});
+    by_bytes_.erase({connection.bytes, holder});
+  }
+  void Rank(Holder* holder, const Connection& connection) {
+    if (connection.requests.empty()) return;
+    by_count_.insert({static_cast<int>(connection.requests.size()), holder});
+    by_bytes_.insert({connection.bytes, holder});
+  }
+  void Remove(Holder* holder, absl::btree_map<uint32_t, int64_t>::iterator request) {
+    Connection& connection = connections_[holder];
+    Unrank(holder, connection);
+    Change(connection, request->second, 0);
+    connection.requests.erase(request);
+    --count_;
+    Rank(holder, connection);
+  }
+
+  const int max_requests_;
+  const int64_t max_bytes_;
   std::mutex mutex_;
-  std::deque<Entry> entries_;
-  int open_ = 0;
+  absl::flat_hash_map<Holder*, Connection> connections_;
+  absl::btree_set<std::pair<int, Holder*>> by_count_;
+  absl::btree_set<std::pair<int64_t, Holder*>> by_bytes_;
+  int count_ = 0;
+  int64_t bytes_ = 0;
 };
 
 }  // namespace
 
 struct GrpcFront::State {
   explicit State(const Options& options)
-      : options(options), slots(options.stream_slots), open_requests(options.max_open_requests) {}
+      : options(options),
+        slots(options.stream_slots),
+        open_requests(options.max_open_requests, options.max_open_request_bytes) {}
 
   void Accept();
   template <typename Stream>
@@ -330,7 +384,7 @@ class FrontConnection : public SlotWaiter,
   void Evict(uint32_t stream_id) override {
     asio::post(TcpOf(client_).get_executor(), [self = this->shared_from_this(), stream_id] {
       if (self->closed_ || self->grpc_done_) return;
-      self->open_requests_.erase(stream_id);
+      self->counted_requests_.erase(stream_id);
       self->frames_.Cancel(stream_id, &self->to_grpc_);
       self->Flush();
       self->SyncOpenRequests();
@@ -530,24 +584,26 @@ class FrontConnection : public SlotWaiter,
     });
   }
 
-  // Counts in State::open_requests the open requests frames_ has and this connection has not
-  // counted, and ends those it counted that are no longer open. A request that arrives whole in
-  // one read is never counted.
+  // Counts in State::open_requests the open requests frames_ has and the bytes of their messages,
+  // and ends those counted that are no longer open. A request that arrives whole in one read is
+  // never counted.
   void SyncOpenRequests() {
     if (slots_released_) return;
-    const absl::flat_hash_set<uint32_t>& open = frames_.open_requests();
-    for (auto it = open_requests_.begin(); it != open_requests_.end();) {
+    const absl::flat_hash_map<uint32_t, int64_t>& open = frames_.open_requests();
+    for (auto it = counted_requests_.begin(); it != counted_requests_.end();) {
       if (open.contains(it->first)) {
         ++it;
       } else {
-        state_->open_requests.End(it->second);
-        open_requests_.erase(it++);
+        state_->open_requests.End(this, it->first);
+        counted_requests_.erase(it++);
       }
     }
-    for (const uint32_t stream_id : open) {
-      if (!open_requests_.contains(stream_id)) {
-        open_requests_[stream_id] = state_->open_requests.Add(this->weak_from_this(), stream_id);
-      }
+    for (const auto& [stream_id, bytes] : open) {
+      auto [counted, added] = counted_requests_.try_emplace(stream_id, bytes);
+      if (!added && counted->second == bytes) continue;
+      counted->second = bytes;
+      // May evict (this connection's requests too, through a task posted to its strand).
+      state_->open_requests.Count(this, this->weak_from_this(), stream_id, bytes, added);
     }
   }
 
@@ -556,8 +612,8 @@ class FrontConnection : public SlotWaiter,
     gone_ = true;
     if (slots_released_) return;
     slots_released_ = true;
-    for (const auto& [stream_id, ended] : open_requests_) state_->open_requests.End(ended);
-    open_requests_.clear();
+    state_->open_requests.EndAll(this);
+    counted_requests_.clear();
     slot_timer_.cancel();
     const int held = frames_.ReleaseAllSlots();
     if (held > 0) state_->slots.Give(held);
@@ -614,8 +670,8 @@ class FrontConnection : public SlotWaiter,
   std::unique_ptr<char[]> from_grpc_;  // while gRPC has bytes to pass on
   std::atomic<bool> gone_{false};      // no more slots wanted (SlotWaiter::Gone)
   int grpc_fd_ = -1;                   // gRPC's end of the socket pair until handed over
-  // The open requests counted in State::open_requests (SyncOpenRequests).
-  absl::flat_hash_map<uint32_t, OpenRequests::Ended> open_requests_;
+  // The open requests counted in State::open_requests, with their bytes (SyncOpenRequests).
+  absl::flat_hash_map<uint32_t, int64_t> counted_requests_;
   bool handshaken_ = false;
   bool reading_ = false;
   bool writing_ = false;

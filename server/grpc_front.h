@@ -12,6 +12,7 @@
 #ifndef ATTNSCOPE_SERVER_GRPC_FRONT_H_
 #define ATTNSCOPE_SERVER_GRPC_FRONT_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -46,11 +47,17 @@ class GrpcFront {
     int stream_slots = 256;
     // Streams gRPC holds whose request the client has not finished, over every connection: each
     // is a call gRPC keeps (about 12 KB) while it waits for the rest. Past this, the oldest such
-    // stream is cancelled in gRPC (Http2ClientFrames::Cancel). Before, 300 connections keeping
-    // 100 such streams each grew the server by 350 MB, and the 100 streams gRPC allows a
-    // connection times the connections the descriptors allow came to about 7 GB. A request
-    // still arriving after the most recent 4,096 has had its time.
+    // stream of the connection holding the most is cancelled in gRPC (Http2ClientFrames::Cancel),
+    // so that a flood of them cancels its own. Before, 300 connections keeping 100 such streams
+    // each grew the server by 350 MB, and the 100 streams gRPC allows a connection times the
+    // connections the descriptors allow came to about 7 GB.
     int max_open_requests = 4096;
+    // The DATA bytes of those requests handed to gRPC, over every connection: gRPC buffers a
+    // request's message until all of it has arrived, up to --max_request_bytes. Past this, the
+    // largest open request of the connection holding the most bytes is cancelled. Before, 3,000
+    // streams each holding 4 MB of a message whose last byte never came grew the server from
+    // 386 MB to 12 GB in a minute.
+    int64_t max_open_request_bytes = int64_t{128} << 20;
     // Called (on the front's own threads) for each connection closed for crossing a limit.
     std::function<void()> on_refused;
   };

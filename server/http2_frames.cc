@@ -130,10 +130,10 @@ absl::Status Http2ClientFrames::OnFrameHeader(std::string* out, absl::Time now) 
   const absl::string_view header = header_.bytes();
   if (destination_ == Destination::kGrpc) {
     out->append(header.data(), header.size());
-    OnPassed(type, flags, stream_id, opens_stream, needs_slot, now);
+    OnPassed(type, flags, stream_id, length, opens_stream, needs_slot, now);
   } else {
     waiting_.push_back(WaitingFrame{stream_id, type, flags, opens_stream, needs_slot,
-                                    /*complete=*/false, std::string(header)});
+                                    /*complete=*/false, length, std::string(header)});
     waiting_bytes_ += static_cast<int64_t>(header.size());
     if (needs_slot) ++waiting_for_slots_;
     ++waiting_frames_of_stream_[stream_id];
@@ -172,15 +172,17 @@ Http2ClientFrames::Destination Http2ClientFrames::Route(int type, uint32_t strea
   return Destination::kWaiting;
 }
 
-void Http2ClientFrames::OnPassed(int type, int flags, uint32_t stream_id, bool opens_stream,
-                                 bool needs_slot, absl::Time now) {
+void Http2ClientFrames::OnPassed(int type, int flags, uint32_t stream_id, int64_t length,
+                                 bool opens_stream, bool needs_slot, absl::Time now) {
   if (opens_stream) {
     last_passed_stream_id_ = stream_id;
     slot_streams_[stream_id] = Slot{now, EndsRequest(type, flags)};
-    if (!EndsRequest(type, flags)) open_requests_.insert(stream_id);
+    if (!EndsRequest(type, flags)) open_requests_.emplace(stream_id, 0);
   } else if (type == kResetStream) {
     if (slot_streams_.erase(stream_id) > 0) ++freed_slots_;
     open_requests_.erase(stream_id);
+  } else if (type == kData && !EndsRequest(type, flags)) {
+    if (auto it = open_requests_.find(stream_id); it != open_requests_.end()) it->second += length;
   } else if (EndsRequest(type, flags)) {
     open_requests_.erase(stream_id);
     // The call's work begins now: the stream's slot, if it still has one, lasts as long as a
@@ -213,7 +215,8 @@ void Http2ClientFrames::Release(std::string* out, absl::Time now) {
     if (auto it = waiting_frames_of_stream_.find(frame.stream_id); --it->second == 0) {
       waiting_frames_of_stream_.erase(it);
     }
-    OnPassed(frame.type, frame.flags, frame.stream_id, frame.opens_stream, frame.needs_slot, now);
+    OnPassed(frame.type, frame.flags, frame.stream_id, frame.length, frame.opens_stream,
+             frame.needs_slot, now);
     const bool complete = frame.complete;
     waiting_.pop_front();
     if (!complete) {

@@ -11,7 +11,6 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -110,8 +109,9 @@ class Http2ClientFrames {
   absl::Time NextSlotExpiry() const;
 
   // Streams gRPC has whose request the client has not finished (no END_STREAM yet), that neither
-  // side has reset and gRPC has not ended.
-  const absl::flat_hash_set<uint32_t>& open_requests() const { return open_requests_; }
+  // side has reset and gRPC has not ended, each with the DATA payload bytes of it handed to gRPC
+  // so far: gRPC buffers a message until all of it has arrived (up to --max_request_bytes).
+  const absl::flat_hash_map<uint32_t, int64_t>& open_requests() const { return open_requests_; }
   // Ends an open request in gRPC: appends an RST_STREAM (CANCEL) for it to `out` (at the end of
   // the frame half given to gRPC, if one is, in Consume), so that gRPC drops the call it holds.
   // The client is not told; gRPC answers its next frame on the stream with RST_STREAM. Nothing
@@ -151,6 +151,7 @@ class Http2ClientFrames {
     bool opens_stream;
     bool needs_slot;
     bool complete;
+    int64_t length;  // of the payload
     std::string bytes;
   };
   struct Slot {
@@ -170,8 +171,8 @@ class Http2ClientFrames {
   // when it may happen).
   void Release(std::string* out, absl::Time now);
   // Notes that a frame has been given to gRPC.
-  void OnPassed(int type, int flags, uint32_t stream_id, bool opens_stream, bool needs_slot,
-                absl::Time now);
+  void OnPassed(int type, int flags, uint32_t stream_id, int64_t length, bool opens_stream,
+                bool needs_slot, absl::Time now);
   absl::Duration AgeOf(const Slot& slot) const {
     return slot.request_complete ? limits_.request_slot_age : limits_.open_stream_slot_age;
   }
@@ -204,7 +205,7 @@ class Http2ClientFrames {
   uint32_t last_passed_stream_id_ = 0;
   // Streams holding a slot, by id, with since when.
   absl::btree_map<uint32_t, Slot> slot_streams_;
-  absl::flat_hash_set<uint32_t> open_requests_;
+  absl::flat_hash_map<uint32_t, int64_t> open_requests_;
   std::vector<uint32_t> pending_cancels_;  // Cancel calls to carry out at the end of the frame
   int freed_slots_ = 0;
   // The server's frames, as the client's above: a frame header in pieces, then its payload.

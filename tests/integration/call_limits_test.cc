@@ -727,5 +727,64 @@ TEST(CallLimitsTest, StreamsLeftOpenOnManyConnectionsHoldBoundedMemory) {
             << rss_held / (1 << 20) << " MB with the streams held\n";
 }
 
+// Requests whose message never arrives whole: gRPC buffers each message's bytes until its end, up
+// to --max_request_bytes. Before, 3,000 streams holding 4 MB each grew the server to 12 GB; 200
+// streams of 3 MB here grew it by 600 MB. The listener cancels the largest open request of the
+// connection holding the most bytes past GrpcFront::Options::max_open_request_bytes (128 MiB).
+TEST(CallLimitsTest, RequestsWhoseMessageNeverEndsHoldBoundedMemory) {
+  ServerProcess::Options options;
+  options.models = {"default=" + TinyBertDir()};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  const int64_t rss_before = ProcessRssBytes(server.pid());
+
+  nlohmann::json flood;
+  std::atomic<bool> flooding{true};
+  std::thread flooder([&] {
+    flood = RunH2Flood(GrpcPortOf(server), {"--partial_bytes", "3000000", "--streams", "20",
+                                            "--connections", "10", "--hold", "2"});
+    flooding = false;
+  });
+  int64_t rss_most = rss_before;
+  while (flooding.load()) {
+    rss_most = std::max(rss_most, ProcessRssBytes(server.pid()));
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  flooder.join();
+  v1::GetAttentionRequest request;
+  request.set_text("the capital of france is paris");
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::GetAttentionResponse response;
+  const grpc::Status status = StubOf(server)->GetAttention(&context, request, &response);
+  ASSERT_FALSE(flood.is_discarded());
+  EXPECT_EQ(flood.value("bytes_sent", int64_t{0}), int64_t{600'000'000}) << flood.dump();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_LT(rss_most - rss_before, 300 << 20)
+      << "RSS " << rss_before / (1 << 20) << " MB before, at most " << rss_most / (1 << 20)
+      << " MB while 600 MB of unfinished messages were sent";
+  std::cout << flood.dump() << ": RSS " << rss_before / (1 << 20) << " MB before, at most "
+            << rss_most / (1 << 20) << " MB\n";
+}
+
+// An upload under way while a flood of unfinished requests passes the open-request limit: the
+// flood's connections hold the most, and lose their own. Before, the oldest went first, and an
+// upload whose second half came a second after its first was cancelled.
+TEST(CallLimitsTest, AnUploadUnderWayOutlivesAFloodOfUnfinishedRequests) {
+  ServerProcess::Options options;
+  options.models = {"default=" + TinyBertDir()};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  // 5,400 unfinished requests (4,096 may be open), 4,860 of them after the upload began.
+  const nlohmann::json flood =
+      RunH2Flood(GrpcPortOf(server), {"--partial_bytes", "100", "--streams", "90", "--connections",
+                                      "60", "--slow_upload", "1", "--hold", "0"});
+  ASSERT_FALSE(flood.is_discarded());
+  EXPECT_EQ(flood.value("streams_sent", 0), 5400) << flood.dump();
+  EXPECT_TRUE(flood.value("slow_upload_answered", false)) << flood.dump();
+}
+
 }  // namespace
 }  // namespace attnscope::testing

@@ -29,6 +29,18 @@ With --connections M (and without --reset) it opens M connections, each with --s
 open (HEADERS alone, the request never finished), and holds them all for --hold seconds; it prints
 {"connections": M, "streams_sent": ..., "closed_by_server": how many the server closed}.
 
+With --partial_bytes B (and --connections M, --streams S) it opens M connections that keep flow
+control as a client must (the server's SETTINGS_INITIAL_WINDOW_SIZE and WINDOW_UPDATE frames), and
+on each opens S streams, each a GetAttention call whose message is declared longer than it is and
+whose first B bytes are sent, the rest never: requests whose message gRPC buffers and never gets
+whole. A stream whose window stays closed for 2 s is left as it is. With --slow_upload SECONDS, a
+further connection sends one whole GetAttention call in two halves, at least SECONDS apart: once a
+tenth of the flood's connections have sent their streams, the second half once the rest have
+too: an honest client on a slow link while most of the flood arrives. It holds everything for --hold
+seconds and prints {"connections": M, "streams_sent": ..., "bytes_sent": ..., "streams_reset":
+streams the server reset, "closed_by_server": connections it closed, "slow_upload_answered": true
+when the slow upload got its answer's message}.
+
 With --churn N it opens connections one after another for --max_seconds, on each sends the
 preface, SETTINGS and its ACK and N whole GetAttention calls at once, and drops the connection with
 a reset (SO_LINGER 0) without reading anything: calls whose caller has gone before the server has
@@ -36,6 +48,8 @@ read them. It prints {"connections": ..., "streams_sent": ..., "seconds": ...}.
 
     h2_stream_flood.py --port PORT [--streams 20000] [--reset] [--settings_ack] [--hold 3]
     h2_stream_flood.py --port PORT --settings_ack --streams 100 --connections 300 [--hold 3]
+    h2_stream_flood.py --port PORT --partial_bytes 3000000 --streams 20 --connections 10 \
+        [--slow_upload 1] [--hold 3]
     h2_stream_flood.py --port PORT --churn 100 [--max_seconds 3]
     h2_stream_flood.py --port PORT --continuation_bytes 536870912 [--unterminated_field] [--hold 3]
     h2_stream_flood.py --port PORT --closed_window 100 [--hold 3]
@@ -51,7 +65,8 @@ import threading
 import time
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS_FRAME, RST_STREAM, SETTINGS, CONTINUATION = 0, 1, 3, 4, 9
+DATA, HEADERS_FRAME, RST_STREAM, SETTINGS, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 7, 8, 9
+SETTINGS_INITIAL_WINDOW_SIZE = 4
 END_STREAM, ACK, END_HEADERS = 1, 1, 4
 # The largest frame payload a peer must accept before SETTINGS_MAX_FRAME_SIZE says more.
 MAX_FRAME_PAYLOAD = 1 << 14
@@ -208,6 +223,158 @@ def hold_closed_windows(port, connections, hold):
         connection.close()
 
 
+class FlowControlledConnection:
+    """A connection that sends DATA only within the flow-control windows the server grants (RFC
+    9113 6.9), reading the server's frames on a thread of its own."""
+
+    def __init__(self, port):
+        self.socket = socket.create_connection(("127.0.0.1", port), timeout=SEND_TIMEOUT_SECONDS)
+        self.changed = threading.Condition()
+        self.connection_window = 65535
+        self.initial_window = 65535
+        self.stream_windows = {}
+        self.reset_streams = set()
+        self.answered_streams = set()
+        self.closed_by_server = False
+        self.bytes_sent = 0
+        self.socket.sendall(preface(True))
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        buffer = b""
+        while True:
+            try:
+                data = self.socket.recv(1 << 20)
+            except OSError:
+                data = b""
+            if not data:
+                with self.changed:
+                    self.closed_by_server = True
+                    self.changed.notify_all()
+                return
+            buffer += data
+            while len(buffer) >= 9 and len(buffer) >= 9 + int.from_bytes(buffer[:3], "big"):
+                length = int.from_bytes(buffer[:3], "big")
+                kind, flags = buffer[3], buffer[4]
+                stream = int.from_bytes(buffer[5:9], "big") & 0x7fffffff
+                payload, buffer = buffer[9:9 + length], buffer[9 + length:]
+                with self.changed:
+                    if kind == SETTINGS and not flags & ACK:
+                        for i in range(0, len(payload) - 5, 6):
+                            key, value = struct.unpack(">HI", payload[i:i + 6])
+                            if key == SETTINGS_INITIAL_WINDOW_SIZE:
+                                for s in self.stream_windows:
+                                    self.stream_windows[s] += value - self.initial_window
+                                self.initial_window = value
+                    elif kind == WINDOW_UPDATE:
+                        increment = int.from_bytes(payload[:4], "big") & 0x7fffffff
+                        if stream == 0:
+                            self.connection_window += increment
+                        elif stream in self.stream_windows:
+                            self.stream_windows[stream] += increment
+                    elif kind == RST_STREAM:
+                        self.reset_streams.add(stream)
+                    elif kind == DATA and payload:
+                        self.answered_streams.add(stream)
+                    self.changed.notify_all()
+
+    def send_data(self, stream, body, end_stream):
+        """Sends `body` as DATA frames on `stream` as the windows allow; False when the stream or
+        the connection ended first, or a window stayed closed for 2 s."""
+        offset = 0
+        while offset < len(body) or (end_stream and offset == 0 and not body):
+            with self.changed:
+                if not self.changed.wait_for(
+                        lambda: self.closed_by_server or stream in self.reset_streams or
+                        min(self.connection_window, self.stream_windows[stream]) > 0, timeout=2):
+                    return False
+                if self.closed_by_server or stream in self.reset_streams:
+                    return False
+                n = min(self.connection_window, self.stream_windows[stream], MAX_FRAME_PAYLOAD,
+                        len(body) - offset)
+                self.connection_window -= n
+                self.stream_windows[stream] -= n
+            last = offset + n == len(body)
+            try:
+                self.socket.sendall(frame(DATA, END_STREAM if end_stream and last else 0, stream,
+                                          body[offset:offset + n]))
+            except OSError:
+                return False
+            self.bytes_sent += n
+            offset += n
+            if not body:
+                break
+        return True
+
+    def open_stream(self, stream):
+        with self.changed:
+            self.stream_windows[stream] = self.initial_window
+        try:
+            self.socket.sendall(frame(HEADERS_FRAME, END_HEADERS, stream, HEADERS))
+        except OSError:
+            return False
+        return True
+
+
+def partial_uploads(port, connections, streams, partial_bytes, slow_upload, hold):
+    # A GetAttentionRequest whose text field (2) and message are declared longer than what is sent.
+    declared = partial_bytes + 1000
+    text = b"a" * partial_bytes
+    body = b"\x00" + struct.pack(">I", declared) + b"\x12" + length_prefix_varint(declared - 5) + text
+    body = body[:partial_bytes]
+    flooders = [FlowControlledConnection(port) for _ in range(connections)]
+
+    def flood(connection):
+        for i in range(streams):
+            stream = 1 + 2 * i
+            if not connection.open_stream(stream):
+                return
+            connection.send_data(stream, body, end_stream=False)
+
+    def flood_all(group):
+        threads = [threading.Thread(target=flood, args=(c,)) for c in group]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    # The slow upload begins after a tenth of the flood, so that most of it comes later.
+    first = max(1, connections // 10) if slow_upload else connections
+    flood_all(flooders[:first])
+    answered = None
+    if slow_upload:
+        honest = FlowControlledConnection(port)
+        honest.open_stream(1)
+        honest.send_data(1, BODY[:len(BODY) // 2], end_stream=False)
+        second_half = time.monotonic() + slow_upload
+        flood_all(flooders[first:])
+        time.sleep(max(0, second_half - time.monotonic()))
+        honest.send_data(1, BODY[len(BODY) // 2:], end_stream=True)
+        with honest.changed:
+            honest.changed.wait_for(lambda: 1 in honest.answered_streams or 1 in honest.reset_streams
+                                    or honest.closed_by_server, timeout=10)
+            answered = 1 in honest.answered_streams
+        honest.socket.close()
+    time.sleep(hold)
+    result = {"connections": connections, "streams_sent": sum(len(c.stream_windows) for c in flooders),
+              "bytes_sent": sum(c.bytes_sent for c in flooders),
+              "streams_reset": sum(len(c.reset_streams) for c in flooders),
+              "closed_by_server": sum(c.closed_by_server for c in flooders),
+              "slow_upload_answered": answered}
+    for c in flooders:
+        c.socket.close()
+    return result
+
+
+def length_prefix_varint(value):
+    """A protobuf varint (a length-delimited field's length)."""
+    out = []
+    while value >= 128:
+        out.append((value & 127) | 128)
+        value >>= 7
+    return bytes(out + [value])
+
+
 def churn(port, calls, deadline):
     """Returns how many connections it opened and dropped."""
     batch = preface(True) + b"".join(
@@ -237,7 +404,14 @@ def main():
     parser.add_argument("--closed_window", type=int, default=0, metavar="N")
     parser.add_argument("--churn", type=int, default=0, metavar="N")
     parser.add_argument("--connections", type=int, default=1, metavar="M")
+    parser.add_argument("--partial_bytes", type=int, default=0, metavar="B")
+    parser.add_argument("--slow_upload", type=float, default=0, metavar="SECONDS")
     args = parser.parse_args()
+    if args.partial_bytes:
+        print(json.dumps(partial_uploads(args.port, args.connections, args.streams,
+                                         args.partial_bytes, args.slow_upload, args.hold)),
+              flush=True)
+        return
     if args.churn:
         start = time.monotonic()
         connections = churn(args.port, args.churn, start + args.max_seconds)

@@ -355,13 +355,35 @@ TEST(Http2ClientFramesTest, OpenRequestsAreThoseGrpcHasAndTheClientHasNotFinishe
                                Frame(kHeaders, kEndHeaders, 7, 30),
                            &out, kNow)
                   .ok());
-  EXPECT_THAT(frames.open_requests(), ::testing::UnorderedElementsAre(3, 5, 7));
+  using ::testing::Pair;
+  EXPECT_THAT(frames.open_requests(),
+              ::testing::UnorderedElementsAre(Pair(3, 20), Pair(5, 0), Pair(7, 0)));
+  // More of 3's message: its DATA payload adds up.
+  ASSERT_TRUE(frames.Consume(Frame(kData, 0, 3, 100) + Frame(kData, 0, 3, 5), &out, kNow).ok());
+  EXPECT_THAT(frames.open_requests(),
+              ::testing::UnorderedElementsAre(Pair(3, 125), Pair(5, 0), Pair(7, 0)));
   // The client ends 3, resets 5; gRPC ends 7 with its trailers.
   ASSERT_TRUE(
       frames.Consume(Frame(kData, kEndStream, 3, 0) + Frame(kResetStream, 0, 5, 4), &out, kNow)
           .ok());
   frames.ConsumeServer(Frame(kHeaders, kEndHeaders | kEndStream, 7, 10));
   EXPECT_TRUE(frames.open_requests().empty());
+}
+
+TEST(Http2ClientFramesTest, DataThatWaitsCountsInItsOpenRequestOnceGrpcHasIt) {
+  Http2ClientFrames frames(SmallLimits(), AdmitFirst(1));
+  std::string out;
+  // Stream 1 takes the one slot, 3 waits; 1's DATA behind it passes, 3's waits with it.
+  ASSERT_TRUE(frames
+                  .Consume(Start() + kSettingsAck + Frame(kHeaders, kEndHeaders, 1, 30) +
+                               Frame(kHeaders, kEndHeaders, 3, 30) + Frame(kData, 0, 1, 50) +
+                               Frame(kData, 0, 3, 70),
+                           &out, kNow)
+                  .ok());
+  using ::testing::Pair;
+  EXPECT_THAT(frames.open_requests(), ::testing::UnorderedElementsAre(Pair(1, 50)));
+  frames.Admit(&out, kNow);
+  EXPECT_THAT(frames.open_requests(), ::testing::UnorderedElementsAre(Pair(1, 50), Pair(3, 70)));
 }
 
 TEST(Http2ClientFramesTest, ACancelledOpenRequestIsResetInGrpcBetweenFrames) {
