@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/ssl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -264,13 +265,90 @@ class OpenRequests {
   int64_t bytes_ = 0;
 };
 
+// GrpcFront::Options::max_connections: the connections open, and the idle ones among them (no
+// call under way, nothing waiting) by how long they have been idle. Each holds three descriptors
+// and about 70 KB in gRPC: 7,000 idle connections took all 20,000 descriptors, and every gRPC
+// call then failed with UNAVAILABLE until they closed.
+class Connections {
+ public:
+  class Member {
+   public:
+    virtual ~Member() = default;
+    // Close now, telling the client (thread-safe; called without Connections' lock held).
+    virtual void CloseIdle() = 0;
+  };
+
+  explicit Connections(int max) : max_(max) {}
+
+  // Counts a connection just accepted; at the maximum, the one idle longest is closed to make
+  // room. False (not counted) when the maximum is reached and none is idle: refuse it.
+  bool Add() {
+    std::shared_ptr<Member> closing;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      while (open_ >= max_ && closing == nullptr && !idle_.empty()) {
+        Member* member = idle_.begin()->second;
+        idle_.erase(idle_.begin());
+        auto it = idle_since_.find(member);
+        closing = it->second.second.lock();
+        idle_since_.erase(it);
+      }
+      if (open_ >= max_ && closing == nullptr) return false;
+      // The one closing leaves the count when it is gone (Remove).
+      ++open_;
+    }
+    if (closing != nullptr) closing->CloseIdle();
+    return true;
+  }
+
+  // `member` has had nothing under way since `since` (again true once it was busy), or is busy.
+  void SetIdle(Member* member, std::weak_ptr<Member> owner, absl::Time since) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (idle_since_.contains(member)) return;
+    idle_since_.emplace(member, std::make_pair(since, std::move(owner)));
+    idle_.insert({since, member});
+  }
+  void SetBusy(Member* member) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = idle_since_.find(member);
+    if (it == idle_since_.end()) return;
+    idle_.erase({it->second.first, member});
+    idle_since_.erase(it);
+  }
+  // A connection counted by Add is gone (its descriptors closed).
+  void Remove(Member* member) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --open_;
+    if (auto it = idle_since_.find(member); it != idle_since_.end()) {
+      idle_.erase({it->second.first, member});
+      idle_since_.erase(it);
+    }
+  }
+
+ private:
+  const int max_;
+  std::mutex mutex_;
+  int open_ = 0;
+  absl::btree_set<std::pair<absl::Time, Member*>> idle_;
+  absl::flat_hash_map<Member*, std::pair<absl::Time, std::weak_ptr<Member>>> idle_since_;
+};
+
+// GrpcFront::Options::max_connections, as the descriptor limit allows.
+int MaxConnections(int wanted) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return wanted;
+  const int64_t allowed = (static_cast<int64_t>(limit.rlim_cur) - 512) / 3;
+  return static_cast<int>(std::min<int64_t>(wanted, std::max<int64_t>(64, allowed)));
+}
+
 }  // namespace
 
 struct GrpcFront::State {
   explicit State(const Options& options)
       : options(options),
         slots(options.stream_slots),
-        open_requests(options.max_open_requests, options.max_open_request_bytes) {}
+        open_requests(options.max_open_requests, options.max_open_request_bytes),
+        connections(MaxConnections(options.max_connections)) {}
 
   void Accept();
   template <typename Stream>
@@ -281,6 +359,7 @@ struct GrpcFront::State {
   const Options options;
   StreamSlots slots;
   OpenRequests open_requests;
+  Connections connections;
   std::optional<asio::ssl::context> tls;
   std::mutex mutex;
   grpc::Server* server = nullptr;  // under mutex; nullptr once stopped
@@ -313,6 +392,7 @@ tcp::socket& TcpOf(Stream& stream) {
 template <typename Stream>
 class FrontConnection : public SlotWaiter,
                         public OpenRequests::Holder,
+                        public Connections::Member,
                         public std::enable_shared_from_this<FrontConnection<Stream>> {
  public:
   FrontConnection(GrpcFront::State* state, Stream client)
@@ -325,7 +405,10 @@ class FrontConnection : public SlotWaiter,
         frames_(state->options.limits,
                 [this] { return ClientConnected() && state_->slots.TryTake(); }) {}
 
+  ~FrontConnection() override { state_->connections.Remove(this); }
+
   void Run() {
+    UpdateIdle();
     asio::local::stream_protocol::socket grpc_side(upstream_.get_executor());
     error_code error;
     asio::local::connect_pair(upstream_, grpc_side, error);
@@ -373,11 +456,27 @@ class FrontConnection : public SlotWaiter,
       self->Flush();
       self->MaybeReadClient();
       self->SyncOpenRequests();
+      self->UpdateIdle();
       self->GiveBackFreedSlots();
     });
   }
 
   bool Gone() const override { return gone_.load(); }
+
+  void CloseIdle() override {
+    asio::post(TcpOf(client_).get_executor(), [self = this->shared_from_this()] {
+      if (self->closed_ || self->grpc_done_) return;
+      if (!self->passing_) {
+        self->Close();
+        return;
+      }
+      // gRPC sees the end of its input and closes its end; the client then gets a GOAWAY
+      // (OnGrpcClosed).
+      self->closing_idle_ = true;
+      error_code ignored;
+      self->upstream_.shutdown(asio::socket_base::shutdown_both, ignored);
+    });
+  }
 
   auto executor() { return TcpOf(client_).get_executor(); }
 
@@ -388,6 +487,7 @@ class FrontConnection : public SlotWaiter,
       self->frames_.Cancel(stream_id, &self->to_grpc_);
       self->Flush();
       self->SyncOpenRequests();
+      self->UpdateIdle();
       self->GiveBackFreedSlots();
     });
   }
@@ -508,6 +608,7 @@ class FrontConnection : public SlotWaiter,
     Flush();
     MaybeReadClient();
     SyncOpenRequests();
+    UpdateIdle();
     GiveBackFreedSlots();
   }
 
@@ -550,6 +651,7 @@ class FrontConnection : public SlotWaiter,
           }
           self->frames_.ConsumeServer(absl::string_view(self->from_grpc_.get(), n));
           self->SyncOpenRequests();
+          self->UpdateIdle();
           self->GiveBackFreedSlots();
           asio::async_write(self->client_, asio::buffer(self->from_grpc_.get(), n),
                             [self, n](error_code error, size_t) {
@@ -607,6 +709,23 @@ class FrontConnection : public SlotWaiter,
     }
   }
 
+  // Tells State::connections whether this connection is idle: no frame waiting, and no call in
+  // gRPC but those whose request is still arriving (a connection holding only those is what a
+  // flood of them looks like; the open-request limits cancel them anyway). One that has not
+  // started (TLS handshake, preface) is idle too.
+  void UpdateIdle() {
+    if (closed_) return;
+    const bool idle = frames_.live_streams() == static_cast<int>(frames_.open_requests().size()) &&
+                      frames_.waiting_frames() == 0;
+    if (idle == idle_) return;
+    idle_ = idle;
+    if (idle) {
+      state_->connections.SetIdle(this, this->weak_from_this(), absl::Now());
+    } else {
+      state_->connections.SetBusy(this);
+    }
+  }
+
   // Once gRPC or the connection is done: every slot held goes back, and no request is open.
   void ReleaseSlots() {
     gone_ = true;
@@ -626,6 +745,39 @@ class FrontConnection : public SlotWaiter,
     grpc_done_ = true;
     ReleaseSlots();
     EndPassing();
+    if (closing_idle_ && frames_.server_at_frame_boundary()) {
+      // Closed to make room (Connections): GOAWAY (RFC 9113 6.8) with NO_ERROR and the last
+      // stream gRPC had, so that a client sending a call right now retries it on a new connection
+      // instead of failing it.
+      const uint32_t last = frames_.last_passed_stream_id();
+      goaway_ = {0,
+                 0,
+                 8,
+                 7,
+                 0,
+                 0,
+                 0,
+                 0,
+                 0,
+                 static_cast<char>((last >> 24) & 0x7f),
+                 static_cast<char>(last >> 16),
+                 static_cast<char>(last >> 8),
+                 static_cast<char>(last),
+                 0,
+                 0,
+                 0,
+                 0};
+      asio::async_write(
+          client_, asio::buffer(goaway_),
+          [self = this->shared_from_this()](error_code, size_t) { self->EndClientOutput(); });
+      return;
+    }
+    EndClientOutput();
+  }
+
+  // The client gets the end of its input, and kLingerTime to stop sending before the socket
+  // closes.
+  void EndClientOutput() {
     error_code ignored;
     TcpOf(client_).shutdown(asio::socket_base::shutdown_send, ignored);
     timer_.expires_after(kLingerTime);
@@ -646,6 +798,7 @@ class FrontConnection : public SlotWaiter,
 
   void Close() {
     closed_ = true;
+    if (std::exchange(idle_, false)) state_->connections.SetBusy(this);
     if (grpc_fd_ >= 0) ::close(std::exchange(grpc_fd_, -1));
     ReleaseSlots();
     EndPassing();
@@ -683,6 +836,9 @@ class FrontConnection : public SlotWaiter,
   bool slots_released_ = false;
   bool slot_requested_ = false;  // waiting in State::slots, or a grant on its way
   bool pause_timer_armed_ = false;
+  bool idle_ = false;          // counted as idle in State::connections (UpdateIdle)
+  bool closing_idle_ = false;  // closed to make room (CloseIdle)
+  std::string goaway_;         // the GOAWAY being written then
 };
 
 }  // namespace
@@ -721,6 +877,13 @@ void GrpcFront::State::Accept() {
 
 template <typename Stream>
 void GrpcFront::State::Serve(Stream client) {
+  if (!connections.Add()) {
+    // Every connection is busy: this one is refused at once, before it costs anything.
+    error_code ignored;
+    TcpOf(client).close(ignored);
+    if (options.on_connection_refused) options.on_connection_refused();
+    return;
+  }
   // On the connection's own strand, as every later handler of it: an operation it starts can
   // complete on the other I/O thread at once.
   auto connection = std::make_shared<FrontConnection<Stream>>(this, std::move(client));

@@ -71,7 +71,7 @@ absl::Status Http2ClientFrames::Consume(absl::string_view bytes, std::string* ou
       ack_pending_ = false;
     }
     for (; !pending_admits_.empty(); pending_admits_.pop_front()) Release(out, now);
-    for (const uint32_t stream_id : std::exchange(pending_cancels_, {})) Cancel(stream_id, out);
+    for (const uint32_t stream_id : std::exchange(pending_cancels_, {})) Reset(stream_id, out);
   }
   return error_;
 }
@@ -178,9 +178,11 @@ void Http2ClientFrames::OnPassed(int type, int flags, uint32_t stream_id, int64_
     last_passed_stream_id_ = stream_id;
     slot_streams_[stream_id] = Slot{now, EndsRequest(type, flags)};
     if (!EndsRequest(type, flags)) open_requests_.emplace(stream_id, 0);
+    live_streams_.insert(stream_id);
   } else if (type == kResetStream) {
     if (slot_streams_.erase(stream_id) > 0) ++freed_slots_;
     open_requests_.erase(stream_id);
+    live_streams_.erase(stream_id);
   } else if (type == kData && !EndsRequest(type, flags)) {
     if (auto it = open_requests_.find(stream_id); it != open_requests_.end()) it->second += length;
   } else if (EndsRequest(type, flags)) {
@@ -246,16 +248,32 @@ void Http2ClientFrames::ConsumeServer(absl::string_view bytes) {
     // dropped by gRPC.
     if (type == kResetStream || (type == kHeaders && (server_header_.flags() & kEndStream) != 0)) {
       open_requests_.erase(stream_id);
+      live_streams_.erase(stream_id);
     }
   }
 }
 
 void Http2ClientFrames::Cancel(uint32_t stream_id, std::string* out) {
   if (!open_requests_.contains(stream_id)) return;
+  open_requests_.erase(stream_id);
+  live_streams_.erase(stream_id);
+  if (slot_streams_.erase(stream_id) > 0) ++freed_slots_;
   if (destination_ == Destination::kGrpc && payload_left_ > 0) {
-    pending_cancels_.push_back(stream_id);
-    return;
+    if (header_.type() != kData || header_.stream_id() != stream_id) {
+      // Another stream's frame is half given to gRPC: the reset follows its end.
+      pending_cancels_.push_back(stream_id);
+      return;
+    }
+    // The stream's own DATA frame, which a client may leave unfinished for as long as it likes
+    // while gRPC holds what came of it: gRPC gets the rest as zeros (message bytes of a call it
+    // drops next, or padding), the client's rest is dropped.
+    out->append(static_cast<size_t>(payload_left_), '\0');
+    destination_ = Destination::kDropped;
   }
+  Reset(stream_id, out);
+}
+
+void Http2ClientFrames::Reset(uint32_t stream_id, std::string* out) {
   // RST_STREAM (type 3) with the error code CANCEL (0x8).
   const char reset[13] = {0,
                           0,
@@ -271,8 +289,6 @@ void Http2ClientFrames::Cancel(uint32_t stream_id, std::string* out) {
                           0,
                           8};
   out->append(reset, sizeof(reset));
-  open_requests_.erase(stream_id);
-  if (slot_streams_.erase(stream_id) > 0) ++freed_slots_;
 }
 
 int Http2ClientFrames::TakeFreedSlots(absl::Time now) {

@@ -11,6 +11,7 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -112,10 +113,22 @@ class Http2ClientFrames {
   // side has reset and gRPC has not ended, each with the DATA payload bytes of it handed to gRPC
   // so far: gRPC buffers a message until all of it has arrived (up to --max_request_bytes).
   const absl::flat_hash_map<uint32_t, int64_t>& open_requests() const { return open_requests_; }
-  // Ends an open request in gRPC: appends an RST_STREAM (CANCEL) for it to `out` (at the end of
-  // the frame half given to gRPC, if one is, in Consume), so that gRPC drops the call it holds.
-  // The client is not told; gRPC answers its next frame on the stream with RST_STREAM. Nothing
-  // when `stream_id` is not an open request.
+  // The highest stream id handed to gRPC (what a GOAWAY names as the last one processed).
+  uint32_t last_passed_stream_id() const { return last_passed_stream_id_; }
+  // Streams gRPC has that neither side has ended (gRPC by its trailers or a reset, the client by
+  // a reset): calls under way. A connection without any is idle.
+  int live_streams() const { return static_cast<int>(live_streams_.size()); }
+  // Whether what gRPC has sent so far (ConsumeServer) ends at the end of a frame, so that a frame
+  // of the front's own may follow.
+  bool server_at_frame_boundary() const {
+    return server_payload_left_ == 0 && !server_header_.partial();
+  }
+  // Ends an open request in gRPC: appends an RST_STREAM (CANCEL) for it to `out`, so that gRPC
+  // drops the call it holds; it is no longer an open request at once. When a frame is half given
+  // to gRPC, the reset follows its end (in Consume), unless it is the stream's own DATA frame:
+  // gRPC then gets the rest of that frame as zeros and the client's rest is dropped, since a
+  // client may never finish it. The client is not told; gRPC answers its next frame on the
+  // stream with RST_STREAM. Nothing when `stream_id` is not an open request.
   void Cancel(uint32_t stream_id, std::string* out);
 
  private:
@@ -131,6 +144,8 @@ class Http2ClientFrames {
     int64_t length() const {
       return (int64_t{bytes_[0]} << 16) | (int64_t{bytes_[1]} << 8) | bytes_[2];
     }
+    // Some of the header's bytes are in, not all.
+    bool partial() const { return filled_ > 0; }
     int type() const { return bytes_[3]; }
     int flags() const { return bytes_[4]; }
     uint32_t stream_id() const {
@@ -170,6 +185,8 @@ class Http2ClientFrames {
   // Appends the oldest frame waiting for a slot, and those behind it, to `out` (Admit's work,
   // when it may happen).
   void Release(std::string* out, absl::Time now);
+  // Appends an RST_STREAM (CANCEL) for `stream_id` to `out`.
+  static void Reset(uint32_t stream_id, std::string* out);
   // Notes that a frame has been given to gRPC.
   void OnPassed(int type, int flags, uint32_t stream_id, int64_t length, bool opens_stream,
                 bool needs_slot, absl::Time now);
@@ -206,7 +223,8 @@ class Http2ClientFrames {
   // Streams holding a slot, by id, with since when.
   absl::btree_map<uint32_t, Slot> slot_streams_;
   absl::flat_hash_map<uint32_t, int64_t> open_requests_;
-  std::vector<uint32_t> pending_cancels_;  // Cancel calls to carry out at the end of the frame
+  absl::flat_hash_set<uint32_t> live_streams_;
+  std::vector<uint32_t> pending_cancels_;  // resets to send at the end of the frame (Cancel)
   int freed_slots_ = 0;
   // The server's frames, as the client's above: a frame header in pieces, then its payload.
   FrameHeader server_header_;

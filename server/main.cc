@@ -1,6 +1,8 @@
 // attnscope-server: serves what transformer checkpoints attend to over gRPC, HTTP/JSON and Connect,
 // with Prometheus metrics and the dashboard. Every flag is defined here; the rest of the server
 // takes Options structs.
+#include <sys/resource.h>
+
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -157,6 +159,10 @@ ABSL_FLAG(int, worker_threads, kDefaults.worker_threads,
 ABSL_FLAG(int, max_concurrent_requests, kDefaults.service.max_concurrent_requests,
           "Calls handled at once, running or waiting their turn; more fail at once with "
           "RESOURCE_EXHAUSTED. 0 = no limit.");
+ABSL_FLAG(int, max_grpc_connections, kDefaults.max_grpc_connections,
+          "gRPC connections open at once: at the limit the one idle longest is closed (GOAWAY) "
+          "to make room, and a new one is refused when none is idle. 0 = as many as a third of "
+          "the descriptor limit (ulimit -n), less 512, allows.");
 ABSL_FLAG(int64_t, max_request_bytes, kDefaults.max_request_bytes,
           "Largest request in bytes on both transports: gRPC answers a bigger message with "
           "RESOURCE_EXHAUSTED, HTTP a bigger body with 413.");
@@ -196,6 +202,12 @@ int main(int argc, char** argv) {
   // of every absl::Mutex, gRPC's among them, then goes through one process-wide lock and a graph
   // of lock orders.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // The descriptor limit up to what the system allows, as Go and nginx do: each gRPC connection
+  // holds three (--max_grpc_connections).
+  if (rlimit limit{}; getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
   // Before any thread exists, so that every thread inherits the mask and only RunServer's
   // sigwait sees the shutdown signals.
   attnscope::server::BlockShutdownSignals();
@@ -281,6 +293,7 @@ int main(int argc, char** argv) {
   options.service.batching.max_queue_delay =
       absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_microseconds));
   options.worker_threads = absl::GetFlag(FLAGS_worker_threads);
+  options.max_grpc_connections = absl::GetFlag(FLAGS_max_grpc_connections);
   options.shutdown_grace_seconds = absl::GetFlag(FLAGS_shutdown_grace_seconds);
   if (const absl::Status invalid = attnscope::server::ValidateServerOptions(options);
       !invalid.ok()) {

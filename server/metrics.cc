@@ -107,10 +107,11 @@ Metrics::Metrics()
                          .Help(
                              "Calls refused before they ran, by reason (unauthenticated, "
                              "concurrency_limit, loading, draining; http2_limits: a gRPC "
-                             "connection closed for its HTTP/2 frames).")
+                             "connection closed for its HTTP/2 frames; connection_limit: a gRPC "
+                             "connection refused at --max_grpc_connections).")
                          .Register(*registry_);
-  for (const char* reason :
-       {"unauthenticated", "concurrency_limit", "loading", "draining", "http2_limits"}) {
+  for (const char* reason : {"unauthenticated", "concurrency_limit", "loading", "draining",
+                             "http2_limits", "connection_limit"}) {
     rejections_[reason] = &rejections.Add({{"reason", reason}});
   }
   input_tokens_ = &prometheus::BuildHistogram()

@@ -58,7 +58,8 @@ class Metrics {
   // attnscope_rejected_requests_total{reason}: calls refused before they ran, `reason` one of
   // "unauthenticated" (UNAUTHENTICATED), "concurrency_limit" (RESOURCE_EXHAUSTED), "loading" and
   // "draining" (UNAVAILABLE), or "http2_limits": a gRPC connection closed, with whatever calls it
-  // had opened, for crossing a limit on its HTTP/2 frames (GrpcFront).
+  // had opened, for crossing a limit on its HTTP/2 frames (GrpcFront), or "connection_limit": a
+  // gRPC connection refused at --max_grpc_connections with none idle to close instead.
   void RecordRejection(absl::string_view reason);
   // One forward pass (a batch counts once): attnscope_inference_duration_seconds{model},
   // attnscope_batch_size{model} (inputs in the pass) and attnscope_batch_tokens{model} (inputs x

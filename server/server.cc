@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -282,6 +283,7 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
       {"--max_queue_delay_microseconds", absl::ToDoubleMicroseconds(batching.max_queue_delay), 1e7},
       {"--worker_threads", options.worker_threads, HttpServer::kMaxHttpThreads},
       {"--max_concurrent_requests", options.service.max_concurrent_requests, 1e6},
+      {"--max_grpc_connections", options.max_grpc_connections, 1e6},
       {"--shutdown_grace_seconds", options.shutdown_grace_seconds, 3600}};
   for (const auto& [flag, value, most] : counts) {
     if (!(value >= 0 && value <= most)) {
@@ -424,7 +426,10 @@ absl::Status RunServer(const ServerOptions& options) {
   front_options.host = listen.host;
   front_options.port = listen.port;
   front_options.tls = options.tls;
+  front_options.max_connections =
+      options.max_grpc_connections > 0 ? options.max_grpc_connections : INT_MAX;
   front_options.on_refused = [&metrics] { metrics.RecordRejection("http2_limits"); };
+  front_options.on_connection_refused = [&metrics] { metrics.RecordRejection("connection_limit"); };
   absl::StatusOr<std::unique_ptr<GrpcFront>> front = GrpcFront::Create(front_options);
   if (!front.ok()) {
     if (front.status().code() != absl::StatusCode::kUnavailable) return front.status();

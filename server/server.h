@@ -60,6 +60,10 @@ struct ServerOptions {
   // checks, reflection and the calls refused over the limit). Calls beyond it get
   // RESOURCE_EXHAUSTED from gRPC.
   int worker_threads = 0;
+  // gRPC connections open at once (GrpcFront::Options::max_connections: at the limit the one
+  // idle longest is closed to make room, and a new one is refused when none is idle); 0 = as many
+  // as a third of the descriptor limit, less 512, allows.
+  int max_grpc_connections = 2048;
   // After SIGTERM / SIGINT, in-flight calls get this long to finish before they are cancelled.
   double shutdown_grace_seconds = 15;
 };
@@ -68,8 +72,9 @@ struct ServerOptions {
 // --listen or non-empty --http_listen that is not HOST:PORT with a port in [0, 65535], a
 // --metrics_port outside that range, a --max_stream_message_bytes below 1,
 // a --max_response_bytes below 1, and a negative --max_tokens, --worker_threads,
-// --max_concurrent_requests or --shutdown_grace_seconds, an HTTP timeout (--http_*_timeout_seconds)
-// that is not above 0; TLS flags as ValidateTlsOptions says (InvalidArgument or NotFound).
+// --max_concurrent_requests, --max_grpc_connections or --shutdown_grace_seconds, an HTTP timeout
+// (--http_*_timeout_seconds) that is not above 0; TLS flags as ValidateTlsOptions says
+// (InvalidArgument or NotFound).
 absl::Status ValidateServerOptions(const ServerOptions& options);
 
 // Threads for calls beside --max_concurrent_requests' (see ServerOptions::worker_threads).

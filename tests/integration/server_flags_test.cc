@@ -43,6 +43,8 @@ const std::map<std::string, Refusal>& Refusals() {
       {"max_call_tokens", {{"--max_call_tokens=0"}, "--max_call_tokens 0"}},
       {"max_concurrent_requests",
        {{"--max_concurrent_requests=-1"}, "--max_concurrent_requests -1"}},
+      {"max_grpc_connections",
+       {{"--max_grpc_connections=-1"}, "--max_grpc_connections -1: expected a value from 0"}},
       {"max_inputs_per_request", {{"--max_inputs_per_request=0"}, "--max_inputs_per_request 0"}},
       {"max_request_bytes", {{"--max_request_bytes=0"}, "--max_request_bytes 0"}},
       {"http_threads", {{"--http_threads=0"}, "--http_threads 0"}},

@@ -390,25 +390,47 @@ TEST(Http2ClientFramesTest, ACancelledOpenRequestIsResetInGrpcBetweenFrames) {
   Http2ClientFrames frames(SmallLimits());
   std::string out;
   const std::string h1 = Frame(kHeaders, kEndHeaders, 1, 30);
-  const std::string d1 = Frame(kData, 0, 1, 40);
-  ASSERT_TRUE(frames.Consume(Start() + kSettingsAck + h1, &out, kNow).ok());
-  EXPECT_EQ(frames.SlotsHeld(), 1);
-  // Half of a DATA frame is with gRPC: the reset follows the frame's end.
+  const std::string h3 = Frame(kHeaders, kEndHeaders, 3, 30);
+  const std::string d3 = Frame(kData, 0, 3, 40);
+  ASSERT_TRUE(frames.Consume(Start() + kSettingsAck + h1 + h3, &out, kNow).ok());
+  EXPECT_EQ(frames.SlotsHeld(), 2);
+  // Half of stream 3's DATA frame is with gRPC: stream 1's reset follows the frame's end, and 1
+  // is no longer an open request at once.
   out.clear();
-  ASSERT_TRUE(frames.Consume(d1.substr(0, 20), &out, kNow).ok());
+  ASSERT_TRUE(frames.Consume(d3.substr(0, 20), &out, kNow).ok());
   frames.Cancel(1, &out);
-  EXPECT_EQ(out, d1.substr(0, 20));
-  ASSERT_TRUE(frames.Consume(d1.substr(20), &out, kNow).ok());
-  const std::string cancel = {0, 0, 4, 3, 0, 0, 0, 0, 1, 0, 0, 0, 8};
-  EXPECT_EQ(out, d1 + cancel);
-  EXPECT_TRUE(frames.open_requests().empty());
-  EXPECT_EQ(frames.SlotsHeld(), 0);
+  EXPECT_EQ(out, d3.substr(0, 20));
+  EXPECT_THAT(frames.open_requests(), ::testing::ElementsAre(::testing::Pair(3, 40)));
+  ASSERT_TRUE(frames.Consume(d3.substr(20), &out, kNow).ok());
+  const std::string cancel_1 = {0, 0, 4, 3, 0, 0, 0, 0, 1, 0, 0, 0, 8};
+  EXPECT_EQ(out, d3 + cancel_1);
+  EXPECT_EQ(frames.SlotsHeld(), 1);
   EXPECT_EQ(frames.TakeFreedSlots(kNow), 1);
   // Once cancelled, or for a stream that is not an open request, nothing more.
   out.clear();
   frames.Cancel(1, &out);
-  frames.Cancel(3, &out);
+  frames.Cancel(5, &out);
   EXPECT_EQ(out, "");
+}
+
+TEST(Http2ClientFramesTest, AStreamCancelledDuringItsOwnDataFrameHasTheRestOfItDropped) {
+  Http2ClientFrames frames(SmallLimits());
+  std::string out;
+  const std::string h1 = Frame(kHeaders, kEndHeaders, 1, 30);
+  const std::string d1 = Frame(kData, 0, 1, 40);
+  const std::string ping = Frame(kPing, 0, 0, 8);
+  ASSERT_TRUE(frames.Consume(Start() + kSettingsAck + h1 + d1.substr(0, 20), &out, kNow).ok());
+  // The client may never send the other 29 bytes: gRPC gets them as zeros, then the reset.
+  out.clear();
+  frames.Cancel(1, &out);
+  const std::string cancel_1 = {0, 0, 4, 3, 0, 0, 0, 0, 1, 0, 0, 0, 8};
+  EXPECT_EQ(out, std::string(29, '\0') + cancel_1);
+  EXPECT_TRUE(frames.open_requests().empty());
+  EXPECT_EQ(frames.live_streams(), 0);
+  // If they come after all, they are dropped, and what follows them passes.
+  out.clear();
+  ASSERT_TRUE(frames.Consume(d1.substr(20) + ping, &out, kNow).ok());
+  EXPECT_EQ(out, ping);
 }
 
 TEST(Http2ClientFramesTest, TheEndOfAStreamGrpcNoLongerHasNeedsNoSlot) {
