@@ -42,9 +42,16 @@ grpc::ServerUnaryReactor* AttentionService::Unary(grpc::CallbackServerContext* c
                                                   std::function<absl::Status(const Call&)> method) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Call call = GrpcCall(context);
-  if (!workers_->TrySchedule([reactor, call = std::move(call), method = std::move(method)] {
-        reactor->Finish(ToGrpcStatus(method(call)));
-      })) {
+  WorkerPool::Task task;
+  task.run = [reactor, call = std::move(call), method = std::move(method)] {
+    reactor->Finish(ToGrpcStatus(method(call)));
+  };
+  task.cancelled = [context] { return context->IsCancelled(); };
+  task.drop = [reactor] {
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the call before it began"));
+  };
+  if (!workers_->TrySchedule(std::move(task))) {
     core_->RecordBusy();
     reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError(
         "every worker thread of the server is busy and as many calls wait for one "

@@ -102,6 +102,17 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
                                 const google::protobuf::Message* response, absl::string_view fixes,
                                 Handler&& handler) {
   const Clock::time_point start = Clock::now();
+  // A call whose client has gone (or whose deadline has passed) before it began takes no place
+  // among --max_concurrent_requests: clients that sent calls and left at once held them all, and
+  // others were refused while the server worked for nobody.
+  if (call.check) {
+    if (absl::Status gone = call.check("before it began"); !gone.ok()) {
+      metrics_->RecordRequest(rpc, call.transport, ModelLabel(model),
+                              absl::StatusCodeToString(gone.code()),
+                              std::chrono::duration<double>(Clock::now() - start).count());
+      return gone;
+    }
+  }
   metrics_->inflight().Increment();
   const int inflight = inflight_.fetch_add(1) + 1;
   bool ran = false;

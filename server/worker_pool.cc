@@ -1,7 +1,9 @@
 #include "server/worker_pool.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
+#include <vector>
 
 namespace attnscope::server {
 
@@ -17,16 +19,32 @@ WorkerPool::~WorkerPool() {
   for (std::thread& thread : threads_) thread.join();
 }
 
-bool WorkerPool::TrySchedule(std::function<void()> task) {
-  absl::MutexLock lock(&mutex_);
-  if (static_cast<int64_t>(queue_.size()) >= idle_ + max_queued_) return false;
-  queue_.push_back(std::move(task));
-  return true;
+bool WorkerPool::TrySchedule(Task task) {
+  std::vector<Task> dropped;
+  bool queued = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (static_cast<int64_t>(queue_.size()) >= idle_ + max_queued_) {
+      auto gone = std::stable_partition(queue_.begin(), queue_.end(), [](const Task& waiting) {
+        return !waiting.cancelled || !waiting.cancelled();
+      });
+      std::move(gone, queue_.end(), std::back_inserter(dropped));
+      queue_.erase(gone, queue_.end());
+    }
+    if (static_cast<int64_t>(queue_.size()) < idle_ + max_queued_) {
+      queue_.push_back(std::move(task));
+      queued = true;
+    }
+  }
+  for (Task& task : dropped) {
+    if (task.drop) task.drop();
+  }
+  return queued;
 }
 
 void WorkerPool::Work() {
   while (true) {
-    std::function<void()> task;
+    Task task;
     {
       absl::MutexLock lock(&mutex_);
       ++idle_;
@@ -39,7 +57,7 @@ void WorkerPool::Work() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    task();
+    task.run();
   }
 }
 

@@ -27,16 +27,29 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
+  // A unit of work, and what to do instead when its caller has gone before it ran.
+  struct Task {
+    std::function<void()> run;
+    // True once nobody waits for the task any more (the client cancelled the call); empty:
+    // never.
+    std::function<bool()> cancelled;
+    // Called instead of `run` for a task dropped because `cancelled` said so.
+    std::function<void()> drop;
+  };
+
   // Queues `task` for the next free thread; false (and `task` dropped unrun) when every thread
-  // is busy and `max_queued` tasks already wait. Thread-safe.
-  bool TrySchedule(std::function<void()> task);
+  // is busy and `max_queued` tasks already wait. Waiting tasks whose caller has gone make room
+  // first (each gets its `drop` on this thread): clients that send calls and leave at once
+  // otherwise filled the queue, and everyone else got RESOURCE_EXHAUSTED while workers went
+  // through calls nobody waited for. Thread-safe.
+  bool TrySchedule(Task task);
 
  private:
   void Work();
 
   const int64_t max_queued_;
   absl::Mutex mutex_;
-  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mutex_);
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mutex_);
   int64_t idle_ ABSL_GUARDED_BY(mutex_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   std::vector<std::thread> threads_;

@@ -44,13 +44,14 @@ when the slow upload got its answer's message}.
 With --churn N it opens connections one after another for --max_seconds, on each sends the
 preface, SETTINGS and its ACK and N whole GetAttention calls at once, and drops the connection with
 a reset (SO_LINGER 0) without reading anything: calls whose caller has gone before the server has
-read them. It prints {"connections": ..., "streams_sent": ..., "seconds": ...}.
+read them. With --leave_after SECONDS it waits that long before dropping each connection (the calls
+have reached the server by then), and with --threads T, T threads do so at once. It prints {"connections": ..., "streams_sent": ..., "seconds": ...}.
 
     h2_stream_flood.py --port PORT [--streams 20000] [--reset] [--settings_ack] [--hold 3]
     h2_stream_flood.py --port PORT --settings_ack --streams 100 --connections 300 [--hold 3]
     h2_stream_flood.py --port PORT --partial_bytes 3000000 --streams 20 --connections 10 \
         [--slow_upload 1] [--hold 3]
-    h2_stream_flood.py --port PORT --churn 100 [--max_seconds 3]
+    h2_stream_flood.py --port PORT --churn 100 [--leave_after 0.02] [--threads 4] [--max_seconds 3]
     h2_stream_flood.py --port PORT --continuation_bytes 536870912 [--unterminated_field] [--hold 3]
     h2_stream_flood.py --port PORT --closed_window 100 [--hold 3]
 """
@@ -375,7 +376,7 @@ def length_prefix_varint(value):
     return bytes(out + [value])
 
 
-def churn(port, calls, deadline):
+def churn(port, calls, deadline, leave_after=0.0):
     """Returns how many connections it opened and dropped."""
     batch = preface(True) + b"".join(
         frame(HEADERS_FRAME, END_HEADERS, 1 + 2 * i, HEADERS) + frame(DATA, END_STREAM, 1 + 2 * i, BODY)
@@ -384,6 +385,8 @@ def churn(port, calls, deadline):
     while time.monotonic() < deadline:
         connection = socket.create_connection(("127.0.0.1", port), timeout=SEND_TIMEOUT_SECONDS)
         connection.sendall(batch)
+        if leave_after:
+            time.sleep(leave_after)
         connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         connection.close()
         connections += 1
@@ -404,6 +407,8 @@ def main():
     parser.add_argument("--closed_window", type=int, default=0, metavar="N")
     parser.add_argument("--churn", type=int, default=0, metavar="N")
     parser.add_argument("--connections", type=int, default=1, metavar="M")
+    parser.add_argument("--leave_after", type=float, default=0, metavar="SECONDS")
+    parser.add_argument("--threads", type=int, default=1, metavar="T")
     parser.add_argument("--partial_bytes", type=int, default=0, metavar="B")
     parser.add_argument("--slow_upload", type=float, default=0, metavar="SECONDS")
     args = parser.parse_args()
@@ -414,7 +419,15 @@ def main():
         return
     if args.churn:
         start = time.monotonic()
-        connections = churn(args.port, args.churn, start + args.max_seconds)
+        counts = []
+        threads = [threading.Thread(target=lambda: counts.append(
+            churn(args.port, args.churn, start + args.max_seconds, args.leave_after)))
+                   for _ in range(args.threads)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        connections = sum(counts)
         print(json.dumps({"connections": connections, "streams_sent": connections * args.churn,
                           "seconds": round(time.monotonic() - start, 3)}), flush=True)
         return
