@@ -77,9 +77,25 @@ let browser;
 let page;
 let profile;
 let downloads;
+// Chromium's downloads by guid: the suggested file name and the state its events last reported.
+const downloadStates = new Map();
 const consoleErrors = [];
 
 const query = (params) => `/?${new URLSearchParams(params)}`;
+
+// Clicks an export button and returns the path of the file it downloads, once Chromium reports the
+// download completed: the file exists on disk before all of it is written.
+async function exported(selector, name) {
+  const file = path.join(downloads, name);
+  fs.rmSync(file, { force: true });
+  const before = new Set(downloadStates.keys());
+  await page.click(selector);
+  const done = () => [...downloadStates].some(([guid, d]) => !before.has(guid) && d.name === name && d.state === 'completed');
+  const deadline = Date.now() + 20000;
+  while (!done() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.ok(done(), `download of ${name}: ${JSON.stringify([...downloadStates.values()])}`);
+  return file;
+}
 
 async function waitReady() {
   await page.waitForFunction(() => document.body.dataset.status !== 'loading', { timeout: 90000 });
@@ -217,7 +233,11 @@ describe('dashboard in headless Chromium', () => {
     });
     page.on('pageerror', (error) => consoleErrors.push(`uncaught: ${error.message}`));
     const session = await page.createCDPSession();
-    await session.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads });
+    session.on('Browser.downloadWillBegin', ({ guid, suggestedFilename }) => downloadStates.set(guid, { name: suggestedFilename, state: 'inProgress' }));
+    session.on('Browser.downloadProgress', ({ guid, state }) => {
+      if (downloadStates.has(guid)) downloadStates.get(guid).state = state;
+    });
+    await session.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads, eventsEnabled: true });
   });
 
   after(async () => {
@@ -589,39 +609,31 @@ describe('dashboard in headless Chromium', () => {
 
   it('export: the current figure downloads as SVG and PNG', async () => {
     await open({ model: 'default', text: VIETNAMESE, layer: 1, head: 2 });
-    await page.click('#export-svg');
-    await page.click('#export-png');
-    const file = (ext) => path.join(downloads, `attnscope-heatmap-default.${ext}`);
-    const deadline = Date.now() + 20000;
-    while (!(fs.existsSync(file('svg')) && fs.existsSync(file('png'))) && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    const svg = fs.readFileSync(file('svg'), 'utf8');
+    const svgFile = await exported('#export-svg', 'attnscope-heatmap-default.svg');
+    const pngFile = await exported('#export-png', 'attnscope-heatmap-default.png');
+    const svg = fs.readFileSync(svgFile, 'utf8');
     assert.match(svg, /^<svg[^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
     assert.ok(svg.includes('>Việt<') && svg.includes('data-value'));
-    const png = fs.readFileSync(file('png'));
+    const png = fs.readFileSync(pngFile);
     assert.deepEqual([...png.subarray(1, 4)], [0x50, 0x4e, 0x47]); // "PNG"
     assert.ok(png.readUInt32BE(16) > 200, 'PNG width');
 
     // What the page shows around the figures in HTML comes along: ranks, scores and texts of
     // documents, the model view's token legend.
-    const exported = async (params, name) => {
+    const exportedSvg = async (params, name) => {
       await open(params);
-      await page.click('#export-svg');
-      const target = path.join(downloads, `${name}.svg`);
-      const until = Date.now() + 20000;
-      while (!fs.existsSync(target) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 100));
-      return fs.readFileSync(target, 'utf8');
+      const file = await exported('#export-svg', `${name}.svg`);
+      return fs.readFileSync(file, 'utf8');
     };
-    const documentsSvg = await exported({ model: 'default', view: 'documents', layer: 3, head: 'mean' }, 'attnscope-documents-default');
+    const documentsSvg = await exportedSvg({ model: 'default', view: 'documents', layer: 3, head: 'mean' }, 'attnscope-documents-default');
     const ranked = await api('CrossAttention', { model: 'default', query: '랭체인 뭐야', documents: ['오늘 저녁에는 김치찌개를 먹었다', '랭체인은 대규모 언어 모델로 애플리케이션을 만드는 프레임워크입니다'], layers: [3] });
     const best = Math.max(...ranked.documents.map((d) => d.relevanceScore));
     assert.ok(documentsSvg.includes(`#1 · score ${best.toFixed(3)} · document 2: 랭체인은`), 'rank, score and text of document 2');
     assert.ok(documentsSvg.includes('Query: 랭체인 뭐야'));
-    const modelSvg = await exported({ model: 'default', view: 'model', text: VIETNAMESE }, 'attnscope-model-default');
+    const modelSvg = await exportedSvg({ model: 'default', view: 'model', text: VIETNAMESE }, 'attnscope-model-default');
     assert.match(modelSvg, /Tokens: 0 \[CLS\]  1 Tôi/);
     // Generate's tokens, their log-probabilities and the score; a narrow heatmap's whole title.
-    const generateSvg = await exported({ model: 'translation', view: 'generate', text: '>>vie<< Inserting Tables', max: 4 }, 'attnscope-generate-translation');
+    const generateSvg = await exportedSvg({ model: 'translation', view: 'generate', text: '>>vie<< Inserting Tables', max: 4 }, 'attnscope-generate-translation');
     const messages = await apiStream('Generate', { model: 'translation', prompt: '>>vie<< Inserting Tables', maxNewTokens: 4 });
     const first = messages.find((m) => m.token).token;
     assert.ok(generateSvg.includes(`score ${messages.at(-1).done.score.toFixed(4)}`), 'score');
@@ -635,7 +647,7 @@ describe('dashboard in headless Chromium', () => {
     await open({ model: 'translation', text: '>>vie<< Inserting Tables', decoder_text: 'Chèn bảng', layer: 2, head: 'mean' });
     assert.ok(await titleFits(), 'cross-attention title within the figure');
     // Salience's score, baseline and colour scale.
-    const salienceSvg = await exported({ model: 'default', view: 'salience', text: 'insert a table', pair: 'choose Table - Insert Table' }, 'attnscope-salience-default');
+    const salienceSvg = await exportedSvg({ model: 'default', view: 'salience', text: 'insert a table', pair: 'choose Table - Insert Table' }, 'attnscope-salience-default');
     const attributed = await api('Attribute', { model: 'default', text: 'insert a table', textPair: 'choose Table - Insert Table', methods: ['ATTRIBUTION_METHOD_OCCLUSION', 'ATTRIBUTION_METHOD_GRADIENT_X_INPUT', 'ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS'] });
     assert.ok(salienceSvg.includes(`Score ${attributed.score.toFixed(4)}`), 'score');
     assert.ok(salienceSvg.includes(`baseline score ${attributed.baselineScore.toFixed(4)}`), 'baseline');
@@ -1275,11 +1287,7 @@ describe('dashboard in headless Chromium', () => {
     });
     assert.ok(inSight[0] >= 5 && inSight[1] >= 5, `labels in sight after panning: ${inSight.join(' rows, ')} columns`);
     // Exported while panned: the labels where they belong in the whole figure.
-    const target = path.join(downloads, 'attnscope-heatmap-big.svg');
-    fs.rmSync(target, { force: true });
-    await page.click('#export-svg');
-    const until = Date.now() + 20000;
-    while (!fs.existsSync(target) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 100));
+    const target = await exported('#export-svg', 'attnscope-heatmap-big.svg');
     const panned = fs.readFileSync(target, 'utf8');
     assert.ok(panned.includes('class="row-labels"'), 'row labels in the export');
     assert.ok(!/class="(row|col)-labels" transform=/.test(panned) && !panned.includes('label-backdrop'), 'panned labels in the export');
