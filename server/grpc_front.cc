@@ -72,6 +72,8 @@ constexpr std::chrono::seconds kHandshakeTimeout(10);
 // still sends before it closes the socket: closing a socket with unread input resets the
 // connection, and the client could lose the end of an answer still on its way.
 constexpr std::chrono::seconds kLingerTime(2);
+// The same for a connection closed to make room for another.
+constexpr std::chrono::milliseconds kMakingRoomLinger(250);
 
 constexpr unsigned char kAlpnH2[] = {'h', '2'};
 
@@ -265,72 +267,122 @@ class OpenRequests {
   int64_t bytes_ = 0;
 };
 
-// GrpcFront::Options::max_connections: the connections open, and the idle ones among them (no
-// call under way, nothing waiting) by how long they have been idle. Each holds three descriptors
-// and about 70 KB in gRPC: 7,000 idle connections took all 20,000 descriptors, and every gRPC
-// call then failed with UNAVAILABLE until they closed.
+// GrpcFront::Options::max_connections: the connections open, and which to close to make room for
+// a new one at the limit. Each holds three descriptors and about 70 KB in gRPC: 7,000 idle
+// connections took all 20,000 descriptors, and every gRPC call then failed with UNAVAILABLE until
+// they closed.
+//
+// The one closed is the connection idle longest (no call under way but those whose request is
+// still arriving), once idle for kIdleGrace: a client that has just connected, or whose channel
+// has just connected again after being closed this way, gets the time to make its call. Failing
+// that, the connection whose latest call began longest ago, once kQuietGrace ago: 2,048 streams
+// that never end (grpc.health.v1.Health/Watch, or answers the client never lets through its
+// window) would otherwise lock every new client out. Failing that too, the new connection is
+// refused. Connections closed this way count until their descriptors are closed; while
+// kMaxClosingShare of the limit are still closing, a new connection is refused instead, so that
+// clients connecting faster than connections close cannot take the count far past the limit.
 class Connections {
  public:
   class Member {
    public:
     virtual ~Member() = default;
-    // Close now, telling the client (thread-safe; called without Connections' lock held).
-    virtual void CloseIdle() = 0;
+    // Close to make room, telling the client (thread-safe; called without Connections' lock
+    // held).
+    virtual void CloseToMakeRoom() = 0;
   };
 
-  explicit Connections(int max) : max_(max) {}
+  explicit Connections(int max) : max_(max), max_closing_(std::max(16, max / kMaxClosingShare)) {}
 
-  // Counts a connection just accepted; at the maximum, the one idle longest is closed to make
-  // room. False (not counted) when the maximum is reached and none is idle: refuse it.
-  bool Add() {
+  // Counts a connection accepted at `now`, closing another to make room at the limit; false
+  // (not counted) when it must be refused.
+  bool Add(absl::Time now) {
     std::shared_ptr<Member> closing;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      while (open_ >= max_ && closing == nullptr && !idle_.empty()) {
-        Member* member = idle_.begin()->second;
-        idle_.erase(idle_.begin());
-        auto it = idle_since_.find(member);
-        closing = it->second.second.lock();
-        idle_since_.erase(it);
+      if (open_ < max_) {
+        ++open_;
+        return true;
       }
-      if (open_ >= max_ && closing == nullptr) return false;
+      if (closing_ >= max_closing_) return false;
+      Member* member = nullptr;
+      if (!idle_.empty() && idle_.begin()->first <= now - kIdleGrace) {
+        member = idle_.begin()->second;
+      } else if (!busy_.empty() && busy_.begin()->first <= now - kQuietGrace) {
+        member = busy_.begin()->second;
+      }
+      if (member == nullptr) return false;
+      Entry& entry = entries_[member];
+      Unrank(member, entry);
+      entry.listed = false;
+      entry.evicted = true;
+      ++closing_;
+      closing = entry.owner.lock();
       // The one closing leaves the count when it is gone (Remove).
       ++open_;
     }
-    if (closing != nullptr) closing->CloseIdle();
+    if (closing != nullptr) closing->CloseToMakeRoom();
     return true;
   }
 
-  // `member` has had nothing under way since `since` (again true once it was busy), or is busy.
-  void SetIdle(Member* member, std::weak_ptr<Member> owner, absl::Time since) {
+  // `member` is idle since `since`, or busy with its latest call begun at `since`.
+  void Update(Member* member, std::weak_ptr<Member> owner, bool idle, absl::Time since) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (idle_since_.contains(member)) return;
-    idle_since_.emplace(member, std::make_pair(since, std::move(owner)));
-    idle_.insert({since, member});
+    Entry& entry = entries_[member];
+    if (!entry.listed) return;
+    Unrank(member, entry);
+    if (entry.owner.expired()) entry.owner = std::move(owner);
+    entry.idle = idle;
+    entry.since = since;
+    (idle ? idle_ : busy_).insert({since, member});
   }
-  void SetBusy(Member* member) {
+
+  // `member` is closing of its own accord: not one to close any more.
+  void Unlist(Member* member) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = idle_since_.find(member);
-    if (it == idle_since_.end()) return;
-    idle_.erase({it->second.first, member});
-    idle_since_.erase(it);
+    auto it = entries_.find(member);
+    if (it == entries_.end()) return;
+    Unrank(member, it->second);
+    it->second.listed = false;
   }
+
   // A connection counted by Add is gone (its descriptors closed).
   void Remove(Member* member) {
     std::lock_guard<std::mutex> lock(mutex_);
     --open_;
-    if (auto it = idle_since_.find(member); it != idle_since_.end()) {
-      idle_.erase({it->second.first, member});
-      idle_since_.erase(it);
-    }
+    auto it = entries_.find(member);
+    if (it == entries_.end()) return;
+    if (it->second.evicted) --closing_;
+    Unrank(member, it->second);
+    entries_.erase(it);
   }
 
  private:
+  // Idle for this long, a connection may be closed to make room.
+  static constexpr absl::Duration kIdleGrace = absl::Seconds(1);
+  // With no call begun for this long, a busy one may.
+  static constexpr absl::Duration kQuietGrace = absl::Seconds(10);
+  static constexpr int kMaxClosingShare = 8;
+
+  struct Entry {
+    std::weak_ptr<Member> owner;
+    bool idle = false;
+    absl::Time since = absl::InfiniteFuture();  // not ranked until the first Update
+    bool listed = true;                         // may be closed to make room
+    bool evicted = false;                       // closed to make room, counted in closing_
+  };
+
+  void Unrank(Member* member, const Entry& entry) {
+    (entry.idle ? idle_ : busy_).erase({entry.since, member});
+  }
+
   const int max_;
+  const int max_closing_;
   std::mutex mutex_;
   int open_ = 0;
+  int closing_ = 0;
+  absl::flat_hash_map<Member*, Entry> entries_;
   absl::btree_set<std::pair<absl::Time, Member*>> idle_;
-  absl::flat_hash_map<Member*, std::pair<absl::Time, std::weak_ptr<Member>>> idle_since_;
+  absl::btree_set<std::pair<absl::Time, Member*>> busy_;
 };
 
 // GrpcFront::Options::max_connections, as the descriptor limit allows.
@@ -463,7 +515,7 @@ class FrontConnection : public SlotWaiter,
 
   bool Gone() const override { return gone_.load(); }
 
-  void CloseIdle() override {
+  void CloseToMakeRoom() override {
     asio::post(TcpOf(client_).get_executor(), [self = this->shared_from_this()] {
       if (self->closed_ || self->grpc_done_) return;
       if (!self->passing_) {
@@ -472,7 +524,7 @@ class FrontConnection : public SlotWaiter,
       }
       // gRPC sees the end of its input and closes its end; the client then gets a GOAWAY
       // (OnGrpcClosed).
-      self->closing_idle_ = true;
+      self->making_room_ = true;
       error_code ignored;
       self->upstream_.shutdown(asio::socket_base::shutdown_both, ignored);
     });
@@ -709,21 +761,26 @@ class FrontConnection : public SlotWaiter,
     }
   }
 
-  // Tells State::connections whether this connection is idle: no frame waiting, and no call in
-  // gRPC but those whose request is still arriving (a connection holding only those is what a
-  // flood of them looks like; the open-request limits cancel them anyway). One that has not
-  // started (TLS handshake, preface) is idle too.
+  // Tells State::connections whether this connection is idle, since when, or when its latest
+  // call began. Idle: no frame waiting, and no call in gRPC but those whose request is still
+  // arriving (a connection holding only those is what a flood of them looks like; the
+  // open-request limits cancel them anyway). One that has not started (TLS handshake, preface)
+  // is idle too.
   void UpdateIdle() {
     if (closed_) return;
+    const absl::Time now = absl::Now();
     const bool idle = frames_.live_streams() == static_cast<int>(frames_.open_requests().size()) &&
                       frames_.waiting_frames() == 0;
-    if (idle == idle_) return;
-    idle_ = idle;
-    if (idle) {
-      state_->connections.SetIdle(this, this->weak_from_this(), absl::Now());
-    } else {
-      state_->connections.SetBusy(this);
+    if (frames_.last_passed_stream_id() != last_call_) {
+      last_call_ = frames_.last_passed_stream_id();
+      last_call_began_ = now;
     }
+    if (idle && !idle_) idle_since_ = now;
+    const absl::Time since = idle ? idle_since_ : last_call_began_;
+    if (idle == idle_ && since == ranked_since_) return;
+    idle_ = idle;
+    ranked_since_ = since;
+    state_->connections.Update(this, this->weak_from_this(), idle, since);
   }
 
   // Once gRPC or the connection is done: every slot held goes back, and no request is open.
@@ -745,7 +802,7 @@ class FrontConnection : public SlotWaiter,
     grpc_done_ = true;
     ReleaseSlots();
     EndPassing();
-    if (closing_idle_ && frames_.server_at_frame_boundary()) {
+    if (making_room_ && frames_.server_at_frame_boundary()) {
       // Closed to make room (Connections): GOAWAY (RFC 9113 6.8) with NO_ERROR and the last
       // stream gRPC had, so that a client sending a call right now retries it on a new connection
       // instead of failing it.
@@ -780,7 +837,9 @@ class FrontConnection : public SlotWaiter,
   void EndClientOutput() {
     error_code ignored;
     TcpOf(client_).shutdown(asio::socket_base::shutdown_send, ignored);
-    timer_.expires_after(kLingerTime);
+    // One closed to make room counts until it is gone (Connections): its client has had a GOAWAY
+    // and has nothing to finish.
+    timer_.expires_after(making_room_ ? kMakingRoomLinger : kLingerTime);
     timer_.async_wait([self = this->shared_from_this()](error_code error) {
       if (!error) self->Close();
     });
@@ -798,7 +857,7 @@ class FrontConnection : public SlotWaiter,
 
   void Close() {
     closed_ = true;
-    if (std::exchange(idle_, false)) state_->connections.SetBusy(this);
+    state_->connections.Unlist(this);
     if (grpc_fd_ >= 0) ::close(std::exchange(grpc_fd_, -1));
     ReleaseSlots();
     EndPassing();
@@ -836,9 +895,14 @@ class FrontConnection : public SlotWaiter,
   bool slots_released_ = false;
   bool slot_requested_ = false;  // waiting in State::slots, or a grant on its way
   bool pause_timer_armed_ = false;
-  bool idle_ = false;          // counted as idle in State::connections (UpdateIdle)
-  bool closing_idle_ = false;  // closed to make room (CloseIdle)
-  std::string goaway_;         // the GOAWAY being written then
+  // What State::connections was last told (UpdateIdle): idle or busy, and since when.
+  bool idle_ = false;
+  absl::Time ranked_since_ = absl::InfinitePast();
+  absl::Time idle_since_;
+  uint32_t last_call_ = 0;  // the stream id of the latest call handed to gRPC, begun at:
+  absl::Time last_call_began_ = absl::Now();
+  bool making_room_ = false;  // closed to make room (CloseToMakeRoom)
+  std::string goaway_;        // the GOAWAY being written then
 };
 
 }  // namespace
@@ -877,7 +941,7 @@ void GrpcFront::State::Accept() {
 
 template <typename Stream>
 void GrpcFront::State::Serve(Stream client) {
-  if (!connections.Add()) {
+  if (!connections.Add(absl::Now())) {
     // Every connection is busy: this one is refused at once, before it costs anything.
     error_code ignored;
     TcpOf(client).close(ignored);

@@ -160,9 +160,10 @@ ABSL_FLAG(int, max_concurrent_requests, kDefaults.service.max_concurrent_request
           "Calls handled at once, running or waiting their turn; more fail at once with "
           "RESOURCE_EXHAUSTED. 0 = no limit.");
 ABSL_FLAG(int, max_grpc_connections, kDefaults.max_grpc_connections,
-          "gRPC connections open at once: at the limit the one idle longest is closed (GOAWAY) "
-          "to make room, and a new one is refused when none is idle. 0 = as many as a third of "
-          "the descriptor limit (ulimit -n), less 512, allows.");
+          "gRPC connections open at once: at the limit the one idle longest (else the one whose "
+          "latest call began longest ago, 10 s or more) is closed with a GOAWAY to make room, "
+          "else a new one is refused. 0 = as many as a third of the descriptor limit (ulimit "
+          "-n), less 512, allows.");
 ABSL_FLAG(int64_t, max_request_bytes, kDefaults.max_request_bytes,
           "Largest request in bytes on both transports: gRPC answers a bigger message with "
           "RESOURCE_EXHAUSTED, HTTP a bigger body with 413.");

@@ -60,9 +60,9 @@ struct ServerOptions {
   // checks, reflection and the calls refused over the limit). Calls beyond it get
   // RESOURCE_EXHAUSTED from gRPC.
   int worker_threads = 0;
-  // gRPC connections open at once (GrpcFront::Options::max_connections: at the limit the one
-  // idle longest is closed to make room, and a new one is refused when none is idle); 0 = as many
-  // as a third of the descriptor limit, less 512, allows.
+  // gRPC connections open at once (GrpcFront::Options::max_connections says which is closed to
+  // make room for a new one at the limit); 0 = as many as a third of the descriptor limit, less
+  // 512, allows.
   int max_grpc_connections = 2048;
   // After SIGTERM / SIGINT, in-flight calls get this long to finish before they are cancelled.
   double shutdown_grace_seconds = 15;

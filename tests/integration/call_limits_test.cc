@@ -42,6 +42,16 @@ std::unique_ptr<v1::AttentionService::Stub> StubOf(const ServerProcess& server) 
       grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
 }
 
+// A GetAttention call of a short English sentence on `stub`, with a deadline `seconds` away.
+grpc::Status CallGetAttention(v1::AttentionService::Stub& stub, int seconds) {
+  v1::GetAttentionRequest request;
+  request.set_text("the capital of france is paris");
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  v1::GetAttentionResponse response;
+  return stub.GetAttention(&context, request, &response);
+}
+
 // The attnscope_requests_total samples with `labels`, scraped until there are at least `count`
 // of them or `timeout` has passed.
 std::vector<MetricSample> CountedRequests(const ServerProcess& server,
@@ -497,15 +507,10 @@ TEST(CallLimitsTest, AFloodOfHttp2StreamsHasBoundedThreads) {
       << "idle " << idle_threads << ", RSS after " << ProcessRssBytes(server.pid()) / (1 << 20)
       << " MB";
   // The streams' calls, refused or cancelled, are gone within seconds of their connections.
-  v1::GetAttentionRequest request;
-  request.set_text("the capital of france is paris");
   const absl::Time flood_end = absl::Now();
   grpc::Status status;
   do {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    v1::GetAttentionResponse response;
-    status = StubOf(server)->GetAttention(&context, request, &response);
+    status = CallGetAttention(*StubOf(server), /*seconds=*/5);
     if (!status.ok()) absl::SleepFor(absl::Milliseconds(100));
   } while (!status.ok() && absl::Now() - flood_end < absl::Seconds(20));
   EXPECT_TRUE(status.ok()) << status.error_message();
@@ -589,15 +594,10 @@ TEST(CallLimitsTest, ClientsThatNeverAcknowledgeSettingsAreHeldToTheLimits) {
   ASSERT_FALSE(resets.is_discarded());
   EXPECT_TRUE(resets.value("closed_by_server", false)) << resets.dump();
 
-  v1::GetAttentionRequest request;
-  request.set_text("the capital of france is paris");
   const absl::Time flood_end = absl::Now();
   grpc::Status status;
   do {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    v1::GetAttentionResponse response;
-    status = StubOf(server)->GetAttention(&context, request, &response);
+    status = CallGetAttention(*StubOf(server), /*seconds=*/5);
     if (!status.ok()) absl::SleepFor(absl::Milliseconds(100));
   } while (!status.ok() && absl::Now() - flood_end < absl::Seconds(5));
   EXPECT_TRUE(status.ok()) << status.error_message();
@@ -647,17 +647,12 @@ TEST(CallLimitsTest, CallsOnConnectionsDroppedAtOnceKeepNoOneElseWaiting) {
   nlohmann::json churn;
   std::thread churner([&] { churn = RunH2Flood(port, {"--churn", "100", "--max_seconds", "3"}); });
   // A new client every 200 ms while the churn goes on and for 2 s after: each connects and calls.
-  v1::GetAttentionRequest request;
-  request.set_text("the capital of france is paris");
   const absl::Time end = absl::Now() + absl::Seconds(5);
   absl::Duration slowest;
   int calls = 0;
   while (absl::Now() < end) {
     const absl::Time start = absl::Now();
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    v1::GetAttentionResponse response;
-    const grpc::Status status = StubOf(server)->GetAttention(&context, request, &response);
+    const grpc::Status status = CallGetAttention(*StubOf(server), /*seconds=*/30);
     EXPECT_TRUE(status.ok()) << status.error_message();
     slowest = std::max(slowest, absl::Now() - start);
     ++calls;
@@ -710,12 +705,7 @@ TEST(CallLimitsTest, StreamsLeftOpenOnManyConnectionsHoldBoundedMemory) {
   });
   absl::SleepFor(absl::Seconds(3));
   const int64_t rss_held = ProcessRssBytes(server.pid());
-  v1::GetAttentionRequest request;
-  request.set_text("the capital of france is paris");
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  v1::GetAttentionResponse response;
-  const grpc::Status status = StubOf(server)->GetAttention(&context, request, &response);
+  const grpc::Status status = CallGetAttention(*StubOf(server), /*seconds=*/10);
   flooder.join();
   ASSERT_FALSE(flood.is_discarded());
   EXPECT_EQ(flood.value("streams_sent", 0), 30000) << flood.dump();
@@ -752,12 +742,7 @@ TEST(CallLimitsTest, RequestsWhoseMessageNeverEndsHoldBoundedMemory) {
     absl::SleepFor(absl::Milliseconds(100));
   }
   flooder.join();
-  v1::GetAttentionRequest request;
-  request.set_text("the capital of france is paris");
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  v1::GetAttentionResponse response;
-  const grpc::Status status = StubOf(server)->GetAttention(&context, request, &response);
+  const grpc::Status status = CallGetAttention(*StubOf(server), /*seconds=*/10);
   ASSERT_FALSE(flood.is_discarded());
   EXPECT_EQ(flood.value("bytes_sent", int64_t{0}), int64_t{600'000'000}) << flood.dump();
   EXPECT_TRUE(status.ok()) << status.error_message();
@@ -801,15 +786,7 @@ TEST(CallLimitsTest, IdleConnectionsMakeRoomAtTheConnectionLimit) {
   ServerProcess& server = **started;
   // A client with a channel it keeps, idle after its first call.
   std::unique_ptr<v1::AttentionService::Stub> kept = StubOf(server);
-  v1::GetAttentionRequest request;
-  request.set_text("the capital of france is paris");
-  const auto call = [&request](v1::AttentionService::Stub& stub) {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    v1::GetAttentionResponse response;
-    return stub.GetAttention(&context, request, &response);
-  };
-  ASSERT_TRUE(call(*kept).ok());
+  ASSERT_TRUE(CallGetAttention(*kept, /*seconds=*/10).ok());
   const int descriptors_before = OpenFileDescriptors(server.pid());
 
   nlohmann::json idle;
@@ -819,8 +796,8 @@ TEST(CallLimitsTest, IdleConnectionsMakeRoomAtTheConnectionLimit) {
   });
   absl::SleepFor(absl::Seconds(2));
   const int descriptors_held = OpenFileDescriptors(server.pid());
-  const grpc::Status kept_status = call(*kept);
-  const grpc::Status new_status = call(*StubOf(server));
+  const grpc::Status kept_status = CallGetAttention(*kept, /*seconds=*/10);
+  const grpc::Status new_status = CallGetAttention(*StubOf(server), /*seconds=*/10);
   holder.join();
   ASSERT_FALSE(idle.is_discarded());
   EXPECT_TRUE(kept_status.ok()) << kept_status.error_message();
@@ -831,6 +808,37 @@ TEST(CallLimitsTest, IdleConnectionsMakeRoomAtTheConnectionLimit) {
       << descriptors_before << " descriptors before, " << descriptors_held << " held";
   std::cout << idle.dump() << ": descriptors " << descriptors_before << " before, "
             << descriptors_held << " with the connections held\n";
+}
+
+// Connections whose calls never end (here: answers the client never lets through a window of 0;
+// grpc.health.v1.Health/Watch streams do the same) at --max_grpc_connections: no connection is
+// idle, and a new client is refused, but only until the latest call of one of them began 10 s ago;
+// then that one is closed to make room.
+TEST(CallLimitsTest, ConnectionsWhoseCallsNeverEndGiveWayAfterTenSeconds) {
+  ServerProcess::Options options;
+  options.models = {"default=" + TinyBertDir()};
+  options.metrics_port = FreeTcpPort();
+  options.extra_flags = {"--max_grpc_connections=100"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  std::thread holder([&] {
+    RunH2Flood(GrpcPortOf(server), {"--closed_window", "100", "--hold", "14"});
+  });
+  absl::SleepFor(absl::Seconds(3));
+  const grpc::Status refused = CallGetAttention(*StubOf(server), /*seconds=*/2);
+  absl::SleepFor(absl::Seconds(9));
+  const grpc::Status answered = CallGetAttention(*StubOf(server), /*seconds=*/2);
+  holder.join();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_TRUE(answered.ok()) << answered.error_message();
+  absl::StatusOr<std::string> metrics = HttpGet(server.metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  const std::vector<MetricSample> samples =
+      FindSamples(ParseMetrics(*metrics), "attnscope_rejected_requests_total",
+                  {{"reason", "connection_limit"}});
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_GE(samples[0].value, 1);
 }
 
 }  // namespace
