@@ -272,15 +272,21 @@ class OpenRequests {
 // connections took all 20,000 descriptors, and every gRPC call then failed with UNAVAILABLE until
 // they closed.
 //
-// The one closed is the connection idle longest (no call under way but those whose request is
-// still arriving), once idle for kIdleGrace: a client that has just connected, or whose channel
-// has just connected again after being closed this way, gets the time to make its call. Failing
-// that, the connection whose latest call began longest ago, once kQuietGrace ago: 2,048 streams
-// that never end (grpc.health.v1.Health/Watch, or answers the client never lets through its
-// window) would otherwise lock every new client out. Failing that too, the new connection is
-// refused. Connections closed this way count until their descriptors are closed; while
-// kMaxClosingShare of the limit are still closing, a new connection is refused instead, so that
-// clients connecting faster than connections close cannot take the count far past the limit.
+// Room is made from the source address (IPv4, or IPv6 /64) holding the most connections, or the
+// new connection's own when it holds as many: a client opening connections as fast as it can
+// closes its own, and others still get in. Of that source's, the one closed is the connection
+// idle longest (no call under way but those whose request is still arriving), once idle for
+// kIdleGrace: a client that has just connected, or whose channel has just connected again after
+// being closed this way, gets the time to make its call. Failing that, the connection whose
+// latest call began longest ago, once kQuietGrace ago: 2,048 streams that never end
+// (grpc.health.v1.Health/Watch, or answers the client never lets through its window) would
+// otherwise lock every new client out. Failing that too, the new connection is refused. For a
+// new connection from another source, the largest source's connections get no idle grace and
+// kIdleGrace instead of kQuietGrace.
+// Connections closed this way count until their descriptors are closed; while 1/kMaxClosingShare
+// of the limit are still closing (twice that for a source other than the largest), a new
+// connection is refused instead, so that clients connecting faster than connections close cannot
+// take the count far past the limit.
 class Connections {
  public:
   class Member {
@@ -293,24 +299,34 @@ class Connections {
 
   explicit Connections(int max) : max_(max), max_closing_(std::max(16, max / kMaxClosingShare)) {}
 
-  // Counts a connection accepted at `now`, closing another to make room at the limit; false
-  // (not counted) when it must be refused.
-  bool Add(absl::Time now) {
+  // Counts a connection from `source` accepted at `now`, closing another to make room at the
+  // limit; false (not counted) when it must be refused.
+  bool Add(absl::Time now, const std::string& source) {
     std::shared_ptr<Member> closing;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (open_ < max_) {
+        Count(source, +1);
         ++open_;
         return true;
       }
-      if (closing_ >= max_closing_) return false;
+      const int own = sources_.contains(source) ? sources_[source].count : 0;
+      const bool largest = by_count_.empty() || by_count_.rbegin()->first <= own;
+      if (closing_ >= (largest ? 1 : 2) * max_closing_) return false;
+      Source& from = largest ? sources_[source] : sources_[by_count_.rbegin()->second];
+      // Another source's connections get less time: it holds more than its share.
+      const absl::Duration idle_grace = largest ? kIdleGrace : absl::ZeroDuration();
+      const absl::Duration quiet_grace = largest ? kQuietGrace : kIdleGrace;
       Member* member = nullptr;
-      if (!idle_.empty() && idle_.begin()->first <= now - kIdleGrace) {
-        member = idle_.begin()->second;
-      } else if (!busy_.empty() && busy_.begin()->first <= now - kQuietGrace) {
-        member = busy_.begin()->second;
+      if (!from.idle.empty() && from.idle.begin()->first <= now - idle_grace) {
+        member = from.idle.begin()->second;
+      } else if (!from.busy.empty() && from.busy.begin()->first <= now - quiet_grace) {
+        member = from.busy.begin()->second;
       }
-      if (member == nullptr) return false;
+      if (member == nullptr) {
+        if (from.count == 0) sources_.erase(source);
+        return false;
+      }
       Entry& entry = entries_[member];
       Unrank(member, entry);
       entry.listed = false;
@@ -318,22 +334,30 @@ class Connections {
       ++closing_;
       closing = entry.owner.lock();
       // The one closing leaves the count when it is gone (Remove).
+      Count(source, +1);
       ++open_;
     }
     if (closing != nullptr) closing->CloseToMakeRoom();
     return true;
   }
 
-  // `member` is idle since `since`, or busy with its latest call begun at `since`.
-  void Update(Member* member, std::weak_ptr<Member> owner, bool idle, absl::Time since) {
+  // `member`, from `source`, is idle since `since`, or busy with its latest call begun at
+  // `since`.
+  void Update(Member* member, std::weak_ptr<Member> owner, const std::string& source, bool idle,
+              absl::Time since) {
     std::lock_guard<std::mutex> lock(mutex_);
     Entry& entry = entries_[member];
     if (!entry.listed) return;
     Unrank(member, entry);
-    if (entry.owner.expired()) entry.owner = std::move(owner);
+    if (entry.owner.expired()) {
+      entry.owner = std::move(owner);
+      entry.source = source;
+    }
     entry.idle = idle;
     entry.since = since;
-    (idle ? idle_ : busy_).insert({since, member});
+    Source& from = sources_[source];
+    (idle ? from.idle : from.busy).insert({since, member});
+    entry.ranked = true;
   }
 
   // `member` is closing of its own accord: not one to close any more.
@@ -345,15 +369,16 @@ class Connections {
     it->second.listed = false;
   }
 
-  // A connection counted by Add is gone (its descriptors closed).
-  void Remove(Member* member) {
+  // A connection from `source` counted by Add is gone (its descriptors closed).
+  void Remove(Member* member, const std::string& source) {
     std::lock_guard<std::mutex> lock(mutex_);
     --open_;
-    auto it = entries_.find(member);
-    if (it == entries_.end()) return;
-    if (it->second.evicted) --closing_;
-    Unrank(member, it->second);
-    entries_.erase(it);
+    if (auto it = entries_.find(member); it != entries_.end()) {
+      if (it->second.evicted) --closing_;
+      Unrank(member, it->second);
+      entries_.erase(it);
+    }
+    Count(source, -1);
   }
 
  private:
@@ -365,14 +390,36 @@ class Connections {
 
   struct Entry {
     std::weak_ptr<Member> owner;
+    std::string source;
     bool idle = false;
-    absl::Time since = absl::InfiniteFuture();  // not ranked until the first Update
-    bool listed = true;                         // may be closed to make room
-    bool evicted = false;                       // closed to make room, counted in closing_
+    absl::Time since;
+    bool ranked = false;   // in its source's idle or busy set
+    bool listed = true;    // may be closed to make room
+    bool evicted = false;  // closed to make room, counted in closing_
+  };
+  // The connections of one source address, by since when they are idle or their latest call
+  // began.
+  struct Source {
+    int count = 0;
+    absl::btree_set<std::pair<absl::Time, Member*>> idle;
+    absl::btree_set<std::pair<absl::Time, Member*>> busy;
   };
 
-  void Unrank(Member* member, const Entry& entry) {
-    (entry.idle ? idle_ : busy_).erase({entry.since, member});
+  void Unrank(Member* member, Entry& entry) {
+    if (!entry.ranked) return;
+    entry.ranked = false;
+    Source& from = sources_[entry.source];
+    (entry.idle ? from.idle : from.busy).erase({entry.since, member});
+  }
+  void Count(const std::string& source, int change) {
+    Source& from = sources_[source];
+    by_count_.erase({from.count, source});
+    from.count += change;
+    if (from.count > 0) {
+      by_count_.insert({from.count, source});
+    } else {
+      sources_.erase(source);
+    }
   }
 
   const int max_;
@@ -381,9 +428,21 @@ class Connections {
   int open_ = 0;
   int closing_ = 0;
   absl::flat_hash_map<Member*, Entry> entries_;
-  absl::btree_set<std::pair<absl::Time, Member*>> idle_;
-  absl::btree_set<std::pair<absl::Time, Member*>> busy_;
+  absl::flat_hash_map<std::string, Source> sources_;
+  absl::btree_set<std::pair<int, std::string>> by_count_;
 };
+
+// The source a connection is counted under in Connections: its IPv4 address (IPv4-mapped IPv6
+// ones too), or the /64 prefix of its IPv6 address, where one host usually has a whole /64.
+std::string SourceOf(const tcp::endpoint& remote) {
+  asio::ip::address address = remote.address();
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
+  }
+  if (address.is_v4()) return address.to_string();
+  const asio::ip::address_v6::bytes_type bytes = address.to_v6().to_bytes();
+  return std::string(reinterpret_cast<const char*>(bytes.data()), 8);
+}
 
 // GrpcFront::Options::max_connections, as the descriptor limit allows.
 int MaxConnections(int wanted) {
@@ -447,8 +506,9 @@ class FrontConnection : public SlotWaiter,
                         public Connections::Member,
                         public std::enable_shared_from_this<FrontConnection<Stream>> {
  public:
-  FrontConnection(GrpcFront::State* state, Stream client)
+  FrontConnection(GrpcFront::State* state, Stream client, std::string source)
       : state_(state),
+        source_(std::move(source)),
         client_(std::move(client)),
         upstream_(TcpOf(client_).get_executor()),
         timer_(TcpOf(client_).get_executor()),
@@ -457,7 +517,7 @@ class FrontConnection : public SlotWaiter,
         frames_(state->options.limits,
                 [this] { return ClientConnected() && state_->slots.TryTake(); }) {}
 
-  ~FrontConnection() override { state_->connections.Remove(this); }
+  ~FrontConnection() override { state_->connections.Remove(this, source_); }
 
   void Run() {
     UpdateIdle();
@@ -780,7 +840,7 @@ class FrontConnection : public SlotWaiter,
     if (idle == idle_ && since == ranked_since_) return;
     idle_ = idle;
     ranked_since_ = since;
-    state_->connections.Update(this, this->weak_from_this(), idle, since);
+    state_->connections.Update(this, this->weak_from_this(), source_, idle, since);
   }
 
   // Once gRPC or the connection is done: every slot held goes back, and no request is open.
@@ -869,6 +929,7 @@ class FrontConnection : public SlotWaiter,
   }
 
   GrpcFront::State* const state_;
+  const std::string source_;  // Connections' key of the client's address (SourceOf)
   Stream client_;
   asio::local::stream_protocol::socket upstream_;
   asio::steady_timer timer_;
@@ -941,7 +1002,11 @@ void GrpcFront::State::Accept() {
 
 template <typename Stream>
 void GrpcFront::State::Serve(Stream client) {
-  if (!connections.Add(absl::Now())) {
+  error_code error;
+  const tcp::endpoint remote = TcpOf(client).remote_endpoint(error);
+  if (error) return;
+  std::string source = SourceOf(remote);
+  if (!connections.Add(absl::Now(), source)) {
     // Every connection is busy: this one is refused at once, before it costs anything.
     error_code ignored;
     TcpOf(client).close(ignored);
@@ -950,7 +1015,8 @@ void GrpcFront::State::Serve(Stream client) {
   }
   // On the connection's own strand, as every later handler of it: an operation it starts can
   // complete on the other I/O thread at once.
-  auto connection = std::make_shared<FrontConnection<Stream>>(this, std::move(client));
+  auto connection =
+      std::make_shared<FrontConnection<Stream>>(this, std::move(client), std::move(source));
   asio::post(connection->executor(), [connection] { connection->Run(); });
 }
 

@@ -58,10 +58,12 @@ class GrpcFront {
     // streams each holding 4 MB of a message whose last byte never came grew the server from
     // 386 MB to 12 GB in a minute.
     int64_t max_open_request_bytes = int64_t{128} << 20;
-    // Connections open at once. At the limit, one is closed with a GOAWAY to make room for a new
-    // one: the connection idle longest (no call under way but those whose request is still
+    // Connections open at once. At the limit, one of the source address holding the most (or of
+    // the new connection's own, if it holds as many) is closed with a GOAWAY to make room for a
+    // new one: the connection idle longest (no call under way but those whose request is still
     // arriving), once idle for a second, else the one whose latest call began longest ago, once
-    // 10 s ago; else the new one is refused. Each costs three descriptors and about 70 KB in
+    // 10 s ago (shorter for a new connection from another address); else the new one is
+    // refused. Each costs three descriptors and about 70 KB in
     // gRPC: 7,000 idle connections took all of a 20,000-descriptor limit, and every gRPC call
     // then failed with UNAVAILABLE. Lowered, when the process's descriptor limit (RLIMIT_NOFILE)
     // is lower, to what a third of it, less 512, allows (at least 64).

@@ -841,5 +841,43 @@ TEST(CallLimitsTest, ConnectionsWhoseCallsNeverEndGiveWayAfterTenSeconds) {
   EXPECT_GE(samples[0].value, 1);
 }
 
+// One address holding every connection at --max_grpc_connections, each with a call that never
+// ends, and opening more as fast as it can: it closes its own, while a client from another
+// address gets in at once, the largest address's connections making room.
+TEST(CallLimitsTest, AnAddressHoldingEveryConnectionMakesRoomForOthers) {
+  ServerProcess::Options options;
+  options.models = {"default=" + TinyBertDir()};
+  options.extra_flags = {"--max_grpc_connections=100"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  const std::string port = GrpcPortOf(server);
+  // The server listens on 127.0.0.1; the flood comes from 127.0.0.2, this test's client from
+  // 127.0.0.1.
+  std::thread holder([&] {
+    RunH2Flood(port, {"--source", "127.0.0.2", "--closed_window", "100", "--hold", "6"});
+  });
+  absl::SleepFor(absl::Seconds(2));
+  nlohmann::json churn;
+  std::thread churner([&] {
+    churn = RunH2Flood(port, {"--source", "127.0.0.2", "--churn", "1", "--max_seconds", "3"});
+  });
+  absl::Duration slowest;
+  for (int i = 0; i < 5; ++i) {
+    const absl::Time start = absl::Now();
+    const grpc::Status status = CallGetAttention(*StubOf(server), /*seconds=*/5);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    slowest = std::max(slowest, absl::Now() - start);
+    absl::SleepFor(absl::Milliseconds(300));
+  }
+  churner.join();
+  holder.join();
+  ASSERT_FALSE(churn.is_discarded());
+  EXPECT_GT(churn.value("connections", 0), 100) << churn.dump();
+  EXPECT_LT(slowest, absl::Seconds(1));
+  std::cout << "churn from 127.0.0.2 " << churn.dump() << "; slowest call from 127.0.0.1 "
+            << absl::ToDoubleSeconds(slowest) << " s\n";
+}
+
 }  // namespace
 }  // namespace attnscope::testing

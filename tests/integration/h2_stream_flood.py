@@ -41,6 +41,8 @@ seconds and prints {"connections": M, "streams_sent": ..., "bytes_sent": ..., "s
 streams the server reset, "closed_by_server": connections it closed, "slow_upload_answered": true
 when the slow upload got its answer's message}.
 
+Every connection comes from the local address --source (e.g. 127.0.0.2) when given.
+
 With --churn N it opens connections one after another for --max_seconds, on each sends the
 preface, SETTINGS and its ACK and N whole GetAttention calls at once, and drops the connection with
 a reset (SO_LINGER 0) without reading anything: calls whose caller has gone before the server has
@@ -72,6 +74,13 @@ END_STREAM, ACK, END_HEADERS = 1, 1, 4
 # The largest frame payload a peer must accept before SETTINGS_MAX_FRAME_SIZE says more.
 MAX_FRAME_PAYLOAD = 1 << 14
 SEND_TIMEOUT_SECONDS = 10
+# The local address connections come from (--source): the server counts connections by it.
+SOURCE = None
+
+
+def connect(port, timeout=SEND_TIMEOUT_SECONDS):
+    source = (SOURCE, 0) if SOURCE else None
+    return socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=source)
 
 
 def frame(kind, flags, stream, payload):
@@ -112,7 +121,7 @@ class Connection:
     thread of its own, noting when the server closes or resets it."""
 
     def __init__(self, port):
-        self.socket = socket.create_connection(("127.0.0.1", port), timeout=SEND_TIMEOUT_SECONDS)
+        self.socket = connect(port)
         self.bytes_sent = 0
         self.closed_by_server = threading.Event()
         self._closing = threading.Event()
@@ -215,7 +224,7 @@ def hold_closed_windows(port, connections, hold):
     settings = frame(4, 0, 0, struct.pack(">HI", 4, 0)) + frame(4, 1, 0, b"")
     sockets = []
     for _ in range(connections):
-        connection = socket.create_connection(("127.0.0.1", port))
+        connection = connect(port, timeout=None)
         connection.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + settings +
                            frame(1, 4, 1, headers) + frame(0, 1, 1, empty))
         sockets.append(connection)
@@ -229,7 +238,7 @@ class FlowControlledConnection:
     9113 6.9), reading the server's frames on a thread of its own."""
 
     def __init__(self, port):
-        self.socket = socket.create_connection(("127.0.0.1", port), timeout=SEND_TIMEOUT_SECONDS)
+        self.socket = connect(port)
         self.changed = threading.Condition()
         self.connection_window = 65535
         self.initial_window = 65535
@@ -383,7 +392,7 @@ def churn(port, calls, deadline, leave_after=0.0):
         for i in range(calls))
     connections = 0
     while time.monotonic() < deadline:
-        connection = socket.create_connection(("127.0.0.1", port), timeout=SEND_TIMEOUT_SECONDS)
+        connection = connect(port)
         connection.sendall(batch)
         if leave_after:
             time.sleep(leave_after)
@@ -407,11 +416,14 @@ def main():
     parser.add_argument("--closed_window", type=int, default=0, metavar="N")
     parser.add_argument("--churn", type=int, default=0, metavar="N")
     parser.add_argument("--connections", type=int, default=1, metavar="M")
+    parser.add_argument("--source", metavar="ADDRESS")
     parser.add_argument("--leave_after", type=float, default=0, metavar="SECONDS")
     parser.add_argument("--threads", type=int, default=1, metavar="T")
     parser.add_argument("--partial_bytes", type=int, default=0, metavar="B")
     parser.add_argument("--slow_upload", type=float, default=0, metavar="SECONDS")
     args = parser.parse_args()
+    global SOURCE
+    SOURCE = args.source
     if args.partial_bytes:
         print(json.dumps(partial_uploads(args.port, args.connections, args.streams,
                                          args.partial_bytes, args.slow_upload, args.hold)),
