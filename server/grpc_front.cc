@@ -6,10 +6,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/ssl.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
@@ -23,7 +21,6 @@
 #include <boost/asio/write.hpp>
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,12 +30,11 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/btree_map.h"
-#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/grpc_front_limits.h"
 #include "server/listen_address.h"
 
 namespace attnscope::server {
@@ -94,344 +90,6 @@ int SelectH2(SSL* /*ssl*/, const unsigned char** out, unsigned char* out_length,
   return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
-// A connection with a stream waiting for a slot.
-class SlotWaiter {
- public:
-  virtual ~SlotWaiter() = default;
-  // A slot is now the waiter's (thread-safe; called without StreamSlots' lock held).
-  virtual void Grant() = 0;
-  // True once the waiter will take no more slots (its client or gRPC has gone).
-  virtual bool Gone() const = 0;
-};
-
-// GrpcFront::Options::stream_slots, shared by every connection, and the connections waiting for
-// one, each served in turn.
-class StreamSlots {
- public:
-  explicit StreamSlots(int slots) : free_(slots) {}
-
-  // Takes a slot; false when none is free or connections wait for one (they come first).
-  bool TryTake() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (free_ == 0 || !waiting_.empty()) return false;
-    --free_;
-    return true;
-  }
-
-  // `waiter` is granted a slot after those already waiting.
-  void Wait(std::weak_ptr<SlotWaiter> waiter) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      waiting_.push_back(std::move(waiter));
-    }
-    Give(0);
-  }
-
-  // Frees `slots`, and grants the free ones to the waiters.
-  void Give(int slots) {
-    std::vector<std::shared_ptr<SlotWaiter>> granted;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      free_ += slots;
-      while (free_ > 0 && !waiting_.empty()) {
-        std::shared_ptr<SlotWaiter> waiter = waiting_.front().lock();
-        waiting_.pop_front();
-        if (waiter == nullptr || waiter->Gone()) continue;
-        --free_;
-        granted.push_back(std::move(waiter));
-      }
-    }
-    for (const std::shared_ptr<SlotWaiter>& waiter : granted) waiter->Grant();
-  }
-
- private:
-  std::mutex mutex_;
-  int free_;
-  std::deque<std::weak_ptr<SlotWaiter>> waiting_;
-};
-
-// GrpcFront::Options::max_open_requests and max_open_request_bytes, over every connection. Past
-// either, a request of the connection that holds the most (requests, or bytes) is cancelled: its
-// oldest, or its largest for bytes. A client flooding gRPC with unfinished requests thus loses
-// its own, while another's upload under way, on a connection holding less, goes on: by age
-// alone, an upload whose second half came 0.5 s after its first was cancelled under such a flood.
-class OpenRequests {
- public:
-  // A connection whose open requests are counted here.
-  class Holder {
-   public:
-    virtual ~Holder() = default;
-    // Cancel `stream_id` in gRPC (thread-safe; called without OpenRequests' lock held). It is no
-    // longer counted.
-    virtual void Evict(uint32_t stream_id) = 0;
-  };
-
-  OpenRequests(int max_requests, int64_t max_bytes)
-      : max_requests_(max_requests), max_bytes_(max_bytes) {}
-
-  // Counts an open request of `holder` with `bytes` of its message: a new one (`added`), or one
-  // counted already whose bytes have grown to `bytes` (nothing if it is no longer counted: it was
-  // evicted, and Evict is on its way). Then cancels requests past the limits.
-  void Count(Holder* holder, std::weak_ptr<Holder> owner, uint32_t stream_id, int64_t bytes,
-             bool added) {
-    std::vector<std::pair<std::weak_ptr<Holder>, uint32_t>> evicted;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto found = connections_.find(holder);
-      if (!added && (found == connections_.end() || !found->second.requests.contains(stream_id))) {
-        return;
-      }
-      Connection& connection = found != connections_.end() ? found->second : connections_[holder];
-      if (connection.owner.expired()) connection.owner = std::move(owner);
-      Unrank(holder, connection);
-      auto [it, is_new] = connection.requests.try_emplace(stream_id, 0);
-      if (is_new) ++count_;
-      Change(connection, it->second, bytes);
-      Rank(holder, connection);
-      while (count_ > max_requests_ || bytes_ > max_bytes_) {
-        const bool over_bytes = bytes_ > max_bytes_;
-        Holder* victim = over_bytes ? by_bytes_.rbegin()->second : by_count_.rbegin()->second;
-        Connection& held = connections_[victim];
-        auto request = held.requests.begin();
-        if (over_bytes) {
-          request =
-              std::max_element(held.requests.begin(), held.requests.end(),
-                               [](const auto& a, const auto& b) { return a.second < b.second; });
-        }
-        evicted.emplace_back(held.owner, request->first);
-        Remove(victim, request);
-      }
-    }
-    for (const auto& [owner, stream_id] : evicted) {
-      if (std::shared_ptr<Holder> connection = owner.lock()) connection->Evict(stream_id);
-    }
-  }
-
-  // The request is no longer open (nothing if it is no longer counted).
-  void End(Holder* holder, uint32_t stream_id) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto connection = connections_.find(holder);
-    if (connection == connections_.end()) return;
-    auto request = connection->second.requests.find(stream_id);
-    if (request != connection->second.requests.end()) Remove(holder, request);
-  }
-
-  // None of `holder`'s requests is open any more (it has closed).
-  void EndAll(Holder* holder) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto connection = connections_.find(holder);
-    if (connection == connections_.end()) return;
-    Unrank(holder, connection->second);
-    count_ -= static_cast<int>(connection->second.requests.size());
-    bytes_ -= connection->second.bytes;
-    connections_.erase(connection);
-  }
-
- private:
-  struct Connection {
-    std::weak_ptr<Holder> owner;
-    absl::btree_map<uint32_t, int64_t> requests;  // bytes by stream id: the oldest first
-    int64_t bytes = 0;
-  };
-
-  void Change(Connection& connection, int64_t& request_bytes, int64_t bytes) {
-    connection.bytes += bytes - request_bytes;
-    bytes_ += bytes - request_bytes;
-    request_bytes = bytes;
-  }
-  void Unrank(Holder* holder, const Connection& connection) {
-    by_count_.erase({static_cast<int>(connection.requests.size()), holder});
-    by_bytes_.erase({connection.bytes, holder});
-  }
-  void Rank(Holder* holder, const Connection& connection) {
-    if (connection.requests.empty()) return;
-    by_count_.insert({static_cast<int>(connection.requests.size()), holder});
-    by_bytes_.insert({connection.bytes, holder});
-  }
-  void Remove(Holder* holder, absl::btree_map<uint32_t, int64_t>::iterator request) {
-    Connection& connection = connections_[holder];
-    Unrank(holder, connection);
-    Change(connection, request->second, 0);
-    connection.requests.erase(request);
-    --count_;
-    Rank(holder, connection);
-  }
-
-  const int max_requests_;
-  const int64_t max_bytes_;
-  std::mutex mutex_;
-  absl::flat_hash_map<Holder*, Connection> connections_;
-  absl::btree_set<std::pair<int, Holder*>> by_count_;
-  absl::btree_set<std::pair<int64_t, Holder*>> by_bytes_;
-  int count_ = 0;
-  int64_t bytes_ = 0;
-};
-
-// GrpcFront::Options::max_connections: the connections open, and which to close to make room for
-// a new one at the limit. Each holds three descriptors and about 70 KB in gRPC: 7,000 idle
-// connections took all 20,000 descriptors, and every gRPC call then failed with UNAVAILABLE until
-// they closed.
-//
-// Room is made from the source address (IPv4, or IPv6 /64) holding the most connections, or the
-// new connection's own when it holds as many: a client opening connections as fast as it can
-// closes its own, and others still get in. Of that source's, the one closed is the connection
-// idle longest (no call under way but those whose request is still arriving), once idle for
-// kIdleGrace: a client that has just connected, or whose channel has just connected again after
-// being closed this way, gets the time to make its call. Failing that, the connection whose
-// latest call began longest ago, once kQuietGrace ago: 2,048 streams that never end
-// (grpc.health.v1.Health/Watch, or answers the client never lets through its window) would
-// otherwise lock every new client out. Failing that too, the new connection is refused. For a
-// new connection from another source, the largest source's connections get no idle grace and
-// kIdleGrace instead of kQuietGrace.
-// Connections closed this way count until their descriptors are closed; while 1/kMaxClosingShare
-// of the limit are still closing (twice that for a source other than the largest), a new
-// connection is refused instead, so that clients connecting faster than connections close cannot
-// take the count far past the limit.
-class Connections {
- public:
-  class Member {
-   public:
-    virtual ~Member() = default;
-    // Close to make room, telling the client (thread-safe; called without Connections' lock
-    // held).
-    virtual void CloseToMakeRoom() = 0;
-  };
-
-  explicit Connections(int max) : max_(max), max_closing_(std::max(16, max / kMaxClosingShare)) {}
-
-  // Counts a connection from `source` accepted at `now`, closing another to make room at the
-  // limit; false (not counted) when it must be refused.
-  bool Add(absl::Time now, const std::string& source) {
-    std::shared_ptr<Member> closing;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (open_ < max_) {
-        Count(source, +1);
-        ++open_;
-        return true;
-      }
-      const int own = sources_.contains(source) ? sources_[source].count : 0;
-      const bool largest = by_count_.empty() || by_count_.rbegin()->first <= own;
-      if (closing_ >= (largest ? 1 : 2) * max_closing_) return false;
-      Source& from = largest ? sources_[source] : sources_[by_count_.rbegin()->second];
-      // Another source's connections get less time: it holds more than its share.
-      const absl::Duration idle_grace = largest ? kIdleGrace : absl::ZeroDuration();
-      const absl::Duration quiet_grace = largest ? kQuietGrace : kIdleGrace;
-      Member* member = nullptr;
-      if (!from.idle.empty() && from.idle.begin()->first <= now - idle_grace) {
-        member = from.idle.begin()->second;
-      } else if (!from.busy.empty() && from.busy.begin()->first <= now - quiet_grace) {
-        member = from.busy.begin()->second;
-      }
-      if (member == nullptr) {
-        if (from.count == 0) sources_.erase(source);
-        return false;
-      }
-      Entry& entry = entries_[member];
-      Unrank(member, entry);
-      entry.listed = false;
-      entry.evicted = true;
-      ++closing_;
-      closing = entry.owner.lock();
-      // The one closing leaves the count when it is gone (Remove).
-      Count(source, +1);
-      ++open_;
-    }
-    if (closing != nullptr) closing->CloseToMakeRoom();
-    return true;
-  }
-
-  // `member`, from `source`, is idle since `since`, or busy with its latest call begun at
-  // `since`.
-  void Update(Member* member, std::weak_ptr<Member> owner, const std::string& source, bool idle,
-              absl::Time since) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    Entry& entry = entries_[member];
-    if (!entry.listed) return;
-    Unrank(member, entry);
-    if (entry.owner.expired()) {
-      entry.owner = std::move(owner);
-      entry.source = source;
-    }
-    entry.idle = idle;
-    entry.since = since;
-    Source& from = sources_[source];
-    (idle ? from.idle : from.busy).insert({since, member});
-    entry.ranked = true;
-  }
-
-  // `member` is closing of its own accord: not one to close any more.
-  void Unlist(Member* member) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = entries_.find(member);
-    if (it == entries_.end()) return;
-    Unrank(member, it->second);
-    it->second.listed = false;
-  }
-
-  // A connection from `source` counted by Add is gone (its descriptors closed).
-  void Remove(Member* member, const std::string& source) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    --open_;
-    if (auto it = entries_.find(member); it != entries_.end()) {
-      if (it->second.evicted) --closing_;
-      Unrank(member, it->second);
-      entries_.erase(it);
-    }
-    Count(source, -1);
-  }
-
- private:
-  // Idle for this long, a connection may be closed to make room.
-  static constexpr absl::Duration kIdleGrace = absl::Seconds(1);
-  // With no call begun for this long, a busy one may.
-  static constexpr absl::Duration kQuietGrace = absl::Seconds(10);
-  static constexpr int kMaxClosingShare = 8;
-
-  struct Entry {
-    std::weak_ptr<Member> owner;
-    std::string source;
-    bool idle = false;
-    absl::Time since;
-    bool ranked = false;   // in its source's idle or busy set
-    bool listed = true;    // may be closed to make room
-    bool evicted = false;  // closed to make room, counted in closing_
-  };
-  // The connections of one source address, by since when they are idle or their latest call
-  // began.
-  struct Source {
-    int count = 0;
-    absl::btree_set<std::pair<absl::Time, Member*>> idle;
-    absl::btree_set<std::pair<absl::Time, Member*>> busy;
-  };
-
-  void Unrank(Member* member, Entry& entry) {
-    if (!entry.ranked) return;
-    entry.ranked = false;
-    Source& from = sources_[entry.source];
-    (entry.idle ? from.idle : from.busy).erase({entry.since, member});
-  }
-  void Count(const std::string& source, int change) {
-    Source& from = sources_[source];
-    by_count_.erase({from.count, source});
-    from.count += change;
-    if (from.count > 0) {
-      by_count_.insert({from.count, source});
-    } else {
-      sources_.erase(source);
-    }
-  }
-
-  const int max_;
-  const int max_closing_;
-  std::mutex mutex_;
-  int open_ = 0;
-  int closing_ = 0;
-  absl::flat_hash_map<Member*, Entry> entries_;
-  absl::flat_hash_map<std::string, Source> sources_;
-  absl::btree_set<std::pair<int, std::string>> by_count_;
-};
-
 // The source a connection is counted under in Connections: its IPv4 address (IPv4-mapped IPv6
 // ones too), or the /64 prefix of its IPv6 address, where one host usually has a whole /64.
 std::string SourceOf(const tcp::endpoint& remote) {
@@ -442,14 +100,6 @@ std::string SourceOf(const tcp::endpoint& remote) {
   if (address.is_v4()) return address.to_string();
   const asio::ip::address_v6::bytes_type bytes = address.to_v6().to_bytes();
   return std::string(reinterpret_cast<const char*>(bytes.data()), 8);
-}
-
-// GrpcFront::Options::max_connections, as the descriptor limit allows.
-int MaxConnections(int wanted) {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return wanted;
-  const int64_t allowed = (static_cast<int64_t>(limit.rlim_cur) - 512) / 3;
-  return static_cast<int>(std::min<int64_t>(wanted, std::max<int64_t>(64, allowed)));
 }
 
 }  // namespace
