@@ -68,8 +68,9 @@ constexpr std::chrono::seconds kHandshakeTimeout(10);
 // still sends before it closes the socket: closing a socket with unread input resets the
 // connection, and the client could lose the end of an answer still on its way.
 constexpr std::chrono::seconds kLingerTime(2);
-// The same for a connection closed to make room for another.
+// The same for a connection closed to make room for another, and how long it may take in all.
 constexpr std::chrono::milliseconds kMakingRoomLinger(250);
+constexpr std::chrono::seconds kMakingRoomDeadline(1);
 
 constexpr unsigned char kAlpnH2[] = {'h', '2'};
 
@@ -164,6 +165,7 @@ class FrontConnection : public SlotWaiter,
         timer_(TcpOf(client_).get_executor()),
         slot_timer_(TcpOf(client_).get_executor()),
         pause_timer_(TcpOf(client_).get_executor()),
+        write_timer_(TcpOf(client_).get_executor()),
         frames_(state->options.limits,
                 [this] { return ClientConnected() && state_->slots.TryTake(); }) {}
 
@@ -237,6 +239,12 @@ class FrontConnection : public SlotWaiter,
       self->making_room_ = true;
       error_code ignored;
       self->upstream_.shutdown(asio::socket_base::shutdown_both, ignored);
+      // It counts against the limit until it is gone: closed by then whatever the client does
+      // (one that reads nothing would otherwise keep the GOAWAY, and the connection, waiting).
+      self->timer_.expires_after(kMakingRoomDeadline);
+      self->timer_.async_wait([self](error_code error) {
+        if (!error) self->Close();
+      });
     });
   }
 
@@ -415,8 +423,16 @@ class FrontConnection : public SlotWaiter,
           self->SyncOpenRequests();
           self->UpdateIdle();
           self->GiveBackFreedSlots();
+          // A client that takes nothing holds the connection, and what gRPC has written for it,
+          // only so long: the same as --write_timeout_seconds gives an answer.
+          self->write_timer_.expires_after(
+              absl::ToChronoNanoseconds(self->state_->options.write_timeout));
+          self->write_timer_.async_wait([self](error_code error) {
+            if (!error) self->Close();
+          });
           asio::async_write(self->client_, asio::buffer(self->from_grpc_.get(), n),
                             [self, n](error_code error, size_t) {
+                              self->write_timer_.cancel();
                               if (error) {
                                 self->Close();
                                 return;
@@ -574,6 +590,7 @@ class FrontConnection : public SlotWaiter,
     error_code ignored;
     timer_.cancel();
     pause_timer_.cancel();
+    write_timer_.cancel();
     TcpOf(client_).close(ignored);
     upstream_.close(ignored);
   }
@@ -585,6 +602,7 @@ class FrontConnection : public SlotWaiter,
   asio::steady_timer timer_;
   asio::steady_timer slot_timer_;   // the next slot's age (GiveBackFreedSlots)
   asio::steady_timer pause_timer_;  // while the client is not read (MaybeReadClient)
+  asio::steady_timer write_timer_;  // while gRPC's bytes are written to the client (ReadGrpc)
   absl::Time slot_timer_expiry_ = absl::InfiniteFuture();  // when slot_timer_ fires, if set
   Http2ClientFrames frames_;
   std::string to_grpc_;        // what gRPC is to receive next (Http2ClientFrames)
@@ -654,8 +672,8 @@ template <typename Stream>
 void GrpcFront::State::Serve(Stream client) {
   error_code error;
   const tcp::endpoint remote = TcpOf(client).remote_endpoint(error);
-  if (error) return;
-  std::string source = SourceOf(remote);
+  // A client already gone has no address; its connection ends at its first read.
+  std::string source = error ? std::string() : SourceOf(remote);
   if (!connections.Add(absl::Now(), source)) {
     // Every connection is busy: this one is refused at once, before it costs anything.
     error_code ignored;

@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/http2_frames.h"
 #include "server/security.h"
 
@@ -58,16 +59,18 @@ class GrpcFront {
     // streams each holding 4 MB of a message whose last byte never came grew the server from
     // 386 MB to 12 GB in a minute.
     int64_t max_open_request_bytes = int64_t{128} << 20;
-    // Connections open at once. At the limit, one of the source address holding the most (or of
-    // the new connection's own, if it holds as many) is closed with a GOAWAY to make room for a
-    // new one: the connection idle longest (no call under way but those whose request is still
-    // arriving), once idle for a second, else the one whose latest call began longest ago, once
-    // 10 s ago (shorter for a new connection from another address); else the new one is
-    // refused. Each costs three descriptors and about 70 KB in
-    // gRPC: 7,000 idle connections took all of a 20,000-descriptor limit, and every gRPC call
-    // then failed with UNAVAILABLE. Lowered, when the process's descriptor limit (RLIMIT_NOFILE)
-    // is lower, to what a third of it, less 512, allows (at least 64).
+    // Connections open at once. At the limit, one is closed with a GOAWAY to make room for a new
+    // one, chosen by source address and by how long it has been idle or without a new call
+    // (Connections in server/grpc_front_limits.h), or else the new one is refused. Each costs
+    // three descriptors and about 70 KB in gRPC: 7,000 idle connections took all of a
+    // 20,000-descriptor limit, and every gRPC call then failed with UNAVAILABLE. Lowered, when
+    // the process's descriptor limit (RLIMIT_NOFILE) is lower, to what a third of it, less 512,
+    // allows (at least 64).
     int max_connections = 2048;
+    // How long a write to the client may take before the connection is closed: a client that
+    // reads nothing would otherwise hold it, and what gRPC wrote for it, for good
+    // (--write_timeout_seconds).
+    absl::Duration write_timeout = absl::Seconds(30);
     // Called (on the front's own threads) for each connection closed for crossing a limit.
     std::function<void()> on_refused;
     // Called (on the front's own threads) for each connection refused at max_connections.

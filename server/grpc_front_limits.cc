@@ -126,30 +126,28 @@ bool Connections::Add(absl::Time now, const std::string& source) {
       ++open_;
       return true;
     }
-    const int own = sources_.contains(source) ? sources_[source].count : 0;
-    const bool largest = by_count_.empty() || by_count_.rbegin()->first <= own;
-    if (closing_ >= (largest ? 1 : 2) * max_closing_) return false;
-    Source& from = largest ? sources_[source] : sources_[by_count_.rbegin()->second];
-    // Another source's connections get less time: it holds more than its share.
-    const absl::Duration idle_grace = largest ? kIdleGrace : absl::ZeroDuration();
-    const absl::Duration quiet_grace = largest ? kQuietGrace : kIdleGrace;
+    const int own = CountOf(source);
+    const bool hog = !by_count_.empty() && by_count_.rbegin()->first > kHogShare * (own + 1);
+    if (closing_ >= (hog ? 2 : 1) * max_closing_) return false;
     Member* member = nullptr;
-    if (!from.idle.empty() && from.idle.begin()->first <= now - idle_grace) {
-      member = from.idle.begin()->second;
-    } else if (!from.busy.empty() && from.busy.begin()->first <= now - quiet_grace) {
-      member = from.busy.begin()->second;
+    if (hog) {
+      const Source& largest = sources_[by_count_.rbegin()->second];
+      if (!largest.idle.empty()) {
+        member = largest.idle.begin()->second;
+      } else if (!largest.busy.empty()) {
+        member = largest.busy.begin()->second;
+      }
     }
-    if (member == nullptr) {
-      if (from.count == 0) sources_.erase(source);
-      return false;
-    }
+    if (member == nullptr) member = FirstOf(idle_, now - kIdleGrace, own);
+    if (member == nullptr) member = FirstOf(busy_, now - kQuietGrace, own);
+    if (member == nullptr) return false;
     Entry& entry = entries_[member];
     Unrank(member, entry);
-    entry.listed = false;
-    entry.evicted = true;
+    Uncount(entry);
+    entry.closing = true;
     ++closing_;
     closing = entry.owner.lock();
-    // The one closing leaves the count when it is gone (Remove).
+    // The one closing counts for the limit until it is gone (Remove).
     Count(source, +1);
     ++open_;
   }
@@ -157,11 +155,20 @@ bool Connections::Add(absl::Time now, const std::string& source) {
   return true;
 }
 
+Connections::Member* Connections::FirstOf(const Ranking& ranking, absl::Time before, int least) {
+  int looked_at = 0;
+  for (const auto& [since, member] : ranking) {
+    if (since > before || ++looked_at > kMaxLookedAt) break;
+    if (CountOf(entries_[member].source) >= least) return member;
+  }
+  return nullptr;
+}
+
 void Connections::Update(Member* member, std::weak_ptr<Member> owner, const std::string& source,
                          bool idle, absl::Time since) {
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& entry = entries_[member];
-  if (!entry.listed) return;
+  if (!entry.counted) return;
   Unrank(member, entry);
   if (entry.owner.expired()) {
     entry.owner = std::move(owner);
@@ -171,6 +178,7 @@ void Connections::Update(Member* member, std::weak_ptr<Member> owner, const std:
   entry.since = since;
   Source& from = sources_[source];
   (idle ? from.idle : from.busy).insert({since, member});
+  (idle ? idle_ : busy_).insert({since, member});
   entry.ranked = true;
 }
 
@@ -179,18 +187,22 @@ void Connections::Unlist(Member* member) {
   auto it = entries_.find(member);
   if (it == entries_.end()) return;
   Unrank(member, it->second);
-  it->second.listed = false;
+  Uncount(it->second);
 }
 
 void Connections::Remove(Member* member, const std::string& source) {
   std::lock_guard<std::mutex> lock(mutex_);
   --open_;
-  if (auto it = entries_.find(member); it != entries_.end()) {
-    if (it->second.evicted) --closing_;
-    Unrank(member, it->second);
-    entries_.erase(it);
+  auto it = entries_.find(member);
+  if (it == entries_.end()) {
+    // Gone before it reported (Update).
+    Count(source, -1);
+    return;
   }
-  Count(source, -1);
+  if (it->second.closing) --closing_;
+  Unrank(member, it->second);
+  if (it->second.counted) Count(source, -1);
+  entries_.erase(it);
 }
 
 void Connections::Unrank(Member* member, Entry& entry) {
@@ -198,6 +210,12 @@ void Connections::Unrank(Member* member, Entry& entry) {
   entry.ranked = false;
   Source& from = sources_[entry.source];
   (entry.idle ? from.idle : from.busy).erase({entry.since, member});
+  (entry.idle ? idle_ : busy_).erase({entry.since, member});
+}
+
+void Connections::Uncount(Entry& entry) {
+  if (!std::exchange(entry.counted, false)) return;
+  Count(entry.source, -1);
 }
 
 void Connections::Count(const std::string& source, int change) {
@@ -209,6 +227,11 @@ void Connections::Count(const std::string& source, int change) {
   } else {
     sources_.erase(source);
   }
+}
+
+int Connections::CountOf(const std::string& source) const {
+  auto it = sources_.find(source);
+  return it == sources_.end() ? 0 : it->second.count;
 }
 
 int MaxConnections(int wanted) {

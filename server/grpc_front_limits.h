@@ -4,6 +4,7 @@
 #ifndef ATTNSCOPE_SERVER_GRPC_FRONT_LIMITS_H_
 #define ATTNSCOPE_SERVER_GRPC_FRONT_LIMITS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -107,21 +108,25 @@ class OpenRequests {
 // connections took all 20,000 descriptors, and every gRPC call then failed with UNAVAILABLE until
 // they closed.
 //
-// Room is made from the source address (IPv4, or IPv6 /64) holding the most connections, or the
-// new connection's own when it holds as many: a client opening connections as fast as it can
-// closes its own, and others still get in. Of that source's, the one closed is the connection
-// idle longest (no call under way but those whose request is still arriving), once idle for
-// kIdleGrace: a client that has just connected, or whose channel has just connected again after
-// being closed this way, gets the time to make its call. Failing that, the connection whose
-// latest call began longest ago, once kQuietGrace ago: 2,048 streams that never end
-// (grpc.health.v1.Health/Watch, or answers the client never lets through its window) would
-// otherwise lock every new client out. Failing that too, the new connection is refused. For a
-// new connection from another source, the largest source's connections get no idle grace and
-// kIdleGrace instead of kQuietGrace.
-// Connections closed this way count until their descriptors are closed; while 1/kMaxClosingShare
-// of the limit are still closing (twice that for a source other than the largest), a new
-// connection is refused instead, so that clients connecting faster than connections close cannot
-// take the count far past the limit.
+// Connections are counted by source address (IPv4, or IPv6 /64). At the limit, the one closed is,
+// in this order:
+// 1. when an address holds more than kHogShare times what the new connection's address would
+//    with it, a connection of the address holding the most: its idle longest, else its busy one
+//    whose latest call began longest ago, at once: one address holding every connection, even
+//    with calls always under way, makes room for others;
+// 2. of the addresses holding at least as many as the new connection's (its own included), the
+//    connection idle longest (no call under way but those whose request is still arriving), once
+//    idle for kIdleGrace: a client that has just connected, or whose channel has just connected
+//    again after being closed this way, gets the time to make its call, and an address cannot
+//    choose whose connection goes (the order is by idle time, not by address);
+// 3. of those, the connection whose latest call began longest ago, once kQuietGrace ago: streams
+//    that never end (grpc.health.v1.Health/Watch, answers the client never lets through its
+//    window) would otherwise lock every new client out.
+// Failing all three, the new connection is refused. A connection closed this way, or closing of
+// its own accord, no longer counts for its address, but counts for the limit until its
+// descriptors are closed; while 1/kMaxClosingShare of the limit are so closed and not yet gone
+// (twice that when making room under 1.), a new connection is refused instead, so that clients
+// connecting faster than connections close cannot take the count far past the limit.
 class Connections {
  public:
   class Member {
@@ -150,31 +155,41 @@ class Connections {
   void Remove(Member* member, const std::string& source);
 
  private:
+  static constexpr int kHogShare = 4;
   // Idle for this long, a connection may be closed to make room.
   static constexpr absl::Duration kIdleGrace = absl::Seconds(1);
   // With no call begun for this long, a busy one may.
   static constexpr absl::Duration kQuietGrace = absl::Seconds(10);
   static constexpr int kMaxClosingShare = 8;
+  // Connections looked at in an order (2., 3.) for one of an address holding enough.
+  static constexpr int kMaxLookedAt = 64;
 
+  using Ranking = absl::btree_set<std::pair<absl::Time, Member*>>;
   struct Entry {
     std::weak_ptr<Member> owner;
     std::string source;
     bool idle = false;
     absl::Time since;
-    bool ranked = false;   // in its source's idle or busy set
-    bool listed = true;    // may be closed to make room
-    bool evicted = false;  // closed to make room, counted in closing_
+    bool ranked = false;   // in the idle or busy rankings
+    bool counted = true;   // counted for its address
+    bool closing = false;  // closed to make room, counted in closing_
   };
   // The connections of one source address, by since when they are idle or their latest call
   // began.
   struct Source {
     int count = 0;
-    absl::btree_set<std::pair<absl::Time, Member*>> idle;
-    absl::btree_set<std::pair<absl::Time, Member*>> busy;
+    Ranking idle;
+    Ranking busy;
   };
 
+  // The first connection in `ranking` ranked at or before `before` whose address holds at least
+  // `least` connections; nullptr if none among the first kMaxLookedAt.
+  Member* FirstOf(const Ranking& ranking, absl::Time before, int least);
+  // Takes `member` out of the rankings and its address's count.
   void Unrank(Member* member, Entry& entry);
+  void Uncount(Entry& entry);
   void Count(const std::string& source, int change);
+  int CountOf(const std::string& source) const;
 
   const int max_;
   const int max_closing_;
@@ -184,6 +199,9 @@ class Connections {
   absl::flat_hash_map<Member*, Entry> entries_;
   absl::flat_hash_map<std::string, Source> sources_;
   absl::btree_set<std::pair<int, std::string>> by_count_;
+  // Every address's connections together.
+  Ranking idle_;
+  Ranking busy_;
 };
 
 // GrpcFront::Options::max_connections `wanted`, as the descriptor limit allows: at most a third of

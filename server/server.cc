@@ -426,6 +426,7 @@ absl::Status RunServer(const ServerOptions& options) {
   front_options.host = listen.host;
   front_options.port = listen.port;
   front_options.tls = options.tls;
+  front_options.write_timeout = options.http.limits.write_timeout;
   front_options.max_connections =
       options.max_grpc_connections > 0 ? options.max_grpc_connections : INT_MAX;
   front_options.on_refused = [&metrics] { metrics.RecordRejection("http2_limits"); };

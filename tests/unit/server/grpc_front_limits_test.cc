@@ -58,20 +58,32 @@ TEST(ConnectionsTest, AConnectionWhoseLatestCallBeganTenSecondsAgoMakesRoom) {
   EXPECT_EQ(open[0]->closed, 1);
 }
 
-TEST(ConnectionsTest, AnotherAddressTakesRoomFromTheLargestWithoutItsGrace) {
-  Connections connections(/*max=*/3);
-  auto busy = Open(connections, 2, "10.0.0.1", /*idle=*/false, kStart);
-  auto idle = Open(connections, 1, "10.0.0.1", /*idle=*/true, kStart);
-  // From 10.0.0.2: 10.0.0.1's idle connection at once, then its busy ones a second after their
-  // latest call.
+TEST(ConnectionsTest, AnAddressHoldingFarMoreThanAnotherMakesRoomAtOnceEvenWithCallsUnderWay) {
+  Connections connections(/*max=*/10);
+  auto open = Open(connections, 10, "10.0.0.1", /*idle=*/false, kStart);
+  connections.Update(open[0].get(), open[0], "10.0.0.1", /*idle=*/false,
+                     kStart + absl::Milliseconds(5));
   EXPECT_TRUE(connections.Add(kStart + absl::Milliseconds(10), "10.0.0.2"));
-  EXPECT_EQ(idle[0]->closed, 1);
-  connections.Remove(idle[0].get(), "10.0.0.1");
-  EXPECT_FALSE(connections.Add(kStart + absl::Milliseconds(500), "10.0.0.3"));
-  EXPECT_TRUE(connections.Add(kStart + absl::Milliseconds(1010), "10.0.0.3"));
-  EXPECT_EQ(busy[0]->closed + busy[1]->closed, 1);
-  // 10.0.0.1 itself, holding as many as the others, only closes its own.
-  EXPECT_FALSE(connections.Add(kStart + absl::Seconds(2), "10.0.0.1"));
+  // Its busy connection whose latest call began longest ago.
+  EXPECT_EQ(open[0]->closed, 0);
+  EXPECT_EQ(open[1]->closed, 1);
+  // Not for itself: its own calls have begun too recently.
+  EXPECT_FALSE(connections.Add(kStart + absl::Milliseconds(20), "10.0.0.1"));
+}
+
+TEST(ConnectionsTest, OfAddressesHoldingAsManyTheConnectionIdleLongestGoesWhateverItsAddress) {
+  Connections connections(/*max=*/3);
+  auto z = Open(connections, 1, "10.0.0.9", /*idle=*/true, kStart + absl::Milliseconds(500));
+  auto a = Open(connections, 1, "10.0.0.1", /*idle=*/true, kStart);
+  auto m = Open(connections, 1, "10.0.0.5", /*idle=*/true, kStart + absl::Milliseconds(200));
+  EXPECT_TRUE(connections.Add(kStart + absl::Seconds(2), "10.0.0.7"));
+  EXPECT_EQ(a[0]->closed, 1);
+  EXPECT_EQ(m[0]->closed + z[0]->closed, 0);
+  // A new connection from 10.0.0.7, which now holds one: of those holding as many, the idle
+  // longest (10.0.0.7's own has not reported yet).
+  EXPECT_TRUE(connections.Add(kStart + absl::Seconds(2), "10.0.0.7"));
+  EXPECT_EQ(m[0]->closed, 1);
+  EXPECT_EQ(z[0]->closed, 0);
 }
 
 TEST(ConnectionsTest, NewConnectionsAreRefusedWhileAnEighthOfTheLimitIsStillClosing) {
