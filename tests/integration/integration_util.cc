@@ -440,6 +440,23 @@ int64_t ProcessRssBytes(pid_t pid) {
   return -1;
 }
 
+int ProcessThreads(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(status, line);) {
+    if (absl::StartsWith(line, "Threads:")) return std::atoi(line.c_str() + 8);
+  }
+  return -1;
+}
+
+int OpenFileDescriptors(pid_t pid) {
+  int count = 0;
+  for ([[maybe_unused]] const auto& entry :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/fd"))) {
+    ++count;
+  }
+  return count;
+}
+
 double ProcessCpuSeconds(pid_t pid) {
   const std::string stat = ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/stat"));
   // The fields after the command name, which is in parentheses and may hold spaces: utime and

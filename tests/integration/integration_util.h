@@ -178,6 +178,10 @@ class RawConnection {
 
 // The resident set size of process `pid` in bytes (VmRSS of /proc/PID/status); -1 when unknown.
 int64_t ProcessRssBytes(pid_t pid);
+// The threads of process `pid` (Threads: of /proc/PID/status); -1 when unknown.
+int ProcessThreads(pid_t pid);
+// The file descriptors process `pid` holds open (the entries of /proc/PID/fd).
+int OpenFileDescriptors(pid_t pid);
 // The CPU time process `pid` has used so far, user plus system, in seconds (/proc/PID/stat).
 double ProcessCpuSeconds(pid_t pid);
 
