@@ -121,8 +121,13 @@ class OpenRequests {
 //    choose whose connection goes (the order is by idle time, not by address);
 // 3. of those, the connection whose latest call began longest ago, once kQuietGrace ago: streams
 //    that never end (grpc.health.v1.Health/Watch, answers the client never lets through its
-//    window) would otherwise lock every new client out.
-// Failing all three, the new connection is refused. A connection closed this way, or closing of
+//    window) would otherwise lock every new client out;
+// 4. of the addresses holding more than the new connection's would with it, the connection whose
+//    latest call began longest ago, once kIdleGrace ago: calls restarted again and again (a
+//    Health/Watch every few seconds) on the connections of many addresses, each holding too few
+//    for 1., would otherwise lock new clients out; an address holding one connection never loses
+//    it this way.
+// Failing all four, the new connection is refused. A connection closed this way, or closing of
 // its own accord, no longer counts for its address, but counts for the limit until its
 // descriptors are closed; while 1/kMaxClosingShare of the limit are so closed and not yet gone
 // (twice that when making room under 1.), a new connection is refused instead, so that clients
