@@ -126,6 +126,8 @@ bool Connections::Add(absl::Time now, const std::string& source) {
       ++open_;
       return true;
     }
+    // Its client already gone: it would close another for nothing.
+    if (source.empty()) return false;
     const int own = CountOf(source);
     const bool hog = !by_count_.empty() && by_count_.rbegin()->first > kHogShare * (own + 1);
     if (closing_ >= (hog ? 2 : 1) * max_closing_) return false;

@@ -145,7 +145,8 @@ class Connections {
   explicit Connections(int max) : max_(max), max_closing_(std::max(16, max / kMaxClosingShare)) {}
 
   // Counts a connection from `source` accepted at `now`, closing another to make room at the
-  // limit; false (not counted) when it must be refused.
+  // limit; false (not counted) when it must be refused. `source` is empty for a connection whose
+  // client was gone before it was accepted (no remote address): at the limit it is refused.
   bool Add(absl::Time now, const std::string& source);
 
   // `member`, from `source`, is idle since `since`, or busy with its latest call begun at

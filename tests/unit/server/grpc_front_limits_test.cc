@@ -113,6 +113,17 @@ TEST(ConnectionsTest, AnAddressHoldingMoreThanTheNewcomersWouldGivesUpACallBegun
   EXPECT_FALSE(connections.Add(kStart + absl::Seconds(6), "10.0.0.2"));
   EXPECT_EQ(closed(), 2);
 }
+TEST(ConnectionsTest, AConnectionWhoseClientHasGoneMakesNoRoom) {
+  Connections connections(/*max=*/10);
+  auto open = Open(connections, 10, "10.0.0.1", /*idle=*/true, kStart);
+  // No address: its client reset the connection before it was accepted. One address holding
+  // every connection would otherwise lose one to it at once.
+  EXPECT_FALSE(connections.Add(kStart + absl::Seconds(2), ""));
+  EXPECT_TRUE(connections.Add(kStart + absl::Seconds(2), "10.0.0.2"));
+  int closed = 0;
+  for (const auto& connection : open) closed += connection->closed;
+  EXPECT_EQ(closed, 1);
+}
 TEST(ConnectionsTest, NewConnectionsAreRefusedWhileAnEighthOfTheLimitIsStillClosing) {
   Connections connections(/*max=*/200);
   auto open = Open(connections, 200, "10.0.0.1", /*idle=*/true, kStart);
