@@ -142,7 +142,6 @@ bool Connections::Add(absl::Time now, const std::string& source) {
     }
     if (member == nullptr) member = FirstOf(idle_, now - kIdleGrace, own);
     if (member == nullptr) member = FirstOf(busy_, now - kQuietGrace, own);
-    if (member == nullptr) member = FirstOf(busy_, now - kIdleGrace, own + 2);
     if (member == nullptr) return false;
     Entry& entry = entries_[member];
     Unrank(member, entry);
