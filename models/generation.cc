@@ -132,11 +132,8 @@ class Stepper {
   // (decoder-only models) or over the source (cross-attention, encoder-decoders).
   absl::Status Run(torch::Tensor* logprobs, torch::Tensor* attention) {
     KvCache fresh;
-    if (!options_.use_cache && model_.config().is_encoder_decoder) {
-      // Every beam reads the one source.
-      fresh = source_;
-      fresh.SelectRows(torch::zeros({sequences_.size(0)}, torch::kInt64));
-    }
+    // Every beam reads the one source (its batch of 1 broadcast).
+    if (!options_.use_cache && model_.config().is_encoder_decoder) fresh = source_;
     KvCache* cache = options_.use_cache ? &cache_ : &fresh;
     const torch::Tensor input =
         cache->length() == 0 ? sequences_ : sequences_.narrow(1, cache->length(), 1);

@@ -150,11 +150,11 @@ class EncoderDecoderModel : public TransformerModel {
                                                    const torch::Tensor& value,
                                                    const torch::Tensor& visible,
                                                    torch::Tensor* scores = nullptr) const {
-    const torch::Tensor raw = torch::matmul(query, key.transpose(-1, -2));
+    const torch::Tensor raw = BatchMatmul(query, key.transpose(-1, -2));
     torch::Tensor probs = torch::softmax(
         raw.masked_fill(visible.logical_not(), std::numeric_limits<float>::lowest()), -1);
     if (scores != nullptr) *scores = raw;
-    const torch::Tensor context = torch::matmul(probs, value).transpose(1, 2).flatten(2);
+    const torch::Tensor context = BatchMatmul(probs, value).transpose(1, 2).flatten(2);
     return {out(context), std::move(probs)};
   }
 

@@ -136,6 +136,16 @@ torch::Tensor WriteAfter(torch::Tensor* storage, int64_t past, const torch::Tens
 
 }  // namespace
 
+torch::Tensor BatchMatmul(const torch::Tensor& a, const torch::Tensor& b) {
+  const int64_t batch = a.size(0);
+  if (b.size(0) != 1 || batch == 1) return torch::matmul(a, b);
+  const int64_t heads = a.size(1), rows = a.size(2);
+  const torch::Tensor folded = a.transpose(0, 1).reshape({heads, batch * rows, a.size(3)});
+  return torch::matmul(folded, b.select(0, 0))
+      .view({heads, batch, rows, b.size(3)})
+      .transpose(0, 1);
+}
+
 std::pair<torch::Tensor, torch::Tensor> AppendToCache(KvCache* cache, size_t layer,
                                                       torch::Tensor key, torch::Tensor value) {
   if (layer == cache->keys.size()) {

@@ -49,6 +49,12 @@ PrefixAttentionOutput PrefixAttention(const torch::Tensor& query, const torch::T
                                       int64_t head_dim, float scale, const torch::Tensor& prefixes,
                                       bool keep_scores);
 
+// torch::matmul(a, b) for a [B, N, T, X] and b [B or 1, N, X, Y]: [B, N, T, Y]. With b of batch 1
+// (one source's cross-attention keys or values, read by every beam) the B sequences' rows are
+// taken as rows of one product per head instead, so that b is not copied B times (as matmul's
+// broadcast does); the result is then a permuted view.
+torch::Tensor BatchMatmul(const torch::Tensor& a, const torch::Tensor& b);
+
 // Adds the new positions' keys and values [B, N, T, head_dim] of layer `layer` to `cache` (a
 // layer seen the first time, in order, gets its entry) and returns that layer's keys and values
 // of every position so far, [B, N, past + T, head_dim].

@@ -170,12 +170,12 @@ class T5Model : public TransformerModel {
                                                    const std::optional<torch::Tensor>& bias,
                                                    const torch::Tensor& visible,
                                                    torch::Tensor* scores = nullptr) const {
-    torch::Tensor raw = torch::matmul(query, key.transpose(-1, -2));
+    torch::Tensor raw = BatchMatmul(query, key.transpose(-1, -2));
     if (bias.has_value()) raw = raw + *bias;
     torch::Tensor probs = torch::softmax(
         raw.masked_fill(visible.logical_not(), std::numeric_limits<float>::lowest()), -1);
     if (scores != nullptr) *scores = raw;
-    const torch::Tensor context = torch::matmul(probs, value).transpose(1, 2).flatten(2);
+    const torch::Tensor context = BatchMatmul(probs, value).transpose(1, 2).flatten(2);
     return {torch::linear(context, w.o), std::move(probs)};
   }
 

@@ -173,10 +173,15 @@ void KvCache::SelectRows(const torch::Tensor& rows) {
       (*cached)[layer] = room.narrow(/*dim=*/2, /*start=*/0, selected.size(2)).copy_(selected);
     }
   }
+  // One source's keys and values (a prompt's beams) are read by every row alike, broadcast where
+  // they are read: copied for each of 64 beams at every step, a 400-token source's took 630 MB
+  // and most of a step's time.
   for (std::vector<torch::Tensor>* tensors : {&cross_keys, &cross_values}) {
-    for (torch::Tensor& tensor : *tensors) tensor = tensor.index_select(0, rows);
+    for (torch::Tensor& tensor : *tensors) {
+      if (tensor.size(0) != 1) tensor = tensor.index_select(0, rows);
+    }
   }
-  if (encoder_attention_mask.defined()) {
+  if (encoder_attention_mask.defined() && encoder_attention_mask.size(0) != 1) {
     encoder_attention_mask = encoder_attention_mask.index_select(0, rows);
   }
 }

@@ -108,7 +108,9 @@ struct KvCache {
   std::vector<torch::Tensor> value_storage;
   int64_t reserved_positions = 0;
   // Encoder-decoders, filled by TransformerModel::Encode: each decoder layer's keys and values of
-  // the encoder output, [B, N, S, head_dim], and the source's attention_mask [B, S] int64.
+  // the encoder output, [B, N, S, head_dim], and the source's attention_mask [B, S] int64. With a
+  // batch of 1 they are every sequence's (broadcast over the B of keys and values): SelectRows
+  // leaves them as they are.
   std::vector<torch::Tensor> cross_keys;
   std::vector<torch::Tensor> cross_values;
   torch::Tensor encoder_attention_mask;
@@ -122,7 +124,7 @@ struct KvCache {
   }
   // Row b of the cache becomes the old row rows[b] ([B'] int64, values in [0, B)): beam search's
   // reordering of its hypotheses (Hugging Face's _reorder_cache). Rows 0..B-1 in order (greedy
-  // search and sampling at every step) copy nothing.
+  // search and sampling at every step) copy nothing, nor do cross-attention tensors of batch 1.
   void SelectRows(const torch::Tensor& rows);
 };
 
