@@ -1,5 +1,8 @@
 #include "server/attention_service.h"
 
+#include <grpc/support/time.h>
+
+#include <chrono>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -9,11 +12,24 @@
 namespace attnscope::server {
 namespace {
 
+// The call's deadline. ServerContextBase::deadline() wraps around for one past the year 2262
+// (system_clock's nanoseconds overflow) and made a grpc-timeout of 2,070,000 hours (a client's
+// "longest deadline") already expired: such a deadline is none.
+std::chrono::system_clock::time_point DeadlineOf(const grpc::ServerContextBase& context) {
+  constexpr int64_t kLastSecond =
+      std::chrono::duration_cast<std::chrono::seconds>(
+          std::chrono::system_clock::time_point::max().time_since_epoch())
+          .count();
+  const gpr_timespec raw = gpr_convert_clock_type(context.raw_deadline(), GPR_CLOCK_REALTIME);
+  if (raw.tv_sec >= kLastSecond) return std::chrono::system_clock::time_point::max();
+  return context.deadline();
+}
+
 Call GrpcCall(grpc::ServerContextBase* context) {
   const auto& metadata = context->client_metadata();
   const auto authorization = metadata.find("authorization");
   return MakeCall(
-      "grpc", context->deadline(), [context] { return context->IsCancelled(); },
+      "grpc", DeadlineOf(*context), [context] { return context->IsCancelled(); },
       authorization == metadata.end()
           ? std::string()
           : std::string(authorization->second.data(), authorization->second.size()));

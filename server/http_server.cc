@@ -279,7 +279,9 @@ absl::StatusOr<std::chrono::system_clock::time_point> DeadlineOf(const HttpReque
   // At most 10 digits, as the Connect protocol allows.
   if (value.size() > 10 || !absl::SimpleAtoi(value, &milliseconds) || milliseconds <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "Connect-Timeout-Ms '", value, "': expected a positive number of milliseconds"));
+        "Connect-Timeout-Ms '", value,
+        "': expected a positive number of milliseconds of at most 10 digits (the Connect "
+        "protocol's limit)"));
   }
   return std::chrono::system_clock::now() + std::chrono::milliseconds(milliseconds);
 }

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -86,6 +87,21 @@ TEST(CallLimitsTest, ACallWithoutDeadlineEndsAtTheServersCeiling) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
   EXPECT_THAT(status.error_message(), HasSubstr("--max_call_seconds"));
   EXPECT_LT(took, absl::Seconds(5));
+}
+
+// A grpc-timeout past the year 2262 (2,070,000 hours, about what a client asking for the longest
+// deadline sends) is no deadline: system_clock cannot hold it, and the call was taken as expired
+// before it began.
+TEST(CallLimitsTest, ADeadlineCenturiesAwayIsNoDeadline) {
+  ServerProcess::Options options;
+  options.models = {"default=" + TinyBertDir()};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  for (const std::string timeout : {"2060000H", "2070000H", "99999999H"}) {
+    const nlohmann::json call =
+        RunH2Flood(GrpcPortOf(**server), {"--grpc_timeout", timeout, "--hold", "5"});
+    EXPECT_TRUE(call.value("answered", false)) << timeout << ": " << call.dump();
+  }
 }
 
 // A client that opens a stream and never reads it holds its call slot only until

@@ -45,6 +45,10 @@ seconds and prints {"connections": M, "streams_sent": ..., "bytes_sent": ..., "s
 streams the server reset, "closed_by_server": connections it closed, "slow_upload_answered": true
 when the slow upload got its answer's message}.
 
+With --grpc_timeout VALUE it makes one GetAttention call whose grpc-timeout header is VALUE (e.g.
+2070000H: a deadline past what some clocks hold) and prints {"answered": true when the answer's
+message came within --hold seconds}.
+
 Every connection comes from the local address --source (e.g. 127.0.0.2) when given, or from each
 of a comma-separated list of them in turn.
 
@@ -60,6 +64,7 @@ have reached the server by then), and with --threads T, T threads do so at once.
         [--slow_upload 1] [--hold 3]
     h2_stream_flood.py --port PORT --churn 100 [--leave_after 0.02] [--threads 4] [--max_seconds 3]
     h2_stream_flood.py --port PORT --continuation_bytes 536870912 [--unterminated_field] [--hold 3]
+    h2_stream_flood.py --port PORT --grpc_timeout 2070000H [--hold 3]
     h2_stream_flood.py --port PORT --closed_window 100 [--restart_every 3] [--hold 3] \
         [--source 127.0.0.2,127.0.0.3]
 """
@@ -363,6 +368,18 @@ class FlowControlledConnection:
         return True
 
 
+def call_with_timeout(port, timeout, hold):
+    connection = FlowControlledConnection(port)
+    headers = HEADERS + literal(b"grpc-timeout", timeout.encode())
+    connection.socket.sendall(frame(HEADERS_FRAME, END_HEADERS, 1, headers) +
+                              frame(DATA, END_STREAM, 1, BODY))
+    with connection.changed:
+        connection.changed.wait_for(lambda: 1 in connection.answered_streams, timeout=hold)
+        answered = 1 in connection.answered_streams
+    connection.socket.close()
+    return {"answered": answered}
+
+
 def partial_uploads(port, connections, streams, partial_bytes, slow_upload, hold):
     # A GetAttentionRequest whose text field (2) and message are declared longer than what is sent.
     declared = partial_bytes + 1000
@@ -459,9 +476,13 @@ def main():
     parser.add_argument("--threads", type=int, default=1, metavar="T")
     parser.add_argument("--partial_bytes", type=int, default=0, metavar="B")
     parser.add_argument("--slow_upload", type=float, default=0, metavar="SECONDS")
+    parser.add_argument("--grpc_timeout", metavar="VALUE")
     args = parser.parse_args()
     global SOURCES
     SOURCES = itertools.cycle(args.source.split(",")) if args.source else None
+    if args.grpc_timeout:
+        print(json.dumps(call_with_timeout(args.port, args.grpc_timeout, args.hold)), flush=True)
+        return
     if args.partial_bytes:
         print(json.dumps(partial_uploads(args.port, args.connections, args.streams,
                                          args.partial_bytes, args.slow_upload, args.hold)),
