@@ -65,7 +65,8 @@ class ForwardBatcher {
     // Most inputs (sequences) in one forward pass; 1 turns batching off. A call with more inputs
     // than this (an Encode of many texts) still runs, alone.
     int max_batch_size = 32;
-    // Most padded tokens (inputs x longest input) in one forward pass; a call over it runs alone.
+    // Most padded tokens (inputs x longest input) in one forward pass; a call over it runs alone
+    // (Encode and CrossAttention hand over their inputs in groups within it or their own bound).
     // Bounds the memory of a pass: its attentions grow with inputs x tokens^2.
     int64_t max_batch_tokens = 8192;
     // How long the oldest waiting call may wait for more calls to fill its batch before its pass

@@ -1,5 +1,6 @@
 #include "models/requests/checks.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -137,6 +138,24 @@ absl::StatusOr<TextOptions> ToTextOptions(const TokenizationQuery& tokenization,
 }
 
 // [1, S] int64.
+std::vector<size_t> PassGroups(const std::vector<Encoding>& encodings,
+                               const std::function<bool(int64_t, int64_t)>& fits) {
+  std::vector<size_t> ends;
+  for (size_t first = 0; first < encodings.size();) {
+    size_t end = first;
+    int64_t longest = 0;
+    while (end < encodings.size()) {
+      const int64_t next_longest = std::max(longest, static_cast<int64_t>(encodings[end].size()));
+      if (end > first && !fits(static_cast<int64_t>(end - first + 1), next_longest)) break;
+      longest = next_longest;
+      ++end;
+    }
+    ends.push_back(end);
+    first = end;
+  }
+  return ends;
+}
+
 torch::Tensor Row(const std::vector<int64_t>& values) {
   return torch::tensor(values, torch::kInt64).view({1, -1});
 }

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,12 @@ int64_t HeadsOut(HeadAggregation aggregation, size_t heads);
 // truncation.
 absl::StatusOr<TextOptions> ToTextOptions(const TokenizationQuery& tokenization,
                                           Truncation default_truncation);
+
+// The call's inputs in consecutive groups of one forward pass each, as end indices into
+// `encodings`: each group as long as `fits(inputs, longest)` allows (inputs padded to the
+// longest), and at least one input.
+std::vector<size_t> PassGroups(const std::vector<Encoding>& encodings,
+                               const std::function<bool(int64_t, int64_t)>& fits);
 
 // [1, S] int64.
 torch::Tensor Row(const std::vector<int64_t>& values);

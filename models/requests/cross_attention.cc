@@ -22,6 +22,7 @@ using requests_internal::CheckScoredWithSpecialTokens;
 using requests_internal::CheckText;
 using requests_internal::HeadsOut;
 using requests_internal::OriginalTexts;
+using requests_internal::PassGroups;
 using requests_internal::SecondsSince;
 using requests_internal::TooLarge;
 using requests_internal::ToTextOptions;
@@ -119,18 +120,11 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
   forward.output_logits = model.model().has_classifier();
   const int64_t map_bytes_per_square_token =
       config.num_hidden_layers * config.num_attention_heads * static_cast<int64_t>(sizeof(float));
-  for (size_t first = 0; first < encodings.size();) {
-    // The group's pass pads to its longest document.
-    size_t end = first;
-    int64_t longest = 0;
-    while (end < encodings.size()) {
-      const int64_t next_longest = std::max(longest, static_cast<int64_t>(encodings[end].size()));
-      const int64_t group_bytes = static_cast<int64_t>(end - first + 1) * next_longest *
-                                  next_longest * map_bytes_per_square_token;
-      if (end > first && group_bytes > options_.max_pass_attention_bytes) break;
-      longest = next_longest;
-      ++end;
-    }
+  size_t first = 0;
+  for (const size_t end : PassGroups(encodings, [&](int64_t documents, int64_t longest) {
+         return documents * longest * longest * map_bytes_per_square_token <=
+                options_.max_pass_attention_bytes;
+       })) {
     std::vector<Encoding> group(std::make_move_iterator(encodings.begin() + first),
                                 std::make_move_iterator(encodings.begin() + end));
     ATTNSCOPE_ASSIGN_OR_RETURN(BatchOutput batch,

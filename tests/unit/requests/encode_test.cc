@@ -1,9 +1,12 @@
 // RunEncode (models/requests/encode.cc) in process: its checks, the size estimate against the
 // tensors it returns, and each input's results in query order, unpadded.
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/requests/request_test_util.h"
@@ -97,6 +100,67 @@ TEST(RequestEncodeTest, EachInputGetsWhatItGetsAlone) {
     EXPECT_TRUE(torch::allclose(batched.last_hidden_state, expected.last_hidden_state,
                                 /*rtol=*/1e-4, /*atol=*/1e-5));
     EXPECT_NEAR(batched.pooled.norm().item<double>(), 1.0, 1e-5);
+  }
+}
+
+// Records each forward pass's sequences and padded tokens (RequestObserver::OnForward).
+class PassRecorder : public RequestObserver {
+ public:
+  void OnTokenized(double /*seconds*/, int64_t /*tokens*/) override {}
+  void OnQueueWait(const std::string& /*model*/, double /*seconds*/) override {}
+  void OnForward(const std::string& /*model*/, int64_t /*calls*/, int64_t sequences,
+                 int64_t padded_tokens, double /*seconds*/) override {
+    absl::MutexLock lock(&mutex_);
+    passes_.push_back({sequences, padded_tokens});
+  }
+  std::vector<std::pair<int64_t, int64_t>> passes() {
+    absl::MutexLock lock(&mutex_);
+    return passes_;
+  }
+
+ private:
+  absl::Mutex mutex_;
+  std::vector<std::pair<int64_t, int64_t>> passes_;
+};
+
+TEST(RequestEncodeTest, InputsOverMaxBatchTokensRunInPassesWithinIt) {
+  EncodeQuery query;
+  query.model = "bert";
+  query.pooling = Pooling::kMean;
+  for (const char* text :
+       {"paris", "the capital of france is paris", "a text of a few more words than the others",
+        "berlin", "rome is in italy", "madrid is the capital of spain and its largest city"}) {
+    query.inputs.push_back({text, std::nullopt});
+  }
+  absl::StatusOr<EncodeAnswer> together = NewRunner()->RunEncode(query, NoCheck());
+  ASSERT_TRUE(together.ok()) << together.status();
+  int64_t longest = 0;
+  for (const EncodedInput& result : together->results) {
+    longest = std::max<int64_t>(longest, result.tokens.encoding.size());
+  }
+  // Room for two inputs of the longest a pass.
+  PassRecorder recorder;
+  RequestRunner::Options options;
+  options.batching.max_batch_tokens = 2 * longest;
+  absl::StatusOr<EncodeAnswer> split = NewRunner(options, &recorder)->RunEncode(query, NoCheck());
+  ASSERT_TRUE(split.ok()) << split.status();
+  int64_t sequences = 0;
+  for (const auto& [inputs, padded_tokens] : recorder.passes()) {
+    EXPECT_LE(padded_tokens, 2 * longest);
+    sequences += inputs;
+  }
+  EXPECT_GE(recorder.passes().size(), 3u);
+  EXPECT_EQ(sequences, 6);
+  ASSERT_EQ(split->results.size(), 6u);
+  for (size_t i = 0; i < split->results.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(split->results[i].tokens.encoding.input_ids,
+              together->results[i].tokens.encoding.input_ids);
+    EXPECT_TRUE(torch::allclose(split->results[i].last_hidden_state,
+                                together->results[i].last_hidden_state, /*rtol=*/1e-4,
+                                /*atol=*/1e-5));
+    EXPECT_TRUE(torch::allclose(split->results[i].pooled, together->results[i].pooled,
+                                /*rtol=*/1e-4, /*atol=*/1e-5));
   }
 }
 
