@@ -487,20 +487,22 @@ class FrontConnection : public SlotWaiter,
     }
   }
 
-  // Tells State::connections whether this connection is idle, or busy, and since when. Idle: no
-  // frame waiting, and no call in gRPC but those whose request is still arriving (a connection
-  // holding only those is what a flood of them looks like; the open-request limits cancel them
-  // anyway). One that has not started (TLS handshake, preface) is idle too.
+  // Tells State::connections whether this connection is idle, since when, or when its latest
+  // call began. Idle: no frame waiting, and no call in gRPC but those whose request is still
+  // arriving (a connection holding only those is what a flood of them looks like; the
+  // open-request limits cancel them anyway). One that has not started (TLS handshake, preface)
+  // is idle too.
   void UpdateIdle() {
     if (closed_) return;
     const absl::Time now = absl::Now();
     const bool idle = frames_.live_streams() == static_cast<int>(frames_.open_requests().size()) &&
                       frames_.waiting_frames() == 0;
+    if (frames_.last_passed_stream_id() != last_call_) {
+      last_call_ = frames_.last_passed_stream_id();
+      last_call_began_ = now;
+    }
     if (idle && !idle_) idle_since_ = now;
-    // Calls restarted again and again keep one busy spell: a client cannot make its connection
-    // look freshly busy without first leaving it idle long enough to be closed.
-    if (!idle && idle_ && now - idle_since_ >= Connections::kBusyBreak) busy_since_ = now;
-    const absl::Time since = idle ? idle_since_ : busy_since_;
+    const absl::Time since = idle ? idle_since_ : last_call_began_;
     if (idle == idle_ && since == ranked_since_) return;
     idle_ = idle;
     ranked_since_ = since;
@@ -626,7 +628,8 @@ class FrontConnection : public SlotWaiter,
   bool idle_ = false;
   absl::Time ranked_since_ = absl::InfinitePast();
   absl::Time idle_since_;
-  absl::Time busy_since_ = absl::Now();  // the start of its busy spell
+  uint32_t last_call_ = 0;  // the stream id of the latest call handed to gRPC, begun at:
+  absl::Time last_call_began_ = absl::Now();
   bool making_room_ = false;  // closed to make room (CloseToMakeRoom)
   std::string goaway_;        // the GOAWAY being written then
 };

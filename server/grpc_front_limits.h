@@ -111,20 +111,17 @@ class OpenRequests {
 // Connections are counted by source address (IPv4, or IPv6 /64). At the limit, the one closed is,
 // in this order:
 // 1. when an address holds more than kHogShare times what the new connection's address would
-//    with it, a connection of the address holding the most: its idle longest, else its busy
-//    longest, at once: one address holding every connection, even with calls always under way,
-//    makes room for others;
+//    with it, a connection of the address holding the most: its idle longest, else its busy one
+//    whose latest call began longest ago, at once: one address holding every connection, even
+//    with calls always under way, makes room for others;
 // 2. of the addresses holding at least as many as the new connection's (its own included), the
 //    connection idle longest (no call under way but those whose request is still arriving), once
 //    idle for kIdleGrace: a client that has just connected, or whose channel has just connected
 //    again after being closed this way, gets the time to make its call, and an address cannot
 //    choose whose connection goes (the order is by idle time, not by address);
-// 3. of those, the connection busy longest, once busy for kQuietGrace, where a break shorter than
-//    kBusyBreak does not end a busy spell (the caller of Update says since when): streams that
-//    never end (grpc.health.v1.Health/Watch, answers the client never lets through its window)
-//    would otherwise lock every new client out, and so would calls restarted again and again on
-//    the connections of many addresses; a connection that wants to start a new spell must first
-//    be idle long enough to be closed under 2.
+// 3. of those, the connection whose latest call began longest ago, once kQuietGrace ago: streams
+//    that never end (grpc.health.v1.Health/Watch, answers the client never lets through its
+//    window) would otherwise lock every new client out.
 // Failing all three, the new connection is refused. A connection closed this way, or closing of
 // its own accord, no longer counts for its address, but counts for the limit until its
 // descriptors are closed; while 1/kMaxClosingShare of the limit are so closed and not yet gone
@@ -142,18 +139,13 @@ class Connections {
 
   explicit Connections(int max) : max_(max), max_closing_(std::max(16, max / kMaxClosingShare)) {}
 
-  // An idle spell shorter than this does not end a busy one (what Update's caller reports). More
-  // than kIdleGrace, so that a connection idle long enough to start a new busy spell could be
-  // closed under 2. meanwhile.
-  static constexpr absl::Duration kBusyBreak = absl::Seconds(2);
-
   // Counts a connection from `source` accepted at `now`, closing another to make room at the
   // limit; false (not counted) when it must be refused. `source` is empty for a connection whose
   // client was gone before it was accepted (no remote address): at the limit it is refused.
   bool Add(absl::Time now, const std::string& source);
 
-  // `member`, from `source`, is idle since `since`, or busy since `since` (without a break of
-  // kBusyBreak or more).
+  // `member`, from `source`, is idle since `since`, or busy with its latest call begun at
+  // `since`.
   void Update(Member* member, std::weak_ptr<Member> owner, const std::string& source, bool idle,
               absl::Time since);
 
@@ -167,7 +159,7 @@ class Connections {
   static constexpr int kHogShare = 4;
   // Idle for this long, a connection may be closed to make room.
   static constexpr absl::Duration kIdleGrace = absl::Seconds(1);
-  // Busy this long, one may too.
+  // With no call begun for this long, a busy one may.
   static constexpr absl::Duration kQuietGrace = absl::Seconds(10);
   static constexpr int kMaxClosingShare = 8;
   // Connections looked at in an order (2., 3.) for one of an address holding enough.

@@ -23,11 +23,7 @@ read all along, so that its writes never wait for this client; a send that makes
 
 With --closed_window N it opens N connections instead, each with an initial flow-control window of
 0 (SETTINGS_INITIAL_WINDOW_SIZE) and one whole ListModels call, and holds them for --hold seconds
-without reading or ever opening the window: clients that ask and never take the answer. With
---restart_every SECONDS each connection resets its call and makes a new one every 0.8 to 1 times
-SECONDS, so that no connection stays idle and none has a call older than SECONDS (a Health/Watch
-restarted again and again). It prints {"connections": N, "restarts": ..., "closed_by_server": how
-many the server closed}.
+without reading or ever opening the window: clients that ask and never take the answer.
 
 With --connections M (and without --reset) it opens M connections, each with --streams streams left
 open (HEADERS alone, the request never finished), and holds them all for --hold seconds; it prints
@@ -49,8 +45,7 @@ With --grpc_timeout VALUE it makes one GetAttention call whose grpc-timeout head
 2070000H: a deadline past what some clocks hold) and prints {"answered": true when the answer's
 message came within --hold seconds}.
 
-Every connection comes from the local address --source (e.g. 127.0.0.2) when given, or from each
-of a comma-separated list of them in turn.
+Every connection comes from the local address --source (e.g. 127.0.0.2) when given.
 
 With --churn N it opens connections one after another for --max_seconds, on each sends the
 preface, SETTINGS and its ACK and N whole GetAttention calls at once, and drops the connection with
@@ -65,14 +60,11 @@ have reached the server by then), and with --threads T, T threads do so at once.
     h2_stream_flood.py --port PORT --churn 100 [--leave_after 0.02] [--threads 4] [--max_seconds 3]
     h2_stream_flood.py --port PORT --continuation_bytes 536870912 [--unterminated_field] [--hold 3]
     h2_stream_flood.py --port PORT --grpc_timeout 2070000H [--hold 3]
-    h2_stream_flood.py --port PORT --closed_window 100 [--restart_every 3] [--hold 3] \
-        [--source 127.0.0.2,127.0.0.3]
+    h2_stream_flood.py --port PORT --closed_window 100 [--hold 3]
 """
 import argparse
 import bisect
-import itertools
 import json
-import random
 import select
 import socket
 import struct
@@ -87,13 +79,12 @@ END_STREAM, ACK, END_HEADERS = 1, 1, 4
 # The largest frame payload a peer must accept before SETTINGS_MAX_FRAME_SIZE says more.
 MAX_FRAME_PAYLOAD = 1 << 14
 SEND_TIMEOUT_SECONDS = 10
-# The local addresses connections come from in turn (--source): the server counts connections by
-# address.
-SOURCES = None
+# The local address connections come from (--source): the server counts connections by it.
+SOURCE = None
 
 
 def connect(port, timeout=SEND_TIMEOUT_SECONDS):
-    source = (next(SOURCES), 0) if SOURCES else None
+    source = (SOURCE, 0) if SOURCE else None
     return socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=source)
 
 
@@ -230,49 +221,21 @@ def flood_continuation(connection, total_bytes, unterminated_field, deadline):
     return 1
 
 
-def hold_closed_windows(port, connections, hold, restart_every):
+def hold_closed_windows(port, connections, hold):
     headers = call_headers(b"ListModels")
     empty = b"\x00" + struct.pack(">I", 0)  # ListModelsRequest{}
-
-    def call(stream):
-        return frame(HEADERS_FRAME, END_HEADERS, stream, headers) + frame(DATA, END_STREAM, stream,
-                                                                           empty)
-
     # SETTINGS_INITIAL_WINDOW_SIZE = 0, and the ACK of the server's SETTINGS, without which gRPC
     # leaves the window at its default.
-    settings = frame(SETTINGS, 0, 0, struct.pack(">HI", SETTINGS_INITIAL_WINDOW_SIZE, 0)) + frame(
-        SETTINGS, ACK, 0, b"")
+    settings = frame(4, 0, 0, struct.pack(">HI", 4, 0)) + frame(4, 1, 0, b"")
     sockets = []
     for _ in range(connections):
         connection = connect(port, timeout=None)
-        connection.sendall(PREFACE + settings + call(1))
-        sockets.append([connection, 1, time.monotonic() + restart_every * random.uniform(0.8, 1)])
-    end = time.monotonic() + hold
-    restarts = 0
-    closed = set()
-    while restart_every and time.monotonic() < end:
-        time.sleep(0.05)
-        for i, entry in enumerate(sockets):
-            connection, stream, due = entry
-            if i in closed or time.monotonic() < due:
-                continue
-            try:
-                # What the server sent is read and dropped: its answer's window stays closed, since
-                # only a WINDOW_UPDATE would open it.
-                while select.select([connection], [], [], 0)[0]:
-                    if not connection.recv(1 << 16):
-                        raise ConnectionError
-                connection.sendall(frame(RST_STREAM, 0, stream, struct.pack(">I", 8)) +
-                                   call(stream + 2))
-            except OSError:
-                closed.add(i)
-                continue
-            restarts += 1
-            entry[1:] = [stream + 2, time.monotonic() + restart_every * random.uniform(0.8, 1)]
-    time.sleep(max(0.0, end - time.monotonic()))
-    for connection, _, _ in sockets:
+        connection.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + settings +
+                           frame(1, 4, 1, headers) + frame(0, 1, 1, empty))
+        sockets.append(connection)
+    time.sleep(hold)
+    for connection in sockets:
         connection.close()
-    return {"connections": connections, "restarts": restarts, "closed_by_server": len(closed)}
 
 
 class FlowControlledConnection:
@@ -468,18 +431,17 @@ def main():
     parser.add_argument("--max_seconds", type=float, default=30.0)
     parser.add_argument("--hold", type=float, default=3.0)
     parser.add_argument("--closed_window", type=int, default=0, metavar="N")
-    parser.add_argument("--restart_every", type=float, default=0, metavar="SECONDS")
     parser.add_argument("--churn", type=int, default=0, metavar="N")
     parser.add_argument("--connections", type=int, default=1, metavar="M")
-    parser.add_argument("--source", metavar="ADDRESS[,ADDRESS...]")
+    parser.add_argument("--source", metavar="ADDRESS")
     parser.add_argument("--leave_after", type=float, default=0, metavar="SECONDS")
     parser.add_argument("--threads", type=int, default=1, metavar="T")
     parser.add_argument("--partial_bytes", type=int, default=0, metavar="B")
     parser.add_argument("--slow_upload", type=float, default=0, metavar="SECONDS")
     parser.add_argument("--grpc_timeout", metavar="VALUE")
     args = parser.parse_args()
-    global SOURCES
-    SOURCES = itertools.cycle(args.source.split(",")) if args.source else None
+    global SOURCE
+    SOURCE = args.source
     if args.grpc_timeout:
         print(json.dumps(call_with_timeout(args.port, args.grpc_timeout, args.hold)), flush=True)
         return
@@ -503,8 +465,7 @@ def main():
                           "seconds": round(time.monotonic() - start, 3)}), flush=True)
         return
     if args.closed_window:
-        print(json.dumps(hold_closed_windows(args.port, args.closed_window, args.hold,
-                                             args.restart_every)), flush=True)
+        hold_closed_windows(args.port, args.closed_window, args.hold)
         return
     if args.connections > 1:
         connections = [Connection(args.port) for _ in range(args.connections)]

@@ -47,11 +47,11 @@ TEST(ConnectionsTest, AtTheLimitTheConnectionIdleLongestMakesRoomOnceIdleASecond
   EXPECT_EQ(open[0]->closed, 1);
 }
 
-TEST(ConnectionsTest, AConnectionBusyForTenSecondsMakesRoom) {
+TEST(ConnectionsTest, AConnectionWhoseLatestCallBeganTenSecondsAgoMakesRoom) {
   Connections connections(/*max=*/1);
   auto open = Open(connections, 1, "10.0.0.1", /*idle=*/false, kStart);
   EXPECT_FALSE(connections.Add(kStart + absl::Seconds(9), "10.0.0.1"));
-  // A new busy spell on it (after a break of kBusyBreak) starts the ten seconds again.
+  // A new call on it starts the ten seconds again.
   connections.Update(open[0].get(), open[0], "10.0.0.1", /*idle=*/false, kStart + absl::Seconds(5));
   EXPECT_FALSE(connections.Add(kStart + absl::Seconds(11), "10.0.0.1"));
   EXPECT_TRUE(connections.Add(kStart + absl::Seconds(15), "10.0.0.1"));
@@ -97,6 +97,7 @@ TEST(ConnectionsTest, AConnectionWhoseClientHasGoneMakesNoRoom) {
   for (const auto& connection : open) closed += connection->closed;
   EXPECT_EQ(closed, 1);
 }
+
 TEST(ConnectionsTest, NewConnectionsAreRefusedWhileAnEighthOfTheLimitIsStillClosing) {
   Connections connections(/*max=*/200);
   auto open = Open(connections, 200, "10.0.0.1", /*idle=*/true, kStart);
