@@ -1,7 +1,6 @@
 // RunCrossAttention (models/requests/cross_attention.cc) in process: its checks, the query and
 // document positions it reports, and the relevance score against Attribute's score of the same
 // pair, which reaches the classifier through autograd rather than the batched inference kernels.
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +15,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::NewRunner;
 using testing::NoCheck;
+using testing::PassRecorder;
 
 CrossAttentionQuery TwoDocuments() {
   CrossAttentionQuery query;
@@ -94,26 +94,6 @@ TEST(RequestCrossAttentionTest, BlocksAndScoresOfEachDocument) {
     EXPECT_NEAR(*document.relevance_score, scored->score, 1e-4);
   }
 }
-
-// The forward passes of one call: (sequences, padded tokens) of each.
-class PassRecorder : public RequestObserver {
- public:
-  void OnTokenized(double /*seconds*/, int64_t /*tokens*/) override {}
-  void OnQueueWait(const std::string& /*model*/, double /*seconds*/) override {}
-  void OnForward(const std::string& /*model*/, int64_t /*calls*/, int64_t sequences,
-                 int64_t padded_tokens, double /*seconds*/) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    passes_.emplace_back(sequences, padded_tokens);
-  }
-  std::vector<std::pair<int64_t, int64_t>> passes() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return passes_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::pair<int64_t, int64_t>> passes_;
-};
 
 // Truncation is CrossAttention's default, so each document says whether the model read all of the
 // query and of itself; max_length counts the joint input's three special tokens too.

@@ -2,11 +2,9 @@
 // tensors it returns, and each input's results in query order, unpadded.
 #include <algorithm>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/requests/request_test_util.h"
@@ -18,6 +16,7 @@ using testing::BytesOf;
 using ::testing::HasSubstr;
 using testing::NewRunner;
 using testing::NoCheck;
+using testing::PassRecorder;
 
 EncodeQuery TwoInputs() {
   EncodeQuery query;
@@ -102,26 +101,6 @@ TEST(RequestEncodeTest, EachInputGetsWhatItGetsAlone) {
     EXPECT_NEAR(batched.pooled.norm().item<double>(), 1.0, 1e-5);
   }
 }
-
-// Records each forward pass's sequences and padded tokens (RequestObserver::OnForward).
-class PassRecorder : public RequestObserver {
- public:
-  void OnTokenized(double /*seconds*/, int64_t /*tokens*/) override {}
-  void OnQueueWait(const std::string& /*model*/, double /*seconds*/) override {}
-  void OnForward(const std::string& /*model*/, int64_t /*calls*/, int64_t sequences,
-                 int64_t padded_tokens, double /*seconds*/) override {
-    absl::MutexLock lock(&mutex_);
-    passes_.push_back({sequences, padded_tokens});
-  }
-  std::vector<std::pair<int64_t, int64_t>> passes() {
-    absl::MutexLock lock(&mutex_);
-    return passes_;
-  }
-
- private:
-  absl::Mutex mutex_;
-  std::vector<std::pair<int64_t, int64_t>> passes_;
-};
 
 TEST(RequestEncodeTest, InputsOverMaxBatchTokensRunInPassesWithinIt) {
   EncodeQuery query;

@@ -8,7 +8,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -46,6 +48,26 @@ class TokenizationCounter : public RequestObserver {
 
  private:
   std::atomic<int> tokenized_{0};
+};
+
+// The forward passes of one call: (sequences, padded tokens) of each (RequestObserver::OnForward).
+class PassRecorder : public RequestObserver {
+ public:
+  void OnTokenized(double /*seconds*/, int64_t /*tokens*/) override {}
+  void OnQueueWait(const std::string& /*model*/, double /*seconds*/) override {}
+  void OnForward(const std::string& /*model*/, int64_t /*calls*/, int64_t sequences,
+                 int64_t padded_tokens, double /*seconds*/) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    passes_.emplace_back(sequences, padded_tokens);
+  }
+  std::vector<std::pair<int64_t, int64_t>> passes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return passes_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<int64_t, int64_t>> passes_;
 };
 
 }  // namespace attnscope::testing
