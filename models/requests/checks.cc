@@ -137,7 +137,6 @@ absl::StatusOr<TextOptions> ToTextOptions(const TokenizationQuery& tokenization,
   return options;
 }
 
-// [1, S] int64.
 std::vector<size_t> PassGroups(const std::vector<Encoding>& encodings,
                                const std::function<bool(int64_t, int64_t)>& fits) {
   std::vector<size_t> ends;
@@ -156,6 +155,7 @@ std::vector<size_t> PassGroups(const std::vector<Encoding>& encodings,
   return ends;
 }
 
+// [1, S] int64.
 torch::Tensor Row(const std::vector<int64_t>& values) {
   return torch::tensor(values, torch::kInt64).view({1, -1});
 }
