@@ -33,7 +33,7 @@ bool HasAvx512();
 bool HasAvx2();
 
 // The kernels the forward passes run on, as HasAvx512() and HasAvx2() choose: "avx512", "avx2" or
-// "libtorch" (products on oneDNN below AVX-512). For the server's start-up log and its
+// "libtorch" (products on oneDNN without AVX2). For the server's start-up log and its
 // attnscope_kernels_info metric.
 const char* KernelsName();
 

@@ -2,9 +2,9 @@
 // LibTorch itself links): it reads row-major operands with arbitrary leading dimensions, so
 // attention heads are multiplied in place inside the [token, hidden] projections without permute
 // copies, and its AVX-512 kernels outrun the AVX2 OpenBLAS kernels that torch::mm reaches. Linear
-// runs the projections on models/kernels/row_kernel.h where the CPU has AVX-512 (up to 256 rows in
-// one call, blocks of 128 beyond), which reads the weights without repacking them, and on oneDNN
-// otherwise.
+// runs the projections on models/kernels/row_kernel.h where the CPU has AVX2 (its AVX-512 kernel
+// where it has AVX-512; up to 256 rows in one call, blocks of 128 beyond), which reads the weights
+// without repacking them, and on oneDNN otherwise.
 #ifndef ATTNSCOPE_MODELS_GEMM_H_
 #define ATTNSCOPE_MODELS_GEMM_H_
 

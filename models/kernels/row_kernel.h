@@ -1,5 +1,6 @@
 // A float32 x * weight^T kernel for the few rows of one request (up to kRowKernelMaxRows tokens),
-// on AVX-512, that reads the checkpoint's [out, in] weights where they lie.
+// on AVX-512, or on AVX2 and FMA where the CPU has no AVX-512, that reads the checkpoint's
+// [out, in] weights where they lie.
 //
 // Why not oneDNN's sgemm: at 128 rows it repacks every weight matrix on every call (about a quarter
 // of its time here), because its kernels want the weights column-interleaved; keeping a packed
@@ -9,6 +10,10 @@
 // [out, rows] sums are transposed back into the row-major result in blocks of 16 x 16, adding the
 // bias, the residual and GELU on the way. At BERT-base's shapes and 128 tokens, Linear ran 13-19%
 // faster on it than on oneDNN on this machine (bench/engine_bench reports the forward pass).
+//
+// The AVX2 kernel is the same kernel on vectors of 8 tokens: the same tiles of 64 tokens, each
+// multiplied by a group of weight rows two vectors at a time (12 sums in AVX2's 16 registers), and
+// the same order of sums, so that it gives the AVX-512 kernel's bits.
 //
 // Sums run over depth blocks of 256 inputs, each added to the running total, which keeps float32
 // rounding at the level of a blocked BLAS (about 1e-6 on BERT-base against PyTorch). The order is
@@ -64,8 +69,9 @@ struct RowKernelColumns {
   Activation activation = Activation::kNone;  // applied to the result
   const uint16_t* weight_bf16 = nullptr;      // [out, in] bfloat16 bits, row-major
   // Result laid out feature-major (RowKernelLayout, n = out); then residual must be nullptr. Only
-  // the tokens of whole vectors of 16 that hold one of the rows are written (the others of those
-  // vectors hold activation(bias)); the rest of each tile's rows is left as is. From
+  // the tokens of the kernel's whole vectors (16 tokens on AVX-512, 8 on AVX2) that hold one of
+  // the rows are written (the others of those vectors hold activation(bias)); the rest of each
+  // tile's rows is left as is. From
   // RowKernelLinearBf16 the feature-major result is its own input's layout, bfloat16 pairs:
   // `result` points to [RowKernelPaddedRows(rows) / 64, out / 2, 64] uint32, element (t, p) the
   // pair of features 2p (lower half) and 2p + 1 of token t, each rounded to nearest even (`out`,
@@ -77,12 +83,13 @@ struct RowKernelColumns {
 // RowKernelPaddedRows(rows) * n floats.
 int64_t RowKernelPaddedRows(int64_t rows);
 
-// Whether RowKernelLinear runs on this CPU (HasAvx512()) for this many rows of `in` inputs (a
-// multiple of 16, at most kRowKernelMaxRows rows).
+// Whether RowKernelLinear runs on this CPU (HasAvx2(): the AVX-512 kernel where HasAvx512(), the
+// AVX2 one elsewhere) for this many rows of `in` inputs (a multiple of 16, at most
+// kRowKernelMaxRows rows).
 bool RowKernelApplies(int64_t rows, int64_t in);
 
 // Computes `columns` for x of `rows` tokens and `in` inputs, contiguous in `x_layout` (a
-// feature-major x is read up to the whole vector of 16 that holds its last row), on LibTorch's
+// feature-major x is read up to the kernel's whole vector that holds its last row), on LibTorch's
 // intra-op threads: the columns' blocks go to whichever thread is free (models/kernels/
 // parallel.h), and each thread packs the input into its own thread-local workspace. Inside a
 // parallel region, on the calling thread alone. Requires RowKernelApplies(rows, in).
@@ -105,16 +112,16 @@ bool RowKernelBf16Applies(int64_t rows, int64_t in);
 void RowKernelLinearBf16(const void* x, RowKernelLayout x_layout, int64_t rows, int64_t in,
                          absl::Span<const RowKernelColumns> columns);
 
-// Whether RowKernelScores and RowKernelContext run on this CPU (HasAvx512()) for heads of
-// `head_dim` (a multiple of 16).
+// Whether RowKernelScores and RowKernelContext run on this CPU (HasAvx2(), as RowKernelApplies)
+// for heads of `head_dim` (a multiple of 16).
 bool RowKernelAttentionApplies(int64_t head_dim);
 
 // One attention head's scaled dot products, scores[q * scores_stride + j] = sum over d <
 // head_dim of query[q * query_stride + d] * (scale * key[j * key_stride + d]), for q < queries and
 // j < keys, on the calling thread. The scale is folded into the keys: exact for a power of two
 // such as 1/sqrt(64), otherwise within one rounding of scaling the sum. Writes each row up to the
-// whole vector of 16 that holds its last key (zeros past it): scores_stride at least keys rounded
-// up to 16. Requires RowKernelAttentionApplies(head_dim).
+// kernel's whole vector that holds its last key (16 keys on AVX-512, 8 on AVX2; zeros past it):
+// scores_stride at least keys rounded up to 16. Requires RowKernelAttentionApplies(head_dim).
 void RowKernelScores(const float* query, int64_t query_stride, const float* key, int64_t key_stride,
                      int64_t queries, int64_t keys, int64_t head_dim, float scale, float* scores,
                      int64_t scores_stride);

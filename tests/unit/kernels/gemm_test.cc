@@ -230,7 +230,7 @@ TEST_P(FeedForwardTest, Bfloat16GivesTheBitsOfTheTwoLinears) {
 // row count and wherever the row lies.
 TEST(RowCountTest, ARowsResultDoesNotDependOnTheRowsBesideIt) {
   if (!RowKernelApplies(/*rows=*/256, /*in=*/768)) {
-    GTEST_SKIP() << "oneDNN (the portable path) blocks its sums by the row count";
+    GTEST_SKIP() << "no AVX2: oneDNN blocks its sums by the row count";
   }
   ConfigureIntraOpThreads(/*num_threads=*/2);
   torch::manual_seed(17);
