@@ -210,7 +210,11 @@ TEST(Http2FloodTest, ClientsThatNeverAcknowledgeSettingsAreHeldToTheLimits) {
 // with a reset: before, gRPC took every call (650,000 in 3 s) and worked through them long after
 // their callers had gone, while another client's call waited 14-26 s. The listener now hands gRPC
 // a bounded number of streams at a time (GrpcFront::Options::stream_slots), and none of a client
-// that has already gone.
+// that has already gone. The flood's calls that do reach gRPC (those read before their
+// connection's reset) are real work, and can fill --max_concurrent_requests for a moment: then the
+// other client's call is refused at once with RESOURCE_EXHAUSTED (admission, server/
+// service_core.h), and it retries after 100 ms as the message asks (1 call of 24 on a 2-core Zen 3
+// that churned 33,000 connections in 3 s). What is bounded is the time until its answer.
 TEST(Http2FloodTest, CallsOnConnectionsDroppedAtOnceKeepNoOneElseWaiting) {
   ServerProcess::Options options;
   options.models = {"default=" + TinyBertDir()};
@@ -227,9 +231,16 @@ TEST(Http2FloodTest, CallsOnConnectionsDroppedAtOnceKeepNoOneElseWaiting) {
   const absl::Time end = absl::Now() + absl::Seconds(5);
   absl::Duration slowest;
   int calls = 0;
+  int refusals = 0;
   while (absl::Now() < end) {
     const absl::Time start = absl::Now();
-    const grpc::Status status = CallGetAttention(*StubOf(server), /*seconds=*/30);
+    grpc::Status status = CallGetAttention(*StubOf(server), /*seconds=*/30);
+    while (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+           absl::Now() - start < absl::Seconds(3)) {
+      ++refusals;
+      absl::SleepFor(absl::Milliseconds(100));
+      status = CallGetAttention(*StubOf(server), /*seconds=*/30);
+    }
     EXPECT_TRUE(status.ok()) << status.error_message();
     slowest = std::max(slowest, absl::Now() - start);
     ++calls;
@@ -256,8 +267,8 @@ TEST(Http2FloodTest, CallsOnConnectionsDroppedAtOnceKeepNoOneElseWaiting) {
     descriptors = OpenFileDescriptors(server.pid());
   }
   EXPECT_LE(descriptors, descriptors_before + 10);
-  std::cout << "churn " << churn.dump() << ": " << calls << " calls of another client, slowest "
-            << absl::ToDoubleSeconds(slowest) << " s; " << counted
+  std::cout << "churn " << churn.dump() << ": " << calls << " calls of another client (" << refusals
+            << " refusals retried), slowest " << absl::ToDoubleSeconds(slowest) << " s; " << counted
             << " GetAttention calls counted; descriptors " << descriptors_before << " before, "
             << descriptors << " after\n";
 }
