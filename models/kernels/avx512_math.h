@@ -1,4 +1,4 @@
-// AVX-512 building blocks of models/'s own float32 kernels (row_kernel.cc, fused_ops.cc). Include
+// AVX-512 building blocks of models/'s own float32 kernels (row_kernel_avx512.cc, fused_ops.cc). Include
 // only from code compiled for AVX-512 (inside #pragma GCC target("avx512f,...")) and reached only
 // after a runtime check that the CPU has it (HasAvx512()).
 #ifndef ATTNSCOPE_MODELS_AVX512_MATH_H_
