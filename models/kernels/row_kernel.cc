@@ -320,7 +320,8 @@ void RowKernelLinearBf16(const void* x, RowKernelLayout x_layout, int64_t rows, 
         const uint32_t* pairs =
             feature_major ? static_cast<const uint32_t*>(x) + (tile * in + first) / 2 * kTileTokens
                           : ThreadWorkspace().packed_pairs.data() + tile * depth / 2 * kTileTokens;
-        on_avx512::Bf16KernelFor(weight_rows, TileVectors(rows, tile, /*vector_tokens=*/16))(
+        on_avx512::Bf16KernelFor(weight_rows,
+                                 TileVectors(rows, tile, Avx512Kernels::kVectorTokens))(
             c.weight_bf16 + n * in + first, in, depth, pairs, sums, padded, accumulate,
             next.c == nullptr ? nullptr : next.c->weight_bf16 + next.n * in + next.first);
       },

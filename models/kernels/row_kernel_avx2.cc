@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 #include "models/kernels/avx2_math.h"
 #include "models/kernels/row_kernel_isa.h"
