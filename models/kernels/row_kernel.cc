@@ -196,8 +196,8 @@ void DriveRowKernel(int64_t rows, int64_t in, bool bf16, bool packs_input,
           }
           claim_next();
           if (!has_next) {
-            // The results' streaming stores are weakly ordered: make them visible before the
-            // region ends and another thread reads the result.
+            // The results' streaming stores (AVX-512) are weakly ordered: make them visible before
+            // the region ends and another thread reads the result.
             _mm_sfence();
             return;
           }

@@ -82,7 +82,8 @@ void ScaleInPlace(float* packed, size_t count, float scale);
 }  // namespace on_avx512
 
 // The same on vectors of 8 tokens (Float32KernelFor: up to 8 vectors, a tile; PackInput's
-// zeros up to the next multiple of 8; ScaleInPlace's count a multiple of 8).
+// zeros up to the next multiple of 8; ScaleInPlace's count a multiple of 8; WriteResult in normal
+// stores).
 namespace on_avx2 {
 
 void PackInput(const float* x, int64_t rows, int64_t in, int64_t first, int64_t depth,
