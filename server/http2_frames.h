@@ -51,7 +51,8 @@ namespace attnscope::server {
 class Http2ClientFrames {
  public:
   struct Limits {
-    // gRPC clients send a few hundred bytes; gRPC's own limit is 8 KiB decoded.
+    // gRPC clients send a few hundred bytes. gRPC's own limit on decoded metadata is set to this
+    // bound too (server/server.cc).
     int64_t max_header_block_bytes = 64 << 10;
     // A client cancels a call with RST_STREAM: 200 in one second on one connection, most of its
     // calls, is far more than a client cancels, and far fewer than a flood.

@@ -40,6 +40,7 @@
 #include "server/answer_write_interceptor.h"
 #include "server/attention_service.h"
 #include "server/grpc_front.h"
+#include "server/http2_frames.h"
 #include "server/listen_address.h"
 #include "server/metrics.h"
 #include "server/metrics_http.h"
@@ -470,6 +471,14 @@ absl::Status RunServer(const ServerOptions& options) {
   quota.SetMaxThreads(worker_threads);
   builder.SetResourceQuota(quota);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, max_streams_per_connection);
+  // gRPC 1.51 ends the whole connection when one call's metadata is over its limit (8 KiB by
+  // default), failing every other call on it: a channel carries all of an application's calls
+  // (grpc-js shares one connection between the clients of a process, and a balancer may reuse one
+  // for other clients), and one call's 9 KB authorization header ended the calls beside it. The
+  // limit is the listener's own bound on a header block (server/http2_frames.h), well above what
+  // clients send.
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE,
+                             static_cast<int>(Http2ClientFrames::Limits{}.max_header_block_bytes));
   gpr_set_log_function(&WriteGrpcLogLine);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   EndGrpcLogHold(/*write=*/server != nullptr);

@@ -4,9 +4,11 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -291,6 +293,59 @@ TEST_F(BadInputTest, CompressedRequestsAreRefusedBeforeTheyAreInflated) {
     ++lines;
   }
   EXPECT_LE(lines, 20u) << log.substr(0, 2000);
+}
+
+// gRPC 1.51 ended the whole connection when one call's metadata passed 8 KiB, failing every other
+// call on it (54 of 54 here before). Metadata up to the listener's 64 KiB bound now reaches the
+// call, and the calls beside it on the same connection are answered.
+TEST_F(BadInputTest, LargeMetadataLeavesTheOtherCallsOnItsConnectionAlone) {
+  const std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+  std::unique_ptr<v1::AttentionService::Stub> stub = v1::AttentionService::NewStub(channel);
+  std::atomic<bool> done{false};
+  std::atomic<int> others_failed{0};
+  std::atomic<int> others_answered{0};
+  std::vector<std::thread> others;
+  for (int t = 0; t < 2; ++t) {
+    others.emplace_back([&] {
+      while (!done.load()) {
+        grpc::ClientContext context;
+        v1::GetAttentionResponse response;
+        const grpc::Status status = stub->GetAttention(&context, Normal(), &response);
+        (status.ok() ? others_answered : others_failed).fetch_add(1);
+      }
+    });
+  }
+  for (const size_t bytes : {9000, 30000, 60000}) {
+    for (int i = 0; i < 10; ++i) {
+      grpc::ClientContext context;
+      context.AddMetadata("authorization", "Bearer " + std::string(bytes, 'x'));
+      v1::TokenizeRequest request;
+      request.set_model("bert");
+      request.set_text("paris");
+      v1::TokenizeResponse response;
+      const grpc::Status status = stub->Tokenize(&context, request, &response);
+      EXPECT_TRUE(status.ok()) << bytes << " bytes: " << status.error_message();
+    }
+  }
+  done.store(true);
+  for (std::thread& thread : others) thread.join();
+  EXPECT_EQ(others_failed.load(), 0) << others_answered.load() << " answered";
+  EXPECT_GT(others_answered.load(), 0);
+
+  // Over the bound: the listener closes that call's connection; the others stay.
+  std::unique_ptr<v1::AttentionService::Stub> over = v1::AttentionService::NewStub(
+      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.AddMetadata("authorization", "Bearer " + std::string(70000, 'x'));
+  v1::TokenizeRequest request;
+  request.set_model("bert");
+  request.set_text("paris");
+  v1::TokenizeResponse response;
+  EXPECT_FALSE(over->Tokenize(&context, request, &response).ok());
+  grpc::ClientContext after;
+  v1::GetAttentionResponse answer;
+  EXPECT_TRUE(stub->GetAttention(&after, Normal(), &answer).ok());
 }
 
 TEST_F(BadInputTest, CrossAttentionTextWithoutTokens) {

@@ -150,7 +150,7 @@ TEST(Http2FloodTest, ClientsThatNeverAcknowledgeSettingsAreHeldToTheLimits) {
   };
 
   // 512 MiB of CONTINUATION frames: before, the server kept all it read and had taken the whole
-  // of it within seconds. Now the listener (at 64 KiB) or gRPC (its 8 KiB of metadata holding
+  // of it within seconds. Now the listener (at 64 KiB) or gRPC (its 64 KiB of metadata holding
   // from the first stream) ends the connection first; what the client got in before that is what
   // the kernel's buffers took, and what the listener read and dropped while the connection
   // closed.
