@@ -278,6 +278,29 @@ describe('dashboard in headless Chromium', () => {
     await screenshot('heatmap-words');
   });
 
+  it('head view of an encoder-decoder over a long source: each block windowed by its own length', async () => {
+    // 69 source tokens and 3 decoder positions: the decoder's short side is not windowed to 64,
+    // and top-k (which applies to every block of the answer) is not asked of its 3-key rows.
+    const text = '>>vie<< To insert a new table into the document, choose Table - Insert Table. Then set the number of rows and columns, the width of each column, the borders, and the background colour of each cell, and press OK to place it at the cursor. You can also drag the table to another place in the document.';
+    const request = { model: 'translation', text, decoderText: 'Chèn bảng', layers: [1] };
+    const cases = [
+      ['cross', { ...request, window: { keyEnd: 64 } }, (a) => a.crossAttentions],
+      ['decoder', request, (a) => a.decoderAttentions],
+      ['encoder', { model: 'translation', text, layers: [1], window: { queryEnd: 64, keyEnd: 64 }, topK: 4 }, (a) => a.attentions],
+    ];
+    for (const [attn, expected, tensorOf] of cases) {
+      await open({ model: 'translation', text, decoder_text: 'Chèn bảng', view: 'heads', attn, layer: 1 });
+      const answer = await api('GetAttention', expected);
+      const tensor = tensorOf(answer);
+      const [, heads, rows, columns] = tensor.shape.map(Number);
+      const values = float32(tensor);
+      const lines = await datasets('line.link');
+      assert.equal(lines.length, heads * rows * columns, attn);
+      const [first] = lines;
+      assert.ok(values.includes(Math.fround(Number(first.value))), attn);
+    }
+  });
+
   it('head view: a line per head, query and key with the server weight; hover isolates, heads toggle', async () => {
     await open({ model: 'default', text: VIETNAMESE, view: 'heads', layer: 2 });
     const answer = await api('GetAttention', { model: 'default', text: VIETNAMESE, layers: [2] });

@@ -101,24 +101,53 @@ const SENTENCES = [
   ['BB', 'B → B'],
 ];
 
-// GetAttention of one layer, every head, for the head view's side of the answer.
-function headRequest(state, info, long) {
-  const topK = state.topk ?? (long ? 4 : 0);
-  const window = (qs, qe, ks, ke) => ({ queryStart: qs ?? 0, queryEnd: qe ?? (long ? LONG : 0), keyStart: ks ?? 0, keyEnd: ke ?? (long ? LONG : 0) });
-  const request = { ...textRequest(state), layers: [state.layer], aggregateWords: state.words, topK };
+// GetAttention of one layer, every head, for the head view's side of the answer. `sourceCount`
+// and `decoderCount` are the lengths of the encoder's and the decoder's sequences (decoderCount 0
+// without a decoder text): each side is windowed to LONG positions when longer, and top-k applies
+// to every block of the answer, so it is only asked for when each block's rows hold that many keys.
+// `long`: the drawn block is windowed.
+function headRequest(state, info, sourceCount, decoderCount) {
+  const window = (qs, qe, ks, ke, queriesLong, keysLong) => ({
+    queryStart: qs ?? 0,
+    queryEnd: qe ?? (queriesLong ? LONG : 0),
+    keyStart: ks ?? 0,
+    keyEnd: ke ?? (keysLong ? LONG : 0),
+  });
+  const sourceLong = sourceCount > LONG;
+  const decoderLong = decoderCount > LONG;
   const block = blockOf(state, info);
-  if (block === 'encoder') request.window = window(state.qs, state.qe, state.ks, state.ke);
-  if (!info.isEncoderDecoder || !state.decoderText) return { request, topK };
-  if (block === 'cross') {
-    request.decoderWindow = window(state.qs, state.qe, 0, 0);
-    request.window = window(0, 0, state.ks, state.ke);
-  } else if (block === 'decoder') {
-    request.decoderWindow = window(state.qs, state.qe, state.ks, state.ke);
+  const auto = (long, rowKeys) => state.topk ?? (long && rowKeys >= 4 ? 4 : 0);
+  const request = { ...textRequest(state), layers: [state.layer], aggregateWords: state.words };
+  // The encoder's attention does not depend on the decoder text: asked for without it.
+  if (block === 'encoder') {
+    request.window = window(state.qs, state.qe, state.ks, state.ke, sourceLong, sourceLong);
+    request.topK = auto(sourceLong, Math.min(sourceCount, LONG));
+    return { request, topK: request.topK, long: sourceLong };
   }
+  const sourceKeys = Math.min(sourceCount, LONG);
+  const decoderKeys = Math.min(decoderCount, LONG);
+  let long;
+  if (block === 'cross') {
+    request.decoderWindow = window(state.qs, state.qe, 0, 0, decoderLong, false);
+    request.window = window(0, 0, state.ks, state.ke, false, sourceLong);
+    long = decoderLong || sourceLong;
+  } else {
+    request.decoderWindow = window(state.qs, state.qe, state.ks, state.ke, decoderLong, decoderLong);
+    long = decoderLong;
+  }
+  request.topK = auto(long, Math.min(sourceKeys, decoderKeys));
   // The layer index selects the encoder's and the decoder's alike: one only the decoder has is
   // asked for as every layer (see panelRequest).
   const layers = state.layer < Math.min(info.numHiddenLayers, info.decoderLayers) ? [state.layer] : [];
-  return { request: { ...request, aggregateWords: false, decoderText: state.decoderText, layers }, topK };
+  return { request: { ...request, aggregateWords: false, decoderText: state.decoderText, layers }, topK: request.topK, long };
+}
+
+// The decoder's length for `state`'s decoder text: the answer's decoder tokens of one head of the
+// first layer (the dashboard's tokenizer call reads the source only).
+async function decoderCountOf(ctx) {
+  const { state } = ctx;
+  const answer = await ctx.call('GetAttention', { ...textRequest(state), decoderText: state.decoderText, layers: [0], heads: [0], dtype: 'DTYPE_FLOAT16' });
+  return answer.decoderTokens.tokens.length;
 }
 
 // The side of the answer the head view draws: its tensor at the chosen layer, the top-k indices,
@@ -180,8 +209,8 @@ export default {
     blockControl(ctx);
     requestControls(ctx);
     const count = (await ctx.tokenize()).tokens.tokens.length;
-    const long = count > LONG;
-    const { request, topK } = headRequest(state, info, long);
+    const decoderCount = blockOf(state, info) === 'encoder' ? 0 : await decoderCountOf(ctx);
+    const { request, topK, long } = headRequest(state, info, count, decoderCount);
     const answer = await ctx.call('GetAttention', request);
     const side = sideOf(answer, state, info);
     const [headCount, queries, columns] = side.shape;
