@@ -152,6 +152,11 @@ TEST_F(GenerateTest, BeamSearchAndSamplingEqualTheReference) {
     if (c["method"] == "beam_search") {
       const double score = c["score"].get<double>();
       EXPECT_NEAR(result.done.score(), score, 1e-5 + 2e-6 * std::abs(score));
+      // More than one beam without a method is beam search, as in transformers' generate().
+      if (c["num_beams"].get<int>() > 1) {
+        request.clear_method();
+        EXPECT_EQ(Ids(Generate(request)), Ids(result));
+      }
     } else {
       // The same seed gives the same tokens on every call.
       EXPECT_EQ(Ids(Generate(request)), Ids(result));
@@ -274,6 +279,33 @@ TEST_F(GenerateTest, BadInputIsRefusedAndTheServerKeepsServing) {
        with([](auto& r) { r.set_prompt(std::string(600, 'x') + " " + std::string(600, 'y')); }),
        absl::StatusCode::kInvalidArgument,
        {"prompt: expected at most 512 tokens", "shorten"}},
+      // An option of another method than the one run was silently unused.
+      {"temperature with greedy search",
+       with([](auto& r) { r.set_temperature(0.7); }),
+       absl::StatusCode::kInvalidArgument,
+       {"temperature 0.7: expected only with method DECODING_METHOD_SAMPLING",
+        "got method DECODING_METHOD_GREEDY"}},
+      {"negative beams with greedy search",
+       with([](auto& r) {
+         r.set_method(v1::DECODING_METHOD_GREEDY);
+         r.set_num_beams(-3);
+       }),
+       absl::StatusCode::kInvalidArgument,
+       {"num_beams -3: expected only with method DECODING_METHOD_BEAM_SEARCH"}},
+      {"beams with sampling",
+       with([](auto& r) {
+         r.set_method(v1::DECODING_METHOD_SAMPLING);
+         r.set_num_beams(4);
+       }),
+       absl::StatusCode::kInvalidArgument,
+       {"num_beams 4", "got method DECODING_METHOD_SAMPLING"}},
+      {"top_k with beam search",
+       with([](auto& r) {
+         r.set_method(v1::DECODING_METHOD_BEAM_SEARCH);
+         r.set_top_k(5);
+       }),
+       absl::StatusCode::kInvalidArgument,
+       {"top_k 5", "set method DECODING_METHOD_SAMPLING or leave top_k unset"}},
       {"temperature too small to divide by",
        with([](auto& r) {
          r.set_method(v1::DECODING_METHOD_SAMPLING);
