@@ -44,14 +44,29 @@ bool ValidBaseline(int value) {
   return value >= v1::ATTRIBUTION_BASELINE_UNSPECIFIED && value <= v1::ATTRIBUTION_BASELINE_ZERO;
 }
 
+// Whether a Generate request sets only options of the method it runs (an unspecified method runs
+// beam search with more than one beam, else greedy search): ToQuery refuses the others.
+bool OptionsFitTheMethod(const v1::GenerateRequest& request) {
+  int method = request.method();
+  if (method == v1::DECODING_METHOD_UNSPECIFIED) {
+    method = request.num_beams() > 1 ? v1::DECODING_METHOD_BEAM_SEARCH : v1::DECODING_METHOD_GREEDY;
+  }
+  const bool beam_options =
+      (request.num_beams() != 0 && request.num_beams() != 1) || request.has_length_penalty();
+  const bool sampling_options = request.has_temperature() || request.top_k() != 0 ||
+                                request.has_top_p() || request.seed() != 0;
+  return (!beam_options || method == v1::DECODING_METHOD_BEAM_SEARCH) &&
+         (!sampling_options || method == v1::DECODING_METHOD_SAMPLING);
+}
+
 // Whether ToQuery accepted exactly the requests it should, and refused the others with
 // InvalidArgument.
 template <typename Query>
 bool Accepted(const absl::StatusOr<Query>& query, bool valid, const char* type) {
-  ATTNSCOPE_FUZZ_CHECK(
-      query.ok() == valid,
-      absl::StrCat(type, ": ToQuery answered ", query.status().ToString(),
-                   valid ? " for enums inside the contract" : " for an enum outside the contract"));
+  ATTNSCOPE_FUZZ_CHECK(query.ok() == valid,
+                       absl::StrCat(type, ": ToQuery answered ", query.status().ToString(),
+                                    valid ? " for a request inside the contract"
+                                          : " for a request outside the contract"));
   ATTNSCOPE_FUZZ_CHECK(
       valid || query.status().code() == absl::StatusCode::kInvalidArgument,
       absl::StrCat(type, ": expected InvalidArgument, got ", query.status().ToString()));
@@ -177,7 +192,7 @@ void CheckToQuery(const v1::AttributeRequest& request) {
 
 void CheckToQuery(const v1::GenerateRequest& request) {
   const auto query = server::ToQuery(request);
-  const bool valid = ValidDecodingMethod(request.method()) &&
+  const bool valid = ValidDecodingMethod(request.method()) && OptionsFitTheMethod(request) &&
                      ValidAggregation(request.head_aggregation()) && ValidDtype(request.dtype());
   if (!Accepted(query, valid, "GenerateRequest")) return;
   // 0 asks for the defaults; anything else passes through for RunGenerate to check.

@@ -228,8 +228,14 @@ absl::StatusOr<GenerateQuery> ToQuery(const v1::GenerateRequest& request) {
   query.model = request.model();
   query.prompt = request.prompt();
   GenerationOptions& generation = query.generation;
-  switch (request.method()) {
-    case v1::DECODING_METHOD_UNSPECIFIED:
+  // An unspecified method is greedy search, or beam search with more than one beam, as
+  // transformers' generate() decides it (num_beams > 1 without do_sample): a client sending only
+  // num_beams got greedy search before, without a word.
+  v1::DecodingMethod method = request.method();
+  if (method == v1::DECODING_METHOD_UNSPECIFIED) {
+    method = request.num_beams() > 1 ? v1::DECODING_METHOD_BEAM_SEARCH : v1::DECODING_METHOD_GREEDY;
+  }
+  switch (method) {
     case v1::DECODING_METHOD_GREEDY:
       generation.method = DecodingMethod::kGreedy;
       break;
@@ -245,47 +251,32 @@ absl::StatusOr<GenerateQuery> ToQuery(const v1::GenerateRequest& request) {
                        ": expected DECODING_METHOD_GREEDY, DECODING_METHOD_BEAM_SEARCH or "
                        "DECODING_METHOD_SAMPLING"));
   }
-  // An unspecified method with more than one beam is beam search, as transformers' generate()
-  // decides it (num_beams > 1 without do_sample): a client sending only num_beams got greedy
-  // search before, without a word.
-  if (request.method() == v1::DECODING_METHOD_UNSPECIFIED && request.num_beams() > 1) {
-    generation.method = DecodingMethod::kBeamSearch;
-  }
   // An option of another method than the one run would be silently unused: refused, naming the
   // method it belongs to. num_beams 1 is greedy search's own.
   struct MethodOption {
     bool set;
     const char* name;
     std::string value;
-    DecodingMethod method;
+    v1::DecodingMethod method;
   };
   const MethodOption method_options[] = {
       {request.num_beams() != 0 && request.num_beams() != 1, "num_beams",
-       absl::StrCat(request.num_beams()), DecodingMethod::kBeamSearch},
+       absl::StrCat(request.num_beams()), v1::DECODING_METHOD_BEAM_SEARCH},
       {request.has_length_penalty(), "length_penalty", absl::StrCat(request.length_penalty()),
-       DecodingMethod::kBeamSearch},
+       v1::DECODING_METHOD_BEAM_SEARCH},
       {request.has_temperature(), "temperature", absl::StrCat(request.temperature()),
-       DecodingMethod::kSampling},
-      {request.top_k() != 0, "top_k", absl::StrCat(request.top_k()), DecodingMethod::kSampling},
-      {request.has_top_p(), "top_p", absl::StrCat(request.top_p()), DecodingMethod::kSampling},
-      {request.seed() != 0, "seed", absl::StrCat(request.seed()), DecodingMethod::kSampling},
-  };
-  const auto method_name = [](DecodingMethod method) {
-    switch (method) {
-      case DecodingMethod::kBeamSearch:
-        return "DECODING_METHOD_BEAM_SEARCH";
-      case DecodingMethod::kSampling:
-        return "DECODING_METHOD_SAMPLING";
-      default:
-        return "DECODING_METHOD_GREEDY";
-    }
+       v1::DECODING_METHOD_SAMPLING},
+      {request.top_k() != 0, "top_k", absl::StrCat(request.top_k()), v1::DECODING_METHOD_SAMPLING},
+      {request.has_top_p(), "top_p", absl::StrCat(request.top_p()), v1::DECODING_METHOD_SAMPLING},
+      {request.seed() != 0, "seed", absl::StrCat(request.seed()), v1::DECODING_METHOD_SAMPLING},
   };
   for (const MethodOption& option : method_options) {
-    if (option.set && option.method != generation.method) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          option.name, " ", option.value, ": expected only with method ",
-          method_name(option.method), ", got method ", method_name(generation.method),
-          "; set method ", method_name(option.method), " or leave ", option.name, " unset"));
+    if (option.set && option.method != method) {
+      const std::string& wanted = v1::DecodingMethod_Name(option.method);
+      return absl::InvalidArgumentError(
+          absl::StrCat(option.name, " ", option.value, ": expected only with method ", wanted,
+                       ", got method ", v1::DecodingMethod_Name(method), "; set method ", wanted,
+                       " or leave ", option.name, " unset"));
     }
   }
   generation.max_new_tokens =
