@@ -16,7 +16,8 @@ namespace {
 struct Flags {
   std::string model;
   std::string prompt;
-  v1::DecodingMethod method = v1::DECODING_METHOD_GREEDY;
+  // Unspecified: the server runs greedy search, or beam search with more than one beam.
+  v1::DecodingMethod method = v1::DECODING_METHOD_UNSPECIFIED;
   std::optional<int32_t> max_new_tokens;
   std::optional<int32_t> num_beams;
   std::optional<double> length_penalty;
@@ -145,11 +146,13 @@ Command AddGenerateCommand(CLI::App& app, std::optional<std::string>* npy_dir) {
                 &flags->prompt);
   AddInt32Flag(*command, "--max_new_tokens", "N", "tokens to write at most (default 20)",
                &flags->max_new_tokens);
-  AddChoiceFlag<v1::DecodingMethod>(*command, "--method", "how tokens are chosen (default greedy)",
-                                    {{"greedy", v1::DECODING_METHOD_GREEDY},
-                                     {"beam_search", v1::DECODING_METHOD_BEAM_SEARCH},
-                                     {"sampling", v1::DECODING_METHOD_SAMPLING}},
-                                    &flags->method);
+  AddChoiceFlag<v1::DecodingMethod>(
+      *command, "--method",
+      "how tokens are chosen (default greedy, or beam_search with --num_beams over 1)",
+      {{"greedy", v1::DECODING_METHOD_GREEDY},
+       {"beam_search", v1::DECODING_METHOD_BEAM_SEARCH},
+       {"sampling", v1::DECODING_METHOD_SAMPLING}},
+      &flags->method);
   AddInt32Flag(*command, "--num_beams", "N", "beam search: beams (default 4)", &flags->num_beams);
   AddDoubleFlag(*command, "--length_penalty", "X", "beam search: length penalty (default 1)",
                 &flags->length_penalty);

@@ -361,6 +361,24 @@ TEST_F(GenerateTest, CliPrintsTheTextAndTheJson) {
   ASSERT_EQ(row.size(), want.size());
   for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(row[k], want[k], 1e-5);
 
+  // More than one beam without --method is beam search, as over the API.
+  std::vector<std::string> ids;
+  for (const std::vector<std::string>& method :
+       {std::vector<std::string>{}, std::vector<std::string>{"--method", "beam_search"}}) {
+    std::vector<std::string> argv = {
+        CliBinary(),        "generate", "--server",    server_->address(),
+        "--model",          "stories",  "--prompt",    "Once upon a time",
+        "--max_new_tokens", "12",       "--num_beams", "3",
+        "--format",         "json"};
+    argv.insert(argv.end(), method.begin(), method.end());
+    const CommandResult beams = RunCommand(argv);
+    ASSERT_EQ(beams.exit_code, 0) << beams.stderr_text;
+    const json beam_answer = json::parse(beams.stdout_text);
+    EXPECT_EQ(beam_answer["method"], "DECODING_METHOD_BEAM_SEARCH");
+    ids.push_back(beam_answer["ids"].dump());
+  }
+  EXPECT_EQ(ids[0], ids[1]);
+
   CommandResult bad = RunCommand({CliBinary(), "generate", "--server", server_->address(),
                                   "--model", "bert", "--prompt", "hello"});
   EXPECT_EQ(bad.exit_code, 1);

@@ -287,9 +287,11 @@ describe('dashboard in headless Chromium', () => {
       ['cross', { ...request, window: { keyEnd: 64 } }, (a) => a.crossAttentions],
       ['decoder', request, (a) => a.decoderAttentions],
       ['encoder', { model: 'translation', text, layers: [1], window: { queryEnd: 64, keyEnd: 64 }, topK: 4 }, (a) => a.attentions],
+      // A window start alone: the end the page picks stays within the sequence.
+      ['encoder', { model: 'translation', text, layers: [1], window: { queryStart: 66, queryEnd: 69, keyEnd: 64 }, topK: 4 }, (a) => a.attentions, { qs: 66 }],
     ];
-    for (const [attn, expected, tensorOf] of cases) {
-      await open({ model: 'translation', text, decoder_text: 'Chèn bảng', view: 'heads', attn, layer: 1 });
+    for (const [attn, expected, tensorOf, extra] of cases) {
+      await open({ model: 'translation', text, decoder_text: 'Chèn bảng', view: 'heads', attn, layer: 1, ...extra });
       const answer = await api('GetAttention', expected);
       const tensor = tensorOf(answer);
       const [, heads, rows, columns] = tensor.shape.map(Number);

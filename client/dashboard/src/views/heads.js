@@ -107,12 +107,16 @@ const SENTENCES = [
 // to every block of the answer, so it is only asked for when each block's rows hold that many keys.
 // `long`: the drawn block is windowed.
 function headRequest(state, info, sourceCount, decoderCount) {
-  const window = (qs, qe, ks, ke, queriesLong, keysLong) => ({
+  // An end left to the page on a long side: LONG positions from the start, within the sequence.
+  const end = (start, given, count) => given ?? (count > LONG ? Math.min((start ?? 0) + LONG, count) : 0);
+  const window = (qs, qe, ks, ke, queries, keys) => ({
     queryStart: qs ?? 0,
-    queryEnd: qe ?? (queriesLong ? LONG : 0),
+    queryEnd: end(qs, qe, queries),
     keyStart: ks ?? 0,
-    keyEnd: ke ?? (keysLong ? LONG : 0),
+    keyEnd: end(ks, ke, keys),
   });
+  // Keys a row of a block holds after its window (of `count` positions; none: all of them).
+  const keysIn = (w, count) => (w ? (w.keyEnd || count) - w.keyStart : count);
   const sourceLong = sourceCount > LONG;
   const decoderLong = decoderCount > LONG;
   const block = blockOf(state, info);
@@ -120,22 +124,20 @@ function headRequest(state, info, sourceCount, decoderCount) {
   const request = { ...textRequest(state), layers: [state.layer], aggregateWords: state.words };
   // The encoder's attention does not depend on the decoder text: asked for without it.
   if (block === 'encoder') {
-    request.window = window(state.qs, state.qe, state.ks, state.ke, sourceLong, sourceLong);
-    request.topK = auto(sourceLong, Math.min(sourceCount, LONG));
+    request.window = window(state.qs, state.qe, state.ks, state.ke, sourceCount, sourceCount);
+    request.topK = auto(sourceLong, keysIn(request.window, sourceCount));
     return { request, topK: request.topK, long: sourceLong };
   }
-  const sourceKeys = Math.min(sourceCount, LONG);
-  const decoderKeys = Math.min(decoderCount, LONG);
   let long;
   if (block === 'cross') {
-    request.decoderWindow = window(state.qs, state.qe, 0, 0, decoderLong, false);
-    request.window = window(0, 0, state.ks, state.ke, false, sourceLong);
+    request.decoderWindow = window(state.qs, state.qe, 0, 0, decoderCount, 0);
+    request.window = window(0, 0, state.ks, state.ke, 0, sourceCount);
     long = decoderLong || sourceLong;
   } else {
-    request.decoderWindow = window(state.qs, state.qe, state.ks, state.ke, decoderLong, decoderLong);
+    request.decoderWindow = window(state.qs, state.qe, state.ks, state.ke, decoderCount, decoderCount);
     long = decoderLong;
   }
-  request.topK = auto(long, Math.min(sourceKeys, decoderKeys));
+  request.topK = auto(long, Math.min(keysIn(request.window, sourceCount), keysIn(request.decoderWindow, decoderCount)));
   // The layer index selects the encoder's and the decoder's alike: one only the decoder has is
   // asked for as every layer (see panelRequest).
   const layers = state.layer < Math.min(info.numHiddenLayers, info.decoderLayers) ? [state.layer] : [];
