@@ -423,6 +423,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     const HttpRequest& request = parser_->get();
     version_ = request.version();
     keep_alive_ = request.keep_alive();
+    head_ = request.method() == http::verb::head;
     if (request.target().size() > state_->limits.max_target_bytes) {
       return Refuse(UriTooLong(request.target().size()));
     }
@@ -617,6 +618,13 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     response.version(version_);
     response.keep_alive(keep_alive_ && response.keep_alive() && !state_->draining.load());
     response.prepare_payload();
+    if (head_) {
+      // HEAD is GET without the body (RFC 9110, section 9.3.2): the same headers, Content-Length
+      // included.
+      const uint64_t length = response.body().size();
+      response.body().clear();
+      response.content_length(length);
+    }
     auto answer = std::make_shared<HttpResponse>(std::move(response));
     Lowest().expires_after(ToSteady(state_->limits.write_timeout));
     http::async_write(stream_, *answer,
@@ -695,6 +703,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   int64_t counted_body_bytes_ = 0;
   HttpFields answer_headers_;
   unsigned version_ = 11;
+  bool head_ = false;  // the request being answered is a HEAD
   bool keep_alive_ = true;
   bool idle_ = false;
   std::chrono::steady_clock::time_point header_deadline_;

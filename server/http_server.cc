@@ -374,8 +374,8 @@ class ApiHandler : public HttpHandler {
     }
     if (request.method() == http::verb::options) return Preflight(request);
     if (absl::StartsWith(PathOf(View(request.target())), kServicePath)) return ScreenCall(request);
-    if (request.method() != http::verb::get) {
-      return MethodNotAllowed(View(request.method_string()), "the dashboard", "GET");
+    if (request.method() != http::verb::get && request.method() != http::verb::head) {
+      return MethodNotAllowed(View(request.method_string()), "the dashboard", "GET, HEAD");
     }
     return std::nullopt;
   }

@@ -25,13 +25,14 @@ class MetricsHandler : public HttpHandler {
       return ErrorResponse(absl::NotFoundError(absl::StrCat(
           "path '", target.substr(0, 200), "': not found; the metrics are at GET /metrics")));
     }
-    if (request.method() != boost::beast::http::verb::get) {
+    if (request.method() != boost::beast::http::verb::get &&
+        request.method() != boost::beast::http::verb::head) {
       HttpResponse refusal =
           ErrorResponse(absl::InvalidArgumentError(
                             absl::StrCat("HTTP method '", std::string(request.method_string()),
-                                         "' for /metrics: expected GET")),
+                                         "' for /metrics: expected GET or HEAD")),
                         405);
-      refusal.set(boost::beast::http::field::allow, "GET");
+      refusal.set(boost::beast::http::field::allow, "GET, HEAD");
       return refusal;
     }
     return std::nullopt;

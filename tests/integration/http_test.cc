@@ -396,6 +396,27 @@ TEST_F(HttpTest, MalformedRequestsSayWhatWasWrong) {
   EXPECT_EQ(put->status, 405);
   EXPECT_NE(put->body.find("HTTP method 'PUT' for the dashboard: expected GET"), std::string::npos)
       << put->body;
+  EXPECT_EQ(put->get_header_value("Allow"), "GET, HEAD");
+  // HEAD is GET without the body, as uptime checks send it, on the dashboard and /metrics.
+  // (This server has no dashboard: its answer is the 404 that says so.)
+  httplib::Result page = http_->Get("/index.html");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 404);
+  httplib::Result head = http_->Head("/index.html");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, page->status);
+  EXPECT_EQ(head->body, "");
+  EXPECT_EQ(head->get_header_value("Content-Length"), std::to_string(page->body.size()));
+  EXPECT_EQ(head->get_header_value("Content-Type"), page->get_header_value("Content-Type"));
+  httplib::Result after_head = http_->Get("/index.html");  // the same connection, kept alive
+  ASSERT_TRUE(after_head);
+  EXPECT_EQ(after_head->body, page->body);
+  httplib::Client metrics("127.0.0.1", server_->metrics_port());
+  httplib::Result metrics_head = metrics.Head("/metrics");
+  ASSERT_TRUE(metrics_head);
+  EXPECT_EQ(metrics_head->status, 200);
+  EXPECT_EQ(metrics_head->body, "");
+  EXPECT_GT(std::stoll(metrics_head->get_header_value("Content-Length")), 0);
 
   httplib::Result timeout =
       http_->Post(absl::StrCat(kPath, "ListModels").c_str(),
