@@ -445,7 +445,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     const int64_t limit = state_->limits.max_body_bytes;
     if (const boost::optional<uint64_t> length = parser_->content_length();
         length.has_value() && *length > static_cast<uint64_t>(limit)) {
-      return Refuse(TooLarge(absl::StrCat(*length)));
+      return RefuseScreened(TooLarge(absl::StrCat(*length)), 413);
     }
     parser_->body_limit(static_cast<uint64_t>(limit));
     if (boost::beast::iequals(request[http::field::expect], "100-continue")) {
@@ -477,7 +477,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
                           });
   }
   void OnSomeBody(beast::error_code error) {
-    if (!error && !CountBody()) return Refuse(TooManyBodies());
+    if (!error && !CountBody()) return RefuseScreened(TooManyBodies(), 429);
     if (error || parser_->is_done()) return OnBody(error);
     ReadSomeBody();
   }
@@ -502,21 +502,22 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
 
   void OnBody(beast::error_code error) {
     UncountBody();
-    if (error == http::error::body_limit) return Refuse(TooLarge("more"));
+    if (error == http::error::body_limit) return RefuseScreened(TooLarge("more"), 413);
     if (error) {
       if (Quiet(error)) return Close();
-      return Refuse(ErrorResponse(absl::InvalidArgumentError(absl::StrCat(
-                                      "request body: not valid HTTP/1.1 framing (", error.message(),
-                                      "); send a Content-Length or whole chunks")),
-                                  400));
+      return RefuseScreened(absl::InvalidArgumentError(absl::StrCat(
+                                "request body: not valid HTTP/1.1 framing (", error.message(),
+                                "); send a Content-Length or whole chunks")),
+                            400);
     }
     auto request = std::make_shared<HttpRequest>(parser_->release());
     parser_.reset();
     const int calls = state_->calls.fetch_add(1);
     if (state_->max_waiting > 0 && calls >= state_->workers_count + state_->max_waiting) {
       state_->calls.fetch_sub(1);
-      state_->handler->OnBusy();
-      return Send(Busy());
+      const absl::Status busy = Busy();
+      state_->handler->OnRefused(*request, busy, 429);
+      return Send(ErrorResponse(busy));
     }
     Lowest().expires_never();
     WatchPeer();
@@ -567,25 +568,23 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
         414);
   }
 
-  HttpResponse Busy() const {
-    return ErrorResponse(absl::ResourceExhaustedError(absl::StrCat(
+  absl::Status Busy() const {
+    return absl::ResourceExhaustedError(absl::StrCat(
         "the server is answering ", state_->workers_count, " HTTP requests (--http_threads) and ",
         state_->max_waiting,
-        " more wait for one (--max_concurrent_requests), its limit; retry with backoff")));
+        " more wait for one (--max_concurrent_requests), its limit; retry with backoff"));
   }
 
-  HttpResponse TooManyBodies() const {
-    return ErrorResponse(absl::ResourceExhaustedError(absl::StrCat(
+  absl::Status TooManyBodies() const {
+    return absl::ResourceExhaustedError(absl::StrCat(
         "request body: the server is receiving ", state_->max_buffered_body_bytes,
-        " bytes of request bodies from its clients together, its limit; retry with backoff")));
+        " bytes of request bodies from its clients together, its limit; retry with backoff"));
   }
 
-  HttpResponse TooLarge(const std::string& got) const {
-    return ErrorResponse(absl::ResourceExhaustedError(absl::StrCat(
-                             "request body: expected at most ", state_->limits.max_body_bytes,
-                             " bytes (", state_->limits.body_limit_source, "), got ", got,
-                             "; send shorter texts or fewer inputs")),
-                         413);
+  absl::Status TooLarge(const std::string& got) const {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "request body: expected at most ", state_->limits.max_body_bytes, " bytes (",
+        state_->limits.body_limit_source, "), got ", got, "; send shorter texts or fewer inputs"));
   }
 
   // The handler's fields for every answer to the request, unless the answer sets its own.
@@ -609,6 +608,13 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     UncountBody();
     parser_.reset();
     Send(std::move(response));
+  }
+
+  // Refuses the request being read, which the handler's Screen let through: the handler hears of
+  // it, so that its metrics count every call.
+  void RefuseScreened(const absl::Status& status, int http_status) {
+    state_->handler->OnRefused(parser_->get(), status, http_status);
+    Refuse(ErrorResponse(status, http_status));
   }
 
   // `hold` lives until the write ends.

@@ -91,9 +91,14 @@ class HttpHandler {
   // Called on a worker thread with the whole request; answers through `exchange` before it
   // returns (no answer at all is a 500).
   virtual void Handle(const HttpRequest& request, HttpExchange& exchange) = 0;
-  // Called on an I/O thread when a whole request is refused because every worker is busy and
-  // Options::max_waiting requests already wait; must not block.
-  virtual void OnBusy() = 0;
+  // Called on an I/O thread when the listener itself refuses a request that Screen let through,
+  // with the status and HTTP status of its answer: every worker busy and Options::max_waiting
+  // requests already waiting (RESOURCE_EXHAUSTED, 429), the bodies being read at once over
+  // HttpLimits::max_buffered_body_bytes (RESOURCE_EXHAUSTED, 429), the body over
+  // HttpLimits::max_body_bytes (RESOURCE_EXHAUSTED, 413) or not valid HTTP/1.1 framing
+  // (INVALID_ARGUMENT, 400). Must not block.
+  virtual void OnRefused(const HttpRequestHeader& request, const absl::Status& status,
+                         int http_status) = 0;
 };
 
 // A listening socket, the connections it accepts and the threads that serve them.
@@ -111,7 +116,7 @@ class HttpListener {
     // for a free worker.
     int workers = 8;
     // Requests that may wait for a worker; more are refused at once with 429 and
-    // HttpHandler::OnBusy. 0 = no limit.
+    // HttpHandler::OnRefused. 0 = no limit.
     int max_waiting = 0;
   };
 

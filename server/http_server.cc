@@ -368,9 +368,11 @@ class ApiHandler : public HttpHandler {
   // Browsers' requests first (they need no body), then the call's method, codec and key.
   std::optional<HttpResponse> Screen(const HttpRequestHeader& request,
                                      HttpFields& answer_headers) override {
-    if (absl::Status host = host_check_.Check(request); !host.ok()) return ErrorResponse(host);
+    if (absl::Status host = host_check_.Check(request); !host.ok()) {
+      return Counted(request, host.code(), ErrorResponse(host));
+    }
     if (absl::Status origin = CheckOrigin(request, answer_headers); !origin.ok()) {
-      return ErrorResponse(origin);
+      return Counted(request, origin.code(), ErrorResponse(origin));
     }
     if (request.method() == http::verb::options) return Preflight(request);
     if (absl::StartsWith(PathOf(View(request.target())), kServicePath)) return ScreenCall(request);
@@ -380,7 +382,11 @@ class ApiHandler : public HttpHandler {
     return std::nullopt;
   }
 
-  void OnBusy() override { core_->RecordBusy(); }
+  void OnRefused(const HttpRequestHeader& request, const absl::Status& status,
+                 int http_status) override {
+    if (http_status == 429) core_->RecordBusy();
+    Counted(request, status.code(), {});
+  }
 
   void Handle(const HttpRequest& request, HttpExchange& exchange) override {
     const absl::string_view path = PathOf(View(request.target()));
@@ -442,8 +448,8 @@ class ApiHandler : public HttpHandler {
     const auto start = std::chrono::steady_clock::now();
     absl::Status status = Parse(request, codec, message);
     if (!status.ok()) {
-      core_->RecordUnparsed(
-          MethodOf(request), "http",
+      core_->RecordRefused(
+          MethodOf(request), "http", status.code(),
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
     return status;
@@ -522,6 +528,18 @@ class ApiHandler : public HttpHandler {
     }
   }
 
+  // `response`, refusing `request` with `code`; a call of a method of the service is counted in
+  // the request metrics as the methods count theirs (another path's name is not a label: it
+  // would grow the series without bound).
+  std::optional<HttpResponse> Counted(const HttpRequestHeader& request, absl::StatusCode code,
+                                      HttpResponse response) const {
+    if (absl::StartsWith(PathOf(View(request.target())), kServicePath) &&
+        Methods().contains(MethodOf(request))) {
+      core_->RecordRefused(MethodOf(request), "http", code);
+    }
+    return response;
+  }
+
   std::optional<HttpResponse> ScreenCall(const HttpRequestHeader& request) const {
     const std::string method(MethodOf(request));
     if (!Methods().contains(method)) {
@@ -531,31 +549,39 @@ class ApiHandler : public HttpHandler {
                                absl::StrJoin(Metrics::RpcNames(), ", "))),
                            404);
     }
+    const auto counted = [&](absl::StatusCode code, HttpResponse response) {
+      return Counted(request, code, std::move(response));
+    };
     const bool get = request.method() == http::verb::get;
     if (!get && request.method() != http::verb::post) {
-      return MethodNotAllowed(View(request.method_string()), method, "GET, POST");
+      return counted(absl::StatusCode::kInvalidArgument,
+                     MethodNotAllowed(View(request.method_string()), method, "GET, POST"));
     }
     if (get && StreamingMethod(method)) {
-      return MethodNotAllowed("GET", method, "POST",
-                              " (a streaming method; Connect's GET form is for unary methods)");
+      return counted(absl::StatusCode::kInvalidArgument,
+                     MethodNotAllowed("GET", method, "POST",
+                                      " (a streaming method; Connect's GET form is for unary "
+                                      "methods)"));
     }
     const std::string site = absl::AsciiStrToLower(HeaderOf(request, "Sec-Fetch-Site"));
     if (get && (site == "cross-site" || site == "same-site") &&
         !OriginListed(HeaderOf(request, http::field::origin))) {
-      return ErrorResponse(absl::PermissionDeniedError(absl::StrCat(
+      const absl::Status refused = absl::PermissionDeniedError(absl::StrCat(
           "GET ", method, " from another site's page (Sec-Fetch-Site: ", site,
           "): refused, as a link or an image there could call the API with this browser; list "
-          "the page's origin in --http_allowed_origins")));
+          "the page's origin in --http_allowed_origins"));
+      return counted(refused.code(), ErrorResponse(refused));
     }
     const absl::StatusOr<Codec> codec = CodecOf(request, method);
-    if (!codec.ok()) return ErrorResponse(codec.status(), 415);
+    if (!codec.ok()) return counted(codec.status().code(), ErrorResponse(codec.status(), 415));
     absl::Status status = CheckEncoding(request, *codec);
     if (status.ok()) {
       status = core_->Authenticate(MakeCall("http", std::chrono::system_clock::time_point::max(),
                                             {}, HeaderOf(request, http::field::authorization)));
     }
     if (status.ok()) return std::nullopt;
-    return Enveloped(*codec) ? FailedConnectStream(status, *codec) : ErrorResponse(status);
+    return counted(status.code(),
+                   Enveloped(*codec) ? FailedConnectStream(status, *codec) : ErrorResponse(status));
   }
 
   // A page of another origin than the server's own may call only when listed; its answers then

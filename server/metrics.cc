@@ -12,9 +12,11 @@
 namespace attnscope::server {
 namespace {
 
+// Up to --max_call_seconds' default (kDefaultMaxCallSeconds), so that a long Generate or
+// StreamAttention lands in a bucket of its own rather than only in +Inf.
 const prometheus::Histogram::BucketBoundaries& DurationBuckets() {
   static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
-      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
   return *buckets;
 }
 

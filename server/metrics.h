@@ -48,7 +48,11 @@ class Metrics {
   // attnscope_request_duration_seconds{rpc,transport,model}. `code` is the gRPC code name, e.g.
   // "OK", "INVALID_ARGUMENT", whatever the transport (HTTP statuses map onto the same codes).
   // `model` is a loaded model's name, or "" for calls about no model (ListModels) and for names
-  // no model has, so that callers cannot grow the series without bound.
+  // no model has, so that callers cannot grow the series without bound. Every call of a method
+  // of the service is counted once, a call refused before its method ran too (unauthenticated,
+  // over a limit, unparsed, the wrong HTTP method or codec: the alerts' ratios need every call),
+  // except a gRPC request message over --max_request_bytes, which gRPC refuses before any of the
+  // server's code sees the call.
   void RecordRequest(absl::string_view rpc, absl::string_view transport, absl::string_view model,
                      absl::string_view code, double seconds);
   // attnscope_tokenization_duration_seconds and attnscope_input_tokens, once per encoded input.

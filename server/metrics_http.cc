@@ -38,8 +38,8 @@ class MetricsHandler : public HttpHandler {
     return std::nullopt;
   }
 
-  // Never called: scrapes are answered in milliseconds, so the port lets them wait (max_waiting 0).
-  void OnBusy() override {}
+  // Scrapes have no body and the port lets them wait (max_waiting 0): nothing to count.
+  void OnRefused(const HttpRequestHeader&, const absl::Status&, int) override {}
 
   void Handle(const HttpRequest&, HttpExchange& exchange) override {
     std::vector<prometheus::MetricFamily> families;

@@ -181,9 +181,9 @@ absl::Time ServiceCore::LastAnswerEnd() const {
   return ready_.load() ? std::max(method_end, runner_->LastAnswerReleased()) : method_end;
 }
 
-void ServiceCore::RecordUnparsed(absl::string_view rpc, absl::string_view transport,
-                                 double seconds) const {
-  metrics_->RecordRequest(rpc, transport, "", "INVALID_ARGUMENT", seconds);
+void ServiceCore::RecordRefused(absl::string_view rpc, absl::string_view transport,
+                                absl::StatusCode code, double seconds) const {
+  metrics_->RecordRequest(rpc, transport, "", absl::StatusCodeToString(code), seconds);
 }
 
 absl::StatusOr<ByteBudget::Hold> ServiceCore::HoldAnswerBytes(int64_t bytes,

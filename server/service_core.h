@@ -125,9 +125,12 @@ class ServiceCore {
   // it before it starts a stream, so that a refusal is an HTTP error rather than a stream's last
   // line.
   absl::Status Authenticate(const Call& call) const;
-  // A call whose request message did not parse, so that no method ran: counted in
-  // attnscope_requests_total as INVALID_ARGUMENT with no model, as every call is counted.
-  void RecordUnparsed(absl::string_view rpc, absl::string_view transport, double seconds) const;
+  // A call of method `rpc` refused before the method ran (its request message did not parse, or
+  // a front end refused it: too large, unauthenticated, the wrong HTTP method or codec), counted
+  // in attnscope_requests_total with `code` and no model, as every call is counted. `seconds`:
+  // how long the refusal took (0 for one made on the request's headers).
+  void RecordRefused(absl::string_view rpc, absl::string_view transport, absl::StatusCode code,
+                     double seconds = 0) const;
   // Holds `bytes` of the answer budget (--max_answer_bytes_in_flight) for `what` while a front end
   // writes out a serialized answer of that size (RequestRunner::ReserveAnswerBytes); an empty
   // hold before the models are loaded. RESOURCE_EXHAUSTED naming the flag when the answers held

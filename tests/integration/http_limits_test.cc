@@ -171,6 +171,8 @@ TEST(HttpLimitsTest, BodiesAndHeadersAreBoundedBeforeTheyAreRead) {
     EXPECT_EQ(answer->status, 413);
     EXPECT_NE(ErrorOf(*answer).value("message", "").find("--max_request_bytes"), std::string::npos);
   }
+  // Both refused calls are counted as calls, as gRPC's are.
+  EXPECT_EQ(RequestsCounted(server->metrics_port(), "Tokenize", "RESOURCE_EXHAUSTED"), 2);
   {
     SCOPED_TRACE("1 MB of headers");
     std::string headers;
@@ -268,7 +270,9 @@ TEST(HttpLimitsTest, ARefusedBodyIsDroppedOnlyBrieflyAfterItsAnswer) {
 }
 
 // A body that does not parse is answered 400 and counted like any call, as gRPC counts its own.
-TEST(HttpLimitsTest, BodiesThatDoNotParseAreCounted) {
+// Every call refused before its method ran is counted, as the methods count theirs: the alerts'
+// ratios (refused or failed calls over all calls) need both sides.
+TEST(HttpLimitsTest, CallsRefusedBeforeTheirMethodRanAreCounted) {
   std::unique_ptr<ServerProcess> server = StartServer({"bert=" + TinyBertDir()});
   ASSERT_NE(server, nullptr);
   for (const std::string body : {R"({"model":)", R"({"nosuchfield": 1})", "[1, 2]"}) {
@@ -277,7 +281,28 @@ TEST(HttpLimitsTest, BodiesThatDoNotParseAreCounted) {
     ASSERT_TRUE(answer.ok()) << answer.status();
     EXPECT_EQ(answer->status, 400) << body;
   }
-  EXPECT_EQ(RequestsCounted(server->metrics_port(), "GetTrainingRecord", "INVALID_ARGUMENT"), 3);
+  const std::string request_line = absl::StrCat(kPath, "GetTrainingRecord HTTP/1.1\r\n");
+  const std::vector<std::pair<std::string, int>> refused = {
+      {absl::StrCat("PUT ", request_line, "Host: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}"), 405},
+      {absl::StrCat("POST ", request_line,
+                    "Host: 127.0.0.1\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}"),
+       415},
+      {absl::StrCat("POST ", request_line,
+                    "Host: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    "Origin: http://elsewhere.example\r\nContent-Length: 2\r\n\r\n{}"),
+       403}};
+  for (const auto& [request, status] : refused) {
+    absl::StatusOr<RawResponse> answer = Exchange(server->http_port(), request);
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, status) << request;
+  }
+  EXPECT_EQ(RequestsCounted(server->metrics_port(), "GetTrainingRecord", "INVALID_ARGUMENT"), 5);
+  EXPECT_EQ(RequestsCounted(server->metrics_port(), "GetTrainingRecord", "PERMISSION_DENIED"), 1);
+  // A path that is no method of the service is refused but makes no series of its own.
+  absl::StatusOr<RawResponse> unknown = Exchange(server->http_port(), Post("NoSuchMethod", "{}"));
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_EQ(RequestsCounted(server->metrics_port(), "NoSuchMethod", "UNIMPLEMENTED"), 0);
 }
 
 TEST(HttpLimitsTest, TheKeyIsCheckedBeforeTheBodyIsRead) {
@@ -300,6 +325,7 @@ TEST(HttpLimitsTest, TheKeyIsCheckedBeforeTheBodyIsRead) {
   ASSERT_TRUE(answer.ok()) << answer.status() << server->Log();
   EXPECT_EQ(answer->status, 401);
   EXPECT_EQ(ErrorOf(*answer).value("code", ""), "unauthenticated");
+  EXPECT_EQ(RequestsCounted(server->metrics_port(), "Tokenize", "UNAUTHENTICATED"), 1);
   // The body sent anyway is not kept.
   const std::string body =
       absl::StrCat(R"({"text": ")", std::string(static_cast<size_t>(size) - 12, 'a'), R"("})");
@@ -485,6 +511,8 @@ TEST(HttpLimitsTest, RequestsBeyondTheThreadsAndTheWaitingAreRefusedAtOnce) {
     rejected += sample.value;
   }
   EXPECT_GE(rejected, 1);
+  // Each refusal is a call too, so that the share of calls refused stays at most 1.
+  EXPECT_EQ(RequestsCounted(server->metrics_port(), "ListModels", "RESOURCE_EXHAUSTED"), rejected);
   // Once the heavy calls have seen their clients go, requests are answered again.
   for (auto& client : heavy) client->Close();
   absl::StatusOr<RawResponse> answered;

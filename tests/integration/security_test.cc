@@ -240,6 +240,13 @@ TEST(SecurityTest, ApiKeysGateEveryRpcButHealthOnBothTransports) {
       ParseMetrics(*scrape), "attnscope_rejected_requests_total", {{"reason", "unauthenticated"}});
   ASSERT_EQ(rejected.size(), 1u);
   EXPECT_EQ(rejected[0].value, 5);
+  // And each is a call in attnscope_requests_total, whichever transport refused it.
+  double unauthenticated_calls = 0;
+  for (const MetricSample& sample : FindSamples(ParseMetrics(*scrape), "attnscope_requests_total",
+                                                {{"code", "UNAUTHENTICATED"}})) {
+    unauthenticated_calls += sample.value;
+  }
+  EXPECT_EQ(unauthenticated_calls, 5);
 }
 
 TEST(SecurityTest, FlagsThatCannotWorkStopTheStartWithTheirName) {
