@@ -1,5 +1,7 @@
 // `attnscope generate`: text after --prompt from a decoder model, or its translation by an
 // encoder-decoder, printed as it is written.
+#include <unistd.h>
+
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -8,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli/commands.h"
 #include "client/cli/flags.h"
+#include "client/cli/terminal.h"
 #include "common/status_macros.h"
 
 namespace attnscope::cli {
@@ -85,10 +88,11 @@ absl::StatusOr<Output> RunGenerate(const Flags& flags, const CommandContext& con
       if (header.encoder_decoder()) prompt_end = "\n";
     };
     // The text is printed as it is written, after the prompt, so the output reads on.
-    on_token = [&](const GeneratedTokenResult& token) {
-      if (!printed) std::cout << request.prompt() << prompt_end;
+    const bool terminal = IsTerminal(STDOUT_FILENO);
+    on_token = [&, terminal](const GeneratedTokenResult& token) {
+      if (!printed) std::cout << ForTerminal(request.prompt(), terminal) << prompt_end;
       printed = true;
-      std::cout << token.token.text() << std::flush;
+      std::cout << ForTerminal(token.token.text(), terminal) << std::flush;
     };
   }
   absl::StatusOr<GenerateResult> result =

@@ -3,6 +3,8 @@
 // shares (the connection flags, --help), parses the command line, runs the command and prints its
 // output. Exit codes: 0, 1 when a call fails (the gRPC code and the server's message on stderr), 2
 // for a mistake in the command line.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <filesystem>
@@ -23,6 +25,7 @@
 #include "client/cli/command.h"
 #include "client/cli/commands.h"
 #include "client/cli/flags.h"
+#include "client/cli/terminal.h"
 #include "client/cli/usage.h"
 #include "client/client.h"
 
@@ -113,7 +116,7 @@ std::optional<Mistake> CheckFlagsApply(const std::vector<CLI::App*>& commands,
 }
 
 int PrintMistake(const Mistake& mistake, CLI::App& app) {
-  std::cerr << "attnscope: " << mistake.message;
+  std::cerr << "attnscope: " << Printable(mistake.message);
   if (mistake.show_usage) {
     std::cerr << "\n\n" << Usage(app);
   } else {
@@ -141,7 +144,7 @@ int Run(const Command& command, const ConnectionFlags& connection,
   }
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(*options);
   if (!client.ok()) {
-    std::cerr << "attnscope: " << client.status().message() << "\n";
+    std::cerr << "attnscope: " << Printable(client.status().message()) << "\n";
     return 2;
   }
   const TensorWriter writer(npy_path);
@@ -151,7 +154,7 @@ int Run(const Command& command, const ConnectionFlags& connection,
   }
   if (!out.ok()) {
     std::cerr << "attnscope: " << absl::StatusCodeToString(out.status().code()) << ": "
-              << out.status().message();
+              << Printable(out.status().message());
     if (out.status().code() == absl::StatusCode::kDeadlineExceeded) {
       std::cerr << " (the call took longer than --timeout="
                 << absl::FormatDuration(call.timeout.value_or(options->default_timeout))
@@ -161,11 +164,14 @@ int Run(const Command& command, const ConnectionFlags& connection,
     return 1;
   }
   if (out->text.has_value()) {
-    std::cout << *out->text;
+    std::cout << ForTerminal(*out->text, IsTerminal(STDOUT_FILENO));
   } else {
     // Token strings come from the server; a stray invalid UTF-8 byte must not abort the output.
-    std::cout << out->value.dump(/*indent=*/-1, /*indent_char=*/' ', /*ensure_ascii=*/false,
-                                 json::error_handler_t::replace)
+    // JSON escapes the C0 controls itself; a C1 control written as \u00NN is the same JSON.
+    std::cout << ForTerminal(
+                     out->value.dump(/*indent=*/-1, /*indent_char=*/' ',
+                                     /*ensure_ascii=*/false, json::error_handler_t::replace),
+                     IsTerminal(STDOUT_FILENO))
               << "\n";
   }
   return out->exit_code;

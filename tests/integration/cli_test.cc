@@ -309,6 +309,16 @@ TEST_F(CliTest, ErrorsPrintTheServersCodeAndMessageAndExitNonZero) {
   EXPECT_THAT(result.stderr_text, HasSubstr("no-such-model"));
   EXPECT_TRUE(result.stdout_text.empty());
 
+  // The server's message quotes the name: its control characters reach the terminal visibly, not
+  // as an escape sequence it would act on (here: clear the screen, ring the bell), and a C1
+  // control (U+009B, CSI) too.
+  result = RunCommand({CliBinary(), "info", "--server=" + server_->address(),
+                       "--model=\x1b[2J\x07no\xc2\x9bmodel"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.stderr_text, HasSubstr("'\\x1b[2J\\x07no\\u009bmodel'"));
+  EXPECT_EQ(result.stderr_text.find('\x1b'), std::string::npos) << result.stderr_text;
+  EXPECT_EQ(result.stderr_text.find("\xc2\x9b"), std::string::npos) << result.stderr_text;
+
   result = RunCommand({CliBinary(), "attention", "--server=" + server_->address(), "--model=bert",
                        "--text=paris", "--layers=7"});
   EXPECT_EQ(result.exit_code, 1);
