@@ -34,6 +34,14 @@ absl::StatusOr<EncodeAnswer> RequestRunner::RunEncode(const EncodeQuery& query,
         "normalize: L2 normalisation applies to the pooled vector, but pooling is none; set "
         "`pooling` to POOLING_CLS or POOLING_MEAN, or leave `normalize` false");
   }
+  if (query.pooling == Pooling::kCls && query.tokenization.skip_special_tokens) {
+    // CLS pooling takes the first position: without special tokens that is the first word's
+    // vector, which the caller would take for the model's sentence vector.
+    return absl::InvalidArgumentError(
+        "pooling POOLING_CLS: pools the first token, the model's [CLS] (or BOS) only with its "
+        "special tokens; expected tokenization.skip_special_tokens false, got true; leave "
+        "`skip_special_tokens` off, or pool with POOLING_MEAN");
+  }
   ATTNSCOPE_ASSIGN_OR_RETURN(const TextOptions options,
                              ToTextOptions(query.tokenization, Truncation::kNone));
   std::vector<Encoding> encodings;

@@ -42,6 +42,17 @@ TEST(RequestEncodeTest, BadQueriesNameTheField) {
   ASSERT_FALSE(answer.ok());
   EXPECT_THAT(answer.status().message(), HasSubstr("normalize: L2 normalisation"));
 
+  EncodeQuery cls_without_cls = TwoInputs();
+  cls_without_cls.pooling = Pooling::kCls;
+  cls_without_cls.tokenization.skip_special_tokens = true;
+  answer = runner->RunEncode(cls_without_cls, NoCheck());
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(answer.status().message(),
+              HasSubstr("expected tokenization.skip_special_tokens false, got true"));
+  cls_without_cls.pooling = Pooling::kMean;
+  EXPECT_TRUE(runner->RunEncode(cls_without_cls, NoCheck()).ok());
+
   EncodeQuery empty_pair = TwoInputs();
   empty_pair.inputs[1].text_pair = "";
   answer = runner->RunEncode(empty_pair, NoCheck());
