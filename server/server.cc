@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -190,26 +191,61 @@ absl::StatusOr<std::vector<LoadedModel::Options>> ResolveModels(const ModelSourc
   return models;
 }
 
+namespace {
+
+// Whether two listeners on `a` and `b` would bind the same address: the same host, or either on
+// every address.
+bool SameAddress(const ListenAddress& a, const ListenAddress& b) {
+  if (a.port == 0 || a.port != b.port) return false;
+  const auto every = [](const std::string& host) {
+    return host.empty() || host == "0.0.0.0" || host == "::";
+  };
+  const auto normal = [](const std::string& host) {
+    return host == "localhost" ? std::string("127.0.0.1") : host;
+  };
+  return every(a.host) || every(b.host) || normal(a.host) == normal(b.host);
+}
+
+}  // namespace
+
 absl::Status ValidateServerOptions(const ServerOptions& options) {
   constexpr int kMaxPort = 65535;
-  if (absl::StatusOr<ListenAddress> listen =
-          ParseListenAddress("--listen", options.listen, "0.0.0.0:50051 or [::1]:50051");
-      !listen.ok()) {
-    return listen.status();
-  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      const ListenAddress grpc_address,
+      ParseListenAddress("--listen", options.listen, "0.0.0.0:50051 or [::1]:50051"));
+  std::optional<ListenAddress> http_address;
   if (!options.http.listen.empty()) {
-    if (absl::StatusOr<ListenAddress> listen =
-            ParseListenAddress("--http_listen", options.http.listen,
-                               "127.0.0.1:8080 or 0.0.0.0:8080 ('' disables it)");
-        !listen.ok()) {
-      return listen.status();
-    }
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        http_address, ParseListenAddress("--http_listen", options.http.listen,
+                                         "127.0.0.1:8080 or 0.0.0.0:8080 ('' disables it)"));
     ATTNSCOPE_RETURN_IF_ERROR(HttpServer::ValidateOptions(options.http));
   }
   if (options.metrics_port < 0 || options.metrics_port > kMaxPort) {
     return absl::InvalidArgumentError(absl::StrCat("--metrics_port ", options.metrics_port,
                                                    ": expected a port in [0, ", kMaxPort,
                                                    "] (0 disables /metrics)"));
+  }
+  // Each listener needs an address of its own; without this the second to bind failed as if the
+  // port were taken by another program, naming its own flag.
+  const ListenAddress metrics_address{options.metrics_host, options.metrics_port};
+  const std::string metrics_flags = absl::StrCat("--metrics_host '", options.metrics_host,
+                                                 "' and --metrics_port ", options.metrics_port);
+  const auto clash = [](absl::string_view first, absl::string_view second, int port) {
+    return absl::InvalidArgumentError(absl::StrCat(first, " and ", second,
+                                                   ": expected different ports, got ", port,
+                                                   " for both; give each its own port"));
+  };
+  if (SameAddress(grpc_address, metrics_address)) {
+    return clash(absl::StrCat("--listen '", options.listen, "'"), metrics_flags, grpc_address.port);
+  }
+  if (http_address.has_value()) {
+    const std::string http_flag = absl::StrCat("--http_listen '", options.http.listen, "'");
+    if (SameAddress(*http_address, grpc_address)) {
+      return clash(absl::StrCat("--listen '", options.listen, "'"), http_flag, grpc_address.port);
+    }
+    if (SameAddress(*http_address, metrics_address)) {
+      return clash(http_flag, metrics_flags, http_address->port);
+    }
   }
   if (options.service.max_response_bytes < 1) {
     return absl::InvalidArgumentError(

@@ -134,6 +134,35 @@ TEST(ServerFlagsTest, ValuesPastWhatCanWorkAreRefusedAtTheStart) {
         << flag << ": the refusal does not say '" << message << "':\n"
         << result.stderr_text;
   }
+  // Two listeners given one address: both flags named, not a port "in use" by another program.
+  const int port = FreeTcpPort();
+  const std::string on_port = absl::StrCat("127.0.0.1:", port);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> clashes = {
+      {{"--listen=" + on_port, "--http_listen=127.0.0.1:0", absl::StrCat("--metrics_port=", port)},
+       absl::StrCat("--listen '", on_port, "' and --metrics_host '0.0.0.0' and --metrics_port ",
+                    port, ": expected different ports")},
+      {{"--listen=127.0.0.1:0", "--http_listen=" + on_port, absl::StrCat("--metrics_port=", port),
+        "--metrics_host=localhost"},
+       absl::StrCat("--http_listen '", on_port, "' and --metrics_host 'localhost'")},
+      {{"--listen=" + on_port, "--http_listen=0.0.0.0:" + std::to_string(port), "--metrics_port=0"},
+       absl::StrCat("--listen '", on_port, "' and --http_listen '0.0.0.0:", port, "'")}};
+  for (const auto& [flags, message] : clashes) {
+    std::vector<std::string> argv = {ServerBinary(), "--model=bert=" + TinyBertDir()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const CommandResult result = RunCommand(argv, absl::Seconds(60));
+    EXPECT_EQ(result.exit_code, 2) << message << "\n" << result.stderr_text;
+    EXPECT_NE(result.stderr_text.find(message), std::string::npos)
+        << "the refusal does not say '" << message << "':\n"
+        << result.stderr_text;
+  }
+  // The same port on two different addresses is two listeners.
+  ServerProcess::Options options;
+  options.models = {"bert=" + TinyBertDir()};
+  options.metrics_port = port;
+  options.extra_flags = {"--metrics_host=127.0.0.2",
+                         "--http_listen=127.0.0.1:" + std::to_string(port)};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
 }
 
 TEST(ServerFlagsTest, DashboardDirIsWhatTheRootPathServes) {
