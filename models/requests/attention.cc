@@ -84,16 +84,26 @@ absl::StatusOr<DecoderText> DecoderInput(const LoadedModel& model, const std::st
 }
 
 // The selected heads of one layer's attention [N, Q, K], cut to `window`, as the answer holds it:
-// dense, or the k largest of each row with their key positions (pushed to `indices`).
+// dense, or the k largest of each row with their key positions (pushed to `indices`). `block`
+// names the attention for the message of a top_k over its rows' length: an encoder-decoder's
+// answer has three blocks of different lengths.
 absl::Status AppendSelected(const torch::Tensor& layer, const std::vector<int64_t>& heads,
                             HeadAggregation aggregation, const AttentionWindow& window,
-                            int64_t top_k, std::vector<torch::Tensor>* values,
+                            int64_t top_k, absl::string_view block,
+                            std::vector<torch::Tensor>* values,
                             std::vector<torch::Tensor>* indices) {
   ATTNSCOPE_ASSIGN_OR_RETURN(torch::Tensor selected,
                              SelectHeads(layer, heads, aggregation, window));
   if (top_k <= 0) {
     values->push_back(std::move(selected));
     return absl::OkStatus();
+  }
+  const int64_t keys = selected.size(-1);
+  if (top_k > keys) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("top_k ", top_k, ": expected a value in [1, ", keys, "] (the rows of ", block,
+                     " have ", keys, " keys), got ", top_k, "; set `top_k` to at most ", keys,
+                     " or 0 for dense attention"));
   }
   ATTNSCOPE_ASSIGN_OR_RETURN(RowTopK top, TopKPerRow(selected, top_k, window.key_start));
   values->push_back(std::move(top.values));
@@ -230,11 +240,13 @@ absl::Status PostProcessAttention(const AttentionQuery& query, const std::vector
       ATTNSCOPE_RETURN_IF_ERROR(
           AppendSelected(StripPadding(forward.decoder_attentions[layer], 0, decoder_length),
                          answer->decoder_heads, query.head_aggregation, answer->decoder_window,
-                         query.top_k, &answer->decoder_attentions, &answer->decoder_top_k_indices));
-      ATTNSCOPE_RETURN_IF_ERROR(AppendSelected(forward.cross_attentions[layer].select(0, 0),
-                                               answer->decoder_heads, query.head_aggregation,
-                                               cross_window, query.top_k, &answer->cross_attentions,
-                                               &answer->cross_top_k_indices));
+                         query.top_k, "the decoder's self-attention (its tokens in decoder_window)",
+                         &answer->decoder_attentions, &answer->decoder_top_k_indices));
+      ATTNSCOPE_RETURN_IF_ERROR(
+          AppendSelected(forward.cross_attentions[layer].select(0, 0), answer->decoder_heads,
+                         query.head_aggregation, cross_window, query.top_k,
+                         "the cross-attention (the encoder's tokens in window)",
+                         &answer->cross_attentions, &answer->cross_top_k_indices));
     }
   }
   auto unit_attention = [&](const torch::Tensor& tokens) -> absl::StatusOr<torch::Tensor> {
@@ -244,9 +256,11 @@ absl::Status PostProcessAttention(const AttentionQuery& query, const std::vector
   for (const int64_t layer : answer->layers) {
     ATTNSCOPE_ASSIGN_OR_RETURN(const torch::Tensor full,
                                unit_attention(StripPadding(forward.attentions[layer], 0, length)));
-    ATTNSCOPE_RETURN_IF_ERROR(AppendSelected(full, answer->heads, query.head_aggregation,
-                                             answer->window, query.top_k, &answer->attentions,
-                                             &answer->top_k_indices));
+    ATTNSCOPE_RETURN_IF_ERROR(AppendSelected(
+        full, answer->heads, query.head_aggregation, answer->window, query.top_k,
+        answer->decoder_tokens.has_value() ? "the encoder's self-attention (its tokens in window)"
+                                           : "the attention (its keys in window)",
+        &answer->attentions, &answer->top_k_indices));
     if (query.include_scores) {
       ATTNSCOPE_ASSIGN_OR_RETURN(
           torch::Tensor scores,

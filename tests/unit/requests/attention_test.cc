@@ -225,7 +225,7 @@ TEST(RequestAttentionTest, DecoderTextGivesTheDecodersSelfAndCrossAttention) {
   std::unique_ptr<RequestRunner> runner = NewRunner();
   AttentionQuery query;
   query.model = "bart";
-  query.input.text = "hello world";
+  query.input.text = "hello world, a source longer than its target";
   query.decoder_text = "a short target";
   absl::StatusOr<AttentionAnswer> answer = runner->RunAttention(query, NoCheck(), Delivery::kUnary);
   ASSERT_TRUE(answer.ok()) << answer.status();
@@ -248,6 +248,20 @@ TEST(RequestAttentionTest, DecoderTextGivesTheDecodersSelfAndCrossAttention) {
     // Causal: no position attends to a later one.
     EXPECT_EQ(self.triu(/*diagonal=*/1).abs().max().item<float>(), 0.0f);
   }
+  // A top_k over the decoder's length but within the source's is refused naming the block it
+  // does not fit, with that block's length.
+  ASSERT_LT(target, source);
+  query.top_k = target + 1;
+  answer = runner->RunAttention(query, NoCheck(), Delivery::kUnary);
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(answer.status().message(),
+              HasSubstr(absl::StrCat("expected a value in [1, ", target,
+                                     "] (the rows of the decoder's self-attention")));
+  query.top_k = target;
+  answer = runner->RunAttention(query, NoCheck(), Delivery::kUnary);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->cross_attentions[0].size(-1), target);
 }
 
 // A decoder text far over the decoder's positions is tokenized only as far as a prefix over them,
