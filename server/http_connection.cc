@@ -11,25 +11,18 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <future>
 #include <mutex>
-#include <nlohmann/json.hpp>
-#include <thread>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/listen_address.h"
+#include "server/http_listener_state.h"
 #include "server/service_core.h"
 
 namespace attnscope::server {
@@ -39,12 +32,9 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+using http_internal::ConnectionBase;
+using http_internal::ToSteady;
 
-// Threads running every connection's reads and writes; they never wait for a call.
-constexpr int kIoThreads = 2;
-// After the grace period, how long calls get to write their last words (a stream's error line)
-// before the connections still open are closed.
-constexpr absl::Duration kHardStopDelay = absl::Milliseconds(500);
 // How long a connection closed by the server keeps reading (and dropping) what its client still
 // sends: closing a socket with unread input resets the connection, and a client still sending
 // a refused body could lose the answer that says why.
@@ -61,11 +51,6 @@ constexpr size_t kReadChunk = 16 << 10;
 // The first bytes of each body, which HttpLimits::max_buffered_body_bytes does not count: as many
 // as a request's headers may take, so that a small call is never refused for others' large bodies.
 constexpr int64_t kUncountedBodyBytes = 64 << 10;
-
-std::chrono::steady_clock::duration ToSteady(absl::Duration duration) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      absl::ToChronoNanoseconds(duration));
-}
 
 // True when the client of socket `fd` has closed its end (or the connection failed); false while
 // it may still read the answer. Leaves any unread input in place.
@@ -86,136 +71,6 @@ bool Quiet(const beast::error_code& error) {
          error == asio::error::operation_aborted || error == asio::error::connection_reset ||
          error == asio::error::broken_pipe || error == asio::ssl::error::stream_truncated;
 }
-
-class ConnectionBase {
- public:
-  virtual ~ConnectionBase() = default;
-  // Closes the connection if it waits for a request; otherwise it closes once answered.
-  virtual void Drain() = 0;
-  virtual void ForceClose() = 0;
-};
-
-}  // namespace
-
-int HttpStatusOf(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kOk:
-      return 200;
-    case absl::StatusCode::kCancelled:
-      return 499;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kOutOfRange:
-      return 400;
-    case absl::StatusCode::kDeadlineExceeded:
-      return 504;
-    case absl::StatusCode::kNotFound:
-      return 404;
-    case absl::StatusCode::kAlreadyExists:
-    case absl::StatusCode::kAborted:
-      return 409;
-    case absl::StatusCode::kPermissionDenied:
-      return 403;
-    case absl::StatusCode::kUnauthenticated:
-      return 401;
-    case absl::StatusCode::kResourceExhausted:
-      return 429;
-    case absl::StatusCode::kUnimplemented:
-      return 501;
-    case absl::StatusCode::kUnavailable:
-      return 503;
-    default:
-      return 500;
-  }
-}
-
-std::string ConnectCodeName(absl::StatusCode code) {
-  // Connect spells the codes in lower case, and "canceled" with one l.
-  if (code == absl::StatusCode::kCancelled) return "canceled";
-  return absl::AsciiStrToLower(absl::StatusCodeToString(code));
-}
-
-std::string ErrorJson(const absl::Status& status) {
-  return nlohmann::json{{"code", ConnectCodeName(status.code())},
-                        {"message", ClientMessage(status)}}
-      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-HttpResponse ErrorResponse(const absl::Status& status, int http_status) {
-  HttpResponse response(
-      static_cast<http::status>(http_status != 0 ? http_status : HttpStatusOf(status.code())), 11);
-  response.set(http::field::content_type, "application/json");
-  response.body() = ErrorJson(status);
-  return response;
-}
-
-class HttpListener::State {
- public:
-  explicit State(const Options& options)
-      : limits(options.limits),
-        max_buffered_body_bytes(
-            std::max(options.limits.max_buffered_body_bytes, options.limits.max_body_bytes)),
-        workers_count(options.workers),
-        max_waiting(options.max_waiting),
-        workers(static_cast<size_t>(options.workers)) {}
-
-  void Register(ConnectionBase* connection, std::weak_ptr<ConnectionBase> weak) {
-    std::lock_guard<std::mutex> lock(mutex);
-    connections.emplace(connection, std::move(weak));
-  }
-  void Unregister(ConnectionBase* connection) {
-    std::lock_guard<std::mutex> lock(mutex);
-    connections.erase(connection);
-    if (connections.empty()) changed.notify_all();
-  }
-  // Runs `action` on every open connection.
-  template <typename Action>
-  void ForEachConnection(Action action) {
-    std::vector<std::shared_ptr<ConnectionBase>> open;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      for (auto& [raw, weak] : connections) {
-        if (std::shared_ptr<ConnectionBase> connection = weak.lock()) open.push_back(connection);
-      }
-    }
-    for (auto& connection : open) action(*connection);
-  }
-
-  void Accept();
-  template <typename Stream>
-  void Serve(Stream stream);
-
-  const HttpLimits limits;
-  // At least one largest body.
-  const int64_t max_buffered_body_bytes;
-  // What the bodies being read count against max_buffered_body_bytes.
-  std::atomic<int64_t> buffered_body_bytes{0};
-  HttpHandler* handler = nullptr;
-  const int workers_count;
-  const int max_waiting;
-  // Requests handed to the workers and not yet done with: answered now or waiting for a worker.
-  std::atomic<int> calls{0};
-  std::atomic<bool> draining{false};
-  std::atomic<bool> grace_over{false};
-  bool hard_stopped = false;  // under mutex
-  bool shut_down = false;     // under mutex
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::unordered_map<ConnectionBase*, std::weak_ptr<ConnectionBase>> connections;
-  std::optional<asio::ssl::context> tls;
-  asio::thread_pool workers;
-  std::vector<std::thread> io_threads;
-  int port = 0;
-  bool loopback = false;
-  // Destroyed first: the handlers it still holds may end connections, which use the above.
-  asio::io_context io{kIoThreads};
-  asio::strand<asio::io_context::executor_type> strand{io.get_executor()};
-  tcp::acceptor acceptor{strand};
-  asio::steady_timer accept_retry{strand};
-  asio::steady_timer grace_timer{strand};
-};
-
-namespace {
 
 template <typename Stream>
 class Connection;
@@ -728,108 +583,13 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
 
 }  // namespace
 
-void HttpListener::State::Accept() {
-  acceptor.async_accept(asio::make_strand(io), [this](beast::error_code error, tcp::socket socket) {
-    if (!acceptor.is_open()) return;
-    if (error) {
-      // Out of file descriptors, typically: wait for connections to close instead of
-      // spinning.
-      accept_retry.expires_after(std::chrono::milliseconds(100));
-      accept_retry.async_wait([this](beast::error_code timer_error) {
-        if (!timer_error) Accept();
-      });
-      return;
-    }
-    beast::error_code ignored;
-    socket.set_option(tcp::no_delay(true), ignored);
-    if (tls.has_value()) {
-      Serve(beast::ssl_stream<beast::tcp_stream>(std::move(socket), *tls));
-    } else {
-      Serve(beast::tcp_stream(std::move(socket)));
-    }
-    Accept();
-  });
+void HttpListener::State::Serve(beast::tcp_stream stream) {
+  std::make_shared<Connection<beast::tcp_stream>>(this, std::move(stream))->Run();
 }
 
-template <typename Stream>
-void HttpListener::State::Serve(Stream stream) {
-  std::make_shared<Connection<Stream>>(this, std::move(stream))->Run();
+void HttpListener::State::Serve(beast::ssl_stream<beast::tcp_stream> stream) {
+  std::make_shared<Connection<beast::ssl_stream<beast::tcp_stream>>>(this, std::move(stream))
+      ->Run();
 }
-
-HttpListener::HttpListener(std::unique_ptr<State> state) : state_(std::move(state)) {}
-
-absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Bind(const Options& options) {
-  auto state = std::make_unique<State>(options);
-  if (options.tls.enabled()) {
-    asio::ssl::context& context = state->tls.emplace(asio::ssl::context::tls_server);
-    if (absl::Status configured = ConfigureServerTls(options.tls, context.native_handle());
-        !configured.ok()) {
-      return configured;
-    }
-  }
-  if (absl::Status bound = ListenOn(options.host, options.port, state->acceptor); !bound.ok()) {
-    return bound;
-  }
-  state->port = state->acceptor.local_endpoint().port();
-  state->loopback = state->acceptor.local_endpoint().address().is_loopback();
-  return std::unique_ptr<HttpListener>(new HttpListener(std::move(state)));
-}
-
-void HttpListener::Start(HttpHandler* handler) {
-  state_->handler = handler;
-  asio::post(state_->strand, [state = state_.get()] { state->Accept(); });
-  for (int i = 0; i < kIoThreads; ++i) {
-    state_->io_threads.emplace_back([state = state_.get()] { state->io.run(); });
-  }
-}
-
-void HttpListener::Shutdown(absl::Time deadline) {
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    if (state_->shut_down) return;
-    state_->shut_down = true;
-  }
-  state_->draining = true;
-  asio::post(state_->strand, [state = state_.get(), deadline] {
-    beast::error_code ignored;
-    state->acceptor.close(ignored);
-    state->accept_retry.cancel();
-    state->ForEachConnection([](ConnectionBase& connection) { connection.Drain(); });
-    state->grace_timer.expires_after(
-        ToSteady(std::max(deadline - absl::Now(), absl::ZeroDuration())));
-    state->grace_timer.async_wait([state](beast::error_code error) {
-      if (error) return;
-      state->grace_over = true;
-      state->grace_timer.expires_after(ToSteady(kHardStopDelay));
-      state->grace_timer.async_wait([state](beast::error_code error) {
-        if (error) return;
-        state->ForEachConnection([](ConnectionBase& connection) { connection.ForceClose(); });
-        std::lock_guard<std::mutex> lock(state->mutex);
-        state->hard_stopped = true;
-        state->changed.notify_all();
-      });
-    });
-  });
-}
-
-HttpListener::~HttpListener() {
-  if (!state_->io_threads.empty()) {
-    Shutdown(absl::Now());
-    {
-      // Every connection gone, or closed by the hard stop.
-      std::unique_lock<std::mutex> lock(state_->mutex);
-      state_->changed.wait(lock,
-                           [this] { return state_->connections.empty() || state_->hard_stopped; });
-    }
-    // The calls still running were told to stop (GraceOver); their writes fail on the closed
-    // connections, so they return.
-    state_->workers.join();
-  }
-  state_->io.stop();
-  for (std::thread& thread : state_->io_threads) thread.join();
-}
-
-int HttpListener::port() const { return state_->port; }
-bool HttpListener::loopback() const { return state_->loopback; }
 
 }  // namespace attnscope::server

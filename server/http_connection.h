@@ -20,9 +20,6 @@
 #ifndef ATTNSCOPE_SERVER_HTTP_CONNECTION_H_
 #define ATTNSCOPE_SERVER_HTTP_CONNECTION_H_
 
-#include <boost/beast/http/fields.hpp>
-#include <boost/beast/http/message.hpp>
-#include <boost/beast/http/string_body.hpp>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -31,26 +28,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/http_limits.h"
+#include "server/http_messages.h"
 #include "server/security.h"
 
 namespace attnscope::server {
-
-using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
-using HttpRequestHeader = boost::beast::http::request_header<>;
-using HttpResponse = boost::beast::http::response<boost::beast::http::string_body>;
-using HttpFields = boost::beast::http::fields;
-
-// The HTTP status of a canonical code (google.rpc.Code's mapping, as Connect uses it): 400, 404,
-// 429, 503, 499 for CANCELLED, ...
-int HttpStatusOf(absl::StatusCode code);
-// The Connect protocol's name of a canonical code: "invalid_argument", "not_found", "canceled".
-std::string ConnectCodeName(absl::StatusCode code);
-// The Connect error object {"code": ..., "message": ...} of a non-OK `status`, as JSON text; the
-// message as ClientMessage cuts it, invalid UTF-8 replaced.
-std::string ErrorJson(const absl::Status& status);
-// An application/json answer holding ErrorJson(status), with the HTTP status of its code, or
-// `http_status` when given (413, 414, 431, ...).
-HttpResponse ErrorResponse(const absl::Status& status, int http_status = 0);
 
 // One request's way back to its client, for the HttpHandler answering it on a worker thread. The
 // writes go through the connection's I/O thread; the handler may call these from its own.
