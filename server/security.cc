@@ -158,20 +158,22 @@ absl::StatusOr<std::unique_ptr<ApiKeys>> ApiKeys::Create(const std::string& file
   return std::unique_ptr<ApiKeys>(new ApiKeys(std::move(digests)));
 }
 
-bool ApiKeys::Accepts(absl::string_view authorization) const {
+std::optional<int> ApiKeys::Find(absl::string_view authorization) const {
   constexpr absl::string_view kScheme = "bearer ";
   if (authorization.size() <= kScheme.size() ||
       !absl::EqualsIgnoreCase(authorization.substr(0, kScheme.size()), kScheme)) {
-    return false;
+    return std::nullopt;
   }
   const absl::string_view key = absl::StripAsciiWhitespace(authorization.substr(kScheme.size()));
   Digest presented;
   SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), presented.data());
-  int matches = 0;
-  for (const Digest& digest : digests_) {
-    matches |= CRYPTO_memcmp(presented.data(), digest.data(), digest.size()) == 0;
+  int found = -1;
+  for (size_t i = 0; i < digests_.size(); ++i) {
+    const bool match = CRYPTO_memcmp(presented.data(), digests_[i].data(), digests_[i].size()) == 0;
+    found = match ? static_cast<int>(i) : found;
   }
-  return matches != 0;
+  if (found < 0) return std::nullopt;
+  return found;
 }
 
 }  // namespace attnscope::server

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,10 @@ class ApiKeys {
 
   // True when `authorization` (the header's value) is "Bearer <key>" for one of the keys; the
   // scheme is case-insensitive as RFC 7235 says.
-  bool Accepts(absl::string_view authorization) const;
+  bool Accepts(absl::string_view authorization) const { return Find(authorization).has_value(); }
+  // Which key `authorization` carries: its line among the file's keys (0 = the first), or nullopt
+  // when it carries none of them. Compares with every key in constant time.
+  std::optional<int> Find(absl::string_view authorization) const;
 
   size_t size() const { return digests_.size(); }
 

@@ -320,6 +320,7 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
       {"--max_queue_delay_microseconds", absl::ToDoubleMicroseconds(batching.max_queue_delay), 1e7},
       {"--worker_threads", options.worker_threads, HttpServer::kMaxHttpThreads},
       {"--max_concurrent_requests", options.service.max_concurrent_requests, 1e6},
+      {"--max_concurrent_requests_per_key", options.service.max_concurrent_requests_per_key, 1e6},
       {"--max_grpc_connections", options.max_grpc_connections, 1e6},
       {"--shutdown_grace_seconds", options.shutdown_grace_seconds, 3600}};
   for (const auto& [flag, value, most] : counts) {

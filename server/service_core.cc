@@ -4,6 +4,8 @@
 #include <chrono>
 #include <exception>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -82,7 +84,14 @@ ServiceCore::ServiceCore(ServiceOptions options, Metrics* metrics, const ApiKeys
     : options_(options),
       metrics_(metrics),
       api_keys_(api_keys),
-      observer_(std::make_unique<Observer>(metrics)) {}
+      observer_(std::make_unique<Observer>(metrics)) {
+  if (api_keys_ != nullptr) {
+    key_inflight_ = std::make_unique<std::atomic<int>[]>(api_keys_->size());
+    max_key_inflight_ = options_.max_concurrent_requests_per_key > 0
+                            ? options_.max_concurrent_requests_per_key
+                            : (options_.max_concurrent_requests + 1) / 2;
+  }
+}
 
 ServiceCore::~ServiceCore() = default;
 
@@ -117,6 +126,15 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
   const int inflight = inflight_.fetch_add(1) + 1;
   bool ran = false;
   absl::Status status = Authenticate(call);
+  // The key's own count, taken once the key is known to be valid and given back at the end.
+  std::atomic<int>* key_inflight = nullptr;
+  int key_calls = 0;
+  if (status.ok() && api_keys_ != nullptr && max_key_inflight_ > 0) {
+    if (const std::optional<int> key = api_keys_->Find(call.authorization); key.has_value()) {
+      key_inflight = &key_inflight_[*key];
+      key_calls = key_inflight->fetch_add(1) + 1;
+    }
+  }
   if (!status.ok()) {
     // Counted by Authenticate.
   } else if (draining_.load()) {
@@ -131,6 +149,13 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
         absl::StrCat("the server is at its limit of ", options_.max_concurrent_requests,
                      " concurrent requests (--max_concurrent_requests); retry with backoff"));
     metrics_->RecordRejection("concurrency_limit");
+  } else if (key_calls > max_key_inflight_) {
+    status = absl::ResourceExhaustedError(
+        absl::StrCat("calls of this API key: expected at most ", max_key_inflight_,
+                     " at once (--max_concurrent_requests_per_key; by default half of "
+                     "--max_concurrent_requests, so that one client cannot hold them all), got ",
+                     key_calls, "; retry with backoff once one of them has ended"));
+    metrics_->RecordRejection("key_limit");
   } else {
     // The server's ceiling on the call's time, whatever deadline the caller set (or none).
     const Clock::time_point ceiling =
@@ -165,6 +190,7 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
   // A refusal's few bytes need no time to be read (LastAnswerEnd): a client retrying against a
   // draining server would otherwise keep it from shutting down until the grace ran out.
   if (ran) last_call_end_nanos_.store(absl::ToUnixNanos(absl::Now()));
+  if (key_inflight != nullptr) key_inflight->fetch_sub(1);
   inflight_.fetch_sub(1);
   metrics_->inflight().Decrement();
   metrics_->RecordRequest(rpc, call.transport, ModelLabel(model),

@@ -40,6 +40,11 @@ struct ServiceOptions {
   // more fail with RESOURCE_EXHAUSTED at once. 0 = no limit. 64 takes 32 busy clients without a
   // refusal (16 refused 97% of such a load) while bounding the answers held in memory.
   int max_concurrent_requests = 64;
+  // With API keys (--api_keys_file), the calls one key may have handled at once, so that one
+  // client cannot hold every place of max_concurrent_requests and have everyone else refused;
+  // more fail with RESOURCE_EXHAUSTED at once. 0 = half of max_concurrent_requests (at least 1;
+  // none when that is 0). Without keys, clients are not told apart.
+  int max_concurrent_requests_per_key = 0;
   // Largest tensor data in one StreamAttention message; bigger layers are sent in pieces. Well
   // under gRPC's default 4 MiB receive limit, so that any client reads any stream.
   int64_t max_stream_message_bytes = int64_t{1} << 20;
@@ -188,6 +193,9 @@ class ServiceCore {
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> grace_end_nanos_{std::numeric_limits<int64_t>::max()};
   std::atomic<int> inflight_{0};
+  // Calls handled now for each API key (by its line in the keys file), and the most each may have.
+  std::unique_ptr<std::atomic<int>[]> key_inflight_;
+  int max_key_inflight_ = 0;
   // Holds handed out by HoldAnswerBytes and not yet released: answers being written.
   mutable std::atomic<int> answers_being_written_{0};
   std::atomic<int64_t> last_call_end_nanos_{std::numeric_limits<int64_t>::min()};
