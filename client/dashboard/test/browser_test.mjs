@@ -1359,5 +1359,14 @@ describe('dashboard in headless Chromium', () => {
     const read = answer.documents[0].documentPositions.length;
     assert.match(await page.$eval('section.document p.cut', (p) => p.textContent), new RegExp(`first ${read} tokens`));
     assert.ok((await page.$eval('section.document .unread', (s) => s.textContent.length)) > 100);
+    assert.equal(await page.$('section.document p.query-cut'), null);
+
+    // A query longer than the model reads beside a short document is cut too, and said.
+    await open({ model: 'default', view: 'documents', query: documentText, doc: 'insert a table' });
+    const cutQuery = await api('CrossAttention', { model: 'default', query: documentText, documents: ['insert a table'], layers: [0], heads: [0] });
+    assert.equal(cutQuery.documents[0].queryTruncated, true);
+    const queryRead = cutQuery.documents[0].queryPositions.length;
+    assert.match(await page.$eval('section.document p.query-cut', (p) => p.textContent), new RegExp(`query's first ${queryRead} tokens`));
+    assert.equal(await page.$eval('section.document', (s) => s.dataset.queryCut), String(queryRead));
   });
 });

@@ -127,13 +127,22 @@ export default {
           `Cut: ${info.name} reads at most ${info.maxPositionEmbeddings} tokens of query and document together, so this document was scored and drawn on its first ${doc.documentPositions.length} tokens; the greyed ${characters.length - cut} characters were not read.`,
         ).classList.add('cut');
       }
+      // Longest-first truncation cuts the query too when it is the longer text, and it may be cut
+      // differently beside each document.
+      if (doc.queryTruncated) {
+        section.dataset.queryCut = String(doc.queryPositions.length);
+        note(
+          section,
+          `Cut: ${info.name} reads at most ${info.maxPositionEmbeddings} tokens of query and document together, so beside this document it read only the query's first ${doc.queryPositions.length} tokens: its score and rows are for that part of the query.`,
+        ).classList.add('cut', 'query-cut');
+      }
       ctx.root.append(section);
 
       const labels = tokenLabels(doc.tokens);
       const axis = (positions) => ({ labels: positions.map((p) => labels[p]), tokens: positions.map((p) => doc.tokens.tokens[p]) });
       const queryAxis = axis(doc.queryPositions);
       const documentAxis = axis(doc.documentPositions);
-      const svg = newFigure(section, `document-${doc.index + 1}`).attr('data-caption', `Query: ${state.query}\n${heading.textContent}: ${doc.text}${cut === null ? '' : ` (cut: the last ${[...doc.text].length - cut} characters were not read)`}`);
+      const svg = newFigure(section, `document-${doc.index + 1}`).attr('data-caption', `Query: ${state.query}${doc.queryTruncated ? ` (cut: only its first ${doc.queryPositions.length} tokens were read)` : ''}\n${heading.textContent}: ${doc.text}${cut === null ? '' : ` (cut: the last ${[...doc.text].length - cut} characters were not read)`}`);
       const forward = block(svg, doc.queryToDocument, queryAxis, documentAxis, color, 'query → document');
       forward.g.attr('data-block', 'query-to-document');
       let width = forward.width;
