@@ -925,11 +925,19 @@ describe('dashboard in headless Chromium', () => {
     const crossRows = float32(readBack.crossAttentions);
     streamed.forEach((row, r) => row.forEach((v, c) => assert.ok(Math.abs(v - crossRows[r * sourceTokens + c]) < 1e-5, `row ${r}, key ${c}`)));
     assert.match(await page.$eval('p.decoder-self', (p) => p.textContent), /differs from the streamed rows by at most/);
+    assert.equal(await page.$eval('p.decoder-self', (p) => p.dataset.unwrittenRow ?? null), null);
     await screenshot('generate-translation');
     await rerender(() => page.click('button[name="open-cross"]'));
     assert.equal(new URL(page.url()).searchParams.get('decoder_text'), decoderText);
     const answer = await api('GetAttention', { model: 'translation', text: source, decoderText, layers: [2], heads: [1] });
     await expectCells('g.heatmap[data-block="cross"]', float32(answer.crossAttentions), answer.tokens.tokens.length);
+
+    // Stopped at its length before the end-of-text token: the read-back's last row, which writes
+    // that token, is said not to have been written.
+    const cut = await check({ model: 'translation', text: source, layer: 2, head: 1, max: 2 }, { model: 'translation', prompt: source, maxNewTokens: 2, layers: [2], heads: [1] });
+    assert.equal(cut.at(-1).done.finishReason, 'FINISH_REASON_LENGTH');
+    assert.equal(await page.$eval('p.decoder-self', (p) => p.dataset.unwrittenRow), '2');
+    assert.match(await page.$eval('p.decoder-self', (p) => p.textContent), /last row, writing the end-of-text token, was not written: the generation stopped at 2 new tokens/);
   });
 
   it('generate: 200 tokens are drawn row by row, the page never busy for long, the picture the streamed rows', async () => {

@@ -126,19 +126,25 @@ function rowPainter(box, rows, cols, cell, rowHeight) {
 // The decoder's self-attention over what it wrote. Generate streams each new token's
 // cross-attention only; this is GetAttention of the written text read back by the decoder
 // (teacher-forced), whose inputs are the tokens it wrote. Its cross-attention rows are compared
-// with the streamed ones: the same computation, within float rounding.
-async function decoderSelfAttention(ctx, text, streamed) {
+// with the streamed ones: the same computation, within float rounding. A text read back always
+// ends with the row that writes the end-of-text token; when the generation stopped at its length
+// instead, that row was never written, and is said so.
+async function decoderSelfAttention(ctx, text, streamed, stoppedAtLength) {
   const { state, info } = ctx;
   const panel = { ...state, decoderText: text, block: 'decoder', qs: null, qe: null, ks: null, ke: null };
   const answer = await ctx.call('GetAttention', panelRequest(panel, info, false));
   const cross = attentionBlock(answer, { ...panel, block: 'cross' }, info);
+  const unwritten = stoppedAtLength && cross.rows === streamed.length + 1;
   let check;
-  if (cross.rows === streamed.length) {
+  if (cross.rows === streamed.length || unwritten) {
     let difference = 0;
     streamed.forEach((row, r) => {
       for (let c = 0; c < cross.cols; ++c) difference = Math.max(difference, Math.abs(row.attention[c] - cross.values[r * cross.cols + c]));
     });
     check = `its cross-attention differs from the streamed rows by at most ${difference.toExponential(1)}`;
+    if (unwritten) {
+      check += `. Its last row, writing the end-of-text token, was not written: the generation stopped at ${streamed.length} new tokens, so that row is what the decoder would read next`;
+    }
   } else {
     check = `the text read back is ${cross.rows} tokens where ${streamed.length} were written, so its rows are not the streamed ones`;
   }
@@ -147,6 +153,7 @@ async function decoderSelfAttention(ctx, text, streamed) {
     `The decoder's self-attention while it wrote: each row is a written token, its cells the tokens before it (from the start token). Generate streams only the cross-attention above, so this is GetAttention of the written text read back by the decoder (teacher-forced); ${check}.`,
   );
   explanation.classList.add('decoder-self');
+  if (unwritten) explanation.dataset.unwrittenRow = String(cross.rows - 1);
   const svg = newFigure(scrollBox(ctx.root), 'generate-decoder');
   const color = sequentialScale(1);
   const map = attentionFigure(svg, answer, { panel, info, color, cellFor: (rows, cols) => fittedCell(ctx.root, rows, cols, { max: 28 }) });
@@ -212,6 +219,7 @@ export default {
       fit(svg, Math.max(map.width + 8, map.cellsRight + 16 + barWidth), Math.max(map.height, map.top + 120) + 4);
     };
     let written = '';
+    let stoppedAtLength = false;
     let outcome = '';
     let paintRow;
     const paint = paintEvery(PAINT_EVERY_MS);
@@ -241,7 +249,8 @@ export default {
       }
       if (message.done) {
         const { done } = message;
-        const reason = done.finishReason === 'FINISH_REASON_EOS' ? 'the end-of-text token' : `${state.max} new tokens`;
+        stoppedAtLength = done.finishReason !== 'FINISH_REASON_EOS';
+        const reason = stoppedAtLength ? `${state.max} new tokens` : 'the end-of-text token';
         outcome = `Stopped at ${reason}; score ${(done.score ?? 0).toFixed(4)} (${METHODS[state.method][0]}). Text: ${done.text ?? ''}`;
         const result = note(ctx.root, outcome);
         result.classList.add('generated-text');
@@ -260,6 +269,6 @@ export default {
       }
     });
     if (rows.length) draw();
-    if (written) await decoderSelfAttention(ctx, written, rows);
+    if (written) await decoderSelfAttention(ctx, written, rows, stoppedAtLength);
   },
 };
