@@ -44,12 +44,32 @@ absl::StatusOr<EncodeAnswer> RequestRunner::RunEncode(const EncodeQuery& query,
   }
   ATTNSCOPE_ASSIGN_OR_RETURN(const TextOptions options,
                              ToTextOptions(query.tokenization, Truncation::kNone));
+  if (query.pooling == Pooling::kCls && answer.model->model().is_decoder()) {
+    // A causal model's first position attends to itself alone: its vector is the same whatever
+    // the text.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pooling POOLING_CLS: model '", answer.model->name(),
+        "' is a decoder (causal attention), whose first token sees no other, so its vector says "
+        "nothing of the text; expected an encoder with a [CLS] token, got a decoder; pool with "
+        "POOLING_MEAN"));
+  }
   std::vector<Encoding> encodings;
   for (size_t i = 0; i < query.inputs.size(); ++i) {
     ATTNSCOPE_RETURN_IF_ERROR(CheckInput(query.inputs[i], absl::StrCat("inputs[", i, "].")));
     ATTNSCOPE_ASSIGN_OR_RETURN(
         EncodedText tokens,
         TokenizeInput(*answer.model, query.inputs[i], options, absl::StrCat("inputs[", i, "].")));
+    const Encoding& encoding = tokens.encoding;
+    if (query.pooling == Pooling::kCls &&
+        (encoding.special_tokens_mask.empty() || encoding.special_tokens_mask[0] == 0)) {
+      // Marian puts no special token first: the first position is the first word.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "inputs[", i,
+          "]: pooling POOLING_CLS pools the first token, expected a special token "
+          "([CLS] or <s>) there, got '",
+          encoding.tokens.empty() ? "" : encoding.tokens[0], "', a token of the text: model '",
+          answer.model->name(), "' puts none first; pool with POOLING_MEAN"));
+    }
     encodings.push_back(tokens.encoding);
     answer.results.emplace_back().tokens = std::move(tokens);
   }

@@ -8,15 +8,18 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/requests/request_test_util.h"
+#include "tests/unit/test_util.h"
 
 namespace attnscope {
 namespace {
 
 using testing::BytesOf;
 using ::testing::HasSubstr;
+using testing::LoadModel;
 using testing::NewRunner;
 using testing::NoCheck;
 using testing::PassRecorder;
+using testing::TestDataDir;
 
 EncodeQuery TwoInputs() {
   EncodeQuery query;
@@ -52,6 +55,16 @@ TEST(RequestEncodeTest, BadQueriesNameTheField) {
               HasSubstr("expected tokenization.skip_special_tokens false, got true"));
   cls_without_cls.pooling = Pooling::kMean;
   EXPECT_TRUE(runner->RunEncode(cls_without_cls, NoCheck()).ok());
+  // A decoder's first position sees itself only.
+  EncodeQuery cls_of_a_decoder = TwoInputs();
+  cls_of_a_decoder.model = "llama";
+  cls_of_a_decoder.inputs.pop_back();
+  cls_of_a_decoder.pooling = Pooling::kCls;
+  answer = runner->RunEncode(cls_of_a_decoder, NoCheck());
+  ASSERT_FALSE(answer.ok());
+  EXPECT_THAT(answer.status().message(), HasSubstr("model 'llama' is a decoder"));
+  cls_of_a_decoder.pooling = Pooling::kMean;
+  EXPECT_TRUE(runner->RunEncode(cls_of_a_decoder, NoCheck()).ok());
 
   EncodeQuery empty_pair = TwoInputs();
   empty_pair.inputs[1].text_pair = "";
@@ -59,6 +72,27 @@ TEST(RequestEncodeTest, BadQueriesNameTheField) {
   ASSERT_FALSE(answer.ok());
   EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(answer.status().message(), HasSubstr("inputs[1].text_pair"));
+}
+
+// Marian's tokenizer puts no special token first (it ends the text with </s>): CLS pooling
+// would pool the first word.
+TEST(RequestEncodeTest, ClsPoolingNeedsASpecialTokenFirst) {
+  std::vector<std::unique_ptr<LoadedModel>> models;
+  models.push_back(LoadModel("marian", TestDataDir() + "/tiny-marian"));
+  ASSERT_NE(models.back(), nullptr);
+  RequestRunner runner(RequestRunner::Options(), std::move(models), nullptr);
+  EncodeQuery query;
+  query.model = "marian";
+  query.inputs.push_back({"hello there", std::nullopt});
+  query.pooling = Pooling::kCls;
+  absl::StatusOr<EncodeAnswer> answer = runner.RunEncode(query, NoCheck());
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(answer.status().message(),
+              HasSubstr("inputs[0]: pooling POOLING_CLS pools the first token, expected a special "
+                        "token ([CLS] or <s>) there, got '"));
+  query.pooling = Pooling::kMean;
+  EXPECT_TRUE(runner.RunEncode(query, NoCheck()).ok());
 }
 
 TEST(RequestEncodeTest, SizeEstimateIsTheAnswersSize) {
