@@ -109,8 +109,10 @@ void CheckToQuery(const v1::TokenizeRequest& request) {
 
 void CheckToQuery(const v1::GetAttentionRequest& request) {
   const auto query = server::ToQuery(request);
+  // A decoder_window windows the decoder, which runs only on a decoder_text.
   const bool valid = ValidTruncation(request.tokenization()) && ValidDtype(request.dtype()) &&
-                     ValidAggregation(request.head_aggregation());
+                     ValidAggregation(request.head_aggregation()) &&
+                     (!request.has_decoder_window() || request.has_decoder_text());
   if (!Accepted(query, valid, "GetAttentionRequest")) return;
   ATTNSCOPE_FUZZ_CHECK(query->model == request.model(),
                        "GetAttentionRequest: model changed on the way");

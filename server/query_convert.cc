@@ -111,6 +111,12 @@ absl::StatusOr<AttentionQuery> ToQuery(const v1::GetAttentionRequest& request) {
   query.window = {window.query_start(), window.query_end(), window.key_start(), window.key_end()};
   query.aggregate_words = request.aggregate_words();
   if (request.has_decoder_text()) query.decoder_text = request.decoder_text();
+  if (request.has_decoder_window() && !request.has_decoder_text()) {
+    // It would go unused: the decoder runs only on a decoder_text.
+    return absl::InvalidArgumentError(
+        "decoder_window: expected only with decoder_text (it windows the decoder's positions), "
+        "got no decoder_text; set decoder_text or leave decoder_window unset");
+  }
   const v1::Window& decoder_window = request.decoder_window();
   query.decoder_window = {decoder_window.query_start(), decoder_window.query_end(),
                           decoder_window.key_start(), decoder_window.key_end()};

@@ -326,6 +326,12 @@ TEST_F(Seq2SeqAttentionTest, BadInputIsInvalidArgumentNamingTheField) {
        "layer 2: expected an index in [-2, 2)"},
       {[](v1::GetAttentionRequest& r) { r.mutable_decoder_window()->set_query_end(50); },
        "fix `decoder_window.query_start` / `decoder_window.query_end`"},
+      // A window of no decoder would be ignored.
+      {[](v1::GetAttentionRequest& r) {
+         r.clear_decoder_text();
+         r.mutable_decoder_window()->set_query_start(1);
+       },
+       "decoder_window: expected only with decoder_text"},
   };
   for (const Case& c : cases) {
     v1::GetAttentionRequest request = Request();
