@@ -146,6 +146,14 @@ absl::StatusOr<std::unique_ptr<ApiKeys>> ApiKeys::Create(const std::string& file
             absl::StrCat("--api_keys_file '", file, "' line ", line_number,
                          ": expected one key without whitespace, got several words"));
       }
+      // A header value carries visible ASCII only (gRPC refuses to send anything else), so such
+      // a key could never be presented.
+      if (!absl::ascii_isgraph(static_cast<unsigned char>(c))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--api_keys_file '", file, "' line ", line_number,
+            ": expected a key of visible ASCII characters (it is sent in a header), got byte 0x",
+            absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2)));
+      }
     }
     Digest digest;
     SHA256(reinterpret_cast<const unsigned char*>(line.data()), line.size(), digest.data());

@@ -254,6 +254,8 @@ TEST(SecurityTest, FlagsThatCannotWorkStopTheStartWithTheirName) {
   TempDir dir;
   const std::string empty = dir.path() + "/empty-keys";
   std::ofstream(empty) << "# no keys yet\n";
+  const std::string unsendable = dir.path() + "/unsendable-keys";
+  std::ofstream(unsendable) << "first-key-0123\nk\xc3\xa9y-of-the-second-line\n";
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--tls_cert_file=" + certs.Pem("server")}, "--tls_key_file"},
       {{"--tls_cert_file=" + dir.path() + "/missing.pem", "--tls_key_file=" + certs.Key("server")},
@@ -271,6 +273,9 @@ TEST(SecurityTest, FlagsThatCannotWorkStopTheStartWithTheirName) {
         "--tls_client_ca_file=" + certs.Key("ca")},
        "--tls_client_ca_file"},
       {{"--api_keys_file=" + empty}, "expected at least one key"},
+      {{"--api_keys_file=" + unsendable},
+       "line 2: expected a key of visible ASCII characters (it is sent in a header), got byte "
+       "0xc3"},
       {{"--api_keys_file=" + dir.path() + "/none"}, "--api_keys_file"},
   };
   for (const auto& [flags, named] : cases) {
