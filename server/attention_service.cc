@@ -25,14 +25,15 @@ std::chrono::system_clock::time_point DeadlineOf(const grpc::ServerContextBase& 
   return context.deadline();
 }
 
-Call GrpcCall(grpc::ServerContextBase* context) {
+Call GrpcCall(grpc::ServerContextBase* context, const ClientAddresses* addresses) {
   const auto& metadata = context->client_metadata();
   const auto authorization = metadata.find("authorization");
   return MakeCall(
       "grpc", DeadlineOf(*context), [context] { return context->IsCancelled(); },
       authorization == metadata.end()
           ? std::string()
-          : std::string(authorization->second.data(), authorization->second.size()));
+          : std::string(authorization->second.data(), authorization->second.size()),
+      addresses == nullptr ? std::string() : addresses->Of(context->peer()));
 }
 
 }  // namespace
@@ -57,7 +58,7 @@ absl::Status AttentionService::WriteWithin(grpc::ServerContext* context,
 grpc::ServerUnaryReactor* AttentionService::Unary(grpc::CallbackServerContext* context,
                                                   std::function<absl::Status(const Call&)> method) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  Call call = GrpcCall(context);
+  Call call = GrpcCall(context, addresses_);
   WorkerPool::Task task;
   task.run = [reactor, call = std::move(call), method = std::move(method)] {
     reactor->Finish(ToGrpcStatus(method(call)));
@@ -116,7 +117,7 @@ grpc::ServerUnaryReactor* AttentionService::GetAttention(grpc::CallbackServerCon
 grpc::Status AttentionService::StreamAttention(
     grpc::ServerContext* context, const v1::GetAttentionRequest* request,
     grpc::ServerWriter<v1::StreamAttentionResponse>* writer) {
-  return ToGrpcStatus(core_->StreamAttention(GrpcCall(context), *request,
+  return ToGrpcStatus(core_->StreamAttention(GrpcCall(context, addresses_), *request,
                                              [&](const v1::StreamAttentionResponse& message) {
                                                return WriteWithin(context, writer, message);
                                              }));
@@ -126,7 +127,7 @@ grpc::Status AttentionService::Generate(grpc::ServerContext* context,
                                         const v1::GenerateRequest* request,
                                         grpc::ServerWriter<v1::GenerateResponse>* writer) {
   return ToGrpcStatus(core_->Generate(
-      GrpcCall(context), *request,
+      GrpcCall(context, addresses_), *request,
       [&](const v1::GenerateResponse& message) { return WriteWithin(context, writer, message); }));
 }
 

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "attnscope/v1/attnscope.grpc.pb.h"
+#include "server/client_addresses.h"
 #include "server/service_core.h"
 #include "server/worker_pool.h"
 #include "server/write_watchdog.h"
@@ -41,8 +42,10 @@ class AttentionService final : public UnaryCallbackService {
   // of its messages for the watchdog's timeout (--write_timeout_seconds) is cancelled; a unary
   // call that finds every worker busy and the pool's queue full is refused RESOURCE_EXHAUSTED,
   // counted as the concurrency limit's rejection.
-  AttentionService(ServiceCore* core, WriteWatchdog* watchdog, WorkerPool* workers)
-      : core_(core), watchdog_(watchdog), workers_(workers) {}
+  // `addresses` (may be null) tells each call's client source, for the per-client share.
+  AttentionService(ServiceCore* core, WriteWatchdog* watchdog, WorkerPool* workers,
+                   const ClientAddresses* addresses = nullptr)
+      : core_(core), watchdog_(watchdog), workers_(workers), addresses_(addresses) {}
 
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
                                        const v1::ListModelsRequest* request,
@@ -94,6 +97,7 @@ class AttentionService final : public UnaryCallbackService {
   ServiceCore* const core_;
   WriteWatchdog* const watchdog_;
   WorkerPool* const workers_;
+  const ClientAddresses* const addresses_;
 };
 
 // Answers a call to a method no registered service has (a client built from another proto, a

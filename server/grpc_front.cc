@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/client_addresses.h"
 #include "server/grpc_front_limits.h"
 #include "server/listen_address.h"
 
@@ -89,18 +90,6 @@ int SelectH2(SSL* /*ssl*/, const unsigned char** out, unsigned char* out_length,
     i += 1 + length;
   }
   return SSL_TLSEXT_ERR_ALERT_FATAL;
-}
-
-// The source a connection is counted under in Connections: its IPv4 address (IPv4-mapped IPv6
-// ones too), or the /64 prefix of its IPv6 address, where one host usually has a whole /64.
-std::string SourceOf(const tcp::endpoint& remote) {
-  asio::ip::address address = remote.address();
-  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
-    address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
-  }
-  if (address.is_v4()) return address.to_string();
-  const asio::ip::address_v6::bytes_type bytes = address.to_v6().to_bytes();
-  return std::string(reinterpret_cast<const char*>(bytes.data()), 8);
 }
 
 }  // namespace
@@ -307,6 +296,9 @@ class FrontConnection : public SlotWaiter,
       ::close(fd);
       Close();
       return false;
+    }
+    if (state_->options.client_addresses != nullptr) {
+      state_->options.client_addresses->Set(fd, source_);
     }
     if (!state_->HandOver(fd)) {
       Close();

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/client_addresses.h"
 #include "server/http2_frames.h"
 #include "server/security.h"
 
@@ -75,6 +76,9 @@ class GrpcFront {
     std::function<void()> on_refused;
     // Called (on the front's own threads) for each connection refused at max_connections.
     std::function<void()> on_connection_refused;
+    // Told each connection's client source as it is handed to gRPC (may be null); must outlive
+    // the front.
+    ClientAddresses* client_addresses = nullptr;
   };
 
   // Binds and listens; accepts nothing until Start. InvalidArgument: TLS files OpenSSL cannot use

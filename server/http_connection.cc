@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/client_addresses.h"
 #include "server/http_listener_state.h"
 #include "server/service_core.h"
 
@@ -72,6 +73,14 @@ bool Quiet(const beast::error_code& error) {
          error == asio::error::broken_pipe || error == asio::ssl::error::stream_truncated;
 }
 
+// The client's source (SourceOf) of an accepted connection; "" when it has already gone.
+template <typename Stream>
+std::string SourceOfStream(Stream& stream) {
+  beast::error_code error;
+  const tcp::endpoint remote = beast::get_lowest_layer(stream).socket().remote_endpoint(error);
+  return error ? std::string() : SourceOf(remote);
+}
+
 template <typename Stream>
 class Connection;
 
@@ -84,6 +93,7 @@ class Exchange final : public HttpExchange {
 
   bool ClientGone() const override { return connection_->client_gone(); }
   bool GraceOver() const override { return connection_->grace_over(); }
+  std::string ClientSource() const override { return connection_->client_source(); }
   void Respond(HttpResponse response, std::shared_ptr<const void> hold) override {
     answered_ = true;
     connection_->Respond(std::move(response), std::move(hold));
@@ -112,6 +122,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   Connection(HttpListener::State* state, Stream stream)
       : state_(state),
         stream_(std::move(stream)),
+        client_source_(SourceOfStream(stream_)),
         buffer_(state->limits.max_header_bytes + kReadChunk),
         peer_poll_(stream_.get_executor()) {}
   ~Connection() override {
@@ -144,6 +155,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
 
   bool client_gone() const { return client_gone_.load(); }
   bool grace_over() const { return state_->grace_over.load(); }
+  const std::string& client_source() const { return client_source_; }
 
   // The Exchange's calls, from the handler's thread.
   void Respond(HttpResponse response, std::shared_ptr<const void> hold) {
@@ -558,6 +570,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
 
   HttpListener::State* const state_;
   Stream stream_;
+  const std::string client_source_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   // What this request's body counts against HttpLimits::max_buffered_body_bytes.

@@ -43,6 +43,8 @@ class HttpExchange {
   // True once the grace period of HttpListener::Shutdown is over: the call should stop and say
   // the server is shutting down.
   virtual bool GraceOver() const = 0;
+  // The client's source (SourceOf in server/client_addresses.h), "" when its address was unknown.
+  virtual std::string ClientSource() const = 0;
   // Sends `response` whole (its Content-Length is set here), keeping `hold` (may be null; a
   // reservation of the answer budget) until it is written or the connection ends. Once per
   // request, and not after StartStream.

@@ -292,7 +292,7 @@ absl::StatusOr<Call> CallOf(const HttpRequestHeader& request, const HttpExchange
   ATTNSCOPE_ASSIGN_OR_RETURN(const auto deadline, DeadlineOf(request));
   Call call = MakeCall(
       "http", deadline, [&exchange] { return exchange.ClientGone(); },
-      HeaderOf(request, http::field::authorization));
+      HeaderOf(request, http::field::authorization), exchange.ClientSource());
   call.check = [client = std::move(call.check), &exchange](absl::string_view when) {
     if (exchange.GraceOver()) return GraceOverError(when);
     return client(when);

@@ -159,10 +159,12 @@ ABSL_FLAG(int, worker_threads, kDefaults.worker_threads,
 ABSL_FLAG(int, max_concurrent_requests, kDefaults.service.max_concurrent_requests,
           "Calls handled at once, running or waiting their turn; more fail at once with "
           "RESOURCE_EXHAUSTED. 0 = no limit.");
-ABSL_FLAG(int, max_concurrent_requests_per_key, kDefaults.service.max_concurrent_requests_per_key,
-          "With --api_keys_file: calls one API key may have handled at once, so that one client "
-          "cannot hold every place of --max_concurrent_requests; more fail at once with "
-          "RESOURCE_EXHAUSTED. 0 = half of --max_concurrent_requests.");
+ABSL_FLAG(int, max_concurrent_requests_per_client,
+          kDefaults.service.max_concurrent_requests_per_client,
+          "Calls one client may have handled at once, so that one client cannot hold every place "
+          "of --max_concurrent_requests; more fail at once with RESOURCE_EXHAUSTED. A client is "
+          "its API key with --api_keys_file, else its address (behind a proxy: the proxy). 0 = "
+          "half of --max_concurrent_requests; equal to it: no share.");
 ABSL_FLAG(int, max_grpc_connections, kDefaults.max_grpc_connections,
           "gRPC connections open at once: at the limit the one idle longest (else the one whose "
           "latest call began longest ago, 10 s or more) is closed with a GOAWAY to make room, "
@@ -287,8 +289,8 @@ int main(int argc, char** argv) {
   options.http.allowed_hosts = absl::GetFlag(FLAGS_http_allowed_hosts);
   options.service.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   options.service.max_concurrent_requests = absl::GetFlag(FLAGS_max_concurrent_requests);
-  options.service.max_concurrent_requests_per_key =
-      absl::GetFlag(FLAGS_max_concurrent_requests_per_key);
+  options.service.max_concurrent_requests_per_client =
+      absl::GetFlag(FLAGS_max_concurrent_requests_per_client);
   options.service.max_stream_message_bytes = absl::GetFlag(FLAGS_max_stream_message_bytes);
   options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options.service.max_inputs_per_request = absl::GetFlag(FLAGS_max_inputs_per_request);

@@ -104,16 +104,17 @@ Metrics::Metrics()
                                   .Name("attnscope_generated_tokens_total")
                                   .Help("Tokens produced by finished Generate calls, by model.")
                                   .Register(*registry_);
-  auto& rejections = prometheus::BuildCounter()
-                         .Name("attnscope_rejected_requests_total")
-                         .Help(
-                             "Calls refused before they ran, by reason (unauthenticated, "
-                             "concurrency_limit, key_limit: --max_concurrent_requests_per_key, "
-                             "loading, draining; http2_limits: a gRPC connection closed for its "
-                             "HTTP/2 frames; connection_limit: a gRPC connection refused at "
-                             "--max_grpc_connections).")
-                         .Register(*registry_);
-  for (const char* reason : {"unauthenticated", "concurrency_limit", "key_limit", "loading",
+  auto& rejections =
+      prometheus::BuildCounter()
+          .Name("attnscope_rejected_requests_total")
+          .Help(
+              "Calls refused before they ran, by reason (unauthenticated, "
+              "concurrency_limit, client_limit: --max_concurrent_requests_per_client, "
+              "loading, draining; http2_limits: a gRPC connection closed for its "
+              "HTTP/2 frames; connection_limit: a gRPC connection refused at "
+              "--max_grpc_connections).")
+          .Register(*registry_);
+  for (const char* reason : {"unauthenticated", "concurrency_limit", "client_limit", "loading",
                              "draining", "http2_limits", "connection_limit"}) {
     rejections_[reason] = &rejections.Add({{"reason", reason}});
   }

@@ -60,8 +60,9 @@ class Metrics {
   // attnscope_queue_wait_seconds{model}: how long a call waited for its forward pass to start.
   void RecordQueueWait(const std::string& model, double seconds);
   // attnscope_rejected_requests_total{reason}: calls refused before they ran, `reason` one of
-  // "unauthenticated" (UNAUTHENTICATED), "concurrency_limit" and "key_limit" (RESOURCE_EXHAUSTED:
-  // --max_concurrent_requests, --max_concurrent_requests_per_key), "loading" and
+  // "unauthenticated" (UNAUTHENTICATED), "concurrency_limit" and "client_limit"
+  // (RESOURCE_EXHAUSTED:
+  // --max_concurrent_requests, --max_concurrent_requests_per_client), "loading" and
   // "draining" (UNAVAILABLE), or "http2_limits": a gRPC connection closed, with whatever calls it
   // had opened, for crossing a limit on its HTTP/2 frames (GrpcFront), or "connection_limit": a
   // gRPC connection refused at --max_grpc_connections with none idle to close instead.

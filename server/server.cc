@@ -320,7 +320,8 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
       {"--max_queue_delay_microseconds", absl::ToDoubleMicroseconds(batching.max_queue_delay), 1e7},
       {"--worker_threads", options.worker_threads, HttpServer::kMaxHttpThreads},
       {"--max_concurrent_requests", options.service.max_concurrent_requests, 1e6},
-      {"--max_concurrent_requests_per_key", options.service.max_concurrent_requests_per_key, 1e6},
+      {"--max_concurrent_requests_per_client", options.service.max_concurrent_requests_per_client,
+       1e6},
       {"--max_grpc_connections", options.max_grpc_connections, 1e6},
       {"--shutdown_grace_seconds", options.shutdown_grace_seconds, 3600}};
   for (const auto& [flag, value, most] : counts) {
@@ -456,7 +457,8 @@ absl::Status RunServer(const ServerOptions& options) {
   WriteWatchdog watchdog(options.http.limits.write_timeout);
   const int worker_threads = WorkerThreads(options);
   WorkerPool unary_workers(worker_threads, /*max_queued=*/worker_threads);
-  AttentionService service(&core, &watchdog, &unary_workers);
+  ClientAddresses client_addresses;
+  AttentionService service(&core, &watchdog, &unary_workers, &client_addresses);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   const int max_streams_per_connection = std::max(kMinStreamsPerConnection, worker_threads);
@@ -469,6 +471,7 @@ absl::Status RunServer(const ServerOptions& options) {
       options.max_grpc_connections > 0 ? options.max_grpc_connections : INT_MAX;
   front_options.on_refused = [&metrics] { metrics.RecordRejection("http2_limits"); };
   front_options.on_connection_refused = [&metrics] { metrics.RecordRejection("connection_limit"); };
+  front_options.client_addresses = &client_addresses;
   absl::StatusOr<std::unique_ptr<GrpcFront>> front = GrpcFront::Create(front_options);
   if (!front.ok()) {
     if (front.status().code() != absl::StatusCode::kUnavailable) return front.status();

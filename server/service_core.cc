@@ -45,7 +45,8 @@ absl::Status GraceOverError(absl::string_view when) {
 }
 
 Call MakeCall(absl::string_view transport, std::chrono::system_clock::time_point deadline,
-              std::function<bool()> cancelled, std::string authorization) {
+              std::function<bool()> cancelled, std::string authorization,
+              std::string client_source) {
   return {transport,
           [deadline, cancelled = std::move(cancelled)](absl::string_view when) -> absl::Status {
             if (std::chrono::system_clock::now() > deadline) {
@@ -58,7 +59,7 @@ Call MakeCall(absl::string_view transport, std::chrono::system_clock::time_point
             }
             return absl::OkStatus();
           },
-          std::move(authorization)};
+          std::move(authorization), std::move(client_source)};
 }
 
 // Request-layer events to Prometheus.
@@ -84,14 +85,10 @@ ServiceCore::ServiceCore(ServiceOptions options, Metrics* metrics, const ApiKeys
     : options_(options),
       metrics_(metrics),
       api_keys_(api_keys),
-      observer_(std::make_unique<Observer>(metrics)) {
-  if (api_keys_ != nullptr) {
-    key_inflight_ = std::make_unique<std::atomic<int>[]>(api_keys_->size());
-    max_key_inflight_ = options_.max_concurrent_requests_per_key > 0
-                            ? options_.max_concurrent_requests_per_key
-                            : (options_.max_concurrent_requests + 1) / 2;
-  }
-}
+      observer_(std::make_unique<Observer>(metrics)),
+      max_client_inflight_(options_.max_concurrent_requests_per_client > 0
+                               ? options_.max_concurrent_requests_per_client
+                               : (options_.max_concurrent_requests + 1) / 2) {}
 
 ServiceCore::~ServiceCore() = default;
 
@@ -126,15 +123,10 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
   const int inflight = inflight_.fetch_add(1) + 1;
   bool ran = false;
   absl::Status status = Authenticate(call);
-  // The key's own count, taken once the key is known to be valid and given back at the end.
-  std::atomic<int>* key_inflight = nullptr;
-  int key_calls = 0;
-  if (status.ok() && api_keys_ != nullptr && max_key_inflight_ > 0) {
-    if (const std::optional<int> key = api_keys_->Find(call.authorization); key.has_value()) {
-      key_inflight = &key_inflight_[*key];
-      key_calls = key_inflight->fetch_add(1) + 1;
-    }
-  }
+  // The client's own count, taken once its key (if any) is known to be valid, given back at the
+  // end.
+  const std::string client = status.ok() ? ClientOf(call) : std::string();
+  const int client_calls = client.empty() ? 0 : CountClientCall(client, +1);
   if (!status.ok()) {
     // Counted by Authenticate.
   } else if (draining_.load()) {
@@ -149,13 +141,14 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
         absl::StrCat("the server is at its limit of ", options_.max_concurrent_requests,
                      " concurrent requests (--max_concurrent_requests); retry with backoff"));
     metrics_->RecordRejection("concurrency_limit");
-  } else if (key_calls > max_key_inflight_) {
+  } else if (client_calls > max_client_inflight_) {
     status = absl::ResourceExhaustedError(
-        absl::StrCat("calls of this API key: expected at most ", max_key_inflight_,
-                     " at once (--max_concurrent_requests_per_key; by default half of "
+        absl::StrCat("calls of this client (", api_keys_ != nullptr ? "its API key" : "its address",
+                     "): expected at most ", max_client_inflight_,
+                     " at once (--max_concurrent_requests_per_client; by default half of "
                      "--max_concurrent_requests, so that one client cannot hold them all), got ",
-                     key_calls, "; retry with backoff once one of them has ended"));
-    metrics_->RecordRejection("key_limit");
+                     client_calls, "; retry with backoff once one of them has ended"));
+    metrics_->RecordRejection("client_limit");
   } else {
     // The server's ceiling on the call's time, whatever deadline the caller set (or none).
     const Clock::time_point ceiling =
@@ -190,13 +183,32 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
   // A refusal's few bytes need no time to be read (LastAnswerEnd): a client retrying against a
   // draining server would otherwise keep it from shutting down until the grace ran out.
   if (ran) last_call_end_nanos_.store(absl::ToUnixNanos(absl::Now()));
-  if (key_inflight != nullptr) key_inflight->fetch_sub(1);
+  if (!client.empty()) CountClientCall(client, -1);
   inflight_.fetch_sub(1);
   metrics_->inflight().Decrement();
   metrics_->RecordRequest(rpc, call.transport, ModelLabel(model),
                           absl::StatusCodeToString(status.code()),
                           std::chrono::duration<double>(Clock::now() - start).count());
   return status;
+}
+
+std::string ServiceCore::ClientOf(const Call& call) const {
+  if (max_client_inflight_ <= 0) return "";
+  if (api_keys_ != nullptr) {
+    const std::optional<int> key = api_keys_->Find(call.authorization);
+    return key.has_value() ? absl::StrCat("key ", *key) : "";
+  }
+  return call.client_source.empty() ? "" : absl::StrCat("source ", call.client_source);
+}
+
+int ServiceCore::CountClientCall(const std::string& client, int change) {
+  absl::MutexLock lock(&clients_mutex_);
+  int& calls = client_inflight_[client];
+  calls += change;
+  const int now = calls;
+  // A client with nothing under way leaves the table, which so holds at most the calls' clients.
+  if (now <= 0) client_inflight_.erase(client);
+  return now;
 }
 
 absl::Time ServiceCore::LastAnswerEnd() const {

@@ -16,8 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "attnscope/v1/attnscope.pb.h"
 #include "common/limits.h"
@@ -40,11 +43,12 @@ struct ServiceOptions {
   // more fail with RESOURCE_EXHAUSTED at once. 0 = no limit. 64 takes 32 busy clients without a
   // refusal (16 refused 97% of such a load) while bounding the answers held in memory.
   int max_concurrent_requests = 64;
-  // With API keys (--api_keys_file), the calls one key may have handled at once, so that one
-  // client cannot hold every place of max_concurrent_requests and have everyone else refused;
-  // more fail with RESOURCE_EXHAUSTED at once. 0 = half of max_concurrent_requests (at least 1;
-  // none when that is 0). Without keys, clients are not told apart.
-  int max_concurrent_requests_per_key = 0;
+  // The calls one client may have handled at once, so that one client cannot hold every place of
+  // max_concurrent_requests and have everyone else refused; more fail with RESOURCE_EXHAUSTED at
+  // once. A client is its API key with --api_keys_file, else its address (Call::client_source);
+  // behind a proxy, the proxy is one client. 0 = half of max_concurrent_requests (at least 1);
+  // none when max_concurrent_requests is 0; equal to it turns the share off.
+  int max_concurrent_requests_per_client = 0;
   // Largest tensor data in one StreamAttention message; bigger layers are sent in pieces. Well
   // under gRPC's default 4 MiB receive limit, so that any client reads any stream.
   int64_t max_stream_message_bytes = int64_t{1} << 20;
@@ -83,6 +87,10 @@ struct Call {
   std::function<absl::Status(absl::string_view when)> check;
   // The `authorization` header's value ("Bearer <key>"), empty when absent.
   std::string authorization;
+  // The client's source (SourceOf in server/client_addresses.h: its IPv4 address or IPv6 /64),
+  // which max_concurrent_requests_per_client counts calls by when there are no API keys; empty
+  // when unknown (then no per-client share applies).
+  std::string client_source;
 };
 
 // UNAVAILABLE for a call still running when the shutdown's grace period is over; `when` says at
@@ -92,7 +100,8 @@ absl::Status GraceOverError(absl::string_view when);
 // A Call whose check fails with DeadlineExceeded once `deadline` has passed, and with Cancelled
 // once `cancelled` (may be empty) returns true; the messages say when and what to change.
 Call MakeCall(absl::string_view transport, std::chrono::system_clock::time_point deadline,
-              std::function<bool()> cancelled, std::string authorization);
+              std::function<bool()> cancelled, std::string authorization,
+              std::string client_source = "");
 
 // Writes one StreamAttention message; a non-OK status (the client went away) ends the stream.
 using StreamWriter = std::function<absl::Status(const v1::StreamAttentionResponse&)>;
@@ -183,6 +192,11 @@ class ServiceCore {
   // The model label of a call: the name of the model `model` resolves to, or "" (see
   // Metrics::RecordRequest).
   std::string ModelLabel(const std::string* model) const;
+  // Who `call` counts under for max_concurrent_requests_per_client: its valid key with API keys,
+  // else its source; "" when there is no share or no way to tell.
+  std::string ClientOf(const Call& call) const;
+  // Adds `change` (+1 or -1) to the calls `client` has under way and returns the new count.
+  int CountClientCall(const std::string& client, int change);
 
   const ServiceOptions options_;
   Metrics* const metrics_;
@@ -193,9 +207,11 @@ class ServiceCore {
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> grace_end_nanos_{std::numeric_limits<int64_t>::max()};
   std::atomic<int> inflight_{0};
-  // Calls handled now for each API key (by its line in the keys file), and the most each may have.
-  std::unique_ptr<std::atomic<int>[]> key_inflight_;
-  int max_key_inflight_ = 0;
+  // Calls handled now for each client with any (its key's line in the keys file, or its source),
+  // and the most each may have.
+  absl::Mutex clients_mutex_;
+  absl::flat_hash_map<std::string, int> client_inflight_ ABSL_GUARDED_BY(clients_mutex_);
+  int max_client_inflight_ = 0;
   // Holds handed out by HoldAnswerBytes and not yet released: answers being written.
   mutable std::atomic<int> answers_being_written_{0};
   std::atomic<int64_t> last_call_end_nanos_{std::numeric_limits<int64_t>::min()};

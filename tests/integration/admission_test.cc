@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,17 +48,24 @@ std::vector<Outcome> Burst(const ServerProcess& server, const v1::GetAttentionRe
   return outcomes;
 }
 
-TEST(AdmissionTest, BurstBeyondTheLimitIsRefusedAtOnceAndTheRestSucceed) {
-  // A forward pass of a few hundred milliseconds, so that the burst overlaps it.
-  TempDir dir;
+// A BERT whose forward pass over 384 tokens takes a few hundred milliseconds, so that a burst of
+// calls overlaps it.
+BertShape MidShape() {
   BertShape shape;
   shape.hidden = 256;
   shape.heads = 4;
   shape.intermediate = 1024;
+  return shape;
+}
+
+TEST(AdmissionTest, BurstBeyondTheLimitIsRefusedAtOnceAndTheRestSucceed) {
+  TempDir dir;
+  const BertShape shape = MidShape();
   ASSERT_TRUE(WriteRandomBert(shape, dir.path()).ok());
   ServerProcess::Options options;
   options.models = {"mid=" + dir.path()};
-  options.extra_flags = {"--max_concurrent_requests=2"};
+  // One test process is one client: its share of the limit is the whole limit here.
+  options.extra_flags = {"--max_concurrent_requests=2", "--max_concurrent_requests_per_client=2"};
   options.metrics_port = FreeTcpPort();
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -107,14 +115,72 @@ TEST(AdmissionTest, BurstBeyondTheLimitIsRefusedAtOnceAndTheRestSucceed) {
   EXPECT_TRUE(client->GetAttention(request).ok());
 }
 
-// One API key keeping its share of calls running leaves the rest for the other keys: before, one
-// client holding --max_concurrent_requests calls had every other refused for as long.
+// One client keeping its share of calls running leaves the rest for the others: before, one
+// client holding --max_concurrent_requests calls (or streams it never read) had every other
+// refused for as long. `busy_key` (may be empty) is the busy client's API key; `other_call`
+// makes another client's call while the busy one's six heavy calls run, and its status is
+// returned with the busy calls' refusals checked against `who` ("its API key", "its address").
+absl::Status OtherClientWhileOneIsBusy(const ServerProcess& server, const BertShape& shape,
+                                       const std::string& busy_key, const std::string& who,
+                                       const std::function<absl::Status()>& other_call) {
+  v1::GetAttentionRequest heavy;
+  heavy.set_model("mid");
+  heavy.set_text(RandomBertText(shape, 384));
+  heavy.add_layers(-1);
+  constexpr int kBusyCalls = 6;
+  std::vector<absl::Status> busy(kBusyCalls);
+  std::vector<std::unique_ptr<Client>> busy_clients;
+  for (int i = 0; i < kBusyCalls; ++i) {
+    ClientOptions options;
+    options.target = server.address();
+    options.api_key = busy_key;
+    options.max_attempts = 1;
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(options);
+    if (!client.ok()) return client.status();
+    busy_clients.push_back(*std::move(client));
+  }
+  absl::Barrier* start = new absl::Barrier(kBusyCalls + 1);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kBusyCalls; ++i) {
+    threads.emplace_back([&, i] {
+      busy_clients[i]->Health().IgnoreError();
+      if (start->Block()) delete start;
+      busy[i] = busy_clients[i]->GetAttention(heavy).status();
+    });
+  }
+  if (start->Block()) delete start;
+  absl::SleepFor(absl::Milliseconds(50));
+  const absl::Status other = other_call();
+  for (std::thread& thread : threads) thread.join();
+
+  int refused = 0;
+  for (const absl::Status& status : busy) {
+    if (status.ok()) continue;
+    ++refused;
+    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+    EXPECT_THAT(std::string(status.message()),
+                ::testing::HasSubstr(absl::StrCat(
+                    "calls of this client (", who,
+                    "): expected at most 2 at once (--max_concurrent_requests_per_client")));
+  }
+  // At most two of the busy client's calls ran at a time, so some of the six found its share
+  // full; each refusal counted once.
+  EXPECT_GE(refused, 1);
+  absl::StatusOr<std::string> scrape = HttpGet(server.metrics_port(), "/metrics");
+  EXPECT_TRUE(scrape.ok()) << scrape.status();
+  const std::vector<MetricSample> rejected =
+      FindSamples(ParseMetrics(scrape.value_or("")), "attnscope_rejected_requests_total",
+                  {{"reason", "client_limit"}});
+  EXPECT_EQ(rejected.size(), 1u);
+  if (!rejected.empty()) {
+    EXPECT_EQ(rejected[0].value, refused);
+  }
+  return other;
+}
+
 TEST(AdmissionTest, OneKeyHoldsAtMostItsShareAndOtherKeysAreServed) {
   TempDir dir;
-  BertShape shape;
-  shape.hidden = 256;
-  shape.heads = 4;
-  shape.intermediate = 1024;
+  const BertShape shape = MidShape();
   ASSERT_TRUE(WriteRandomBert(shape, dir.path()).ok());
   TempDir keys;
   std::ofstream(keys.path() + "/keys") << "key-of-the-busy-client\nkey-of-another-client\n";
@@ -125,64 +191,50 @@ TEST(AdmissionTest, OneKeyHoldsAtMostItsShareAndOtherKeysAreServed) {
   options.metrics_port = FreeTcpPort();
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
-  const auto client_with = [&](const std::string& key) {
-    ClientOptions client_options;
-    client_options.target = (*server)->address();
-    client_options.api_key = key;
-    client_options.max_attempts = 1;
-    absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(client_options);
-    EXPECT_TRUE(client.ok()) << client.status();
-    return client.ok() ? *std::move(client) : nullptr;
-  };
+  ClientOptions other_options;
+  other_options.target = (*server)->address();
+  other_options.api_key = "key-of-another-client";
+  other_options.max_attempts = 1;
+  absl::StatusOr<std::unique_ptr<Client>> other = Client::Create(other_options);
+  ASSERT_TRUE(other.ok()) << other.status();
+  (*other)->Health().IgnoreError();
+  v1::TokenizeRequest tokenize;
+  tokenize.set_model("mid");
+  tokenize.set_text("paris");
+  EXPECT_TRUE(
+      OtherClientWhileOneIsBusy(**server, shape, "key-of-the-busy-client", "its API key", [&] {
+        return (*other)->Tokenize(tokenize).status();
+      }).ok());
+}
 
-  // Six calls of the busy key at once, each of several forward passes' length.
-  v1::GetAttentionRequest heavy;
-  heavy.set_model("mid");
-  heavy.set_text(RandomBertText(shape, 384));
-  heavy.add_layers(-1);
-  constexpr int kBusyCalls = 6;
-  std::vector<absl::Status> busy(kBusyCalls);
-  std::vector<std::unique_ptr<Client>> busy_clients;
-  for (int i = 0; i < kBusyCalls; ++i)
-    busy_clients.push_back(client_with("key-of-the-busy-client"));
-  absl::Barrier* start = new absl::Barrier(kBusyCalls + 1);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kBusyCalls; ++i) {
-    threads.emplace_back([&, i] {
-      ASSERT_NE(busy_clients[i], nullptr);
-      busy_clients[i]->Health().IgnoreError();
-      if (start->Block()) delete start;
-      busy[i] = busy_clients[i]->GetAttention(heavy).status();
-    });
-  }
-  // The other key's call comes while the busy key's share runs.
-  std::unique_ptr<Client> other = client_with("key-of-another-client");
-  ASSERT_NE(other, nullptr);
-  other->Health().IgnoreError();
-  if (start->Block()) delete start;
-  absl::SleepFor(absl::Milliseconds(50));
-  const absl::StatusOr<AttentionResult> answer = other->GetAttention(heavy);
-  for (std::thread& thread : threads) thread.join();
-  EXPECT_TRUE(answer.ok()) << answer.status();
-
-  int refused = 0;
-  for (const absl::Status& status : busy) {
-    if (status.ok()) continue;
-    ++refused;
-    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
-    EXPECT_THAT(std::string(status.message()),
-                ::testing::HasSubstr("calls of this API key: expected at most 2 at once "
-                                     "(--max_concurrent_requests_per_key"));
-  }
-  // At most two of the busy key's calls ran at a time; they ran about as fast as the other key's,
-  // so some of the six found its share full.
-  EXPECT_GE(refused, 1);
-  absl::StatusOr<std::string> scrape = HttpGet((*server)->metrics_port(), "/metrics");
-  ASSERT_TRUE(scrape.ok()) << scrape.status();
-  const std::vector<MetricSample> rejected = FindSamples(
-      ParseMetrics(*scrape), "attnscope_rejected_requests_total", {{"reason", "key_limit"}});
-  ASSERT_EQ(rejected.size(), 1u);
-  EXPECT_EQ(rejected[0].value, refused);
+// Without keys a client is its address: 127.0.0.2 is another client than 127.0.0.1.
+TEST(AdmissionTest, OneAddressHoldsAtMostItsShareAndOtherAddressesAreServed) {
+  TempDir dir;
+  const BertShape shape = MidShape();
+  ASSERT_TRUE(WriteRandomBert(shape, dir.path()).ok());
+  ServerProcess::Options options;
+  options.models = {"mid=" + dir.path()};
+  options.extra_flags = {"--max_concurrent_requests=4"};
+  options.metrics_port = FreeTcpPort();
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string body = R"({"model": "mid", "text": "paris"})";
+  const std::string tokenize = absl::StrCat(
+      "POST /attnscope.v1.AttentionService/Tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Content-Type: application/json\r\nContent-Length: ",
+      body.size(), "\r\n\r\n", body);
+  const absl::Status other =
+      OtherClientWhileOneIsBusy(**server, shape, "", "its address", [&]() -> absl::Status {
+        absl::StatusOr<std::unique_ptr<RawConnection>> connection =
+            RawConnection::Open((*server)->http_port(), "127.0.0.2");
+        if (!connection.ok()) return connection.status();
+        (*connection)->Send(tokenize);
+        absl::StatusOr<RawResponse> answer = (*connection)->ReadResponse(absl::Seconds(30));
+        if (!answer.ok()) return answer.status();
+        if (answer->status != 200) return absl::InternalError(answer->body);
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(other.ok()) << other;
 }
 
 TEST(AdmissionTest, DefaultLimitTakes32ClientsAtOnce) {

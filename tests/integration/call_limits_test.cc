@@ -111,7 +111,9 @@ TEST(CallLimitsTest, StreamsNobodyReadsEndAtTheWriteTimeout) {
   ServerProcess::Options options;
   options.models = {"llama=" + Stories260kDir()};
   options.metrics_port = FreeTcpPort();
-  options.extra_flags = {"--write_timeout_seconds=1", "--max_concurrent_requests=2"};
+  // Both slots for the one test process: no per-client share.
+  options.extra_flags = {"--write_timeout_seconds=1", "--max_concurrent_requests=2",
+                         "--max_concurrent_requests_per_client=2"};
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   std::unique_ptr<v1::AttentionService::Stub> stub = StubOf(**server);

@@ -527,7 +527,9 @@ TEST(HttpLimitsTest, RequestsBeyondTheThreadsAndTheWaitingAreRefusedAtOnce) {
 TEST(HttpLimitsTest, SixtyFourAbandonedHeavyCallsLeaveNoWorkRunning) {
   TempDir dir;
   ASSERT_TRUE(WriteRandomBert(RankerShape(), dir.path()).ok());
-  std::unique_ptr<ServerProcess> server = StartServer({"ranker=" + dir.path()});
+  // Every slot for the one test process: no per-client share.
+  std::unique_ptr<ServerProcess> server =
+      StartServer({"ranker=" + dir.path()}, {"--max_concurrent_requests_per_client=64"});
   ASSERT_NE(server, nullptr);
   const int port = server->http_port();
   const std::string tokenize = Post("Tokenize", R"({"model": "ranker", "text": "paris"})");

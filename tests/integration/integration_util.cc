@@ -292,9 +292,20 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   return response.substr(body + 4);
 }
 
-absl::StatusOr<std::unique_ptr<RawConnection>> RawConnection::Open(int port) {
+absl::StatusOr<std::unique_ptr<RawConnection>> RawConnection::Open(int port,
+                                                                   const std::string& source) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  if (!source.empty()) {
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    if (inet_pton(AF_INET, source.c_str(), &local.sin_addr) != 1 ||
+        bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
+      const std::string error = std::strerror(errno);
+      close(fd);
+      return absl::InternalError(absl::StrCat("bind ", source, ": ", error));
+    }
+  }
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

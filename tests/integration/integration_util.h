@@ -150,8 +150,10 @@ struct RawResponse {
 // mid-call.
 class RawConnection {
  public:
-  // Unavailable when the connection is refused.
-  static absl::StatusOr<std::unique_ptr<RawConnection>> Open(int port);
+  // Unavailable when the connection is refused. `source`: the local IPv4 address to connect from
+  // ("127.0.0.2": another client as the server sees it), or "" for the system's choice.
+  static absl::StatusOr<std::unique_ptr<RawConnection>> Open(int port,
+                                                             const std::string& source = "");
   ~RawConnection();
   RawConnection(const RawConnection&) = delete;
   RawConnection& operator=(const RawConnection&) = delete;

@@ -284,12 +284,15 @@ TEST_F(K8sTest, MemoryRequestAndLimitCoverTheMeasuredResidentMemory) {
       << "the HorizontalPodAutoscaler's utilization is relative to the CPU request";
 
   // The server on the ConfigMap's flags (the image's default model) under concurrent calls at the
-  // model's longest input, as many at once as --max_concurrent_requests lets in.
+  // model's longest input, as many at once as --max_concurrent_requests lets in. The test's
+  // clients share one address, which a pod's do not: no per-client share here.
   ImageLayout layout;
   TempDir dir;
   ServerProcess::Options options;
   options.metrics_port = FreeTcpPort();
-  options.extra_flags = {"--flagfile=" + LocalFlagFile(layout, dir.path())};
+  options.extra_flags = {
+      "--flagfile=" + LocalFlagFile(layout, dir.path()),
+      "--max_concurrent_requests_per_client=" + flags_.at("max_concurrent_requests")};
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   std::unique_ptr<Client> client = (*server)->NewClient();
