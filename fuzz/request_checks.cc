@@ -44,15 +44,16 @@ bool ValidBaseline(int value) {
   return value >= v1::ATTRIBUTION_BASELINE_UNSPECIFIED && value <= v1::ATTRIBUTION_BASELINE_ZERO;
 }
 
-// Whether a Generate request sets only options of the method it runs (an unspecified method runs
-// beam search with more than one beam, else greedy search): ToQuery refuses the others.
+// Whether a Generate request has a count of beams (not negative) and sets only options of the
+// method it runs (an unspecified method runs beam search with more than one beam, else greedy
+// search): ToQuery refuses the others.
 bool OptionsFitTheMethod(const v1::GenerateRequest& request) {
+  if (request.num_beams() < 0) return false;
   int method = request.method();
   if (method == v1::DECODING_METHOD_UNSPECIFIED) {
     method = request.num_beams() > 1 ? v1::DECODING_METHOD_BEAM_SEARCH : v1::DECODING_METHOD_GREEDY;
   }
-  const bool beam_options =
-      (request.num_beams() != 0 && request.num_beams() != 1) || request.has_length_penalty();
+  const bool beam_options = request.num_beams() > 1 || request.has_length_penalty();
   const bool sampling_options = request.has_temperature() || request.top_k() != 0 ||
                                 request.has_top_p() || request.seed() != 0;
   return (!beam_options || method == v1::DECODING_METHOD_BEAM_SEARCH) &&

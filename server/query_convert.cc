@@ -237,6 +237,12 @@ absl::StatusOr<GenerateQuery> ToQuery(const v1::GenerateRequest& request) {
   // An unspecified method is greedy search, or beam search with more than one beam, as
   // transformers' generate() decides it (num_beams > 1 without do_sample): a client sending only
   // num_beams got greedy search before, without a word.
+  if (request.num_beams() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_beams ", request.num_beams(),
+                     ": expected a count of beams, at least 1 (0 or unset: 1), got ",
+                     request.num_beams(), "; set num_beams to 1 or more, or leave it unset"));
+  }
   v1::DecodingMethod method = request.method();
   if (method == v1::DECODING_METHOD_UNSPECIFIED) {
     method = request.num_beams() > 1 ? v1::DECODING_METHOD_BEAM_SEARCH : v1::DECODING_METHOD_GREEDY;
@@ -266,8 +272,8 @@ absl::StatusOr<GenerateQuery> ToQuery(const v1::GenerateRequest& request) {
     v1::DecodingMethod method;
   };
   const MethodOption method_options[] = {
-      {request.num_beams() != 0 && request.num_beams() != 1, "num_beams",
-       absl::StrCat(request.num_beams()), v1::DECODING_METHOD_BEAM_SEARCH},
+      {request.num_beams() > 1, "num_beams", absl::StrCat(request.num_beams()),
+       v1::DECODING_METHOD_BEAM_SEARCH},
       {request.has_length_penalty(), "length_penalty", absl::StrCat(request.length_penalty()),
        v1::DECODING_METHOD_BEAM_SEARCH},
       {request.has_temperature(), "temperature", absl::StrCat(request.temperature()),

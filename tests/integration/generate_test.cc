@@ -285,13 +285,26 @@ TEST_F(GenerateTest, BadInputIsRefusedAndTheServerKeepsServing) {
        absl::StatusCode::kInvalidArgument,
        {"temperature 0.7: expected only with method DECODING_METHOD_SAMPLING",
         "got method DECODING_METHOD_GREEDY"}},
+      // A negative count is no count, whichever the method: said as such, not as an option of
+      // beam search.
       {"negative beams with greedy search",
        with([](auto& r) {
          r.set_method(v1::DECODING_METHOD_GREEDY);
          r.set_num_beams(-3);
        }),
        absl::StatusCode::kInvalidArgument,
-       {"num_beams -3: expected only with method DECODING_METHOD_BEAM_SEARCH"}},
+       {"num_beams -3: expected a count of beams, at least 1"}},
+      {"negative beams without a method",
+       with([](auto& r) { r.set_num_beams(-1); }),
+       absl::StatusCode::kInvalidArgument,
+       {"num_beams -1: expected a count of beams, at least 1"}},
+      {"two beams with greedy search",
+       with([](auto& r) {
+         r.set_method(v1::DECODING_METHOD_GREEDY);
+         r.set_num_beams(2);
+       }),
+       absl::StatusCode::kInvalidArgument,
+       {"num_beams 2: expected only with method DECODING_METHOD_BEAM_SEARCH"}},
       {"beams with sampling",
        with([](auto& r) {
          r.set_method(v1::DECODING_METHOD_SAMPLING);
