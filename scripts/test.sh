@@ -57,6 +57,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 # own filter.
 GTEST_FILTER='-SentencePieceTokenizerTest.*:MarianTokenizerTest.*:T5TokenizerTest.*'
 GTEST_FILTER+=':ConfigTest.MarianIsServed:ConfigTest.T5IsServed:Tokenizers/LongTextTest.*/sentencepiece*'
+GTEST_FILTER+=':RequestEncodeTest.ClsPoolingNeedsASpecialTokenFirst'
 GTEST_FILTER+=':Bfloat16Test.Stories260KPredictsAsInFloat32'
 # Also left out: the built-in model's quality figures over its held-out sets (ranking, masked-token
 # prediction, attention entropy), thousands of forwards and a minute and a half under the

@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -152,6 +153,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   void ForceClose() override {
     asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->Close(); });
   }
+  int64_t WaitingSince() const override { return waiting_since_.load(); }
 
   bool client_gone() const { return client_gone_.load(); }
   bool grace_over() const { return state_->grace_over.load(); }
@@ -225,6 +227,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   // within the header deadline, which then covers the whole header; on a kept-alive one within
   // the idle timeout, the header deadline starting at that byte.
   void WaitForRequest(bool fresh) {
+    waiting_since_ = std::chrono::steady_clock::now().time_since_epoch().count();
     answer_headers_.clear();
     if (state_->draining.load()) return GracefulClose();
     const auto now = std::chrono::steady_clock::now();
@@ -261,6 +264,9 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   }
 
   void OnHeader(beast::error_code error) {
+    // Read or refused, the request is no longer waited for: its connection is not the one to
+    // close for room (MakeRoom).
+    waiting_since_ = std::numeric_limits<int64_t>::max();
     if (error == http::error::header_limit || error == http::error::buffer_overflow) {
       // The parser takes the request line out of the buffer once it has read it (and set the
       // target): only a request line still unread can be the one that is too long.
@@ -580,6 +586,9 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   bool head_ = false;  // the request being answered is a HEAD
   bool keep_alive_ = true;
   bool idle_ = false;
+  // WaitingSince(): from the connection's start (its TLS handshake included) and from each
+  // WaitForRequest until the request's headers are read.
+  std::atomic<int64_t> waiting_since_{std::chrono::steady_clock::now().time_since_epoch().count()};
   std::chrono::steady_clock::time_point header_deadline_;
   bool closed_ = false;
   uint64_t watch_ = 0;

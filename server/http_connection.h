@@ -101,6 +101,10 @@ class HttpListener {
     // Requests that may wait for a worker; more are refused at once with 429 and
     // HttpHandler::OnRefused. 0 = no limit.
     int max_waiting = 0;
+    // Connections open at once; at the limit the one that has waited longest for a request is
+    // closed to make room for a new one, or the new one is refused when every connection is being
+    // answered. Each holds a descriptor. 0 = no limit.
+    int max_connections = kDefaultMaxHttpConnections;
   };
 
   // Binds and listens, without accepting yet. Unavailable, saying why, when the address cannot be

@@ -12,6 +12,11 @@
 
 namespace attnscope::server {
 
+// Connections one HTTP port keeps open by default (HttpListener::Options::max_connections,
+// --max_http_connections): a descriptor each, well within the process's limit beside the gRPC
+// port's.
+inline constexpr int kDefaultMaxHttpConnections = 2048;
+
 // What one request may take, in bytes and time. Over a size: an answer with a JSON error and the
 // connection closed. Over a deadline: the connection closed.
 struct HttpLimits {

@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -32,6 +34,10 @@ void HttpListener::State::Accept() {
       return;
     }
     beast::error_code ignored;
+    if (!MakeRoom()) {
+      socket.close(ignored);
+      return Accept();
+    }
     socket.set_option(tcp::no_delay(true), ignored);
     if (tls.has_value()) {
       Serve(beast::ssl_stream<beast::tcp_stream>(std::move(socket), *tls));
@@ -40,6 +46,28 @@ void HttpListener::State::Accept() {
     }
     Accept();
   });
+}
+
+bool HttpListener::State::MakeRoom() {
+  std::shared_ptr<ConnectionBase> longest;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (max_connections <= 0 || static_cast<int>(connections.size()) < max_connections) {
+      return true;
+    }
+    int64_t since = std::numeric_limits<int64_t>::max();
+    for (auto& [raw, weak] : connections) {
+      const int64_t waiting = raw->WaitingSince();
+      if (waiting >= since) continue;
+      if (std::shared_ptr<ConnectionBase> connection = weak.lock()) {
+        since = waiting;
+        longest = std::move(connection);
+      }
+    }
+  }
+  if (longest == nullptr) return false;
+  longest->ForceClose();
+  return true;
 }
 
 HttpListener::HttpListener(std::unique_ptr<State> state) : state_(std::move(state)) {}

@@ -47,6 +47,10 @@ class ConnectionBase {
   // Closes the connection if it waits for a request; otherwise it closes once answered.
   virtual void Drain() = 0;
   virtual void ForceClose() = 0;
+  // Since when (steady clock, nanoseconds) the connection has waited for its next request: idle
+  // between requests, or still reading one's headers (a TLS handshake too); INT64_MAX while a
+  // request's body is read or the request is answered. Any thread.
+  virtual int64_t WaitingSince() const = 0;
 };
 
 }  // namespace http_internal
@@ -54,7 +58,8 @@ class ConnectionBase {
 class HttpListener::State {
  public:
   explicit State(const Options& options)
-      : limits(options.limits),
+      : max_connections(options.max_connections),
+        limits(options.limits),
         max_buffered_body_bytes(
             std::max(options.limits.max_buffered_body_bytes, options.limits.max_body_bytes)),
         workers_count(options.workers),
@@ -86,10 +91,17 @@ class HttpListener::State {
   }
 
   void Accept();
+  // At Options::max_connections, closes the connection that has waited longest for a request to
+  // make room for a new one: a client keeping thousands of idle keep-alive connections took
+  // every descriptor of the process, and new clients of both ports waited in vain. False when
+  // every connection is being answered (the new one is then refused).
+  bool MakeRoom();
   // Serves one accepted connection until it closes (server/http_connection.cc).
   void Serve(boost::beast::tcp_stream stream);
   void Serve(boost::beast::ssl_stream<boost::beast::tcp_stream> stream);
 
+  // Connections open at once (Options::max_connections).
+  const int max_connections;
   const HttpLimits limits;
   // At least one largest body.
   const int64_t max_buffered_body_bytes;

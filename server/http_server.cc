@@ -724,6 +724,10 @@ absl::Status HttpServer::ValidateOptions(const Options& options) {
                                                    ": expected 1 to ", kMaxHttpThreads,
                                                    " requests answered at once"));
   }
+  if (options.max_connections < 1 || options.max_connections > 1000000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_http_connections ", options.max_connections, ": expected 1 to 1000000 connections"));
+  }
   if (options.max_waiting < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_concurrent_requests ", options.max_waiting, ": expected 0 (no limit) or more"));
@@ -766,6 +770,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& opt
   listen.limits = options.limits;
   listen.workers = options.threads;
   listen.max_waiting = options.max_waiting;
+  listen.max_connections = options.max_connections;
   absl::StatusOr<std::unique_ptr<HttpListener>> listener = HttpListener::Bind(listen);
   if (!listener.ok() && listener.status().code() == absl::StatusCode::kUnavailable) {
     return absl::UnavailableError(

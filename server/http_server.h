@@ -86,6 +86,9 @@ class HttpServer {
     // (RESOURCE_EXHAUSTED) at once rather than wait without bound. 0 = no limit. The server sets
     // it to --max_concurrent_requests.
     int max_waiting = 64;
+    // Connections open at once (HttpListener::Options::max_connections): at the limit the one
+    // that has waited longest for a request is closed to make room. At least 1, at most 1e6.
+    int max_connections = kDefaultMaxHttpConnections;
     // Origins ("https://app.example.com", scheme://host[:port]) whose pages may call the API
     // besides the server's own; "*" allows every origin.
     std::vector<std::string> allowed_origins;

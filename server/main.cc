@@ -112,6 +112,11 @@ ABSL_FLAG(int, http_threads, kDefaults.http.threads,
           "Most HTTP requests answered at once (each unary call and each stream holds a thread "
           "while it is answered); more wait for a free one. Idle connections and requests still "
           "being sent hold none.");
+ABSL_FLAG(int, max_http_connections, kDefaults.http.max_connections,
+          "HTTP connections open at once on --http_listen (each holds a descriptor): at the limit "
+          "the one that has waited longest for a request (idle, or still sending its headers) is "
+          "closed to make room for a new one; a new one is refused only while every connection "
+          "is being answered.");
 ABSL_FLAG(double, http_header_timeout_seconds,
           absl::ToDoubleSeconds(kDefaults.http.limits.header_timeout),
           "Longest an HTTP client may take to send a request's headers (and a new connection's "
@@ -267,6 +272,7 @@ int main(int argc, char** argv) {
   options.http.listen = absl::GetFlag(FLAGS_http_listen);
   options.http.dashboard_dir = absl::GetFlag(FLAGS_dashboard_dir);
   options.http.threads = absl::GetFlag(FLAGS_http_threads);
+  options.http.max_connections = absl::GetFlag(FLAGS_max_http_connections);
   // absl::Seconds makes NaN an infinite duration, which ValidateServerOptions would then report as
   // "inf": a NaN is refused here, under the value given.
   const std::pair<const char*, absl::Flag<double>*> timeouts[] = {

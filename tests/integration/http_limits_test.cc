@@ -365,6 +365,43 @@ class SlowClients {
   std::thread thread_;
 };
 
+// One client keeping thousands of keep-alive connections idle took every descriptor of the
+// process, and new clients of both ports waited in vain: at --max_http_connections the one that
+// has waited longest for a request is closed to make room.
+TEST(HttpLimitsTest, IdleConnectionsMakeRoomAtTheConnectionLimit) {
+  std::unique_ptr<ServerProcess> server =
+      StartServer({"bert=" + TinyBertDir()}, {"--max_http_connections=64"});
+  ASSERT_NE(server, nullptr);
+  const int port = server->http_port();
+  const std::string list =
+      absl::StrCat("GET ", kPath, "ListModels HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  const int descriptors_before = OpenFileDescriptors(server->pid());
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 160; ++i) {
+    absl::StatusOr<std::unique_ptr<RawConnection>> connection = RawConnection::Open(port);
+    ASSERT_TRUE(connection.ok()) << connection.status();
+    ASSERT_TRUE((*connection)->Send(list));
+    absl::StatusOr<RawResponse> answer = (*connection)->ReadResponse(absl::Seconds(10));
+    ASSERT_TRUE(answer.ok()) << i << ": " << answer.status();
+    EXPECT_EQ(answer->status, 200);
+    idle.push_back(*std::move(connection));
+  }
+  // A new client is answered at once, and the server holds about the limit, not 160.
+  const absl::Time start = absl::Now();
+  absl::StatusOr<RawResponse> answer = Exchange(port, Post("Tokenize", R"({"text": "paris"})"));
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->status, 200) << answer->body;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_LE(OpenFileDescriptors(server->pid()) - descriptors_before, 64 + 2);
+  // The first connections are the ones closed: the longest idle.
+  EXPECT_FALSE(idle.front()->Send(list) && idle.front()->ReadResponse(absl::Seconds(2)).ok());
+  // The latest are still open and answered.
+  ASSERT_TRUE(idle.back()->Send(list));
+  absl::StatusOr<RawResponse> again = idle.back()->ReadResponse(absl::Seconds(10));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->status, 200);
+}
+
 TEST(HttpLimitsTest, ClientsSendingAByteASecondHoldNothing) {
   std::unique_ptr<ServerProcess> server = StartServer({"bert=" + TinyBertDir()});
   ASSERT_NE(server, nullptr);

@@ -46,6 +46,8 @@ const std::map<std::string, Refusal>& Refusals() {
       {"max_concurrent_requests_per_client",
        {{"--max_concurrent_requests_per_client=-2"},
         "--max_concurrent_requests_per_client -2: expected a value from 0"}},
+      {"max_http_connections",
+       {{"--max_http_connections=0"}, "--max_http_connections 0: expected 1 to 1000000"}},
       {"max_grpc_connections",
        {{"--max_grpc_connections=-1"}, "--max_grpc_connections -1: expected a value from 0"}},
       {"max_inputs_per_request", {{"--max_inputs_per_request=0"}, "--max_inputs_per_request 0"}},
