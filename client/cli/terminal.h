@@ -13,8 +13,9 @@
 namespace attnscope::cli {
 
 // `text` with each control character but newline and tab written out: C0 controls and DEL as
-// `\xNN` (`\x1b` for ESC), C1 controls (U+0080 to U+009F, as UTF-8) as `\uNNNN`. Every other
-// byte, invalid UTF-8 included, is kept as it is.
+// `\xNN` (`\x1b` for ESC), C1 controls (U+0080 to U+009F, as UTF-8) and the bidirectional
+// embeddings, overrides and isolates (U+202A to U+202E, U+2066 to U+2069) as `\uNNNN`. Every
+// other byte, invalid UTF-8 included, is kept as it is.
 std::string Printable(absl::string_view text);
 
 // Printable(text) when `stream_is_terminal`, otherwise `text` unchanged: output piped to a file

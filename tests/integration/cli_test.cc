@@ -313,9 +313,9 @@ TEST_F(CliTest, ErrorsPrintTheServersCodeAndMessageAndExitNonZero) {
   // as an escape sequence it would act on (here: clear the screen, ring the bell), and a C1
   // control (U+009B, CSI) too.
   result = RunCommand({CliBinary(), "info", "--server=" + server_->address(),
-                       "--model=\x1b[2J\x07no\xc2\x9bmodel"});
+                       "--model=\x1b[2J\x07no\xc2\x9bmodel\xe2\x80\xaetxt.exe"});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_THAT(result.stderr_text, HasSubstr("'\\x1b[2J\\x07no\\u009bmodel'"));
+  EXPECT_THAT(result.stderr_text, HasSubstr("'\\x1b[2J\\x07no\\u009bmodel\\u202etxt.exe'"));
   EXPECT_EQ(result.stderr_text.find('\x1b'), std::string::npos) << result.stderr_text;
   EXPECT_EQ(result.stderr_text.find("\xc2\x9b"), std::string::npos) << result.stderr_text;
 
