@@ -385,7 +385,7 @@ class ApiHandler : public HttpHandler {
   void OnRefused(const HttpRequestHeader& request, const absl::Status& status,
                  int http_status) override {
     if (http_status == 429) core_->RecordBusy();
-    Counted(request, status.code(), {});
+    CountRefusal(request, status.code());
   }
 
   void Handle(const HttpRequest& request, HttpExchange& exchange) override {
@@ -528,15 +528,19 @@ class ApiHandler : public HttpHandler {
     }
   }
 
-  // `response`, refusing `request` with `code`; a call of a method of the service is counted in
-  // the request metrics as the methods count theirs (another path's name is not a label: it
-  // would grow the series without bound).
-  std::optional<HttpResponse> Counted(const HttpRequestHeader& request, absl::StatusCode code,
-                                      HttpResponse response) const {
+  // A refusal of `request` with `code`: a call of a method of the service is counted in the
+  // request metrics as the methods count theirs (another path's name is not a label: it would
+  // grow the series without bound).
+  void CountRefusal(const HttpRequestHeader& request, absl::StatusCode code) const {
     if (absl::StartsWith(PathOf(View(request.target())), kServicePath) &&
         Methods().contains(MethodOf(request))) {
       core_->RecordRefused(MethodOf(request), "http", code);
     }
+  }
+  // `response`, counted as CountRefusal says.
+  std::optional<HttpResponse> Counted(const HttpRequestHeader& request, absl::StatusCode code,
+                                      HttpResponse response) const {
+    CountRefusal(request, code);
     return response;
   }
 

@@ -122,10 +122,11 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
   metrics_->inflight().Increment();
   const int inflight = inflight_.fetch_add(1) + 1;
   bool ran = false;
-  absl::Status status = Authenticate(call);
+  const absl::StatusOr<std::optional<int>> key = KeyOf(call);
+  absl::Status status = key.status();
   // The client's own count, taken once its key (if any) is known to be valid, given back at the
   // end.
-  const std::string client = status.ok() ? ClientOf(call) : std::string();
+  const std::string client = status.ok() ? ClientOf(call, *key) : std::string();
   const int client_calls = client.empty() ? 0 : CountClientCall(client, +1);
   if (!status.ok()) {
     // Counted by Authenticate.
@@ -192,12 +193,9 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
   return status;
 }
 
-std::string ServiceCore::ClientOf(const Call& call) const {
+std::string ServiceCore::ClientOf(const Call& call, std::optional<int> key) const {
   if (max_client_inflight_ <= 0) return "";
-  if (api_keys_ != nullptr) {
-    const std::optional<int> key = api_keys_->Find(call.authorization);
-    return key.has_value() ? absl::StrCat("key ", *key) : "";
-  }
+  if (key.has_value()) return absl::StrCat("key ", *key);
   return call.client_source.empty() ? "" : absl::StrCat("source ", call.client_source);
 }
 
@@ -245,8 +243,13 @@ bool ServiceCore::QuietFor(absl::Duration linger) const {
 
 void ServiceCore::RecordBusy() const { metrics_->RecordRejection("concurrency_limit"); }
 
-absl::Status ServiceCore::Authenticate(const Call& call) const {
-  if (api_keys_ == nullptr || api_keys_->Accepts(call.authorization)) return absl::OkStatus();
+absl::Status ServiceCore::Authenticate(const Call& call) const { return KeyOf(call).status(); }
+
+absl::StatusOr<std::optional<int>> ServiceCore::KeyOf(const Call& call) const {
+  if (api_keys_ == nullptr) return std::nullopt;
+  if (const std::optional<int> key = api_keys_->Find(call.authorization); key.has_value()) {
+    return key;
+  }
   metrics_->RecordRejection("unauthenticated");
   return absl::UnauthenticatedError(
       call.authorization.empty()

@@ -13,12 +13,14 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -192,9 +194,12 @@ class ServiceCore {
   // The model label of a call: the name of the model `model` resolves to, or "" (see
   // Metrics::RecordRequest).
   std::string ModelLabel(const std::string* model) const;
-  // Who `call` counts under for max_concurrent_requests_per_client: its valid key with API keys,
-  // else its source; "" when there is no share or no way to tell.
-  std::string ClientOf(const Call& call) const;
+  // The line of the valid API key `call` carries, nullopt when the server takes no keys;
+  // UNAUTHENTICATED (counted in the metrics) otherwise. Authenticate's check, with the key.
+  absl::StatusOr<std::optional<int>> KeyOf(const Call& call) const;
+  // Who `call` counts under for max_concurrent_requests_per_client: its `key` (KeyOf) with API
+  // keys, else its source; "" when there is no share or no way to tell.
+  std::string ClientOf(const Call& call, std::optional<int> key) const;
   // Adds `change` (+1 or -1) to the calls `client` has under way and returns the new count.
   int CountClientCall(const std::string& client, int change);
 
