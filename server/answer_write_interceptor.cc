@@ -19,8 +19,12 @@ using grpc::experimental::InterceptionHookPoints;
 class AnswerWriteInterceptor : public grpc::experimental::Interceptor {
  public:
   AnswerWriteInterceptor(std::string rpc, grpc::ServerContextBase* context, const ServiceCore* core,
-                         WriteWatchdog* watchdog)
-      : rpc_(std::move(rpc)), context_(context), core_(core), watchdog_(watchdog) {}
+                         WriteWatchdog* watchdog, const ClientAddresses* addresses)
+      : rpc_(std::move(rpc)),
+        context_(context),
+        core_(core),
+        watchdog_(watchdog),
+        addresses_(addresses) {}
 
   // POST_SEND_MESSAGE has always come before: the handler's thread waits for the answer's batch.
   ~AnswerWriteInterceptor() override { EndWrite(); }
@@ -36,8 +40,8 @@ class AnswerWriteInterceptor : public grpc::experimental::Interceptor {
       const int64_t bytes =
           message == nullptr ? static_cast<int64_t>(methods->GetSerializedSendMessage()->Length())
                              : static_cast<int64_t>(message->ByteSizeLong());
-      absl::StatusOr<ByteBudget::Hold> hold =
-          core_->HoldAnswerBytes(bytes, absl::StrCat(rpc_, "'s answer"));
+      absl::StatusOr<ByteBudget::Hold> hold = core_->HoldAnswerBytes(
+          GrpcCall(context_, addresses_), bytes, absl::StrCat(rpc_, "'s answer"));
       if (hold.ok()) {
         hold_ = *std::move(hold);
         write_ = watchdog_->Begin(context_);
@@ -68,6 +72,7 @@ class AnswerWriteInterceptor : public grpc::experimental::Interceptor {
   grpc::ServerContextBase* const context_;
   const ServiceCore* const core_;
   WriteWatchdog* const watchdog_;
+  const ClientAddresses* const addresses_;
   ByteBudget::Hold hold_;
   std::optional<uint64_t> write_;
   absl::Status refusal_;
@@ -83,7 +88,7 @@ grpc::experimental::Interceptor* AnswerWriteInterceptorFactory::CreateServerInte
     return nullptr;
   }
   return new AnswerWriteInterceptor(std::string(info->method()).substr(prefix.size()),
-                                    info->server_context(), core_, watchdog_);
+                                    info->server_context(), core_, watchdog_, addresses_);
 }
 
 }  // namespace attnscope::server

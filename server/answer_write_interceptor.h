@@ -12,24 +12,28 @@
 
 #include <grpcpp/support/server_interceptor.h>
 
+#include "server/client_addresses.h"
 #include "server/service_core.h"
 #include "server/write_watchdog.h"
 
 namespace attnscope::server {
 
 // Creates the interceptor for each unary call of attnscope.v1.AttentionService (streams are
-// bounded per message by AttentionService; other services pass untouched). `core` and `watchdog`
-// must outlive the server.
+// bounded per message by AttentionService; other services pass untouched). `core`, `watchdog`
+// and `addresses` (may be null; each call's client source, whose share of the budget its answer
+// takes) must outlive the server.
 class AnswerWriteInterceptorFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
-  AnswerWriteInterceptorFactory(const ServiceCore* core, WriteWatchdog* watchdog)
-      : core_(core), watchdog_(watchdog) {}
+  AnswerWriteInterceptorFactory(const ServiceCore* core, WriteWatchdog* watchdog,
+                                const ClientAddresses* addresses)
+      : core_(core), watchdog_(watchdog), addresses_(addresses) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override;
 
  private:
   const ServiceCore* const core_;
   WriteWatchdog* const watchdog_;
+  const ClientAddresses* const addresses_;
 };
 
 }  // namespace attnscope::server

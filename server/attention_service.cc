@@ -25,6 +25,8 @@ std::chrono::system_clock::time_point DeadlineOf(const grpc::ServerContextBase& 
   return context.deadline();
 }
 
+}  // namespace
+
 Call GrpcCall(grpc::ServerContextBase* context, const ClientAddresses* addresses) {
   const auto& metadata = context->client_metadata();
   const auto authorization = metadata.find("authorization");
@@ -35,8 +37,6 @@ Call GrpcCall(grpc::ServerContextBase* context, const ClientAddresses* addresses
           : std::string(authorization->second.data(), authorization->second.size()),
       addresses == nullptr ? std::string() : addresses->Of(context->peer()));
 }
-
-}  // namespace
 
 template <typename Message>
 absl::Status AttentionService::WriteWithin(grpc::ServerContext* context,

@@ -22,6 +22,10 @@ namespace attnscope::server {
 // The canonical codes are the same numbers on both sides; the message is ClientMessage(status).
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
+// The Call of a gRPC call: its deadline (none past the year 2262), cancellation, `authorization`
+// metadata, and its client's source from `addresses` (may be null: no source).
+Call GrpcCall(grpc::ServerContextBase* context, const ClientAddresses* addresses);
+
 // The unary methods on gRPC's callback API, their work on a WorkerPool (server/worker_pool.h says
 // why); the two streams on the synchronous API, whose writes the watchdog bounds.
 using UnaryCallbackService = v1::AttentionService::WithCallbackMethod_ListModels<

@@ -477,8 +477,8 @@ class ApiHandler : public HttpHandler {
     // 3.8 GB under a 512 MB budget.
     const std::string what = absl::StrCat(MethodOf(http_request), "'s answer");
     const int64_t message_bytes = static_cast<int64_t>(response.ByteSizeLong());
-    absl::StatusOr<ByteBudget::Hold> printing =
-        core_->HoldAnswerBytes(json ? kJsonPrintingFactor * message_bytes : message_bytes, what);
+    absl::StatusOr<ByteBudget::Hold> printing = core_->HoldAnswerBytes(
+        *call, json ? kJsonPrintingFactor * message_bytes : message_bytes, what);
     if (!printing.ok()) return exchange.Respond(ErrorResponse(printing.status()));
     std::string body = json ? ToJson(response) : response.SerializeAsString();
     // A slow reader keeps the body for as long as it takes: the body holds its bytes until it is
@@ -486,7 +486,7 @@ class ApiHandler : public HttpHandler {
     response.Clear();
     printing->reset();
     const absl::StatusOr<ByteBudget::Hold> hold =
-        core_->HoldAnswerBytes(static_cast<int64_t>(body.size()), what);
+        core_->HoldAnswerBytes(*call, static_cast<int64_t>(body.size()), what);
     if (!hold.ok()) return exchange.Respond(ErrorResponse(hold.status()));
     answer.body() = std::move(body);
     exchange.Respond(std::move(answer), *hold);

@@ -191,6 +191,12 @@ ABSL_FLAG(int64_t, max_answer_bytes_in_flight, kDefaults.service.max_answer_byte
           "from their forward pass until their clients have read them; a call that would go over "
           "gets RESOURCE_EXHAUSTED before its pass (one call alone is always served). 0 = no "
           "limit.");
+ABSL_FLAG(int64_t, max_answer_bytes_per_client, kDefaults.service.max_answer_bytes_per_client,
+          "Most of --max_answer_bytes_in_flight the answers of one client (as "
+          "--max_concurrent_requests_per_client counts clients) hold at once, so that one client "
+          "reading slowly or not at all cannot hold it all; more get RESOURCE_EXHAUSTED (a "
+          "client's first answer is always served). 0 = half of --max_answer_bytes_in_flight; "
+          "equal to it: no share.");
 ABSL_FLAG(double, max_call_seconds, kDefaults.service.max_call_seconds,
           "Longest a call may run, in seconds, whatever deadline its caller sets (or none); then "
           "it ends with DEADLINE_EXCEEDED.");
@@ -302,6 +308,7 @@ int main(int argc, char** argv) {
   options.service.max_inputs_per_request = absl::GetFlag(FLAGS_max_inputs_per_request);
   options.service.max_call_tokens = absl::GetFlag(FLAGS_max_call_tokens);
   options.service.max_answer_bytes_in_flight = absl::GetFlag(FLAGS_max_answer_bytes_in_flight);
+  options.service.max_answer_bytes_per_client = absl::GetFlag(FLAGS_max_answer_bytes_per_client);
   options.service.max_call_seconds = absl::GetFlag(FLAGS_max_call_seconds);
   options.service.batching.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   options.service.batching.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);

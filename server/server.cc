@@ -274,6 +274,11 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
                      ": expected bytes, at least 0 (0 = no limit); the default is ",
                      kDefaultMaxAnswerBytesInFlight));
   }
+  if (options.service.max_answer_bytes_per_client < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_answer_bytes_per_client ", options.service.max_answer_bytes_per_client,
+                     ": expected bytes, at least 0 (0 = half of --max_answer_bytes_in_flight)"));
+  }
   if (options.service.max_call_tokens < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_call_tokens ", options.service.max_call_tokens,
@@ -486,7 +491,8 @@ absl::Status RunServer(const ServerOptions& options) {
   builder.RegisterCallbackGenericService(&unknown_methods);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<ParseFailureInterceptorFactory>(&metrics));
-  interceptors.push_back(std::make_unique<AnswerWriteInterceptorFactory>(&core, &watchdog));
+  interceptors.push_back(
+      std::make_unique<AnswerWriteInterceptorFactory>(&core, &watchdog, &client_addresses));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_request_bytes));
   // gRPC inflates a compressed message whole before it compares its size with the limit: a 4 MB

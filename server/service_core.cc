@@ -6,6 +6,8 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -99,6 +101,9 @@ void ServiceCore::SetModels(std::vector<std::unique_ptr<LoadedModel>> models) {
   options.max_inputs_per_request = options_.max_inputs_per_request;
   options.max_call_tokens = options_.max_call_tokens;
   options.max_answer_bytes_in_flight = options_.max_answer_bytes_in_flight;
+  options.max_answer_bytes_per_client = options_.max_answer_bytes_per_client > 0
+                                            ? options_.max_answer_bytes_per_client
+                                            : options_.max_answer_bytes_in_flight / 2;
   runner_ = std::make_unique<RequestRunner>(options, std::move(models), observer_.get());
   ready_.store(true);
 }
@@ -127,7 +132,8 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
   // The client's own count, taken once its key (if any) is known to be valid, given back at the
   // end.
   const std::string client = status.ok() ? ClientOf(call, *key) : std::string();
-  const int client_calls = client.empty() ? 0 : CountClientCall(client, +1);
+  const bool counted = !client.empty() && max_client_inflight_ > 0;
+  const int client_calls = counted ? CountClientCall(client, +1) : 0;
   if (!status.ok()) {
     // Counted by Authenticate.
   } else if (draining_.load()) {
@@ -142,7 +148,7 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
         absl::StrCat("the server is at its limit of ", options_.max_concurrent_requests,
                      " concurrent requests (--max_concurrent_requests); retry with backoff"));
     metrics_->RecordRejection("concurrency_limit");
-  } else if (client_calls > max_client_inflight_) {
+  } else if (counted && client_calls > max_client_inflight_) {
     status = absl::ResourceExhaustedError(
         absl::StrCat("calls of this client (", api_keys_ != nullptr ? "its API key" : "its address",
                      "): expected at most ", max_client_inflight_,
@@ -167,7 +173,12 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
     };
     ran = true;
     try {
-      status = handler(check);
+      // Methods that hold answers learn their client, whose share of the answer budget they use.
+      if constexpr (std::is_invocable_v<Handler, const CallCheck&, const std::string&>) {
+        status = handler(check, client);
+      } else {
+        status = handler(check);
+      }
     } catch (const std::exception& error) {
       status = absl::InternalError(absl::StrCat(rpc, " failed (a bug): ", error.what()));
     }
@@ -184,7 +195,7 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
   // A refusal's few bytes need no time to be read (LastAnswerEnd): a client retrying against a
   // draining server would otherwise keep it from shutting down until the grace ran out.
   if (ran) last_call_end_nanos_.store(absl::ToUnixNanos(absl::Now()));
-  if (!client.empty()) CountClientCall(client, -1);
+  if (counted) CountClientCall(client, -1);
   inflight_.fetch_sub(1);
   metrics_->inflight().Decrement();
   metrics_->RecordRequest(rpc, call.transport, ModelLabel(model),
@@ -194,7 +205,6 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
 }
 
 std::string ServiceCore::ClientOf(const Call& call, std::optional<int> key) const {
-  if (max_client_inflight_ <= 0) return "";
   if (key.has_value()) return absl::StrCat("key ", *key);
   return call.client_source.empty() ? "" : absl::StrCat("source ", call.client_source);
 }
@@ -222,10 +232,14 @@ void ServiceCore::RecordRefused(absl::string_view rpc, absl::string_view transpo
   metrics_->RecordRequest(rpc, transport, "", absl::StatusCodeToString(code), seconds);
 }
 
-absl::StatusOr<ByteBudget::Hold> ServiceCore::HoldAnswerBytes(int64_t bytes,
+absl::StatusOr<ByteBudget::Hold> ServiceCore::HoldAnswerBytes(const Call& call, int64_t bytes,
                                                               absl::string_view what) const {
   if (!ready_.load()) return ByteBudget::Hold();
-  absl::StatusOr<ByteBudget::Hold> hold = runner_->ReserveAnswerBytes(bytes, what);
+  // The call's method has run, so its key (if the server takes keys) was valid.
+  const std::optional<int> key =
+      api_keys_ == nullptr ? std::nullopt : api_keys_->Find(call.authorization);
+  absl::StatusOr<ByteBudget::Hold> hold =
+      runner_->ReserveAnswerBytes(bytes, what, ClientOf(call, key));
   if (!hold.ok()) return hold;
   answers_being_written_.fetch_add(1);
   // The budget's hold goes back before the count falls, so that QuietFor never sees no answer
@@ -297,29 +311,34 @@ absl::Status ServiceCore::GetAttention(const Call& call, const v1::GetAttentionR
                                        v1::GetAttentionResponse* response) {
   absl::StatusOr<AttentionQuery> query = ToQuery(request);
   const std::string fixes = query.ok() ? AttentionFixes(*query) : "";
-  return Serve(call, "GetAttention", &request.model(), response, fixes, [&](const CallCheck& check) -> absl::Status {
-    if (!query.ok()) return query.status();
-    ATTNSCOPE_ASSIGN_OR_RETURN(const AttentionAnswer answer,
-                               runner_->RunAttention(*query, check, Delivery::kUnary));
-    return ToProto(answer, response);
-  });
+  return Serve(call, "GetAttention", &request.model(), response, fixes,
+               [&](const CallCheck& check, const std::string& client) -> absl::Status {
+                 if (!query.ok()) return query.status();
+                 ATTNSCOPE_ASSIGN_OR_RETURN(
+                     const AttentionAnswer answer,
+                     runner_->RunAttention(*query, check, Delivery::kUnary, client));
+                 return ToProto(answer, response);
+               });
 }
 
 absl::Status ServiceCore::StreamAttention(const Call& call, const v1::GetAttentionRequest& request,
                                           const StreamWriter& write) {
-  return Serve(call, "StreamAttention", &request.model(), nullptr, "", [&](const CallCheck& check) -> absl::Status {
-    ATTNSCOPE_ASSIGN_OR_RETURN(const AttentionQuery query, ToQuery(request));
-    ATTNSCOPE_ASSIGN_OR_RETURN(const AttentionAnswer answer,
-                               runner_->RunAttention(query, check, Delivery::kStream));
-    int64_t bytes = 0;
-    ATTNSCOPE_RETURN_IF_ERROR(WriteStream(answer, options_.max_stream_message_bytes,
-                                          [&](const v1::StreamAttentionResponse& message) {
-                                            bytes += static_cast<int64_t>(message.ByteSizeLong());
-                                            return write(message);
-                                          }));
-    metrics_->RecordResponseBytes(bytes);
-    return absl::OkStatus();
-  });
+  return Serve(
+      call, "StreamAttention", &request.model(), nullptr, "",
+      [&](const CallCheck& check, const std::string& client) -> absl::Status {
+        ATTNSCOPE_ASSIGN_OR_RETURN(const AttentionQuery query, ToQuery(request));
+        ATTNSCOPE_ASSIGN_OR_RETURN(const AttentionAnswer answer,
+                                   runner_->RunAttention(query, check, Delivery::kStream, client));
+        int64_t bytes = 0;
+        ATTNSCOPE_RETURN_IF_ERROR(WriteStream(answer, options_.max_stream_message_bytes,
+                                              [&](const v1::StreamAttentionResponse& message) {
+                                                bytes +=
+                                                    static_cast<int64_t>(message.ByteSizeLong());
+                                                return write(message);
+                                              }));
+        metrics_->RecordResponseBytes(bytes);
+        return absl::OkStatus();
+      });
 }
 
 absl::Status ServiceCore::Encode(const Call& call, const v1::EncodeRequest& request,

@@ -66,6 +66,11 @@ struct ServiceOptions {
   // they are written out; a call that would go over gets RESOURCE_EXHAUSTED before its forward
   // pass (models/requests/byte_budget.h). 0 = no limit.
   int64_t max_answer_bytes_in_flight = kDefaultMaxAnswerBytesInFlight;
+  // Most of those bytes the answers of one client (as max_concurrent_requests_per_client counts
+  // them) may hold at once, so that one client cannot hold them all with answers it does not
+  // read; its first answer is always served. 0 = half of max_answer_bytes_in_flight; equal to it
+  // turns the share off.
+  int64_t max_answer_bytes_per_client = 0;
   // Dynamic batching of forward passes (models/requests/batcher.h).
   ForwardBatcher::Options batching;
 };
@@ -147,11 +152,13 @@ class ServiceCore {
   // how long the refusal took (0 for one made on the request's headers).
   void RecordRefused(absl::string_view rpc, absl::string_view transport, absl::StatusCode code,
                      double seconds = 0) const;
-  // Holds `bytes` of the answer budget (--max_answer_bytes_in_flight) for `what` while a front end
-  // writes out a serialized answer of that size (RequestRunner::ReserveAnswerBytes); an empty
-  // hold before the models are loaded. RESOURCE_EXHAUSTED naming the flag when the answers held
-  // would take the total over it.
-  absl::StatusOr<ByteBudget::Hold> HoldAnswerBytes(int64_t bytes, absl::string_view what) const;
+  // Holds `bytes` of the answer budget (--max_answer_bytes_in_flight) for `what`, the answer of
+  // `call`, while a front end writes out a serialized answer of that size
+  // (RequestRunner::ReserveAnswerBytes); an empty hold before the models are loaded.
+  // RESOURCE_EXHAUSTED naming the flag when the answers held would take the total, or the
+  // answers of the call's client its share (--max_answer_bytes_per_client), over it.
+  absl::StatusOr<ByteBudget::Hold> HoldAnswerBytes(const Call& call, int64_t bytes,
+                                                   absl::string_view what) const;
   // When the last call that was not refused ended (absl::InfinitePast() before any): its method
   // returned (a stream's last message written), or the answer it held by HoldAnswerBytes was
   // written out, whichever came later. How long ago a client may still have been reading.
@@ -197,8 +204,9 @@ class ServiceCore {
   // The line of the valid API key `call` carries, nullopt when the server takes no keys;
   // UNAUTHENTICATED (counted in the metrics) otherwise. Authenticate's check, with the key.
   absl::StatusOr<std::optional<int>> KeyOf(const Call& call) const;
-  // Who `call` counts under for max_concurrent_requests_per_client: its `key` (KeyOf) with API
-  // keys, else its source; "" when there is no share or no way to tell.
+  // Who `call` counts under for max_concurrent_requests_per_client and
+  // max_answer_bytes_per_client: its `key` (KeyOf) with API keys, else its source; "" when there
+  // is no way to tell.
   std::string ClientOf(const Call& call, std::optional<int> key) const;
   // Adds `change` (+1 or -1) to the calls `client` has under way and returns the new count.
   int CountClientCall(const std::string& client, int change);

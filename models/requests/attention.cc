@@ -351,7 +351,8 @@ absl::StatusOr<ForwardOutput> RequestRunner::RunAttentionPass(const AttentionQue
 
 absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery& query,
                                                             const CallCheck& check,
-                                                            Delivery delivery) const {
+                                                            Delivery delivery,
+                                                            absl::string_view client) const {
   AttentionAnswer answer;
   ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(query.model));
   ATTNSCOPE_RETURN_IF_ERROR(ValidateAttentionQuery(query, *answer.model));
@@ -368,7 +369,8 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
       answer.budget_hold,
       answer_budget_.Reserve(
           EstimateAttentionBytes(query, answer, OutputDType::kFloat32),
-          delivery == Delivery::kStream ? "StreamAttention's answer" : "GetAttention's answer"));
+          delivery == Delivery::kStream ? "StreamAttention's answer" : "GetAttention's answer",
+          client));
   ATTNSCOPE_ASSIGN_OR_RETURN(const ForwardOutput forward, RunAttentionPass(query, answer, check));
   ATTNSCOPE_RETURN_IF_ERROR(PostProcessAttention(query, spans, forward, &answer));
   return answer;

@@ -8,11 +8,26 @@
 
 namespace attnscope {
 
-ByteBudget::ByteBudget(int64_t limit, absl::string_view flag) : limit_(limit), flag_(flag) {}
+ByteBudget::ByteBudget(int64_t limit, absl::string_view flag, int64_t client_limit,
+                       absl::string_view client_flag)
+    : limit_(limit), flag_(flag), client_limit_(client_limit), client_flag_(client_flag) {}
 
-absl::StatusOr<ByteBudget::Hold> ByteBudget::Reserve(int64_t bytes, absl::string_view what) {
+absl::StatusOr<ByteBudget::Hold> ByteBudget::Reserve(int64_t bytes, absl::string_view what,
+                                                     absl::string_view client) {
   {
     absl::MutexLock lock(&mutex_);
+    if (client_limit_ > 0 && !client.empty()) {
+      const auto found = clients_.find(client);
+      if (found != clients_.end() && found->second.bytes + bytes > client_limit_) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            what, " would hold ", bytes,
+            " bytes while this client's answers being computed or read ", "hold ",
+            found->second.bytes, ", over its share of ", client_limit_, " bytes (", client_flag_,
+            ", so that one client cannot hold all of ", flag_,
+            "); read the answers under way first, or ask for fewer layers or heads, a smaller "
+            "window or top_k"));
+      }
+    }
     if (limit_ > 0 && holds_ > 0 && held_ + bytes > limit_) {
       return absl::ResourceExhaustedError(absl::StrCat(
           what, " would hold ", bytes,
@@ -22,14 +37,15 @@ absl::StatusOr<ByteBudget::Hold> ByteBudget::Reserve(int64_t bytes, absl::string
     }
     held_ += bytes;
     ++holds_;
+    if (!client.empty()) {
+      Held& mine = clients_[client];
+      mine.bytes += bytes;
+      ++mine.holds;
+    }
   }
   // The deleter gives the bytes back; the pointer itself is never read.
-  return Hold(static_cast<const void*>(this), [this, bytes](const void*) { Release(bytes); });
-}
-
-int64_t ByteBudget::held() const {
-  absl::MutexLock lock(&mutex_);
-  return held_;
+  return Hold(static_cast<const void*>(this),
+              [this, bytes, client = std::string(client)](const void*) { Release(bytes, client); });
 }
 
 absl::Time ByteBudget::last_release() const {
@@ -37,12 +53,17 @@ absl::Time ByteBudget::last_release() const {
   return last_release_;
 }
 
-void ByteBudget::Release(int64_t bytes) {
+void ByteBudget::Release(int64_t bytes, const std::string& client) {
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mutex_);
   held_ -= bytes;
   --holds_;
   last_release_ = now;
+  if (client.empty()) return;
+  const auto found = clients_.find(client);
+  if (found == clients_.end()) return;
+  found->second.bytes -= bytes;
+  if (--found->second.holds <= 0) clients_.erase(found);
 }
 
 }  // namespace attnscope

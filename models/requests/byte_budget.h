@@ -5,6 +5,12 @@
 // before its forward pass and gets ResourceExhausted when the answers already held would take the
 // total over the limit, so the memory of answers in flight is bounded by the limit (plus one
 // answer: a call alone may hold more than the limit, as it would without the budget).
+//
+// Each client also has a share of the budget: 27 unread StreamAttention streams of one client,
+// within its share of the server's calls, held all but 6 KB of 512 MiB, and every other client's
+// attention was refused until the streams' writes timed out. A client whose answers already hold
+// bytes is refused an answer that would take them over its share; its first answer is granted,
+// as a call alone is.
 #ifndef ATTNSCOPE_MODELS_REQUESTS_BYTE_BUDGET_H_
 #define ATTNSCOPE_MODELS_REQUESTS_BYTE_BUDGET_H_
 
@@ -13,6 +19,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -25,31 +32,42 @@ class ByteBudget {
   // A reservation: its bytes go back to the budget when the last copy is destroyed.
   using Hold = std::shared_ptr<const void>;
 
-  // `limit` in bytes; 0 = no limit (Reserve always succeeds). `flag` names the setting in errors.
-  ByteBudget(int64_t limit, absl::string_view flag);
+  // `limit` in bytes; 0 = no limit. `flag` names the setting in errors. `client_limit`: the most
+  // bytes the reservations of one client may hold (0 = no share), `client_flag` its setting.
+  ByteBudget(int64_t limit, absl::string_view flag, int64_t client_limit = 0,
+             absl::string_view client_flag = "");
   ByteBudget(const ByteBudget&) = delete;
   ByteBudget& operator=(const ByteBudget&) = delete;
 
-  // Reserves `bytes` (at least 0) for `what` (e.g. "StreamAttention's answer"). ResourceExhausted,
-  // naming the bytes held, the limit and its flag, when other reservations are held and all
-  // together would exceed the limit; a reservation alone is always granted. Thread-safe; the
-  // budget must outlive its holds.
-  absl::StatusOr<Hold> Reserve(int64_t bytes, absl::string_view what);
-  // Bytes reserved now.
-  int64_t held() const;
+  // Reserves `bytes` (at least 0) for `what` (e.g. "StreamAttention's answer") of `client` (any
+  // name; empty = no client, no share). ResourceExhausted, naming the bytes held, the limit and
+  // its flag, when the client's other reservations would take it over its share, or when other
+  // reservations are held and all together would exceed the limit; a reservation alone (of the
+  // server, of the client) is always granted. Thread-safe; the budget must outlive its holds.
+  absl::StatusOr<Hold> Reserve(int64_t bytes, absl::string_view what,
+                               absl::string_view client = "");
   // When a reservation last went back (absl::InfinitePast() before any): for a server's answer
   // budget, when its last answer finished being written.
   absl::Time last_release() const;
 
  private:
-  void Release(int64_t bytes);
+  struct Held {
+    int64_t bytes = 0;
+    int64_t holds = 0;
+  };
+
+  void Release(int64_t bytes, const std::string& client);
 
   const int64_t limit_;
   const std::string flag_;
+  const int64_t client_limit_;
+  const std::string client_flag_;
   mutable absl::Mutex mutex_;
   int64_t held_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t holds_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::Time last_release_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
+  // The clients with reservations held; one leaves when its last goes back.
+  absl::flat_hash_map<std::string, Held> clients_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace attnscope

@@ -33,7 +33,8 @@ RequestRunner::RequestRunner(const Options& options,
       observer_(observer),
       batcher_(options.batching, observer),
       gate_(kComputeSlots),
-      answer_budget_(options.max_answer_bytes_in_flight, "--max_answer_bytes_in_flight") {}
+      answer_budget_(options.max_answer_bytes_in_flight, "--max_answer_bytes_in_flight",
+                     options.max_answer_bytes_per_client, "--max_answer_bytes_per_client") {}
 
 absl::StatusOr<const LoadedModel*> RequestRunner::FindModel(const std::string& name) const {
   if (models_.empty()) return absl::UnavailableError("no model is loaded yet");

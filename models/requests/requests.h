@@ -87,6 +87,9 @@ class RequestRunner {
     // has read it): a call that would take the total over it gets ResourceExhausted (see
     // byte_budget.h). 0 = no limit.
     int64_t max_answer_bytes_in_flight = kDefaultMaxAnswerBytesInFlight;
+    // Most of those bytes the answers of one client (RunAttention's `client`) may hold at once;
+    // 0 = no share.
+    int64_t max_answer_bytes_per_client = 0;
   };
 
   // `observer` may be null; it must outlive the runner.
@@ -98,8 +101,11 @@ class RequestRunner {
   const std::vector<std::unique_ptr<LoadedModel>>& models() const { return models_; }
 
   absl::StatusOr<TokenizeAnswer> Tokenize(const TokenizeQuery& query) const;
+  // `client` names who asks (empty = nobody in particular): its answers hold at most
+  // Options::max_answer_bytes_per_client of the answer budget.
   absl::StatusOr<AttentionAnswer> RunAttention(const AttentionQuery& query, const CallCheck& check,
-                                               Delivery delivery) const;
+                                               Delivery delivery,
+                                               absl::string_view client = "") const;
   absl::StatusOr<EncodeAnswer> RunEncode(const EncodeQuery& query, const CallCheck& check) const;
   absl::StatusOr<CrossAttentionAnswer> RunCrossAttention(const CrossAttentionQuery& query,
                                                          const CallCheck& check) const;
@@ -137,12 +143,13 @@ class RequestRunner {
   absl::StatusOr<TrainingRecordAnswer> GetTrainingRecord(const std::string& model) const;
 
   int64_t max_response_bytes() const { return options_.max_response_bytes; }
-  // Reserves `bytes` of the answer budget (Options::max_answer_bytes_in_flight) for `what`, for a
-  // front end that holds an answer's serialized form while a client reads it: the reservations of
-  // RunAttention end with its answer, before the serialized copy is written out.
-  // ResourceExhausted as ByteBudget::Reserve.
-  absl::StatusOr<ByteBudget::Hold> ReserveAnswerBytes(int64_t bytes, absl::string_view what) const {
-    return answer_budget_.Reserve(bytes, what);
+  // Reserves `bytes` of the answer budget (Options::max_answer_bytes_in_flight) for `what` of
+  // `client` (as RunAttention's), for a front end that holds an answer's serialized form while a
+  // client reads it: the reservations of RunAttention end with its answer, before the serialized
+  // copy is written out. ResourceExhausted as ByteBudget::Reserve.
+  absl::StatusOr<ByteBudget::Hold> ReserveAnswerBytes(int64_t bytes, absl::string_view what,
+                                                      absl::string_view client) const {
+    return answer_budget_.Reserve(bytes, what, client);
   }
   // When the answer budget's last reservation went back (absl::InfinitePast() before any): the
   // end of the last answer's write, or of an answer that was never written.

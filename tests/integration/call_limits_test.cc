@@ -171,7 +171,9 @@ TEST(CallLimitsTest, HttpAnswersBeingWrittenHoldTheAnswerBudget) {
   ServerProcess::Options options;
   options.models = {"llama=" + Stories260kDir()};
   options.metrics_port = FreeTcpPort();
+  // One test process is one client: its share is the whole budget.
   options.extra_flags = {"--max_answer_bytes_in_flight=" + std::to_string(48 << 20),
+                         "--max_answer_bytes_per_client=" + std::to_string(48 << 20),
                          "--write_timeout_seconds=20"};
   absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
   ASSERT_TRUE(started.ok()) << started.status();
@@ -235,7 +237,9 @@ TEST(CallLimitsTest, GrpcUnaryAnswersNobodyReadsHoldTheBudgetUntilTheWriteTimeou
   ServerProcess::Options options;
   options.models = {"llama=" + Stories260kDir()};
   options.metrics_port = FreeTcpPort();
+  // One test process is one client: its share is the whole budget.
   options.extra_flags = {"--max_answer_bytes_in_flight=" + std::to_string(48 << 20),
+                         "--max_answer_bytes_per_client=" + std::to_string(48 << 20),
                          "--write_timeout_seconds=3"};
   absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
   ASSERT_TRUE(started.ok()) << started.status();
@@ -309,6 +313,73 @@ TEST(CallLimitsTest, GrpcUnaryAnswersNobodyReadsHoldTheBudgetUntilTheWriteTimeou
       << unread_status.error_message();
   queue.Shutdown();
   poller.join();
+}
+
+// One client's answers hold at most its share of --max_answer_bytes_in_flight (half, by
+// default), so that another client's answer still finds room: before, 27 unread StreamAttention
+// streams of one client, within its share of the calls, held all but 6 KB of the 512 MiB budget,
+// and every other client's attention was refused until the streams' writes timed out.
+TEST(CallLimitsTest, OneClientsUnreadStreamsHoldAtMostItsShareOfTheAnswerBudget) {
+  ServerProcess::Options options;
+  options.models = {"llama=" + Stories260kDir()};
+  options.extra_flags = {"--max_answer_bytes_in_flight=" + std::to_string(48 << 20),
+                         "--write_timeout_seconds=60"};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  // Every layer's attention over 242 tokens: 5 layers x 8 heads x 242^2 floats, 8.9 MiB; the
+  // budget takes five such answers, a client's share (24 MiB) two.
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "Once upon a time there was a little girl. ";
+  v1::GetAttentionRequest request;
+  request.set_model("llama");
+  request.set_text(text);
+
+  // The busy client (127.0.0.1) starts streams and reads one message of each: a stream that
+  // gives none was refused.
+  std::unique_ptr<v1::AttentionService::Stub> unread_stub = SmallWindowStubOf(server);
+  constexpr int kStreams = 6;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::StreamAttentionResponse>>> held;
+  std::vector<grpc::Status> refusals;
+  for (int i = 0; i < kStreams; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    std::unique_ptr<grpc::ClientReader<v1::StreamAttentionResponse>> stream =
+        unread_stub->StreamAttention(contexts.back().get(), request);
+    v1::StreamAttentionResponse message;
+    if (stream->Read(&message)) {
+      held.push_back(std::move(stream));
+    } else {
+      refusals.push_back(stream->Finish());
+    }
+  }
+  EXPECT_EQ(held.size(), 2u);
+  ASSERT_FALSE(refusals.empty());
+  for (const grpc::Status& status : refusals) {
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("while this client's answers being computed or read hold"));
+    EXPECT_THAT(status.error_message(), HasSubstr("(--max_answer_bytes_per_client, so that one "
+                                                  "client cannot hold all of "
+                                                  "--max_answer_bytes_in_flight)"));
+  }
+
+  // Another client (127.0.0.2, over HTTP) gets the same answer meanwhile.
+  absl::StatusOr<std::unique_ptr<RawConnection>> other =
+      RawConnection::Open(server.http_port(), "127.0.0.2");
+  ASSERT_TRUE(other.ok()) << other.status();
+  const std::string body = request.SerializeAsString();
+  ASSERT_TRUE((*other)->Send(absl::StrCat(
+      "POST /attnscope.v1.AttentionService/GetAttention HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Content-Type: application/proto\r\nContent-Length: ",
+      body.size(), "\r\n\r\n", body)));
+  absl::StatusOr<RawResponse> answer = (*other)->ReadResponse(absl::Seconds(60));
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_EQ(answer->status, 200) << answer->body.substr(0, 300);
+  v1::GetAttentionResponse response;
+  ASSERT_TRUE(response.ParseFromString(answer->body));
+  EXPECT_EQ(response.layers_size(), 5);
+  for (const std::unique_ptr<grpc::ClientContext>& context : contexts) context->TryCancel();
 }
 
 TEST(CallLimitsTest, WorkOverTheBoundIsRefusedBeforeTheFirstPass) {

@@ -34,6 +34,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/limits.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/deploy_util.h"
@@ -292,7 +293,8 @@ TEST_F(K8sTest, MemoryRequestAndLimitCoverTheMeasuredResidentMemory) {
   options.metrics_port = FreeTcpPort();
   options.extra_flags = {
       "--flagfile=" + LocalFlagFile(layout, dir.path()),
-      "--max_concurrent_requests_per_client=" + flags_.at("max_concurrent_requests")};
+      "--max_concurrent_requests_per_client=" + flags_.at("max_concurrent_requests"),
+      "--max_answer_bytes_per_client=" + std::to_string(kDefaultMaxAnswerBytesInFlight)};
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   std::unique_ptr<Client> client = (*server)->NewClient();

@@ -37,6 +37,8 @@ const std::map<std::string, Refusal>& Refusals() {
       {"listen", {{"--listen=127.0.0.1:99999"}, "--listen '127.0.0.1:99999'"}},
       {"max_answer_bytes_in_flight",
        {{"--max_answer_bytes_in_flight=-1"}, "--max_answer_bytes_in_flight -1"}},
+      {"max_answer_bytes_per_client",
+       {{"--max_answer_bytes_per_client=-1"}, "--max_answer_bytes_per_client -1: expected bytes"}},
       {"max_batch_size", {{"--max_batch_size=0"}, "--max_batch_size 0"}},
       {"max_batch_tokens", {{"--max_batch_tokens=0"}, "--max_batch_tokens 0"}},
       {"max_call_seconds", {{"--max_call_seconds=0"}, "--max_call_seconds 0"}},

@@ -17,6 +17,7 @@ using testing::BytesOf;
 using ::testing::HasSubstr;
 using testing::NewRunner;
 using testing::NoCheck;
+using ::testing::Not;
 
 constexpr char kText[] = "the quick brown fox jumps over the lazy dog";
 
@@ -169,6 +170,54 @@ TEST(RequestAttentionTest, AnswersHeldAtOnceStayUnderTheBudget) {
   const AttentionAnswer copy = **first;
   first.reset();
   EXPECT_FALSE(runner->RunAttention(query, NoCheck(), Delivery::kStream).ok());
+}
+
+// One client's answers stay under its share of the budget while another client's are served
+// beside them: the budget takes five answers, a client's share two.
+TEST(RequestAttentionTest, AClientsAnswersStayUnderItsShare) {
+  AttentionQuery query = BertQuery();
+  const int64_t bytes =
+      BytesOf(NewRunner()->RunAttention(query, NoCheck(), Delivery::kStream).value().attentions,
+              /*bytes_per_element=*/4);
+  ASSERT_GT(bytes, 0);
+  RequestRunner::Options options;
+  options.max_answer_bytes_in_flight = 5 * bytes;
+  options.max_answer_bytes_per_client = 2 * bytes;
+  std::unique_ptr<RequestRunner> runner = NewRunner(options);
+
+  std::vector<AttentionAnswer> held;
+  for (int call = 0; call < 2; ++call) {
+    absl::StatusOr<AttentionAnswer> answer =
+        runner->RunAttention(query, NoCheck(), Delivery::kStream, /*client=*/"a");
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    held.push_back(*std::move(answer));
+  }
+  const absl::StatusOr<AttentionAnswer> refused =
+      runner->RunAttention(query, NoCheck(), Delivery::kUnary, /*client=*/"a");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr(absl::StrCat("GetAttention's answer would hold ", bytes,
+                                     " bytes while this client's answers being computed or read "
+                                     "hold ",
+                                     2 * bytes, ", over its share of ", 2 * bytes,
+                                     " bytes (--max_answer_bytes_per_client")));
+  // Another client, and a call of nobody in particular, still find room in the budget.
+  for (const char* other : {"b", "b", ""}) {
+    absl::StatusOr<AttentionAnswer> answer =
+        runner->RunAttention(query, NoCheck(), Delivery::kStream, other);
+    ASSERT_TRUE(answer.ok()) << other << ": " << answer.status();
+    held.push_back(*std::move(answer));
+  }
+  // The budget is now full: the server's limit refuses the next client.
+  const absl::StatusOr<AttentionAnswer> full =
+      runner->RunAttention(query, NoCheck(), Delivery::kStream, /*client=*/"c");
+  ASSERT_FALSE(full.ok());
+  EXPECT_THAT(full.status().message(), HasSubstr("--max_answer_bytes_in_flight"));
+  EXPECT_THAT(full.status().message(), Not(HasSubstr("--max_answer_bytes_per_client")));
+  // Once one of its answers is gone the first client is served again.
+  held.erase(held.begin());
+  EXPECT_TRUE(runner->RunAttention(query, NoCheck(), Delivery::kStream, /*client=*/"a").ok());
 }
 
 TEST(RequestAttentionTest, AnswersAreServedAgainOnceTheHeldOnesAreGone) {
