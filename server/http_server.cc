@@ -465,31 +465,35 @@ class ApiHandler : public HttpHandler {
     absl::Status status = ParseCounted(http_request, *codec, &request);
     absl::StatusOr<Call> call = CallOf(http_request, exchange);
     if (status.ok()) status = call.status();
+    const bool json = *codec == Codec::kJson;
+    const std::string what = absl::StrCat(MethodOf(http_request), "'s answer");
+    // The answer's own budget ends with the method. Printing JSON takes about six times the
+    // message's size at its peak (its binary form, base64 copies of the tensors, the growing
+    // output: 329 MB of peak memory for a 37 MB GetAttention, against 106 MB as binary), so
+    // those bytes are held from before the call is counted (a refusal is the call's status)
+    // until it is printed; 64 slow readers of such answers took the server to 3.8 GB under a
+    // 512 MB budget.
+    ByteBudget::Hold printing;
+    if (call.ok()) {
+      call->keep_answer = [&](int64_t bytes) -> absl::Status {
+        ATTNSCOPE_ASSIGN_OR_RETURN(
+            printing,
+            core_->HoldAnswerBytes(*call, json ? kJsonPrintingFactor * bytes : bytes, what));
+        return absl::OkStatus();
+      };
+    }
     if (status.ok()) status = (core_->*method)(*call, request, &response);
     if (!status.ok()) return exchange.Respond(ErrorResponse(status));
     HttpResponse answer(http::status::ok, 11);
-    const bool json = *codec == Codec::kJson;
     answer.set(http::field::content_type, json ? "application/json" : "application/proto");
-    // The answer's own budget ended with the method. Printing JSON takes about six times the
-    // message's size at its peak (its binary form, base64 copies of the tensors, the growing
-    // output: 329 MB of peak memory for a 37 MB GetAttention, against 106 MB as binary), so
-    // those bytes are held while it prints; 64 slow readers of such answers took the server to
-    // 3.8 GB under a 512 MB budget.
-    const std::string what = absl::StrCat(MethodOf(http_request), "'s answer");
-    const int64_t message_bytes = static_cast<int64_t>(response.ByteSizeLong());
-    absl::StatusOr<ByteBudget::Hold> printing = core_->HoldAnswerBytes(
-        *call, json ? kJsonPrintingFactor * message_bytes : message_bytes, what);
-    if (!printing.ok()) return exchange.Respond(ErrorResponse(printing.status()));
     std::string body = json ? ToJson(response) : response.SerializeAsString();
     // A slow reader keeps the body for as long as it takes: the body holds its bytes until it is
     // written, and the message it came from goes now.
     response.Clear();
-    printing->reset();
-    const absl::StatusOr<ByteBudget::Hold> hold =
-        core_->HoldAnswerBytes(*call, static_cast<int64_t>(body.size()), what);
-    if (!hold.ok()) return exchange.Respond(ErrorResponse(hold.status()));
+    const ByteBudget::Hold hold =
+        core_->NarrowAnswerBytes(*call, std::move(printing), static_cast<int64_t>(body.size()));
     answer.body() = std::move(body);
-    exchange.Respond(std::move(answer), *hold);
+    exchange.Respond(std::move(answer), hold);
   }
 
   template <typename Request, typename Response>

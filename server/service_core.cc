@@ -61,7 +61,7 @@ Call MakeCall(absl::string_view transport, std::chrono::system_clock::time_point
             }
             return absl::OkStatus();
           },
-          std::move(authorization), std::move(client_source)};
+          std::move(authorization), std::move(client_source), /*keep_answer=*/{}};
 }
 
 // Request-layer events to Prometheus.
@@ -189,7 +189,8 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
       status = absl::ResourceExhaustedError(
           TooLargeMessage(rpc, bytes, options_.max_response_bytes, fixes));
     } else {
-      metrics_->RecordResponseBytes(bytes);
+      if (call.keep_answer) status = call.keep_answer(bytes);
+      if (status.ok()) metrics_->RecordResponseBytes(bytes);
     }
   }
   // A refusal's few bytes need no time to be read (LastAnswerEnd): a client retrying against a
@@ -235,16 +236,29 @@ void ServiceCore::RecordRefused(absl::string_view rpc, absl::string_view transpo
 absl::StatusOr<ByteBudget::Hold> ServiceCore::HoldAnswerBytes(const Call& call, int64_t bytes,
                                                               absl::string_view what) const {
   if (!ready_.load()) return ByteBudget::Hold();
-  // The call's method has run, so its key (if the server takes keys) was valid.
-  const std::optional<int> key =
-      api_keys_ == nullptr ? std::nullopt : api_keys_->Find(call.authorization);
   absl::StatusOr<ByteBudget::Hold> hold =
-      runner_->ReserveAnswerBytes(bytes, what, ClientOf(call, key));
+      runner_->ReserveAnswerBytes(bytes, what, AnsweredClientOf(call));
   if (!hold.ok()) return hold;
   answers_being_written_.fetch_add(1);
+  return BeingWritten(*std::move(hold));
+}
+
+ByteBudget::Hold ServiceCore::NarrowAnswerBytes(const Call& call, ByteBudget::Hold wide,
+                                                int64_t bytes) const {
+  if (!ready_.load()) return ByteBudget::Hold();
+  // Counted before the wide hold ends, so that the count never falls to 0 in between.
+  answers_being_written_.fetch_add(1);
+  return BeingWritten(runner_->NarrowAnswerBytes(std::move(wide), bytes, AnsweredClientOf(call)));
+}
+
+std::string ServiceCore::AnsweredClientOf(const Call& call) const {
+  return ClientOf(call, api_keys_ == nullptr ? std::nullopt : api_keys_->Find(call.authorization));
+}
+
+ByteBudget::Hold ServiceCore::BeingWritten(ByteBudget::Hold inner) const {
   // The budget's hold goes back before the count falls, so that QuietFor never sees no answer
   // being written while LastAnswerEnd still predates this one.
-  return ByteBudget::Hold(nullptr, [this, inner = *std::move(hold)](const void*) mutable {
+  return ByteBudget::Hold(nullptr, [this, inner = std::move(inner)](const void*) mutable {
     inner.reset();
     answers_being_written_.fetch_sub(1);
   });

@@ -98,6 +98,10 @@ struct Call {
   // which max_concurrent_requests_per_client counts calls by when there are no API keys; empty
   // when unknown (then no per-client share applies).
   std::string client_source;
+  // Set by a front end that holds a unary answer while it writes it out (HoldAnswerBytes): called
+  // with the answer's serialized size once the method has succeeded, before the call is counted,
+  // so that a refusal (the answer budget is full) is the call's status and counted as such.
+  std::function<absl::Status(int64_t answer_bytes)> keep_answer;
 };
 
 // UNAVAILABLE for a call still running when the shutdown's grace period is over; `when` says at
@@ -159,6 +163,9 @@ class ServiceCore {
   // answers of the call's client its share (--max_answer_bytes_per_client), over it.
   absl::StatusOr<ByteBudget::Hold> HoldAnswerBytes(const Call& call, int64_t bytes,
                                                    absl::string_view what) const;
+  // `wide`, a hold of HoldAnswerBytes for `call` of at least `bytes`, made a hold of `bytes`
+  // (ByteBudget::Narrow): for a printed answer, held at its printing's bound until printed.
+  ByteBudget::Hold NarrowAnswerBytes(const Call& call, ByteBudget::Hold wide, int64_t bytes) const;
   // When the last call that was not refused ended (absl::InfinitePast() before any): its method
   // returned (a stream's last message written), or the answer it held by HoldAnswerBytes was
   // written out, whichever came later. How long ago a client may still have been reading.
@@ -208,6 +215,11 @@ class ServiceCore {
   // max_answer_bytes_per_client: its `key` (KeyOf) with API keys, else its source; "" when there
   // is no way to tell.
   std::string ClientOf(const Call& call, std::optional<int> key) const;
+  // ClientOf for a call whose method has run (its key, if the server takes keys, was valid).
+  std::string AnsweredClientOf(const Call& call) const;
+  // `inner`, a hold of the answer budget, counted among answers_being_written_ (already
+  // incremented for it) until it ends.
+  ByteBudget::Hold BeingWritten(ByteBudget::Hold inner) const;
   // Adds `change` (+1 or -1) to the calls `client` has under way and returns the new count.
   int CountClientCall(const std::string& client, int change);
 

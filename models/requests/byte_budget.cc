@@ -21,8 +21,8 @@ absl::StatusOr<ByteBudget::Hold> ByteBudget::Reserve(int64_t bytes, absl::string
       if (found != clients_.end() && found->second.bytes + bytes > client_limit_) {
         return absl::ResourceExhaustedError(absl::StrCat(
             what, " would hold ", bytes,
-            " bytes while this client's answers being computed or read ", "hold ",
-            found->second.bytes, ", over its share of ", client_limit_, " bytes (", client_flag_,
+            " bytes while this client's answers being computed or read hold ", found->second.bytes,
+            ", over its share of ", client_limit_, " bytes (", client_flag_,
             ", so that one client cannot hold all of ", flag_,
             "); read the answers under way first, or ask for fewer layers or heads, a smaller "
             "window or top_k"));
@@ -35,14 +35,30 @@ absl::StatusOr<ByteBudget::Hold> ByteBudget::Reserve(int64_t bytes, absl::string
           ", over this server's limit of ", limit_, " bytes (", flag_,
           "); retry with backoff, or ask for fewer layers or heads, a smaller window or top_k"));
     }
-    held_ += bytes;
-    ++holds_;
-    if (!client.empty()) {
-      Held& mine = clients_[client];
-      mine.bytes += bytes;
-      ++mine.holds;
-    }
+    Add(bytes, client);
   }
+  return HoldOf(bytes, client);
+}
+
+ByteBudget::Hold ByteBudget::Narrow(Hold wide, int64_t bytes, absl::string_view client) {
+  {
+    absl::MutexLock lock(&mutex_);
+    Add(bytes, client);
+  }
+  wide.reset();
+  return HoldOf(bytes, client);
+}
+
+void ByteBudget::Add(int64_t bytes, absl::string_view client) {
+  held_ += bytes;
+  ++holds_;
+  if (client.empty()) return;
+  Held& mine = clients_[client];
+  mine.bytes += bytes;
+  ++mine.holds;
+}
+
+ByteBudget::Hold ByteBudget::HoldOf(int64_t bytes, absl::string_view client) {
   // The deleter gives the bytes back; the pointer itself is never read.
   return Hold(static_cast<const void*>(this),
               [this, bytes, client = std::string(client)](const void*) { Release(bytes, client); });

@@ -46,6 +46,10 @@ class ByteBudget {
   // server, of the client) is always granted. Thread-safe; the budget must outlive its holds.
   absl::StatusOr<Hold> Reserve(int64_t bytes, absl::string_view what,
                                absl::string_view client = "");
+  // Replaces `wide`, a reservation of this budget for at least `bytes`, by one of `bytes` for
+  // the same `client`, without a check: the bytes held never grow. For an answer whose size is
+  // known only once it is made (its printed form) and that was reserved at an upper bound.
+  Hold Narrow(Hold wide, int64_t bytes, absl::string_view client = "");
   // When a reservation last went back (absl::InfinitePast() before any): for a server's answer
   // budget, when its last answer finished being written.
   absl::Time last_release() const;
@@ -56,6 +60,10 @@ class ByteBudget {
     int64_t holds = 0;
   };
 
+  // Counts a reservation of `bytes` for `client`.
+  void Add(int64_t bytes, absl::string_view client) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The hold whose end gives back what Add counted.
+  Hold HoldOf(int64_t bytes, absl::string_view client);
   void Release(int64_t bytes, const std::string& client);
 
   const int64_t limit_;

@@ -151,6 +151,12 @@ class RequestRunner {
                                                       absl::string_view client) const {
     return answer_budget_.Reserve(bytes, what, client);
   }
+  // ByteBudget::Narrow on the answer budget: `wide`, a reservation of ReserveAnswerBytes for at
+  // least `bytes`, becomes one of `bytes`.
+  ByteBudget::Hold NarrowAnswerBytes(ByteBudget::Hold wide, int64_t bytes,
+                                     absl::string_view client) const {
+    return answer_budget_.Narrow(std::move(wide), bytes, client);
+  }
   // When the answer budget's last reservation went back (absl::InfinitePast() before any): the
   // end of the last answer's write, or of an answer that was never written.
   absl::Time LastAnswerReleased() const { return answer_budget_.last_release(); }

@@ -214,6 +214,25 @@ TEST(CallLimitsTest, HttpAnswersBeingWrittenHoldTheAnswerBudget) {
   absl::StatusOr<RawResponse> served = (*small)->ReadResponse(absl::Seconds(30));
   ASSERT_TRUE(served.ok()) << served.status();
   EXPECT_EQ(served->status, 200) << served->body.substr(0, 300);
+  // A mid-sized answer (3.4 MB) fits beside it, but not the 20 MB its JSON printing is held at:
+  // refused after its method ran, and counted as refused. Before, it was counted OK.
+  std::string mid_text;
+  for (int i = 0; i < 12; ++i) mid_text += "Once upon a time there was a little girl. ";
+  absl::StatusOr<std::unique_ptr<RawConnection>> mid = RawConnection::Open(server.http_port());
+  ASSERT_TRUE(mid.ok()) << mid.status();
+  ASSERT_TRUE(
+      (*mid)->Send(post(absl::StrCat(R"({"model": "llama", "text": ")", mid_text, R"("})"))));
+  absl::StatusOr<RawResponse> unprinted = (*mid)->ReadResponse(absl::Seconds(30));
+  ASSERT_TRUE(unprinted.ok()) << unprinted.status();
+  EXPECT_EQ(unprinted->status, 429) << unprinted->body.substr(0, 300);
+  EXPECT_THAT(unprinted->body, HasSubstr("--max_answer_bytes_in_flight"));
+  double refusals = 0;
+  for (const MetricSample& sample :
+       CountedRequests(server, {{"rpc", "GetAttention"}, {"code", "RESOURCE_EXHAUSTED"}}, 1,
+                       absl::Seconds(10))) {
+    refusals += sample.value;
+  }
+  EXPECT_EQ(refusals, 2);
   // Once the unread answer's connection is gone, its bytes are free again.
   (*unread)->Close();
   absl::StatusOr<RawResponse> after;
