@@ -46,6 +46,7 @@
 #include "server/metrics.h"
 #include "server/metrics_http.h"
 #include "server/parse_failure_interceptor.h"
+#include "server/reflection_streams.h"
 #include "server/security.h"
 #include "server/worker_pool.h"
 
@@ -491,6 +492,12 @@ absl::Status RunServer(const ServerOptions& options) {
   builder.RegisterCallbackGenericService(&unknown_methods);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<ParseFailureInterceptorFactory>(&metrics));
+  interceptors.push_back(std::make_unique<ReflectionStreams>(
+      ReflectionStreams::Options(), &client_addresses,
+      [&metrics] { metrics.RecordRejection("reflection_limit"); }));
+  // The server owns the factories, and outlives every use of this one.
+  ReflectionStreams* const reflection_streams =
+      static_cast<ReflectionStreams*>(interceptors.back().get());
   interceptors.push_back(
       std::make_unique<AnswerWriteInterceptorFactory>(&core, &watchdog, &client_addresses));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
@@ -539,6 +546,7 @@ absl::Status RunServer(const ServerOptions& options) {
     absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(http_options, &core);
     if (!started.ok()) {
       (*front)->StopAccepting();
+      reflection_streams->CancelAll();
       server->Shutdown();
       return started.status();
     }
@@ -560,6 +568,7 @@ absl::Status RunServer(const ServerOptions& options) {
     absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadedModel::Create(model_options);
     if (!model.ok()) {
       (*front)->StopAccepting();
+      reflection_streams->CancelAll();
       server->Shutdown();
       return model.status();
     }
@@ -639,7 +648,15 @@ absl::Status RunServer(const ServerOptions& options) {
   // once. New calls meanwhile get UNAVAILABLE.
   while (absl::Now() < deadline && !core.QuietFor(kLastBytesLinger)) absl::SleepFor(kQuietPoll);
   (*front)->StopAccepting();
-  server->Shutdown(absl::ToChronoTime(deadline + kGrpcLastWords));
+  // A reflection stream stays open until its client closes it: an idle tool's would hold
+  // Shutdown until the deadline.
+  reflection_streams->CancelAll();
+  // gRPC's Shutdown also waits for every connection to close, and a client keeps its idle one
+  // open after the GOAWAY for as long as it likes: four idle channels held a quiet server for
+  // its whole grace period. Once quiet, nothing is left for the connections to carry, and gRPC
+  // closes them after its last words.
+  const absl::Time shutdown_by = std::min(deadline, absl::Now());
+  server->Shutdown(absl::ToChronoTime(shutdown_by + kGrpcLastWords));
   server->Wait();
   // Waits for the HTTP calls, cancelled at the deadline if still running.
   http.reset();
