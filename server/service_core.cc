@@ -10,6 +10,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -279,12 +281,23 @@ absl::StatusOr<std::optional<int>> ServiceCore::KeyOf(const Call& call) const {
     return key;
   }
   metrics_->RecordRejection("unauthenticated");
+  if (call.authorization.empty()) {
+    return absl::UnauthenticatedError(
+        "no API key: send the header `authorization: Bearer <key>` with a key of the server's "
+        "--api_keys_file");
+  }
+  // The scheme alone is named: the rest may be a credential.
+  const absl::string_view scheme =
+      absl::string_view(call.authorization).substr(0, call.authorization.find(' '));
+  if (!absl::EqualsIgnoreCase(scheme, "bearer")) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "authorization scheme '", absl::CHexEscape(scheme.substr(0, 32)),
+        "': expected Bearer; send `authorization: Bearer <key>` with a key of the server's "
+        "--api_keys_file"));
+  }
   return absl::UnauthenticatedError(
-      call.authorization.empty()
-          ? "no API key: send the header `authorization: Bearer <key>` with a key of the "
-            "server's --api_keys_file"
-          : "the API key is not one of the server's --api_keys_file keys: send "
-            "`authorization: Bearer <key>` with a valid key");
+      "the API key is not one of the server's --api_keys_file keys: send "
+      "`authorization: Bearer <key>` with a valid key");
 }
 
 std::string ServiceCore::ModelLabel(const std::string* model) const {
