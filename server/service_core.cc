@@ -175,7 +175,8 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
     };
     ran = true;
     try {
-      // Methods that hold answers learn their client, whose share of the answer budget they use.
+      // Methods that compute learn their client: its passes take turns with other clients', and
+      // its answers hold its share of the answer budget.
       if constexpr (std::is_invocable_v<Handler, const CallCheck&, const std::string&>) {
         status = handler(check, client);
       } else {
@@ -370,20 +371,22 @@ absl::Status ServiceCore::StreamAttention(const Call& call, const v1::GetAttenti
 
 absl::Status ServiceCore::Encode(const Call& call, const v1::EncodeRequest& request,
                                  v1::EncodeResponse* response) {
-  return Serve(call, "Encode", &request.model(), response, kEncodeFixes, [&](const CallCheck& check) -> absl::Status {
-    ATTNSCOPE_ASSIGN_OR_RETURN(const EncodeQuery query, ToQuery(request));
-    ATTNSCOPE_ASSIGN_OR_RETURN(const EncodeAnswer answer, runner_->RunEncode(query, check));
-    return ToProto(answer, response);
-  });
+  return Serve(call, "Encode", &request.model(), response, kEncodeFixes,
+               [&](const CallCheck& check, const std::string& client) -> absl::Status {
+                 ATTNSCOPE_ASSIGN_OR_RETURN(const EncodeQuery query, ToQuery(request));
+                 ATTNSCOPE_ASSIGN_OR_RETURN(const EncodeAnswer answer,
+                                            runner_->RunEncode(query, check, client));
+                 return ToProto(answer, response);
+               });
 }
 
 absl::Status ServiceCore::CrossAttention(const Call& call, const v1::CrossAttentionRequest& request,
                                          v1::CrossAttentionResponse* response) {
   return Serve(call, "CrossAttention", &request.model(), response, kCrossAttentionFixes,
-               [&](const CallCheck& check) -> absl::Status {
+               [&](const CallCheck& check, const std::string& client) -> absl::Status {
                  ATTNSCOPE_ASSIGN_OR_RETURN(const CrossAttentionQuery query, ToQuery(request));
                  ATTNSCOPE_ASSIGN_OR_RETURN(const CrossAttentionAnswer answer,
-                                            runner_->RunCrossAttention(query, check));
+                                            runner_->RunCrossAttention(query, check, client));
                  return ToProto(answer, response);
                });
 }
@@ -423,10 +426,10 @@ absl::Status ServiceCore::GetTrainingRecord(const Call& call,
 absl::Status ServiceCore::Attribute(const Call& call, const v1::AttributeRequest& request,
                                     v1::AttributeResponse* response) {
   return Serve(call, "Attribute", &request.model(), response, kAttributeFixes,
-               [&](const CallCheck& check) -> absl::Status {
+               [&](const CallCheck& check, const std::string& client) -> absl::Status {
                  ATTNSCOPE_ASSIGN_OR_RETURN(const AttributeQuery query, ToQuery(request));
                  ATTNSCOPE_ASSIGN_OR_RETURN(const AttributeAnswer answer,
-                                            runner_->RunAttribute(query, check));
+                                            runner_->RunAttribute(query, check, client));
                  ToProto(answer, response);
                  return absl::OkStatus();
                });
@@ -434,35 +437,37 @@ absl::Status ServiceCore::Attribute(const Call& call, const v1::AttributeRequest
 
 absl::Status ServiceCore::Generate(const Call& call, const v1::GenerateRequest& request,
                                    const GenerateWriter& write) {
-  return Serve(call, "Generate", &request.model(), nullptr, "", [&](const CallCheck& check) -> absl::Status {
-    ATTNSCOPE_ASSIGN_OR_RETURN(const GenerateQuery query, ToQuery(request));
-    int64_t bytes = 0;
-    auto send = [&](const v1::GenerateResponse& message) {
-      bytes += static_cast<int64_t>(message.ByteSizeLong());
-      return write(message);
-    };
-    ATTNSCOPE_ASSIGN_OR_RETURN(
-        const GenerateSummary summary,
-        runner_->RunGenerate(
-            query, check,
-            [&](const GenerateHeader& header) {
-              v1::GenerateResponse message;
-              ToProto(header, message.mutable_header());
-              return send(message);
-            },
-            [&](const GenerateStep& step) -> absl::Status {
-              v1::GenerateResponse message;
-              ATTNSCOPE_RETURN_IF_ERROR(ToProto(step, query.dtype, message.mutable_token()));
-              return send(message);
-            }));
-    v1::GenerateResponse done;
-    ToProto(summary, done.mutable_done());
-    ATTNSCOPE_RETURN_IF_ERROR(send(done));
-    metrics_->RecordGeneratedTokens(ModelLabel(&request.model()),
-                                    static_cast<int64_t>(summary.ids.size()));
-    metrics_->RecordResponseBytes(bytes);
-    return absl::OkStatus();
-  });
+  return Serve(call, "Generate", &request.model(), nullptr, "",
+               [&](const CallCheck& check, const std::string& client) -> absl::Status {
+                 ATTNSCOPE_ASSIGN_OR_RETURN(const GenerateQuery query, ToQuery(request));
+                 int64_t bytes = 0;
+                 auto send = [&](const v1::GenerateResponse& message) {
+                   bytes += static_cast<int64_t>(message.ByteSizeLong());
+                   return write(message);
+                 };
+                 ATTNSCOPE_ASSIGN_OR_RETURN(const GenerateSummary summary,
+                                            runner_->RunGenerate(
+                                                query, check,
+                                                [&](const GenerateHeader& header) {
+                                                  v1::GenerateResponse message;
+                                                  ToProto(header, message.mutable_header());
+                                                  return send(message);
+                                                },
+                                                [&](const GenerateStep& step) -> absl::Status {
+                                                  v1::GenerateResponse message;
+                                                  ATTNSCOPE_RETURN_IF_ERROR(ToProto(
+                                                      step, query.dtype, message.mutable_token()));
+                                                  return send(message);
+                                                },
+                                                client));
+                 v1::GenerateResponse done;
+                 ToProto(summary, done.mutable_done());
+                 ATTNSCOPE_RETURN_IF_ERROR(send(done));
+                 metrics_->RecordGeneratedTokens(ModelLabel(&request.model()),
+                                                 static_cast<int64_t>(summary.ids.size()));
+                 metrics_->RecordResponseBytes(bytes);
+                 return absl::OkStatus();
+               });
 }
 
 }  // namespace attnscope::server

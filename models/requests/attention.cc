@@ -329,18 +329,20 @@ absl::Status RequestRunner::ResolveAttention(const AttentionQuery& query, Attent
 
 absl::StatusOr<ForwardOutput> RequestRunner::RunAttentionPass(const AttentionQuery& query,
                                                               const AttentionAnswer& answer,
-                                                              const CallCheck& check) const {
+                                                              const CallCheck& check,
+                                                              absl::string_view client) const {
   ForwardOptions forward;
   forward.output_attention_scores = query.include_scores;
   forward.output_logits = false;
   if (!answer.decoder_tokens.has_value()) {
     std::vector<Encoding> batch_input = {answer.tokens.encoding};
-    ATTNSCOPE_ASSIGN_OR_RETURN(BatchOutput batch,
-                               batcher_.Run(*answer.model, std::move(batch_input), forward, check));
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        BatchOutput batch,
+        batcher_.Run(*answer.model, std::move(batch_input), forward, check, client));
     return std::move(batch.forward);
   }
   // One teacher-forced pass on this thread: the batcher's passes carry no decoder input.
-  ComputeGate::Turn turn(gate_, check);
+  ComputeGate::Turn turn(gate_, check, client);
   ATTNSCOPE_RETURN_IF_ERROR(turn.Take("before the forward pass"));
   forward.on_layer_done = [&check](int64_t) { return check("between layers"); };
   ForwardInput input;
@@ -371,7 +373,8 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
           EstimateAttentionBytes(query, answer, OutputDType::kFloat32),
           delivery == Delivery::kStream ? "StreamAttention's answer" : "GetAttention's answer",
           client));
-  ATTNSCOPE_ASSIGN_OR_RETURN(const ForwardOutput forward, RunAttentionPass(query, answer, check));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const ForwardOutput forward,
+                             RunAttentionPass(query, answer, check, client));
   ATTNSCOPE_RETURN_IF_ERROR(PostProcessAttention(query, spans, forward, &answer));
   return answer;
 }

@@ -53,7 +53,8 @@ absl::StatusOr<std::map<WordKey, double>> WordValues(const torch::Tensor& values
 }  // namespace
 
 absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery& query,
-                                                            const CallCheck& check) const {
+                                                            const CallCheck& check,
+                                                            absl::string_view client) const {
   AttributeAnswer answer;
   ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(query.model));
   const LoadedModel& model = *answer.model;
@@ -139,7 +140,7 @@ absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery
                                            ? kDefaultIntegratedGradientsSteps
                                            : query.integrated_gradients_steps;
   // Taken before the passes, given to the next waiting call after each batch of them.
-  ComputeGate::Turn turn(gate_, check);
+  ComputeGate::Turn turn(gate_, check, client);
   options.on_batch_done = [&turn]() {
     turn.Leave();
     return turn.Take("after a batch of attribution passes");

@@ -5,6 +5,7 @@
 #include <exception>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 
@@ -36,6 +37,7 @@ struct ForwardBatcher::Call {
   std::vector<Encoding> encodings;
   ForwardOptions options;
   const CallCheck* check = nullptr;
+  std::string client;
   Clock::time_point queued;
   int64_t longest = 0;
   absl::StatusOr<BatchOutput> result;
@@ -65,8 +67,9 @@ ForwardBatcher::~ForwardBatcher() {
 absl::StatusOr<BatchOutput> ForwardBatcher::Run(const LoadedModel& model,
                                                 std::vector<Encoding> encodings,
                                                 const ForwardOptions& options,
-                                                const CallCheck& check) {
+                                                const CallCheck& check, absl::string_view client) {
   Call call;
+  call.client = std::string(client);
   call.model = &model;
   call.encodings = std::move(encodings);
   call.options = options;
@@ -79,6 +82,8 @@ absl::StatusOr<BatchOutput> ForwardBatcher::Run(const LoadedModel& model,
   {
     absl::MutexLock lock(&mutex_);
     queue_.push_back(&call);
+    // A client with nothing queued joins the round as if served now: behind those waiting.
+    served_.try_emplace(call.client, passes_);
   }
   // A call that expires or is cancelled while it waits (behind a long pass, or for its batch to
   // fill) leaves the queue at once, rather than at its turn. The check runs under the lock so that
@@ -90,6 +95,7 @@ absl::StatusOr<BatchOutput> ForwardBatcher::Run(const LoadedModel& model,
     absl::Status status = (*call.check)("while waiting for its forward pass");
     if (!status.ok()) {
       queue_.erase(queued);
+      ForgetClientsWithNothingQueued();
       if (observer_ != nullptr) observer_->OnQueueWait(model.name(), SecondsSince(call.queued));
       return status;
     }
@@ -98,16 +104,33 @@ absl::StatusOr<BatchOutput> ForwardBatcher::Run(const LoadedModel& model,
   return std::move(call.result);
 }
 
+ForwardBatcher::Call* ForwardBatcher::Head() const {
+  Call* head = nullptr;
+  uint64_t head_served = 0;
+  for (Call* call : queue_) {
+    const uint64_t served = served_.at(call->client);
+    if (head == nullptr || served < head_served) {
+      head = call;
+      head_served = served;
+    }
+  }
+  return head;
+}
+
 std::vector<ForwardBatcher::Call*> ForwardBatcher::PlanBatch(bool* full) const {
   std::vector<Call*> batch;
   *full = false;
-  const Call& oldest = *queue_.front();
+  Call* const head = Head();
   int64_t sequences = 0;
   int64_t longest = 0;
   int64_t shortest = 0;
+  std::vector<Call*> candidates = {head};
   for (Call* call : queue_) {
+    if (call != head) candidates.push_back(call);
+  }
+  for (Call* call : candidates) {
     if (!batch.empty()) {
-      if (!oldest.SharesPassWith(*call)) continue;
+      if (!head->SharesPassWith(*call)) continue;
       // Padding a short call to a long one costs more than a pass of its own: attention grows
       // with the square of the padded length.
       const int64_t new_longest = std::max(longest, call->longest);
@@ -136,6 +159,12 @@ bool ForwardBatcher::OldestBatchIsFullOrStopping() const {
   return full;
 }
 
+void ForwardBatcher::ForgetClientsWithNothingQueued() {
+  absl::flat_hash_set<absl::string_view> queued;
+  for (const Call* call : queue_) queued.insert(call->client);
+  absl::erase_if(served_, [&queued](const auto& entry) { return !queued.contains(entry.first); });
+}
+
 bool ForwardBatcher::HasWorkOrStopping() const { return stopping_ || !queue_.empty(); }
 
 void ForwardBatcher::Loop() {
@@ -155,7 +184,12 @@ void ForwardBatcher::Loop() {
       }
       bool full = false;
       batch = PlanBatch(&full);
-      for (Call* call : batch) queue_.erase(std::find(queue_.begin(), queue_.end(), call));
+      ++passes_;
+      for (Call* call : batch) {
+        queue_.erase(std::find(queue_.begin(), queue_.end(), call));
+        served_[call->client] = passes_;
+      }
+      ForgetClientsWithNothingQueued();
     }
     RunBatch(std::move(batch));
   }

@@ -15,9 +15,11 @@ absl::Status ComputeGate::Turn::Take(absl::string_view when) {
   if (held_) return absl::OkStatus();
   absl::MutexLock lock(&gate_.mutex_);
   const uint64_t ticket = gate_.next_ticket_++;
-  gate_.waiting_.push_back(ticket);
+  gate_.waiting_.push_back({ticket, client_});
+  // A client with nothing waiting joins the round as if its turn were now: behind those waiting.
+  gate_.last_turn_.try_emplace(client_, gate_.turns_);
   auto turn_come = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate_.mutex_) {
-    return gate_.free_ > 0 && gate_.waiting_.front() == ticket;
+    return gate_.free_ > 0 && gate_.Next() == ticket;
   };
   while (!gate_.mutex_.AwaitWithTimeout(absl::Condition(&turn_come), kCheckInterval)) {
     if (!check_) continue;
@@ -25,11 +27,12 @@ absl::Status ComputeGate::Turn::Take(absl::string_view when) {
     absl::Status status = check_(when);
     gate_.mutex_.Lock();
     if (!status.ok()) {
-      gate_.waiting_.erase(std::find(gate_.waiting_.begin(), gate_.waiting_.end(), ticket));
+      gate_.Remove(ticket);
       return status;
     }
   }
-  gate_.waiting_.pop_front();
+  gate_.last_turn_[client_] = ++gate_.turns_;
+  gate_.Remove(ticket);
   --gate_.free_;
   held_ = true;
   return absl::OkStatus();
@@ -40,6 +43,29 @@ void ComputeGate::Turn::Leave() {
   absl::MutexLock lock(&gate_.mutex_);
   ++gate_.free_;
   held_ = false;
+}
+
+uint64_t ComputeGate::Next() const {
+  const Waiting* next = nullptr;
+  uint64_t next_turn = 0;
+  for (const Waiting& waiting : waiting_) {
+    const uint64_t turn = last_turn_.at(waiting.client);
+    if (next == nullptr || turn < next_turn) {
+      next = &waiting;
+      next_turn = turn;
+    }
+  }
+  return next->ticket;
+}
+
+void ComputeGate::Remove(uint64_t ticket) {
+  waiting_.erase(std::find_if(waiting_.begin(), waiting_.end(), [ticket](const Waiting& waiting) {
+    return waiting.ticket == ticket;
+  }));
+  absl::erase_if(last_turn_, [this](const auto& entry) {
+    return std::none_of(waiting_.begin(), waiting_.end(),
+                        [&entry](const Waiting& waiting) { return waiting.client == entry.first; });
+  });
 }
 
 }  // namespace attnscope

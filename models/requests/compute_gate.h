@@ -9,14 +9,17 @@
 // computed on for 3 s after their clients had gone. With turns, `slots` calls compute at once and
 // the others wait, checking their call, so that a cancelled or expired one leaves the queue at
 // once. Calls take turns a piece of work at a time (a batch of attribution passes, a generation
-// step), first come first served, so that a long call does not hold a short one up for its whole
-// length.
+// step), so that a long call does not hold a short one up for its whole length, and the turns go
+// round the clients, first come first served within each: 16 long Attribute calls of one client
+// held another's 3-token Generate 4.4 s when every waiting call had its turn in order.
 #ifndef ATTNSCOPE_MODELS_REQUESTS_COMPUTE_GATE_H_
 #define ATTNSCOPE_MODELS_REQUESTS_COMPUTE_GATE_H_
 
 #include <cstdint>
 #include <deque>
+#include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -35,7 +38,9 @@ class ComputeGate {
   class Turn {
    public:
     // `check` (may be empty) says when the call should stop; both must outlive the Turn.
-    Turn(ComputeGate& gate, const CallCheck& check) : gate_(gate), check_(check) {}
+    // `client` names who asks (any name; empty is a client too), for the round of clients.
+    Turn(ComputeGate& gate, const CallCheck& check, absl::string_view client = "")
+        : gate_(gate), check_(check), client_(client) {}
     // Leaves the slot if it holds one.
     ~Turn();
     Turn(const Turn&) = delete;
@@ -52,6 +57,7 @@ class ComputeGate {
    private:
     ComputeGate& gate_;
     const CallCheck& check_;
+    const std::string client_;
     bool held_ = false;
   };
 
@@ -61,9 +67,22 @@ class ComputeGate {
  private:
   absl::Mutex mutex_;
   int free_ ABSL_GUARDED_BY(mutex_);
+  struct Waiting {
+    uint64_t ticket;
+    std::string client;
+  };
+  // The ticket whose turn comes next: the oldest of the client whose turn was longest ago.
+  uint64_t Next() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Takes `ticket` out of the queue, and forgets the clients with nothing waiting.
+  void Remove(uint64_t ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
   // The waiting calls' tickets, oldest first.
-  std::deque<uint64_t> waiting_ ABSL_GUARDED_BY(mutex_);
+  std::deque<Waiting> waiting_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_ticket_ ABSL_GUARDED_BY(mutex_) = 0;
+  // The turns given so far, and for each client with a call waiting the turn that last went to
+  // it (or the count of turns when it began waiting with nothing else waiting).
+  uint64_t turns_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::flat_hash_map<std::string, uint64_t> last_turn_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace attnscope

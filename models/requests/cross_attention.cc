@@ -29,7 +29,7 @@ using requests_internal::ToTextOptions;
 using Clock = requests_internal::Clock;
 
 absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
-    const CrossAttentionQuery& query, const CallCheck& check) const {
+    const CrossAttentionQuery& query, const CallCheck& check, absl::string_view client) const {
   CrossAttentionAnswer answer;
   ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(query.model));
   const LoadedModel& model = *answer.model;
@@ -128,7 +128,7 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
     std::vector<Encoding> group(std::make_move_iterator(encodings.begin() + first),
                                 std::make_move_iterator(encodings.begin() + end));
     ATTNSCOPE_ASSIGN_OR_RETURN(BatchOutput batch,
-                               batcher_.Run(model, std::move(group), forward, check));
+                               batcher_.Run(model, std::move(group), forward, check, client));
     for (size_t b = first; b < end; ++b) {
       const int64_t row = static_cast<int64_t>(b - first);
       DocumentAnswer& result = answer.documents[b];

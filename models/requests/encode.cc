@@ -20,7 +20,8 @@ using requests_internal::TooLarge;
 using requests_internal::ToTextOptions;
 
 absl::StatusOr<EncodeAnswer> RequestRunner::RunEncode(const EncodeQuery& query,
-                                                      const CallCheck& check) const {
+                                                      const CallCheck& check,
+                                                      absl::string_view client) const {
   EncodeAnswer answer;
   ATTNSCOPE_ASSIGN_OR_RETURN(answer.model, FindModel(query.model));
   if (query.inputs.empty()) {
@@ -101,8 +102,8 @@ absl::StatusOr<EncodeAnswer> RequestRunner::RunEncode(const EncodeQuery& query,
        })) {
     std::vector<Encoding> group(std::make_move_iterator(encodings.begin() + first),
                                 std::make_move_iterator(encodings.begin() + end));
-    ATTNSCOPE_ASSIGN_OR_RETURN(BatchOutput batch,
-                               batcher_.Run(*answer.model, std::move(group), forward, check));
+    ATTNSCOPE_ASSIGN_OR_RETURN(
+        BatchOutput batch, batcher_.Run(*answer.model, std::move(group), forward, check, client));
     torch::Tensor pooled;
     if (query.pooling.has_value()) {
       ATTNSCOPE_ASSIGN_OR_RETURN(pooled, PoolHiddenStates(batch.forward.last_hidden_state,

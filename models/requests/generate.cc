@@ -29,7 +29,8 @@ constexpr size_t kDecodeContext = 5;
 absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
     const GenerateQuery& query, const CallCheck& check,
     const std::function<absl::Status(const GenerateHeader&)>& on_header,
-    const std::function<absl::Status(const GenerateStep&)>& on_step) const {
+    const std::function<absl::Status(const GenerateStep&)>& on_step,
+    absl::string_view client) const {
   GenerateHeader header;
   ATTNSCOPE_ASSIGN_OR_RETURN(header.model, FindModel(query.model));
   const LoadedModel& model = *header.model;
@@ -85,7 +86,7 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   options.output_attentions = query.output_attentions;
   // Taken for each step, given to the next waiting call between steps, and left while a step's
   // token is handed on, which may wait for the client to read it.
-  ComputeGate::Turn turn(gate_, check);
+  ComputeGate::Turn turn(gate_, check, client);
   options.check = [&turn]() {
     turn.Leave();
     return turn.Take("before a generation step");

@@ -101,14 +101,17 @@ class RequestRunner {
   const std::vector<std::unique_ptr<LoadedModel>>& models() const { return models_; }
 
   absl::StatusOr<TokenizeAnswer> Tokenize(const TokenizeQuery& query) const;
-  // `client` names who asks (empty = nobody in particular): its answers hold at most
+  // In every Run method `client` names who asks (empty = nobody in particular): its passes take
+  // turns with other clients' (batcher.h, compute_gate.h), and its attention answers hold at most
   // Options::max_answer_bytes_per_client of the answer budget.
   absl::StatusOr<AttentionAnswer> RunAttention(const AttentionQuery& query, const CallCheck& check,
                                                Delivery delivery,
                                                absl::string_view client = "") const;
-  absl::StatusOr<EncodeAnswer> RunEncode(const EncodeQuery& query, const CallCheck& check) const;
+  absl::StatusOr<EncodeAnswer> RunEncode(const EncodeQuery& query, const CallCheck& check,
+                                         absl::string_view client = "") const;
   absl::StatusOr<CrossAttentionAnswer> RunCrossAttention(const CrossAttentionQuery& query,
-                                                         const CallCheck& check) const;
+                                                         const CallCheck& check,
+                                                         absl::string_view client = "") const;
   // Token attributions of a classifier logit (models/attribution.h), computed with autograd on
   // the calling thread, not the batcher's: its passes need gradients, which the batched inference
   // kernels do not record. `check` is called before the first pass and after each batch of passes.
@@ -116,8 +119,8 @@ class RequestRunner {
   // classifier head, or an occlusion token the vocabulary lacks; Unimplemented for a decoder-only
   // model; NotFound for an unknown model; ResourceExhausted over the size cap; the status of
   // `check`.
-  absl::StatusOr<AttributeAnswer> RunAttribute(const AttributeQuery& query,
-                                               const CallCheck& check) const;
+  absl::StatusOr<AttributeAnswer> RunAttribute(const AttributeQuery& query, const CallCheck& check,
+                                               absl::string_view client = "") const;
   // Generates after query.prompt (models/generation.h) on the calling thread: the passes of one
   // generation are sequential and share its KV cache, so they are not batched with other calls.
   // Calls on_header once, then on_step per token as Generate hands it on, and returns the
@@ -130,7 +133,8 @@ class RequestRunner {
   absl::StatusOr<GenerateSummary> RunGenerate(
       const GenerateQuery& query, const CallCheck& check,
       const std::function<absl::Status(const GenerateHeader&)>& on_header,
-      const std::function<absl::Status(const GenerateStep&)>& on_step) const;
+      const std::function<absl::Status(const GenerateStep&)>& on_step,
+      absl::string_view client = "") const;
   // Every tensor of the model's checkpoint. NotFound for an unknown model.
   absl::StatusOr<ParameterListAnswer> ListParameters(const std::string& model) const;
   // One checkpoint tensor. NotFound for an unknown name (naming similar ones); InvalidArgument
@@ -182,7 +186,8 @@ class RequestRunner {
   // thread (in its ComputeGate turn) with a decoder text. The status of `check` when it fails.
   absl::StatusOr<ForwardOutput> RunAttentionPass(const AttentionQuery& query,
                                                  const AttentionAnswer& answer,
-                                                 const CallCheck& check) const;
+                                                 const CallCheck& check,
+                                                 absl::string_view client) const;
 
   const Options options_;
   const std::vector<std::unique_ptr<LoadedModel>> models_;

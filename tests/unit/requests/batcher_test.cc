@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "models/requests/requests.h"
 #include "tests/unit/requests/request_test_util.h"
@@ -316,6 +317,60 @@ TEST(BatcherTest, ACallThatStopsIsAnsweredAtOnceAndTheRestOfItsPassGoesOn) {
   EXPECT_NE(check_thread, std::this_thread::get_id());
   ASSERT_EQ(passes.passes().size(), 1u);
   EXPECT_EQ(passes.passes()[0].calls, 2);
+}
+
+// The next pass goes to the client served the longest ago: with one client's pass running and
+// two more of its calls queued before another client's call, that call's pass comes second, not
+// last (one call a pass here).
+TEST(BatcherTest, PassesGoRoundTheClients) {
+  PassRecorder passes;
+  ForwardBatcher::Options options;
+  options.max_batch_size = 1;
+  std::unique_ptr<RequestRunner> runner = NewRunner(options, &passes);
+  absl::Notification running;
+  absl::Notification release;
+  absl::Mutex mutex;
+  std::vector<int> order;
+  std::atomic<int> waiting_checks[3] = {0, 0, 0};
+  const std::string clients[3] = {"a", "a", "b"};
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    AttentionQuery query;
+    query.model = "bert";
+    query.input.text = Texts()[0];
+    const CallCheck hold = [&](absl::string_view when) {
+      if (when == "after layer 0" && !running.HasBeenNotified()) {
+        running.Notify();
+        release.WaitForNotification();
+      }
+      return absl::OkStatus();
+    };
+    EXPECT_TRUE(runner->RunAttention(query, hold, Delivery::kUnary, /*client=*/"a").ok());
+  });
+  running.WaitForNotification();
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] {
+      AttentionQuery query;
+      query.model = "bert";
+      query.input.text = Texts()[1];
+      const CallCheck record = [&, i](absl::string_view when) {
+        if (when == "while waiting for its forward pass") ++waiting_checks[i];
+        if (when == "before the forward pass") {
+          absl::MutexLock lock(&mutex);
+          order.push_back(i);
+        }
+        return absl::OkStatus();
+      };
+      EXPECT_TRUE(runner->RunAttention(query, record, Delivery::kUnary, clients[i]).ok());
+    });
+    // Checked while it waits: queued.
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (waiting_checks[i] == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+    ASSERT_GT(waiting_checks[i], 0) << "call " << i << " was not queued in 30 s";
+  }
+  release.Notify();
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 2, 1}));
 }
 
 // A call that expires while it waits for its batch to fill leaves the queue then, not when the

@@ -1,6 +1,6 @@
 // The turns of ComputeGate (models/requests/compute_gate.h): one call at a time per slot, waiting
-// calls served first come first served, and a waiting call whose check fails leaving the queue
-// without a turn, within the check interval.
+// calls served first come first served within each client and round the clients, and a waiting call
+// whose check fails leaving the queue without a turn, within the check interval.
 #include "models/requests/compute_gate.h"
 
 #include <gtest/gtest.h>
@@ -59,6 +59,39 @@ TEST(ComputeGateTest, WaitingCallsTakeTheirTurnsInOrder) {
   first.Leave();
   for (std::thread& waiter : waiters) waiter.join();
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+}
+
+// Turns go round the clients: with one client's call computing and two more of its calls waiting
+// before another client's, that client's call comes second, not last.
+TEST(ComputeGateTest, TurnsGoRoundTheClients) {
+  ComputeGate gate(1);
+  ComputeGate::Turn first(gate, kNoCheck, /*client=*/"a");
+  ASSERT_TRUE(first.Take("first").ok());
+
+  absl::Mutex mutex;
+  std::vector<int> order;
+  std::atomic<int> checks[3] = {0, 0, 0};
+  std::vector<CallCheck> counted;
+  for (std::atomic<int>& count : checks) {
+    counted.push_back([&count](absl::string_view) {
+      ++count;
+      return absl::OkStatus();
+    });
+  }
+  const std::string clients[3] = {"a", "a", "b"};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 3; ++i) {
+    waiters.emplace_back([&, i] {
+      ComputeGate::Turn turn(gate, counted[i], clients[i]);
+      ASSERT_TRUE(turn.Take("waiter").ok());
+      absl::MutexLock lock(&mutex);
+      order.push_back(i);
+    });
+    AwaitQueued(checks[i]);
+  }
+  first.Leave();
+  for (std::thread& waiter : waiters) waiter.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 2, 1}));
 }
 
 TEST(ComputeGateTest, ACallWhoseCheckFailsLeavesTheQueueAtOnce) {
