@@ -120,6 +120,8 @@ ForwardBatcher::Call* ForwardBatcher::Head() const {
 std::vector<ForwardBatcher::Call*> ForwardBatcher::PlanBatch(bool* full) const {
   std::vector<Call*> batch;
   *full = false;
+  // The queue empties when its calls leave it (stopped by their checks) during the queue delay.
+  if (queue_.empty()) return batch;
   Call* const head = Head();
   int64_t sequences = 0;
   int64_t longest = 0;
@@ -153,7 +155,7 @@ std::vector<ForwardBatcher::Call*> ForwardBatcher::PlanBatch(bool* full) const {
 }
 
 bool ForwardBatcher::OldestBatchIsFullOrStopping() const {
-  if (stopping_) return true;
+  if (stopping_ || queue_.empty()) return true;
   bool full = false;
   PlanBatch(&full);
   return full;
@@ -184,6 +186,7 @@ void ForwardBatcher::Loop() {
       }
       bool full = false;
       batch = PlanBatch(&full);
+      if (batch.empty()) continue;
       ++passes_;
       for (Call* call : batch) {
         queue_.erase(std::find(queue_.begin(), queue_.end(), call));

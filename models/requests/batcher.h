@@ -108,7 +108,8 @@ class ForwardBatcher {
   struct Call;
 
   void Loop();
-  // The call that leads the next pass: the oldest of the client served the longest ago.
+  // The call that leads the next pass: the oldest of the client served the longest ago. The
+  // queue must not be empty.
   Call* Head() const ABSL_SHARED_LOCKS_REQUIRED(mutex_);
   // The calls of the next pass: Head, then every other queued call (oldest first) that can share
   // its pass within the size and token bounds. `full` says whether the pass is full (a

@@ -27,14 +27,16 @@ void AwaitQueued(const std::atomic<int>& checks) {
   ASSERT_GE(checks, 2) << "a waiting call was not checked twice in 30 s";
 }
 
-TEST(ComputeGateTest, WaitingCallsTakeTheirTurnsInOrder) {
+// The order in which calls of `clients` take their turns when they queue one after another while
+// a call of `holder` holds the only slot, then leaves it: indices into `clients`.
+std::vector<int> TurnOrder(const std::string& holder, const std::vector<std::string>& clients) {
   ComputeGate gate(1);
-  ComputeGate::Turn first(gate, kNoCheck);
-  ASSERT_TRUE(first.Take("first").ok());
+  ComputeGate::Turn first(gate, kNoCheck, holder);
+  EXPECT_TRUE(first.Take("first").ok());
 
   absl::Mutex mutex;
   std::vector<int> order;
-  std::atomic<int> checks[3] = {0, 0, 0};
+  std::vector<std::atomic<int>> checks(clients.size());
   std::vector<CallCheck> counted;
   for (std::atomic<int>& count : checks) {
     counted.push_back([&count](absl::string_view) {
@@ -43,12 +45,12 @@ TEST(ComputeGateTest, WaitingCallsTakeTheirTurnsInOrder) {
     });
   }
   std::vector<std::thread> waiters;
-  for (int i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < clients.size(); ++i) {
     waiters.emplace_back([&, i] {
-      ComputeGate::Turn turn(gate, counted[i]);
-      ASSERT_TRUE(turn.Take("waiter").ok());
+      ComputeGate::Turn turn(gate, counted[i], clients[i]);
+      EXPECT_TRUE(turn.Take("waiter").ok());
       absl::MutexLock lock(&mutex);
-      order.push_back(i);
+      order.push_back(static_cast<int>(i));
     });
     AwaitQueued(checks[i]);
   }
@@ -58,40 +60,17 @@ TEST(ComputeGateTest, WaitingCallsTakeTheirTurnsInOrder) {
   }
   first.Leave();
   for (std::thread& waiter : waiters) waiter.join();
-  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+  return order;
+}
+
+TEST(ComputeGateTest, WaitingCallsTakeTheirTurnsInOrder) {
+  EXPECT_EQ(TurnOrder("", {"", "", ""}), (std::vector<int>{0, 1, 2}));
 }
 
 // Turns go round the clients: with one client's call computing and two more of its calls waiting
 // before another client's, that client's call comes second, not last.
 TEST(ComputeGateTest, TurnsGoRoundTheClients) {
-  ComputeGate gate(1);
-  ComputeGate::Turn first(gate, kNoCheck, /*client=*/"a");
-  ASSERT_TRUE(first.Take("first").ok());
-
-  absl::Mutex mutex;
-  std::vector<int> order;
-  std::atomic<int> checks[3] = {0, 0, 0};
-  std::vector<CallCheck> counted;
-  for (std::atomic<int>& count : checks) {
-    counted.push_back([&count](absl::string_view) {
-      ++count;
-      return absl::OkStatus();
-    });
-  }
-  const std::string clients[3] = {"a", "a", "b"};
-  std::vector<std::thread> waiters;
-  for (int i = 0; i < 3; ++i) {
-    waiters.emplace_back([&, i] {
-      ComputeGate::Turn turn(gate, counted[i], clients[i]);
-      ASSERT_TRUE(turn.Take("waiter").ok());
-      absl::MutexLock lock(&mutex);
-      order.push_back(i);
-    });
-    AwaitQueued(checks[i]);
-  }
-  first.Leave();
-  for (std::thread& waiter : waiters) waiter.join();
-  EXPECT_EQ(order, (std::vector<int>{0, 2, 1}));
+  EXPECT_EQ(TurnOrder("a", {"a", "a", "b"}), (std::vector<int>{0, 2, 1}));
 }
 
 TEST(ComputeGateTest, ACallWhoseCheckFailsLeavesTheQueueAtOnce) {
