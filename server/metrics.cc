@@ -112,11 +112,12 @@ Metrics::Metrics()
               "concurrency_limit, client_limit: --max_concurrent_requests_per_client, "
               "loading, draining; http2_limits: a gRPC connection closed for its "
               "HTTP/2 frames; connection_limit: a gRPC connection refused at "
-              "--max_grpc_connections; reflection_limit: a gRPC server reflection "
-              "stream over its limits, server/reflection_streams.h).")
+              "--max_grpc_connections; reflection_limit, health_watch_limit: a gRPC server "
+              "reflection or health Watch stream over its limits, server/builtin_streams.h).")
           .Register(*registry_);
-  for (const char* reason : {"unauthenticated", "concurrency_limit", "client_limit", "loading",
-                             "draining", "http2_limits", "connection_limit", "reflection_limit"}) {
+  for (const char* reason :
+       {"unauthenticated", "concurrency_limit", "client_limit", "loading", "draining",
+        "http2_limits", "connection_limit", "reflection_limit", "health_watch_limit"}) {
     rejections_[reason] = &rejections.Add({{"reason", reason}});
   }
   input_tokens_ = &prometheus::BuildHistogram()

@@ -40,13 +40,13 @@
 #include "models/kernels/fused_ops.h"
 #include "server/answer_write_interceptor.h"
 #include "server/attention_service.h"
+#include "server/builtin_streams.h"
 #include "server/grpc_front.h"
 #include "server/http2_frames.h"
 #include "server/listen_address.h"
 #include "server/metrics.h"
 #include "server/metrics_http.h"
 #include "server/parse_failure_interceptor.h"
-#include "server/reflection_streams.h"
 #include "server/security.h"
 #include "server/worker_pool.h"
 
@@ -492,12 +492,24 @@ absl::Status RunServer(const ServerOptions& options) {
   builder.RegisterCallbackGenericService(&unknown_methods);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<ParseFailureInterceptorFactory>(&metrics));
-  interceptors.push_back(std::make_unique<ReflectionStreams>(
-      ReflectionStreams::Options(), &client_addresses,
+  // The server owns the factories, and outlives every use of these.
+  BuiltinStreams::Options reflection_options;
+  reflection_options.method_prefix = "/grpc.reflection.";
+  interceptors.push_back(std::make_unique<BuiltinStreams>(
+      reflection_options, &client_addresses,
       [&metrics] { metrics.RecordRejection("reflection_limit"); }));
-  // The server owns the factories, and outlives every use of this one.
-  ReflectionStreams* const reflection_streams =
-      static_cast<ReflectionStreams*>(interceptors.back().get());
+  BuiltinStreams* const reflection_streams =
+      static_cast<BuiltinStreams*>(interceptors.back().get());
+  // A Watch per channel (health-checking load balancers open one for each connection) from many
+  // channels of one host, and 68 MB in all.
+  BuiltinStreams::Options watch_options;
+  watch_options.method_prefix = "/grpc.health.v1.Health/Watch";
+  watch_options.max_streams = 4096;
+  watch_options.max_streams_per_client = 64;
+  interceptors.push_back(std::make_unique<BuiltinStreams>(
+      watch_options, &client_addresses,
+      [&metrics] { metrics.RecordRejection("health_watch_limit"); }));
+  BuiltinStreams* const watch_streams = static_cast<BuiltinStreams*>(interceptors.back().get());
   interceptors.push_back(
       std::make_unique<AnswerWriteInterceptorFactory>(&core, &watchdog, &client_addresses));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
@@ -547,6 +559,7 @@ absl::Status RunServer(const ServerOptions& options) {
     if (!started.ok()) {
       (*front)->StopAccepting();
       reflection_streams->CancelAll();
+      watch_streams->CancelAll();
       server->Shutdown();
       return started.status();
     }
@@ -569,6 +582,7 @@ absl::Status RunServer(const ServerOptions& options) {
     if (!model.ok()) {
       (*front)->StopAccepting();
       reflection_streams->CancelAll();
+      watch_streams->CancelAll();
       server->Shutdown();
       return model.status();
     }
@@ -648,9 +662,10 @@ absl::Status RunServer(const ServerOptions& options) {
   // once. New calls meanwhile get UNAVAILABLE.
   while (absl::Now() < deadline && !core.QuietFor(kLastBytesLinger)) absl::SleepFor(kQuietPoll);
   (*front)->StopAccepting();
-  // A reflection stream stays open until its client closes it: an idle tool's would hold
-  // Shutdown until the deadline.
+  // A reflection or Watch stream stays open until its client closes it: an idle tool's or
+  // balancer's would hold Shutdown until the deadline.
   reflection_streams->CancelAll();
+  watch_streams->CancelAll();
   // gRPC's Shutdown also waits for every connection to close, and a client keeps its idle one
   // open after the GOAWAY for as long as it likes: four idle channels held a quiet server for
   // its whole grace period. Once quiet, nothing is left for the connections to carry, and gRPC
