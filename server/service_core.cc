@@ -13,6 +13,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
@@ -282,14 +283,15 @@ absl::StatusOr<std::optional<int>> ServiceCore::KeyOf(const Call& call) const {
     return key;
   }
   metrics_->RecordRejection("unauthenticated");
-  if (call.authorization.empty()) {
+  // "Bearer" alone sends no key either.
+  const absl::string_view authorization = absl::StripAsciiWhitespace(call.authorization);
+  if (authorization.empty() || absl::EqualsIgnoreCase(authorization, "bearer")) {
     return absl::UnauthenticatedError(
         "no API key: send the header `authorization: Bearer <key>` with a key of the server's "
         "--api_keys_file");
   }
   // The scheme alone is named: the rest may be a credential.
-  const absl::string_view scheme =
-      absl::string_view(call.authorization).substr(0, call.authorization.find(' '));
+  const absl::string_view scheme = authorization.substr(0, authorization.find(' '));
   if (!absl::EqualsIgnoreCase(scheme, "bearer")) {
     return absl::UnauthenticatedError(absl::StrCat(
         "authorization scheme '", absl::CHexEscape(scheme.substr(0, 32)),

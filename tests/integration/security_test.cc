@@ -221,6 +221,11 @@ TEST(SecurityTest, ApiKeysGateEveryRpcButHealthOnBothTransports) {
   EXPECT_EQ(basic->status, 401);
   EXPECT_NE(basic->body.find("authorization scheme 'Basic': expected Bearer"), std::string::npos)
       << basic->body;
+  httplib::Result bearer_alone = http.Post(kTokenize, {{"Authorization", "Bearer "}},
+                                           R"({"text": "paris"})", "application/json");
+  ASSERT_TRUE(bearer_alone);
+  EXPECT_EQ(bearer_alone->status, 401);
+  EXPECT_NE(bearer_alone->body.find("no API key"), std::string::npos) << bearer_alone->body;
   httplib::Result with_key = http.Post(kTokenize, {{"Authorization", "Bearer first-key-0123"}},
                                        R"({"text": "paris"})", "application/json");
   ASSERT_TRUE(with_key);
@@ -240,20 +245,20 @@ TEST(SecurityTest, ApiKeysGateEveryRpcButHealthOnBothTransports) {
   unsetenv("ATTNSCOPE_API_KEY");
   EXPECT_EQ(from_env.exit_code, 0) << from_env.stderr_text;
 
-  // Each refusal counted once: 2 gRPC, 3 HTTP, 1 CLI.
+  // Each refusal counted once: 2 gRPC, 4 HTTP, 1 CLI.
   absl::StatusOr<std::string> scrape = HttpGet(server->metrics_port(), "/metrics");
   ASSERT_TRUE(scrape.ok()) << scrape.status();
   const std::vector<MetricSample> rejected = FindSamples(
       ParseMetrics(*scrape), "attnscope_rejected_requests_total", {{"reason", "unauthenticated"}});
   ASSERT_EQ(rejected.size(), 1u);
-  EXPECT_EQ(rejected[0].value, 6);
+  EXPECT_EQ(rejected[0].value, 7);
   // And each is a call in attnscope_requests_total, whichever transport refused it.
   double unauthenticated_calls = 0;
   for (const MetricSample& sample : FindSamples(ParseMetrics(*scrape), "attnscope_requests_total",
                                                 {{"code", "UNAUTHENTICATED"}})) {
     unauthenticated_calls += sample.value;
   }
-  EXPECT_EQ(unauthenticated_calls, 6);
+  EXPECT_EQ(unauthenticated_calls, 7);
 }
 
 TEST(SecurityTest, FlagsThatCannotWorkStopTheStartWithTheirName) {
