@@ -40,8 +40,9 @@ class AnswerWriteInterceptor : public grpc::experimental::Interceptor {
       const int64_t bytes =
           message == nullptr ? static_cast<int64_t>(methods->GetSerializedSendMessage()->Length())
                              : static_cast<int64_t>(message->ByteSizeLong());
-      absl::StatusOr<ByteBudget::Hold> hold = core_->HoldAnswerBytes(
-          GrpcCall(context_, addresses_), bytes, absl::StrCat(rpc_, "'s answer"));
+      absl::StatusOr<ByteBudget::Hold> hold =
+          core_->HoldAnswerBytes(core_->AnsweredClientOf(GrpcCall(context_, addresses_)), bytes,
+                                 absl::StrCat(rpc_, "'s answer"));
       if (hold.ok()) {
         hold_ = *std::move(hold);
         write_ = watchdog_->Begin(context_);

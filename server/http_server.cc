@@ -474,11 +474,13 @@ class ApiHandler : public HttpHandler {
     // until it is printed; 64 slow readers of such answers took the server to 3.8 GB under a
     // 512 MB budget.
     ByteBudget::Hold printing;
+    std::string client;
     if (call.ok()) {
-      call->keep_answer = [&](int64_t bytes) -> absl::Status {
+      call->keep_answer = [&](int64_t bytes, const std::string& call_client) -> absl::Status {
+        client = call_client;
         ATTNSCOPE_ASSIGN_OR_RETURN(
             printing,
-            core_->HoldAnswerBytes(*call, json ? kJsonPrintingFactor * bytes : bytes, what));
+            core_->HoldAnswerBytes(client, json ? kJsonPrintingFactor * bytes : bytes, what));
         return absl::OkStatus();
       };
     }
@@ -491,7 +493,7 @@ class ApiHandler : public HttpHandler {
     // written, and the message it came from goes now.
     response.Clear();
     const ByteBudget::Hold hold =
-        core_->NarrowAnswerBytes(*call, std::move(printing), static_cast<int64_t>(body.size()));
+        core_->NarrowAnswerBytes(client, std::move(printing), static_cast<int64_t>(body.size()));
     answer.body() = std::move(body);
     exchange.Respond(std::move(answer), hold);
   }

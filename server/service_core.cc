@@ -193,7 +193,7 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
       status = absl::ResourceExhaustedError(
           TooLargeMessage(rpc, bytes, options_.max_response_bytes, fixes));
     } else {
-      if (call.keep_answer) status = call.keep_answer(bytes);
+      if (call.keep_answer) status = call.keep_answer(bytes, client);
       if (status.ok()) metrics_->RecordResponseBytes(bytes);
     }
   }
@@ -237,22 +237,22 @@ void ServiceCore::RecordRefused(absl::string_view rpc, absl::string_view transpo
   metrics_->RecordRequest(rpc, transport, "", absl::StatusCodeToString(code), seconds);
 }
 
-absl::StatusOr<ByteBudget::Hold> ServiceCore::HoldAnswerBytes(const Call& call, int64_t bytes,
+absl::StatusOr<ByteBudget::Hold> ServiceCore::HoldAnswerBytes(const std::string& client,
+                                                              int64_t bytes,
                                                               absl::string_view what) const {
   if (!ready_.load()) return ByteBudget::Hold();
-  absl::StatusOr<ByteBudget::Hold> hold =
-      runner_->ReserveAnswerBytes(bytes, what, AnsweredClientOf(call));
+  absl::StatusOr<ByteBudget::Hold> hold = runner_->ReserveAnswerBytes(bytes, what, client);
   if (!hold.ok()) return hold;
   answers_being_written_.fetch_add(1);
   return BeingWritten(*std::move(hold));
 }
 
-ByteBudget::Hold ServiceCore::NarrowAnswerBytes(const Call& call, ByteBudget::Hold wide,
+ByteBudget::Hold ServiceCore::NarrowAnswerBytes(const std::string& client, ByteBudget::Hold wide,
                                                 int64_t bytes) const {
   if (!ready_.load()) return ByteBudget::Hold();
   // Counted before the wide hold ends, so that the count never falls to 0 in between.
   answers_being_written_.fetch_add(1);
-  return BeingWritten(runner_->NarrowAnswerBytes(std::move(wide), bytes, AnsweredClientOf(call)));
+  return BeingWritten(runner_->NarrowAnswerBytes(std::move(wide), bytes, client));
 }
 
 std::string ServiceCore::AnsweredClientOf(const Call& call) const {

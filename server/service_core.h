@@ -99,9 +99,10 @@ struct Call {
   // when unknown (then no per-client share applies).
   std::string client_source;
   // Set by a front end that holds a unary answer while it writes it out (HoldAnswerBytes): called
-  // with the answer's serialized size once the method has succeeded, before the call is counted,
-  // so that a refusal (the answer budget is full) is the call's status and counted as such.
-  std::function<absl::Status(int64_t answer_bytes)> keep_answer;
+  // with the answer's serialized size and the call's client (ClientOf) once the method has
+  // succeeded, before the call is counted, so that a refusal (the answer budget is full) is the
+  // call's status and counted as such.
+  std::function<absl::Status(int64_t answer_bytes, const std::string& client)> keep_answer;
 };
 
 // UNAVAILABLE for a call still running when the shutdown's grace period is over; `when` says at
@@ -156,16 +157,20 @@ class ServiceCore {
   // how long the refusal took (0 for one made on the request's headers).
   void RecordRefused(absl::string_view rpc, absl::string_view transport, absl::StatusCode code,
                      double seconds = 0) const;
-  // Holds `bytes` of the answer budget (--max_answer_bytes_in_flight) for `what`, the answer of
-  // `call`, while a front end writes out a serialized answer of that size
-  // (RequestRunner::ReserveAnswerBytes); an empty hold before the models are loaded.
-  // RESOURCE_EXHAUSTED naming the flag when the answers held would take the total, or the
-  // answers of the call's client its share (--max_answer_bytes_per_client), over it.
-  absl::StatusOr<ByteBudget::Hold> HoldAnswerBytes(const Call& call, int64_t bytes,
+  // Holds `bytes` of the answer budget (--max_answer_bytes_in_flight) for `what`, an answer of
+  // `client` (Call::keep_answer's, or AnsweredClientOf), while a front end writes out a
+  // serialized answer of that size (RequestRunner::ReserveAnswerBytes); an empty hold before the
+  // models are loaded. RESOURCE_EXHAUSTED naming the flag when the answers held would take the
+  // total, or the client's answers its share (--max_answer_bytes_per_client), over it.
+  absl::StatusOr<ByteBudget::Hold> HoldAnswerBytes(const std::string& client, int64_t bytes,
                                                    absl::string_view what) const;
-  // `wide`, a hold of HoldAnswerBytes for `call` of at least `bytes`, made a hold of `bytes`
+  // `wide`, a hold of HoldAnswerBytes for `client` of at least `bytes`, made a hold of `bytes`
   // (ByteBudget::Narrow): for a printed answer, held at its printing's bound until printed.
-  ByteBudget::Hold NarrowAnswerBytes(const Call& call, ByteBudget::Hold wide, int64_t bytes) const;
+  ByteBudget::Hold NarrowAnswerBytes(const std::string& client, ByteBudget::Hold wide,
+                                     int64_t bytes) const;
+  // The client of `call`, whose method has run (its key, if the server takes keys, was valid),
+  // for a front end that holds its answer outside the call (gRPC's interceptor).
+  std::string AnsweredClientOf(const Call& call) const;
   // When the last call that was not refused ended (absl::InfinitePast() before any): its method
   // returned (a stream's last message written), or the answer it held by HoldAnswerBytes was
   // written out, whichever came later. How long ago a client may still have been reading.
@@ -215,8 +220,6 @@ class ServiceCore {
   // max_answer_bytes_per_client: its `key` (KeyOf) with API keys, else its source; "" when there
   // is no way to tell.
   std::string ClientOf(const Call& call, std::optional<int> key) const;
-  // ClientOf for a call whose method has run (its key, if the server takes keys, was valid).
-  std::string AnsweredClientOf(const Call& call) const;
   // `inner`, a hold of the answer budget, counted among answers_being_written_ (already
   // incremented for it) until it ends.
   ByteBudget::Hold BeingWritten(ByteBudget::Hold inner) const;
