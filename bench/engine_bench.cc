@@ -377,7 +377,7 @@ int Run(const BenchOptions& options) {
 
 int main(int argc, char** argv) {
   // Measure under the same OpenMP wait policy as attnscope-server.
-  attnscope::ReexecWithPassiveOpenMpWait(argv);
+  attnscope::ReexecWithRuntimeEnvironment(argv);
   attnscope::RetainFreedHeapMemory();
   attnscope::BenchOptions options;
   namespace bench = attnscope::bench;

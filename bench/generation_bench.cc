@@ -117,7 +117,7 @@ int Run(const BenchOptions& options) {
 }  // namespace attnscope
 
 int main(int argc, char** argv) {
-  attnscope::ReexecWithPassiveOpenMpWait(argv);
+  attnscope::ReexecWithRuntimeEnvironment(argv);
   attnscope::BenchOptions options;
   namespace bench = attnscope::bench;
   const int exit_code = bench::ParseFlags(

@@ -214,7 +214,7 @@ ABSL_FLAG(double, shutdown_grace_seconds, kDefaults.shutdown_grace_seconds,
           "After SIGTERM/SIGINT, how long in-flight calls may run before they are cancelled.");
 
 int main(int argc, char** argv) {
-  attnscope::ReexecWithPassiveOpenMpWait(argv);
+  attnscope::ReexecWithRuntimeEnvironment(argv);
   attnscope::RetainFreedHeapMemory();
   // Debian builds Abseil without NDEBUG, which turns on its mutex deadlock detection: every lock
   // of every absl::Mutex, gRPC's among them, then goes through one process-wide lock and a graph

@@ -1,12 +1,15 @@
 #include "models/kernels/blas_check.h"
 
+#include <dlfcn.h>
 #include <link.h>
 #include <torch/types.h>
 #include <torch/utils.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -50,13 +53,49 @@ std::string LoadedBlasLibrary() {
   return error ? loaded : resolved.string();
 }
 
+std::string OpenBlasCoreName() {
+  using CoreNameFn = char* (*)();
+  const auto core_name = reinterpret_cast<CoreNameFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  if (core_name == nullptr) return "";
+  const char* name = core_name();
+  return name != nullptr ? name : "";
+}
+
+std::string OpenBlasCoreTypeFor(const std::string& core_name, bool has_avx2_fma,
+                                bool has_avx512_skylake) {
+  // The cores OpenBLAS's dynamic x86-64 build falls back to: none has AVX2 kernels.
+  static constexpr std::array<const char*, 15> kFallbackCores = {
+      "Prescott", "Core2",       "Penryn",  "Dunnington", "Nehalem",
+      "Atom",     "Sandybridge", "Unknown", "generic",    "Opteron_SSE3",
+      "Opteron",  "Athlon",      "Bobcat",  "Barcelona",  "Nano"};
+  const bool fell_back = std::any_of(kFallbackCores.begin(), kFallbackCores.end(),
+                                     [&](const char* core) { return core_name == core; });
+  if (!fell_back || !has_avx2_fma) return "";
+  return has_avx512_skylake ? "SkylakeX" : "Haswell";
+}
+
+std::string OpenBlasCoreTypeOverride() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return "";
+  const std::string core = OpenBlasCoreName();
+  if (core.empty()) return "";
+  __builtin_cpu_init();
+  const bool has_avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool has_avx512_skylake =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl");
+  return OpenBlasCoreTypeFor(core, has_avx2_fma, has_avx512_skylake);
+}
+
 double CheckBlasSpeedOnce() {
   static std::once_flag once;
   static double gflops = 0;
   std::call_once(once, [] {
     gflops = MeasureMatmulGflops(/*n=*/768, /*repeats=*/5);
     if (gflops >= kMinExpectedGflops) {
-      std::fprintf(stderr, "attnscope: float32 matmul (768x768) at %.1f GFLOP/s\n", gflops);
+      const std::string core = OpenBlasCoreName();
+      std::fprintf(stderr, "attnscope: float32 matmul (768x768) at %.1f GFLOP/s%s\n", gflops,
+                   core.empty() ? "" : (" (OpenBLAS core " + core + ")").c_str());
       return;
     }
     const std::string library = LoadedBlasLibrary();

@@ -22,6 +22,27 @@ double MeasureMatmulGflops(int64_t n, int repeats);
 // reference BLAS), or "" when none is loaded.
 std::string LoadedBlasLibrary();
 
+// The core OpenBLAS chose for this CPU at load time (openblas_get_corename(), e.g. "SkylakeX",
+// "Haswell", "Zen"), or "" when no OpenBLAS is loaded.
+std::string OpenBlasCoreName();
+
+// The OPENBLAS_CORETYPE that undoes OpenBLAS's fall-back on a CPU it does not recognise, or ""
+// when none is needed. OpenBLAS 0.3.21 (Debian 12) takes CPUs newer than it for its oldest x86-64
+// core: on an Intel Xeon of family 6 model 207 (Emerald Rapids) it picks "Prescott", SSE3
+// kernels, and LibTorch's float32 products (T5, BART and Marian layers, language-model heads)
+// ran at 88 GFLOP/s on two cores instead of 387 with "SkylakeX" (2026-12-07). So: a core without
+// AVX2 kernels (`core_name` one of Prescott, Core2, Penryn, Dunnington, Nehalem, Atom, Sandybridge,
+// the generic ones or AMD's before Bulldozer) on a CPU with AVX2 and FMA gives "SkylakeX" where the
+// CPU has AVX-512 F, CD, BW, DQ and VL, else "Haswell"; any other core is left as OpenBLAS chose
+// it.
+std::string OpenBlasCoreTypeFor(const std::string& core_name, bool has_avx2_fma,
+                                bool has_avx512_skylake);
+
+// OpenBlasCoreTypeFor this process's OpenBLAS core and CPU, or "" when OPENBLAS_CORETYPE is
+// already set or no OpenBLAS is loaded. OpenBLAS reads OPENBLAS_CORETYPE once, when it is loaded:
+// ReexecWithRuntimeEnvironment (gemm.h) sets it and re-executes.
+std::string OpenBlasCoreTypeOverride();
+
 // Measures a 768x768 matmul once per process and writes the rate to stderr. Under
 // kMinExpectedGflops it warns: with the fix (install libopenblas0-pthread) when the loaded
 // libblas.so.3 is not OpenBLAS, and otherwise that the CPU is busy or capped, since a timing alone

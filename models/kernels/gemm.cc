@@ -11,9 +11,11 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "dnnl.h"
+#include "models/kernels/blas_check.h"
 #include "models/kernels/fused_ops.h"
 #include "models/kernels/row_kernel.h"
 
@@ -320,13 +322,23 @@ std::vector<torch::Tensor> LinearGroup(const torch::Tensor& x,
   return results;
 }
 
-void ReexecWithPassiveOpenMpWait(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/1);
+void ReexecWithRuntimeEnvironment(char** argv) {
+  bool changed = false;
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/1);
+    changed = true;
+  }
+  if (const std::string core_type = OpenBlasCoreTypeOverride(); !core_type.empty()) {
+    setenv("OPENBLAS_CORETYPE", core_type.c_str(), /*overwrite=*/1);
+    changed = true;
+  }
+  if (!changed) return;
   execv("/proc/self/exe", argv);
-  // exec failed: carry on with the default policy rather than not starting at all.
-  std::fprintf(stderr, "attnscope: could not re-execute with OMP_WAIT_POLICY=PASSIVE: %s\n",
-               std::strerror(errno));
+  // exec failed: carry on with the libraries' defaults rather than not starting at all.
+  std::fprintf(
+      stderr,
+      "attnscope: could not re-execute with OMP_WAIT_POLICY and OPENBLAS_CORETYPE set: %s\n",
+      std::strerror(errno));
 }
 
 void RetainFreedHeapMemory() {

@@ -60,15 +60,17 @@ std::vector<torch::Tensor> LinearGroup(const torch::Tensor& x,
                                        absl::Span<const torch::Tensor> weights,
                                        absl::Span<const torch::Tensor> biases);
 
-// Re-executes the running program (/proc/self/exe, same argv) with OMP_WAIT_POLICY=PASSIVE unless
-// the environment already sets OMP_WAIT_POLICY; returns only when it does not re-execute (policy
-// already set, or exec failed). Call first thing in main().
+// Re-executes the running program (/proc/self/exe, same argv) with the environment LibTorch's
+// libraries read only when they are loaded, before main(): OMP_WAIT_POLICY=PASSIVE unless the
+// environment sets OMP_WAIT_POLICY, and OPENBLAS_CORETYPE where OpenBlasCoreTypeOverride()
+// (blas_check.h) names one. Returns only when it does not re-execute (nothing to set, or exec
+// failed). Call first thing in main().
 //
-// Why: libgomp's default lets idle OpenMP threads spin between parallel regions. When the cores
-// are shared (other requests, other processes, replicas on one host), a thread spinning at a
-// barrier burns the time slice its partner needs, and a BERT-base forward pass measured 3-4 times
-// slower here. libgomp reads the policy once, when it is loaded, before main(), hence the re-exec.
-void ReexecWithPassiveOpenMpWait(char** argv);
+// Why OMP_WAIT_POLICY: libgomp's default lets idle OpenMP threads spin between parallel regions.
+// When the cores are shared (other requests, other processes, replicas on one host), a thread
+// spinning at a barrier burns the time slice its partner needs, and a BERT-base forward pass
+// measured 3-4 times slower here. Why OPENBLAS_CORETYPE: see OpenBlasCoreTypeFor.
+void ReexecWithRuntimeEnvironment(char** argv);
 
 // Makes glibc malloc keep freed memory for reuse instead of returning it to the kernel: blocks are
 // served from the heap at any size (no mmap per block) and the heap is never trimmed. Call first

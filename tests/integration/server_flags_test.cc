@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/client.h"
+#include "models/kernels/blas_check.h"
 #include "tests/integration/integration_util.h"
 
 namespace attnscope::testing {
@@ -170,6 +171,35 @@ TEST(ServerFlagsTest, ValuesPastWhatCanWorkAreRefusedAtTheStart) {
                          "--http_listen=127.0.0.1:" + std::to_string(port)};
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   EXPECT_TRUE(server.ok()) << server.status();
+}
+
+// OpenBLAS 0.3.21 takes a CPU newer than it for an SSE3 one (an Intel Xeon of family 6 model 207
+// ran LibTorch's products on "Prescott" kernels at a quarter of their speed): the server starts
+// again with OPENBLAS_CORETYPE set (models/kernels/gemm.h), and reports the core it runs on.
+TEST(ServerStartTest, OpenBlasRunsKernelsOfThisCpusVectorWidth) {
+  ASSERT_EQ(std::getenv("OPENBLAS_CORETYPE"), nullptr) << "the test needs OpenBLAS's own choice";
+  ServerProcess::Options options;
+  options.models = {"bert=" + TinyBertDir()};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string log = (*server)->Log();
+  const std::string marker = "(OpenBLAS core ";
+  const size_t at = log.find(marker);
+  ASSERT_NE(at, std::string::npos) << log;
+  const size_t begin = at + marker.size();
+  const std::string core = log.substr(begin, log.find(')', begin) - begin);
+  __builtin_cpu_init();
+  const bool has_avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool has_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+                          __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  EXPECT_EQ(OpenBlasCoreTypeFor(core, has_avx2_fma, has_avx512), "")
+      << "the server runs OpenBLAS's '" << core << "' kernels on a CPU with "
+      << (has_avx512     ? "AVX-512"
+          : has_avx2_fma ? "AVX2"
+                         : "neither")
+      << "\n"
+      << log;
 }
 
 TEST(ServerFlagsTest, DashboardDirIsWhatTheRootPathServes) {

@@ -23,5 +23,29 @@ TEST(LoadedBlasLibraryTest, IsOpenBlasThroughDebiansAlternative) {
   EXPECT_FALSE(std::filesystem::is_symlink(library)) << library << " is not resolved";
 }
 
+TEST(OpenBlasCoreTypeForTest, FallBackCoresGetTheKernelsOfTheCpusVectorWidth) {
+  EXPECT_EQ(OpenBlasCoreTypeFor("Prescott", /*has_avx2_fma=*/true, /*has_avx512_skylake=*/true),
+            "SkylakeX");
+  EXPECT_EQ(OpenBlasCoreTypeFor("Prescott", /*has_avx2_fma=*/true, /*has_avx512_skylake=*/false),
+            "Haswell");
+  EXPECT_EQ(OpenBlasCoreTypeFor("Sandybridge", /*has_avx2_fma=*/true,
+                                /*has_avx512_skylake=*/false),
+            "Haswell");
+  EXPECT_EQ(OpenBlasCoreTypeFor("Barcelona", /*has_avx2_fma=*/true, /*has_avx512_skylake=*/true),
+            "SkylakeX");
+  // A CPU that has no more than the fall-back's kernels use keeps them.
+  EXPECT_EQ(OpenBlasCoreTypeFor("Prescott", /*has_avx2_fma=*/false, /*has_avx512_skylake=*/false),
+            "");
+}
+
+TEST(OpenBlasCoreTypeForTest, RecognisedCoresStayAsOpenBlasChose) {
+  for (const char* core : {"Haswell", "SkylakeX", "Cooperlake", "SapphireRapids", "Zen"}) {
+    EXPECT_EQ(OpenBlasCoreTypeFor(core, /*has_avx2_fma=*/true, /*has_avx512_skylake=*/true), "")
+        << core;
+  }
+}
+
+TEST(OpenBlasCoreNameTest, NamesTheLoadedOpenBlasCore) { EXPECT_FALSE(OpenBlasCoreName().empty()); }
+
 }  // namespace
 }  // namespace attnscope
