@@ -65,7 +65,10 @@ class Metrics {
   // --max_concurrent_requests, --max_concurrent_requests_per_client), "loading" and
   // "draining" (UNAVAILABLE), or "http2_limits": a gRPC connection closed, with whatever calls it
   // had opened, for crossing a limit on its HTTP/2 frames (GrpcFront), or "connection_limit": a
-  // gRPC connection refused at --max_grpc_connections with none idle to close instead.
+  // gRPC connection refused at --max_grpc_connections with none idle to close instead, or
+  // "answer_bytes_limit" and "answer_bytes_client_limit" (RESOURCE_EXHAUSTED: an attention answer
+  // over --max_answer_bytes_in_flight or --max_answer_bytes_per_client; reflection_limit and
+  // health_watch_limit are in server/builtin_streams.h).
   void RecordRejection(absl::string_view reason);
   // One forward pass (a batch counts once): attnscope_inference_duration_seconds{model},
   // attnscope_batch_size{model} (inputs in the pass) and attnscope_batch_tokens{model} (inputs x

@@ -81,6 +81,10 @@ class ServiceCore::Observer : public RequestObserver {
                  int64_t padded_tokens, double seconds) override {
     metrics_->RecordForwardPass(model, sequences, padded_tokens, seconds);
   }
+  void OnAnswerBytesRefused(bool over_client_share) override {
+    metrics_->RecordRejection(over_client_share ? "answer_bytes_client_limit"
+                                                : "answer_bytes_limit");
+  }
 
  private:
   Metrics* const metrics_;

@@ -1,6 +1,7 @@
 #include "models/requests/byte_budget.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -9,35 +10,54 @@
 namespace attnscope {
 
 ByteBudget::ByteBudget(int64_t limit, absl::string_view flag, int64_t client_limit,
-                       absl::string_view client_flag)
-    : limit_(limit), flag_(flag), client_limit_(client_limit), client_flag_(client_flag) {}
+                       absl::string_view client_flag, OnRefused on_refused)
+    : limit_(limit),
+      flag_(flag),
+      client_limit_(client_limit),
+      client_flag_(client_flag),
+      on_refused_(std::move(on_refused)) {}
 
 absl::StatusOr<ByteBudget::Hold> ByteBudget::Reserve(int64_t bytes, absl::string_view what,
                                                      absl::string_view client) {
+  absl::Status refused;
+  bool over_client_share = false;
   {
     absl::MutexLock lock(&mutex_);
-    if (client_limit_ > 0 && !client.empty()) {
-      const auto found = clients_.find(client);
-      if (found != clients_.end() && found->second.bytes + bytes > client_limit_) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            what, " would hold ", bytes,
-            " bytes while this client's answers being computed or read hold ", found->second.bytes,
-            ", over its share of ", client_limit_, " bytes (", client_flag_,
-            ", so that one client cannot hold all of ", flag_,
-            "); read the answers under way first, or ask for fewer layers or heads, a smaller "
-            "window or top_k"));
-      }
-    }
-    if (limit_ > 0 && holds_ > 0 && held_ + bytes > limit_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          what, " would hold ", bytes,
-          " bytes while the answers being computed or read by their clients hold ", held_,
-          ", over this server's limit of ", limit_, " bytes (", flag_,
-          "); retry with backoff, or ask for fewer layers or heads, a smaller window or top_k"));
-    }
-    Add(bytes, client);
+    refused = Check(bytes, what, client, &over_client_share);
+    if (refused.ok()) Add(bytes, client);
+  }
+  if (!refused.ok()) {
+    if (on_refused_) on_refused_(over_client_share);
+    return refused;
   }
   return HoldOf(bytes, client);
+}
+
+absl::Status ByteBudget::Check(int64_t bytes, absl::string_view what, absl::string_view client,
+                               bool* over_client_share) const {
+  // A share of the whole budget or more is no share: the limit refuses, and says so.
+  const bool shared = client_limit_ > 0 && (limit_ == 0 || client_limit_ < limit_);
+  if (shared && !client.empty()) {
+    const auto found = clients_.find(client);
+    if (found != clients_.end() && found->second.bytes + bytes > client_limit_) {
+      *over_client_share = true;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          what, " would hold ", bytes,
+          " bytes while this client's answers being computed or read hold ", found->second.bytes,
+          ", over its share of ", client_limit_, " bytes (", client_flag_,
+          ", so that one client cannot hold all of ", flag_,
+          "); read the answers under way first, or ask for fewer layers or heads, a smaller "
+          "window or top_k"));
+    }
+  }
+  if (limit_ > 0 && holds_ > 0 && held_ + bytes > limit_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, " would hold ", bytes,
+        " bytes while the answers being computed or read by their clients hold ", held_,
+        ", over this server's limit of ", limit_, " bytes (", flag_,
+        "); retry with backoff, or ask for fewer layers or heads, a smaller window or top_k"));
+  }
+  return absl::OkStatus();
 }
 
 ByteBudget::Hold ByteBudget::Narrow(Hold wide, int64_t bytes, absl::string_view client) {

@@ -15,6 +15,7 @@
 #define ATTNSCOPE_MODELS_REQUESTS_BYTE_BUDGET_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -32,10 +33,15 @@ class ByteBudget {
   // A reservation: its bytes go back to the budget when the last copy is destroyed.
   using Hold = std::shared_ptr<const void>;
 
+  // Called with each refusal of Reserve, outside the budget's lock: true when the client's share
+  // refused it, false when the limit did.
+  using OnRefused = std::function<void(bool over_client_share)>;
+
   // `limit` in bytes; 0 = no limit. `flag` names the setting in errors. `client_limit`: the most
   // bytes the reservations of one client may hold (0 = no share), `client_flag` its setting.
+  // `on_refused` may be empty.
   ByteBudget(int64_t limit, absl::string_view flag, int64_t client_limit = 0,
-             absl::string_view client_flag = "");
+             absl::string_view client_flag = "", OnRefused on_refused = nullptr);
   ByteBudget(const ByteBudget&) = delete;
   ByteBudget& operator=(const ByteBudget&) = delete;
 
@@ -60,6 +66,10 @@ class ByteBudget {
     int64_t holds = 0;
   };
 
+  // Reserve's refusal, or OK when the reservation fits (`over_client_share`: set when the client's
+  // share refuses it).
+  absl::Status Check(int64_t bytes, absl::string_view what, absl::string_view client,
+                     bool* over_client_share) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Counts a reservation of `bytes` for `client`.
   void Add(int64_t bytes, absl::string_view client) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The hold whose end gives back what Add counted.
@@ -70,6 +80,7 @@ class ByteBudget {
   const std::string flag_;
   const int64_t client_limit_;
   const std::string client_flag_;
+  const OnRefused on_refused_;
   mutable absl::Mutex mutex_;
   int64_t held_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t holds_ ABSL_GUARDED_BY(mutex_) = 0;

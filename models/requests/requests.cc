@@ -34,7 +34,10 @@ RequestRunner::RequestRunner(const Options& options,
       batcher_(options.batching, observer),
       gate_(kComputeSlots),
       answer_budget_(options.max_answer_bytes_in_flight, "--max_answer_bytes_in_flight",
-                     options.max_answer_bytes_per_client, "--max_answer_bytes_per_client") {}
+                     options.max_answer_bytes_per_client, "--max_answer_bytes_per_client",
+                     [observer](bool over_client_share) {
+                       if (observer != nullptr) observer->OnAnswerBytesRefused(over_client_share);
+                     }) {}
 
 absl::StatusOr<const LoadedModel*> RequestRunner::FindModel(const std::string& name) const {
   if (models_.empty()) return absl::UnavailableError("no model is loaded yet");

@@ -57,6 +57,10 @@ class RequestObserver : public BatchObserver {
  public:
   // One text or text pair tokenized, in `seconds`, giving `tokens` tokens.
   virtual void OnTokenized(double seconds, int64_t tokens) = 0;
+  // An answer refused its bytes by the answer budget (ResourceExhausted): by its client's share
+  // (Options::max_answer_bytes_per_client) when `over_client_share`, else by the server's limit
+  // (Options::max_answer_bytes_in_flight). Default: nothing.
+  virtual void OnAnswerBytesRefused(bool /*over_client_share*/) {}
 };
 
 // Runs queries against the loaded models. Forward passes run one at a time on the batcher's thread,

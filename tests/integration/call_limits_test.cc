@@ -233,6 +233,13 @@ TEST(CallLimitsTest, HttpAnswersBeingWrittenHoldTheAnswerBudget) {
     refusals += sample.value;
   }
   EXPECT_EQ(refusals, 2);
+  absl::StatusOr<std::string> metrics = HttpGet(server.metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  const std::vector<MetricSample> limited =
+      FindSamples(ParseMetrics(*metrics), "attnscope_rejected_requests_total",
+                  {{"reason", "answer_bytes_limit"}});
+  ASSERT_EQ(limited.size(), 1u);
+  EXPECT_EQ(limited[0].value, 2);
   // Once the unread answer's connection is gone, its bytes are free again.
   (*unread)->Close();
   absl::StatusOr<RawResponse> after;
@@ -341,6 +348,7 @@ TEST(CallLimitsTest, GrpcUnaryAnswersNobodyReadsHoldTheBudgetUntilTheWriteTimeou
 TEST(CallLimitsTest, OneClientsUnreadStreamsHoldAtMostItsShareOfTheAnswerBudget) {
   ServerProcess::Options options;
   options.models = {"llama=" + Stories260kDir()};
+  options.metrics_port = FreeTcpPort();
   options.extra_flags = {"--max_answer_bytes_in_flight=" + std::to_string(48 << 20),
                          "--write_timeout_seconds=60"};
   absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
@@ -398,6 +406,19 @@ TEST(CallLimitsTest, OneClientsUnreadStreamsHoldAtMostItsShareOfTheAnswerBudget)
   v1::GetAttentionResponse response;
   ASSERT_TRUE(response.ParseFromString(answer->body));
   EXPECT_EQ(response.layers_size(), 5);
+
+  // Operators tell the share's refusals from the other limits by their reason.
+  absl::StatusOr<std::string> metrics = HttpGet(server.metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  const std::vector<MetricSample> samples = ParseMetrics(*metrics);
+  for (const auto& [reason, count] :
+       {std::pair<std::string, size_t>{"answer_bytes_client_limit", refusals.size()},
+        {"answer_bytes_limit", 0}}) {
+    const std::vector<MetricSample> found =
+        FindSamples(samples, "attnscope_rejected_requests_total", {{"reason", reason}});
+    ASSERT_EQ(found.size(), 1u) << reason;
+    EXPECT_EQ(found[0].value, static_cast<double>(count)) << reason;
+  }
   for (const std::unique_ptr<grpc::ClientContext>& context : contexts) context->TryCancel();
 }
 

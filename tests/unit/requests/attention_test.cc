@@ -172,6 +172,20 @@ TEST(RequestAttentionTest, AnswersHeldAtOnceStayUnderTheBudget) {
   EXPECT_FALSE(runner->RunAttention(query, NoCheck(), Delivery::kStream).ok());
 }
 
+// Counts the answer budget's refusals by what refused them.
+class RefusalCounter : public testing::TokenizationCounter {
+ public:
+  void OnAnswerBytesRefused(bool over_client_share) override {
+    ++(over_client_share ? over_share_ : over_limit_);
+  }
+  int over_share() const { return over_share_; }
+  int over_limit() const { return over_limit_; }
+
+ private:
+  int over_share_ = 0;
+  int over_limit_ = 0;
+};
+
 // One client's answers stay under its share of the budget while another client's are served
 // beside them: the budget takes five answers, a client's share two.
 TEST(RequestAttentionTest, AClientsAnswersStayUnderItsShare) {
@@ -183,7 +197,8 @@ TEST(RequestAttentionTest, AClientsAnswersStayUnderItsShare) {
   RequestRunner::Options options;
   options.max_answer_bytes_in_flight = 5 * bytes;
   options.max_answer_bytes_per_client = 2 * bytes;
-  std::unique_ptr<RequestRunner> runner = NewRunner(options);
+  RefusalCounter refusals;
+  std::unique_ptr<RequestRunner> runner = NewRunner(options, &refusals);
 
   std::vector<AttentionAnswer> held;
   for (int call = 0; call < 2; ++call) {
@@ -202,6 +217,8 @@ TEST(RequestAttentionTest, AClientsAnswersStayUnderItsShare) {
                                      "hold ",
                                      2 * bytes, ", over its share of ", 2 * bytes,
                                      " bytes (--max_answer_bytes_per_client")));
+  EXPECT_EQ(refusals.over_share(), 1);
+  EXPECT_EQ(refusals.over_limit(), 0);
   // Another client, and a call of nobody in particular, still find room in the budget.
   for (const char* other : {"b", "b", ""}) {
     absl::StatusOr<AttentionAnswer> answer =
@@ -215,6 +232,8 @@ TEST(RequestAttentionTest, AClientsAnswersStayUnderItsShare) {
   ASSERT_FALSE(full.ok());
   EXPECT_THAT(full.status().message(), HasSubstr("--max_answer_bytes_in_flight"));
   EXPECT_THAT(full.status().message(), Not(HasSubstr("--max_answer_bytes_per_client")));
+  EXPECT_EQ(refusals.over_share(), 1);
+  EXPECT_EQ(refusals.over_limit(), 1);
   // Once one of its answers is gone the first client is served again.
   held.erase(held.begin());
   EXPECT_TRUE(runner->RunAttention(query, NoCheck(), Delivery::kStream, /*client=*/"a").ok());
