@@ -8,6 +8,7 @@
 #include "attnscope/v1/attnscope.pb.h"
 #include "models/engine.h"
 #include "models/kernels/fused_ops.h"
+#include "models/kernels/row_kernel.h"
 
 namespace attnscope::server {
 namespace {
@@ -149,10 +150,11 @@ Metrics::Metrics()
   prometheus::BuildGauge()
       .Name("attnscope_kernels_info")
       .Help(
-          "1, with the kernels the forward passes run on as the label: avx512, avx2 or "
-          "libtorch.")
+          "1, with the kernels the forward passes run on as labels: kernels avx512, avx2 or "
+          "libtorch; bfloat16 (the products of --compute_dtype=bfloat16) amx, avx512_bf16 or "
+          "none.")
       .Register(*registry_)
-      .Add({{"kernels", KernelsName()}})
+      .Add({{"kernels", KernelsName()}, {"bfloat16", Bf16KernelsName()}})
       .Set(1);
 }
 

@@ -38,6 +38,7 @@
 #include "common/status_macros.h"
 #include "models/kernels/blas_check.h"
 #include "models/kernels/fused_ops.h"
+#include "models/kernels/row_kernel.h"
 #include "server/answer_write_interceptor.h"
 #include "server/attention_service.h"
 #include "server/builtin_streams.h"
@@ -573,9 +574,10 @@ absl::Status RunServer(const ServerOptions& options) {
   health->SetServingStatus(false);
 
   std::fprintf(stderr,
-               "attnscope-server: BLAS float32 GEMM at %.1f GFLOP/s; forward kernels %s "
-               "(ATTNSCOPE_DISABLE_AVX512=1 or ATTNSCOPE_DISABLE_AVX2=1 selects a lower path)\n",
-               CheckBlasSpeedOnce(), KernelsName());
+               "attnscope-server: BLAS float32 GEMM at %.1f GFLOP/s; forward kernels %s, bfloat16 "
+               "products %s (ATTNSCOPE_DISABLE_AMX=1, ATTNSCOPE_DISABLE_AVX512=1 or "
+               "ATTNSCOPE_DISABLE_AVX2=1 selects a lower path)\n",
+               CheckBlasSpeedOnce(), KernelsName(), Bf16KernelsName());
   std::vector<std::unique_ptr<LoadedModel>> models;
   for (const LoadedModel::Options& model_options : options.models) {
     absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadedModel::Create(model_options);

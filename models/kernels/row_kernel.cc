@@ -20,6 +20,7 @@ using row_kernel_internal::kTileTokens;
 using row_kernel_internal::kWeightRows;
 namespace on_avx2 = row_kernel_internal::on_avx2;
 namespace on_avx512 = row_kernel_internal::on_avx512;
+namespace on_amx = row_kernel_internal::on_amx;
 
 // Depth of the transposed input kept at once, and weight rows per chunk of [out, rows] sums: for
 // 128 rows 384 KB and 192 KB, which fit the 1 MB L2 cache of each core with the weight rows. Both
@@ -30,6 +31,8 @@ constexpr int64_t kChunkRowsSmall = 384;
 // of kWeightRows, whole AVX-512 vectors of the result, and 16 blocks of a 768-wide product, so
 // that threads of unequal speed still finish close together.
 constexpr int64_t kBlockColumns = 48;
+// The same for AMX's groups of 32 weight rows.
+constexpr int64_t kAmxBlockColumns = 64;
 
 // Allocates on cache-line boundaries. The kernels read each depth's vectors of tokens from the
 // workspace: on malloc's 16-byte boundary, every other 32-byte vector straddled two cache lines,
@@ -104,11 +107,13 @@ struct Avx2Kernels {
 // sums, padded, accumulate, next) adds one tile's products with weight rows [n, n + weight_rows)
 // of `c` to `sums`, prefetching the rows of `next`; finish(c, sums, padded, first, count) writes
 // the finished [count, padded] sums of columns [first, first + count) of `c` to its result. `bf16`:
-// the inputs are packed as bfloat16 pairs.
+// the inputs are packed as bfloat16 pairs. `group_rows`: the weight rows of one multiply() (at
+// most; fewer at the end of a product), `block_columns` the columns handed out at once where a
+// thread packs its input once, a multiple of group_rows.
 template <typename Pack, typename Multiply, typename Finish>
-void DriveRowKernel(int64_t rows, int64_t in, bool bf16, bool packs_input,
-                    absl::Span<const RowKernelColumns> columns, const Pack& pack,
-                    const Multiply& multiply, const Finish& finish) {
+void DriveRowKernel(int64_t rows, int64_t in, bool bf16, bool packs_input, int64_t group_rows,
+                    int64_t block_columns, absl::Span<const RowKernelColumns> columns,
+                    const Pack& pack, const Multiply& multiply, const Finish& finish) {
   // A pair of bfloat16 takes the bytes of one float: twice the depth in the same cache footprint.
   const int64_t pack_depth_scale = bf16 ? 2 : 1;
   const int64_t tiles = (rows + kTileTokens - 1) / kTileTokens;
@@ -144,10 +149,10 @@ void DriveRowKernel(int64_t rows, int64_t in, bool bf16, bool packs_input,
     for (int64_t first = 0; first < in; first += pack_depth) {
       const int64_t depth = std::min(pack_depth, in - first);
       if (!pack_once) pack(first, depth, tiles);
-      for (int64_t n = begin; n < end; n += kWeightRows) {
-        const int weight_rows = static_cast<int>(std::min<int64_t>(kWeightRows, end - n));
-        NextGroup next{&c, n + kWeightRows, first};
-        if (n + kWeightRows >= end) {
+      for (int64_t n = begin; n < end; n += group_rows) {
+        const int weight_rows = static_cast<int>(std::min<int64_t>(group_rows, end - n));
+        NextGroup next{&c, n + group_rows, first};
+        if (n + group_rows >= end) {
           next = first + pack_depth < in ? NextGroup{&c, begin, first + pack_depth} : after_chunk();
         }
         for (int64_t tile = 0; tile < tiles; ++tile) {
@@ -161,7 +166,7 @@ void DriveRowKernel(int64_t rows, int64_t in, bool bf16, bool packs_input,
   };
   int64_t total = 0;
   for (const RowKernelColumns& c : columns) total += c.end - c.begin;
-  const int64_t block = pack_once || !packs_input ? kBlockColumns : chunk_rows;
+  const int64_t block = pack_once || !packs_input ? block_columns : chunk_rows;
   ParallelClaims(
       total, block,
       [&](BlockClaims& claims) {
@@ -207,7 +212,7 @@ void DriveRowKernel(int64_t rows, int64_t in, bool bf16, bool packs_input,
       },
       // Near the end, blocks of two groups: the threads finish within a few microseconds of each
       // other.
-      /*tail_grain=*/block == kBlockColumns ? 2 * kWeightRows : 0);
+      /*tail_grain=*/block == block_columns ? 2 * group_rows : 0);
 }
 
 // Vectors of `vector_tokens` tokens in the tile of `tile` (the last tile may hold fewer than
@@ -223,7 +228,8 @@ void LinearOn(const float* x, RowKernelLayout x_layout, int64_t rows, int64_t in
   const bool feature_major = x_layout == RowKernelLayout::kFeatureMajor;
   // A feature-major input is already the transposed input the kernel reads.
   DriveRowKernel(
-      rows, in, /*bf16=*/false, /*packs_input=*/!feature_major, columns,
+      rows, in, /*bf16=*/false, /*packs_input=*/!feature_major, /*group_rows=*/kWeightRows,
+      /*block_columns=*/kBlockColumns, columns,
       [&](int64_t first, int64_t depth, int64_t tiles) {
         if (feature_major) return;
         CacheLineVector<float>& packed = ThreadWorkspace().packed;
@@ -306,8 +312,11 @@ void RowKernelLinear(const float* x, RowKernelLayout x_layout, int64_t rows, int
 void RowKernelLinearBf16(const void* x, RowKernelLayout x_layout, int64_t rows, int64_t in,
                          absl::Span<const RowKernelColumns> columns) {
   const bool feature_major = x_layout == RowKernelLayout::kFeatureMajor;
+  const bool amx = on_amx::Available();
   DriveRowKernel(
-      rows, in, /*bf16=*/true, /*packs_input=*/!feature_major, columns,
+      rows, in, /*bf16=*/true, /*packs_input=*/!feature_major,
+      /*group_rows=*/amx ? on_amx::kGroupRows : kWeightRows,
+      /*block_columns=*/amx ? kAmxBlockColumns : kBlockColumns, columns,
       [&](int64_t first, int64_t depth, int64_t tiles) {
         if (feature_major) return;
         CacheLineVector<uint32_t>& packed = ThreadWorkspace().packed_pairs;
@@ -320,10 +329,24 @@ void RowKernelLinearBf16(const void* x, RowKernelLayout x_layout, int64_t rows, 
         const uint32_t* pairs =
             feature_major ? static_cast<const uint32_t*>(x) + (tile * in + first) / 2 * kTileTokens
                           : ThreadWorkspace().packed_pairs.data() + tile * depth / 2 * kTileTokens;
-        on_avx512::Bf16KernelFor(weight_rows,
-                                 TileVectors(rows, tile, Avx512Kernels::kVectorTokens))(
-            c.weight_bf16 + n * in + first, in, depth, pairs, sums, padded, accumulate,
-            next.c == nullptr ? nullptr : next.c->weight_bf16 + next.n * in + next.first);
+        const uint16_t* weight = c.weight_bf16 + n * in + first;
+        const uint16_t* prefetch =
+            next.c == nullptr ? nullptr : next.c->weight_bf16 + next.n * in + next.first;
+        const int vectors = TileVectors(rows, tile, Avx512Kernels::kVectorTokens);
+        if (amx && weight_rows == on_amx::kGroupRows) {
+          // Halves of 32 tokens; the weights are fetched for the first.
+          for (int half = 0; 2 * half < vectors; ++half) {
+            on_amx::Multiply32x32(weight, in, depth, pairs + 32 * half, sums + 32 * half, padded,
+                                  accumulate, half == 0 ? prefetch : nullptr);
+          }
+          return;
+        }
+        // The last rows of a product whose width is no multiple of 32 (on AMX), or every group.
+        for (int r = 0; r < weight_rows; r += kWeightRows) {
+          on_avx512::Bf16KernelFor(std::min(kWeightRows, weight_rows - r), vectors)(
+              weight + r * in, in, depth, pairs, sums + r * padded, padded, accumulate,
+              r == 0 ? prefetch : nullptr);
+        }
       },
       [&](const RowKernelColumns& c, const float* sums, int64_t padded, int64_t first,
           int64_t count) {
@@ -374,6 +397,11 @@ bool RowKernelApplies(int64_t rows, int64_t in) {
 bool HasAvx512Bf16() {
   static const bool has = HasAvx512() && __builtin_cpu_supports("avx512bf16");
   return has;
+}
+
+const char* Bf16KernelsName() {
+  if (!HasAvx512Bf16()) return "none";
+  return on_amx::Available() ? "amx" : "avx512_bf16";
 }
 
 bool RowKernelBf16Applies(int64_t rows, int64_t in) {

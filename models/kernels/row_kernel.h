@@ -100,6 +100,13 @@ void RowKernelLinear(const float* x, RowKernelLayout x_layout, int64_t rows, int
 // --compute_dtype=bfloat16 is accepted.
 bool HasAvx512Bf16();
 
+// Where RowKernelLinearBf16 multiplies: "amx" (AMX's tiles, TDPBF16PS, in groups of 32 weight
+// rows and 32 tokens: Intel Sapphire Rapids and later, unless ATTNSCOPE_DISABLE_AMX is set; the
+// last rows of a product whose width is no multiple of 32 on VDPBF16PS), "avx512_bf16"
+// (VDPBF16PS) or "none" (!HasAvx512Bf16()). Both sum each output in float32 over its bfloat16
+// products, in their own orders.
+const char* Bf16KernelsName();
+
 // Whether RowKernelLinearBf16 runs for this many rows of `in` inputs: HasAvx512Bf16(), `in` a
 // multiple of 32, at most kRowKernelMaxRows rows.
 bool RowKernelBf16Applies(int64_t rows, int64_t in);

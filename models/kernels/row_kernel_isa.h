@@ -96,6 +96,24 @@ void FinishFeatureMajor(const float* sums, int64_t sums_stride, int64_t rows, in
 void ScaleInPlace(float* packed, size_t count, float scale);
 
 }  // namespace on_avx2
+
+// The bfloat16 products on AMX (row_kernel_amx.cc).
+namespace on_amx {
+
+// Rows of weights and tokens of one Multiply32x32 call.
+constexpr int kGroupRows = 32;
+
+// Whether the CPU has AMX-TILE and AMX-BF16 (and HasAvx512()), Linux grants this process the tile
+// data (asked once, here) and ATTNSCOPE_DISABLE_AMX is not set.
+bool Available();
+// sums[i][j] (+)= sum over k < depth of weight[i * in + k] * x[k][j] for i < 32 and j < 32, x the
+// bfloat16 pairs at `packed` (PackInputBf16's layout: pair p of token j at packed[p * kTileTokens
+// + j]), `depth` a multiple of 32, sums' rows `sums_stride` floats apart; prefetches the 32 rows
+// at `prefetch` (row stride `in`; none if nullptr) into L2 as it goes. Requires Available().
+void Multiply32x32(const uint16_t* weight, int64_t in, int64_t depth, const uint32_t* packed,
+                   float* sums, int64_t sums_stride, bool accumulate, const uint16_t* prefetch);
+
+}  // namespace on_amx
 }  // namespace attnscope::row_kernel_internal
 
 #endif  // ATTNSCOPE_MODELS_ROW_KERNEL_ISA_H_

@@ -9,6 +9,7 @@
 
 #include "client/client.h"
 #include "gtest/gtest.h"
+#include "models/kernels/row_kernel.h"
 #include "tests/integration/integration_util.h"
 
 namespace attnscope::testing {
@@ -129,7 +130,9 @@ TEST(MetricsTest, CountersAndHistogramsMatchTheCallsMade) {
       avx2 && __builtin_cpu_supports("avx512f") && !disabled("ATTNSCOPE_DISABLE_AVX512")
           ? "avx512"
           : (avx2 ? "avx2" : "libtorch");
-  EXPECT_EQ(Value(samples, "attnscope_kernels_info", {{"kernels", kernels}}), 1);
+  EXPECT_EQ(Value(samples, "attnscope_kernels_info",
+                  {{"kernels", kernels}, {"bfloat16", Bf16KernelsName()}}),
+            1);
   EXPECT_GT(Value(samples, "attnscope_model_load_seconds", {{"model", "bert"}}), 0);
   EXPECT_GT(Value(samples, "attnscope_model_load_seconds", {{"model", "llama"}}), 0);
   EXPECT_GT(Value(samples, "attnscope_process_resident_memory_bytes"), 10e6);

@@ -1,8 +1,9 @@
 // Linear and FeedForward (models/kernels/gemm.h) against torch::linear, the nn.Linear reference,
 // for the shapes where it splits the output columns across threads (and where it does not), and on
 // both of its kernels: models/kernels/row_kernel.h for up to 256 rows of a multiple of 16 inputs on
-// AVX-512 CPUs, oneDNN otherwise; and with bfloat16 weights, on the row kernel's AVX512_BF16
-// variant or its oneDNN fallback.
+// AVX-512 CPUs, oneDNN otherwise; and with bfloat16 weights, on the row kernel's AMX or
+// AVX512_BF16 variant (CTest runs it with ATTNSCOPE_DISABLE_AMX too, tests named no_amx/...) or
+// its oneDNN fallback.
 #include "models/kernels/gemm.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -125,6 +127,19 @@ TEST_P(LinearTest, Bfloat16WeightsMultiplyTheRoundedOperandsExactly) {
   EXPECT_LT((got - expected).abs().max().item<double>(), kTolerance);
   const torch::Tensor unrounded = torch::linear(x_, weight_, bias_) + residual_;
   EXPECT_GT((got - unrounded).abs().max().item<double>(), 1e-3);
+}
+
+TEST(Bf16KernelsTest, NameTheProductsOfThisCpuAndEnvironment) {
+  const auto disabled = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr && std::string(value) != "" && std::string(value) != "0";
+  };
+  const bool avx512_bf16 =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") &&
+      !disabled("ATTNSCOPE_DISABLE_AVX512") && !disabled("ATTNSCOPE_DISABLE_AVX2");
+  const bool amx = __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
+                   !disabled("ATTNSCOPE_DISABLE_AMX");
+  EXPECT_STREQ(Bf16KernelsName(), !avx512_bf16 ? "none" : (amx ? "amx" : "avx512_bf16"));
 }
 
 TEST(LinearGroupTest, EachProductMatchesTorchLinear) {
