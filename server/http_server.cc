@@ -16,9 +16,7 @@
 #include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -26,8 +24,10 @@
 #include "absl/strings/strip.h"
 #include "attnscope/v1/attnscope.pb.h"
 #include "common/status_macros.h"
+#include "server/connect_protocol.h"
 #include "server/host_check.h"
 #include "server/http_connection.h"
+#include "server/http_request_fields.h"
 #include "server/listen_address.h"
 #include "server/metrics.h"
 #include "server/request_body.h"
@@ -52,141 +52,9 @@ constexpr absl::string_view kAllowedRequestHeaders =
     "Authorization, Content-Type, Connect-Protocol-Version, Connect-Timeout-Ms, "
     "Connect-Content-Encoding, Connect-Accept-Encoding, X-User-Agent";
 
-// Abseil's string_view is not std's here, nor Beast's.
-absl::string_view View(boost::beast::string_view text) { return {text.data(), text.size()}; }
-boost::beast::string_view BeastView(absl::string_view text) { return {text.data(), text.size()}; }
-
-std::string HeaderOf(const HttpRequestHeader& request, http::field field) {
-  return std::string(request[field]);
-}
-std::string HeaderOf(const HttpRequestHeader& request, absl::string_view name) {
-  return std::string(request[BeastView(name)]);
-}
-
-// The request target's path (before '?') and query (after it).
-absl::string_view PathOf(absl::string_view target) { return target.substr(0, target.find('?')); }
-absl::string_view QueryOf(absl::string_view target) {
-  const size_t mark = target.find('?');
-  return mark == absl::string_view::npos ? absl::string_view() : target.substr(mark + 1);
-}
-
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // The method a request to kServicePath calls ("Tokenize").
 absl::string_view MethodOf(const HttpRequestHeader& request) {
   return absl::StripPrefix(PathOf(View(request.target())), kServicePath);
-}
-
-// Percent-decoding of a path or a query value ('+' a space in a query, as forms encode it).
-absl::StatusOr<std::string> PercentDecode(absl::string_view text, bool plus_is_space) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out.push_back(plus_is_space && text[i] == '+' ? ' ' : text[i]);
-      continue;
-    }
-    const int high = i + 2 < text.size() ? HexDigit(text[i + 1]) : -1;
-    const int low = high >= 0 ? HexDigit(text[i + 2]) : -1;
-    if (low < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", text.substr(i, 3), "' in the request URI: expected % and two hex digits"));
-    }
-    out.push_back(static_cast<char>(high * 16 + low));
-    i += 2;
-  }
-  return out;
-}
-
-// The decoded value of query parameter `name`, or nullopt when absent.
-absl::StatusOr<std::optional<std::string>> QueryParam(absl::string_view query,
-                                                      absl::string_view name) {
-  for (absl::string_view pair : absl::StrSplit(query, '&', absl::SkipEmpty())) {
-    const size_t equals = pair.find('=');
-    if (pair.substr(0, equals) != name) continue;
-    if (equals == absl::string_view::npos) return std::optional<std::string>("");
-    ATTNSCOPE_ASSIGN_OR_RETURN(std::string value,
-                               PercentDecode(pair.substr(equals + 1), /*plus_is_space=*/true));
-    return std::optional<std::string>(std::move(value));
-  }
-  return std::optional<std::string>();
-}
-
-// The media type of a Content-Type, lower-cased, without parameters (charset, boundary).
-std::string MediaType(const HttpRequestHeader& request) {
-  const std::string type = HeaderOf(request, http::field::content_type);
-  return absl::AsciiStrToLower(absl::StripAsciiWhitespace(type.substr(0, type.find(';'))));
-}
-
-// How a call's message arrives and its answer leaves.
-enum class Codec {
-  kJson,          // application/json: one message; NDJSON for a stream's answer
-  kProto,         // application/proto: one message; Connect envelopes for a stream's answer
-  kConnectJson,   // application/connect+json: a stream, JSON messages in envelopes both ways
-  kConnectProto,  // application/connect+proto: a stream, binary messages in envelopes both ways
-};
-
-bool Enveloped(Codec codec) {
-  return codec == Codec::kConnectJson || codec == Codec::kConnectProto;
-}
-BodyFormat FormatOf(Codec codec) {
-  return codec == Codec::kJson || codec == Codec::kConnectJson ? BodyFormat::kJson
-                                                               : BodyFormat::kProto;
-}
-
-// True for a request a browser made: browsers send Origin with every request a page makes
-// cross-origin (and with same-origin POSTs), and Sec-Fetch-Site with every request.
-bool FromBrowser(const HttpRequestHeader& request) {
-  return request.count(http::field::origin) > 0 || request.count("Sec-Fetch-Site") > 0;
-}
-
-bool StreamingMethod(absl::string_view method) {
-  return method == "StreamAttention" || method == "Generate";
-}
-
-// The codec a request asks for, from its Content-Type (POST) or its encoding parameter (GET).
-// InvalidArgument (answered 415) for anything else, saying what to send.
-absl::StatusOr<Codec> CodecOf(const HttpRequestHeader& request, absl::string_view method) {
-  if (request.method() == http::verb::get) {
-    ATTNSCOPE_ASSIGN_OR_RETURN(std::optional<std::string> encoding,
-                               QueryParam(QueryOf(View(request.target())), "encoding"));
-    if (!encoding.has_value() || *encoding == "json") return Codec::kJson;
-    if (*encoding == "proto") return Codec::kProto;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "encoding '", *encoding, "': expected json or proto (with base64=1) for a GET"));
-  }
-  const std::string type = MediaType(request);
-  if (FromBrowser(request) && (type == "application/x-www-form-urlencoded" ||
-                               type == "multipart/form-data" || type == "text/plain")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Content-Type '", type,
-        "' from a browser: refused, since any page may send it to any site without asking; "
-        "send application/json or application/proto"));
-  }
-  // curl -d sends its form type; a body without a type is JSON too.
-  if (type.empty() || type == "application/json" || type == "application/x-www-form-urlencoded") {
-    return Codec::kJson;
-  }
-  if (type == "application/proto" || type == "application/x-protobuf") return Codec::kProto;
-  const bool connect_json = type == "application/connect+json";
-  if (connect_json || type == "application/connect+proto") {
-    if (!StreamingMethod(method)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Content-Type '", type, "': a streaming content type, and ", method,
-                       " is unary; send application/json or application/proto"));
-    }
-    return connect_json ? Codec::kConnectJson : Codec::kConnectProto;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "Content-Type '", type,
-      "': expected application/json or application/proto (application/connect+json or "
-      "application/connect+proto for StreamAttention and Generate); e.g. curl -H 'Content-Type: "
-      "application/json' -d '{\"text\": \"...\"}'"));
 }
 
 // Peak memory of ToJson, in bytes per byte of the message's binary form (measured on a
@@ -203,89 +71,6 @@ std::string ToJson(const google::protobuf::Message& message) {
   return json;
 }
 
-// A Connect streaming envelope: flags, big-endian length, payload.
-std::string Envelope(uint8_t flags, absl::string_view payload) {
-  std::string out(5, '\0');
-  out[0] = static_cast<char>(flags);
-  const uint32_t size = static_cast<uint32_t>(payload.size());
-  for (int i = 0; i < 4; ++i) out[1 + i] = static_cast<char>((size >> (24 - 8 * i)) & 0xff);
-  return absl::StrCat(out, payload);
-}
-
-// The Connect protocol's end of a stream: {} or {"error": {...}}.
-std::string EndOfStream(const absl::Status& status) {
-  return Envelope(0x02, status.ok() ? "{}" : absl::StrCat("{\"error\": ", ErrorJson(status), "}"));
-}
-
-// A Connect stream that fails before it starts: as the protocol requires, a 200 whose only
-// envelope is the end of the stream.
-HttpResponse FailedConnectStream(const absl::Status& status, Codec codec) {
-  HttpResponse response(http::status::ok, 11);
-  response.set(http::field::content_type, codec == Codec::kConnectJson
-                                              ? "application/connect+json"
-                                              : "application/connect+proto");
-  response.body() = EndOfStream(status);
-  return response;
-}
-
-// The one message of an enveloped request body. InvalidArgument: not exactly one envelope;
-// Unimplemented: a compressed one.
-absl::StatusOr<std::string> Unenvelope(const std::string& body) {
-  if (body.size() < 5) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request body: expected one Connect envelope (a flags byte, a 4-byte big-endian length, "
-        "the message), got ",
-        body.size(), " bytes"));
-  }
-  const auto byte = [&body](size_t i) { return static_cast<unsigned char>(body[i]); };
-  const uint64_t size = (uint64_t{byte(1)} << 24) | (byte(2) << 16) | (byte(3) << 8) | byte(4);
-  if ((byte(0) & 0x01) != 0) {
-    return absl::UnimplementedError(
-        "request envelope: compressed (flags 0x01), and the server compresses nothing; send "
-        "flags 0 and no Connect-Content-Encoding");
-  }
-  if (byte(0) != 0 || size + 5 != body.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request body: expected one Connect envelope with flags 0 and a length of the ",
-        body.size() - 5, " bytes after it, got flags ", byte(0), " and length ", size,
-        "; StreamAttention and Generate take exactly one request message"));
-  }
-  return body.substr(5);
-}
-
-// The request message as sent: a POST body (in its envelope for a Connect stream), or the Connect
-// GET form's message parameter (base64 when base64=1; none: an empty request).
-absl::StatusOr<std::string> MessageOf(const HttpRequest& request, Codec codec) {
-  if (request.method() != http::verb::get) {
-    return Enveloped(codec) ? Unenvelope(request.body()) : request.body();
-  }
-  const absl::string_view query = QueryOf(View(request.target()));
-  ATTNSCOPE_ASSIGN_OR_RETURN(std::optional<std::string> message, QueryParam(query, "message"));
-  ATTNSCOPE_ASSIGN_OR_RETURN(std::optional<std::string> base64, QueryParam(query, "base64"));
-  if (!message.has_value() || base64 != "1") return message.value_or("");
-  std::string decoded;
-  if (!absl::WebSafeBase64Unescape(*message, &decoded)) {
-    return absl::InvalidArgumentError(
-        "message: expected URL-safe base64 with base64=1, got other characters");
-  }
-  return decoded;
-}
-
-// The call's deadline from the Connect protocol's Connect-Timeout-Ms header (none without it).
-absl::StatusOr<std::chrono::system_clock::time_point> DeadlineOf(const HttpRequestHeader& request) {
-  if (request.count("Connect-Timeout-Ms") == 0) return std::chrono::system_clock::time_point::max();
-  const std::string value = HeaderOf(request, "Connect-Timeout-Ms");
-  int64_t milliseconds = 0;
-  // At most 10 digits, as the Connect protocol allows.
-  if (value.size() > 10 || !absl::SimpleAtoi(value, &milliseconds) || milliseconds <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Connect-Timeout-Ms '", value,
-        "': expected a positive number of milliseconds of at most 10 digits (the Connect "
-        "protocol's limit)"));
-  }
-  return std::chrono::system_clock::now() + std::chrono::milliseconds(milliseconds);
-}
-
 // The call a request makes: its deadline, its key, and its end when the client goes away or the
 // shutdown's grace period is over.
 absl::StatusOr<Call> CallOf(const HttpRequestHeader& request, const HttpExchange& exchange) {
@@ -298,18 +83,6 @@ absl::StatusOr<Call> CallOf(const HttpRequestHeader& request, const HttpExchange
     return client(when);
   };
   return call;
-}
-
-// Lower-cased, without a trailing '/' or the scheme's default port: origins compare equal when
-// browsers would call them the same.
-std::string NormalizeOrigin(absl::string_view origin) {
-  std::string normal = absl::AsciiStrToLower(absl::StripSuffix(origin, "/"));
-  if (absl::StartsWith(normal, "http://") && absl::EndsWith(normal, ":80")) {
-    normal.resize(normal.size() - 3);
-  } else if (absl::StartsWith(normal, "https://") && absl::EndsWith(normal, ":443")) {
-    normal.resize(normal.size() - 4);
-  }
-  return normal;
 }
 
 absl::string_view ContentTypeOf(absl::string_view path) {

@@ -1,0 +1,53 @@
+// An HTTP request's header fields and target as the API and dashboard port reads them
+// (http_server.cc, connect_protocol.h): header values, the path and query, percent-decoding,
+// query parameters, the media type, whether a browser sent the request, and origins compared as
+// browsers compare them.
+#ifndef ATTNSCOPE_SERVER_HTTP_REQUEST_FIELDS_H_
+#define ATTNSCOPE_SERVER_HTTP_REQUEST_FIELDS_H_
+
+#include <boost/beast/core/string_type.hpp>
+#include <boost/beast/http/field.hpp>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/http_messages.h"
+
+namespace attnscope::server {
+
+// Abseil's string_view is not std's here, nor Beast's.
+absl::string_view View(boost::beast::string_view text);
+boost::beast::string_view BeastView(absl::string_view text);
+
+// The value of a request header field ("" when absent; the first when repeated).
+std::string HeaderOf(const HttpRequestHeader& request, boost::beast::http::field field);
+std::string HeaderOf(const HttpRequestHeader& request, absl::string_view name);
+
+// The request target's path (before '?') and query (after it).
+absl::string_view PathOf(absl::string_view target);
+absl::string_view QueryOf(absl::string_view target);
+
+// Percent-decoding of a path or a query value ('+' a space in a query, as forms encode it).
+// InvalidArgument naming a '%' without two hex digits after it.
+absl::StatusOr<std::string> PercentDecode(absl::string_view text, bool plus_is_space);
+
+// The decoded value of query parameter `name` (the first when repeated), or nullopt when absent.
+// InvalidArgument as PercentDecode.
+absl::StatusOr<std::optional<std::string>> QueryParam(absl::string_view query,
+                                                      absl::string_view name);
+
+// The media type of a Content-Type, lower-cased, without parameters (charset, boundary).
+std::string MediaType(const HttpRequestHeader& request);
+
+// True for a request a browser made: browsers send Origin with every request a page makes
+// cross-origin (and with same-origin POSTs), and Sec-Fetch-Site with every request.
+bool FromBrowser(const HttpRequestHeader& request);
+
+// Lower-cased, without a trailing '/' or the scheme's default port: origins compare equal when
+// browsers would call them the same.
+std::string NormalizeOrigin(absl::string_view origin);
+
+}  // namespace attnscope::server
+
+#endif  // ATTNSCOPE_SERVER_HTTP_REQUEST_FIELDS_H_
