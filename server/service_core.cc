@@ -140,7 +140,9 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
   // end.
   const std::string client = status.ok() ? ClientOf(call, *key) : std::string();
   const bool counted = !client.empty() && max_client_inflight_ > 0;
-  const int client_calls = counted ? CountClientCall(client, +1) : 0;
+  const ClientCalls client_calls =
+      counted ? CountClientCall(client, +1) : ClientCalls{/*calls=*/0, /*clients=*/0};
+  const int client_limit = ClientCallLimit(inflight, client_calls.clients);
   if (!status.ok()) {
     // Counted by Authenticate.
   } else if (draining_.load()) {
@@ -155,13 +157,20 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
         absl::StrCat("the server is at its limit of ", options_.max_concurrent_requests,
                      " concurrent requests (--max_concurrent_requests); retry with backoff"));
     metrics_->RecordRejection("concurrency_limit");
-  } else if (counted && client_calls > max_client_inflight_) {
+  } else if (counted && client_calls.calls > client_limit) {
+    const std::string why =
+        client_limit < max_client_inflight_
+            ? absl::StrCat("while the server is near its --max_concurrent_requests and ",
+                           client_calls.clients,
+                           " clients have calls under way, each may have an equal part of them "
+                           "with room left for one more (--max_concurrent_requests_per_client's "
+                           "share otherwise)")
+            : "--max_concurrent_requests_per_client; by default half of "
+              "--max_concurrent_requests, so that one client cannot hold them all";
     status = absl::ResourceExhaustedError(
         absl::StrCat("calls of this client (", api_keys_ != nullptr ? "its API key" : "its address",
-                     "): expected at most ", max_client_inflight_,
-                     " at once (--max_concurrent_requests_per_client; by default half of "
-                     "--max_concurrent_requests, so that one client cannot hold them all), got ",
-                     client_calls, "; retry with backoff once one of them has ended"));
+                     "): expected at most ", client_limit, " at once (", why, "), got ",
+                     client_calls.calls, "; retry with backoff once one of them has ended"));
     metrics_->RecordRejection("client_limit");
   } else {
     // The server's ceiling on the call's time, whatever deadline the caller set (or none).
@@ -218,14 +227,22 @@ std::string ServiceCore::ClientOf(const Call& call, std::optional<int> key) cons
   return call.client_source.empty() ? "" : absl::StrCat("source ", call.client_source);
 }
 
-int ServiceCore::CountClientCall(const std::string& client, int change) {
+ServiceCore::ClientCalls ServiceCore::CountClientCall(const std::string& client, int change) {
   absl::MutexLock lock(&clients_mutex_);
   int& calls = client_inflight_[client];
   calls += change;
   const int now = calls;
   // A client with nothing under way leaves the table, which so holds at most the calls' clients.
   if (now <= 0) client_inflight_.erase(client);
-  return now;
+  return {now, static_cast<int>(client_inflight_.size())};
+}
+
+int ServiceCore::ClientCallLimit(int inflight, int clients) const {
+  const int limit = options_.max_concurrent_requests;
+  if (limit <= 0 || max_client_inflight_ >= limit || inflight <= limit - limit / 4) {
+    return max_client_inflight_;
+  }
+  return std::min(max_client_inflight_, std::max(1, limit / (clients + 1)));
 }
 
 absl::Time ServiceCore::LastAnswerEnd() const {

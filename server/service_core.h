@@ -223,8 +223,19 @@ class ServiceCore {
   // `inner`, a hold of the answer budget, counted among answers_being_written_ (already
   // incremented for it) until it ends.
   ByteBudget::Hold BeingWritten(ByteBudget::Hold inner) const;
-  // Adds `change` (+1 or -1) to the calls `client` has under way and returns the new count.
-  int CountClientCall(const std::string& client, int change);
+  struct ClientCalls {
+    int calls = 0;    // of the client
+    int clients = 0;  // with calls under way, the client among them if calls > 0
+  };
+  // Adds `change` (+1 or -1) to the calls `client` has under way and returns the new counts.
+  ClientCalls CountClientCall(const std::string& client, int change);
+  // The most calls one client may have under way when `inflight` calls are (its own counted) and
+  // `clients` clients have some: its share (max_client_inflight_), and in the last quarter of
+  // --max_concurrent_requests an equal part of them among those clients and one more, so that
+  // two or three busy clients cannot fill the server between them (two addresses each keeping
+  // their share of unread streams had every other client refused). Not with the share at the
+  // whole limit (one client, such as a balancer, may take every call).
+  int ClientCallLimit(int inflight, int clients) const;
 
   const ServiceOptions options_;
   Metrics* const metrics_;
