@@ -153,7 +153,11 @@ class Gpt2Model : public DecoderOnlyModel {
     // transformers' GPT2Model reports ln_f's output as the last hidden state.
     out.last_hidden_state = Norm(hidden, ln_f_weight_, ln_f_bias_);
     if (options.output_hidden_states) out.hidden_states.push_back(out.last_hidden_state);
-    if (options.output_logits) out.logits = torch::linear(out.last_hidden_state, lm_head_);
+    // Linear (the row kernel) rather than LibTorch's BLAS, which summed a row's logits in another
+    // order at another row count: a sequence's logits then depended on the batch it ran in.
+    if (options.output_logits) {
+      out.logits = Linear(out.last_hidden_state, lm_head_, /*bias=*/torch::Tensor());
+    }
     return out;
   }
 

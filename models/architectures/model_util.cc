@@ -67,10 +67,11 @@ PrefixAttentionOutput PrefixAttention(const torch::Tensor& query, const torch::T
   // The row kernel where it runs (as BertModel's attention), oneDNN otherwise; the row kernel
   // writes score rows in whole vectors of 16.
   const bool row_kernel = RowKernelAttentionApplies(head_dim);
-  const int64_t scores_stride = row_kernel ? (length + 15) / 16 * 16 : length;
+  const auto stride_of = [row_kernel](int64_t keys) {
+    return row_kernel ? (keys + 15) / 16 * 16 : keys;
+  };
   ParallelClaims(batch * heads, /*grain=*/1, [&](BlockClaims& claims) {
-    std::vector<float> scratch(
-        keep_scores && !row_kernel ? 0 : static_cast<size_t>(length * scores_stride));
+    std::vector<float> head_scores(static_cast<size_t>(length * stride_of(length)));
     std::vector<float> head_probs(static_cast<size_t>(length * length));
     int64_t bh = 0;
     int64_t end = 0;
@@ -79,36 +80,65 @@ PrefixAttentionOutput PrefixAttention(const torch::Tensor& query, const torch::T
       const int64_t h = bh % heads;
       const int64_t kv = h / group;
       const int64_t block = bh * length * length;
-      float* head_scores = keep_scores && !row_kernel ? s + block : scratch.data();
       const float* q_head = q + b * query.stride(0) + h * head_dim;
       const float* k_head = k + b * key.stride(0) + kv * head_dim;
       const float* v_head = v + b * value.stride(0) + kv * head_dim;
       float* c_head = c + b * length * context_row + h * head_dim;
-      if (row_kernel) {
-        RowKernelScores(q_head, query.stride(1), k_head, key.stride(1), /*queries=*/length,
-                        /*keys=*/length, head_dim, scale, head_scores, scores_stride);
-      } else {
-        Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, length, length, head_dim, scale, q_head,
-              query.stride(1), k_head, key.stride(1), /*beta=*/0.0f, head_scores, length);
+      // The keys any query of the sequence sees, its real length. The products run over them
+      // alone, with the head's scores and probabilities laid out as for the sequence alone, its
+      // real queries in one call and the padding's in another: a sequence padded in a batch runs
+      // its real rows on the shapes and strides it has alone. oneDNN sums in another order at
+      // another depth or stride: a Llama answer moved by 9e-6 in float32, and by 0.05 in bfloat16
+      // whose roundings the difference flipped, when batched with a longer text.
+      const int64_t used = *std::max_element(visible + b * length, visible + (b + 1) * length);
+      const int64_t scores_stride = stride_of(used);
+      const auto real_and_padding = {std::pair<int64_t, int64_t>{0, used}, {used, length - used}};
+      for (const auto& [first, count] : real_and_padding) {
+        if (count == 0) continue;
+        if (row_kernel) {
+          RowKernelScores(q_head + first * query.stride(1), query.stride(1), k_head, key.stride(1),
+                          /*queries=*/count, /*keys=*/used, head_dim, scale,
+                          head_scores.data() + first * scores_stride, scores_stride);
+        } else {
+          Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, count, used, head_dim, scale,
+                q_head + first * query.stride(1), query.stride(1), k_head, key.stride(1),
+                /*beta=*/0.0f, head_scores.data() + first * scores_stride, scores_stride);
+        }
       }
       for (int64_t t = 0; t < length; ++t) {
         const int64_t seen = visible[b * length + t];
-        const float* row = head_scores + t * scores_stride;
-        if (keep_scores && row_kernel) std::copy(row, row + length, s + block + t * length);
-        SoftmaxRows(row, /*additive_mask=*/nullptr, /*rows=*/1, /*columns=*/seen,
-                    head_probs.data() + t * length);
-        std::fill(head_probs.data() + t * length + seen, head_probs.data() + (t + 1) * length,
-                  0.0f);
+        const float* row = head_scores.data() + t * scores_stride;
+        if (keep_scores) {
+          // Scores of keys past the sequence: none computed.
+          float* kept = s + block + t * length;
+          std::copy(row, row + used, kept);
+          std::fill(kept + used, kept + length, 0.0f);
+        }
+        float* probs_row = head_probs.data() + t * used;
+        SoftmaxRows(row, /*additive_mask=*/nullptr, /*rows=*/1, /*columns=*/seen, probs_row);
+        std::fill(probs_row + seen, probs_row + used, 0.0f);
       }
-      if (row_kernel) {
-        RowKernelContext(head_probs.data(), length, v_head, value.stride(1), /*queries=*/length,
-                         /*keys=*/length, head_dim, c_head, context_row);
+      for (const auto& [first, count] : real_and_padding) {
+        if (count == 0) continue;
+        if (row_kernel) {
+          RowKernelContext(head_probs.data() + first * used, used, v_head, value.stride(1),
+                           /*queries=*/count, /*keys=*/used, head_dim, c_head + first * context_row,
+                           context_row);
+        } else {
+          Sgemm(/*transpose_a=*/false, /*transpose_b=*/false, count, head_dim, used, 1.0f,
+                head_probs.data() + first * used, used, v_head, value.stride(1), /*beta=*/0.0f,
+                c_head + first * context_row, context_row);
+        }
+      }
+      if (used == length) {
+        CopyToOutput(head_probs.data(), length * length, p + block);
       } else {
-        Sgemm(/*transpose_a=*/false, /*transpose_b=*/false, length, head_dim, length, 1.0f,
-              head_probs.data(), length, v_head, value.stride(1), /*beta=*/0.0f, c_head,
-              context_row);
+        for (int64_t t = 0; t < length; ++t) {
+          std::copy(head_probs.data() + t * used, head_probs.data() + (t + 1) * used,
+                    p + block + t * length);
+          std::fill(p + block + t * length + used, p + block + (t + 1) * length, 0.0f);
+        }
       }
-      CopyToOutput(head_probs.data(), length * length, p + block);
     }
   });
   return out;
