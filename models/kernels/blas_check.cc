@@ -74,9 +74,10 @@ std::string OpenBlasCoreTypeFor(const std::string& core_name, bool has_avx2_fma,
   return has_avx512_skylake ? "SkylakeX" : "Haswell";
 }
 
-std::string OpenBlasCoreTypeOverride() {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return "";
-  const std::string core = OpenBlasCoreName();
+namespace {
+
+// OpenBlasCoreTypeFor `core` on this CPU.
+std::string CoreTypeForThisCpu(const std::string& core) {
   if (core.empty()) return "";
   __builtin_cpu_init();
   const bool has_avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -87,13 +88,34 @@ std::string OpenBlasCoreTypeOverride() {
   return OpenBlasCoreTypeFor(core, has_avx2_fma, has_avx512_skylake);
 }
 
+}  // namespace
+
+std::string OpenBlasCoreTypeOverride() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return "";
+  return CoreTypeForThisCpu(OpenBlasCoreName());
+}
+
 double CheckBlasSpeedOnce() {
   static std::once_flag once;
   static double gflops = 0;
   std::call_once(once, [] {
     gflops = MeasureMatmulGflops(/*n=*/768, /*repeats=*/5);
+    const std::string core = OpenBlasCoreName();
+    // Kernels older than the CPU are worth a warning at any speed: only an OPENBLAS_CORETYPE set
+    // by hand keeps them (ReexecWithRuntimeEnvironment replaces OpenBLAS's own fall-back).
+    const std::string better = CoreTypeForThisCpu(core);
+    if (!better.empty()) {
+      const char* core_type = std::getenv("OPENBLAS_CORETYPE");
+      std::fprintf(stderr,
+                   "WARNING: float32 matmul (768x768) runs at %.1f GFLOP/s on OpenBLAS's '%s' "
+                   "kernels, made for older CPUs than this one%s%s%s: unset OPENBLAS_CORETYPE or "
+                   "set it to %s.\n",
+                   gflops, core.c_str(), core_type != nullptr ? " (OPENBLAS_CORETYPE=" : "",
+                   core_type != nullptr ? core_type : "", core_type != nullptr ? ")" : "",
+                   better.c_str());
+      return;
+    }
     if (gflops >= kMinExpectedGflops) {
-      const std::string core = OpenBlasCoreName();
       std::fprintf(stderr, "attnscope: float32 matmul (768x768) at %.1f GFLOP/s%s\n", gflops,
                    core.empty() ? "" : (" (OpenBLAS core " + core + ")").c_str());
       return;
@@ -102,9 +124,10 @@ double CheckBlasSpeedOnce() {
     if (library.find("openblas") != std::string::npos) {
       std::fprintf(stderr,
                    "WARNING: float32 matmul runs at %.1f GFLOP/s, expected at least %.0f, on "
-                   "OpenBLAS (%s): the CPU is busy with other work or capped (a container's CPU "
-                   "limit), and requests will be slower than this machine allows.\n",
-                   gflops, kMinExpectedGflops, library.c_str());
+                   "OpenBLAS (%s, core %s): the CPU is busy with other work or capped (a "
+                   "container's CPU limit), and requests will be slower than this machine "
+                   "allows.\n",
+                   gflops, kMinExpectedGflops, library.c_str(), core.c_str());
     } else {
       std::fprintf(stderr,
                    "WARNING: float32 matmul runs at %.1f GFLOP/s, expected at least %.0f: LibTorch "

@@ -45,8 +45,9 @@ std::string OpenBlasCoreTypeOverride();
 
 // Measures a 768x768 matmul once per process and writes the rate to stderr. Under
 // kMinExpectedGflops it warns: with the fix (install libopenblas0-pthread) when the loaded
-// libblas.so.3 is not OpenBLAS, and otherwise that the CPU is busy or capped, since a timing alone
-// cannot tell a slow library from a shared CPU. Returns the rate.
+// libblas.so.3 is not OpenBLAS; naming the core and what to set when OpenBLAS runs kernels made for
+// older CPUs (an OPENBLAS_CORETYPE set by hand); and otherwise that the CPU is busy or capped,
+// since a timing alone cannot tell a slow library from a shared CPU. Returns the rate.
 double CheckBlasSpeedOnce();
 
 }  // namespace attnscope

@@ -167,7 +167,7 @@ std::vector<std::string> ErrorLines(const std::string& text) {
   std::vector<std::string> lines;
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     const bool blas = absl::StartsWith(line, "attnscope: float32 matmul (768x768) at ") ||
-                      absl::StartsWith(line, "WARNING: float32 matmul runs at ") ||
+                      absl::StartsWith(line, "WARNING: float32 matmul ") ||
                       absl::StartsWith(line, "attnscope-server: BLAS float32 GEMM at ");
     if (!blas) lines.emplace_back(line);
   }
