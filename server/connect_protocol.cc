@@ -94,7 +94,17 @@ absl::StatusOr<std::string> Unenvelope(const std::string& body) {
   }
   const auto byte = [&body](size_t i) { return static_cast<unsigned char>(body[i]); };
   const uint64_t size = (uint64_t{byte(1)} << 24) | (byte(2) << 16) | (byte(3) << 8) | byte(4);
-  if ((byte(0) & 0x01) != 0) {
+  // Connect's request flags are 0 or 0x01 (compressed); anything else (a '{' of JSON sent
+  // without its envelope, say) is no envelope at all.
+  if (byte(0) > 0x01) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request body: expected one Connect envelope (a flags byte of 0, a 4-byte big-endian "
+        "length, the message), got a first byte of 0x",
+        absl::Hex(byte(0), absl::kZeroPad2),
+        ": a body sent as application/connect+json or application/connect+proto must be "
+        "enveloped; send application/json for a plain JSON body"));
+  }
+  if (byte(0) == 0x01) {
     return absl::UnimplementedError(
         "request envelope: compressed (flags 0x01), and the server compresses nothing; send "
         "flags 0 and no Connect-Content-Encoding");
