@@ -36,6 +36,21 @@ class LlamaStoriesTest : public ::testing::Test {
     return out.ok() ? *std::move(out) : ForwardOutput();
   }
 
+  // `long_ids` and `short_ids` as one batch, the second padded on the right.
+  static ForwardInput PaddedPair(const std::vector<int64_t>& long_ids,
+                                 const std::vector<int64_t>& short_ids) {
+    const int64_t length = static_cast<int64_t>(long_ids.size());
+    const int64_t real = static_cast<int64_t>(short_ids.size());
+    ForwardInput input;
+    input.input_ids = torch::zeros({2, length}, torch::kInt64);
+    input.attention_mask = torch::zeros({2, length}, torch::kInt64);
+    input.input_ids[0] = torch::tensor(long_ids);
+    input.attention_mask[0].fill_(1);
+    input.input_ids[1].narrow(0, 0, real).copy_(torch::tensor(short_ids));
+    input.attention_mask[1].narrow(0, 0, real).fill_(1);
+    return input;
+  }
+
   static ForwardInput Ids(const std::vector<int64_t>& ids) {
     ForwardInput input;
     input.input_ids = torch::tensor(ids, torch::kInt64).unsqueeze(0);
@@ -99,16 +114,8 @@ TEST_F(LlamaStoriesTest, ReproducesGreedyDecodingAndAttentionRows) {
 TEST_F(LlamaStoriesTest, CausalAndPaddingInvariants) {
   const std::vector<int64_t> long_ids = {1, 403, 407, 261, 378, 432, 383, 286};
   const std::vector<int64_t> short_ids = {1, 403, 407, 261};
-  torch::Tensor ids = torch::zeros({2, 8}, torch::kInt64);
-  torch::Tensor mask = torch::zeros({2, 8}, torch::kInt64);
-  ids[0] = torch::tensor(long_ids);
-  mask[0].fill_(1);
-  ids[1].narrow(0, 0, 4).copy_(torch::tensor(short_ids));
-  mask[1].narrow(0, 0, 4).fill_(1);
-
-  ForwardInput input;
-  input.input_ids = ids;
-  input.attention_mask = mask;
+  const ForwardInput input = PaddedPair(long_ids, short_ids);
+  const torch::Tensor& mask = input.attention_mask;
   const ForwardOutput batched = Run(input, /*hidden_states=*/true);
   ASSERT_EQ(batched.hidden_states.size(), 6u);  // layers + 1
   ASSERT_EQ(batched.attentions.size(), 5u);
@@ -144,16 +151,7 @@ TEST_F(LlamaStoriesTest, APaddedSequenceGetsTheBitsItGetsAlone) {
   std::vector<int64_t> long_ids = {1};
   for (int64_t i = 1; i < 200; ++i) long_ids.push_back(3 + (i * 37) % 500);
   const std::vector<int64_t> short_ids(long_ids.begin(), long_ids.begin() + 134);
-  torch::Tensor ids = torch::zeros({2, 200}, torch::kInt64);
-  torch::Tensor mask = torch::zeros({2, 200}, torch::kInt64);
-  ids[0] = torch::tensor(long_ids);
-  mask[0].fill_(1);
-  ids[1].narrow(0, 0, 134).copy_(torch::tensor(short_ids));
-  mask[1].narrow(0, 0, 134).fill_(1);
-  ForwardInput input;
-  input.input_ids = ids;
-  input.attention_mask = mask;
-  const ForwardOutput batched = Run(input);
+  const ForwardOutput batched = Run(PaddedPair(long_ids, short_ids));
   const ForwardOutput alone = Run(Ids(short_ids));
   const double bound = HasAvx512() ? 0.0 : 1e-5;
   const auto difference = [](const torch::Tensor& a, const torch::Tensor& b) {
