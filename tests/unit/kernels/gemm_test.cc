@@ -12,12 +12,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "models/kernels/fused_ops.h"
 #include "models/kernels/row_kernel.h"
 
 namespace attnscope {
@@ -130,10 +130,7 @@ TEST_P(LinearTest, Bfloat16WeightsMultiplyTheRoundedOperandsExactly) {
 }
 
 TEST(Bf16KernelsTest, NameTheProductsOfThisCpuAndEnvironment) {
-  const auto disabled = [](const char* name) {
-    const char* value = std::getenv(name);
-    return value != nullptr && std::string(value) != "" && std::string(value) != "0";
-  };
+  const auto disabled = &DisabledByEnvironment;
   const bool avx512_bf16 =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") &&
       !disabled("ATTNSCOPE_DISABLE_AVX512") && !disabled("ATTNSCOPE_DISABLE_AVX2");
