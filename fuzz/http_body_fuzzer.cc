@@ -19,7 +19,9 @@ namespace {
 template <typename Request>
 void Decode(const std::string& body) {
   Request request;
-  if (!attnscope::server::ParseBody(body, attnscope::server::BodyFormat::kJson, &request).ok()) {
+  if (!attnscope::server::ParseBody(body, attnscope::server::BodyFormat::kJson,
+                                    /*source=*/"request body", &request)
+           .ok()) {
     return;
   }
   attnscope::fuzz::CheckToQuery(request);
@@ -38,7 +40,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Decode<v1::GenerateRequest>(body);
 
   v1::TokenizeRequest request;
-  if (!attnscope::server::ParseBody(body, attnscope::server::BodyFormat::kJson, &request).ok()) {
+  if (!attnscope::server::ParseBody(body, attnscope::server::BodyFormat::kJson,
+                                    /*source=*/"request body", &request)
+           .ok()) {
     return 0;
   }
   attnscope::fuzz::CheckToQuery(request);

@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -28,12 +30,17 @@ bool StreamingMethod(absl::string_view method) {
 
 absl::StatusOr<Codec> CodecOf(const HttpRequestHeader& request, absl::string_view method) {
   if (request.method() == http::verb::get) {
-    ATTNSCOPE_ASSIGN_OR_RETURN(std::optional<std::string> encoding,
-                               QueryParam(QueryOf(View(request.target())), "encoding"));
-    if (!encoding.has_value() || *encoding == "json") return Codec::kJson;
-    if (*encoding == "proto") return Codec::kProto;
+    const absl::string_view query = QueryOf(View(request.target()));
+    ATTNSCOPE_ASSIGN_OR_RETURN(std::optional<std::string> encoding, QueryParam(query, "encoding"));
+    // A GET with neither is an empty request (a browser's or curl's plain GET of ListModels).
+    if (!encoding.has_value() && !HasQueryParam(query, "message")) return Codec::kJson;
+    if (encoding == "json") return Codec::kJson;
+    if (encoding == "proto") return Codec::kProto;
     return absl::InvalidArgumentError(absl::StrCat(
-        "encoding '", *encoding, "': expected json or proto (with base64=1) for a GET"));
+        "query parameter 'encoding'",
+        encoding.has_value() ? absl::StrCat(" '", *encoding, "'") : std::string(" missing"),
+        ": expected json (message=<URL-encoded JSON>) or proto (base64=1&message=<URL-safe "
+        "base64>), as Connect's GET form names the message's codec"));
   }
   const std::string type = MediaType(request);
   if (FromBrowser(request) && (type == "application/x-www-form-urlencoded" ||
@@ -125,11 +132,23 @@ absl::StatusOr<std::string> MessageOf(const HttpRequest& request, Codec codec) {
   const absl::string_view query = QueryOf(View(request.target()));
   ATTNSCOPE_ASSIGN_OR_RETURN(std::optional<std::string> message, QueryParam(query, "message"));
   ATTNSCOPE_ASSIGN_OR_RETURN(std::optional<std::string> base64, QueryParam(query, "base64"));
-  if (!message.has_value() || base64 != "1") return message.value_or("");
+  if (base64.has_value() && base64 != "0" && base64 != "1") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("query parameter 'base64' '", *base64,
+                     "': expected 1 (the message is URL-safe base64) or 0 (it is not)"));
+  }
+  if (!message.has_value()) {
+    if (!HasQueryParam(query, "encoding")) return std::string();
+    return absl::InvalidArgumentError(
+        "query parameter 'message' missing: Connect's GET form carries the request in it (for an "
+        "empty JSON request, message={})");
+  }
+  if (base64 != "1") return *message;
   std::string decoded;
   if (!absl::WebSafeBase64Unescape(*message, &decoded)) {
     return absl::InvalidArgumentError(
-        "message: expected URL-safe base64 with base64=1, got other characters");
+        "query parameter 'message': expected URL-safe base64 with base64=1, got other "
+        "characters");
   }
   return decoded;
 }
@@ -139,7 +158,9 @@ absl::StatusOr<std::chrono::system_clock::time_point> DeadlineOf(const HttpReque
   const std::string value = HeaderOf(request, "Connect-Timeout-Ms");
   int64_t milliseconds = 0;
   // At most 10 digits, as the Connect protocol allows.
-  if (value.size() > 10 || !absl::SimpleAtoi(value, &milliseconds) || milliseconds <= 0) {
+  // Digits only: SimpleAtoi alone also takes a sign and surrounding spaces.
+  if (value.empty() || value.size() > 10 || !absl::c_all_of(value, absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(value, &milliseconds) || milliseconds <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Connect-Timeout-Ms '", value,
         "': expected a positive number of milliseconds of at most 10 digits (the Connect "

@@ -32,8 +32,9 @@ BodyFormat FormatOf(Codec codec);
 // Whether `method` answers with a stream (StreamAttention, Generate).
 bool StreamingMethod(absl::string_view method);
 
-// The codec a request asks for, from its Content-Type (POST) or its encoding parameter (GET).
-// InvalidArgument (answered 415) for anything else, saying what to send.
+// The codec a request asks for, from its Content-Type (POST) or its encoding parameter (GET; a GET
+// with neither encoding nor message is an empty JSON request). InvalidArgument (answered 415) for
+// anything else, a GET's message without encoding included, saying what to send.
 absl::StatusOr<Codec> CodecOf(const HttpRequestHeader& request, absl::string_view method);
 
 // A Connect streaming envelope: flags, big-endian length, payload.
@@ -51,11 +52,14 @@ HttpResponse FailedConnectStream(const absl::Status& status, Codec codec);
 absl::StatusOr<std::string> Unenvelope(const std::string& body);
 
 // The request message as sent: a POST body (in its envelope for a Connect stream), or the Connect
-// GET form's message parameter (base64 when base64=1; none: an empty request).
+// GET form's message parameter (base64 when base64=1; no query at all: an empty request).
+// InvalidArgument: an envelope as Unenvelope, a base64 other than 0 or 1, an encoding without a
+// message, a message that is not base64 with base64=1, a parameter given twice (QueryParam).
 absl::StatusOr<std::string> MessageOf(const HttpRequest& request, Codec codec);
 
 // The call's deadline from the Connect protocol's Connect-Timeout-Ms header (none without it).
-// InvalidArgument for a value that is not a positive number of at most 10 digits.
+// InvalidArgument for a value that is not a positive number of at most 10 digits (no sign, no
+// spaces).
 absl::StatusOr<std::chrono::system_clock::time_point> DeadlineOf(const HttpRequestHeader& request);
 
 }  // namespace attnscope::server

@@ -63,15 +63,32 @@ absl::StatusOr<std::string> PercentDecode(absl::string_view text, bool plus_is_s
 
 absl::StatusOr<std::optional<std::string>> QueryParam(absl::string_view query,
                                                       absl::string_view name) {
+  std::optional<std::string> value;
+  int count = 0;
   for (absl::string_view pair : absl::StrSplit(query, '&', absl::SkipEmpty())) {
     const size_t equals = pair.find('=');
     if (pair.substr(0, equals) != name) continue;
-    if (equals == absl::string_view::npos) return std::optional<std::string>("");
-    ATTNSCOPE_ASSIGN_OR_RETURN(std::string value,
+    ++count;
+    if (value.has_value()) continue;
+    if (equals == absl::string_view::npos) {
+      value.emplace();
+      continue;
+    }
+    ATTNSCOPE_ASSIGN_OR_RETURN(value,
                                PercentDecode(pair.substr(equals + 1), /*plus_is_space=*/true));
-    return std::optional<std::string>(std::move(value));
   }
-  return std::optional<std::string>();
+  if (count > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("query parameter '", name, "': given ", count, " times, expected once"));
+  }
+  return value;
+}
+
+bool HasQueryParam(absl::string_view query, absl::string_view name) {
+  for (absl::string_view pair : absl::StrSplit(query, '&', absl::SkipEmpty())) {
+    if (pair.substr(0, pair.find('=')) == name) return true;
+  }
+  return false;
 }
 
 std::string MediaType(const HttpRequestHeader& request) {

@@ -32,10 +32,14 @@ absl::string_view QueryOf(absl::string_view target);
 // InvalidArgument naming a '%' without two hex digits after it.
 absl::StatusOr<std::string> PercentDecode(absl::string_view text, bool plus_is_space);
 
-// The decoded value of query parameter `name` (the first when repeated), or nullopt when absent.
-// InvalidArgument as PercentDecode.
+// The decoded value of query parameter `name`, or nullopt when absent. InvalidArgument as
+// PercentDecode, or naming a parameter given more than once (which of its values was meant is
+// anyone's guess).
 absl::StatusOr<std::optional<std::string>> QueryParam(absl::string_view query,
                                                       absl::string_view name);
+
+// Whether query parameter `name` is given (with or without a value, once or more).
+bool HasQueryParam(absl::string_view query, absl::string_view name);
 
 // The media type of a Content-Type, lower-cased, without parameters (charset, boundary).
 std::string MediaType(const HttpRequestHeader& request);

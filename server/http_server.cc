@@ -212,7 +212,10 @@ class ApiHandler : public HttpHandler {
   static absl::Status Parse(const HttpRequest& request, Codec codec,
                             google::protobuf::Message* message) {
     ATTNSCOPE_ASSIGN_OR_RETURN(const std::string text, MessageOf(request, codec));
-    return ParseBody(text, FormatOf(codec), message);
+    return ParseBody(
+        text, FormatOf(codec),
+        request.method() == http::verb::get ? "query parameter 'message'" : "request body",
+        message);
   }
 
   // Parse, with a message that does not parse counted in the metrics: no method runs to count it.
@@ -406,14 +409,16 @@ class ApiHandler : public HttpHandler {
     const absl::string_view header =
         Enveloped(codec) ? "Connect-Content-Encoding" : "Content-Encoding";
     std::string encoding = absl::AsciiStrToLower(HeaderOf(request, header));
+    std::string what = std::string(header);
     if (request.method() == http::verb::get) {
       ATTNSCOPE_ASSIGN_OR_RETURN(std::optional<std::string> compression,
                                  QueryParam(QueryOf(View(request.target())), "compression"));
       encoding = compression.value_or("");
+      what = "query parameter 'compression'";
     }
     if (!encoding.empty() && encoding != "identity") {
       return absl::UnimplementedError(
-          absl::StrCat(header, " '", encoding, "': not supported; the server takes identity only"));
+          absl::StrCat(what, " '", encoding, "': not supported; the server takes identity only"));
     }
     return absl::OkStatus();
   }

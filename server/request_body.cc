@@ -31,38 +31,39 @@ std::string ParseErrorWithoutInput(std::string text) {
 
 }  // namespace
 
-absl::Status ParseBody(const std::string& body, BodyFormat format,
+absl::Status ParseBody(const std::string& body, BodyFormat format, absl::string_view source,
                        google::protobuf::Message* message) {
   const std::string& type = message->GetDescriptor()->full_name();
   if (format == BodyFormat::kProto) {
     if (!message->ParseFromString(body)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("request body: not a serialized ", type,
+          absl::StrCat(source, ": not a serialized ", type,
                        " (or a text in it is not valid UTF-8); send one, or JSON with Content-Type "
                        "application/json"));
     }
     return absl::OkStatus();
   }
-  ATTNSCOPE_RETURN_IF_ERROR(CheckJsonTextDepth(body, "request body"));
+  ATTNSCOPE_RETURN_IF_ERROR(CheckJsonTextDepth(body, source));
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(body.empty() ? std::string("{}") : body);
   } catch (const nlohmann::json::exception& error) {  // a parse_error, or a number overflow
     return absl::InvalidArgumentError(
-        absl::StrCat("request body: expected a JSON object in UTF-8, got text that does not parse "
+        absl::StrCat(source,
+                     ": expected a JSON object in UTF-8, got text that does not parse "
                      "as JSON (",
                      ParseErrorWithoutInput(error.what()), ")"));
   }
   if (!json.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat("request body: expected a JSON object (", type,
+    return absl::InvalidArgumentError(absl::StrCat(source, ": expected a JSON object (", type,
                                                    "), got a JSON ", json.type_name()));
   }
-  ATTNSCOPE_RETURN_IF_ERROR(CheckJsonDepth(json, "request body"));
+  ATTNSCOPE_RETURN_IF_ERROR(CheckJsonDepth(json, source));
   const google::protobuf::util::Status parsed = google::protobuf::util::JsonStringToMessage(
       json.dump(), message, google::protobuf::util::JsonParseOptions());
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("request body: not a valid ", type, " (", parsed.message().as_string(),
+        absl::StrCat(source, ": not a valid ", type, " (", parsed.message().as_string(),
                      "); see proto/attnscope/v1/attnscope.proto for its fields"));
   }
   return absl::OkStatus();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
 
 namespace attnscope::server {
@@ -14,11 +15,12 @@ namespace attnscope::server {
 enum class BodyFormat { kJson, kProto };
 
 // Parses `body` into `message`. JSON: an object in the canonical mapping (either field spelling);
-// an empty body is an empty request. InvalidArgument naming the message type: not a serialized
+// an empty body is an empty request. InvalidArgument naming `source` (where the body came from:
+// "request body", "query parameter 'message'") and the message type: not a serialized
 // message (a text that is not UTF-8 included), JSON nested deeper than kMaxJsonDepth (found
 // before parsing, common/json_util.h), not JSON (in UTF-8), not an object, or fields the mapping
 // refuses.
-absl::Status ParseBody(const std::string& body, BodyFormat format,
+absl::Status ParseBody(const std::string& body, BodyFormat format, absl::string_view source,
                        google::protobuf::Message* message);
 
 }  // namespace attnscope::server

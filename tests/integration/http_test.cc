@@ -424,12 +424,56 @@ TEST_F(HttpTest, MalformedRequestsSayWhatWasWrong) {
   ASSERT_TRUE(timeout);
   EXPECT_EQ(timeout->status, 400);
   EXPECT_NE(timeout->body.find("Connect-Timeout-Ms 'soon'"), std::string::npos);
+  // A sign is no digit, though strtol-style parsers take it.
+  timeout = http_->Post(absl::StrCat(kPath, "ListModels").c_str(),
+                        httplib::Headers{{"Connect-Timeout-Ms", "+5"}}, "{}", "application/json");
+  ASSERT_TRUE(timeout);
+  EXPECT_EQ(timeout->status, 400);
+  EXPECT_NE(timeout->body.find("Connect-Timeout-Ms '+5'"), std::string::npos) << timeout->body;
 
   // Over gRPC's default 4 MiB receive limit, refused as gRPC would refuse it.
   httplib::Result huge = Post("Tokenize", std::string(5 << 20, ' '));
   ASSERT_TRUE(huge);
   EXPECT_EQ(huge->status, 413);
   EXPECT_EQ(nlohmann::json::parse(huge->body)["code"], "resource_exhausted");
+}
+
+// Connect's GET form: whatever the server cannot read as one request is refused, naming the query
+// parameter, instead of being read as some other request.
+TEST_F(HttpTest, ConnectGetFormRefusesWhatItCannotRead) {
+  struct Case {
+    std::string query;
+    int status;
+    std::string text;
+  };
+  const std::string tokenize = httplib::detail::encode_query_param(R"({"text": "hi"})");
+  const std::vector<Case> cases = {
+      {absl::StrCat("message=", tokenize), 415, "query parameter 'encoding' missing"},
+      {absl::StrCat("encoding=xml&message=", tokenize), 415, "query parameter 'encoding' 'xml'"},
+      {"encoding=json", 400, "query parameter 'message' missing"},
+      {absl::StrCat("encoding=json&base64=2&message=", tokenize), 400,
+       "query parameter 'base64' '2'"},
+      {absl::StrCat("encoding=json&message=", tokenize, "&message=%7B%7D"), 400,
+       "query parameter 'message': given 2 times"},
+      {absl::StrCat("encoding=json&encoding=json&message=", tokenize), 415,
+       "query parameter 'encoding': given 2 times"},
+      {"encoding=json&message=%7Bnot", 400, "query parameter 'message': expected a JSON object"},
+      {"encoding=proto&base64=1&message=***", 400,
+       "query parameter 'message': expected URL-safe base64"},
+      {absl::StrCat("encoding=json&compression=gzip&message=", tokenize), 501,
+       "query parameter 'compression' 'gzip'"},
+  };
+  for (const Case& c : cases) {
+    httplib::Result get = http_->Get(absl::StrCat(kPath, "Tokenize?", c.query).c_str());
+    ASSERT_TRUE(get) << c.query;
+    EXPECT_EQ(get->status, c.status) << c.query << ": " << get->body;
+    EXPECT_NE(get->body.find(c.text), std::string::npos) << c.query << ": " << get->body;
+  }
+  // What the form allows still answers: base64=0 says the message is no base64.
+  httplib::Result get =
+      http_->Get(absl::StrCat(kPath, "Tokenize?encoding=json&base64=0&message=", tokenize).c_str());
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 200) << get->body;
 }
 
 TEST_F(HttpTest, StreamErrorsEndTheStreamWithAnErrorLine) {

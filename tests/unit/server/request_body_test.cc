@@ -17,12 +17,14 @@ TEST(RequestBodyTest, DeepNestingIsRefusedBeforeTheBodyIsParsed) {
   v1::TokenizeRequest request;
   // 101 levels and then text that is not JSON: a parser would stop at the "x" and say so; the
   // depth is what is reported, so the text was never handed to one.
-  absl::Status status = ParseBody(std::string(101, '[') + "x", BodyFormat::kJson, &request);
+  absl::Status status = ParseBody(std::string(101, '[') + "x", BodyFormat::kJson,
+                                  /*source=*/"request body", &request);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(),
               HasSubstr("request body: expected JSON nested at most 100 levels deep, got 101"));
   // Four million levels, as a 4 MB body of '[' has.
-  status = ParseBody(std::string(4'000'000, '['), BodyFormat::kJson, &request);
+  status = ParseBody(std::string(4'000'000, '['), BodyFormat::kJson, /*source=*/"request body",
+                     &request);
   EXPECT_THAT(status.message(), HasSubstr("levels deep, got 4000000"));
 }
 
@@ -30,15 +32,15 @@ TEST(RequestBodyTest, BracketsInStringsAndTheDeepestAllowedNestingStillParse) {
   v1::TokenizeRequest request;
   // Brackets and escaped quotes inside a string are text, not nesting.
   const std::string text = std::string(200, '[') + "\\\"" + std::string(200, '{');
-  ASSERT_TRUE(
-      ParseBody("{\"model\": \"m\", \"text\": \"" + text + "\"}", BodyFormat::kJson, &request)
-          .ok());
+  ASSERT_TRUE(ParseBody("{\"model\": \"m\", \"text\": \"" + text + "\"}", BodyFormat::kJson,
+                        /*source=*/"request body", &request)
+                  .ok());
   EXPECT_EQ(request.text(), std::string(200, '[') + "\"" + std::string(200, '{'));
   // 100 levels: the object and 99 nested arrays in an unknown field's value reach the parser,
   // which refuses the field, not the depth.
   const std::string nested = std::string(99, '[') + std::string(99, ']');
-  const absl::Status status =
-      ParseBody("{\"model\": \"m\", \"extra\": " + nested + "}", BodyFormat::kJson, &request);
+  const absl::Status status = ParseBody("{\"model\": \"m\", \"extra\": " + nested + "}",
+                                        BodyFormat::kJson, /*source=*/"request body", &request);
   EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("levels deep")));
 }
 
