@@ -195,8 +195,9 @@ ABSL_FLAG(int64_t, max_answer_bytes_per_client, kDefaults.service.max_answer_byt
           "Most of --max_answer_bytes_in_flight the answers of one client (as "
           "--max_concurrent_requests_per_client counts clients) hold at once, so that one client "
           "reading slowly or not at all cannot hold it all; more get RESOURCE_EXHAUSTED (a "
-          "client's first answer is always served). 0 = half of --max_answer_bytes_in_flight; "
-          "equal to it: no share.");
+          "client's first answer is always served; in the budget's last quarter at most an equal "
+          "part among the clients holding answers and one more). 0 = half of "
+          "--max_answer_bytes_in_flight; equal to it: no share.");
 ABSL_FLAG(double, max_call_seconds, kDefaults.service.max_call_seconds,
           "Longest a call may run, in seconds, whatever deadline its caller sets (or none); then "
           "it ends with DEADLINE_EXCEEDED.");

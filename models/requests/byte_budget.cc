@@ -1,5 +1,6 @@
 #include "models/requests/byte_budget.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -39,13 +40,26 @@ absl::Status ByteBudget::Check(int64_t bytes, absl::string_view what, absl::stri
   const bool shared = client_limit_ > 0 && (limit_ == 0 || client_limit_ < limit_);
   if (shared && !client.empty()) {
     const auto found = clients_.find(client);
-    if (found != clients_.end() && found->second.bytes + bytes > client_limit_) {
+    // In the budget's last quarter the share shrinks to an equal part among the clients holding
+    // answers and one more: two clients of half the budget each would otherwise leave nothing
+    // for a third (as the call shares do near --max_concurrent_requests).
+    const bool near_full = limit_ > 0 && held_ + bytes > limit_ - limit_ / 4;
+    const int64_t part = static_cast<int64_t>(limit_ / (clients_.size() + 1));
+    const int64_t share = near_full ? std::min(client_limit_, part) : client_limit_;
+    if (found != clients_.end() && found->second.bytes + bytes > share) {
       *over_client_share = true;
+      const std::string why =
+          share < client_limit_
+              ? absl::StrCat("while the answers held fill over three quarters of ", flag_, " and ",
+                             clients_.size(),
+                             " clients hold some, each may hold an equal part of it with room "
+                             "left for one more; ",
+                             client_flag_, "'s ", client_limit_, " otherwise")
+              : absl::StrCat(client_flag_, ", so that one client cannot hold all of ", flag_);
       return absl::ResourceExhaustedError(absl::StrCat(
           what, " would hold ", bytes,
           " bytes while this client's answers being computed or read hold ", found->second.bytes,
-          ", over its share of ", client_limit_, " bytes (", client_flag_,
-          ", so that one client cannot hold all of ", flag_,
+          ", over its share of ", share, " bytes (", why,
           "); read the answers under way first, or ask for fewer layers or heads, a smaller "
           "window or top_k"));
     }

@@ -10,7 +10,9 @@
 // within its share of the server's calls, held all but 6 KB of 512 MiB, and every other client's
 // attention was refused until the streams' writes timed out. A client whose answers already hold
 // bytes is refused an answer that would take them over its share; its first answer is granted,
-// as a call alone is.
+// as a call alone is. Where the answers held would fill the budget's last quarter, the share is at
+// most an equal part of the budget among the clients holding answers and one more, so that two
+// clients' default shares (half each) still leave room for a third.
 #ifndef ATTNSCOPE_MODELS_REQUESTS_BYTE_BUDGET_H_
 #define ATTNSCOPE_MODELS_REQUESTS_BYTE_BUDGET_H_
 
