@@ -350,26 +350,24 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
                           });
   }
   void OnSomeBody(beast::error_code error) {
-    if (!error && !CountBody()) return RefuseScreened(TooManyBodies(), 429);
+    bool over_share = false;
+    if (!error && !CountBody(&over_share)) return RefuseScreened(TooManyBodies(over_share), 429);
     if (error || parser_->is_done()) return OnBody(error);
     ReadSomeBody();
   }
 
-  // False, counting nothing, when the body read so far would take the bodies being read on every
-  // connection past HttpLimits::max_buffered_body_bytes.
-  bool CountBody() {
+  // False, counting nothing, when the body read so far would take the bodies being read past
+  // HttpLimits::max_buffered_body_bytes or this client's share of it (State::CountBodyBytes).
+  bool CountBody(bool* over_share) {
     const int64_t size = static_cast<int64_t>(parser_->get().body().capacity());
     const int64_t more = std::max<int64_t>(0, size - kUncountedBodyBytes) - counted_body_bytes_;
     if (more <= 0) return true;
-    if (state_->buffered_body_bytes.fetch_add(more) + more > state_->max_buffered_body_bytes) {
-      state_->buffered_body_bytes.fetch_sub(more);
-      return false;
-    }
+    if (!state_->CountBodyBytes(client_source_, more, over_share)) return false;
     counted_body_bytes_ += more;
     return true;
   }
   void UncountBody() {
-    state_->buffered_body_bytes.fetch_sub(counted_body_bytes_);
+    state_->UncountBodyBytes(client_source_, counted_body_bytes_);
     counted_body_bytes_ = 0;
   }
 
@@ -448,7 +446,16 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
         " more wait for one (--max_concurrent_requests), its limit; retry with backoff"));
   }
 
-  absl::Status TooManyBodies() const {
+  absl::Status TooManyBodies(bool over_share) const {
+    if (over_share) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "request body: the bodies this client (its address) is sending at once would hold over "
+          "its share of the ",
+          state_->max_buffered_body_bytes,
+          " bytes of request bodies the server receives together (half, less while the server is "
+          "near that limit, so that one client cannot take them all); send one body after "
+          "another, or retry with backoff"));
+    }
     return absl::ResourceExhaustedError(absl::StrCat(
         "request body: the server is receiving ", state_->max_buffered_body_bytes,
         " bytes of request bodies from its clients together, its limit; retry with backoff"));

@@ -4,6 +4,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include "server/http_connection.h"
@@ -20,6 +21,45 @@ using http_internal::ConnectionBase;
 using http_internal::kHardStopDelay;
 using http_internal::kIoThreads;
 using http_internal::ToSteady;
+
+bool HttpListener::State::CountBodyBytes(const std::string& client, int64_t more,
+                                         bool* over_share) {
+  std::lock_guard<std::mutex> lock(body_mutex);
+  const int64_t total = buffered_body_bytes + more;
+  if (total > max_buffered_body_bytes) return false;
+  if (!client.empty()) {
+    const auto found = buffered_body_bytes_by_client.find(client);
+    const int64_t mine = found == buffered_body_bytes_by_client.end() ? 0 : found->second;
+    const size_t clients =
+        buffered_body_bytes_by_client.size() + (found == buffered_body_bytes_by_client.end());
+    if (mine + more > ClientBodyShare(total, clients)) {
+      *over_share = true;
+      return false;
+    }
+    buffered_body_bytes_by_client[client] = mine + more;
+  }
+  buffered_body_bytes = total;
+  return true;
+}
+
+void HttpListener::State::UncountBodyBytes(const std::string& client, int64_t bytes) {
+  if (bytes == 0) return;
+  std::lock_guard<std::mutex> lock(body_mutex);
+  buffered_body_bytes -= bytes;
+  if (client.empty()) return;
+  const auto found = buffered_body_bytes_by_client.find(client);
+  if (found == buffered_body_bytes_by_client.end()) return;
+  found->second -= bytes;
+  if (found->second <= 0) buffered_body_bytes_by_client.erase(found);
+}
+
+int64_t HttpListener::State::ClientBodyShare(int64_t total, size_t clients) const {
+  int64_t share = max_buffered_body_bytes / 2;
+  if (total > max_buffered_body_bytes - max_buffered_body_bytes / 4) {
+    share = std::min(share, max_buffered_body_bytes / static_cast<int64_t>(clients + 1));
+  }
+  return std::max(share, limits.max_body_bytes);
+}
 
 void HttpListener::State::Accept() {
   acceptor.async_accept(asio::make_strand(io), [this](beast::error_code error, tcp::socket socket) {

@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -105,8 +106,20 @@ class HttpListener::State {
   const HttpLimits limits;
   // At least one largest body.
   const int64_t max_buffered_body_bytes;
-  // What the bodies being read count against max_buffered_body_bytes.
-  std::atomic<int64_t> buffered_body_bytes{0};
+
+  // Counts `more` bytes of a body being read from `client` (its source address; "" = unknown: no
+  // share). False, counting nothing, when they would take the bodies being read on every
+  // connection past max_buffered_body_bytes, or `client`'s bodies past ClientBodyShare
+  // (*over_share set): one client sending eight unfinished 4 MiB bodies filled the 32 MiB, and
+  // every other client's body over 64 KiB was refused until they timed out. Any thread.
+  bool CountBodyBytes(const std::string& client, int64_t more, bool* over_share);
+  // Gives back bytes CountBodyBytes counted for `client`.
+  void UncountBodyBytes(const std::string& client, int64_t bytes);
+  // The most body bytes one client may have counted at once when `more` would take the total to
+  // `total`: half of max_buffered_body_bytes; where `total` is in its last quarter, an equal part
+  // among the `clients` sending bodies and one more (as the call and answer shares); never less
+  // than one largest body.
+  int64_t ClientBodyShare(int64_t total, size_t clients) const;
   HttpHandler* handler = nullptr;
   const int workers_count;
   const int max_waiting;
@@ -118,6 +131,10 @@ class HttpListener::State {
   bool shut_down = false;     // under mutex
   std::mutex mutex;
   std::condition_variable changed;
+  // What the bodies being read count against max_buffered_body_bytes, in all and per client.
+  std::mutex body_mutex;
+  int64_t buffered_body_bytes = 0;                                         // under body_mutex
+  std::unordered_map<std::string, int64_t> buffered_body_bytes_by_client;  // under body_mutex
   std::unordered_map<http_internal::ConnectionBase*, std::weak_ptr<http_internal::ConnectionBase>>
       connections;
   std::optional<boost::asio::ssl::context> tls;

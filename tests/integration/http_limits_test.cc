@@ -210,6 +210,50 @@ TEST(HttpLimitsTest, BodiesAndHeadersAreBoundedBeforeTheyAreRead) {
   EXPECT_EQ(answer->status, 200) << answer->body;
 }
 
+// One client address holds at most half of the bodies the server reads at once (32 MiB): before,
+// one client's eight unfinished 4 MiB bodies held all of it, and every other client's body over
+// 64 KiB was refused (429) until they timed out 30 s later.
+TEST(HttpLimitsTest, OneClientsUnfinishedBodiesLeaveRoomForAnother) {
+  std::unique_ptr<ServerProcess> server = StartServer({"bert=" + TinyBertDir()});
+  ASSERT_NE(server, nullptr);
+  const int port = server->http_port();
+  constexpr int kBodies = 8;
+  const std::string body(4 * kMiB - 16, ' ');
+  std::vector<std::unique_ptr<RawConnection>> held(kBodies);
+  std::vector<absl::StatusOr<RawResponse>> answers(kBodies, absl::UnknownError("not read"));
+  std::vector<std::thread> senders;
+  for (int i = 0; i < kBodies; ++i) {
+    senders.emplace_back([&, i] {
+      absl::StatusOr<std::unique_ptr<RawConnection>> connection =
+          RawConnection::Open(port, "127.0.0.2");
+      if (!connection.ok()) return;
+      held[i] = *std::move(connection);
+      // All but the last 10 bytes: the body stays unfinished, and counted, until it times out.
+      held[i]->Send(absl::StrCat("POST ", kPath,
+                                 "Tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                 "Content-Type: application/json\r\nContent-Length: ",
+                                 body.size() + 10, "\r\n\r\n", body));
+      answers[i] = held[i]->ReadResponse(absl::Seconds(3));
+    });
+  }
+  for (std::thread& sender : senders) sender.join();
+  int refused = 0;
+  for (const absl::StatusOr<RawResponse>& answer : answers) {
+    if (!answer.ok()) continue;  // still waiting for the rest of its body
+    ++refused;
+    EXPECT_EQ(answer->status, 429);
+    EXPECT_THAT(ErrorOf(*answer).value("message", ""),
+                ::testing::HasSubstr("would hold over its share of the 33554432 bytes"));
+  }
+  // Half of 32 MiB holds four bodies of 4 MiB less the 64 KiB of each that is not counted.
+  EXPECT_EQ(refused, kBodies - 4);
+  // Another client's large body is read meanwhile: JSON spaces around a small request.
+  absl::StatusOr<RawResponse> answer = Exchange(
+      port, Post("Tokenize", absl::StrCat(R"({"text": "paris")", std::string(3 * kMiB, ' '), "}")));
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->status, 200) << answer->body.substr(0, 300);
+}
+
 // A body in a coding the server does not read is refused and the connection closed, so that its
 // bytes are never read as a request of their own (request smuggling); a header too long gets 431
 // for the header, not 414 for the request line.
