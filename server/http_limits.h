@@ -47,8 +47,8 @@ struct HttpLimits {
   // that the balancer, not the server, closes an idle connection and never sends a request into
   // one being closed.
   absl::Duration idle_timeout = absl::Seconds(75);
-  // For each write of an answer (a whole unary answer, or one piece of a stream) to reach the
-  // client's socket; a client that stops reading is cut after it and its call cancelled.
+  // For each write of an answer (each MiB of a unary answer, or one piece of a stream) to reach
+  // the client's socket; a client that stops reading is cut after it and its call cancelled.
   absl::Duration write_timeout = absl::Seconds(30);
 };
 

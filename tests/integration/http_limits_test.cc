@@ -6,6 +6,11 @@
 // leave no work running, a normal client served and the memory bounded. Figures (CPU seconds,
 // RSS, latency) are measured on the server process through /proc, with margins wide enough for a
 // loaded 2-core machine.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <fstream>
@@ -208,6 +213,60 @@ TEST(HttpLimitsTest, BodiesAndHeadersAreBoundedBeforeTheyAreRead) {
   absl::StatusOr<RawResponse> answer = Exchange(port, Post("Tokenize", R"({"text": "paris"})"));
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ(answer->status, 200) << answer->body;
+}
+
+// A client reading a large answer slowly but steadily gets all of it: the write deadline is per
+// piece of the answer, not for the whole (before, a client reading an 80 MB answer at 100 KB/s was
+// cut after 7 MB, its call counted OK).
+TEST(HttpLimitsTest, ASlowSteadyReaderGetsTheWholeAnswer) {
+  std::unique_ptr<ServerProcess> server =
+      StartServer({"llama=" + Stories260kDir()}, {"--write_timeout_seconds=2"});
+  ASSERT_NE(server, nullptr);
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "Once upon a time there was a little girl. ";
+  const std::string request =
+      Post("GetAttention", nlohmann::json{{"model", "llama"}, {"text", text}}.dump());
+  // A small receive window, so that the server's writes wait on this reader.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  const int window = 64 << 10;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &window, sizeof(window));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(server->http_port()));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  // About 2.6 MB/s: the answer (12 MB of JSON) takes several times the write timeout in all,
+  // and each MiB a fraction of it.
+  std::string received;
+  const absl::Time start = absl::Now();
+  std::vector<char> buffer(64 << 10);
+  while (absl::Now() - start < absl::Seconds(60)) {
+    const ssize_t n = recv(fd, buffer.data(), buffer.size(), 0);
+    if (n <= 0) break;
+    received.append(buffer.data(), static_cast<size_t>(n));
+    const size_t head_end = received.find("\r\n\r\n");
+    if (head_end != std::string::npos) {
+      const size_t length_at = received.find("Content-Length: ");
+      ASSERT_NE(length_at, std::string::npos) << received.substr(0, head_end);
+      const size_t length = std::stoul(received.substr(length_at + 16));
+      if (received.size() >= head_end + 4 + length) break;
+    }
+    absl::SleepFor(absl::Milliseconds(25));
+  }
+  const absl::Duration took = absl::Now() - start;
+  close(fd);
+  ASSERT_EQ(received.substr(0, 12), "HTTP/1.1 200") << received.substr(0, 300);
+  const size_t head_end = received.find("\r\n\r\n");
+  const size_t length = std::stoul(received.substr(received.find("Content-Length: ") + 16));
+  EXPECT_GT(length, size_t{8} << 20);
+  EXPECT_EQ(received.size() - head_end - 4, length) << "after " << took;
+  EXPECT_GT(took, absl::Seconds(2)) << "the reader was not slower than the write timeout";
+  const nlohmann::json answer =
+      nlohmann::json::parse(received.substr(head_end + 4), nullptr, /*allow_exceptions=*/false);
+  EXPECT_TRUE(answer.is_object() && answer.contains("layers"));
 }
 
 // One client address holds at most half of the bodies the server reads at once (32 MiB): before,
