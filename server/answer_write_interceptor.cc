@@ -42,7 +42,7 @@ class AnswerWriteInterceptor : public grpc::experimental::Interceptor {
                              : static_cast<int64_t>(message->ByteSizeLong());
       absl::StatusOr<ByteBudget::Hold> hold =
           core_->HoldAnswerBytes(core_->AnsweredClientOf(GrpcCall(context_, addresses_)), bytes,
-                                 absl::StrCat(rpc_, "'s answer"));
+                                 absl::StrCat(rpc_, "'s answer"), ServiceCore::AnswerFixes(rpc_));
       if (hold.ok()) {
         hold_ = *std::move(hold);
         write_ = watchdog_->Begin(context_);

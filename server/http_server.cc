@@ -242,7 +242,8 @@ class ApiHandler : public HttpHandler {
     absl::StatusOr<Call> call = CallOf(http_request, exchange);
     if (status.ok()) status = call.status();
     const bool json = *codec == Codec::kJson;
-    const std::string what = absl::StrCat(MethodOf(http_request), "'s answer");
+    const std::string what = absl::StrCat(
+        MethodOf(http_request), json ? "'s JSON answer while it is printed" : "'s answer");
     // The answer's own budget ends with the method. Printing JSON takes about six times the
     // message's size at its peak (its binary form, base64 copies of the tensors, the growing
     // output: 329 MB of peak memory for a 37 MB GetAttention, against 106 MB as binary), so
@@ -252,11 +253,20 @@ class ApiHandler : public HttpHandler {
     ByteBudget::Hold printing;
     std::string client;
     if (call.ok()) {
-      call->keep_answer = [&](int64_t bytes, const std::string& call_client) -> absl::Status {
+      call->keep_answer = [&](int64_t bytes, const std::string& call_client,
+                              absl::string_view fixes) -> absl::Status {
         client = call_client;
+        // JSON's peak is counted: the refusal names it, and the binary form that takes a sixth.
+        const std::string fix =
+            json ? absl::StrCat(fixes.empty() ? "" : absl::StrCat(fixes, ", or "), "ask for ",
+                                "application/proto, whose ", bytes,
+                                " bytes this call would hold "
+                                "instead of ",
+                                kJsonPrintingFactor, " times as many")
+                 : std::string(fixes);
         ATTNSCOPE_ASSIGN_OR_RETURN(
             printing,
-            core_->HoldAnswerBytes(client, json ? kJsonPrintingFactor * bytes : bytes, what));
+            core_->HoldAnswerBytes(client, json ? kJsonPrintingFactor * bytes : bytes, what, fix));
         return absl::OkStatus();
       };
     }

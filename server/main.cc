@@ -187,9 +187,10 @@ ABSL_FLAG(int64_t, max_call_tokens, kDefaults.service.max_call_tokens,
           "the prompt and new tokens, each times their tokens. More get RESOURCE_EXHAUSTED before "
           "the first pass.");
 ABSL_FLAG(int64_t, max_answer_bytes_in_flight, kDefaults.service.max_answer_bytes_in_flight,
-          "Most bytes of attention the answers of GetAttention and StreamAttention hold at once, "
-          "from their forward pass until their clients have read them; a call that would go over "
-          "gets RESOURCE_EXHAUSTED before its pass (one call alone is always served). 0 = no "
+          "Most bytes answers hold at once until their clients have read them: GetAttention's and "
+          "StreamAttention's attention from before their forward pass, every other unary answer "
+          "while it is written out (HTTP JSON at six times its binary size while printed); a call "
+          "that would go over gets RESOURCE_EXHAUSTED (one call alone is always served). 0 = no "
           "limit.");
 ABSL_FLAG(int64_t, max_answer_bytes_per_client, kDefaults.service.max_answer_bytes_per_client,
           "Most of --max_answer_bytes_in_flight the answers of one client (as "

@@ -206,7 +206,7 @@ absl::Status ServiceCore::Serve(const Call& call, absl::string_view rpc, const s
       status = absl::ResourceExhaustedError(
           TooLargeMessage(rpc, bytes, options_.max_response_bytes, fixes));
     } else {
-      if (call.keep_answer) status = call.keep_answer(bytes, client);
+      if (call.keep_answer) status = call.keep_answer(bytes, client, AnswerFixes(rpc));
       if (status.ok()) metrics_->RecordResponseBytes(bytes);
     }
   }
@@ -259,10 +259,10 @@ void ServiceCore::RecordRefused(absl::string_view rpc, absl::string_view transpo
 }
 
 absl::StatusOr<ByteBudget::Hold> ServiceCore::HoldAnswerBytes(const std::string& client,
-                                                              int64_t bytes,
-                                                              absl::string_view what) const {
+                                                              int64_t bytes, absl::string_view what,
+                                                              absl::string_view fixes) const {
   if (!ready_.load()) return ByteBudget::Hold();
-  absl::StatusOr<ByteBudget::Hold> hold = runner_->ReserveAnswerBytes(bytes, what, client);
+  absl::StatusOr<ByteBudget::Hold> hold = runner_->ReserveAnswerBytes(bytes, what, client, fixes);
   if (!hold.ok()) return hold;
   answers_being_written_.fetch_add(1);
   return BeingWritten(*std::move(hold));
@@ -274,6 +274,15 @@ ByteBudget::Hold ServiceCore::NarrowAnswerBytes(const std::string& client, ByteB
   // Counted before the wide hold ends, so that the count never falls to 0 in between.
   answers_being_written_.fetch_add(1);
   return BeingWritten(runner_->NarrowAnswerBytes(std::move(wide), bytes, client));
+}
+
+absl::string_view ServiceCore::AnswerFixes(absl::string_view rpc) {
+  if (rpc == "GetAttention" || rpc == "StreamAttention") return kAttentionAnswerFixes;
+  if (rpc == "Encode") return kEncodeFixes;
+  if (rpc == "CrossAttention") return kCrossAttentionFixes;
+  if (rpc == "Attribute") return kAttributeFixes;
+  if (rpc == "Tokenize") return kTokenizeFixes;
+  return "";
 }
 
 std::string ServiceCore::AnsweredClientOf(const Call& call) const {

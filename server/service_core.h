@@ -99,10 +99,13 @@ struct Call {
   // when unknown (then no per-client share applies).
   std::string client_source;
   // Set by a front end that holds a unary answer while it writes it out (HoldAnswerBytes): called
-  // with the answer's serialized size and the call's client (ClientOf) once the method has
-  // succeeded, before the call is counted, so that a refusal (the answer budget is full) is the
-  // call's status and counted as such.
-  std::function<absl::Status(int64_t answer_bytes, const std::string& client)> keep_answer;
+  // with the answer's serialized size, the call's client (ClientOf) and what makes the method's
+  // answers smaller (for the refusal's message) once the method has succeeded, before the call is
+  // counted, so that a refusal (the answer budget is full) is the call's status and counted as
+  // such.
+  std::function<absl::Status(int64_t answer_bytes, const std::string& client,
+                             absl::string_view fixes)>
+      keep_answer;
 };
 
 // UNAVAILABLE for a call still running when the shutdown's grace period is over; `when` says at
@@ -162,8 +165,13 @@ class ServiceCore {
   // serialized answer of that size (RequestRunner::ReserveAnswerBytes); an empty hold before the
   // models are loaded. RESOURCE_EXHAUSTED naming the flag when the answers held would take the
   // total, or the client's answers its share (--max_answer_bytes_per_client), over it.
+  // `fixes`: what makes the answer smaller, named in the refusal (AnswerFixes).
   absl::StatusOr<ByteBudget::Hold> HoldAnswerBytes(const std::string& client, int64_t bytes,
-                                                   absl::string_view what) const;
+                                                   absl::string_view what,
+                                                   absl::string_view fixes) const;
+  // What makes the answers of method `rpc` smaller ("send fewer inputs per call, ..."), as its
+  // too-large refusals say; empty for methods whose answers are small.
+  static absl::string_view AnswerFixes(absl::string_view rpc);
   // `wide`, a hold of HoldAnswerBytes for `client` of at least `bytes`, made a hold of `bytes`
   // (ByteBudget::Narrow): for a printed answer, held at its printing's bound until printed.
   ByteBudget::Hold NarrowAnswerBytes(const std::string& client, ByteBudget::Hold wide,

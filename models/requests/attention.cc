@@ -372,7 +372,7 @@ absl::StatusOr<AttentionAnswer> RequestRunner::RunAttention(const AttentionQuery
       answer_budget_.Reserve(
           EstimateAttentionBytes(query, answer, OutputDType::kFloat32),
           delivery == Delivery::kStream ? "StreamAttention's answer" : "GetAttention's answer",
-          client));
+          client, kAttentionAnswerFixes));
   ATTNSCOPE_ASSIGN_OR_RETURN(const ForwardOutput forward,
                              RunAttentionPass(query, answer, check, client));
   ATTNSCOPE_RETURN_IF_ERROR(PostProcessAttention(query, spans, forward, &answer));

@@ -109,6 +109,10 @@ struct AttentionAnswer {
 // top_k").
 std::string AttentionFixes(const AttentionQuery& query);
 
+// What makes an attention answer hold fewer bytes while it is computed and read (a stream's too).
+inline constexpr absl::string_view kAttentionAnswerFixes =
+    "ask for fewer layers or heads, a smaller window or top_k";
+
 }  // namespace attnscope
 
 #endif  // ATTNSCOPE_MODELS_REQUESTS_ATTENTION_H_

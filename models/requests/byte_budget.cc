@@ -19,12 +19,13 @@ ByteBudget::ByteBudget(int64_t limit, absl::string_view flag, int64_t client_lim
       on_refused_(std::move(on_refused)) {}
 
 absl::StatusOr<ByteBudget::Hold> ByteBudget::Reserve(int64_t bytes, absl::string_view what,
-                                                     absl::string_view client) {
+                                                     absl::string_view client,
+                                                     absl::string_view fixes) {
   absl::Status refused;
   bool over_client_share = false;
   {
     absl::MutexLock lock(&mutex_);
-    refused = Check(bytes, what, client, &over_client_share);
+    refused = Check(bytes, what, client, fixes, &over_client_share);
     if (refused.ok()) Add(bytes, client);
   }
   if (!refused.ok()) {
@@ -35,7 +36,7 @@ absl::StatusOr<ByteBudget::Hold> ByteBudget::Reserve(int64_t bytes, absl::string
 }
 
 absl::Status ByteBudget::Check(int64_t bytes, absl::string_view what, absl::string_view client,
-                               bool* over_client_share) const {
+                               absl::string_view fixes, bool* over_client_share) const {
   // A share of the whole budget or more is no share: the limit refuses, and says so.
   const bool shared = client_limit_ > 0 && (limit_ == 0 || client_limit_ < limit_);
   if (shared && !client.empty()) {
@@ -59,17 +60,16 @@ absl::Status ByteBudget::Check(int64_t bytes, absl::string_view what, absl::stri
       return absl::ResourceExhaustedError(absl::StrCat(
           what, " would hold ", bytes,
           " bytes while this client's answers being computed or read hold ", found->second.bytes,
-          ", over its share of ", share, " bytes (", why,
-          "); read the answers under way first, or ask for fewer layers or heads, a smaller "
-          "window or top_k"));
+          ", over its share of ", share, " bytes (", why, "); read the answers under way first",
+          fixes.empty() ? "" : absl::StrCat(", or ", fixes)));
     }
   }
   if (limit_ > 0 && holds_ > 0 && held_ + bytes > limit_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        what, " would hold ", bytes,
-        " bytes while the answers being computed or read by their clients hold ", held_,
-        ", over this server's limit of ", limit_, " bytes (", flag_,
-        "); retry with backoff, or ask for fewer layers or heads, a smaller window or top_k"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, " would hold ", bytes,
+                     " bytes while the answers being computed or read by their clients hold ",
+                     held_, ", over this server's limit of ", limit_, " bytes (", flag_,
+                     "); retry with backoff", fixes.empty() ? "" : absl::StrCat(", or ", fixes)));
   }
   return absl::OkStatus();
 }

@@ -49,11 +49,12 @@ class ByteBudget {
 
   // Reserves `bytes` (at least 0) for `what` (e.g. "StreamAttention's answer") of `client` (any
   // name; empty = no client, no share). ResourceExhausted, naming the bytes held, the limit and
-  // its flag, when the client's other reservations would take it over its share, or when other
-  // reservations are held and all together would exceed the limit; a reservation alone (of the
-  // server, of the client) is always granted. Thread-safe; the budget must outlive its holds.
-  absl::StatusOr<Hold> Reserve(int64_t bytes, absl::string_view what,
-                               absl::string_view client = "");
+  // its flag, and `fixes` (what makes the answer smaller, e.g. "send fewer inputs"), when the
+  // client's other reservations would take it over its share, or when other reservations are held
+  // and all together would exceed the limit; a reservation alone (of the server, of the client) is
+  // always granted. Thread-safe; the budget must outlive its holds.
+  absl::StatusOr<Hold> Reserve(int64_t bytes, absl::string_view what, absl::string_view client,
+                               absl::string_view fixes);
   // Replaces `wide`, a reservation of this budget for at least `bytes`, by one of `bytes` for
   // the same `client`, without a check: the bytes held never grow. For an answer whose size is
   // known only once it is made (its printed form) and that was reserved at an upper bound.
@@ -71,7 +72,8 @@ class ByteBudget {
   // Reserve's refusal, or OK when the reservation fits (`over_client_share`: set when the client's
   // share refuses it).
   absl::Status Check(int64_t bytes, absl::string_view what, absl::string_view client,
-                     bool* over_client_share) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+                     absl::string_view fixes, bool* over_client_share) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Counts a reservation of `bytes` for `client`.
   void Add(int64_t bytes, absl::string_view client) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The hold whose end gives back what Add counted.

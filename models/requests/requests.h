@@ -154,10 +154,11 @@ class RequestRunner {
   // Reserves `bytes` of the answer budget (Options::max_answer_bytes_in_flight) for `what` of
   // `client` (as RunAttention's), for a front end that holds an answer's serialized form while a
   // client reads it: the reservations of RunAttention end with its answer, before the serialized
-  // copy is written out. ResourceExhausted as ByteBudget::Reserve.
+  // copy is written out. ResourceExhausted as ByteBudget::Reserve, naming `fixes`.
   absl::StatusOr<ByteBudget::Hold> ReserveAnswerBytes(int64_t bytes, absl::string_view what,
-                                                      absl::string_view client) const {
-    return answer_budget_.Reserve(bytes, what, client);
+                                                      absl::string_view client,
+                                                      absl::string_view fixes) const {
+    return answer_budget_.Reserve(bytes, what, client, fixes);
   }
   // ByteBudget::Narrow on the answer budget: `wide`, a reservation of ReserveAnswerBytes for at
   // least `bytes`, becomes one of `bytes`.
