@@ -103,7 +103,7 @@ Metrics::Metrics()
            .Register(*registry_);
   generated_tokens_family_ = &prometheus::BuildCounter()
                                   .Name("attnscope_generated_tokens_total")
-                                  .Help("Tokens produced by finished Generate calls, by model.")
+                                  .Help("Tokens Generate calls sent, finished or not, by model.")
                                   .Register(*registry_);
   auto& rejections =
       prometheus::BuildCounter()

@@ -75,7 +75,8 @@ class Metrics {
   // longest input: the padded tokens the pass computed).
   void RecordForwardPass(const std::string& model, int64_t sequences, int64_t padded_tokens,
                          double seconds);
-  // attnscope_generated_tokens_total{model}: tokens a finished Generate call produced.
+  // attnscope_generated_tokens_total{model}: tokens a Generate call sent, whether it finished or
+  // was cancelled or cut by its deadline after them.
   void RecordGeneratedTokens(const std::string& model, int64_t tokens);
   // attnscope_response_bytes: serialized size of a unary response or of a whole stream.
   void RecordResponseBytes(int64_t bytes);

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -473,6 +474,12 @@ absl::Status ServiceCore::Generate(const Call& call, const v1::GenerateRequest& 
                [&](const CallCheck& check, const std::string& client) -> absl::Status {
                  ATTNSCOPE_ASSIGN_OR_RETURN(const GenerateQuery query, ToQuery(request));
                  int64_t bytes = 0;
+                 // The tokens sent count whether or not the call ends well: a cancelled or
+                 // timed-out generation did that work too.
+                 int64_t tokens_sent = 0;
+                 absl::Cleanup count_tokens = [&] {
+                   metrics_->RecordGeneratedTokens(ModelLabel(&request.model()), tokens_sent);
+                 };
                  auto send = [&](const v1::GenerateResponse& message) {
                    bytes += static_cast<int64_t>(message.ByteSizeLong());
                    return write(message);
@@ -489,14 +496,14 @@ absl::Status ServiceCore::Generate(const Call& call, const v1::GenerateRequest& 
                                                   v1::GenerateResponse message;
                                                   ATTNSCOPE_RETURN_IF_ERROR(ToProto(
                                                       step, query.dtype, message.mutable_token()));
-                                                  return send(message);
+                                                  ATTNSCOPE_RETURN_IF_ERROR(send(message));
+                                                  ++tokens_sent;
+                                                  return absl::OkStatus();
                                                 },
                                                 client));
                  v1::GenerateResponse done;
                  ToProto(summary, done.mutable_done());
                  ATTNSCOPE_RETURN_IF_ERROR(send(done));
-                 metrics_->RecordGeneratedTokens(ModelLabel(&request.model()),
-                                                 static_cast<int64_t>(summary.ids.size()));
                  metrics_->RecordResponseBytes(bytes);
                  return absl::OkStatus();
                });

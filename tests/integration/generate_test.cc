@@ -466,5 +466,45 @@ TEST_F(GenerateTest, CountedInMetrics) {
   EXPECT_GE(total("attnscope_generated_tokens_total", {{"model", "stories"}}), 7);
 }
 
+// A generation its deadline cuts short counts the tokens it sent: before, only finished calls
+// added theirs, and the work of cancelled ones never showed.
+TEST_F(GenerateTest, TokensOfACallCutByItsDeadlineAreCounted) {
+  auto generated = [] {
+    absl::StatusOr<std::string> body = HttpGet(server_->metrics_port(), "/metrics");
+    EXPECT_TRUE(body.ok()) << body.status();
+    double sum = 0;
+    for (const MetricSample& sample :
+         FindSamples(ParseMetrics(body.ok() ? *body : ""), "attnscope_generated_tokens_total",
+                     {{"model", "stories"}})) {
+      sum += sample.value;
+    }
+    return sum;
+  };
+  const double before = generated();
+  v1::GenerateRequest request = Once(500);
+  request.set_ignore_eos(true);
+  request.set_output_attentions(true);
+  int received = 0;
+  CallOptions call;
+  call.timeout = absl::Milliseconds(100);
+  const absl::Status status =
+      client_
+          ->Generate(
+              request, [&received](const GeneratedTokenResult&) { ++received; }, call)
+          .status();
+  ASSERT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  ASSERT_GT(received, 0);
+  // The metric is updated as the call ends, which may come just after the client's deadline.
+  double counted = 0;
+  for (const absl::Time start = absl::Now(); absl::Now() - start < absl::Seconds(10);) {
+    counted = generated() - before;
+    if (counted >= received) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  // Written to the stream: what the client read, and any in flight when the deadline came.
+  EXPECT_GE(counted, received);
+  EXPECT_LT(counted, 500);
+}
+
 }  // namespace
 }  // namespace attnscope::testing
