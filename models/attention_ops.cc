@@ -59,17 +59,18 @@ absl::StatusOr<std::vector<int64_t>> ResolveIndices(absl::Span<const int32_t> re
 }
 
 absl::StatusOr<AttentionWindow> ResolveWindow(const AttentionWindow& window, int64_t length,
-                                              absl::string_view field) {
+                                              absl::string_view field, absl::string_view unit) {
   AttentionWindow resolved = window;
   if (resolved.query_end == 0) resolved.query_end = length;
   if (resolved.key_end == 0) resolved.key_end = length;
-  auto check = [length, field](absl::string_view axis, int64_t start, int64_t end) -> absl::Status {
+  auto check = [length, field, unit](absl::string_view axis, int64_t start,
+                                     int64_t end) -> absl::Status {
     if (start < 0 || start >= end || end > length) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, " ", axis, " positions [", start, ", ", end, "): expected 0 <= ", axis,
-          "_start < ", axis, "_end <= ", length, " (the sequence has ", length,
-          " tokens; an end of 0 means the end), got start ", start, " and end ", end, "; fix `",
-          field, ".", axis, "_start` / `", field, ".", axis, "_end`"));
+          "_start < ", axis, "_end <= ", length, " (the sequence has ", length, " ", unit,
+          "; an end of 0 means the end), got start ", start, " and end ", end, "; fix `", field,
+          ".", axis, "_start` / `", field, ".", axis, "_end`"));
     }
     return absl::OkStatus();
   };

@@ -40,10 +40,12 @@ struct AttentionWindow {
 };
 
 // Replaces 0 ends by `length` and checks 0 <= start < end <= length for both axes.
-// InvalidArgument otherwise, naming the axis, the bounds, the sequence length and the request
-// field (`field`.query_start ...) to fix.
+// InvalidArgument otherwise, naming the axis, the bounds, the sequence length in its `unit`
+// ("tokens", or "words" where the axes are words) and the request field (`field`.query_start ...)
+// to fix.
 absl::StatusOr<AttentionWindow> ResolveWindow(const AttentionWindow& window, int64_t length,
-                                              absl::string_view field = "window");
+                                              absl::string_view field = "window",
+                                              absl::string_view unit = "tokens");
 
 // One batch item of a [B, N, S, S] layer tensor with padding removed: [N, length, length] (a view).
 // Inputs are right-padded, so the real tokens are the first `length` positions.

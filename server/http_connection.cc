@@ -280,8 +280,10 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
                                         buffer_.size());
         const size_t line_end = buffered.find("\r\n");
         if (line_end == std::string_view::npos || line_end > state_->limits.max_target_bytes) {
-          return Refuse(
-              UriTooLong(line_end == std::string_view::npos ? buffered.size() : line_end));
+          // Without its end in the buffer, the line's length is unknown: more than was read.
+          return Refuse(line_end == std::string_view::npos
+                            ? UriTooLong(absl::StrCat("more than ", buffered.size()))
+                            : UriTooLong(absl::StrCat(line_end)));
         }
       }
       return Refuse(ErrorResponse(
@@ -303,7 +305,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     keep_alive_ = request.keep_alive();
     head_ = request.method() == http::verb::head;
     if (request.target().size() > state_->limits.max_target_bytes) {
-      return Refuse(UriTooLong(request.target().size()));
+      return Refuse(UriTooLong(absl::StrCat(request.target().size())));
     }
     // The parser reads a body as chunks only when "chunked" is the last coding, and otherwise as no
     // body at all, whose bytes would then be read as the next request: refused, and the
@@ -316,6 +318,17 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
               absl::string_view(coding->value().data(), coding->value().size()).substr(0, 64),
               "': expected chunked or none; send the body with a Content-Length or in chunks")),
           400));
+    }
+    // The one expectation HTTP defines is 100-continue; any other cannot be met (RFC 9110,
+    // section 10.1.1).
+    if (const auto expect = request.find(http::field::expect);
+        expect != request.end() && !boost::beast::iequals(expect->value(), "100-continue")) {
+      return Refuse(ErrorResponse(
+          absl::FailedPreconditionError(absl::StrCat(
+              "request Expect '",
+              absl::string_view(expect->value().data(), expect->value().size()).substr(0, 64),
+              "': expected 100-continue or none; drop the header")),
+          417));
     }
     if (std::optional<HttpResponse> refusal = state_->handler->Screen(request, answer_headers_)) {
       return Refuse(*std::move(refusal));
@@ -436,7 +449,8 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     }
   }
 
-  HttpResponse UriTooLong(size_t bytes) const {
+  // `bytes`: how long the request line is, or "more than N".
+  HttpResponse UriTooLong(const std::string& bytes) const {
     return ErrorResponse(
         absl::ResourceExhaustedError(absl::StrCat(
             "request URI: expected at most ", state_->limits.max_target_bytes, " bytes, got ",

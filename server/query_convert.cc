@@ -41,7 +41,8 @@ absl::StatusOr<HeadAggregation> ToAggregation(v1::HeadAggregation aggregation) {
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           "head_aggregation ", static_cast<int>(aggregation),
-          ": expected HEAD_AGGREGATION_NONE, HEAD_AGGREGATION_MEAN or HEAD_AGGREGATION_MAX"));
+          ": expected HEAD_AGGREGATION_NONE, HEAD_AGGREGATION_MEAN or HEAD_AGGREGATION_MAX; fix "
+          "`head_aggregation`"));
   }
 }
 

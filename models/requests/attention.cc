@@ -306,7 +306,9 @@ absl::Status RequestRunner::ResolveAttention(const AttentionQuery& query, Attent
   }
   // The units of the query and key axes: tokens, or words.
   const int64_t units = query.aggregate_words ? static_cast<int64_t>(spans->size()) : length;
-  ATTNSCOPE_ASSIGN_OR_RETURN(answer->window, ResolveWindow(query.window, units));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      answer->window,
+      ResolveWindow(query.window, units, "window", query.aggregate_words ? "words" : "tokens"));
   answer->top_k = query.top_k > 0;
   if (query.decoder_text.has_value()) {
     ATTNSCOPE_ASSIGN_OR_RETURN(DecoderText decoder,

@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "models/requests/checks.h"
 #include "models/requests/requests.h"
@@ -49,6 +51,21 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   }
   header.method = query.generation.method;
   header.dtype = query.dtype;
+  if (!query.output_attentions) {
+    // They shape an attention that is not sent: a layer out of range would otherwise pass too.
+    std::vector<absl::string_view> set;
+    if (!query.layers.empty()) set.push_back("layers");
+    if (!query.heads.empty()) set.push_back("heads");
+    if (query.head_aggregation != HeadAggregation::kNone) set.push_back("head_aggregation");
+    if (query.dtype != OutputDType::kFloat32) set.push_back("dtype");
+    if (!set.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          absl::StrJoin(set, ", "),
+          ": set, but they choose the attention sent with each token, and output_attentions is "
+          "off; set output_attentions, or leave ",
+          set.size() == 1 ? "it" : "them", " out"));
+    }
+  }
   if (query.output_attentions) {
     // An encoder-decoder's tokens come with the decoder's cross-attention.
     ATTNSCOPE_ASSIGN_OR_RETURN(

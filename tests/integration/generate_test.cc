@@ -223,6 +223,14 @@ TEST_F(GenerateTest, BadInputIsRefusedAndTheServerKeepsServing) {
        with([](auto& r) { r.set_model("bert"); }),
        absl::StatusCode::kInvalidArgument,
        {"model 'bert'", "encoder-only", "decoder"}},
+      {"attention options without output_attentions",
+       with([](auto& r) {
+         r.add_layers(99);
+         r.set_dtype(v1::DTYPE_FLOAT16);
+       }),
+       absl::StatusCode::kInvalidArgument,
+       {"layers, dtype: set, but they choose the attention sent with each token",
+        "set output_attentions, or leave them out"}},
       {"unknown model",
        with([](auto& r) { r.set_model("nope"); }),
        absl::StatusCode::kNotFound,

@@ -424,6 +424,14 @@ TEST_F(HttpTest, MalformedRequestsSayWhatWasWrong) {
   ASSERT_TRUE(timeout);
   EXPECT_EQ(timeout->status, 400);
   EXPECT_NE(timeout->body.find("Connect-Timeout-Ms 'soon'"), std::string::npos);
+  // HTTP defines one expectation; another cannot be met.
+  httplib::Result expect =
+      http_->Post(absl::StrCat(kPath, "ListModels").c_str(),
+                  httplib::Headers{{"Expect", "999-foo"}}, "{}", "application/json");
+  ASSERT_TRUE(expect);
+  EXPECT_EQ(expect->status, 417);
+  EXPECT_NE(expect->body.find("request Expect '999-foo': expected 100-continue"), std::string::npos)
+      << expect->body;
   // A sign is no digit, though strtol-style parsers take it.
   timeout = http_->Post(absl::StrCat(kPath, "ListModels").c_str(),
                         httplib::Headers{{"Connect-Timeout-Ms", "+5"}}, "{}", "application/json");

@@ -75,6 +75,12 @@ TEST(RequestAttentionTest, IndicesOutsideTheModelNameTheField) {
   answer = runner->RunAttention(query, NoCheck(), Delivery::kUnary);
   ASSERT_FALSE(answer.ok());
   EXPECT_EQ(answer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(answer.status().message(), HasSubstr(" tokens; an end of 0 means the end"));
+  // Over words, the window counts words, and the message says so.
+  query.aggregate_words = true;
+  answer = runner->RunAttention(query, NoCheck(), Delivery::kUnary);
+  ASSERT_FALSE(answer.ok());
+  EXPECT_THAT(answer.status().message(), HasSubstr(" words; an end of 0 means the end"));
 }
 
 // The bytes an answer puts on the wire: every tensor at the answer's dtype, top-k indices as int32.
@@ -186,8 +192,8 @@ class RefusalCounter : public testing::TokenizationCounter {
   int over_limit_ = 0;
 };
 
-// One client's answers stay under its share of the budget while another client's are served
-// beside them: the budget takes five answers, a client's share two.
+// One client's answers stay under its share of the budget while other clients' are served beside
+// them: the budget takes five answers, a client's share two (fewer near full).
 TEST(RequestAttentionTest, AClientsAnswersStayUnderItsShare) {
   AttentionQuery query = BertQuery();
   const int64_t bytes =
@@ -220,22 +226,36 @@ TEST(RequestAttentionTest, AClientsAnswersStayUnderItsShare) {
   EXPECT_EQ(refusals.over_share(), 1);
   EXPECT_EQ(refusals.over_limit(), 0);
   // Another client, and a call of nobody in particular, still find room in the budget.
-  for (const char* other : {"b", "b", ""}) {
+  for (const char* other : {"b", ""}) {
     absl::StatusOr<AttentionAnswer> answer =
         runner->RunAttention(query, NoCheck(), Delivery::kStream, other);
     ASSERT_TRUE(answer.ok()) << other << ": " << answer.status();
     held.push_back(*std::move(answer));
   }
-  // The budget is now full: the server's limit refuses the next client.
-  const absl::StatusOr<AttentionAnswer> full =
+  // Past three quarters of the budget a client's share is an equal part among the clients holding
+  // answers and one more: the other client's second answer would leave no room for a third.
+  const absl::StatusOr<AttentionAnswer> past_part =
+      runner->RunAttention(query, NoCheck(), Delivery::kStream, /*client=*/"b");
+  ASSERT_FALSE(past_part.ok());
+  EXPECT_THAT(past_part.status().message(),
+              HasSubstr(absl::StrCat("over its share of ", 5 * bytes / 3,
+                                     " bytes (while the answers held fill over three quarters")));
+  EXPECT_EQ(refusals.over_share(), 2);
+  // The third client's answer finds that room; then the budget is full, and the server's limit
+  // refuses the next client.
+  absl::StatusOr<AttentionAnswer> third =
       runner->RunAttention(query, NoCheck(), Delivery::kStream, /*client=*/"c");
+  ASSERT_TRUE(third.ok()) << third.status();
+  held.push_back(*std::move(third));
+  const absl::StatusOr<AttentionAnswer> full =
+      runner->RunAttention(query, NoCheck(), Delivery::kStream, /*client=*/"d");
   ASSERT_FALSE(full.ok());
   EXPECT_THAT(full.status().message(), HasSubstr("--max_answer_bytes_in_flight"));
   EXPECT_THAT(full.status().message(), Not(HasSubstr("--max_answer_bytes_per_client")));
-  EXPECT_EQ(refusals.over_share(), 1);
+  EXPECT_EQ(refusals.over_share(), 2);
   EXPECT_EQ(refusals.over_limit(), 1);
-  // Once one of its answers is gone the first client is served again.
-  held.erase(held.begin());
+  // Once its answers are gone the first client is served again.
+  held.erase(held.begin(), held.begin() + 2);
   EXPECT_TRUE(runner->RunAttention(query, NoCheck(), Delivery::kStream, /*client=*/"a").ok());
 }
 
