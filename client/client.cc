@@ -41,7 +41,10 @@ absl::StatusOr<std::optional<DecodedTensor>> DecodeOptional(bool present,
 
 }  // namespace
 
-absl::Status FromGrpcStatus(const grpc::Status& status, int64_t receive_limit_bytes) {
+namespace {
+
+// FromGrpcStatus without its payload.
+absl::Status CallStatusOf(const grpc::Status& status, int64_t receive_limit_bytes) {
   if (status.ok()) return absl::OkStatus();
   const auto code = static_cast<absl::StatusCode>(status.error_code());
   // gRPC core's wording for a message over a channel's receive limit: "Received message larger
@@ -71,6 +74,18 @@ absl::Status FromGrpcStatus(const grpc::Status& status, int64_t receive_limit_by
   return absl::ResourceExhaustedError(absl::StrCat(
       message, ": the request is ", size, " bytes, over the ", limit,
       " bytes the server accepts; send shorter texts, or fewer inputs or documents per call"));
+}
+
+}  // namespace
+
+absl::Status FromGrpcStatus(const grpc::Status& status, int64_t receive_limit_bytes) {
+  absl::Status converted = CallStatusOf(status, receive_limit_bytes);
+  if (!converted.ok()) converted.SetPayload(kCallStatusPayload, absl::Cord());
+  return converted;
+}
+
+bool IsCallStatus(const absl::Status& status) {
+  return status.GetPayload(kCallStatusPayload).has_value();
 }
 
 std::string ServiceConfigJson(const ClientOptions& options) {

@@ -198,8 +198,16 @@ using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
 // codes 0..16). One exception: gRPC's own RESOURCE_EXHAUSTED "Received message larger than max
 // (N vs. M)" also says how to fix it. When M is `receive_limit_bytes` (this client's channel
 // limit) the answer was too large: raise ClientOptions.max_response_bytes, ask for less, or
-// stream. Otherwise the server refused the request: send shorter texts or fewer inputs.
+// stream. Otherwise the server refused the request: send shorter texts or fewer inputs. A non-OK
+// result carries the payload kCallStatusPayload, which tells a call's status from the caller's
+// own errors (a file the CLI could not write).
 absl::Status FromGrpcStatus(const grpc::Status& status, int64_t receive_limit_bytes = 0);
+
+// The type URL of the (empty) payload FromGrpcStatus puts on a call's non-OK status.
+inline constexpr absl::string_view kCallStatusPayload = "type.attnscope.dev/call-status";
+
+// Whether `status` is a call's (FromGrpcStatus), rather than one made on this side.
+bool IsCallStatus(const absl::Status& status);
 
 // The gRPC service config (JSON) a client with `options` installs on its channel: round_robin load
 // balancing and a retryPolicy on UNAVAILABLE for the attnscope and health services.

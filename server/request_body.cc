@@ -3,8 +3,10 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/json_util.h"
@@ -45,14 +47,36 @@ absl::Status ParseBody(const std::string& body, BodyFormat format, absl::string_
   }
   ATTNSCOPE_RETURN_IF_ERROR(CheckJsonTextDepth(body, source));
   nlohmann::json json;
+  // The keys of each object open while parsing: a key given twice is refused instead of the
+  // parser's keeping the last (which of the two the client meant is anyone's guess).
+  std::vector<std::set<std::string>> keys;
+  std::string repeated;
+  const auto find_repeated = [&keys, &repeated](int /*depth*/, nlohmann::json::parse_event_t event,
+                                                nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) {
+      keys.emplace_back();
+    } else if (event == Event::object_end && !keys.empty()) {
+      keys.pop_back();
+    } else if (event == Event::key && !keys.empty() && repeated.empty() &&
+               !keys.back().insert(parsed.get<std::string>()).second) {
+      repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
   try {
-    json = nlohmann::json::parse(body.empty() ? std::string("{}") : body);
+    json = nlohmann::json::parse(body.empty() ? std::string("{}") : body, find_repeated);
   } catch (const nlohmann::json::exception& error) {  // a parse_error, or a number overflow
     return absl::InvalidArgumentError(
         absl::StrCat(source,
                      ": expected a JSON object in UTF-8, got text that does not parse "
                      "as JSON (",
                      ParseErrorWithoutInput(error.what()), ")"));
+  }
+  if (!repeated.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": JSON key '", repeated.substr(0, 64),
+                     "' given more than once in one object; send each field once"));
   }
   if (!json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": expected a JSON object (", type,

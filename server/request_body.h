@@ -18,8 +18,8 @@ enum class BodyFormat { kJson, kProto };
 // an empty body is an empty request. InvalidArgument naming `source` (where the body came from:
 // "request body", "query parameter 'message'") and the message type: not a serialized
 // message (a text that is not UTF-8 included), JSON nested deeper than kMaxJsonDepth (found
-// before parsing, common/json_util.h), not JSON (in UTF-8), not an object, or fields the mapping
-// refuses.
+// before parsing, common/json_util.h), not JSON (in UTF-8), a key given twice in one object, not
+// an object, or fields the mapping refuses.
 absl::Status ParseBody(const std::string& body, BodyFormat format, absl::string_view source,
                        google::protobuf::Message* message);
 

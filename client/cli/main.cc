@@ -153,7 +153,12 @@ int Run(const Command& command, const ConnectionFlags& connection,
     return PrintMistake({std::string(out.status().message())}, app);
   }
   if (!out.ok()) {
-    std::cerr << "attnscope: " << absl::StatusCodeToString(out.status().code()) << ": "
+    // A gRPC code is the server's or the channel's word; this side's errors (a file that could not
+    // be written) are their message alone.
+    std::cerr << "attnscope: "
+              << (IsCallStatus(out.status())
+                      ? absl::StrCat(absl::StatusCodeToString(out.status().code()), ": ")
+                      : "")
               << Printable(out.status().message());
     if (out.status().code() == absl::StatusCode::kDeadlineExceeded) {
       std::cerr << " (the call took longer than --timeout="

@@ -44,5 +44,21 @@ TEST(RequestBodyTest, BracketsInStringsAndTheDeepestAllowedNestingStillParse) {
   EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("levels deep")));
 }
 
+// A key given twice in one object is refused, naming it and where the JSON came from; the same
+// key in two objects is no repetition.
+TEST(RequestBodyTest, AKeyGivenTwiceInOneObjectIsRefused) {
+  v1::TokenizeRequest request;
+  absl::Status status = ParseBody(R"({"text": "hi", "text": "there"})", BodyFormat::kJson,
+                                  /*source=*/"query parameter 'message'", &request);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("query parameter 'message': JSON key 'text' given more "
+                                          "than once in one object"));
+  v1::EncodeRequest encode;
+  status = ParseBody(R"({"inputs": [{"text": "a"}, {"text": "b"}], "model": "m"})",
+                     BodyFormat::kJson, /*source=*/"request body", &encode);
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(encode.inputs_size(), 2);
+}
+
 }  // namespace
 }  // namespace attnscope::server
