@@ -369,7 +369,10 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   }
   void OnSomeBody(beast::error_code error) {
     bool over_share = false;
-    if (!error && !CountBody(&over_share)) return RefuseScreened(TooManyBodies(over_share), 429);
+    if (!error && !CountBody(&over_share)) {
+      return RefuseScreened(TooManyBodies(over_share), 429,
+                            over_share ? "body_bytes_client_limit" : "body_bytes_limit");
+    }
     if (error || parser_->is_done()) return OnBody(error);
     ReadSomeBody();
   }
@@ -380,7 +383,9 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     const int64_t size = static_cast<int64_t>(parser_->get().body().capacity());
     const int64_t more = std::max<int64_t>(0, size - kUncountedBodyBytes) - counted_body_bytes_;
     if (more <= 0) return true;
-    if (!state_->CountBodyBytes(client_source_, more, over_share)) return false;
+    if (!state_->CountBodyBytes(client_source_, counted_body_bytes_, more, over_share)) {
+      return false;
+    }
     counted_body_bytes_ += more;
     return true;
   }
@@ -405,7 +410,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     if (state_->max_waiting > 0 && calls >= state_->workers_count + state_->max_waiting) {
       state_->calls.fetch_sub(1);
       const absl::Status busy = Busy();
-      state_->handler->OnRefused(*request, busy, 429);
+      state_->handler->OnRefused(*request, busy, 429, "concurrency_limit");
       return Send(ErrorResponse(busy));
     }
     Lowest().expires_never();
@@ -510,9 +515,10 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   }
 
   // Refuses the request being read, which the handler's Screen let through: the handler hears of
-  // it, so that its metrics count every call.
-  void RefuseScreened(const absl::Status& status, int http_status) {
-    state_->handler->OnRefused(parser_->get(), status, http_status);
+  // it, so that its metrics count every call (`rejection` as HttpHandler::OnRefused's).
+  void RefuseScreened(const absl::Status& status, int http_status,
+                      absl::string_view rejection = "") {
+    state_->handler->OnRefused(parser_->get(), status, http_status, rejection);
     Refuse(ErrorResponse(status, http_status));
   }
 

@@ -79,9 +79,11 @@ class HttpHandler {
   // requests already waiting (RESOURCE_EXHAUSTED, 429), the bodies being read at once over
   // HttpLimits::max_buffered_body_bytes (RESOURCE_EXHAUSTED, 429), the body over
   // HttpLimits::max_body_bytes (RESOURCE_EXHAUSTED, 413) or not valid HTTP/1.1 framing
-  // (INVALID_ARGUMENT, 400). Must not block.
+  // (INVALID_ARGUMENT, 400). `rejection`: the admission limit that refused it, as
+  // attnscope_rejected_requests_total's reason ("concurrency_limit", "body_bytes_limit",
+  // "body_bytes_client_limit"), or "" for a refusal of the request itself. Must not block.
   virtual void OnRefused(const HttpRequestHeader& request, const absl::Status& status,
-                         int http_status) = 0;
+                         int http_status, absl::string_view rejection) = 0;
 };
 
 // A listening socket, the connections it accepts and the threads that serve them.

@@ -22,7 +22,7 @@ using http_internal::kHardStopDelay;
 using http_internal::kIoThreads;
 using http_internal::ToSteady;
 
-bool HttpListener::State::CountBodyBytes(const std::string& client, int64_t more,
+bool HttpListener::State::CountBodyBytes(const std::string& client, int64_t counted, int64_t more,
                                          bool* over_share) {
   std::lock_guard<std::mutex> lock(body_mutex);
   const int64_t total = buffered_body_bytes + more;
@@ -32,7 +32,12 @@ bool HttpListener::State::CountBodyBytes(const std::string& client, int64_t more
     const int64_t mine = found == buffered_body_bytes_by_client.end() ? 0 : found->second;
     const size_t clients =
         buffered_body_bytes_by_client.size() + (found == buffered_body_bytes_by_client.end());
-    if (mine + more > ClientBodyShare(total, clients)) {
+    // The client's other bodies: this one is never stopped halfway by the shares.
+    const bool others = mine > counted;
+    const int64_t part = max_buffered_body_bytes / static_cast<int64_t>(clients + 1);
+    const bool near_full = total > max_buffered_body_bytes - max_buffered_body_bytes / 4;
+    if (others && (mine + more > ClientBodyShare(total, clients) ||
+                   (near_full && total > max_buffered_body_bytes - part))) {
       *over_share = true;
       return false;
     }

@@ -112,13 +112,16 @@ class HttpListener::State {
   // connection past max_buffered_body_bytes, or `client`'s bodies past ClientBodyShare
   // (*over_share set): one client sending eight unfinished 4 MiB bodies filled the 32 MiB, and
   // every other client's body over 64 KiB was refused until they timed out. Any thread.
-  bool CountBodyBytes(const std::string& client, int64_t more, bool* over_share);
+  // `counted`: what this body has counted so far (a client's other bodies are what the share
+  // rules weigh: one body is never stopped halfway by them).
+  bool CountBodyBytes(const std::string& client, int64_t counted, int64_t more, bool* over_share);
   // Gives back bytes CountBodyBytes counted for `client`.
   void UncountBodyBytes(const std::string& client, int64_t bytes);
   // The most body bytes one client may have counted at once when `more` would take the total to
   // `total`: half of max_buffered_body_bytes; where `total` is in its last quarter, an equal part
-  // among the `clients` sending bodies and one more (as the call and answer shares); never less
-  // than one largest body.
+  // among the `clients` sending bodies and one more (as the call and answer shares), and a client
+  // with another body under way may not take the total into the last such part, which stays free
+  // for an address sending none; never less than one largest body.
   int64_t ClientBodyShare(int64_t total, size_t clients) const;
   HttpHandler* handler = nullptr;
   const int workers_count;

@@ -155,9 +155,9 @@ class ApiHandler : public HttpHandler {
     return std::nullopt;
   }
 
-  void OnRefused(const HttpRequestHeader& request, const absl::Status& status,
-                 int http_status) override {
-    if (http_status == 429) core_->RecordBusy();
+  void OnRefused(const HttpRequestHeader& request, const absl::Status& status, int /*http_status*/,
+                 absl::string_view rejection) override {
+    if (!rejection.empty()) core_->RecordRejection(rejection);
     CountRefusal(request, status.code());
   }
 

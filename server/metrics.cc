@@ -115,13 +115,16 @@ Metrics::Metrics()
               "HTTP/2 frames; connection_limit: a gRPC connection refused at "
               "--max_grpc_connections; reflection_limit, health_watch_limit: a gRPC server "
               "reflection or health Watch stream over its limits, server/builtin_streams.h; "
-              "answer_bytes_limit, answer_bytes_client_limit: an attention answer over "
-              "--max_answer_bytes_in_flight or --max_answer_bytes_per_client).")
+              "answer_bytes_limit, answer_bytes_client_limit: an answer over "
+              "--max_answer_bytes_in_flight or --max_answer_bytes_per_client; body_bytes_limit, "
+              "body_bytes_client_limit: an HTTP request body over the bodies read at once, or "
+              "one client address's share of them).")
           .Register(*registry_);
   for (const char* reason :
        {"unauthenticated", "concurrency_limit", "client_limit", "loading", "draining",
         "http2_limits", "connection_limit", "reflection_limit", "health_watch_limit",
-        "answer_bytes_limit", "answer_bytes_client_limit"}) {
+        "answer_bytes_limit", "answer_bytes_client_limit", "body_bytes_limit",
+        "body_bytes_client_limit"}) {
     rejections_[reason] = &rejections.Add({{"reason", reason}});
   }
   input_tokens_ = &prometheus::BuildHistogram()

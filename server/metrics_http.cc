@@ -39,7 +39,7 @@ class MetricsHandler : public HttpHandler {
   }
 
   // Scrapes have no body and the port lets them wait (max_waiting 0): nothing to count.
-  void OnRefused(const HttpRequestHeader&, const absl::Status&, int) override {}
+  void OnRefused(const HttpRequestHeader&, const absl::Status&, int, absl::string_view) override {}
 
   void Handle(const HttpRequest&, HttpExchange& exchange) override {
     std::vector<prometheus::MetricFamily> families;

@@ -306,6 +306,10 @@ bool ServiceCore::QuietFor(absl::Duration linger) const {
 
 void ServiceCore::RecordBusy() const { metrics_->RecordRejection("concurrency_limit"); }
 
+void ServiceCore::RecordRejection(absl::string_view reason) const {
+  metrics_->RecordRejection(reason);
+}
+
 absl::Status ServiceCore::Authenticate(const Call& call) const { return KeyOf(call).status(); }
 
 absl::StatusOr<std::optional<int>> ServiceCore::KeyOf(const Call& call) const {

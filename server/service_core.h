@@ -189,6 +189,9 @@ class ServiceCore {
   // An HTTP request refused before any method ran because every HTTP thread was busy and
   // --max_concurrent_requests more waited: counted as the concurrency limit's rejection.
   void RecordBusy() const;
+  // A call refused by an admission limit of a front end's own, counted with `reason` in
+  // attnscope_rejected_requests_total (one of Metrics' reasons).
+  void RecordRejection(absl::string_view reason) const;
 
   absl::Status StreamAttention(const Call& call, const v1::GetAttentionRequest& request,
                                const StreamWriter& write);

@@ -47,10 +47,13 @@ absl::Status ByteBudget::Check(int64_t bytes, absl::string_view what, absl::stri
     const bool near_full = limit_ > 0 && held_ + bytes > limit_ - limit_ / 4;
     const int64_t part = static_cast<int64_t>(limit_ / (clients_.size() + 1));
     const int64_t share = near_full ? std::min(client_limit_, part) : client_limit_;
-    if (found != clients_.end() && found->second.bytes + bytes > share) {
+    // And one such part stays free for a client holding nothing: a client that took its half
+    // before the last quarter would otherwise let two more fill the rest.
+    const bool takes_newcomers_room = near_full && held_ + bytes > limit_ - part;
+    if (found != clients_.end() && (found->second.bytes + bytes > share || takes_newcomers_room)) {
       *over_client_share = true;
       const std::string why =
-          share < client_limit_
+          share < client_limit_ || takes_newcomers_room
               ? absl::StrCat("while the answers held fill over three quarters of ", flag_, " and ",
                              clients_.size(),
                              " clients hold some, each may hold an equal part of it with room "

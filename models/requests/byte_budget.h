@@ -11,8 +11,9 @@
 // attention was refused until the streams' writes timed out. A client whose answers already hold
 // bytes is refused an answer that would take them over its share; its first answer is granted,
 // as a call alone is. Where the answers held would fill the budget's last quarter, the share is at
-// most an equal part of the budget among the clients holding answers and one more, so that two
-// clients' default shares (half each) still leave room for a third.
+// most an equal part of the budget among the clients holding answers and one more, and such a part
+// of the budget stays free for a client holding none: a client that took half before the last
+// quarter and two more clients filled it all, and a fourth was refused.
 #ifndef ATTNSCOPE_MODELS_REQUESTS_BYTE_BUDGET_H_
 #define ATTNSCOPE_MODELS_REQUESTS_BYTE_BUDGET_H_
 

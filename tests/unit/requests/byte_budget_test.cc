@@ -57,6 +57,28 @@ TEST(ByteBudgetTest, TwoBusyClientsLeaveRoomForAThird) {
   EXPECT_TRUE(c.ok()) << c.status();
 }
 
+// A client that took its half before the last quarter, and a second client, cannot take the room
+// a third needs: in the last quarter a holding client may not take the total into the last equal
+// part (before, three clients filled the budget and a fourth was refused).
+TEST(ByteBudgetTest, AnEqualPartStaysFreeForAClientHoldingNothing) {
+  ByteBudget budget(/*limit=*/1000, "--budget", /*client_limit=*/500, "--share");
+  std::vector<ByteBudget::Hold> held;
+  for (const char* client : {"a", "b"}) {
+    absl::StatusOr<ByteBudget::Hold> hold =
+        budget.Reserve(client[0] == 'a' ? 500 : 100, "first", client, /*fixes=*/"");
+    ASSERT_TRUE(hold.ok()) << hold.status();
+    held.push_back(*std::move(hold));
+  }
+  absl::StatusOr<ByteBudget::Hold> b_second = budget.Reserve(150, "second", "b", /*fixes=*/"");
+  ASSERT_TRUE(b_second.ok()) << b_second.status();  // 750: not past three quarters
+  // b would hold 300, within its part (333), but the total (800) would leave less than a part.
+  absl::StatusOr<ByteBudget::Hold> b_third = budget.Reserve(50, "third", "b", /*fixes=*/"");
+  EXPECT_EQ(b_third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(b_third.status().message(), HasSubstr("with room left for one more"));
+  absl::StatusOr<ByteBudget::Hold> c = budget.Reserve(200, "first", "c", /*fixes=*/"");
+  EXPECT_TRUE(c.ok()) << c.status();
+}
+
 TEST(ByteBudgetTest, AShareOfTheWholeBudgetIsNoShare) {
   ByteBudget budget(/*limit=*/1000, "--budget", /*client_limit=*/1000, "--share");
   absl::StatusOr<ByteBudget::Hold> a = budget.Reserve(600, "a's first", "a", /*fixes=*/"send less");
