@@ -28,6 +28,19 @@ bool StreamingMethod(absl::string_view method) {
   return method == "StreamAttention" || method == "Generate";
 }
 
+absl::Status CheckGetQuery(const HttpRequestHeader& request) {
+  const absl::string_view query = QueryOf(View(request.target()));
+  for (const absl::string_view name : {"encoding", "message", "base64", "compression", "connect"}) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(std::optional<std::string> value, QueryParam(query, name));
+    if (name == "connect" && value.has_value() && *value != "v1") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("query parameter 'connect' '", value->substr(0, 64),
+                       "': expected v1, the Connect protocol version served"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Codec> CodecOf(const HttpRequestHeader& request, absl::string_view method) {
   if (request.method() == http::verb::get) {
     const absl::string_view query = QueryOf(View(request.target()));
@@ -154,7 +167,12 @@ absl::StatusOr<std::string> MessageOf(const HttpRequest& request, Codec codec) {
 }
 
 absl::StatusOr<std::chrono::system_clock::time_point> DeadlineOf(const HttpRequestHeader& request) {
-  if (request.count("Connect-Timeout-Ms") == 0) return std::chrono::system_clock::time_point::max();
+  const size_t given = request.count("Connect-Timeout-Ms");
+  if (given == 0) return std::chrono::system_clock::time_point::max();
+  if (given > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("Connect-Timeout-Ms: given ", given,
+                                                   " times, expected once; send one deadline"));
+  }
   const std::string value = HeaderOf(request, "Connect-Timeout-Ms");
   int64_t milliseconds = 0;
   // At most 10 digits, as the Connect protocol allows.

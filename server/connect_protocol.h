@@ -32,6 +32,11 @@ BodyFormat FormatOf(Codec codec);
 // Whether `method` answers with a stream (StreamAttention, Generate).
 bool StreamingMethod(absl::string_view method);
 
+// The Connect GET form's own query parameters (encoding, message, base64, compression, connect)
+// each given at most once, and connect, if given, v1. InvalidArgument (answered 400) naming the
+// parameter otherwise; other parameters are let be (a cache-buster, say).
+absl::Status CheckGetQuery(const HttpRequestHeader& request);
+
 // The codec a request asks for, from its Content-Type (POST) or its encoding parameter (GET; a GET
 // with neither encoding nor message is an empty JSON request). InvalidArgument (answered 415) for
 // anything else, a GET's message without encoding included, saying what to send.
@@ -59,7 +64,7 @@ absl::StatusOr<std::string> MessageOf(const HttpRequest& request, Codec codec);
 
 // The call's deadline from the Connect protocol's Connect-Timeout-Ms header (none without it).
 // InvalidArgument for a value that is not a positive number of at most 10 digits (no sign, no
-// spaces).
+// spaces), or a header given more than once.
 absl::StatusOr<std::chrono::system_clock::time_point> DeadlineOf(const HttpRequestHeader& request);
 
 }  // namespace attnscope::server

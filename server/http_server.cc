@@ -368,6 +368,11 @@ class ApiHandler : public HttpHandler {
           "the page's origin in --http_allowed_origins"));
       return counted(refused.code(), ErrorResponse(refused));
     }
+    if (get) {
+      if (const absl::Status query = CheckGetQuery(request); !query.ok()) {
+        return counted(query.code(), ErrorResponse(query));
+      }
+    }
     const absl::StatusOr<Codec> codec = CodecOf(request, method);
     if (!codec.ok()) return counted(codec.status().code(), ErrorResponse(codec.status(), 415));
     absl::Status status = CheckEncoding(request, *codec);

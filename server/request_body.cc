@@ -31,6 +31,21 @@ std::string ParseErrorWithoutInput(std::string text) {
   return text;
 }
 
+// A field's key in protobuf's JSON mapping, either spelling (lowerCamelCase "maxLength" or the
+// proto name "max_length"), as the proto name: both name one field.
+std::string FieldName(const std::string& key) {
+  std::string name;
+  for (const char c : key) {
+    if (c >= 'A' && c <= 'Z') {
+      name += '_';
+      name += static_cast<char>(c - 'A' + 'a');
+    } else {
+      name += c;
+    }
+  }
+  return name;
+}
+
 }  // namespace
 
 absl::Status ParseBody(const std::string& body, BodyFormat format, absl::string_view source,
@@ -47,8 +62,10 @@ absl::Status ParseBody(const std::string& body, BodyFormat format, absl::string_
   }
   ATTNSCOPE_RETURN_IF_ERROR(CheckJsonTextDepth(body, source));
   nlohmann::json json;
-  // The keys of each object open while parsing: a key given twice is refused instead of the
-  // parser's keeping the last (which of the two the client meant is anyone's guess).
+  // The keys of each object open while parsing, as field names: a field given twice (under one
+  // spelling or both) is refused instead of the parser's keeping the last (which of the two the
+  // client meant is anyone's guess). Request messages have no map fields, whose keys are no
+  // field names.
   std::vector<std::set<std::string>> keys;
   std::string repeated;
   const auto find_repeated = [&keys, &repeated](int /*depth*/, nlohmann::json::parse_event_t event,
@@ -59,7 +76,7 @@ absl::Status ParseBody(const std::string& body, BodyFormat format, absl::string_
     } else if (event == Event::object_end && !keys.empty()) {
       keys.pop_back();
     } else if (event == Event::key && !keys.empty() && repeated.empty() &&
-               !keys.back().insert(parsed.get<std::string>()).second) {
+               !keys.back().insert(FieldName(parsed.get<std::string>())).second) {
       repeated = parsed.get<std::string>();
     }
     return true;
@@ -76,7 +93,8 @@ absl::Status ParseBody(const std::string& body, BodyFormat format, absl::string_
   if (!repeated.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": JSON key '", repeated.substr(0, 64),
-                     "' given more than once in one object; send each field once"));
+                     "' given more than once in one object (a field's lowerCamelCase and proto "
+                     "names are one field); send each field once"));
   }
   if (!json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": expected a JSON object (", type,

@@ -432,6 +432,15 @@ TEST_F(HttpTest, MalformedRequestsSayWhatWasWrong) {
   EXPECT_EQ(expect->status, 417);
   EXPECT_NE(expect->body.find("request Expect '999-foo': expected 100-continue"), std::string::npos)
       << expect->body;
+  // Two deadlines: which one was meant is anyone's guess.
+  timeout =
+      http_->Post(absl::StrCat(kPath, "ListModels").c_str(),
+                  httplib::Headers{{"Connect-Timeout-Ms", "60000"}, {"Connect-Timeout-Ms", "20"}},
+                  "{}", "application/json");
+  ASSERT_TRUE(timeout);
+  EXPECT_EQ(timeout->status, 400);
+  EXPECT_NE(timeout->body.find("Connect-Timeout-Ms: given 2 times"), std::string::npos)
+      << timeout->body;
   // A sign is no digit, though strtol-style parsers take it.
   timeout = http_->Post(absl::StrCat(kPath, "ListModels").c_str(),
                         httplib::Headers{{"Connect-Timeout-Ms", "+5"}}, "{}", "application/json");
@@ -463,8 +472,10 @@ TEST_F(HttpTest, ConnectGetFormRefusesWhatItCannotRead) {
        "query parameter 'base64' '2'"},
       {absl::StrCat("encoding=json&message=", tokenize, "&message=%7B%7D"), 400,
        "query parameter 'message': given 2 times"},
-      {absl::StrCat("encoding=json&encoding=json&message=", tokenize), 415,
+      {absl::StrCat("encoding=json&encoding=json&message=", tokenize), 400,
        "query parameter 'encoding': given 2 times"},
+      {absl::StrCat("encoding=json&connect=v2&message=", tokenize), 400,
+       "query parameter 'connect' 'v2': expected v1"},
       {"encoding=json&message=%7Bnot", 400, "query parameter 'message': expected a JSON object"},
       {"encoding=proto&base64=1&message=***", 400,
        "query parameter 'message': expected URL-safe base64"},

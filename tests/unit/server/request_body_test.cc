@@ -53,6 +53,10 @@ TEST(RequestBodyTest, AKeyGivenTwiceInOneObjectIsRefused) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("query parameter 'message': JSON key 'text' given more "
                                           "than once in one object"));
+  // Both spellings of one field are one field given twice.
+  status = ParseBody(R"({"text": "hi", "tokenization": {"maxLength": 5, "max_length": 6}})",
+                     BodyFormat::kJson, /*source=*/"request body", &request);
+  EXPECT_THAT(status.message(), HasSubstr("JSON key 'max_length' given more than once"));
   v1::EncodeRequest encode;
   status = ParseBody(R"({"inputs": [{"text": "a"}, {"text": "b"}], "model": "m"})",
                      BodyFormat::kJson, /*source=*/"request body", &encode);
