@@ -32,12 +32,8 @@ bool HttpListener::State::CountBodyBytes(const std::string& client, int64_t coun
     const int64_t mine = found == buffered_body_bytes_by_client.end() ? 0 : found->second;
     const size_t clients =
         buffered_body_bytes_by_client.size() + (found == buffered_body_bytes_by_client.end());
-    // The client's other bodies: this one is never stopped halfway by the shares.
-    const bool others = mine > counted;
-    const int64_t part = max_buffered_body_bytes / static_cast<int64_t>(clients + 1);
-    const bool near_full = total > max_buffered_body_bytes - max_buffered_body_bytes / 4;
-    if (others && (mine + more > ClientBodyShare(total, clients) ||
-                   (near_full && total > max_buffered_body_bytes - part))) {
+    // Only a client's other bodies weigh: one body is never stopped halfway by the shares.
+    if (mine > counted && OverClientShare(total, clients, mine + more)) {
       *over_share = true;
       return false;
     }
@@ -58,12 +54,13 @@ void HttpListener::State::UncountBodyBytes(const std::string& client, int64_t by
   if (found->second <= 0) buffered_body_bytes_by_client.erase(found);
 }
 
-int64_t HttpListener::State::ClientBodyShare(int64_t total, size_t clients) const {
-  int64_t share = max_buffered_body_bytes / 2;
-  if (total > max_buffered_body_bytes - max_buffered_body_bytes / 4) {
-    share = std::min(share, max_buffered_body_bytes / static_cast<int64_t>(clients + 1));
-  }
-  return std::max(share, limits.max_body_bytes);
+bool HttpListener::State::OverClientShare(int64_t total, size_t clients, int64_t mine) const {
+  const int64_t part = max_buffered_body_bytes / static_cast<int64_t>(clients + 1);
+  const bool near_full = total > max_buffered_body_bytes - max_buffered_body_bytes / 4;
+  const int64_t share = std::max(
+      near_full ? std::min(max_buffered_body_bytes / 2, part) : max_buffered_body_bytes / 2,
+      limits.max_body_bytes);
+  return mine > share || (near_full && total > max_buffered_body_bytes - part);
 }
 
 void HttpListener::State::Accept() {

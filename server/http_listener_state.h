@@ -109,7 +109,7 @@ class HttpListener::State {
 
   // Counts `more` bytes of a body being read from `client` (its source address; "" = unknown: no
   // share). False, counting nothing, when they would take the bodies being read on every
-  // connection past max_buffered_body_bytes, or `client`'s bodies past ClientBodyShare
+  // connection past max_buffered_body_bytes, or `client`'s bodies past OverClientShare
   // (*over_share set): one client sending eight unfinished 4 MiB bodies filled the 32 MiB, and
   // every other client's body over 64 KiB was refused until they timed out. Any thread.
   // `counted`: what this body has counted so far (a client's other bodies are what the share
@@ -117,12 +117,12 @@ class HttpListener::State {
   bool CountBodyBytes(const std::string& client, int64_t counted, int64_t more, bool* over_share);
   // Gives back bytes CountBodyBytes counted for `client`.
   void UncountBodyBytes(const std::string& client, int64_t bytes);
-  // The most body bytes one client may have counted at once when `more` would take the total to
-  // `total`: half of max_buffered_body_bytes; where `total` is in its last quarter, an equal part
-  // among the `clients` sending bodies and one more (as the call and answer shares), and a client
-  // with another body under way may not take the total into the last such part, which stays free
-  // for an address sending none; never less than one largest body.
-  int64_t ClientBodyShare(int64_t total, size_t clients) const;
+  // Whether a client whose bodies would hold `mine` once the bodies of all `clients` hold `total`
+  // is over its share: half of max_buffered_body_bytes, and where `total` is in its last quarter
+  // an equal part among the clients and one more (as the call and answer shares), never less than
+  // one largest body; or, there, `total` in the last such part, which stays free for an address
+  // sending none.
+  bool OverClientShare(int64_t total, size_t clients, int64_t mine) const;
   HttpHandler* handler = nullptr;
   const int workers_count;
   const int max_waiting;
