@@ -6,16 +6,10 @@
 // leave no work running, a normal client served and the memory bounded. Figures (CPU seconds,
 // RSS, latency) are measured on the server process through /proc, with margins wide enough for a
 // loaded 2-core machine.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -45,23 +39,6 @@ std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> models,
   return server.ok() ? *std::move(server) : nullptr;
 }
 
-// A POST of `body` to `method` with Content-Length, as one string.
-std::string Post(const std::string& method, const std::string& body,
-                 const std::string& extra_headers = "") {
-  return absl::StrCat("POST ", kPath, method, " HTTP/1.1\r\nHost: 127.0.0.1\r\n",
-                      "Content-Type: application/json\r\n", extra_headers,
-                      "Content-Length: ", body.size(), "\r\n\r\n", body);
-}
-
-// The answer to one request on a new connection.
-absl::StatusOr<RawResponse> Exchange(int port, const std::string& request,
-                                     absl::Duration timeout = absl::Seconds(10)) {
-  absl::StatusOr<std::unique_ptr<RawConnection>> connection = RawConnection::Open(port);
-  if (!connection.ok()) return connection.status();
-  (*connection)->Send(request);
-  return (*connection)->ReadResponse(timeout);
-}
-
 double RequestsCounted(int metrics_port, const std::string& rpc, const std::string& code) {
   absl::StatusOr<std::string> body = HttpGet(metrics_port, "/metrics");
   if (!body.ok()) return -1;
@@ -72,16 +49,6 @@ double RequestsCounted(int metrics_port, const std::string& rpc, const std::stri
     total += sample.value;
   }
   return total;
-}
-
-// The JSON error of `response`, or a test failure when it is not one.
-nlohmann::json ErrorOf(const RawResponse& response) {
-  EXPECT_EQ(response.headers.count("content-type") ? response.headers.at("content-type") : "",
-            "application/json");
-  nlohmann::json error = nlohmann::json::parse(response.body, nullptr, false);
-  EXPECT_TRUE(error.is_object() && error.contains("code") && error.contains("message"))
-      << response.body;
-  return error.is_object() ? error : nlohmann::json::object();
 }
 
 // A cross-encoder big enough that 1000 integrated-gradients steps at 120 tokens take many
@@ -103,7 +70,7 @@ std::string HeavyAttribute() {
                                   {"text", RandomBertText(RankerShape(), 120)},
                                   {"methods", {"ATTRIBUTION_METHOD_INTEGRATED_GRADIENTS"}},
                                   {"integratedGradientsSteps", 1000}};
-  return Post("Attribute", request.dump());
+  return RawPost("Attribute", request.dump());
 }
 
 TEST(HttpLimitsTest, AUnaryCallWhoseClientWentAwayStopsAndIsCountedCancelled) {
@@ -158,7 +125,7 @@ TEST(HttpLimitsTest, BodiesAndHeadersAreBoundedBeforeTheyAreRead) {
     sender.join();
     ASSERT_TRUE(answer.ok()) << answer.status() << server->Log();
     EXPECT_EQ(answer->status, 413);
-    const nlohmann::json error = ErrorOf(*answer);
+    const nlohmann::json error = JsonErrorOf(*answer);
     EXPECT_EQ(error.value("code", ""), "resource_exhausted");
     EXPECT_NE(error.value("message", "").find("4194304 bytes (--max_request_bytes"),
               std::string::npos)
@@ -167,15 +134,16 @@ TEST(HttpLimitsTest, BodiesAndHeadersAreBoundedBeforeTheyAreRead) {
   {
     SCOPED_TRACE("a Content-Length over the limit, and no body sent");
     absl::StatusOr<RawResponse> answer =
-        Exchange(port,
-                 absl::StrCat("POST ", kPath,
-                              "Tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                              "Content-Type: application/json\r\nContent-Length: ",
-                              100 * kMiB, "\r\n\r\n"),
-                 absl::Seconds(3));
+        RawExchange(port,
+                    absl::StrCat("POST ", kPath,
+                                 "Tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                 "Content-Type: application/json\r\nContent-Length: ",
+                                 100 * kMiB, "\r\n\r\n"),
+                    absl::Seconds(3));
     ASSERT_TRUE(answer.ok()) << answer.status();
     EXPECT_EQ(answer->status, 413);
-    EXPECT_NE(ErrorOf(*answer).value("message", "").find("--max_request_bytes"), std::string::npos);
+    EXPECT_NE(JsonErrorOf(*answer).value("message", "").find("--max_request_bytes"),
+              std::string::npos);
   }
   // Both refused calls are counted as calls, as gRPC's are.
   EXPECT_EQ(RequestsCounted(server->metrics_port(), "Tokenize", "RESOURCE_EXHAUSTED"), 2);
@@ -195,155 +163,26 @@ TEST(HttpLimitsTest, BodiesAndHeadersAreBoundedBeforeTheyAreRead) {
     sender.join();
     ASSERT_TRUE(answer.ok()) << answer.status();
     EXPECT_EQ(answer->status, 431);
-    EXPECT_EQ(ErrorOf(*answer).value("code", ""), "resource_exhausted");
+    EXPECT_EQ(JsonErrorOf(*answer).value("code", ""), "resource_exhausted");
   }
   {
     SCOPED_TRACE("a 100 KB URI");
     absl::StatusOr<RawResponse> answer =
-        Exchange(port, absl::StrCat("GET ", kPath,
-                                    "Tokenize?encoding=json&message=", std::string(100000, 'a'),
-                                    " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+        RawExchange(port, absl::StrCat("GET ", kPath,
+                                       "Tokenize?encoding=json&message=", std::string(100000, 'a'),
+                                       " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
     ASSERT_TRUE(answer.ok()) << answer.status();
     EXPECT_EQ(answer->status, 414);
-    EXPECT_NE(ErrorOf(*answer).value("message", "").find("URI"), std::string::npos);
+    EXPECT_NE(JsonErrorOf(*answer).value("message", "").find("URI"), std::string::npos);
   }
   const int64_t rss_growth = ProcessRssBytes(server->pid()) - rss_before;
   std::cout << "# RSS growth after the oversized requests: " << rss_growth / kMiB << " MiB\n";
   EXPECT_LT(rss_growth, 32 * kMiB);
   // And the server goes on answering.
-  absl::StatusOr<RawResponse> answer = Exchange(port, Post("Tokenize", R"({"text": "paris"})"));
+  absl::StatusOr<RawResponse> answer =
+      RawExchange(port, RawPost("Tokenize", R"({"text": "paris"})"));
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ(answer->status, 200) << answer->body;
-}
-
-// A client reading a large answer slowly but steadily gets all of it: the write deadline is per
-// piece of the answer, not for the whole (before, a client reading an 80 MB answer at 100 KB/s was
-// cut after 7 MB, its call counted OK).
-TEST(HttpLimitsTest, ASlowSteadyReaderGetsTheWholeAnswer) {
-  std::unique_ptr<ServerProcess> server =
-      StartServer({"llama=" + Stories260kDir()}, {"--write_timeout_seconds=2"});
-  ASSERT_NE(server, nullptr);
-  std::string text;
-  for (int i = 0; i < 20; ++i) text += "Once upon a time there was a little girl. ";
-  const std::string request =
-      Post("GetAttention", nlohmann::json{{"model", "llama"}, {"text", text}}.dump());
-  // A small receive window, so that the server's writes wait on this reader.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  const int window = 64 << 10;
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &window, sizeof(window));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(server->http_port()));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(request.size()));
-  // About 2.6 MB/s: the answer (12 MB of JSON) takes several times the write timeout in all,
-  // and each MiB a fraction of it.
-  std::string received;
-  const absl::Time start = absl::Now();
-  std::vector<char> buffer(64 << 10);
-  while (absl::Now() - start < absl::Seconds(60)) {
-    const ssize_t n = recv(fd, buffer.data(), buffer.size(), 0);
-    if (n <= 0) break;
-    received.append(buffer.data(), static_cast<size_t>(n));
-    const size_t head_end = received.find("\r\n\r\n");
-    if (head_end != std::string::npos) {
-      const size_t length_at = received.find("Content-Length: ");
-      ASSERT_NE(length_at, std::string::npos) << received.substr(0, head_end);
-      const size_t length = std::stoul(received.substr(length_at + 16));
-      if (received.size() >= head_end + 4 + length) break;
-    }
-    absl::SleepFor(absl::Milliseconds(25));
-  }
-  const absl::Duration took = absl::Now() - start;
-  close(fd);
-  ASSERT_EQ(received.substr(0, 12), "HTTP/1.1 200") << received.substr(0, 300);
-  const size_t head_end = received.find("\r\n\r\n");
-  const size_t length = std::stoul(received.substr(received.find("Content-Length: ") + 16));
-  EXPECT_GT(length, size_t{8} << 20);
-  EXPECT_EQ(received.size() - head_end - 4, length) << "after " << took;
-  EXPECT_GT(took, absl::Seconds(2)) << "the reader was not slower than the write timeout";
-  const nlohmann::json answer =
-      nlohmann::json::parse(received.substr(head_end + 4), nullptr, /*allow_exceptions=*/false);
-  EXPECT_TRUE(answer.is_object() && answer.contains("layers"));
-}
-
-// One client address holds at most half of the bodies the server reads at once (32 MiB), less
-// near the limit, and an equal part stays free for an address sending none: before, one client's
-// eight unfinished 4 MiB bodies held all of it, and every other client's body over 64 KiB was
-// refused (429) until they timed out 30 s later; then three addresses still filled it.
-TEST(HttpLimitsTest, ClientsUnfinishedBodiesLeaveRoomForAnother) {
-  std::unique_ptr<ServerProcess> server = StartServer({"bert=" + TinyBertDir()});
-  ASSERT_NE(server, nullptr);
-  const int port = server->http_port();
-  const std::string body(4 * kMiB - 16, ' ');
-  std::vector<std::unique_ptr<RawConnection>> held;
-  std::mutex held_mutex;
-  int refused_in_all = 0;
-  // Starts `bodies` unfinished bodies from `source` at once; returns how many were refused.
-  auto hold_bodies = [&](const std::string& source, int bodies) {
-    std::vector<absl::StatusOr<RawResponse>> answers(bodies, absl::UnknownError("not read"));
-    std::vector<std::thread> senders;
-    for (int i = 0; i < bodies; ++i) {
-      senders.emplace_back([&, i] {
-        absl::StatusOr<std::unique_ptr<RawConnection>> connection =
-            RawConnection::Open(port, source);
-        if (!connection.ok()) return;
-        // All but the last 10 bytes: the body stays unfinished, and counted, until it times out.
-        (*connection)
-            ->Send(absl::StrCat("POST ", kPath,
-                                "Tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                "Content-Type: application/json\r\nContent-Length: ",
-                                body.size() + 10, "\r\n\r\n", body));
-        answers[i] = (*connection)->ReadResponse(absl::Seconds(3));
-        std::lock_guard<std::mutex> lock(held_mutex);
-        held.push_back(*std::move(connection));
-      });
-    }
-    for (std::thread& sender : senders) sender.join();
-    int refused = 0;
-    for (const absl::StatusOr<RawResponse>& answer : answers) {
-      if (!answer.ok()) continue;  // still waiting for the rest of its body
-      ++refused;
-      EXPECT_EQ(answer->status, 429);
-      EXPECT_THAT(ErrorOf(*answer).value("message", ""),
-                  ::testing::HasSubstr("would hold over its share of the 33554432 bytes"));
-    }
-    refused_in_all += refused;
-    return refused;
-  };
-  // Another client's large body: JSON spaces around a small request.
-  auto another_client_is_read = [&] {
-    absl::StatusOr<RawResponse> answer = Exchange(
-        port,
-        Post("Tokenize", absl::StrCat(R"({"text": "paris")", std::string(3 * kMiB, ' '), "}")));
-    ASSERT_TRUE(answer.ok()) << answer.status();
-    EXPECT_EQ(answer->status, 200) << answer->body.substr(0, 300);
-  };
-  // Half of 32 MiB holds at most four bodies of 4 MiB less the 64 KiB of each that is not counted
-  // (fewer when the bodies' pieces arrive interleaved and each passes the share at once).
-  EXPECT_GE(hold_bodies("127.0.0.2", 8), 4);
-  another_client_is_read();
-  // Two more addresses: past three quarters, a second body of either would take the total into
-  // the part kept free.
-  EXPECT_GE(hold_bodies("127.0.0.3", 4), 2);
-  EXPECT_GE(hold_bodies("127.0.0.4", 4), 3);
-  another_client_is_read();
-  // Operators tell these refusals from the concurrency limit's.
-  absl::StatusOr<std::string> metrics = HttpGet(server->metrics_port(), "/metrics");
-  ASSERT_TRUE(metrics.ok()) << metrics.status();
-  const std::vector<MetricSample> samples = ParseMetrics(*metrics);
-  for (const auto& [reason, count] :
-       {std::pair<std::string, int>{"body_bytes_client_limit", refused_in_all},
-        {"body_bytes_limit", 0},
-        {"concurrency_limit", 0}}) {
-    const std::vector<MetricSample> found =
-        FindSamples(samples, "attnscope_rejected_requests_total", {{"reason", reason}});
-    ASSERT_EQ(found.size(), 1u) << reason;
-    EXPECT_EQ(found[0].value, count) << reason;
-  }
 }
 
 // A body in a coding the server does not read is refused and the connection closed, so that its
@@ -413,7 +252,7 @@ TEST(HttpLimitsTest, CallsRefusedBeforeTheirMethodRanAreCounted) {
   ASSERT_NE(server, nullptr);
   for (const std::string body : {R"({"model":)", R"({"nosuchfield": 1})", "[1, 2]"}) {
     absl::StatusOr<RawResponse> answer =
-        Exchange(server->http_port(), Post("GetTrainingRecord", body));
+        RawExchange(server->http_port(), RawPost("GetTrainingRecord", body));
     ASSERT_TRUE(answer.ok()) << answer.status();
     EXPECT_EQ(answer->status, 400) << body;
   }
@@ -428,14 +267,15 @@ TEST(HttpLimitsTest, CallsRefusedBeforeTheirMethodRanAreCounted) {
                     "Origin: http://elsewhere.example\r\nContent-Length: 2\r\n\r\n{}"),
        403}};
   for (const auto& [request, status] : refused) {
-    absl::StatusOr<RawResponse> answer = Exchange(server->http_port(), request);
+    absl::StatusOr<RawResponse> answer = RawExchange(server->http_port(), request);
     ASSERT_TRUE(answer.ok()) << answer.status();
     EXPECT_EQ(answer->status, status) << request;
   }
   EXPECT_EQ(RequestsCounted(server->metrics_port(), "GetTrainingRecord", "INVALID_ARGUMENT"), 5);
   EXPECT_EQ(RequestsCounted(server->metrics_port(), "GetTrainingRecord", "PERMISSION_DENIED"), 1);
   // A path that is no method of the service is refused but makes no series of its own.
-  absl::StatusOr<RawResponse> unknown = Exchange(server->http_port(), Post("NoSuchMethod", "{}"));
+  absl::StatusOr<RawResponse> unknown =
+      RawExchange(server->http_port(), RawPost("NoSuchMethod", "{}"));
   ASSERT_TRUE(unknown.ok()) << unknown.status();
   EXPECT_EQ(unknown->status, 404);
   EXPECT_EQ(RequestsCounted(server->metrics_port(), "NoSuchMethod", "UNIMPLEMENTED"), 0);
@@ -460,7 +300,7 @@ TEST(HttpLimitsTest, TheKeyIsCheckedBeforeTheBodyIsRead) {
   absl::StatusOr<RawResponse> answer = (*client)->ReadResponse(absl::Seconds(3));
   ASSERT_TRUE(answer.ok()) << answer.status() << server->Log();
   EXPECT_EQ(answer->status, 401);
-  EXPECT_EQ(ErrorOf(*answer).value("code", ""), "unauthenticated");
+  EXPECT_EQ(JsonErrorOf(*answer).value("code", ""), "unauthenticated");
   EXPECT_EQ(RequestsCounted(server->metrics_port(), "Tokenize", "UNAUTHENTICATED"), 1);
   // The body sent anyway is not kept.
   const std::string body =
@@ -524,7 +364,8 @@ TEST(HttpLimitsTest, IdleConnectionsMakeRoomAtTheConnectionLimit) {
   }
   // A new client is answered at once, and the server holds about the limit, not 160.
   const absl::Time start = absl::Now();
-  absl::StatusOr<RawResponse> answer = Exchange(port, Post("Tokenize", R"({"text": "paris"})"));
+  absl::StatusOr<RawResponse> answer =
+      RawExchange(port, RawPost("Tokenize", R"({"text": "paris"})"));
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ(answer->status, 200) << answer->body;
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
@@ -542,20 +383,20 @@ TEST(HttpLimitsTest, ClientsSendingAByteASecondHoldNothing) {
   std::unique_ptr<ServerProcess> server = StartServer({"bert=" + TinyBertDir()});
   ASSERT_NE(server, nullptr);
   const int64_t rss_before = ProcessRssBytes(server->pid());
-  SlowClients api(server->http_port(), 64, Post("ListModels", "{}"));
+  SlowClients api(server->http_port(), 64, RawPost("ListModels", "{}"));
   SlowClients metrics(server->metrics_port(), 64,
                       "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   absl::SleepFor(absl::Milliseconds(1500));
   for (int round = 0; round < 2; ++round) {
     absl::Time start = absl::Now();
     absl::StatusOr<RawResponse> answer =
-        Exchange(server->http_port(), Post("ListModels", "{}"), absl::Seconds(5));
+        RawExchange(server->http_port(), RawPost("ListModels", "{}"), absl::Seconds(5));
     const absl::Duration api_latency = absl::Now() - start;
     ASSERT_TRUE(answer.ok()) << answer.status();
     EXPECT_EQ(answer->status, 200);
     start = absl::Now();
-    answer = Exchange(server->metrics_port(), "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
-                      absl::Seconds(5));
+    answer = RawExchange(server->metrics_port(), "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                         absl::Seconds(5));
     const absl::Duration metrics_latency = absl::Now() - start;
     ASSERT_TRUE(answer.ok()) << answer.status();
     EXPECT_EQ(answer->status, 200);
@@ -589,7 +430,7 @@ TEST(HttpLimitsTest, SlowHeadersSlowBodiesAndIdleConnectionsAreCutAtTheirDeadlin
        absl::StrCat("POST ", kPath, "ListModels HTTP/1.1\r\nHost: 127.0.0.1\r\n",
                     "Content-Length: 100\r\n\r\n{"),
        absl::Seconds(3)},
-      {"idle", Post("ListModels", "{}"), absl::Seconds(2)},
+      {"idle", RawPost("ListModels", "{}"), absl::Seconds(2)},
   };
   std::vector<std::thread> threads;
   for (const Case& c : cases) {
@@ -667,11 +508,11 @@ TEST(HttpLimitsTest, RequestsBeyondTheThreadsAndTheWaitingAreRefusedAtOnce) {
   }
   const absl::Time start = absl::Now();
   absl::StatusOr<RawResponse> refused =
-      Exchange(server->http_port(), Post("ListModels", "{}"), absl::Seconds(5));
+      RawExchange(server->http_port(), RawPost("ListModels", "{}"), absl::Seconds(5));
   ASSERT_TRUE(refused.ok()) << refused.status() << "\n" << server->Log();
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   EXPECT_EQ(refused->status, 429);
-  const nlohmann::json error = ErrorOf(*refused);
+  const nlohmann::json error = JsonErrorOf(*refused);
   EXPECT_EQ(error.value("code", ""), "resource_exhausted");
   EXPECT_THAT(error.value("message", ""), ::testing::HasSubstr("--http_threads"));
   EXPECT_THAT(error.value("message", ""), ::testing::HasSubstr("retry with backoff"));
@@ -691,7 +532,7 @@ TEST(HttpLimitsTest, RequestsBeyondTheThreadsAndTheWaitingAreRefusedAtOnce) {
   absl::StatusOr<RawResponse> answered;
   do {
     absl::SleepFor(absl::Milliseconds(200));
-    answered = Exchange(server->http_port(), Post("ListModels", "{}"), absl::Seconds(10));
+    answered = RawExchange(server->http_port(), RawPost("ListModels", "{}"), absl::Seconds(10));
   } while (answered.ok() && answered->status == 429 && absl::Now() - start < absl::Seconds(20));
   ASSERT_TRUE(answered.ok()) << answered.status();
   EXPECT_EQ(answered->status, 200) << answered->body;
@@ -705,8 +546,8 @@ TEST(HttpLimitsTest, SixtyFourAbandonedHeavyCallsLeaveNoWorkRunning) {
       StartServer({"ranker=" + dir.path()}, {"--max_concurrent_requests_per_client=64"});
   ASSERT_NE(server, nullptr);
   const int port = server->http_port();
-  const std::string tokenize = Post("Tokenize", R"({"model": "ranker", "text": "paris"})");
-  ASSERT_TRUE(Exchange(port, tokenize).ok());
+  const std::string tokenize = RawPost("Tokenize", R"({"model": "ranker", "text": "paris"})");
+  ASSERT_TRUE(RawExchange(port, tokenize).ok());
   const int64_t rss_idle = ProcessRssBytes(server->pid());
   PeakRss peak(server->pid());
 
@@ -730,7 +571,7 @@ TEST(HttpLimitsTest, SixtyFourAbandonedHeavyCallsLeaveNoWorkRunning) {
   EXPECT_LT(cpu_used, 0.15) << "abandoned calls kept computing\n" << server->Log();
 
   const absl::Time start = absl::Now();
-  absl::StatusOr<RawResponse> answer = Exchange(port, tokenize);
+  absl::StatusOr<RawResponse> answer = RawExchange(port, tokenize);
   const absl::Duration latency = absl::Now() - start;
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ(answer->status, 200) << answer->body;
@@ -756,14 +597,14 @@ TEST(HttpLimitsTest, HostileClientsAtOnceLeaveANormalClientServedAndMemoryBounde
   std::unique_ptr<ServerProcess> server = StartServer({"bert=" + TinyBertDir()});
   ASSERT_NE(server, nullptr);
   const int port = server->http_port();
-  const std::string tokenize = Post("Tokenize", R"({"text": "paris"})");
-  ASSERT_TRUE(Exchange(port, tokenize).ok());
+  const std::string tokenize = RawPost("Tokenize", R"({"text": "paris"})");
+  ASSERT_TRUE(RawExchange(port, tokenize).ok());
   const int64_t rss_idle = ProcessRssBytes(server->pid());
   PeakRss peak(server->pid());
 
   constexpr int kClients = 64;
   const std::string slow_body = absl::StrCat(R"({"text": ")", std::string(1000, 'a'), R"("})");
-  const std::string slow_request = Post("Tokenize", slow_body);
+  const std::string slow_request = RawPost("Tokenize", slow_body);
   SlowClients slow(port, kClients, slow_request, slow_request.size() - slow_body.size());
 
   // Refused as too large (413), or as more than the server takes in bodies at once (429).
@@ -786,7 +627,7 @@ TEST(HttpLimitsTest, HostileClientsAtOnceLeaveANormalClientServedAndMemoryBounde
       absl::StatusOr<RawResponse> answer = (*client)->ReadResponse(absl::Seconds(60));
       sender.join();
       if (!answer.ok() || (answer->status != 413 && answer->status != 429)) return;
-      EXPECT_EQ(ErrorOf(*answer).value("code", ""), "resource_exhausted") << answer->body;
+      EXPECT_EQ(JsonErrorOf(*answer).value("code", ""), "resource_exhausted") << answer->body;
       ++bodies_refused;
     });
     hostile.emplace_back([&] {
@@ -817,7 +658,7 @@ TEST(HttpLimitsTest, HostileClientsAtOnceLeaveANormalClientServedAndMemoryBounde
   int calls = 0;
   while (!hostile_done || absl::Now() - start < absl::Seconds(5)) {
     const absl::Time sent = absl::Now();
-    absl::StatusOr<RawResponse> answer = Exchange(port, tokenize, absl::Seconds(10));
+    absl::StatusOr<RawResponse> answer = RawExchange(port, tokenize, absl::Seconds(10));
     const absl::Duration latency = absl::Now() - sent;
     if (!answer.ok()) {
       // Not an ASSERT: the hostile clients' threads are joined below.

@@ -437,6 +437,30 @@ bool RawConnection::WaitClosed(absl::Duration timeout) {
   return closed;
 }
 
+std::string RawPost(const std::string& method, const std::string& body,
+                    const std::string& extra_headers) {
+  return absl::StrCat("POST /attnscope.v1.AttentionService/", method,
+                      " HTTP/1.1\r\nHost: 127.0.0.1\r\n", "Content-Type: application/json\r\n",
+                      extra_headers, "Content-Length: ", body.size(), "\r\n\r\n", body);
+}
+
+absl::StatusOr<RawResponse> RawExchange(int port, const std::string& request,
+                                        absl::Duration timeout) {
+  absl::StatusOr<std::unique_ptr<RawConnection>> connection = RawConnection::Open(port);
+  if (!connection.ok()) return connection.status();
+  (*connection)->Send(request);
+  return (*connection)->ReadResponse(timeout);
+}
+
+nlohmann::json JsonErrorOf(const RawResponse& response) {
+  EXPECT_EQ(response.headers.count("content-type") ? response.headers.at("content-type") : "",
+            "application/json");
+  nlohmann::json error = nlohmann::json::parse(response.body, nullptr, false);
+  EXPECT_TRUE(error.is_object() && error.contains("code") && error.contains("message"))
+      << response.body;
+  return error.is_object() ? error : nlohmann::json::object();
+}
+
 int64_t ProcessRssBytes(pid_t pid) {
   std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
   std::string line;

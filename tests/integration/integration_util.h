@@ -178,6 +178,17 @@ class RawConnection {
   std::string pending_;
 };
 
+// A POST of JSON `body` to attnscope.v1.AttentionService/`method` with a Content-Length and
+// `extra_headers` ("Name: value\r\n" each), as the one string a RawConnection sends.
+std::string RawPost(const std::string& method, const std::string& body,
+                    const std::string& extra_headers = "");
+// The answer to `request` sent on a new RawConnection to 127.0.0.1:`port`.
+absl::StatusOr<RawResponse> RawExchange(int port, const std::string& request,
+                                        absl::Duration timeout = absl::Seconds(10));
+// The JSON error of `response` ({"code", "message"}), or a test failure (and an empty object) when
+// it is not one.
+nlohmann::json JsonErrorOf(const RawResponse& response);
+
 // The resident set size of process `pid` in bytes (VmRSS of /proc/PID/status); -1 when unknown.
 int64_t ProcessRssBytes(pid_t pid);
 // The threads of process `pid` (Threads: of /proc/PID/status); -1 when unknown.
