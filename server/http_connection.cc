@@ -50,6 +50,7 @@ constexpr int64_t kLingerBytes = 1 << 20;
 // pipelined request, a TLS alert), when waiting for it to become readable would return at once.
 constexpr std::chrono::milliseconds kPeerPollInterval(100);
 constexpr size_t kReadChunk = 16 << 10;
+constexpr unsigned char kTlsHandshakeRecord = 22;
 // A unary answer's body is written in pieces of this many bytes, each within
 // HttpLimits::write_timeout: a client reading an 80 MB answer steadily at 100 KB/s was cut after
 // 7 MB when the whole answer had one deadline, while one that reads less than a piece per
@@ -141,12 +142,21 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
       WaitForRequest(/*fresh=*/true);
     } else {
+      // The first byte tells a TLS record (a handshake's is 22, RFC 8446 5.1) from plain HTTP,
+      // which gets a plain answer saying so, as nginx gives: a failed handshake reached curl as
+      // "Empty reply from server".
       Lowest().expires_after(ToSteady(state_->limits.header_timeout));
-      stream_.async_handshake(asio::ssl::stream_base::server,
-                              [self = this->shared_from_this()](beast::error_code error) {
-                                if (error) return self->Close();
-                                self->WaitForRequest(/*fresh=*/true);
-                              });
+      Lowest().async_read_some(asio::buffer(&first_byte_, 1), [self = this->shared_from_this()](
+                                                                  beast::error_code error, size_t) {
+        if (error) return self->Close();
+        if (self->first_byte_ != kTlsHandshakeRecord) return self->RefusePlainHttp();
+        self->stream_.async_handshake(asio::ssl::stream_base::server,
+                                      asio::buffer(&self->first_byte_, 1),
+                                      [self](beast::error_code error, size_t) {
+                                        if (error) return self->Close();
+                                        self->WaitForRequest(/*fresh=*/true);
+                                      });
+      });
     }
   }
 
@@ -522,6 +532,24 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     Refuse(ErrorResponse(status, http_status));
   }
 
+  // Answers plain HTTP sent to the TLS port in plain HTTP, then closes.
+  void RefusePlainHttp() {
+    auto answer = std::make_shared<HttpResponse>(ErrorResponse(
+        absl::InvalidArgumentError(
+            "request: plain HTTP sent to a port that speaks HTTPS (--tls_cert_file); send it over "
+            "TLS, to an https:// address"),
+        400));
+    AddAnswerHeaders(*answer);
+    answer->keep_alive(false);
+    answer->prepare_payload();
+    Lowest().expires_after(ToSteady(state_->limits.write_timeout));
+    http::async_write(Lowest(), *answer,
+                      [self = this->shared_from_this(), answer](beast::error_code error, size_t) {
+                        if (error) return self->Close();
+                        self->GracefulClose();
+                      });
+  }
+
   // `hold` lives until the write ends.
   void Send(HttpResponse response, std::shared_ptr<const void> hold = nullptr) {
     if (closed_) return;
@@ -655,6 +683,8 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
   std::optional<http::response_serializer<http::empty_body>> serializer_;
   std::vector<char> linger_buffer_;
   int64_t discarded_ = 0;
+  // A TLS connection's first byte, read before its handshake.
+  unsigned char first_byte_ = 0;
 };
 
 }  // namespace

@@ -121,7 +121,7 @@ TEST(SecurityTest, TlsServesTlsClientsAndRefusesPlaintextCleanly) {
   ASSERT_TRUE(health.ok()) << health.status();
   EXPECT_EQ(*health, grpc::health::v1::HealthCheckResponse::SERVING);
 
-  // HTTPS with the same certificate; plain HTTP to it gets no answer.
+  // HTTPS with the same certificate; plain HTTP to it gets a plain answer saying so.
   httplib::SSLClient https("127.0.0.1", server->http_port());
   https.set_ca_cert_path(certs.Pem("ca").c_str());
   https.enable_server_certificate_verification(true);
@@ -131,7 +131,11 @@ TEST(SecurityTest, TlsServesTlsClientsAndRefusesPlaintextCleanly) {
   httplib::Client http("127.0.0.1", server->http_port());
   http.set_read_timeout(5);
   httplib::Result refused = http.Post(kTokenize, R"({"text": "paris"})", "application/json");
-  EXPECT_TRUE(!refused || refused->status >= 400);
+  ASSERT_TRUE(refused) << httplib::to_string(refused.error());
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_NE(refused->body.find("plain HTTP sent to a port that speaks HTTPS"), std::string::npos)
+      << refused->body;
+  EXPECT_TRUE(https.Post(kTokenize, R"({"text": "paris"})", "application/json"));
 
   // The CLI, and the server still serving after the plaintext attempts.
   const CommandResult cli = RunCommand(
