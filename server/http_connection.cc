@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/client_addresses.h"
 #include "server/http_listener_state.h"
+#include "server/http_request_fields.h"
 #include "server/service_core.h"
 
 namespace attnscope::server {
@@ -317,6 +318,7 @@ class Connection : public ConnectionBase, public std::enable_shared_from_this<Co
     if (request.target().size() > state_->limits.max_target_bytes) {
       return Refuse(UriTooLong(absl::StrCat(request.target().size())));
     }
+    NormalizeTarget(parser_->get());
     // The parser reads a body as chunks only when "chunked" is the last coding, and otherwise as no
     // body at all, whose bytes would then be read as the next request: refused, and the
     // connection closed (RFC 9112, section 6.3).

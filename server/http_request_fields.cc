@@ -1,5 +1,6 @@
 #include "server/http_request_fields.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -33,6 +34,58 @@ std::string HeaderOf(const HttpRequestHeader& request, http::field field) {
 }
 std::string HeaderOf(const HttpRequestHeader& request, absl::string_view name) {
   return std::string(request[BeastView(name)]);
+}
+
+absl::Status CheckSingleFields(const HttpRequestHeader& request) {
+  static constexpr absl::string_view kSingleFields[] = {"Authorization",
+                                                        "Origin",
+                                                        "Content-Type",
+                                                        "Content-Encoding",
+                                                        "Connect-Protocol-Version",
+                                                        "Connect-Content-Encoding"};
+  for (const absl::string_view name : kSingleFields) {
+    const size_t given = request.count(BeastView(name));
+    if (given > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request header '", name, "': expected at most one, got ", given, "; send it once"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void NormalizeTarget(HttpRequestHeader& request) {
+  std::string target(View(request.target()));
+  for (const absl::string_view scheme : {"http://", "https://"}) {
+    if (target.size() < scheme.size() ||
+        !absl::EqualsIgnoreCase(absl::string_view(target).substr(0, scheme.size()), scheme)) {
+      continue;
+    }
+    const size_t path = target.find_first_of("/?", scheme.size());
+    const std::string authority = target.substr(
+        scheme.size(), path == std::string::npos ? std::string::npos : path - scheme.size());
+    request.set(http::field::host, BeastView(authority));
+    target = path == std::string::npos ? "/"
+             : target[path] == '?'     ? absl::StrCat("/", target.substr(path))
+                                       : target.substr(path);
+    break;
+  }
+  // The query's values are decoded where they are read (QueryParam).
+  const size_t path_end = std::min(target.find('?'), target.size());
+  std::string normalized;
+  normalized.reserve(target.size());
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] == '%' && i + 2 < path_end && HexDigit(target[i + 1]) >= 0 &&
+        HexDigit(target[i + 2]) >= 0) {
+      const char c = static_cast<char>(HexDigit(target[i + 1]) * 16 + HexDigit(target[i + 2]));
+      if (absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+        normalized.push_back(c);
+        i += 2;
+        continue;
+      }
+    }
+    normalized.push_back(target[i]);
+  }
+  if (normalized != View(request.target())) request.target(BeastView(normalized));
 }
 
 absl::string_view PathOf(absl::string_view target) { return target.substr(0, target.find('?')); }

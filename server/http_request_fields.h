@@ -24,6 +24,20 @@ boost::beast::string_view BeastView(absl::string_view text);
 std::string HeaderOf(const HttpRequestHeader& request, boost::beast::http::field field);
 std::string HeaderOf(const HttpRequestHeader& request, absl::string_view name);
 
+// InvalidArgument naming the first of the fields the API reads once (Authorization, Origin,
+// Content-Type, Content-Encoding, Connect-Protocol-Version, Connect-Content-Encoding) that the
+// request gives more than once: HTTP allows one of each (RFC 9110, section 5.3), and a proxy in
+// front that reads the last of two Authorization headers would vouch for a key the server never
+// checked.
+absl::Status CheckSingleFields(const HttpRequestHeader& request);
+
+// Rewrites an absolute-form target ("http://host:port/path?query", which a server must accept:
+// RFC 9112, section 3.2.2) to origin-form, its authority replacing the Host header as that
+// section requires, and decodes the percent-encoded unreserved characters of the path, which name
+// the same resource as the characters themselves (RFC 3986, section 6.2.2.2: "/%54okenize" is
+// "/Tokenize").
+void NormalizeTarget(HttpRequestHeader& request);
+
 // The request target's path (before '?') and query (after it).
 absl::string_view PathOf(absl::string_view target);
 absl::string_view QueryOf(absl::string_view target);

@@ -144,6 +144,9 @@ class ApiHandler : public HttpHandler {
     if (absl::Status host = host_check_.Check(request); !host.ok()) {
       return Counted(request, host.code(), ErrorResponse(host));
     }
+    if (absl::Status single = CheckSingleFields(request); !single.ok()) {
+      return Counted(request, single.code(), ErrorResponse(single));
+    }
     if (absl::Status origin = CheckOrigin(request, answer_headers); !origin.ok()) {
       return Counted(request, origin.code(), ErrorResponse(origin));
     }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "attnscope/v1/attnscope.grpc.pb.h"
@@ -698,6 +699,31 @@ TEST_F(HttpTest, ErrorsOfTheHttpLayerItselfAreJson) {
     const nlohmann::json error = nlohmann::json::parse(answer->body, nullptr, false);
     ASSERT_TRUE(error.is_object()) << answer->body;
     EXPECT_TRUE(error.contains("code") && error.contains("message")) << answer->body;
+  }
+}
+
+TEST_F(HttpTest, AFieldReadOnceGivenTwiceIsRefused) {
+  const std::string body = R"({"text": "paris"})";
+  const std::string head =
+      absl::StrCat("POST ", kPath,
+                   "Tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ", body.size(), "\r\n");
+  for (const std::string& fields :
+       {std::string("Content-Type: application/json\r\nAuthorization: Bearer a\r\n"
+                    "Authorization: Bearer b\r\n"),
+        std::string("Content-Type: application/json\r\nContent-Type: application/proto\r\n")}) {
+    SCOPED_TRACE(fields);
+    absl::StatusOr<std::unique_ptr<RawConnection>> connection =
+        RawConnection::Open(server_->http_port());
+    ASSERT_TRUE(connection.ok());
+    (*connection)->Send(absl::StrCat(head, fields, "\r\n", body));
+    absl::StatusOr<RawResponse> answer = (*connection)->ReadResponse(absl::Seconds(10));
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, 400);
+    const std::string name = absl::StrContains(fields, "Bearer") ? "Authorization" : "Content-Type";
+    EXPECT_NE(
+        answer->body.find(absl::StrCat("request header '", name, "': expected at most one, got 2")),
+        std::string::npos)
+        << answer->body;
   }
 }
 
