@@ -6,6 +6,13 @@
 // Qwen2ForCausalLM adds biases to q/k/v, Qwen3ForCausalLM an RMSNorm of each head's queries and
 // keys before RoPE (q_norm, k_norm), MistralForCausalLM (Jiang et al. 2023) a sliding window
 // (query i sees keys i - W < j <= i), which Qwen2 and Qwen3 may also set per layer.
+// Gemma2ForCausalLM (Gemma Team 2024, "Gemma 2") and Gemma3ForCausalLM ("Gemma 3", 2025) keep that
+// skeleton with RMSNorms that scale by (1 + weight), embeddings scaled by sqrt(hidden_size), a
+// second RMSNorm after the attention and after the MLP before each joins the residual, a
+// GELU-gated MLP, scores scaled by query_pre_attn_scalar^-1/2, layers alternating between a
+// sliding window and the whole prefix; Gemma 2 soft-caps scores and logits (cap * tanh(x / cap)),
+// Gemma 3 normalises queries and keys as Qwen3 does and gives its windowed layers a RoPE base of
+// their own (rope_local_base_freq).
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -25,31 +32,49 @@ namespace {
 
 struct LlamaLayer {
   torch::Tensor input_norm, q_proj, k_proj, v_proj, o_proj;
-  torch::Tensor post_attention_norm, gate_proj, up_proj, down_proj;
+  // Before the MLP: Llama's post_attention_layernorm, Gemma's pre_feedforward_layernorm.
+  torch::Tensor mlp_norm, gate_proj, up_proj, down_proj;
   // Undefined unless the config has them (qkv_bias, o_proj_bias, qk_norm).
   torch::Tensor q_bias, k_bias, v_bias, o_bias, q_norm, k_norm;
+  // Gemma's (sandwich_norms): on the attention's output (its post_attention_layernorm) and on the
+  // MLP's (post_feedforward_layernorm), before each joins the residual.
+  torch::Tensor attention_output_norm, mlp_output_norm;
   int64_t sliding_window = 0;  // 0: the whole causal prefix
+  bool local_rope = false;     // RoPE at rope_local_theta rather than rope_theta
 };
 
 class LlamaModel : public DecoderOnlyModel {
  public:
   LlamaModel(ModelConfig config, const Checkpoint& checkpoint, bool separate_lm_head)
       : DecoderOnlyModel(std::move(config)) {
+    const ModelConfig& cfg = this->config();
     embed_tokens_ = checkpoint.Get("model.embed_tokens.weight");
-    for (int64_t i = 0; i < this->config().num_hidden_layers; ++i) {
+    // Gemma's RMSNorm computes (1 + weight) in float32 at every call; once here gives the same
+    // bits.
+    auto norm = [&](const std::string& name) {
+      const torch::Tensor weight = checkpoint.Get(name);
+      return cfg.gemma_norms ? weight + 1.0 : weight;
+    };
+    for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
       const std::string layer = absl::StrCat("model.layers.", i, ".");
       auto get = [&](const std::string& name) { return checkpoint.Get(layer + name + ".weight"); };
+      auto get_norm = [&](const std::string& name) { return norm(layer + name + ".weight"); };
       LlamaLayer loaded;
-      loaded.input_norm = get("input_layernorm");
+      loaded.input_norm = get_norm("input_layernorm");
       loaded.q_proj = get("self_attn.q_proj");
       loaded.k_proj = get("self_attn.k_proj");
       loaded.v_proj = get("self_attn.v_proj");
       loaded.o_proj = get("self_attn.o_proj");
-      loaded.post_attention_norm = get("post_attention_layernorm");
+      if (cfg.sandwich_norms) {
+        loaded.attention_output_norm = get_norm("post_attention_layernorm");
+        loaded.mlp_norm = get_norm("pre_feedforward_layernorm");
+        loaded.mlp_output_norm = get_norm("post_feedforward_layernorm");
+      } else {
+        loaded.mlp_norm = get_norm("post_attention_layernorm");
+      }
       loaded.gate_proj = get("mlp.gate_proj");
       loaded.up_proj = get("mlp.up_proj");
       loaded.down_proj = get("mlp.down_proj");
-      const ModelConfig& cfg = this->config();
       auto bias = [&](const std::string& name) { return checkpoint.Get(layer + name + ".bias"); };
       if (cfg.qkv_bias) {
         loaded.q_bias = bias("self_attn.q_proj");
@@ -58,20 +83,17 @@ class LlamaModel : public DecoderOnlyModel {
       }
       if (cfg.o_proj_bias) loaded.o_bias = bias("self_attn.o_proj");
       if (cfg.qk_norm) {
-        loaded.q_norm = get("self_attn.q_norm");
-        loaded.k_norm = get("self_attn.k_norm");
+        loaded.q_norm = get_norm("self_attn.q_norm");
+        loaded.k_norm = get_norm("self_attn.k_norm");
       }
       loaded.sliding_window = cfg.layer_sliding_windows[i];
+      loaded.local_rope = loaded.sliding_window > 0 && cfg.rope_local_theta > 0;
       layers_.push_back(std::move(loaded));
     }
-    norm_ = checkpoint.Get("model.norm.weight");
+    norm_ = norm("model.norm.weight");
     lm_head_ = separate_lm_head ? checkpoint.Get("lm_head.weight") : embed_tokens_;
-    // RoPE inverse frequencies theta^(-2i/d), computed in float32 like transformers'
-    // LlamaRotaryEmbedding.
-    const int64_t head_dim = this->config().head_dim;
-    inv_freq_ = 1.0 / torch::pow(this->config().rope_theta,
-                                 torch::arange(0, head_dim, 2, torch::kInt64).to(torch::kFloat32) /
-                                     static_cast<double>(head_dim));
+    inv_freq_ = InverseFrequencies(cfg.rope_theta) / cfg.rope_linear_factor;
+    if (cfg.rope_local_theta > 0) local_inv_freq_ = InverseFrequencies(cfg.rope_local_theta);
   }
 
  protected:
@@ -86,6 +108,20 @@ class LlamaModel : public DecoderOnlyModel {
   }
 
  private:
+  // RoPE inverse frequencies theta^(-2i/d), computed in float32 like transformers'
+  // LlamaRotaryEmbedding.
+  torch::Tensor InverseFrequencies(double theta) const {
+    const int64_t head_dim = config().head_dim;
+    return 1.0 /
+           torch::pow(theta, torch::arange(0, head_dim, 2, torch::kInt64).to(torch::kFloat32) /
+                                 static_cast<double>(head_dim));
+  }
+
+  // cap * tanh(x / cap), in place (Gemma 2's soft-capping).
+  static torch::Tensor SoftCap(torch::Tensor x, double cap) {
+    return x.div_(cap).tanh_().mul_(cap);
+  }
+
   torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight) const {
     const torch::Tensor variance = x.pow(2).mean(-1, /*keepdim=*/true);
     return weight * (x * torch::rsqrt(variance + config().rms_norm_eps));
@@ -120,13 +156,21 @@ class LlamaModel : public DecoderOnlyModel {
     const int64_t queries_per_kv = cfg.num_queries_per_kv();
 
     const torch::Tensor positions = torch::arange(past, past + length, torch::kFloat32);
-    const torch::Tensor freqs = torch::outer(positions, inv_freq_);
-    // [T, 1, head_dim]: over the heads of [B, T, N, head_dim].
-    const torch::Tensor angles = torch::cat({freqs, freqs}, -1).unsqueeze(1);
-    const torch::Tensor cos = angles.cos();
-    const torch::Tensor sin = angles.sin();
-    auto rotate = [&](const torch::Tensor& x) { return x * cos + RotateHalf(x) * sin; };
-    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+    // [T, 1, head_dim] cos and sin: over the heads of [B, T, N, head_dim].
+    auto rope_of = [&](const torch::Tensor& inv_freq) {
+      if (!inv_freq.defined()) return std::pair<torch::Tensor, torch::Tensor>();
+      const torch::Tensor freqs = torch::outer(positions, inv_freq);
+      const torch::Tensor angles = torch::cat({freqs, freqs}, -1).unsqueeze(1);
+      return std::make_pair(angles.cos(), angles.sin());
+    };
+    const auto [cos, sin] = rope_of(inv_freq_);
+    const auto [local_cos, local_sin] = rope_of(local_inv_freq_);
+    auto rotate = [&](const torch::Tensor& x, bool local) {
+      return local ? x * local_cos + RotateHalf(x) * local_sin : x * cos + RotateHalf(x) * sin;
+    };
+    const double scale = cfg.attention_scale > 0 ? cfg.attention_scale
+                                                 : 1.0 / std::sqrt(static_cast<double>(head_dim));
+    const double softcap = cfg.attn_logit_softcapping;
     // A whole sequence (no cache) takes the fast attention in the layers without a window;
     // decoding steps over a cache, and windows, take LibTorch's batched products.
     const torch::Tensor prefixes =
@@ -142,13 +186,13 @@ class LlamaModel : public DecoderOnlyModel {
       windowed_masks.emplace_back(window, WithinWindow(visible, past, window));
       return windowed_masks.back().second;
     };
-    // [B, T, count * head_dim] with Qwen3's per-head RMSNorm when it has one and RoPE when
-    // `rotary`, contiguous.
+    // [B, T, count * head_dim] with Qwen3's per-head RMSNorm when it has one and RoPE (the local
+    // base's when `local_rope`), contiguous.
     auto heads_of = [&](const torch::Tensor& projected, int64_t count, const torch::Tensor& norm,
-                        bool rotary) {
+                        bool local_rope) {
       torch::Tensor split = projected.view({batch, length, count, head_dim});
       if (norm.defined()) split = RmsNorm(split, norm);
-      if (rotary) split = rotate(split);
+      split = rotate(split, local_rope);
       return split.reshape({batch, length, count * head_dim});
     };
     auto split_heads = [&](const torch::Tensor& x, int64_t count) {
@@ -157,19 +201,24 @@ class LlamaModel : public DecoderOnlyModel {
 
     ForwardOutput out;
     torch::Tensor hidden = torch::embedding(embed_tokens_, input_ids);
+    if (cfg.gemma_norms) {
+      // Gemma's normalizer: sqrt(hidden_size) as a tensor of the embeddings' dtype.
+      hidden.mul_(static_cast<float>(std::sqrt(static_cast<double>(cfg.hidden_size))));
+    }
     if (options.output_hidden_states) out.hidden_states.push_back(hidden);
     for (size_t i = 0; i < layers_.size(); ++i) {
       const LlamaLayer& layer = layers_[i];
       const std::vector<torch::Tensor> projected =
           LinearGroup(RmsNorm(hidden, layer.input_norm), {layer.q_proj, layer.k_proj, layer.v_proj},
                       {layer.q_bias, layer.k_bias, layer.v_bias});
-      const torch::Tensor query = heads_of(projected[0], heads, layer.q_norm, /*rotary=*/true);
-      const torch::Tensor key = heads_of(projected[1], kv_heads, layer.k_norm, /*rotary=*/true);
+      const torch::Tensor query = heads_of(projected[0], heads, layer.q_norm, layer.local_rope);
+      const torch::Tensor key = heads_of(projected[1], kv_heads, layer.k_norm, layer.local_rope);
       const torch::Tensor& value = projected[2];
       torch::Tensor probs;
       torch::Tensor scores;
       torch::Tensor context;
-      if (prefixes.defined() && layer.sliding_window == 0) {
+      // The fast attention kernels have no soft-capping: Gemma 2's layers take LibTorch's.
+      if (prefixes.defined() && layer.sliding_window == 0 && softcap == 0) {
         PrefixAttentionOutput attention =
             PrefixAttention(query, key, value, heads, kv_heads, head_dim, static_cast<float>(scale),
                             prefixes, options.output_attention_scores);
@@ -184,7 +233,7 @@ class LlamaModel : public DecoderOnlyModel {
         }
         // One new position after the cache, without a window, sees every key: nothing to mask.
         const bool sees_every_key = cache != nullptr && length == 1 && layer.sliding_window == 0;
-        if (sees_every_key && !options.output_attention_scores &&
+        if (sees_every_key && !options.output_attention_scores && softcap == 0 &&
             DecodeAttentionApplies(query, all_keys, all_values)) {
           DecodeAttentionOutput attention =
               DecodeAttention(query, all_keys, all_values, static_cast<float>(scale));
@@ -202,6 +251,7 @@ class LlamaModel : public DecoderOnlyModel {
           scores = torch::matmul(grouped_query, all_keys.transpose(-1, -2))
                        .mul_(scale)
                        .view({batch, heads, length, keys});
+          if (softcap > 0) scores = SoftCap(std::move(scores), softcap);
           probs = torch::softmax(
               sees_every_key ? scores
                              : scores.masked_fill(mask_of(layer.sliding_window).logical_not(),
@@ -214,12 +264,25 @@ class LlamaModel : public DecoderOnlyModel {
                         .reshape({batch, length, heads * head_dim});
         }
       }
-      hidden = Linear(context, layer.o_proj, layer.o_bias, /*residual=*/hidden);
+      if (cfg.sandwich_norms) {
+        hidden = hidden +
+                 RmsNorm(Linear(context, layer.o_proj, layer.o_bias), layer.attention_output_norm);
+      } else {
+        hidden = Linear(context, layer.o_proj, layer.o_bias, /*residual=*/hidden);
+      }
       const std::vector<torch::Tensor> gate_up =
-          LinearGroup(RmsNorm(hidden, layer.post_attention_norm), {layer.gate_proj, layer.up_proj},
+          LinearGroup(RmsNorm(hidden, layer.mlp_norm), {layer.gate_proj, layer.up_proj},
                       {torch::Tensor(), torch::Tensor()});
-      hidden = Linear(torch::silu(gate_up[0]).mul_(gate_up[1]), layer.down_proj,
-                      /*bias=*/torch::Tensor(), /*residual=*/hidden);
+      const torch::Tensor gated =
+          (cfg.hidden_act == "gelu_pytorch_tanh" ? torch::gelu(gate_up[0], "tanh")
+                                                 : torch::silu(gate_up[0]))
+              .mul_(gate_up[1]);
+      if (cfg.sandwich_norms) {
+        hidden = hidden + RmsNorm(Linear(gated, layer.down_proj, /*bias=*/torch::Tensor()),
+                                  layer.mlp_output_norm);
+      } else {
+        hidden = Linear(gated, layer.down_proj, /*bias=*/torch::Tensor(), /*residual=*/hidden);
+      }
       if (options.output_attentions) out.attentions.push_back(std::move(probs));
       if (options.output_attention_scores) out.attention_scores.push_back(std::move(scores));
       if (options.output_hidden_states && i + 1 < layers_.size())
@@ -235,6 +298,9 @@ class LlamaModel : public DecoderOnlyModel {
     // order at another row count: a sequence's logits then depended on the batch it ran in.
     if (options.output_logits) {
       out.logits = Linear(out.last_hidden_state, lm_head_, /*bias=*/torch::Tensor());
+      if (cfg.final_logit_softcapping > 0) {
+        out.logits = SoftCap(std::move(out.logits), cfg.final_logit_softcapping);
+      }
     }
     return out;
   }
@@ -244,6 +310,7 @@ class LlamaModel : public DecoderOnlyModel {
   torch::Tensor norm_;
   torch::Tensor lm_head_;
   torch::Tensor inv_freq_;
+  torch::Tensor local_inv_freq_;  // undefined without rope_local_theta
 };
 
 }  // namespace
@@ -281,6 +348,10 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateLlamaModel(ModelConfig c
       specs.push_back({layer + "self_attn.k_norm.weight", {config.head_dim}});
     }
     specs.push_back({layer + "post_attention_layernorm.weight", {hidden}});
+    if (config.sandwich_norms) {
+      specs.push_back({layer + "pre_feedforward_layernorm.weight", {hidden}});
+      specs.push_back({layer + "post_feedforward_layernorm.weight", {hidden}});
+    }
     specs.push_back({layer + "mlp.gate_proj.weight", {inner, hidden}});
     specs.push_back({layer + "mlp.up_proj.weight", {inner, hidden}});
     specs.push_back({layer + "mlp.down_proj.weight", {hidden, inner}});

@@ -257,7 +257,8 @@ absl::StatusOr<KvCache> TransformerModel::RunEncoderImpl(const ForwardInput& /*s
 absl::Status TransformerModel::ConvertProjections(torch::ScalarType /*dtype*/) {
   return absl::InvalidArgumentError(absl::StrCat(
       "compute_dtype 'bfloat16': expected a model of the BERT or Llama families (bert, roberta, "
-      "xlm-roberta, distilbert, llama, mistral, qwen2, qwen3), got model_type '",
+      "xlm-roberta, distilbert, llama, mistral, qwen2, qwen3, gemma2, gemma3_text), got "
+      "model_type '",
       config_.model_type, "'; serve it with --compute_dtype=float32"));
 }
 
@@ -289,6 +290,8 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
     case Architecture::kQwen2:
     case Architecture::kQwen3:
     case Architecture::kMistral:
+    case Architecture::kGemma2:
+    case Architecture::kGemma3:
       model = CreateLlamaModel(std::move(config), *checkpoint);
       break;
     case Architecture::kMarian:

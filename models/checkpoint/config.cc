@@ -390,6 +390,10 @@ int64_t DefaultMaxPositions(Architecture architecture) {
       return 32768;
     case Architecture::kMistral:
       return 4096 * 32;
+    case Architecture::kGemma2:
+      return 8192;
+    case Architecture::kGemma3:
+      return 131072;
     default:
       return 2048;
   }
@@ -410,11 +414,21 @@ absl::Status ReadDecoderVariant(const FieldReader& reader, const Json& json, Mod
                     (architecture != Architecture::kMistral && attention_bias);
   config.o_proj_bias = architecture != Architecture::kQwen2 &&
                        architecture != Architecture::kMistral && attention_bias;
-  config.qk_norm = architecture == Architecture::kQwen3;
+  config.qk_norm = architecture == Architecture::kQwen3 || architecture == Architecture::kGemma3;
 
   int64_t window = 0;
   int64_t first_windowed_layer = 0;
-  if (architecture == Architecture::kMistral) {
+  // Gemma's layers alternate without layer_types: Gemma 2's every other one has the window, Gemma
+  // 3's all but every sliding_window_pattern-th (Gemma2Config, Gemma3TextConfig).
+  int64_t full_attention_every = 0;
+  if (architecture == Architecture::kGemma2 || architecture == Architecture::kGemma3) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(window, reader.Int("sliding_window", 1, kMaxPositions, 4096));
+    full_attention_every = 2;
+    if (architecture == Architecture::kGemma3) {
+      ATTNSCOPE_ASSIGN_OR_RETURN(full_attention_every,
+                                 reader.Int("sliding_window_pattern", 1, kMaxLayers, 6));
+    }
+  } else if (architecture == Architecture::kMistral) {
     ATTNSCOPE_ASSIGN_OR_RETURN(window, reader.Int("sliding_window", 1, kMaxPositions, 0));
   } else if (architecture == Architecture::kQwen2 || architecture == Architecture::kQwen3) {
     // Qwen2Config: sliding_window counts only with use_sliding_window (Qwen2.5 and Qwen3 ship it
@@ -431,7 +445,8 @@ absl::Status ReadDecoderVariant(const FieldReader& reader, const Json& json, Mod
   auto layer_types = json.find("layer_types");
   if (layer_types == json.end() || layer_types->is_null()) {
     for (int64_t i = first_windowed_layer; i < config.num_hidden_layers; ++i) {
-      config.layer_sliding_windows[i] = window;
+      const bool full = full_attention_every > 0 && (i + 1) % full_attention_every == 0;
+      config.layer_sliding_windows[i] = full ? 0 : window;
     }
     return absl::OkStatus();
   }
@@ -449,6 +464,59 @@ absl::Status ReadDecoderVariant(const FieldReader& reader, const Json& json, Mod
     } else if (type != "full_attention") {
       return reader.Error("layer_types", expected, FieldReader::Got(type));
     }
+  }
+  return absl::OkStatus();
+}
+
+// rope_scaling: null, or "linear" scaling's factor (RoPE's other scalings, Llama 3's "llama3",
+// "dynamic" and YaRN, change the frequencies otherwise: served with plain RoPE the attentions
+// would not be transformers'). 1 for none.
+absl::StatusOr<double> ReadLinearRopeScaling(const FieldReader& reader, const Json& json) {
+  auto it = json.find("rope_scaling");
+  if (it == json.end() || it->is_null()) return 1.0;
+  constexpr absl::string_view kExpected =
+      "null or {\"rope_type\": \"linear\", \"factor\": a number of at least 1} (the other "
+      "RoPE scalings are not implemented; plain RoPE would give other attentions than "
+      "transformers does)";
+  if (!it->is_object()) return reader.Error("rope_scaling", kExpected, FieldReader::Got(*it));
+  // transformers reads "type" where older configs wrote it instead of "rope_type".
+  const auto type = it->contains("rope_type") ? it->find("rope_type") : it->find("type");
+  const auto factor = it->find("factor");
+  if (type == it->end() || *type != "linear" || factor == it->end() || !factor->is_number() ||
+      !std::isfinite(factor->get<double>()) || factor->get<double>() < 1.0) {
+    return reader.Error("rope_scaling", kExpected, FieldReader::Got(*it));
+  }
+  return factor->get<double>();
+}
+
+// A cap of Gemma's soft-capping: `fallback` when config.json omits it, 0 (none) when null.
+absl::StatusOr<double> ReadSoftcap(const FieldReader& reader, const Json& json, const char* field,
+                                   double fallback) {
+  auto it = json.find(field);
+  if (it != json.end() && it->is_null()) return 0.0;
+  return reader.Positive(field, fallback);
+}
+
+// What Gemma 2 and 3 add to the Llama family (ModelConfig's Gemma fields), as Gemma2Config and
+// Gemma3TextConfig read config.json.
+absl::Status ReadGemmaVariant(const FieldReader& reader, const Json& json, ModelConfig& config) {
+  const bool gemma2 = config.architecture == Architecture::kGemma2;
+  config.gemma_norms = true;
+  config.sandwich_norms = true;
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act,
+                             reader.StringOr("hidden_activation", "gelu_pytorch_tanh"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const double query_pre_attn_scalar,
+                             reader.Positive("query_pre_attn_scalar", 256.0));
+  config.attention_scale = 1.0 / std::sqrt(query_pre_attn_scalar);
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.attn_logit_softcapping,
+      ReadSoftcap(reader, json, "attn_logit_softcapping", gemma2 ? 50.0 : 0.0));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.final_logit_softcapping,
+      ReadSoftcap(reader, json, "final_logit_softcapping", gemma2 ? 30.0 : 0.0));
+  if (!gemma2) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(config.rope_local_theta,
+                               reader.Positive("rope_local_base_freq", 10000.0, 1.0));
   }
   return absl::OkStatus();
 }
@@ -479,6 +547,10 @@ absl::string_view ArchitectureName(Architecture architecture) {
       return "gpt2";
     case Architecture::kDistilBert:
       return "distilbert";
+    case Architecture::kGemma2:
+      return "gemma2";
+    case Architecture::kGemma3:
+      return "gemma3_text";
   }
   return "unknown";
 }
@@ -491,6 +563,7 @@ bool IsBertFamily(Architecture architecture) {
 bool IsDecoderOnly(Architecture architecture) {
   return architecture == Architecture::kLlama || architecture == Architecture::kQwen2 ||
          architecture == Architecture::kQwen3 || architecture == Architecture::kMistral ||
+         architecture == Architecture::kGemma2 || architecture == Architecture::kGemma3 ||
          architecture == Architecture::kGpt2;
 }
 
@@ -528,11 +601,17 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     config.architecture = Architecture::kGpt2;
   } else if (config.model_type == "distilbert") {
     config.architecture = Architecture::kDistilBert;
+  } else if (config.model_type == "gemma2") {
+    config.architecture = Architecture::kGemma2;
+  } else if (config.model_type == "gemma3_text") {
+    config.architecture = Architecture::kGemma3;
   } else {
     return reader.Error("model_type",
                         "one of the supported architectures \"bert\", \"roberta\", "
                         "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", "
-                        "\"gpt2\", \"distilbert\", \"marian\", \"bart\", \"t5\"",
+                        "\"gemma2\", \"gemma3_text\" (Gemma 3's text model; the multimodal "
+                        "\"gemma3\" is not served), \"gpt2\", \"distilbert\", \"marian\", "
+                        "\"bart\", \"t5\"",
                         FieldReader::Quoted(config.model_type));
   }
   if (auto it = json.find("architectures"); it != json.end() && it->is_array()) {
@@ -553,6 +632,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   const bool is_roberta = config.architecture == Architecture::kRoberta;
   // RoBERTa is a BERT in everything config.json describes but its token ids' defaults.
   const bool is_bert = config.architecture == Architecture::kBert || is_roberta;
+  const bool is_gemma =
+      config.architecture == Architecture::kGemma2 || config.architecture == Architecture::kGemma3;
 
   ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.Size("vocab_size", kMaxVocabSize));
   ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_size, reader.Size("hidden_size", kMaxHiddenSize));
@@ -575,18 +656,23 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   ATTNSCOPE_ASSIGN_OR_RETURN(config.rms_norm_eps, reader.Positive("rms_norm_eps", 1e-6));
   // Below 1 the RoPE frequencies theta^(-2i/d) exceed one turn per token and, for a theta near 0,
   // overflow float32; every Llama-family base is 10^4 to 10^7.
-  ATTNSCOPE_ASSIGN_OR_RETURN(config.rope_theta, reader.Positive("rope_theta", 10000.0, 1.0));
-  // RoPE scaling (Llama 3's "llama3", "linear", "dynamic", YaRN) changes the frequencies of every
-  // position: served with plain RoPE, the attentions would not be transformers'.
-  ATTNSCOPE_RETURN_IF_ERROR(
-      reader.Absent("rope_scaling",
-                    "null (RoPE scaling is not implemented; plain RoPE would give other "
-                    "attentions than transformers does)"));
-  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act,
-                             reader.StringOr("hidden_act", is_bert ? "gelu" : "silu"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.rope_theta,
+      reader.Positive("rope_theta",
+                      config.architecture == Architecture::kGemma3 ? 1000000.0 : 10000.0, 1.0));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.rope_linear_factor, ReadLinearRopeScaling(reader, json));
+  if (is_gemma) {
+    ATTNSCOPE_RETURN_IF_ERROR(ReadGemmaVariant(reader, json, config));
+  } else {
+    ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act,
+                               reader.StringOr("hidden_act", is_bert ? "gelu" : "silu"));
+  }
   ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
                              reader.BoolOr("tie_word_embeddings", /*fallback=*/!is_bert));
-  if (is_roberta) {
+  if (is_gemma) {
+    // Gemma2Config's and Gemma3TextConfig's own defaults.
+    ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/0, /*bos=*/2, /*eos=*/1, config));
+  } else if (is_roberta) {
     // RobertaConfig's own defaults (BertConfig's otherwise).
     ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/1, /*bos=*/0, /*eos=*/2, config));
   } else {
@@ -649,8 +735,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     }
     ATTNSCOPE_RETURN_IF_ERROR(ReadDecoderVariant(reader, json, config));
   }
-  if (is_bert ? config.hidden_act != "gelu" : config.hidden_act != "silu") {
-    return reader.Error("hidden_act", is_bert ? "\"gelu\"" : "\"silu\"",
+  const std::string activation = is_bert ? "gelu" : is_gemma ? "gelu_pytorch_tanh" : "silu";
+  if (config.hidden_act != activation) {
+    return reader.Error(is_gemma ? "hidden_activation" : "hidden_act",
+                        absl::StrCat("\"", activation, "\""),
                         FieldReader::Quoted(config.hidden_act));
   }
 

@@ -20,10 +20,11 @@ namespace attnscope {
 // buckets instead of absolute positions. kDistilBert is DistilBERT (transformers'
 // DistilBertModel / DistilBertForSequenceClassification): BERT without token types or pooler.
 // kGpt2 is GPT-2 (transformers' GPT2LMHeadModel): learned
-// positions, pre-LayerNorm blocks, a fused c_attn. kLlama, kQwen2, kQwen3 and kMistral are the
-// decoder-only Llama family (transformers' LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-// MistralForCausalLM): one implementation, told apart by the ModelConfig fields qkv_bias,
-// o_proj_bias, qk_norm and layer_sliding_windows.
+// positions, pre-LayerNorm blocks, a fused c_attn. kLlama, kQwen2, kQwen3, kMistral, kGemma2 and
+// kGemma3 are the decoder-only Llama family (transformers' LlamaForCausalLM, Qwen2ForCausalLM,
+// Qwen3ForCausalLM, MistralForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM, the text model of
+// Gemma 3): one implementation, told apart by the ModelConfig fields qkv_bias, o_proj_bias,
+// qk_norm, layer_sliding_windows and Gemma's.
 enum class Architecture {
   kBert,
   kRoberta,
@@ -35,18 +36,21 @@ enum class Architecture {
   kQwen3,
   kMistral,
   kGpt2,
-  kDistilBert
+  kDistilBert,
+  kGemma2,
+  kGemma3
 };
 
-// "bert", "roberta", "llama", "marian", "bart", "t5", "qwen2", "qwen3", "mistral", "gpt2" or
-// "distilbert".
+// "bert", "roberta", "llama", "marian", "bart", "t5", "qwen2", "qwen3", "mistral", "gpt2",
+// "distilbert", "gemma2" or "gemma3_text".
 absl::string_view ArchitectureName(Architecture architecture);
 
 // True for the BERT family's encoders (BERT, RoBERTa, DistilBERT), which bert.cc serves and whose
 // cross-encoders Attribute explains.
 bool IsBertFamily(Architecture architecture);
 
-// True for the decoder-only architectures (GPT-2 and the Llama family), whose attention is causal.
+// True for the decoder-only architectures (GPT-2 and the Llama family, Gemma included), whose
+// attention is causal.
 bool IsDecoderOnly(Architecture architecture);
 
 // The fields of config.json that the supported architectures read, with the defaults of the
@@ -116,6 +120,27 @@ struct ModelConfig {
   bool o_proj_bias = false;
   bool qk_norm = false;
   std::vector<int64_t> layer_sliding_windows;
+  // "linear" RoPE scaling (rope_scaling {"rope_type": "linear", "factor": f}): the frequencies
+  // divided by f (transformers' _compute_linear_scaling_rope_parameters), in every layer but those
+  // with a RoPE base of their own (rope_local_theta); 1 for none.
+  double rope_linear_factor = 1.0;
+  // Gemma 2 and 3 (Gemma2Config, Gemma3TextConfig). gemma_norms: every RMSNorm scales by
+  // (1 + weight), the stored weight being the offset from 1 (Gemma's RMSNorm), and the token
+  // embeddings are multiplied by sqrt(hidden_size) rounded to float32 (the embedding's
+  // normalizer). sandwich_norms: the attention's output passes post_attention_layernorm before it
+  // joins the residual, and the MLP's input pre_feedforward_layernorm and its output
+  // post_feedforward_layernorm. attention_scale: the scores' factor, query_pre_attn_scalar^-1/2;
+  // 0 for head_dim^-1/2. attn_logit_softcapping and final_logit_softcapping: the scores (before
+  // the mask) and the logits become cap * tanh(x / cap) (Gemma 2); 0 for none.
+  // rope_local_theta: the RoPE base of the layers with a sliding window (Gemma 3's
+  // rope_local_base_freq, unscaled); 0 for rope_theta. Gemma's MLP is gated by GELU's tanh
+  // approximation (hidden_act "gelu_pytorch_tanh", from hidden_activation).
+  bool gemma_norms = false;
+  bool sandwich_norms = false;
+  double attention_scale = 0.0;
+  double attn_logit_softcapping = 0.0;
+  double final_logit_softcapping = 0.0;
+  double rope_local_theta = 0.0;
   // GPT-2 (GPT2Config): scores divided by sqrt(head_dim) (scale_attn_weights), and also by the
   // layer's 1-based index (scale_attn_by_inverse_layer_idx).
   bool scale_attn_weights = true;

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Builds tests/data/tiny-qwen2, tiny-qwen3, tiny-mistral (small random checkpoints of the Llama
-family's other members) and tiny-gpt2, and each one's golden.json.
+"""Builds tests/data/tiny-qwen2, tiny-qwen3, tiny-mistral, tiny-gemma2, tiny-gemma3 (small random
+checkpoints of the Llama family's other members) and tiny-gpt2, and each one's golden.json.
 
 The reference is written with PyTorch's own modules (nn.Embedding, nn.Linear, nn.SiLU; RMSNorm
 and the rotary embedding as transformers' modeling_qwen2.py, modeling_qwen3.py and
@@ -12,6 +12,15 @@ recomputes the whole sequence at every generation step (no cache). What each mem
   - qwen3: an RMSNorm over head_dim of each head's queries and keys before RoPE (q_norm, k_norm),
     head_dim 8 from config.json while hidden_size / num_attention_heads is 4, untied lm_head;
   - mistral: a sliding window of 4 on every layer.
+  - gemma2, gemma3 (Gemma2ForCausalLM, Gemma3ForCausalLM: modeling_gemma2.py, modeling_gemma3.py):
+    RMSNorms that scale by (1 + weight) in float32, embeddings multiplied by sqrt(hidden_size) (a
+    float32 tensor), post_attention_layernorm on the attention's output and pre_/
+    post_feedforward_layernorm around the MLP, the MLP gated by nn.GELU(approximate="tanh"), scores
+    scaled by query_pre_attn_scalar^-1/2; without layer_types, gemma2's even layers and all of
+    gemma3's but every sliding_window_pattern-th have the window. gemma2 soft-caps the scores
+    before the mask and the logits (cap * tanh(x / cap)); gemma3 has q_norm and k_norm, a RoPE
+    base of rope_local_base_freq in its windowed layers and linear rope_scaling (the frequencies
+    divided by the factor) in the others. Both tie lm_head.
   - gpt2 (GPT2LMHeadModel): learned positions, pre-LayerNorm blocks, the fused c_attn and the MLP
     as Conv1D modules (weights stored [in, out]), gelu_new, ln_f, lm_head tied to wte. Its
     reference is nn.MultiheadAttention (whose packed in_proj is c_attn transposed), nn.LayerNorm,
@@ -57,6 +66,8 @@ BASE = {
     "max_position_embeddings": 64, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
     "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32",
 }
+# Gemma's configuration classes read hidden_activation, not hidden_act.
+GEMMA_BASE = {k: v for k, v in BASE.items() if k != "hidden_act"}
 CONFIGS = {
     "qwen2": dict(BASE, architectures=["Qwen2ForCausalLM"], model_type="qwen2",
                   use_sliding_window=True, sliding_window=4, max_window_layers=1,
@@ -71,6 +82,17 @@ CONFIGS = {
              "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05,
              "scale_attn_weights": True, "bos_token_id": 1, "eos_token_id": 2,
              "tie_word_embeddings": True, "torch_dtype": "float32"},
+    "gemma2": dict(GEMMA_BASE, architectures=["Gemma2ForCausalLM"], model_type="gemma2",
+                   head_dim=8, hidden_activation="gelu_pytorch_tanh",
+                   query_pre_attn_scalar=6, sliding_window=4, attn_logit_softcapping=4.0,
+                   final_logit_softcapping=2.5, attention_bias=False, tie_word_embeddings=True,
+                   pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "gemma3": dict(GEMMA_BASE, architectures=["Gemma3ForCausalLM"], model_type="gemma3_text",
+                   head_dim=8, hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=6,
+                   sliding_window=4, sliding_window_pattern=2, rope_theta=1000000.0,
+                   rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 4.0},
+                   attn_logit_softcapping=None, final_logit_softcapping=None, attention_bias=False,
+                   tie_word_embeddings=True, pad_token_id=0, bos_token_id=1, eos_token_id=2),
 }
 
 
@@ -84,12 +106,39 @@ class RMSNorm(nn.Module):
         return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
 
 
+class GemmaRMSNorm(nn.Module):
+    """Gemma's RMSNorm: the stored weight is the offset from 1, the product taken in float32."""
+
+    def __init__(self, size, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(size))
+        self.eps = eps
+
+    def forward(self, x):
+        normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return normed * (1.0 + self.weight)
+
+
+def inverse_frequencies(theta, head_dim):
+    """RoPE's theta^(-2i/d), in float32 as transformers' rotary embeddings compute it."""
+    return 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim)
+
+
+def rope(inv_freq, length):
+    freqs = torch.outer(torch.arange(length, dtype=torch.float32), inv_freq)
+    angles = torch.cat([freqs, freqs], -1).double()
+    return angles.cos(), angles.sin()
+
+
 def layer_windows(c):
     """Each layer's sliding window (None: the whole causal prefix), as the configuration classes
     derive it."""
     layers = c["num_hidden_layers"]
     if c["model_type"] == "mistral":
         return [c.get("sliding_window")] * layers
+    if c["model_type"] in ("gemma2", "gemma3_text"):
+        every = 2 if c["model_type"] == "gemma2" else c.get("sliding_window_pattern", 6)
+        return [None if (i + 1) % every == 0 else c["sliding_window"] for i in range(layers)]
     window = c.get("sliding_window") if c.get("use_sliding_window") else None
     return [window if window is not None and i >= c.get("max_window_layers", 28) else None
             for i in range(layers)]
@@ -178,6 +227,101 @@ class Decoder(nn.Module):
         last = self.norm(x)
         hidden_states[-1] = last
         return last, hidden_states, attentions, self.lm_head(last)
+
+
+class GemmaLayer(nn.Module):
+    def __init__(self, c, window):
+        super().__init__()
+        self.heads, self.kv_heads = c["num_attention_heads"], c["num_key_value_heads"]
+        self.head_dim = c["head_dim"]
+        self.window = window
+        self.gemma3 = c["model_type"] == "gemma3_text"
+        self.scaling = c["query_pre_attn_scalar"] ** -0.5
+        self.softcap = c.get("attn_logit_softcapping")
+        hidden, inner, eps = c["hidden_size"], c["intermediate_size"], c["rms_norm_eps"]
+        self.input_layernorm = GemmaRMSNorm(hidden, eps)
+        self.q_proj = nn.Linear(hidden, self.heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(hidden, self.kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(hidden, self.kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(self.heads * self.head_dim, hidden, bias=False)
+        if self.gemma3:
+            self.q_norm = GemmaRMSNorm(self.head_dim, eps)
+            self.k_norm = GemmaRMSNorm(self.head_dim, eps)
+        self.post_attention_layernorm = GemmaRMSNorm(hidden, eps)
+        self.pre_feedforward_layernorm = GemmaRMSNorm(hidden, eps)
+        self.post_feedforward_layernorm = GemmaRMSNorm(hidden, eps)
+        self.gate_proj = nn.Linear(hidden, inner, bias=False)
+        self.up_proj = nn.Linear(hidden, inner, bias=False)
+        self.down_proj = nn.Linear(inner, hidden, bias=False)
+        self.act = nn.GELU(approximate="tanh")
+
+    def forward(self, x, rope_global, rope_local, key_padding):
+        batch, length = x.shape[:2]
+        cos, sin = rope_local if self.window is not None and self.gemma3 else rope_global
+
+        def heads(t, count):  # [B, S, count * d] -> [B, count, S, d]
+            return t.view(batch, length, count, self.head_dim).transpose(1, 2)
+
+        def rotate(t):
+            half = t.shape[-1] // 2
+            return t * cos + torch.cat([-t[..., half:], t[..., :half]], -1) * sin
+
+        h = self.input_layernorm(x)
+        q, k = heads(self.q_proj(h), self.heads), heads(self.k_proj(h), self.kv_heads)
+        if self.gemma3:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = rotate(q), rotate(k)
+        v = heads(self.v_proj(h), self.kv_heads)
+        group = self.heads // self.kv_heads
+        k = k.repeat_interleave(group, 1)
+        v = v.repeat_interleave(group, 1)
+        scores = (q @ k.transpose(-1, -2)) * self.scaling
+        if self.softcap is not None:
+            scores = torch.tanh(scores / self.softcap) * self.softcap
+        query = torch.arange(length).view(-1, 1)
+        key = torch.arange(length).view(1, -1)
+        visible = key <= query
+        if self.window is not None:
+            visible = visible & (key > query - self.window)
+        hidden = ~visible.view(1, 1, length, length) | key_padding.view(batch, 1, 1, length)
+        probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), -1).nan_to_num(0.0)
+        attended = self.o_proj((probs @ v).transpose(1, 2).reshape(batch, length, -1))
+        x = x + self.post_attention_layernorm(attended)
+        h = self.pre_feedforward_layernorm(x)
+        mlp = self.down_proj(self.act(self.gate_proj(h)) * self.up_proj(h))
+        return x + self.post_feedforward_layernorm(mlp), probs
+
+
+class Gemma(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        self.layers = nn.ModuleList(GemmaLayer(c, w) for w in layer_windows(c))
+        self.norm = GemmaRMSNorm(c["hidden_size"], c["rms_norm_eps"])
+
+    def forward(self, input_ids, attention_mask):
+        c, length = self.c, input_ids.shape[1]
+        head_dim = c["head_dim"]
+        scaling = c.get("rope_scaling") or {}
+        factor = scaling.get("factor", 1.0) if scaling.get("rope_type") == "linear" else 1.0
+        rope_global = rope(inverse_frequencies(c["rope_theta"], head_dim) / factor, length)
+        rope_local = rope(inverse_frequencies(c.get("rope_local_base_freq", 10000.0), head_dim),
+                          length)
+        normalizer = torch.tensor(c["hidden_size"] ** 0.5, dtype=torch.float32)
+        x = self.embed_tokens(input_ids) * normalizer.to(self.embed_tokens.weight.dtype)
+        hidden_states, attentions = [x], []
+        for layer in self.layers:
+            x, probs = layer(x, rope_global, rope_local, attention_mask == 0)
+            hidden_states.append(x)
+            attentions.append(probs)
+        last = self.norm(x)
+        hidden_states[-1] = last
+        logits = last @ self.embed_tokens.weight.T
+        cap = c.get("final_logit_softcapping")
+        if cap is not None:
+            logits = torch.tanh(logits / cap) * cap
+        return last, hidden_states, attentions, logits
 
 
 class Gpt2Block(nn.Module):
@@ -289,12 +433,16 @@ def greedy(model, prompt, max_new, eos):
 def make(name, config, seed):
     torch.manual_seed(seed)
     gpt2 = config["model_type"] == "gpt2"
-    model = Gpt2(config) if gpt2 else Decoder(config)
+    gemma = config["model_type"] in ("gemma2", "gemma3_text")
+    model = Gpt2(config) if gpt2 else Gemma(config) if gemma else Decoder(config)
     with torch.no_grad():
         # Large query and key weights give peaked, head-specific attention; the others are
         # smaller so that the residual stream stays near unit scale, where float32 holds 1e-5.
         for param_name, param in model.named_parameters():
-            if "norm" in param_name or "ln_" in param_name:
+            if gemma and "norm" in param_name:
+                # Gemma's norm weights are offsets from 1.
+                param.copy_(0.1 * torch.randn_like(param))
+            elif "norm" in param_name or "ln_" in param_name:
                 if param_name.endswith("bias"):
                     param.copy_(0.1 * torch.randn_like(param))
                 else:
@@ -343,10 +491,12 @@ def make(name, config, seed):
         json.dump(golden, f)
 
 
-def main():
+def main(names):
+    """Builds the members named (all without names)."""
     for seed, (name, config) in enumerate(CONFIGS.items(), start=20261204):
-        make(name, config, seed)
+        if not names or name in names:
+            make(name, config, seed)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -437,6 +437,8 @@ TEST(OptionMatrixTest, EveryRpcOptionAndArchitectureAnswersOrGivesADocumentedErr
       {"qwen2", data + "/tiny-qwen2", "Once upon a time", "there was a cat"},
       {"qwen3", data + "/tiny-qwen3", "Once upon a time", "there was a cat"},
       {"mistral", data + "/tiny-mistral", "Once upon a time, there was a little girl", "a cat"},
+      {"gemma2", data + "/tiny-gemma2", "Once upon a time, there was a little girl", "a cat"},
+      {"gemma3", data + "/tiny-gemma3", "Once upon a time, there was a little girl", "a cat"},
       {"gpt2", data + "/tiny-gpt2", "Once upon a time", "there was a cat"},
       {"marian", data + "/tiny-marian", ">>vie<< Insert a table", "Chèn bảng"},
       {"bart", data + "/tiny-bart", "Insert a table", "the table"},

@@ -1,4 +1,5 @@
-// The decoder-only families beside Llama (Qwen2, Qwen3, Mistral, GPT-2) against goldens from
+// The decoder-only families beside Llama (Qwen2, Qwen3, Mistral, Gemma 2, Gemma 3, GPT-2) against
+// goldens from
 // PyTorch's own modules (tests/data/make_tiny_decoders.py): attentions, hidden states and logits
 // of a single sequence and a right-padded batch, greedy generation through the KV cache, causal
 // masks and sliding windows that hide exactly what they should, and the checkpoints each refuses.
@@ -76,7 +77,7 @@ class DecoderFamilyTest : public ::testing::TestWithParam<Member> {
 TEST_P(DecoderFamilyTest, ReadsTheMembersConfig) {
   const ModelConfig& config = model_->config();
   EXPECT_EQ(config.architecture, GetParam().architecture);
-  EXPECT_EQ(config.model_type, GetParam().name);
+  EXPECT_EQ(config.model_type, ArchitectureName(GetParam().architecture));
   EXPECT_TRUE(model_->is_decoder());
   EXPECT_EQ(config.num_attention_heads, 4);
   EXPECT_EQ(config.num_key_value_heads, config.architecture == Architecture::kGpt2 ? 4 : 2);
@@ -104,6 +105,24 @@ TEST_P(DecoderFamilyTest, ReadsTheMembersConfig) {
       EXPECT_EQ(config.head_dim, 8);
       EXPECT_EQ(config.layer_sliding_windows, (std::vector<int64_t>{0, 0}));
       break;
+    case Architecture::kGemma2:
+    case Architecture::kGemma3: {
+      const bool gemma3 = config.architecture == Architecture::kGemma3;
+      EXPECT_TRUE(config.gemma_norms);
+      EXPECT_TRUE(config.sandwich_norms);
+      EXPECT_EQ(config.qk_norm, gemma3);
+      EXPECT_EQ(config.hidden_act, "gelu_pytorch_tanh");
+      EXPECT_EQ(config.head_dim, 8);
+      EXPECT_DOUBLE_EQ(config.attention_scale, 1.0 / std::sqrt(6.0));
+      EXPECT_EQ(config.attn_logit_softcapping, gemma3 ? 0.0 : 4.0);
+      EXPECT_EQ(config.final_logit_softcapping, gemma3 ? 0.0 : 2.5);
+      EXPECT_EQ(config.rope_local_theta, gemma3 ? 10000.0 : 0.0);
+      EXPECT_EQ(config.rope_linear_factor, gemma3 ? 4.0 : 1.0);
+      // Layer 0 has the window, layer 1 (every second: Gemma 2's rule, Gemma 3's
+      // sliding_window_pattern 2) the whole prefix.
+      EXPECT_EQ(config.layer_sliding_windows, (std::vector<int64_t>{4, 0}));
+      break;
+    }
     default:
       EXPECT_FALSE(config.qkv_bias);
       EXPECT_FALSE(config.qk_norm);
@@ -202,14 +221,13 @@ TEST_P(DecoderFamilyTest, GreedyGenerationThroughTheCacheMatchesTheReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Members, DecoderFamilyTest,
-                         ::testing::Values(Member{"qwen2", Architecture::kQwen2},
-                                           Member{"qwen3", Architecture::kQwen3},
-                                           Member{"mistral", Architecture::kMistral},
-                                           Member{"gpt2", Architecture::kGpt2}),
-                         [](const ::testing::TestParamInfo<Member>& info) {
-                           return std::string(info.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Members, DecoderFamilyTest,
+    ::testing::Values(Member{"qwen2", Architecture::kQwen2}, Member{"qwen3", Architecture::kQwen3},
+                      Member{"mistral", Architecture::kMistral},
+                      Member{"gemma2", Architecture::kGemma2},
+                      Member{"gemma3", Architecture::kGemma3}, Member{"gpt2", Architecture::kGpt2}),
+    [](const ::testing::TestParamInfo<Member>& info) { return std::string(info.param.name); });
 
 // A copy of tiny-<name> with `patch` merged into its config.json, loaded.
 absl::Status LoadPatched(const std::string& name, const Json& patch) {

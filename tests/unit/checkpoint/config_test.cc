@@ -75,8 +75,9 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
   const Case cases[] = {
       {R"({"model_type": "gpt_neox", "vocab_size": 5})",
        "field 'model_type': expected one of the supported architectures \"bert\", \"roberta\", "
-       "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"gpt2\", \"distilbert\", "
-       "\"marian\", \"bart\", \"t5\", got \"gpt_neox\""},
+       "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"gemma2\", "
+       "\"gemma3_text\" (Gemma 3's text model; the multimodal \"gemma3\" is not served), \"gpt2\", "
+       "\"distilbert\", \"marian\", \"bart\", \"t5\", got \"gpt_neox\""},
       {"{not json", "malformed JSON"},
       {R"({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
            "num_attention_heads": 4, "intermediate_size": 8})",
@@ -280,8 +281,8 @@ TEST(ConfigTest, LoadingReportsTheArchitectureBeforeTheTokenizer) {
     EXPECT_THAT(status.message(),
                 HasSubstr("expected one of the supported architectures \"bert\", \"roberta\", "
                           "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", "
-                          "\"gpt2\", \"distilbert\", \"marian\", \"bart\", \"t5\", got \"" +
-                          model_type + "\""));
+                          "\"gemma2\", \"gemma3_text\""));
+    EXPECT_THAT(status.message(), HasSubstr("\"bart\", \"t5\", got \"" + model_type + "\""));
     EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("tokenizer")));
   }
 }
@@ -437,22 +438,91 @@ TEST(ConfigTest, RefusesEpsilonsAndRopeBasesThatAreNotPositive) {
             "-1e-12");
 }
 
-// Llama 3's RoPE scaling (and any other) is refused: plain RoPE would serve other attentions than
-// transformers computes. null is what transformers writes for none.
-TEST(ConfigTest, RefusesRopeScaling) {
+// RoPE scaling other than "linear" (Llama 3's, YaRN, dynamic) is refused: plain RoPE would serve
+// other attentions than transformers computes. null is what transformers writes for none.
+TEST(ConfigTest, RefusesRopeScalingOtherThanLinear) {
   const std::string llama =
       R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
           "num_attention_heads": 2, "intermediate_size": 8, "rope_scaling": )";
   for (const std::string scaling :
-       {R"({"factor": 32.0, "rope_type": "llama3"})", R"({"type": "linear", "factor": -1})"}) {
+       {R"({"factor": 32.0, "rope_type": "llama3"})", R"({"type": "linear", "factor": -1})",
+        R"({"type": "linear"})", R"("linear")"}) {
     SCOPED_TRACE(scaling);
     const absl::Status status = ParseModelConfig(llama + scaling + "}", "l/config.json").status();
     ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
     EXPECT_THAT(std::string(status.message()),
-                HasSubstr("config 'l/config.json': field 'rope_scaling': expected null (RoPE "
-                          "scaling is not implemented"));
+                HasSubstr("config 'l/config.json': field 'rope_scaling': expected null or "
+                          "{\"rope_type\": \"linear\", \"factor\": a number of at least 1}"));
   }
-  EXPECT_TRUE(ParseModelConfig(llama + "null}", "l/config.json").ok());
+  absl::StatusOr<ModelConfig> plain = ParseModelConfig(llama + "null}", "l/config.json");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->rope_linear_factor, 1.0);
+  // Older configs write "type" where newer ones write "rope_type".
+  absl::StatusOr<ModelConfig> linear =
+      ParseModelConfig(llama + R"({"type": "linear", "factor": 8.0}})", "l/config.json");
+  ASSERT_TRUE(linear.ok()) << linear.status();
+  EXPECT_EQ(linear->rope_linear_factor, 8.0);
+}
+
+// Gemma 2 and Gemma 3's config.json as their configuration classes read it: the defaults of the
+// fields a file omits, and the layers that have the sliding window without layer_types.
+TEST(ConfigTest, ReadsGemmaConfigsWithTheirClassesDefaults) {
+  const std::string common =
+      R"("vocab_size": 300, "hidden_size": 32, "num_hidden_layers": 8, "num_attention_heads": 4,
+         "num_key_value_heads": 1, "head_dim": 16, "intermediate_size": 64)";
+  absl::StatusOr<ModelConfig> gemma2 =
+      ParseModelConfig(R"({"model_type": "gemma2", )" + common + "}", "g2/config.json");
+  ASSERT_TRUE(gemma2.ok()) << gemma2.status();
+  EXPECT_EQ(gemma2->architecture, Architecture::kGemma2);
+  EXPECT_TRUE(gemma2->gemma_norms && gemma2->sandwich_norms);
+  EXPECT_FALSE(gemma2->qk_norm);
+  EXPECT_EQ(gemma2->hidden_act, "gelu_pytorch_tanh");
+  EXPECT_DOUBLE_EQ(gemma2->attention_scale, 1.0 / 16.0);  // query_pre_attn_scalar 256
+  EXPECT_EQ(gemma2->attn_logit_softcapping, 50.0);
+  EXPECT_EQ(gemma2->final_logit_softcapping, 30.0);
+  EXPECT_EQ(gemma2->rope_theta, 10000.0);
+  EXPECT_EQ(gemma2->rope_local_theta, 0.0);
+  EXPECT_EQ(gemma2->max_position_embeddings, 8192);
+  EXPECT_EQ(gemma2->layer_sliding_windows,
+            (std::vector<int64_t>{4096, 0, 4096, 0, 4096, 0, 4096, 0}));
+  EXPECT_EQ(gemma2->pad_token_id, 0);
+  EXPECT_EQ(gemma2->bos_token_id, 2);
+  EXPECT_EQ(gemma2->eos_token_id, 1);
+  EXPECT_TRUE(gemma2->tie_word_embeddings);
+
+  absl::StatusOr<ModelConfig> gemma3 = ParseModelConfig(
+      R"({"model_type": "gemma3_text", "sliding_window": 512, "attn_logit_softcapping": null, )" +
+          common + "}",
+      "g3/config.json");
+  ASSERT_TRUE(gemma3.ok()) << gemma3.status();
+  EXPECT_EQ(gemma3->architecture, Architecture::kGemma3);
+  EXPECT_EQ(ArchitectureName(gemma3->architecture), "gemma3_text");
+  EXPECT_TRUE(gemma3->qk_norm);
+  EXPECT_EQ(gemma3->attn_logit_softcapping, 0.0);
+  EXPECT_EQ(gemma3->final_logit_softcapping, 0.0);
+  EXPECT_EQ(gemma3->rope_theta, 1000000.0);
+  EXPECT_EQ(gemma3->rope_local_theta, 10000.0);
+  // Every sixth layer (sliding_window_pattern) sees the whole prefix.
+  EXPECT_EQ(gemma3->layer_sliding_windows,
+            (std::vector<int64_t>{512, 512, 512, 512, 512, 0, 512, 512}));
+
+  // A null soft-cap is none even where the class has one; the activation is hidden_activation's.
+  gemma2 = ParseModelConfig(
+      R"({"model_type": "gemma2", "final_logit_softcapping": null, )" + common + "}",
+      "g2/config.json");
+  ASSERT_TRUE(gemma2.ok()) << gemma2.status();
+  EXPECT_EQ(gemma2->final_logit_softcapping, 0.0);
+  const absl::Status silu =
+      ParseModelConfig(R"({"model_type": "gemma2", "hidden_activation": "silu", )" + common + "}",
+                       "g2/config.json")
+          .status();
+  EXPECT_THAT(std::string(silu.message()),
+              HasSubstr("field 'hidden_activation': expected \"gelu_pytorch_tanh\", got \"silu\""));
+  // The multimodal Gemma 3 is not served; the error says which model_type is.
+  const absl::Status multimodal =
+      ParseModelConfig(R"({"model_type": "gemma3", )" + common + "}", "g3/config.json").status();
+  EXPECT_THAT(std::string(multimodal.message()),
+              HasSubstr("\"gemma3_text\" (Gemma 3's text model"));
 }
 
 // What an error quotes from the file is a short excerpt on one line, never the file's megabytes.
