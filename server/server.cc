@@ -69,11 +69,13 @@ constexpr absl::Duration kQuietPoll = absl::Milliseconds(20);
 // How often a serving process looks at whether to give the memory that its freed allocations left
 // in glibc's arenas back to the system.
 constexpr time_t kTrimEverySeconds = 10;
-// How far resident memory may stay above what it was after the last trim before the next trim.
+// How far resident memory may stay above its idle level (after the trim at start) before a trim.
 // A large call's buffers come back at the next such call (a 400-token GetAttention of a 12-layer
 // BERT with every layer's attention: about 190 MB), and faulting them in again after each trim
 // made that call about a second slower on a loaded 2-core machine; a burst of many large answers
-// leaves far more (800 MB above idle), which the trim still hands back.
+// leaves far more (800 MB above idle), which the trim hands back. Measured from the idle level,
+// not from the level after the last trim: a trim during a burst, while its memory was still in
+// use, left 650 MB held for good after it.
 constexpr int64_t kRetainedAboveTrimmedBytes = int64_t{256} << 20;
 
 // Resident memory of this process in bytes (/proc/self/statm), or 0 when it cannot be read.
@@ -618,16 +620,16 @@ absl::Status RunServer(const ServerOptions& options) {
   const sigset_t signals = ShutdownSignals();
   // glibc keeps what freed allocations leave in its arenas: after a burst (an HTTP/2 stream
   // flood, many large answers at once) resident memory stayed near its peak, 800 MB above idle.
-  // While serving, it is handed back once it exceeds kRetainedAboveTrimmedBytes.
+  // While serving, it is handed back whenever it is more than kRetainedAboveTrimmedBytes above the
+  // idle level.
   const timespec trim_every = {kTrimEverySeconds, 0};
   malloc_trim(0);
-  int64_t trimmed_resident = ResidentBytes();
+  const int64_t idle_resident = ResidentBytes();
   int signal_number = -1;
   while (signal_number < 0) {
     signal_number = sigtimedwait(&signals, nullptr, &trim_every);
-    if (signal_number < 0 && ResidentBytes() > trimmed_resident + kRetainedAboveTrimmedBytes) {
+    if (signal_number < 0 && ResidentBytes() > idle_resident + kRetainedAboveTrimmedBytes) {
       malloc_trim(0);
-      trimmed_resident = ResidentBytes();
     }
   }
   std::fprintf(stderr, "attnscope-server: %s received, draining for up to %.1f s\n",
