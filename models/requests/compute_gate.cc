@@ -16,8 +16,12 @@ absl::Status ComputeGate::Turn::Take(absl::string_view when) {
   absl::MutexLock lock(&gate_.mutex_);
   const uint64_t ticket = gate_.next_ticket_++;
   gate_.waiting_.push_back({ticket, client_});
-  // A client with nothing waiting joins the round as if its turn were now: behind those waiting.
-  gate_.last_turn_.try_emplace(client_, gate_.turns_);
+  // A client with nothing waiting joins the round as if its last turn had come just before the
+  // latest one: behind the clients waiting since before that turn, ahead of the one it went to.
+  // Joining as if its turn were now tied it with that client, whose older calls went first: a
+  // 20-token Generate waited two batches of another client's Attribute passes a token, 2 s
+  // instead of 0.02 s.
+  gate_.last_turn_.try_emplace(client_, gate_.turns_ > 0 ? gate_.turns_ - 1 : 0);
   auto turn_come = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate_.mutex_) {
     return gate_.free_ > 0 && gate_.Next() == ticket;
   };

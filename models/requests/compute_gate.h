@@ -80,7 +80,7 @@ class ComputeGate {
   std::deque<Waiting> waiting_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_ticket_ ABSL_GUARDED_BY(mutex_) = 0;
   // The turns given so far, and for each client with a call waiting the turn that last went to
-  // it (or the count of turns when it began waiting with nothing else waiting).
+  // it (or the one before the latest turn when it began waiting with nothing else waiting).
   uint64_t turns_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::flat_hash_map<std::string, uint64_t> last_turn_ ABSL_GUARDED_BY(mutex_);
 };

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 
 namespace attnscope {
@@ -71,6 +72,59 @@ TEST(ComputeGateTest, WaitingCallsTakeTheirTurnsInOrder) {
 // before another client's, that client's call comes second, not last.
 TEST(ComputeGateTest, TurnsGoRoundTheClients) {
   EXPECT_EQ(TurnOrder("a", {"a", "a", "b"}), (std::vector<int>{0, 2, 1}));
+}
+
+// A client that comes back between its calls (a generation step after each token) goes next, not
+// after another client's calls that have waited through that client's own turn.
+TEST(ComputeGateTest, AClientJoiningWhileAnotherComputesGoesNext) {
+  ComputeGate gate(1);
+  ComputeGate::Turn first(gate, kNoCheck, "a");
+  ASSERT_TRUE(first.Take("first").ok());
+  absl::Mutex mutex;
+  std::vector<std::string> order;
+  std::vector<std::atomic<int>> checks(3);
+  std::vector<CallCheck> counted;
+  for (std::atomic<int>& count : checks) {
+    counted.push_back([&count](absl::string_view) {
+      ++count;
+      return absl::OkStatus();
+    });
+  }
+  absl::Notification b_queued;
+  // a's second call computes until b has queued; a's third waits through it.
+  std::thread second([&] {
+    ComputeGate::Turn turn(gate, counted[0], "a");
+    EXPECT_TRUE(turn.Take("second").ok());
+    {
+      absl::MutexLock lock(&mutex);
+      order.push_back("a2");
+    }
+    b_queued.WaitForNotification();
+  });
+  AwaitQueued(checks[0]);
+  std::thread third([&] {
+    ComputeGate::Turn turn(gate, counted[1], "a");
+    EXPECT_TRUE(turn.Take("third").ok());
+    absl::MutexLock lock(&mutex);
+    order.push_back("a3");
+  });
+  AwaitQueued(checks[1]);
+  first.Leave();
+  {
+    absl::MutexLock lock(&mutex);
+    mutex.Await(absl::Condition(
+        +[](std::vector<std::string>* seen) { return !seen->empty(); }, &order));
+  }
+  std::thread other([&] {
+    ComputeGate::Turn turn(gate, counted[2], "b");
+    EXPECT_TRUE(turn.Take("other").ok());
+    absl::MutexLock lock(&mutex);
+    order.push_back("b");
+  });
+  AwaitQueued(checks[2]);
+  b_queued.Notify();
+  for (std::thread* thread : {&second, &third, &other}) thread->join();
+  EXPECT_EQ(order, (std::vector<std::string>{"a2", "b", "a3"}));
 }
 
 TEST(ComputeGateTest, ACallWhoseCheckFailsLeavesTheQueueAtOnce) {
