@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -597,6 +598,11 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& opt
           ? std::string("attnscope-server runs without the dashboard (--dashboard_dir is empty)")
           : absl::StrCat("the dashboard is not built: --dashboard_dir '", options.dashboard_dir,
                          "' is not a directory (scripts/build.sh builds it)");
+  // Said at start too: a mistyped folder otherwise shows only as a 404 at "/".
+  if (!options.dashboard_dir.empty() && root.empty()) {
+    std::fprintf(stderr, "attnscope-server: warning: %s; HTTP serves the API alone\n",
+                 missing.c_str());
+  }
   auto handler = std::make_unique<ApiHandler>(options, core, (*listener)->loopback(),
                                               std::move(root), missing);
   (*listener)->Start(handler.get());

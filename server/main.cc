@@ -207,7 +207,8 @@ ABSL_FLAG(int, max_batch_size, kDefaults.service.batching.max_batch_size,
           "CrossAttention calls for the same model run as one padded batch. 1 = no batching "
           "across calls (one call's own inputs, an Encode of several texts, still run together).");
 ABSL_FLAG(int64_t, max_batch_tokens, kDefaults.service.batching.max_batch_tokens,
-          "Most padded tokens (inputs x longest input) in one forward pass; bounds its memory.");
+          "Most padded tokens (inputs x longest input) in one forward pass of calls batched "
+          "together; bounds its memory. One call's inputs longer than this still run, alone.");
 ABSL_FLAG(int64_t, max_queue_delay_microseconds,
           absl::ToInt64Microseconds(kDefaults.service.batching.max_queue_delay),
           "How long a call may wait for others to fill its batch; 0 = batch only what queued "

@@ -48,7 +48,9 @@ void AddAttentionQueryFlags(CLI::App& command, AttentionFlags* flags) {
 
 void AddAttentionOnlyFlags(CLI::App& command, AttentionFlags* flags) {
   command.option_defaults()->group("Attention");
-  AddSwitch(command, "--rollout", "add attention rollout across the selected layers",
+  AddSwitch(command, "--rollout",
+            "add attention rollout (Abnar & Zuidema 2020) over every layer and head of the model, "
+            "whatever --layers and --heads select",
             &flags->rollout);
   AddSwitch(command, "--scores", "add the pre-softmax scores", &flags->scores);
   AddDTypeFlag(command, &flags->dtype);

@@ -113,7 +113,12 @@ absl::StatusOr<CrossAttentionAnswer> RequestRunner::RunCrossAttention(
                          (query.include_document_to_query ? 2 : 1);
   const int64_t bytes = blocks * cells * BytesPerElement(answer.dtype);
   if (bytes > options_.max_response_bytes) {
-    return TooLarge("CrossAttention", bytes, options_.max_response_bytes, kCrossAttentionFixes);
+    // Float16 is advised only to a call that does not use it already.
+    return TooLarge("CrossAttention", bytes, options_.max_response_bytes,
+                    answer.dtype == OutputDType::kFloat32
+                        ? kCrossAttentionFixes
+                        : "send fewer documents per call, request fewer layers or heads, or use "
+                          "head_aggregation");
   }
 
   ForwardOptions forward;

@@ -88,7 +88,10 @@ absl::StatusOr<EncodeAnswer> RequestRunner::RunEncode(const EncodeQuery& query,
   const int64_t bytes =
       (tokens * states + pooled_vectors) * config.hidden_size * BytesPerElement(answer.dtype);
   if (bytes > options_.max_response_bytes) {
-    return TooLarge("Encode", bytes, options_.max_response_bytes, kEncodeFixes);
+    return TooLarge("Encode", bytes, options_.max_response_bytes,
+                    answer.dtype == OutputDType::kFloat32
+                        ? kEncodeFixes
+                        : "send fewer inputs per call, or leave output_hidden_states off");
   }
   ForwardOptions forward;
   forward.output_attentions = false;

@@ -132,8 +132,11 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
                           BytesPerElement(query.dtype);
     if (bytes > options_.max_response_bytes) {
       return TooLarge("Generate token", bytes, options_.max_response_bytes,
-                      "request fewer layers or heads, a head_aggregation, dtype DTYPE_FLOAT16 or "
-                      "fewer max_new_tokens");
+                      query.dtype == OutputDType::kFloat32
+                          ? "request fewer layers or heads, a head_aggregation, dtype "
+                            "DTYPE_FLOAT16 or fewer max_new_tokens"
+                          : "request fewer layers or heads, a head_aggregation or fewer "
+                            "max_new_tokens");
     }
   }
   ATTNSCOPE_RETURN_IF_ERROR(on_header(header));

@@ -18,6 +18,7 @@ using ::testing::HasSubstr;
 using testing::LoadModel;
 using testing::NewRunner;
 using testing::NoCheck;
+using ::testing::Not;
 using testing::PassRecorder;
 using testing::TestDataDir;
 
@@ -117,6 +118,12 @@ TEST(RequestEncodeTest, SizeEstimateIsTheAnswersSize) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(refused.status().message(),
               HasSubstr(absl::StrCat("Encode response would be ", bytes, " bytes")));
+  // The call asks for float16 already: that is not advised again.
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("send fewer inputs per call, or leave output_hidden_states off"));
+  EXPECT_THAT(refused.status().message(), Not(HasSubstr("DTYPE_FLOAT16")));
+  query.dtype = OutputDType::kFloat32;
+  refused = NewRunner(below)->RunEncode(query, NoCheck());
   EXPECT_THAT(refused.status().message(), HasSubstr(kEncodeFixes));
 }
 
