@@ -33,8 +33,16 @@ absl::Status Prefixed(absl::string_view model, const absl::Status& status) {
       Excerpt(absl::StrCat("model '", model, "': ", status.message()), kMaxLoadErrorBytes));
 }
 
-// Every id the tokenizer can produce must be a row of the model's embedding matrix; an id beyond it
-// otherwise made each request that met the token fail (or, for padding, every batched request).
+// How many tokens a tokenizer may have past the model's embedding matrix: tokens added to a
+// checkpoint's tokenizer that its model never reads (Gemma 3 1B's tokenizer.json has 262,145 for
+// a vocab_size of 262,144, <image_soft_token> last). Texts that give one are refused
+// (CheckIdsFit); a tokenizer further past the matrix is another checkpoint's.
+constexpr int64_t kMaxTokensPastEmbeddings = 256;
+
+// Every id the tokenizer produces for a text must be a row of the model's embedding matrix (an id
+// beyond it otherwise made each request that met the token fail, or, for padding, every batched
+// request): the model's vocabulary, its padding and its template's special tokens are checked at
+// load, and the few added tokens allowed past the matrix in each text (CheckIdsFit).
 absl::Status CheckTokenizerFits(const Tokenizer& tokenizer, const ModelConfig& config,
                                 const std::string& model_dir) {
   const int64_t rows = config.vocab_size;
@@ -43,9 +51,10 @@ absl::Status CheckTokenizerFits(const Tokenizer& tokenizer, const ModelConfig& c
       "; the tokenizer files must come from the same checkpoint as the weights, whose embedding "
       "matrix has ",
       rows, " rows (config.json 'vocab_size')");
-  if (tokenizer.vocab_size() > rows) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": expected at most ", rows,
-                                                   " tokens, got ", tokenizer.vocab_size(), fix));
+  if (tokenizer.vocab_size() > rows + kMaxTokensPastEmbeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": expected at most ", rows, " tokens (and up to ", kMaxTokensPastEmbeddings,
+        " added ones past them), got ", tokenizer.vocab_size(), fix));
   }
   if (tokenizer.pad_token_id() >= rows) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": pad token id: expected below ", rows,
@@ -244,13 +253,36 @@ absl::StatusOr<Encoding> LoadedModel::Encode(absl::string_view text,
 }
 
 absl::StatusOr<TokenizedText> LoadedModel::Tokenize(absl::string_view text) const {
-  return TokenizeUpTo(text, max_tokens_,
-                      [this](std::string_view part) { return tokenizer_->Tokenize(part); });
+  ATTNSCOPE_ASSIGN_OR_RETURN(TokenizedText tokens,
+                             TokenizeUpTo(text, max_tokens_, [this](std::string_view part) {
+                               return tokenizer_->Tokenize(part);
+                             }));
+  ATTNSCOPE_RETURN_IF_ERROR(CheckIdsFit(tokens));
+  return tokens;
 }
 
 absl::StatusOr<TokenizedText> LoadedModel::TokenizeTarget(absl::string_view text) const {
-  return TokenizeUpTo(text, config().max_position_embeddings,
-                      [this](std::string_view part) { return tokenizer_->TokenizeTarget(part); });
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      TokenizedText tokens,
+      TokenizeUpTo(text, config().max_position_embeddings,
+                   [this](std::string_view part) { return tokenizer_->TokenizeTarget(part); }));
+  ATTNSCOPE_RETURN_IF_ERROR(CheckIdsFit(tokens));
+  return tokens;
+}
+
+absl::Status LoadedModel::CheckIdsFit(const TokenizedText& tokens) const {
+  const int64_t rows = config().vocab_size;
+  if (tokenizer_->vocab_size() <= rows) return absl::OkStatus();
+  for (size_t i = 0; i < tokens.ids.size(); ++i) {
+    if (tokens.ids[i] >= rows) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "text: token '", Excerpt(tokens.tokens[i], 64), "' (id ", tokens.ids[i],
+          "): expected a token of the model's ", rows,
+          " embeddings (config.json vocab_size), got one its tokenizer adds past them; remove it "
+          "from the text"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Encoding> LoadedModel::Assemble(TokenizedText text,

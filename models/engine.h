@@ -65,8 +65,9 @@ class LoadedModel {
                                   const TextOptions& options) const;
 
   // The two halves of Encode, so that one text can be tokenized once and paired with many:
-  // Tokenize (no special tokens; InvalidArgument for invalid UTF-8), then Assemble (special
-  // tokens, truncation and the checks of Encode; `text_pair` may be null).
+  // Tokenize (no special tokens; InvalidArgument for invalid UTF-8, or for a token past the
+  // embedding matrix, which a tokenizer may add: Gemma 3 1B's <image_soft_token>), then Assemble
+  // (special tokens, truncation and the checks of Encode; `text_pair` may be null).
   absl::StatusOr<TokenizedText> Tokenize(absl::string_view text) const;
   // The target side of an encoder-decoder (Tokenizer::TokenizeTarget, transformers' text_target),
   // cut as Tokenize cuts a text: a text with more tokens than max_position_embeddings is tokenized
@@ -96,6 +97,8 @@ class LoadedModel {
 
  private:
   LoadedModel() = default;
+  // InvalidArgument naming the first token of `tokens` past the embedding matrix.
+  absl::Status CheckIdsFit(const TokenizedText& tokens) const;
 
   std::string name_;
   std::string model_dir_;

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -12,8 +13,6 @@
 #include "common/status_macros.h"
 
 namespace attnscope {
-namespace {}  // namespace
-
 absl::Status CheckGenerationOptions(const TransformerModel& model,
                                     const std::vector<int64_t>& prompt_ids,
                                     const GenerationOptions& options) {
@@ -97,6 +96,11 @@ absl::Status CheckGenerationOptions(const TransformerModel& model,
 }
 
 namespace {
+
+bool IsEos(const GenerationOptions& options, int64_t id) {
+  return std::find(options.eos_token_ids.begin(), options.eos_token_ids.end(), id) !=
+         options.eos_token_ids.end();
+}
 
 // The passes of one generation: the (decoder) sequences so far ([B, length] int64, prompt first)
 // and, with use_cache, the keys and values of all but their last token. For an encoder-decoder the
@@ -213,7 +217,7 @@ absl::StatusOr<GenerationResult> GenerateOne(
     result.score += token.logprob;
     ATTNSCOPE_RETURN_IF_ERROR(on_token(token));
     result.tokens.push_back(std::move(token));
-    if (id == options.eos_token_id) {
+    if (IsEos(options, id)) {
       result.finish_reason = FinishReason::kEos;
       return result;
     }
@@ -268,7 +272,7 @@ absl::StatusOr<GenerationResult> BeamSearch(
       Hypothesis hypothesis = running[row];
       hypothesis.tokens.push_back(MakeToken(logprobs, attention, row, id));
       hypothesis.logprob = values[rank].item<double>();
-      if (id == options.eos_token_id) {
+      if (IsEos(options, id)) {
         if (rank < beams) finish(std::move(hypothesis), FinishReason::kEos);
         continue;
       }

@@ -60,8 +60,9 @@ struct GenerationOptions {
   double top_p = 1.0;
   // Sampling: the seed of the generator; the same seed, prompt and options give the same tokens.
   uint64_t seed = 0;
-  // Generation ends after this token (config.json eos_token_id); -1 = only at max_new_tokens.
-  int64_t eos_token_id = -1;
+  // Generation ends after any of these tokens (config.json eos_token_id, which may list several);
+  // empty = only at max_new_tokens.
+  std::vector<int64_t> eos_token_ids;
   // Also each new token's attention over its context (GeneratedToken::attention).
   bool output_attentions = false;
   // false: every step runs the whole sequence again instead of one position over the cache. The
@@ -85,7 +86,7 @@ struct GeneratedToken {
 };
 
 enum class FinishReason {
-  kEos,     // the last token is eos_token_id
+  kEos,     // the last token is one of eos_token_ids
   kLength,  // max_new_tokens were generated
 };
 

@@ -102,6 +102,21 @@ class FieldReader {
     return ids.front()->get<int64_t>();
   }
 
+  // Every id of a token id field that may list several, checked as TokenId checks them:
+  // {fallback} when absent, none for -1.
+  absl::StatusOr<std::vector<int64_t>> TokenIds(const char* field, int64_t fallback,
+                                                int64_t vocab_size) const {
+    ATTNSCOPE_ASSIGN_OR_RETURN(const int64_t first, TokenId(field, fallback, vocab_size));
+    std::vector<int64_t> ids;
+    auto it = json_.find(field);
+    if (it != json_.end() && it->is_array()) {
+      for (const Json& id : *it) ids.push_back(id.get<int64_t>());
+    } else if (first >= 0) {
+      ids.push_back(first);
+    }
+    return ids;
+  }
+
   // A finite number > 0, and at least `low` when `low` > 0.
   absl::StatusOr<double> Positive(const char* field, double fallback, double low = 0) const {
     auto it = json_.find(field);
@@ -153,8 +168,9 @@ absl::Status ReadTokenIds(const FieldReader& reader, int64_t pad, int64_t bos, i
                              reader.TokenId("pad_token_id", pad, config.vocab_size));
   ATTNSCOPE_ASSIGN_OR_RETURN(config.bos_token_id,
                              reader.TokenId("bos_token_id", bos, config.vocab_size));
-  ATTNSCOPE_ASSIGN_OR_RETURN(config.eos_token_id,
-                             reader.TokenId("eos_token_id", eos, config.vocab_size));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.eos_token_ids,
+                             reader.TokenIds("eos_token_id", eos, config.vocab_size));
+  config.eos_token_id = config.eos_token_ids.empty() ? -1 : config.eos_token_ids.front();
   return absl::OkStatus();
 }
 

@@ -94,6 +94,9 @@ struct ModelConfig {
   int64_t pad_token_id = -1;
   int64_t bos_token_id = -1;
   int64_t eos_token_id = -1;
+  // Every id config.json's eos_token_id lists, eos_token_id first: instruction-tuned checkpoints
+  // also end a turn with another token (Gemma 3's [1, 106]: <eos>, <end_of_turn>). Empty for none.
+  std::vector<int64_t> eos_token_ids;
   // Encoder-decoders (marian, bart, t5): the decoder's sizes, whether token embeddings are scaled
   // by sqrt(hidden_size) (scale_embedding), and the first decoder token (decoder_start_token_id).
   bool is_encoder_decoder = false;

@@ -99,7 +99,7 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   const std::vector<int64_t>& prompt_ids = header.prompt_tokens.encoding.input_ids;
 
   GenerationOptions options = query.generation;
-  options.eos_token_id = query.ignore_eos ? -1 : config.eos_token_id;
+  if (!query.ignore_eos) options.eos_token_ids = config.eos_token_ids;
   options.output_attentions = query.output_attentions;
   // Taken for each step, given to the next waiting call between steps, and left while a step's
   // token is handed on, which may wait for the client to read it.

@@ -80,7 +80,7 @@ class GenerationTest : public ::testing::Test {
   static GenerationOptions OptionsOf(const Json& c) {
     GenerationOptions options;
     options.max_new_tokens = c["max_new_tokens"];
-    options.eos_token_id = c["eos_token_id"];
+    options.eos_token_ids = {c["eos_token_id"].get<int64_t>()};
     const std::string method = c["method"];
     if (method == "greedy") {
       options.method = DecodingMethod::kGreedy;
@@ -138,7 +138,7 @@ TEST_F(GenerationTest, StoriesGreedyEqualsTheSharedGolden) {
     const std::vector<int64_t> expected = c["greedy_ids"].get<std::vector<int64_t>>();
     GenerationOptions options;
     options.max_new_tokens = static_cast<int64_t>(expected.size());
-    options.eos_token_id = Model("stories260K").config().eos_token_id;
+    options.eos_token_ids = Model("stories260K").config().eos_token_ids;
     options.output_attentions = true;
     const GenerationResult result =
         Run("stories260K", c["input_ids"].get<std::vector<int64_t>>(), options);
@@ -205,7 +205,7 @@ TEST_F(GenerationTest, EncoderDecodersMatchTheReference) {
       SCOPED_TRACE(model + " " + c.dump().substr(0, 120));
       GenerationOptions options;
       options.max_new_tokens = c["max_new_tokens"];
-      options.eos_token_id = Model(model).config().eos_token_id;
+      options.eos_token_ids = Model(model).config().eos_token_ids;
       const std::vector<int64_t> source = c["source_ids"].get<std::vector<int64_t>>();
       if (c["method"] == "greedy") {
         options.output_attentions = true;
@@ -403,7 +403,7 @@ TEST_F(GenerationTest, CachedGenerationEqualsRecomputation) {
   variants[2].max_new_tokens = 40;
   for (GenerationOptions& options : variants) {
     options.output_attentions = true;
-    options.eos_token_id = 2;
+    options.eos_token_ids = {2};
     const GenerationResult cached = Run("stories260K", prompt, options);
     options.use_cache = false;
     const GenerationResult recomputed = Run("stories260K", prompt, options);
@@ -418,6 +418,22 @@ TEST_F(GenerationTest, CachedGenerationEqualsRecomputation) {
           << i;
     }
   }
+}
+
+// Generation stops at any of the end-of-sequence ids config.json lists (Gemma's instruction-tuned
+// [<eos>, <end_of_turn>]), as transformers' generate does.
+TEST_F(GenerationTest, AnyListedEndOfSequenceIdEndsGeneration) {
+  const std::vector<int64_t> prompt = {1, 403, 407, 261, 378};
+  GenerationOptions options;
+  options.max_new_tokens = 12;
+  const std::vector<int64_t> free = Ids(Run("stories260K", prompt, options));
+  ASSERT_EQ(free.size(), 12u);
+  const int64_t stop = free[5];
+  const size_t first = std::find(free.begin(), free.end(), stop) - free.begin();
+  options.eos_token_ids = {2, stop};
+  const GenerationResult stopped = Run("stories260K", prompt, options);
+  EXPECT_EQ(stopped.finish_reason, FinishReason::kEos);
+  EXPECT_EQ(Ids(stopped), std::vector<int64_t>(free.begin(), free.begin() + first + 1));
 }
 
 TEST_F(GenerationTest, SamplingIsReproducibleForASeed) {

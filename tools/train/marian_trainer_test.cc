@@ -245,7 +245,7 @@ TEST(MarianTrainerTest, GreedyGenerationInTheEngineTranslatesLearntPairs) {
   GenerationOptions generation;
   generation.method = DecodingMethod::kGreedy;
   generation.max_new_tokens = 8;
-  generation.eos_token_id = (*model)->config().eos_token_id;
+  generation.eos_token_ids = (*model)->config().eos_token_ids;
   for (const TranslationExample& example : Pairs()) {
     absl::StatusOr<GenerationResult> result =
         Generate(**model, SourceIds(tokenizer, example), generation,

@@ -22,7 +22,7 @@ absl::StatusOr<TranslationEvaluation> EvaluateTranslations(
   TranslationEvaluation evaluation;
   GenerationOptions generation;
   generation.method = DecodingMethod::kGreedy;
-  generation.eos_token_id = loaded->config().eos_token_id;
+  generation.eos_token_ids = loaded->config().eos_token_ids;
   generation.max_new_tokens =
       std::min(max_new_tokens, loaded->config().max_position_embeddings - 1);
   evaluation.max_new_tokens = generation.max_new_tokens;

@@ -183,17 +183,40 @@ TEST_F(CheckpointLoadTest, ConvertsOnlyTheTensorsTheModelUses) {
   EXPECT_TRUE(torch::equal(small, torch::tensor({1.5f, -2.0f})));
 }
 
-// A tokenizer whose ids go beyond the embedding matrix failed every request that met such a token.
-TEST_F(CheckpointLoadTest, RefusesTokenizersLargerThanTheEmbeddings) {
+// A tokenizer whose ids go beyond the embedding matrix failed every request that met such a token:
+// one far past it is another checkpoint's, refused at load.
+TEST_F(CheckpointLoadTest, RefusesTokenizersFarLargerThanTheEmbeddings) {
   std::string vocab = testing::ReadFileBytes(dir_ + "/vocab.txt");
-  for (int i = 0; i < 10; ++i) vocab += "extra" + std::to_string(i) + "\n";
+  for (int i = 0; i < 300; ++i) vocab += "extra" + std::to_string(i) + "\n";
   testing::WriteFileBytes(dir_ + "/vocab.txt", vocab);
   const absl::Status status = Load();
   ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_THAT(std::string(status.message()),
               HasSubstr("model 'm': tokenizer files in '" + dir_ +
-                        "': expected at most 137 tokens, got 147; the tokenizer files must come "
-                        "from the same checkpoint as the weights"));
+                        "': expected at most 137 tokens (and up to 256 added ones past them), got "
+                        "437; the tokenizer files must come from the same checkpoint as the "
+                        "weights"));
+}
+
+// A few tokens past the matrix load (Gemma 3 1B's tokenizer adds <image_soft_token> after its
+// model's 262,144 embeddings); a text that gives one is refused naming it, and the others run.
+TEST_F(CheckpointLoadTest, TokensPastTheEmbeddingsAreRefusedInTexts) {
+  std::string vocab = testing::ReadFileBytes(dir_ + "/vocab.txt");
+  for (int i = 0; i < 10; ++i) vocab += "extra" + std::to_string(i) + "\n";
+  testing::WriteFileBytes(dir_ + "/vocab.txt", vocab);
+  LoadedModel::Options options;
+  options.name = "m";
+  options.model_dir = dir_;
+  absl::StatusOr<std::unique_ptr<LoadedModel>> model = LoadedModel::Create(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->tokenizer().vocab_size(), 147);
+  const absl::Status refused = (*model)->Tokenize("the extra3 word").status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(),
+            "text: token 'extra3' (id 140): expected a token of the model's 137 embeddings "
+            "(config.json vocab_size), got one its tokenizer adds past them; remove it from the "
+            "text");
+  EXPECT_TRUE((*model)->Encode("the word", std::nullopt, TextOptions()).ok());
 }
 
 // Marian's sinusoidal positions are computed for the positions a pass reads: a config.json

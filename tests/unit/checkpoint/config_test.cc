@@ -518,6 +518,12 @@ TEST(ConfigTest, ReadsGemmaConfigsWithTheirClassesDefaults) {
           .status();
   EXPECT_THAT(std::string(silu.message()),
               HasSubstr("field 'hidden_activation': expected \"gelu_pytorch_tanh\", got \"silu\""));
+  // Instruction-tuned checkpoints list the end of a turn as a second end-of-sequence token.
+  gemma2 = ParseModelConfig(R"({"model_type": "gemma2", "eos_token_id": [1, 107], )" + common + "}",
+                            "g2/config.json");
+  ASSERT_TRUE(gemma2.ok()) << gemma2.status();
+  EXPECT_EQ(gemma2->eos_token_id, 1);
+  EXPECT_EQ(gemma2->eos_token_ids, (std::vector<int64_t>{1, 107}));
   // The multimodal Gemma 3 is not served; the error says which model_type is.
   const absl::Status multimodal =
       ParseModelConfig(R"({"model_type": "gemma3", )" + common + "}", "g3/config.json").status();
