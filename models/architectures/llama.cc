@@ -171,6 +171,7 @@ class LlamaModel : public DecoderOnlyModel {
     const double scale = cfg.attention_scale > 0 ? cfg.attention_scale
                                                  : 1.0 / std::sqrt(static_cast<double>(head_dim));
     const double softcap = cfg.attn_logit_softcapping;
+    const bool gelu_gate = cfg.hidden_act == "gelu_pytorch_tanh";
     // A whole sequence (no cache) takes the fast attention in the layers without a window;
     // decoding steps over a cache, and windows, take LibTorch's batched products.
     const torch::Tensor prefixes =
@@ -274,9 +275,7 @@ class LlamaModel : public DecoderOnlyModel {
           LinearGroup(RmsNorm(hidden, layer.mlp_norm), {layer.gate_proj, layer.up_proj},
                       {torch::Tensor(), torch::Tensor()});
       const torch::Tensor gated =
-          (cfg.hidden_act == "gelu_pytorch_tanh" ? torch::gelu(gate_up[0], "tanh")
-                                                 : torch::silu(gate_up[0]))
-              .mul_(gate_up[1]);
+          (gelu_gate ? torch::gelu(gate_up[0], "tanh") : torch::silu(gate_up[0])).mul_(gate_up[1]);
       if (cfg.sandwich_norms) {
         hidden = hidden + RmsNorm(Linear(gated, layer.down_proj, /*bias=*/torch::Tensor()),
                                   layer.mlp_output_norm);

@@ -102,21 +102,22 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(size))
         self.eps = eps
 
+    def normed(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
     def forward(self, x):
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+        return self.weight * self.normed(x)
 
 
-class GemmaRMSNorm(nn.Module):
+class GemmaRMSNorm(RMSNorm):
     """Gemma's RMSNorm: the stored weight is the offset from 1, the product taken in float32."""
 
     def __init__(self, size, eps):
-        super().__init__()
-        self.weight = nn.Parameter(torch.zeros(size))
-        self.eps = eps
+        super().__init__(size, eps)
+        nn.init.zeros_(self.weight)
 
     def forward(self, x):
-        normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return normed * (1.0 + self.weight)
+        return self.normed(x) * (1.0 + self.weight)
 
 
 def inverse_frequencies(theta, head_dim):
@@ -125,9 +126,27 @@ def inverse_frequencies(theta, head_dim):
 
 
 def rope(inv_freq, length):
+    """The cos and sin of each position's angles [length, head_dim], in float64."""
     freqs = torch.outer(torch.arange(length, dtype=torch.float32), inv_freq)
     angles = torch.cat([freqs, freqs], -1).double()
     return angles.cos(), angles.sin()
+
+
+def rotate(t, cos, sin):
+    """RoPE in the rotate_half layout: (x1, x2) -> (-x2, x1)."""
+    half = t.shape[-1] // 2
+    return t * cos + torch.cat([-t[..., half:], t[..., :half]], -1) * sin
+
+
+def hidden_keys(length, window, key_padding):
+    """[B, 1, S, S], true where query i may not see key j: later keys, keys outside a window W
+    (visible when i - W < j <= i), padding keys."""
+    query = torch.arange(length).view(-1, 1)
+    key = torch.arange(length).view(1, -1)
+    visible = key <= query
+    if window is not None:
+        visible = visible & (key > query - window)
+    return ~visible.view(1, 1, length, length) | key_padding.view(-1, 1, 1, length)
 
 
 def layer_windows(c):
@@ -174,24 +193,17 @@ class Layer(nn.Module):
             t = t.view(batch, length, count, self.head_dim)
             return (norm(t) if norm is not None else t).transpose(1, 2)
 
-        def rotate(t):  # rotate_half layout: (x1, x2) -> (-x2, x1)
-            half = t.shape[-1] // 2
-            return t * cos + torch.cat([-t[..., half:], t[..., :half]], -1) * sin
-
         h = self.input_layernorm(x)
-        q = rotate(heads(self.q_proj(h), self.heads, self.q_norm if self.qk_norm else None))
-        k = rotate(heads(self.k_proj(h), self.kv_heads, self.k_norm if self.qk_norm else None))
+        q = rotate(heads(self.q_proj(h), self.heads, self.q_norm if self.qk_norm else None), cos,
+                   sin)
+        k = rotate(heads(self.k_proj(h), self.kv_heads, self.k_norm if self.qk_norm else None),
+                   cos, sin)
         v = heads(self.v_proj(h), self.kv_heads)
         group = self.heads // self.kv_heads
         k = k.repeat_interleave(group, 1)
         v = v.repeat_interleave(group, 1)
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
-        query = torch.arange(length).view(-1, 1)
-        key = torch.arange(length).view(1, -1)
-        visible = key <= query
-        if self.window is not None:
-            visible = visible & (key > query - self.window)
-        hidden = ~visible.view(1, 1, length, length) | key_padding.view(batch, 1, 1, length)
+        hidden = hidden_keys(length, self.window, key_padding)
         # A padding query beyond a window sees no key: its row, never compared, is made 0.
         probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), -1).nan_to_num(0.0)
         x = x + self.o_proj((probs @ v).transpose(1, 2).reshape(batch, length, -1))
@@ -211,13 +223,8 @@ class Decoder(nn.Module):
             self.lm_head.weight = self.embed_tokens.weight
 
     def forward(self, input_ids, attention_mask):
-        head_dim = self.layers[0].head_dim
-        inv_freq = 1.0 / self.c["rope_theta"] ** (
-            torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim)
-        length = input_ids.shape[1]
-        freqs = torch.outer(torch.arange(length, dtype=torch.float32), inv_freq)
-        angles = torch.cat([freqs, freqs], -1).double()
-        cos, sin = angles.cos(), angles.sin()
+        cos, sin = rope(inverse_frequencies(self.c["rope_theta"], self.layers[0].head_dim),
+                        input_ids.shape[1])
         x = self.embed_tokens(input_ids)
         hidden_states, attentions = [x], []
         for layer in self.layers:
@@ -262,15 +269,11 @@ class GemmaLayer(nn.Module):
         def heads(t, count):  # [B, S, count * d] -> [B, count, S, d]
             return t.view(batch, length, count, self.head_dim).transpose(1, 2)
 
-        def rotate(t):
-            half = t.shape[-1] // 2
-            return t * cos + torch.cat([-t[..., half:], t[..., :half]], -1) * sin
-
         h = self.input_layernorm(x)
         q, k = heads(self.q_proj(h), self.heads), heads(self.k_proj(h), self.kv_heads)
         if self.gemma3:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = rotate(q), rotate(k)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         v = heads(self.v_proj(h), self.kv_heads)
         group = self.heads // self.kv_heads
         k = k.repeat_interleave(group, 1)
@@ -278,12 +281,7 @@ class GemmaLayer(nn.Module):
         scores = (q @ k.transpose(-1, -2)) * self.scaling
         if self.softcap is not None:
             scores = torch.tanh(scores / self.softcap) * self.softcap
-        query = torch.arange(length).view(-1, 1)
-        key = torch.arange(length).view(1, -1)
-        visible = key <= query
-        if self.window is not None:
-            visible = visible & (key > query - self.window)
-        hidden = ~visible.view(1, 1, length, length) | key_padding.view(batch, 1, 1, length)
+        hidden = hidden_keys(length, self.window, key_padding)
         probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), -1).nan_to_num(0.0)
         attended = self.o_proj((probs @ v).transpose(1, 2).reshape(batch, length, -1))
         x = x + self.post_attention_layernorm(attended)
