@@ -73,19 +73,10 @@ class Gpt2Model : public DecoderOnlyModel {
     return LayerNorm(x, weight, bias, config().layer_norm_eps);
   }
 
-  // c_proj(act(c_fc x)) + residual, the activation fused into c_fc's product where the kernels
-  // have it.
+  // c_proj(act(c_fc x)) + residual.
   torch::Tensor Mlp(const Gpt2Layer& layer, const torch::Tensor& x,
                     const torch::Tensor& residual) const {
-    const std::string& act = config().hidden_act;
-    if (act == "relu" || act == "silu") {
-      torch::Tensor inner = Linear(x, layer.c_fc_weight, layer.c_fc_bias);
-      inner = act == "relu" ? torch::relu(inner) : torch::silu(inner);
-      return Linear(inner, layer.mlp_proj_weight, layer.mlp_proj_bias, residual);
-    }
-    // "gelu" is the exact erf form; gelu_new and gelu_pytorch_tanh the tanh approximation.
-    return FeedForward(x, layer.c_fc_weight, layer.c_fc_bias,
-                       act == "gelu" ? Activation::kGelu : Activation::kGeluTanh,
+    return TwoLayerMlp(x, config().hidden_act, layer.c_fc_weight, layer.c_fc_bias,
                        layer.mlp_proj_weight, layer.mlp_proj_bias, residual);
   }
 

@@ -12,7 +12,12 @@
 // GELU-gated MLP, scores scaled by query_pre_attn_scalar^-1/2, layers alternating between a
 // sliding window and the whole prefix; Gemma 2 soft-caps scores and logits (cap * tanh(x / cap)),
 // Gemma 3 normalises queries and keys as Qwen3 does and gives its windowed layers a RoPE base of
-// their own (rope_local_base_freq).
+// their own (rope_local_base_freq). Phi3ForCausalLM (Abdin et al. 2024, "Phi-3"; Phi-3.5 and
+// Phi-4's text models) is Llama with q, k and v in one fused projection and gate and up in
+// another, a sliding window on every layer when config.json sets one, RoPE on the first
+// rotary_dim dimensions of each head (partial_rotary_factor), and LongRoPE (Ding et al. 2024):
+// per-pair frequency factors, short below original_max_position_embeddings and long past it, with
+// cos and sin scaled.
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -61,9 +66,24 @@ class LlamaModel : public DecoderOnlyModel {
       auto get_norm = [&](const std::string& name) { return norm(layer + name + ".weight"); };
       LlamaLayer loaded;
       loaded.input_norm = get_norm("input_layernorm");
-      loaded.q_proj = get("self_attn.q_proj");
-      loaded.k_proj = get("self_attn.k_proj");
-      loaded.v_proj = get("self_attn.v_proj");
+      if (cfg.fused_projections) {
+        // Row ranges of the fused matrices: contiguous views, read in place like the others.
+        const int64_t q_size = cfg.num_attention_heads * cfg.head_dim;
+        const int64_t kv_size = cfg.num_key_value_heads * cfg.head_dim;
+        const torch::Tensor qkv = get("self_attn.qkv_proj");
+        loaded.q_proj = qkv.narrow(0, 0, q_size);
+        loaded.k_proj = qkv.narrow(0, q_size, kv_size);
+        loaded.v_proj = qkv.narrow(0, q_size + kv_size, kv_size);
+        const torch::Tensor gate_up = get("mlp.gate_up_proj");
+        loaded.gate_proj = gate_up.narrow(0, 0, cfg.intermediate_size);
+        loaded.up_proj = gate_up.narrow(0, cfg.intermediate_size, cfg.intermediate_size);
+      } else {
+        loaded.q_proj = get("self_attn.q_proj");
+        loaded.k_proj = get("self_attn.k_proj");
+        loaded.v_proj = get("self_attn.v_proj");
+        loaded.gate_proj = get("mlp.gate_proj");
+        loaded.up_proj = get("mlp.up_proj");
+      }
       loaded.o_proj = get("self_attn.o_proj");
       if (cfg.sandwich_norms) {
         loaded.attention_output_norm = get_norm("post_attention_layernorm");
@@ -72,8 +92,6 @@ class LlamaModel : public DecoderOnlyModel {
       } else {
         loaded.mlp_norm = get_norm("post_attention_layernorm");
       }
-      loaded.gate_proj = get("mlp.gate_proj");
-      loaded.up_proj = get("mlp.up_proj");
       loaded.down_proj = get("mlp.down_proj");
       auto bias = [&](const std::string& name) { return checkpoint.Get(layer + name + ".bias"); };
       if (cfg.qkv_bias) {
@@ -92,7 +110,12 @@ class LlamaModel : public DecoderOnlyModel {
     }
     norm_ = norm("model.norm.weight");
     lm_head_ = separate_lm_head ? checkpoint.Get("lm_head.weight") : embed_tokens_;
-    inv_freq_ = InverseFrequencies(cfg.rope_theta) / cfg.rope_linear_factor;
+    if (cfg.rope_short_factors.empty()) {
+      inv_freq_ = InverseFrequencies(cfg.rope_theta) / cfg.rope_linear_factor;
+    } else {
+      inv_freq_ = InverseFrequencies(cfg.rope_theta, cfg.rope_short_factors);
+      long_inv_freq_ = InverseFrequencies(cfg.rope_theta, cfg.rope_long_factors);
+    }
     if (cfg.rope_local_theta > 0) local_inv_freq_ = InverseFrequencies(cfg.rope_local_theta);
   }
 
@@ -108,13 +131,16 @@ class LlamaModel : public DecoderOnlyModel {
   }
 
  private:
-  // RoPE inverse frequencies theta^(-2i/d), computed in float32 like transformers'
-  // LlamaRotaryEmbedding.
-  torch::Tensor InverseFrequencies(double theta) const {
-    const int64_t head_dim = config().head_dim;
-    return 1.0 /
-           torch::pow(theta, torch::arange(0, head_dim, 2, torch::kInt64).to(torch::kFloat32) /
-                                 static_cast<double>(head_dim));
+  // RoPE inverse frequencies theta^(-2i/d) over the d = rotary_dim rotated dimensions, computed
+  // in float32 like transformers' LlamaRotaryEmbedding; with LongRoPE's factors, 1 / (factor_i *
+  // theta^(2i/d)) as _compute_longrope_parameters computes them.
+  torch::Tensor InverseFrequencies(double theta, const std::vector<double>& factors = {}) const {
+    const int64_t dim = config().rotary_dim;
+    const torch::Tensor powers =
+        torch::pow(theta, torch::arange(0, dim, 2, torch::kInt64).to(torch::kFloat32) /
+                              static_cast<double>(dim));
+    if (factors.empty()) return 1.0 / powers;
+    return 1.0 / (torch::tensor(factors, torch::kFloat64).to(torch::kFloat32) * powers);
   }
 
   // cap * tanh(x / cap), in place (Gemma 2's soft-capping).
@@ -138,11 +164,6 @@ class LlamaModel : public DecoderOnlyModel {
     return visible.logical_and(key_positions > query_positions - window);
   }
 
-  static torch::Tensor RotateHalf(const torch::Tensor& x) {
-    const int64_t half = x.size(-1) / 2;
-    return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  }
-
   absl::StatusOr<ForwardOutput> Layers(const torch::Tensor& input_ids, const torch::Tensor& visible,
                                        KvCache* cache,
                                        const ForwardOptions& options) const override {
@@ -155,18 +176,37 @@ class LlamaModel : public DecoderOnlyModel {
     const int64_t head_dim = cfg.head_dim;
     const int64_t queries_per_kv = cfg.num_queries_per_kv();
 
-    const torch::Tensor positions = torch::arange(past, past + length, torch::kFloat32);
-    // [T, 1, head_dim] cos and sin: over the heads of [B, T, N, head_dim].
+    // [T, 1, rotary_dim] cos and sin: over the heads of [B, T, N, head_dim].
     auto rope_of = [&](const torch::Tensor& inv_freq) {
       if (!inv_freq.defined()) return std::pair<torch::Tensor, torch::Tensor>();
-      const torch::Tensor freqs = torch::outer(positions, inv_freq);
-      const torch::Tensor angles = torch::cat({freqs, freqs}, -1).unsqueeze(1);
-      return std::make_pair(angles.cos(), angles.sin());
+      return RopeTables(inv_freq, past, length, cfg.rope_attention_factor);
     };
-    const auto [cos, sin] = rope_of(inv_freq_);
+    auto [cos, sin] = rope_of(inv_freq_);
+    if (long_inv_freq_.defined()) {
+      // LongRoPE's long factors where a sequence is longer than original_max_position_embeddings.
+      // transformers decides by the longest position of the call (a right-padded batch's length);
+      // here each sequence by its own, as transformers decides for it alone, so that a text's
+      // attention does not depend on the batch it runs in. Query T - 1 sees every real key of its
+      // sequence, past and padding excepted: their count is its length.
+      const torch::Tensor is_long =
+          visible.select(2, length - 1).sum(-1).gt(cfg.rope_original_max_positions).view({-1});
+      const int64_t long_count = is_long.sum().item<int64_t>();
+      if (long_count > 0) {
+        auto [long_cos, long_sin] = rope_of(long_inv_freq_);
+        if (long_count == is_long.size(0)) {
+          cos = std::move(long_cos);
+          sin = std::move(long_sin);
+        } else {
+          // [B, T, 1, rotary_dim]: each sequence's own table.
+          const torch::Tensor pick = is_long.view({-1, 1, 1, 1});
+          cos = torch::where(pick, long_cos.unsqueeze(0), cos.unsqueeze(0));
+          sin = torch::where(pick, long_sin.unsqueeze(0), sin.unsqueeze(0));
+        }
+      }
+    }
     const auto [local_cos, local_sin] = rope_of(local_inv_freq_);
     auto rotate = [&](const torch::Tensor& x, bool local) {
-      return local ? x * local_cos + RotateHalf(x) * local_sin : x * cos + RotateHalf(x) * sin;
+      return local ? ApplyRotary(x, local_cos, local_sin) : ApplyRotary(x, cos, sin);
     };
     const double scale = cfg.attention_scale > 0 ? cfg.attention_scale
                                                  : 1.0 / std::sqrt(static_cast<double>(head_dim));
@@ -218,8 +258,12 @@ class LlamaModel : public DecoderOnlyModel {
       torch::Tensor probs;
       torch::Tensor scores;
       torch::Tensor context;
+      // A window at least as long as the sequence so far hides no key (query i sees keys past
+      // i - W): the layer runs as one without a window (Phi-3-mini's 2047 over a shorter text).
+      const int64_t window =
+          layer.sliding_window < past + length ? layer.sliding_window : int64_t{0};
       // The fast attention kernels have no soft-capping: Gemma 2's layers take LibTorch's.
-      if (prefixes.defined() && layer.sliding_window == 0 && softcap == 0) {
+      if (prefixes.defined() && window == 0 && softcap == 0) {
         PrefixAttentionOutput attention =
             PrefixAttention(query, key, value, heads, kv_heads, head_dim, static_cast<float>(scale),
                             prefixes, options.output_attention_scores);
@@ -233,7 +277,7 @@ class LlamaModel : public DecoderOnlyModel {
           std::tie(all_keys, all_values) = AppendToCache(cache, i, all_keys, all_values);
         }
         // One new position after the cache, without a window, sees every key: nothing to mask.
-        const bool sees_every_key = cache != nullptr && length == 1 && layer.sliding_window == 0;
+        const bool sees_every_key = cache != nullptr && length == 1 && window == 0;
         if (sees_every_key && !options.output_attention_scores && softcap == 0 &&
             DecodeAttentionApplies(query, all_keys, all_values)) {
           DecodeAttentionOutput attention =
@@ -253,11 +297,11 @@ class LlamaModel : public DecoderOnlyModel {
                        .mul_(scale)
                        .view({batch, heads, length, keys});
           if (softcap > 0) scores = SoftCap(std::move(scores), softcap);
-          probs = torch::softmax(
-              sees_every_key ? scores
-                             : scores.masked_fill(mask_of(layer.sliding_window).logical_not(),
-                                                  std::numeric_limits<float>::lowest()),
-              -1);
+          probs = torch::softmax(sees_every_key
+                                     ? scores
+                                     : scores.masked_fill(mask_of(window).logical_not(),
+                                                          std::numeric_limits<float>::lowest()),
+                                 -1);
           context = torch::matmul(probs.view({batch, kv_heads, queries_per_kv * length, keys}),
                                   all_values)
                         .view({batch, heads, length, head_dim})
@@ -308,7 +352,8 @@ class LlamaModel : public DecoderOnlyModel {
   std::vector<LlamaLayer> layers_;
   torch::Tensor norm_;
   torch::Tensor lm_head_;
-  torch::Tensor inv_freq_;
+  torch::Tensor inv_freq_;        // LongRoPE's short factors' with them
+  torch::Tensor long_inv_freq_;   // LongRoPE's long factors'; undefined without LongRoPE
   torch::Tensor local_inv_freq_;  // undefined without rope_local_theta
 };
 
@@ -332,9 +377,16 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateLlamaModel(ModelConfig c
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     const std::string layer = absl::StrCat("model.layers.", i, ".");
     specs.push_back({layer + "input_layernorm.weight", {hidden}});
-    specs.push_back({layer + "self_attn.q_proj.weight", {q_size, hidden}});
-    specs.push_back({layer + "self_attn.k_proj.weight", {kv_size, hidden}});
-    specs.push_back({layer + "self_attn.v_proj.weight", {kv_size, hidden}});
+    if (config.fused_projections) {
+      specs.push_back({layer + "self_attn.qkv_proj.weight", {q_size + 2 * kv_size, hidden}});
+      specs.push_back({layer + "mlp.gate_up_proj.weight", {2 * inner, hidden}});
+    } else {
+      specs.push_back({layer + "self_attn.q_proj.weight", {q_size, hidden}});
+      specs.push_back({layer + "self_attn.k_proj.weight", {kv_size, hidden}});
+      specs.push_back({layer + "self_attn.v_proj.weight", {kv_size, hidden}});
+      specs.push_back({layer + "mlp.gate_proj.weight", {inner, hidden}});
+      specs.push_back({layer + "mlp.up_proj.weight", {inner, hidden}});
+    }
     specs.push_back({layer + "self_attn.o_proj.weight", {hidden, q_size}});
     if (config.qkv_bias) {
       specs.push_back({layer + "self_attn.q_proj.bias", {q_size}});
@@ -351,8 +403,6 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateLlamaModel(ModelConfig c
       specs.push_back({layer + "pre_feedforward_layernorm.weight", {hidden}});
       specs.push_back({layer + "post_feedforward_layernorm.weight", {hidden}});
     }
-    specs.push_back({layer + "mlp.gate_proj.weight", {inner, hidden}});
-    specs.push_back({layer + "mlp.up_proj.weight", {inner, hidden}});
     specs.push_back({layer + "mlp.down_proj.weight", {hidden, inner}});
   }
   specs.push_back({"model.norm.weight", {hidden}});

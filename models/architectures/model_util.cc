@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <new>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -174,6 +175,43 @@ torch::Tensor BatchMatmul(const torch::Tensor& a, const torch::Tensor& b) {
   return torch::matmul(folded, b.select(0, 0))
       .view({heads, batch, rows, b.size(3)})
       .transpose(0, 1);
+}
+
+std::pair<torch::Tensor, torch::Tensor> RopeTables(const torch::Tensor& inv_freq, int64_t past,
+                                                   int64_t length, double attention_factor) {
+  const torch::Tensor positions = torch::arange(past, past + length, torch::kFloat32);
+  const torch::Tensor freqs = torch::outer(positions, inv_freq);
+  const torch::Tensor angles = torch::cat({freqs, freqs}, -1).unsqueeze(1);
+  if (attention_factor == 1.0) return {angles.cos(), angles.sin()};
+  const auto factor = static_cast<float>(attention_factor);
+  return {angles.cos().mul_(factor), angles.sin().mul_(factor)};
+}
+
+torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& cos,
+                          const torch::Tensor& sin) {
+  const int64_t head_dim = x.size(-1);
+  const int64_t rotary_dim = cos.size(-1);
+  const int64_t half = rotary_dim / 2;
+  const torch::Tensor rotated = rotary_dim < head_dim ? x.narrow(-1, 0, rotary_dim) : x;
+  const torch::Tensor result =
+      rotated * cos +
+      torch::cat({-rotated.narrow(-1, half, half), rotated.narrow(-1, 0, half)}, -1) * sin;
+  if (rotary_dim == head_dim) return result;
+  return torch::cat({result, x.narrow(-1, rotary_dim, head_dim - rotary_dim)}, -1);
+}
+
+torch::Tensor TwoLayerMlp(const torch::Tensor& x, const std::string& act,
+                          const torch::Tensor& fc_in_weight, const torch::Tensor& fc_in_bias,
+                          const torch::Tensor& fc_out_weight, const torch::Tensor& fc_out_bias,
+                          const torch::Tensor& residual) {
+  if (act == "relu" || act == "silu") {
+    torch::Tensor inner = Linear(x, fc_in_weight, fc_in_bias);
+    inner = act == "relu" ? torch::relu(inner) : torch::silu(inner);
+    return Linear(inner, fc_out_weight, fc_out_bias, residual);
+  }
+  return FeedForward(x, fc_in_weight, fc_in_bias,
+                     act == "gelu" ? Activation::kGelu : Activation::kGeluTanh, fc_out_weight,
+                     fc_out_bias, residual);
 }
 
 std::pair<torch::Tensor, torch::Tensor> AppendToCache(KvCache* cache, size_t layer,

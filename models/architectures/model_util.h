@@ -1,13 +1,15 @@
-// Pieces the transformer implementations (bert.cc, llama.cc, encoder_decoder.cc, t5.cc) share: the
-// boolean attention masks their softmax reads (true = the key is visible; a hidden key's score is
-// set to the lowest float, so its probability is exactly 0), the KV cache's growth, and the guard
-// around building a model.
+// Pieces the transformer implementations (bert.cc, gpt2.cc, gpt_neox.cc, llama.cc,
+// encoder_decoder.cc, t5.cc) share: the boolean attention masks their softmax reads (true = the key
+// is visible; a hidden key's score is set to the lowest float, so its probability is exactly 0),
+// rotary position embeddings, the two-layer MLP, the KV cache's growth, and the guard around
+// building a model.
 #ifndef ATTNSCOPE_MODELS_MODEL_UTIL_H_
 #define ATTNSCOPE_MODELS_MODEL_UTIL_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "models/architectures/transformer.h"
@@ -54,6 +56,30 @@ PrefixAttentionOutput PrefixAttention(const torch::Tensor& query, const torch::T
 // taken as rows of one product per head instead, so that b is not copied B times (as matmul's
 // broadcast does); the result is then a permuted view.
 torch::Tensor BatchMatmul(const torch::Tensor& a, const torch::Tensor& b);
+
+// RoPE's [T, 1, rotary_dim] cos and sin tables (Su et al. 2021, RoFormer) for positions past ..
+// past + length - 1 and inverse frequencies `inv_freq` [rotary_dim / 2] float32, each angle
+// repeated in both halves (transformers' rotate_half layout) and computed in float32 as
+// transformers' rotary embeddings compute them; both multiplied by `attention_factor` unless it is
+// 1 (LongRoPE's scaling).
+std::pair<torch::Tensor, torch::Tensor> RopeTables(const torch::Tensor& inv_freq, int64_t past,
+                                                   int64_t length, double attention_factor = 1.0);
+
+// x [..., head_dim] with RoPE applied to its first rotary_dim = cos.size(-1) dimensions, x * cos +
+// rotate_half(x) * sin where rotate_half(x1, x2) = (-x2, x1); the dimensions past rotary_dim pass
+// through (partial rotary: GPT-NeoX's rotary_pct, Phi-3's partial_rotary_factor). cos and sin
+// broadcast against x's leading dimensions.
+torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& cos,
+                          const torch::Tensor& sin);
+
+// The two-layer MLP of GPT-2 and GPT-NeoX, fc_out(act(fc_in x)) + residual (residual may be
+// undefined), `act` one of ACT2FN's "gelu" (erf), "gelu_new" / "gelu_pytorch_tanh" (tanh
+// approximation), "relu" or "silu"; the GELUs fused into fc_in's product where the kernels have
+// them.
+torch::Tensor TwoLayerMlp(const torch::Tensor& x, const std::string& act,
+                          const torch::Tensor& fc_in_weight, const torch::Tensor& fc_in_bias,
+                          const torch::Tensor& fc_out_weight, const torch::Tensor& fc_out_bias,
+                          const torch::Tensor& residual);
 
 // Adds the new positions' keys and values [B, N, T, head_dim] of layer `layer` to `cache` (a
 // layer seen the first time, in order, gets its entry) and returns that layer's keys and values

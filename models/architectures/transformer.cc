@@ -257,7 +257,7 @@ absl::StatusOr<KvCache> TransformerModel::RunEncoderImpl(const ForwardInput& /*s
 absl::Status TransformerModel::ConvertProjections(torch::ScalarType /*dtype*/) {
   return absl::InvalidArgumentError(absl::StrCat(
       "compute_dtype 'bfloat16': expected a model of the BERT or Llama families (bert, roberta, "
-      "xlm-roberta, distilbert, llama, mistral, qwen2, qwen3, gemma2, gemma3_text), got "
+      "xlm-roberta, distilbert, llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3), got "
       "model_type '",
       config_.model_type, "'; serve it with --compute_dtype=float32"));
 }
@@ -292,6 +292,7 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
     case Architecture::kMistral:
     case Architecture::kGemma2:
     case Architecture::kGemma3:
+    case Architecture::kPhi3:
       model = CreateLlamaModel(std::move(config), *checkpoint);
       break;
     case Architecture::kMarian:
@@ -300,6 +301,9 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
       break;
     case Architecture::kGpt2:
       model = CreateGpt2Model(std::move(config), *checkpoint);
+      break;
+    case Architecture::kGptNeox:
+      model = CreateGptNeoxModel(std::move(config), *checkpoint);
       break;
     case Architecture::kT5:
       model = CreateT5Model(std::move(config), *checkpoint);

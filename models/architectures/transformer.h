@@ -250,6 +250,8 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateT5Model(ModelConfig conf
                                                                 Checkpoint& checkpoint);
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateGpt2Model(ModelConfig config,
                                                                   Checkpoint& checkpoint);
+absl::StatusOr<std::unique_ptr<TransformerModel>> CreateGptNeoxModel(ModelConfig config,
+                                                                     Checkpoint& checkpoint);
 
 }  // namespace attnscope
 

@@ -410,6 +410,8 @@ int64_t DefaultMaxPositions(Architecture architecture) {
       return 8192;
     case Architecture::kGemma3:
       return 131072;
+    case Architecture::kPhi3:
+      return 4096;
     default:
       return 2048;
   }
@@ -420,16 +422,18 @@ int64_t DefaultMaxPositions(Architecture architecture) {
 // read config.json.
 absl::Status ReadDecoderVariant(const FieldReader& reader, const Json& json, ModelConfig& config) {
   const Architecture architecture = config.architecture;
+  // Phi3Config has neither field: its projections never have biases.
+  const bool reads_biases = architecture != Architecture::kPhi3;
   ATTNSCOPE_ASSIGN_OR_RETURN(const bool attention_bias, reader.BoolOr("attention_bias", false));
   ATTNSCOPE_ASSIGN_OR_RETURN(const bool mlp_bias, reader.BoolOr("mlp_bias", false));
-  if (mlp_bias) {
+  if (mlp_bias && reads_biases) {
     return reader.Error("mlp_bias", "false (biases in the MLP are not implemented)", "true");
   }
   // Qwen2Attention always has q/k/v biases and never an o_proj one; MistralAttention has none.
   config.qkv_bias = architecture == Architecture::kQwen2 ||
-                    (architecture != Architecture::kMistral && attention_bias);
+                    (architecture != Architecture::kMistral && reads_biases && attention_bias);
   config.o_proj_bias = architecture != Architecture::kQwen2 &&
-                       architecture != Architecture::kMistral && attention_bias;
+                       architecture != Architecture::kMistral && reads_biases && attention_bias;
   config.qk_norm = architecture == Architecture::kQwen3 || architecture == Architecture::kGemma3;
 
   int64_t window = 0;
@@ -444,7 +448,9 @@ absl::Status ReadDecoderVariant(const FieldReader& reader, const Json& json, Mod
       ATTNSCOPE_ASSIGN_OR_RETURN(full_attention_every,
                                  reader.Int("sliding_window_pattern", 1, kMaxLayers, 6));
     }
-  } else if (architecture == Architecture::kMistral) {
+  } else if (architecture == Architecture::kMistral || architecture == Architecture::kPhi3) {
+    // Phi3Model masks with the window on every layer when sliding_window is set (Phi-3-mini-4k:
+    // 2047).
     ATTNSCOPE_ASSIGN_OR_RETURN(window, reader.Int("sliding_window", 1, kMaxPositions, 0));
   } else if (architecture == Architecture::kQwen2 || architecture == Architecture::kQwen3) {
     // Qwen2Config: sliding_window counts only with use_sliding_window (Qwen2.5 and Qwen3 ship it
@@ -503,6 +509,159 @@ absl::StatusOr<double> ReadLinearRopeScaling(const FieldReader& reader, const Js
     return reader.Error("rope_scaling", kExpected, FieldReader::Got(*it));
   }
   return factor->get<double>();
+}
+
+// A number config.json may give under either of two names (transformers renamed GPT-NeoX's
+// rotary_pct to partial_rotary_factor and rotary_emb_base to rope_theta): `name` wins.
+absl::StatusOr<double> PositiveUnderEither(const FieldReader& reader, const Json& json,
+                                           const char* name, const char* old_name, double fallback,
+                                           double low = 0) {
+  auto it = json.find(name);
+  if (it != json.end() && !it->is_null()) return reader.Positive(name, fallback, low);
+  return reader.Positive(old_name, fallback, low);
+}
+
+// GPTNeoXConfig (transformers' configuration_gpt_neox.py: Pythia, GPT-NeoX-20B).
+absl::StatusOr<ModelConfig> ParseGptNeox(const FieldReader& reader, const Json& json,
+                                         ModelConfig config) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.Size("vocab_size", kMaxVocabSize, 50432));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_size, reader.Size("hidden_size", kMaxHiddenSize, 6144));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_hidden_layers,
+                             reader.Size("num_hidden_layers", kMaxLayers, 44));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_attention_heads,
+                             reader.Size("num_attention_heads", kMaxHeads, 64));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.intermediate_size,
+                             reader.Size("intermediate_size", kMaxIntermediateSize, 24576));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.max_position_embeddings,
+                             reader.Size("max_position_embeddings", kMaxPositions, 2048));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.layer_norm_eps, reader.Positive("layer_norm_eps", 1e-5));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act, reader.StringOr("hidden_act", "gelu"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
+                             reader.BoolOr("tie_word_embeddings", false));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.parallel_residual,
+                             reader.BoolOr("use_parallel_residual", true));
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool attention_bias, reader.BoolOr("attention_bias", true));
+  config.qkv_bias = attention_bias;
+  config.o_proj_bias = attention_bias;
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.rope_theta,
+      PositiveUnderEither(reader, json, "rope_theta", "rotary_emb_base", 10000.0, /*low=*/1.0));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.rope_linear_factor, ReadLinearRopeScaling(reader, json));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      const double rotary_pct,
+      PositiveUnderEither(reader, json, "partial_rotary_factor", "rotary_pct", 0.25));
+  ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/-1, /*bos=*/0, /*eos=*/2, config));
+  if (config.hidden_size % config.num_attention_heads != 0) {
+    return reader.Error(
+        "hidden_size",
+        absl::StrCat("a multiple of num_attention_heads (", config.num_attention_heads, ")"),
+        std::to_string(config.hidden_size));
+  }
+  config.head_dim = config.hidden_size / config.num_attention_heads;
+  config.num_key_value_heads = config.num_attention_heads;
+  config.type_vocab_size = 0;
+  // GPTNeoXAttention's int(head_size * rotary_pct), for a fraction (a larger one would overflow).
+  config.rotary_dim = rotary_pct > 1.0
+                          ? 0
+                          : static_cast<int64_t>(static_cast<double>(config.head_dim) * rotary_pct);
+  if (config.rotary_dim < 2 || config.rotary_dim % 2 != 0) {
+    return reader.Error(
+        json.contains("partial_rotary_factor") ? "partial_rotary_factor" : "rotary_pct",
+        absl::StrCat("a fraction of at most 1 that rotates an even number of the ", config.head_dim,
+                     " dimensions of a head"),
+        absl::StrCat(rotary_pct));
+  }
+  if (config.hidden_act != "gelu" && config.hidden_act != "gelu_new" &&
+      config.hidden_act != "gelu_pytorch_tanh" && config.hidden_act != "relu" &&
+      config.hidden_act != "silu") {
+    return reader.Error("hidden_act",
+                        "\"gelu\", \"gelu_new\", \"gelu_pytorch_tanh\", \"relu\" or \"silu\"",
+                        FieldReader::Quoted(config.hidden_act));
+  }
+  return config;
+}
+
+// One of LongRoPE's factor lists: `pairs` finite numbers > 0.
+absl::StatusOr<std::vector<double>> ReadRopeFactors(const FieldReader& reader, const Json& scaling,
+                                                    const char* name, int64_t pairs) {
+  const std::string expected =
+      absl::StrCat("rope_scaling's \"", name, "\" as a list of ", pairs,
+                   " finite numbers > 0 (one per rotated pair: partial_rotary_factor * head_dim / "
+                   "2)");
+  auto it = scaling.find(name);
+  if (it == scaling.end() || !it->is_array() || static_cast<int64_t>(it->size()) != pairs) {
+    return reader.Error("rope_scaling", expected,
+                        it == scaling.end() ? "nothing" : FieldReader::Got(*it));
+  }
+  std::vector<double> factors;
+  for (const Json& factor : *it) {
+    if (!factor.is_number() || !std::isfinite(factor.get<double>()) || factor.get<double>() <= 0) {
+      return reader.Error("rope_scaling", expected, FieldReader::Got(*it));
+    }
+    factors.push_back(factor.get<double>());
+  }
+  return factors;
+}
+
+// What Phi-3 adds to the Llama family (ModelConfig's Phi-3 fields), as Phi3Config reads
+// config.json: the fused projections, partial_rotary_factor and rope_scaling null or "longrope"
+// (Phi3Config refuses every other type).
+absl::Status ReadPhi3Variant(const FieldReader& reader, const Json& json, ModelConfig& config) {
+  config.fused_projections = true;
+  ATTNSCOPE_ASSIGN_OR_RETURN(const double partial_rotary_factor,
+                             reader.Positive("partial_rotary_factor", 1.0));
+  // Phi3Attention's int(head_dim * partial_rotary_factor), for a fraction (a larger one would
+  // overflow).
+  const int64_t rotary_dim =
+      partial_rotary_factor > 1.0
+          ? 0
+          : static_cast<int64_t>(static_cast<double>(config.head_dim) * partial_rotary_factor);
+  if (rotary_dim < 2 || rotary_dim % 2 != 0) {
+    return reader.Error(
+        "partial_rotary_factor",
+        absl::StrCat("a factor of at most 1 that rotates an even number of head_dim's ",
+                     config.head_dim, " dimensions"),
+        absl::StrCat(partial_rotary_factor));
+  }
+  config.rotary_dim = rotary_dim;
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.rope_original_max_positions,
+                             reader.Size("original_max_position_embeddings", kMaxPositions,
+                                         config.max_position_embeddings));
+  auto it = json.find("rope_scaling");
+  if (it == json.end() || it->is_null()) return absl::OkStatus();
+  const auto type = it->is_object()
+                        ? (it->contains("rope_type") ? it->find("rope_type") : it->find("type"))
+                        : it->end();
+  if (!it->is_object() || type == it->end() || *type != "longrope") {
+    return reader.Error("rope_scaling",
+                        "null or {\"type\": \"longrope\", \"short_factor\": [...], "
+                        "\"long_factor\": [...]} (Phi3Config's only scaling)",
+                        FieldReader::Got(*it));
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.rope_short_factors,
+                             ReadRopeFactors(reader, *it, "short_factor", rotary_dim / 2));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.rope_long_factors,
+                             ReadRopeFactors(reader, *it, "long_factor", rotary_dim / 2));
+  const auto attention_factor = it->find("attention_factor");
+  if (attention_factor != it->end() && !attention_factor->is_null()) {
+    if (!attention_factor->is_number() || !std::isfinite(attention_factor->get<double>()) ||
+        attention_factor->get<double>() <= 0) {
+      return reader.Error("rope_scaling",
+                          "an \"attention_factor\" that is a finite number > 0, or none",
+                          FieldReader::Got(*it));
+    }
+    config.rope_attention_factor = attention_factor->get<double>();
+  } else {
+    // transformers scales by max_position_embeddings / original_max_position_embeddings here,
+    // not by rope_scaling's "factor".
+    const double scale = static_cast<double>(config.max_position_embeddings) /
+                         static_cast<double>(config.rope_original_max_positions);
+    config.rope_attention_factor =
+        scale <= 1.0 ? 1.0
+                     : std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(
+                                                             config.rope_original_max_positions)));
+  }
+  return absl::OkStatus();
 }
 
 // A cap of Gemma's soft-capping: `fallback` when config.json omits it, 0 (none) when null.
@@ -567,6 +726,10 @@ absl::string_view ArchitectureName(Architecture architecture) {
       return "gemma2";
     case Architecture::kGemma3:
       return "gemma3_text";
+    case Architecture::kPhi3:
+      return "phi3";
+    case Architecture::kGptNeox:
+      return "gpt_neox";
   }
   return "unknown";
 }
@@ -580,7 +743,8 @@ bool IsDecoderOnly(Architecture architecture) {
   return architecture == Architecture::kLlama || architecture == Architecture::kQwen2 ||
          architecture == Architecture::kQwen3 || architecture == Architecture::kMistral ||
          architecture == Architecture::kGemma2 || architecture == Architecture::kGemma3 ||
-         architecture == Architecture::kGpt2;
+         architecture == Architecture::kPhi3 || architecture == Architecture::kGpt2 ||
+         architecture == Architecture::kGptNeox;
 }
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
@@ -621,12 +785,17 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     config.architecture = Architecture::kGemma2;
   } else if (config.model_type == "gemma3_text") {
     config.architecture = Architecture::kGemma3;
+  } else if (config.model_type == "phi3") {
+    config.architecture = Architecture::kPhi3;
+  } else if (config.model_type == "gpt_neox") {
+    config.architecture = Architecture::kGptNeox;
   } else {
     return reader.Error("model_type",
                         "one of the supported architectures \"bert\", \"roberta\", "
                         "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", "
-                        "\"gemma2\", \"gemma3_text\" (Gemma 3's text model; the multimodal "
-                        "\"gemma3\" is not served), \"gpt2\", \"distilbert\", \"marian\", "
+                        "\"gemma2\", \"gemma3_text\" (Gemma 3's text model, not the "
+                        "multimodal \"gemma3\"), \"phi3\", \"gpt2\", \"gpt_neox\", "
+                        "\"distilbert\", \"marian\", "
                         "\"bart\", \"t5\"",
                         FieldReader::Quoted(config.model_type));
   }
@@ -640,6 +809,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   }
   if (config.architecture == Architecture::kT5) return ParseT5(reader, std::move(config));
   if (config.architecture == Architecture::kGpt2) return ParseGpt2(reader, std::move(config));
+  if (config.architecture == Architecture::kGptNeox) {
+    return ParseGptNeox(reader, json, std::move(config));
+  }
   if (config.architecture == Architecture::kDistilBert) {
     ATTNSCOPE_ASSIGN_OR_RETURN(config, ParseDistilBert(reader, std::move(config)));
     ATTNSCOPE_RETURN_IF_ERROR(ReadLabels(reader, json, config));
@@ -650,6 +822,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   const bool is_bert = config.architecture == Architecture::kBert || is_roberta;
   const bool is_gemma =
       config.architecture == Architecture::kGemma2 || config.architecture == Architecture::kGemma3;
+  const bool is_phi3 = config.architecture == Architecture::kPhi3;
 
   ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.Size("vocab_size", kMaxVocabSize));
   ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_size, reader.Size("hidden_size", kMaxHiddenSize));
@@ -669,25 +842,33 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   ATTNSCOPE_ASSIGN_OR_RETURN(config.type_vocab_size,
                              reader.Int("type_vocab_size", is_bert ? 1 : 0, kMaxTypeVocabSize, 2));
   ATTNSCOPE_ASSIGN_OR_RETURN(config.layer_norm_eps, reader.Positive("layer_norm_eps", 1e-12));
-  ATTNSCOPE_ASSIGN_OR_RETURN(config.rms_norm_eps, reader.Positive("rms_norm_eps", 1e-6));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.rms_norm_eps,
+                             reader.Positive("rms_norm_eps", is_phi3 ? 1e-5 : 1e-6));
   // Below 1 the RoPE frequencies theta^(-2i/d) exceed one turn per token and, for a theta near 0,
   // overflow float32; every Llama-family base is 10^4 to 10^7.
   ATTNSCOPE_ASSIGN_OR_RETURN(
       config.rope_theta,
       reader.Positive("rope_theta",
                       config.architecture == Architecture::kGemma3 ? 1000000.0 : 10000.0, 1.0));
-  ATTNSCOPE_ASSIGN_OR_RETURN(config.rope_linear_factor, ReadLinearRopeScaling(reader, json));
+  if (!is_phi3) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(config.rope_linear_factor, ReadLinearRopeScaling(reader, json));
+  }
   if (is_gemma) {
     ATTNSCOPE_RETURN_IF_ERROR(ReadGemmaVariant(reader, json, config));
   } else {
     ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act,
                                reader.StringOr("hidden_act", is_bert ? "gelu" : "silu"));
   }
-  ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
-                             reader.BoolOr("tie_word_embeddings", /*fallback=*/!is_bert));
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.tie_word_embeddings,
+      reader.BoolOr("tie_word_embeddings", /*fallback=*/!is_bert && !is_phi3));
   if (is_gemma) {
     // Gemma2Config's and Gemma3TextConfig's own defaults.
     ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/0, /*bos=*/2, /*eos=*/1, config));
+  } else if (is_phi3) {
+    // Phi3Config's own defaults (Phi-3's Llama 2 vocabulary with <|endoftext|> at 32000).
+    ATTNSCOPE_RETURN_IF_ERROR(
+        ReadTokenIds(reader, /*pad=*/32000, /*bos=*/1, /*eos=*/32000, config));
   } else if (is_roberta) {
     // RobertaConfig's own defaults (BertConfig's otherwise).
     ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/1, /*bos=*/0, /*eos=*/2, config));
@@ -749,6 +930,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
       return reader.Error("head_dim", "an even number (RoPE rotates pairs of dimensions)",
                           std::to_string(config.head_dim));
     }
+    config.rotary_dim = config.head_dim;
+    if (is_phi3) ATTNSCOPE_RETURN_IF_ERROR(ReadPhi3Variant(reader, json, config));
     ATTNSCOPE_RETURN_IF_ERROR(ReadDecoderVariant(reader, json, config));
   }
   const std::string activation = is_bert ? "gelu" : is_gemma ? "gelu_pytorch_tanh" : "silu";

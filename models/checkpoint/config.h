@@ -20,11 +20,14 @@ namespace attnscope {
 // buckets instead of absolute positions. kDistilBert is DistilBERT (transformers'
 // DistilBertModel / DistilBertForSequenceClassification): BERT without token types or pooler.
 // kGpt2 is GPT-2 (transformers' GPT2LMHeadModel): learned
-// positions, pre-LayerNorm blocks, a fused c_attn. kLlama, kQwen2, kQwen3, kMistral, kGemma2 and
-// kGemma3 are the decoder-only Llama family (transformers' LlamaForCausalLM, Qwen2ForCausalLM,
-// Qwen3ForCausalLM, MistralForCausalLM, Gemma2ForCausalLM and Gemma3ForCausalLM, the text model of
-// Gemma 3): one implementation, told apart by the ModelConfig fields qkv_bias, o_proj_bias,
-// qk_norm, layer_sliding_windows and Gemma's.
+// positions, pre-LayerNorm blocks, a fused c_attn. kGptNeox is GPT-NeoX (GPTNeoXForCausalLM,
+// EleutherAI's Pythia): GPT-2's LayerNorms and biases with partial RoPE and, by default, the
+// attention and the MLP side by side on the same input (use_parallel_residual). kLlama, kQwen2,
+// kQwen3, kMistral, kGemma2 and kGemma3 are the decoder-only Llama family (transformers'
+// LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, Gemma2ForCausalLM and
+// Gemma3ForCausalLM, the text model of Gemma 3) and kPhi3 (Phi3ForCausalLM: Phi-3, Phi-3.5 and
+// Phi-4's text models): one implementation, told apart by the ModelConfig fields qkv_bias,
+// o_proj_bias, qk_norm, layer_sliding_windows, Gemma's and Phi-3's.
 enum class Architecture {
   kBert,
   kRoberta,
@@ -38,11 +41,13 @@ enum class Architecture {
   kGpt2,
   kDistilBert,
   kGemma2,
-  kGemma3
+  kGemma3,
+  kPhi3,
+  kGptNeox
 };
 
 // "bert", "roberta", "llama", "marian", "bart", "t5", "qwen2", "qwen3", "mistral", "gpt2",
-// "distilbert", "gemma2" or "gemma3_text".
+// "distilbert", "gemma2", "gemma3_text", "phi3" or "gpt_neox".
 absl::string_view ArchitectureName(Architecture architecture);
 
 // True for the BERT family's encoders (BERT, RoBERTa, DistilBERT), which bert.cc serves and whose
@@ -55,7 +60,8 @@ bool IsDecoderOnly(Architecture architecture);
 
 // The fields of config.json that the supported architectures read, with the defaults of the
 // transformers configuration classes (BertConfig, RobertaConfig, LlamaConfig, Qwen2Config,
-// Qwen3Config, MistralConfig, GPT2Config, DistilBertConfig, MarianConfig, BartConfig, T5Config)
+// Qwen3Config, MistralConfig, Gemma2Config, Gemma3TextConfig, Phi3Config, GPT2Config,
+// GPTNeoXConfig, DistilBertConfig, MarianConfig, BartConfig, T5Config)
 // where config.json omits a field. For the encoder-decoders the common fields hold the encoder's
 // sizes (d_model, encoder_layers, encoder_attention_heads, encoder_ffn_dim, activation_function)
 // and the decoder_* fields the decoder's. T5Config's fields map onto them as:
@@ -66,9 +72,11 @@ bool IsDecoderOnly(Architecture architecture);
 //   max_position_embeddings. GPT2Config's: n_embd -> hidden_size; n_layer -> num_hidden_layers;
 //   n_head -> num_attention_heads; n_inner (default 4 * n_embd) -> intermediate_size;
 //   n_positions -> max_position_embeddings; activation_function -> hidden_act;
-//   layer_norm_epsilon -> layer_norm_eps. DistilBertConfig's: dim -> hidden_size; n_layers ->
-//   num_hidden_layers; n_heads -> num_attention_heads; hidden_dim -> intermediate_size;
-//   activation -> hidden_act.
+//   layer_norm_epsilon -> layer_norm_eps. GPTNeoXConfig's: rotary_pct (or partial_rotary_factor)
+//   * head_dim -> rotary_dim; rotary_emb_base (or rope_theta) -> rope_theta; attention_bias ->
+//   qkv_bias and o_proj_bias (query_key_value's and dense's). DistilBertConfig's: dim ->
+//   hidden_size; n_layers -> num_hidden_layers; n_heads -> num_attention_heads; hidden_dim ->
+//   intermediate_size; activation -> hidden_act.
 struct ModelConfig {
   std::string model_type;  // as written in config.json, e.g. "bert" or "xlm-roberta"
   Architecture architecture = Architecture::kBert;
@@ -144,6 +152,28 @@ struct ModelConfig {
   double attn_logit_softcapping = 0.0;
   double final_logit_softcapping = 0.0;
   double rope_local_theta = 0.0;
+  // RoPE rotates the first rotary_dim dimensions of each head and passes the others through
+  // (Phi-3's partial_rotary_factor * head_dim, e.g. 96 of Phi-4-mini's 128); head_dim elsewhere.
+  int64_t rotary_dim = 0;
+  // Phi-3 (Phi3Config). fused_projections: q, k and v are consecutive rows of one
+  // self_attn.qkv_proj [(N + 2 N_kv) * head_dim, hidden], the MLP's gate and up the two halves of
+  // mlp.gate_up_proj [2 * intermediate_size, hidden]. LongRoPE (Ding et al. 2024; rope_scaling
+  // {"type": "longrope", "short_factor": [...], "long_factor": [...]}, one factor per rotated
+  // pair): pair i's frequency divided by rope_short_factors[i] in a sequence of at most
+  // rope_original_max_positions tokens (original_max_position_embeddings) and by
+  // rope_long_factors[i] in a longer one, cos and sin multiplied by rope_attention_factor
+  // (rope_scaling's attention_factor, else sqrt(1 + ln(s) / ln(original)) for s =
+  // max_position_embeddings / original > 1, else 1), as transformers'
+  // _compute_longrope_parameters. Empty factors: no LongRoPE.
+  bool fused_projections = false;
+  std::vector<double> rope_short_factors;
+  std::vector<double> rope_long_factors;
+  int64_t rope_original_max_positions = 0;
+  double rope_attention_factor = 1.0;
+  // GPT-NeoX (use_parallel_residual): each layer adds attention(input_layernorm(x)) and
+  // mlp(post_attention_layernorm(x)) to x, both reading the layer's input; false: the MLP reads
+  // the sum after the attention, as in GPT-2.
+  bool parallel_residual = false;
   // GPT-2 (GPT2Config): scores divided by sqrt(head_dim) (scale_attn_weights), and also by the
   // layer's 1-based index (scale_attn_by_inverse_layer_idx).
   bool scale_attn_weights = true;
@@ -169,7 +199,8 @@ struct ModelConfig {
 // the epsilons and the RoPE base are finite and positive (rope_theta at least 1). RoBERTa's
 // pad_token_id must be set and leave at least one position for a token; its
 // position_embedding_type, like BERT's, must be "absolute" (the only kind served). The Llama
-// family refuses what it would compute differently from transformers: rope_scaling, mlp_bias true,
+// family refuses what it would compute differently from transformers: a rope_scaling other than
+// "linear" (Phi-3: other than "longrope"), mlp_bias true,
 // a hidden_act other than "silu", layer_types other than "full_attention" / "sliding_attention".
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text, absl::string_view source);
 

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Builds tests/data/tiny-qwen2, tiny-qwen3, tiny-mistral, tiny-gemma2, tiny-gemma3 (small random
-checkpoints of the Llama family's other members) and tiny-gpt2, and each one's golden.json.
+"""Builds tests/data/tiny-qwen2, tiny-qwen3, tiny-mistral, tiny-gemma2, tiny-gemma3, tiny-phi3
+(small random checkpoints of the Llama family's other members), tiny-gpt2 and tiny-gpt-neox, and
+each one's golden.json.
 
 The reference is written with PyTorch's own modules (nn.Embedding, nn.Linear, nn.SiLU; RMSNorm
 and the rotary embedding as transformers' modeling_qwen2.py, modeling_qwen3.py and
@@ -21,11 +22,31 @@ recomputes the whole sequence at every generation step (no cache). What each mem
     before the mask and the logits (cap * tanh(x / cap)); gemma3 has q_norm and k_norm, a RoPE
     base of rope_local_base_freq in its windowed layers and linear rope_scaling (the frequencies
     divided by the factor) in the others. Both tie lm_head.
+  - phi3 (Phi3ForCausalLM: modeling_phi3.py): q, k and v as row ranges of one qkv_proj and gate
+    and up as the two halves of gate_up_proj (gate first), a sliding window on every layer, RoPE
+    on the first partial_rotary_factor * head_dim dimensions of each head (the rest pass
+    through), and LongRoPE (rope_scaling "longrope", _compute_longrope_parameters): the
+    frequencies 1 / (factor_i * theta^(2i/d)) with the short factors for a sequence of at most
+    original_max_position_embeddings tokens and the long ones past it, cos and sin multiplied by
+    sqrt(1 + ln(max_position_embeddings / original) / ln(original)). transformers picks the
+    factors by the call's longest position (a padded batch's length); this reference picks them
+    per sequence, by its own length, which is what transformers gives each text alone. Its
+    greedy prompts are all past original_max_position_embeddings, where recomputing the sequence
+    and decoding over a cache agree (a sequence that crosses it mid-generation keeps its cached
+    keys' short rotation, in transformers as in attnscope, which recomputing would not).
   - gpt2 (GPT2LMHeadModel): learned positions, pre-LayerNorm blocks, the fused c_attn and the MLP
     as Conv1D modules (weights stored [in, out]), gelu_new, ln_f, lm_head tied to wte. Its
     reference is nn.MultiheadAttention (whose packed in_proj is c_attn transposed), nn.LayerNorm,
     nn.GELU(approximate="tanh"); its checkpoint keeps the attn.bias mask buffers older GPT-2
     checkpoints store, which a loader must ignore.
+  - gpt_neox (GPTNeoXForCausalLM: modeling_gpt_neox.py, the Pythia suite's architecture):
+    nn.LayerNorm and biases as GPT-2's, one query_key_value nn.Linear whose output is viewed
+    [..., heads, 3 * head_dim] and chunked into each head's query, key and value, RoPE on the
+    first rotary_pct * head_dim dimensions (base rotary_emb_base), the MLP
+    dense_4h_to_h(GELU(dense_h_to_4h)) with the exact GELU, and use_parallel_residual: x +
+    attention(input_layernorm(x)) + mlp(post_attention_layernorm(x)); final_layer_norm and an
+    untied embed_out; the checkpoint keeps the attention.bias, attention.masked_bias and
+    attention.rotary_emb.inv_freq buffers Pythia's checkpoints store, which a loader must ignore.
 A window W lets query i see key j when i - W < j <= i (transformers' sliding_window_overlay and
 causal_mask_function, masking_utils.py); padding keys are hidden too; inputs are right-padded, and
 only the rows of real tokens are goldens (a padding query may see no key at all in a window).
@@ -93,6 +114,20 @@ CONFIGS = {
                    rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 4.0},
                    attn_logit_softcapping=None, final_logit_softcapping=None, attention_bias=False,
                    tie_word_embeddings=True, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "gpt-neox": {"architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox",
+                 "vocab_size": VOCAB, "hidden_size": 32, "num_hidden_layers": 2,
+                 "num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu",
+                 "rotary_pct": 0.25, "rotary_emb_base": 10000, "max_position_embeddings": 64,
+                 "layer_norm_eps": 1e-05, "use_parallel_residual": True,
+                 "tie_word_embeddings": False, "bos_token_id": 0, "eos_token_id": 2,
+                 "torch_dtype": "float32"},
+    "phi3": dict(BASE, architectures=["Phi3ForCausalLM"], model_type="phi3",
+                 num_attention_heads=2, num_key_value_heads=1, rms_norm_eps=1e-05,
+                 partial_rotary_factor=0.5,
+                 sliding_window=5, original_max_position_embeddings=6,
+                 rope_scaling={"type": "longrope", "short_factor": [1.0, 1.7],
+                               "long_factor": [2.5, 6.0]},
+                 tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2),
 }
 
 
@@ -153,7 +188,7 @@ def layer_windows(c):
     """Each layer's sliding window (None: the whole causal prefix), as the configuration classes
     derive it."""
     layers = c["num_hidden_layers"]
-    if c["model_type"] == "mistral":
+    if c["model_type"] in ("mistral", "phi3"):
         return [c.get("sliding_window")] * layers
     if c["model_type"] in ("gemma2", "gemma3_text"):
         every = 2 if c["model_type"] == "gemma2" else c.get("sliding_window_pattern", 6)
@@ -322,6 +357,89 @@ class Gemma(nn.Module):
         return last, hidden_states, attentions, logits
 
 
+class Phi3Layer(nn.Module):
+    def __init__(self, c, window):
+        super().__init__()
+        self.heads, self.kv_heads = c["num_attention_heads"], c["num_key_value_heads"]
+        self.head_dim = c["hidden_size"] // self.heads
+        self.rotary_dim = int(self.head_dim * c.get("partial_rotary_factor", 1.0))
+        self.window = window
+        hidden, inner, eps = c["hidden_size"], c["intermediate_size"], c["rms_norm_eps"]
+        self.input_layernorm = RMSNorm(hidden, eps)
+        self.qkv_proj = nn.Linear(
+            hidden, (self.heads + 2 * self.kv_heads) * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(self.heads * self.head_dim, hidden, bias=False)
+        self.post_attention_layernorm = RMSNorm(hidden, eps)
+        self.gate_up_proj = nn.Linear(hidden, 2 * inner, bias=False)
+        self.down_proj = nn.Linear(inner, hidden, bias=False)
+        self.act = nn.SiLU()
+
+    def forward(self, x, cos, sin, key_padding):
+        """cos, sin: [B, 1, S, rotary_dim], each sequence's own table."""
+        batch, length = x.shape[:2]
+
+        def heads(t, count):  # [B, S, count * d] -> [B, count, S, d]
+            return t.view(batch, length, count, self.head_dim).transpose(1, 2)
+
+        def partial_rotate(t):
+            r = self.rotary_dim
+            return torch.cat([rotate(t[..., :r], cos, sin), t[..., r:]], -1)
+
+        h = self.input_layernorm(x)
+        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        q, k, v = self.qkv_proj(h).split([q_size, kv_size, kv_size], -1)
+        q = partial_rotate(heads(q, self.heads))
+        k = partial_rotate(heads(k, self.kv_heads))
+        v = heads(v, self.kv_heads)
+        group = self.heads // self.kv_heads
+        k = k.repeat_interleave(group, 1)
+        v = v.repeat_interleave(group, 1)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
+        hidden = hidden_keys(length, self.window, key_padding)
+        probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), -1).nan_to_num(0.0)
+        x = x + self.o_proj((probs @ v).transpose(1, 2).reshape(batch, length, -1))
+        gate, up = self.gate_up_proj(self.post_attention_layernorm(x)).chunk(2, -1)
+        return x + self.down_proj(up * self.act(gate)), probs
+
+
+class Phi3(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        self.layers = nn.ModuleList(Phi3Layer(c, w) for w in layer_windows(c))
+        self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
+
+    def rope_tables(self, lengths, length):
+        """[B, 1, S, rotary_dim] cos and sin, each sequence's by its own length."""
+        c, dim = self.c, self.layers[0].rotary_dim
+        original = c["original_max_position_embeddings"]
+        scale = c["max_position_embeddings"] / original
+        attention_factor = math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1 else 1
+        powers = c["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim)
+        tables = []
+        for n in lengths:
+            factors = c["rope_scaling"]["long_factor" if n > original else "short_factor"]
+            inv_freq = 1.0 / (torch.tensor(factors, dtype=torch.float32) * powers)
+            cos, sin = rope(inv_freq, length)
+            tables.append((cos * attention_factor, sin * attention_factor))
+        return (torch.stack([t[0] for t in tables]).unsqueeze(1),
+                torch.stack([t[1] for t in tables]).unsqueeze(1))
+
+    def forward(self, input_ids, attention_mask):
+        cos, sin = self.rope_tables(attention_mask.sum(-1).tolist(), input_ids.shape[1])
+        x = self.embed_tokens(input_ids)
+        hidden_states, attentions = [x], []
+        for layer in self.layers:
+            x, probs = layer(x, cos, sin, attention_mask == 0)
+            hidden_states.append(x)
+            attentions.append(probs)
+        last = self.norm(x)
+        hidden_states[-1] = last
+        return last, hidden_states, attentions, self.lm_head(last)
+
+
 class Gpt2Block(nn.Module):
     def __init__(self, c):
         super().__init__()
@@ -363,6 +481,83 @@ class Gpt2(nn.Module):
         return last, hidden_states, attentions, last @ self.wte.weight.T
 
 
+class NeoxLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        hidden, eps = c["hidden_size"], c["layer_norm_eps"]
+        self.heads = c["num_attention_heads"]
+        self.head_dim = hidden // self.heads
+        self.rotary_dim = int(self.head_dim * c["rotary_pct"])
+        self.input_layernorm = nn.LayerNorm(hidden, eps=eps)
+        self.post_attention_layernorm = nn.LayerNorm(hidden, eps=eps)
+        self.query_key_value = nn.Linear(hidden, 3 * hidden)
+        self.dense = nn.Linear(hidden, hidden)
+        self.dense_h_to_4h = nn.Linear(hidden, c["intermediate_size"])
+        self.act = nn.GELU()
+        self.dense_4h_to_h = nn.Linear(c["intermediate_size"], hidden)
+
+    def forward(self, x, cos, sin, key_padding):
+        batch, length = x.shape[:2]
+        qkv = self.query_key_value(self.input_layernorm(x))
+        qkv = qkv.view(batch, length, self.heads, 3 * self.head_dim).transpose(1, 2)
+        q, k, v = qkv.chunk(3, -1)
+        r = self.rotary_dim
+        q = torch.cat([rotate(q[..., :r], cos, sin), q[..., r:]], -1)
+        k = torch.cat([rotate(k[..., :r], cos, sin), k[..., r:]], -1)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
+        probs = torch.softmax(scores.masked_fill(hidden_keys(length, None, key_padding),
+                                                 float("-inf")), -1)
+        attended = self.dense((probs @ v).transpose(1, 2).reshape(batch, length, -1))
+        mlp = self.dense_4h_to_h(self.act(self.dense_h_to_4h(self.post_attention_layernorm(x))))
+        return mlp + attended + x, probs
+
+
+class Neox(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        self.embed_in = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        self.layers = nn.ModuleList(NeoxLayer(c) for _ in range(c["num_hidden_layers"]))
+        self.final_layer_norm = nn.LayerNorm(c["hidden_size"], eps=c["layer_norm_eps"])
+        self.embed_out = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
+
+    def forward(self, input_ids, attention_mask):
+        cos, sin = rope(inverse_frequencies(self.c["rotary_emb_base"], self.layers[0].rotary_dim),
+                        input_ids.shape[1])
+        x = self.embed_in(input_ids)
+        hidden_states, attentions = [x], []
+        for layer in self.layers:
+            x, probs = layer(x, cos, sin, attention_mask == 0)
+            hidden_states.append(x)
+            attentions.append(probs)
+        last = self.final_layer_norm(x)
+        hidden_states[-1] = last
+        return last, hidden_states, attentions, self.embed_out(last)
+
+
+def neox_state_dict(model, c):
+    """The weights under GPTNeoXForCausalLM's names, with the buffers Pythia's checkpoints keep."""
+    tensors = {"embed_out.weight": model.embed_out.weight}
+    for name, param in model.named_parameters():
+        if name.startswith("embed_out"):
+            continue
+        parts = name.split(".")
+        if parts[0] == "layers" and parts[2] in ("query_key_value", "dense"):
+            parts.insert(2, "attention")
+        elif parts[0] == "layers" and parts[2].startswith("dense_"):
+            parts.insert(2, "mlp")
+        tensors["gpt_neox." + ".".join(parts)] = param
+    positions = c["max_position_embeddings"]
+    rotary_dim = model.layers[0].rotary_dim
+    for i in range(c["num_hidden_layers"]):
+        p = f"gpt_neox.layers.{i}.attention."
+        tensors[p + "bias"] = torch.ones(positions, positions).tril().view(
+            1, 1, positions, positions)
+        tensors[p + "masked_bias"] = torch.tensor(-1e9)
+        tensors[p + "rotary_emb.inv_freq"] = inverse_frequencies(c["rotary_emb_base"], rotary_dim)
+    return {name: t.detach().to(torch.float32).contiguous() for name, t in tensors.items()}
+
+
 def gpt2_state_dict(model, c):
     """The weights under GPT2LMHeadModel's names: Conv1D weights [in, out], no lm_head (tied), and
     each block's attn.bias causal-mask buffer."""
@@ -393,7 +588,8 @@ def hf_state_dict(model):
         if parts[0] == "layers":
             group = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn",
                      "o_proj": "self_attn", "q_norm": "self_attn", "k_norm": "self_attn",
-                     "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
+                     "qkv_proj": "self_attn", "gate_proj": "mlp", "up_proj": "mlp",
+                     "gate_up_proj": "mlp", "down_proj": "mlp"}
             if parts[2] in group:
                 parts.insert(2, group[parts[2]])
         key = name if parts[0] == "lm_head" else "model." + ".".join(parts)
@@ -432,7 +628,10 @@ def make(name, config, seed):
     torch.manual_seed(seed)
     gpt2 = config["model_type"] == "gpt2"
     gemma = config["model_type"] in ("gemma2", "gemma3_text")
-    model = Gpt2(config) if gpt2 else Gemma(config) if gemma else Decoder(config)
+    phi3 = config["model_type"] == "phi3"
+    neox = config["model_type"] == "gpt_neox"
+    model = (Gpt2(config) if gpt2 else Gemma(config) if gemma else Phi3(config) if phi3
+             else Neox(config) if neox else Decoder(config))
     with torch.no_grad():
         # Large query and key weights give peaked, head-specific attention; the others are
         # smaller so that the residual stream stays near unit scale, where float32 holds 1e-5.
@@ -441,20 +640,27 @@ def make(name, config, seed):
                 # Gemma's norm weights are offsets from 1.
                 param.copy_(0.1 * torch.randn_like(param))
             elif "norm" in param_name or "ln_" in param_name:
+                # LayerNorm and RMSNorm weights near 1, LayerNorm biases near 0.
                 if param_name.endswith("bias"):
                     param.copy_(0.1 * torch.randn_like(param))
                 else:
                     param.copy_(1 + 0.1 * torch.randn_like(param))
             elif any(n in param_name for n in ("q_proj", "k_proj", "embed", "in_proj", "wte",
-                                               "wpe")):
+                                               "wpe", "query_key_value")):
                 param.normal_(0, 0.5)
+            elif "qkv_proj" in param_name:
+                # The query and key rows as q_proj's and k_proj's, the value rows as v_proj's.
+                values = model.layers[0].kv_heads * model.layers[0].head_dim
+                param.normal_(0, 0.5)
+                param[-values:].normal_(0, 0.2)
             else:
                 param.normal_(0, 0.2)
     model.eval()
     out = os.path.join(HERE, "tiny-" + name)
     os.makedirs(out, exist_ok=True)
     write_safetensors(os.path.join(out, "model.safetensors"),
-                      gpt2_state_dict(model, config) if gpt2 else hf_state_dict(model))
+                      gpt2_state_dict(model, config) if gpt2 else
+                      neox_state_dict(model, config) if neox else hf_state_dict(model))
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
         f.write("\n")
@@ -469,6 +675,11 @@ def make(name, config, seed):
     sequences = [[1] + torch.randint(3, VOCAB, (n,), generator=generator).tolist()
                  for n in (11, 6, 9)]
     cases = {"single": [sequences[0]], "padded_batch": sequences}
+    if "rope_scaling" in config and config["rope_scaling"].get("type") == "longrope":
+        # A sequence within original_max_position_embeddings alone (the short factors), and beside
+        # a longer one in a batch (each its own factors).
+        short = [1] + torch.randint(3, VOCAB, (4,), generator=generator).tolist()
+        cases.update({"short": [short], "mixed_batch": [short, sequences[0]]})
     golden = {"forward": {}, "greedy": []}
     with torch.no_grad():
         for case, rows in cases.items():

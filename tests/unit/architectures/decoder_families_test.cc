@@ -1,8 +1,9 @@
-// The decoder-only families beside Llama (Qwen2, Qwen3, Mistral, Gemma 2, Gemma 3, GPT-2) against
-// goldens from
-// PyTorch's own modules (tests/data/make_tiny_decoders.py): attentions, hidden states and logits
-// of a single sequence and a right-padded batch, greedy generation through the KV cache, causal
-// masks and sliding windows that hide exactly what they should, and the checkpoints each refuses.
+// The decoder-only families beside Llama (Qwen2, Qwen3, Mistral, Gemma 2, Gemma 3, Phi-3, GPT-2,
+// GPT-NeoX) against goldens from PyTorch's own modules (tests/data/make_tiny_decoders.py):
+// attentions, hidden states and logits of a single sequence and a right-padded batch (Phi-3: also
+// sequences on either side of LongRoPE's original length, alone and batched together), greedy
+// generation through the KV cache, causal masks and sliding windows that hide exactly what they
+// should, and the checkpoints each refuses.
 #include <torch/types.h>
 
 #include <algorithm>
@@ -79,9 +80,37 @@ TEST_P(DecoderFamilyTest, ReadsTheMembersConfig) {
   EXPECT_EQ(config.architecture, GetParam().architecture);
   EXPECT_EQ(config.model_type, ArchitectureName(GetParam().architecture));
   EXPECT_TRUE(model_->is_decoder());
-  EXPECT_EQ(config.num_attention_heads, 4);
-  EXPECT_EQ(config.num_key_value_heads, config.architecture == Architecture::kGpt2 ? 4 : 2);
+  const bool phi3 = config.architecture == Architecture::kPhi3;
+  const bool neox = config.architecture == Architecture::kGptNeox;
+  EXPECT_EQ(config.num_attention_heads, phi3 || neox ? 2 : 4);
+  EXPECT_EQ(config.num_key_value_heads, config.architecture == Architecture::kGpt2 ? 4
+                                        : phi3                                     ? 1
+                                                                                   : 2);
+  if (config.architecture != Architecture::kGpt2) {
+    EXPECT_EQ(config.rotary_dim, phi3 || neox ? 4 : config.head_dim);
+  }
   switch (config.architecture) {
+    case Architecture::kGptNeox:
+      // rotary_pct 0.25 of head_dim 16; GPTNeoXConfig's use_parallel_residual and biases.
+      EXPECT_EQ(config.head_dim, 16);
+      EXPECT_TRUE(config.parallel_residual);
+      EXPECT_TRUE(config.qkv_bias && config.o_proj_bias);
+      EXPECT_EQ(config.hidden_act, "gelu");
+      EXPECT_FALSE(config.tie_word_embeddings);
+      EXPECT_TRUE(config.layer_sliding_windows.empty());
+      break;
+    case Architecture::kPhi3:
+      EXPECT_TRUE(config.fused_projections);
+      EXPECT_FALSE(config.qkv_bias);
+      EXPECT_EQ(config.head_dim, 8);
+      EXPECT_EQ(config.layer_sliding_windows, (std::vector<int64_t>{5, 5}));
+      EXPECT_EQ(config.rope_short_factors, (std::vector<double>{1.0, 1.7}));
+      EXPECT_EQ(config.rope_long_factors, (std::vector<double>{2.5, 6.0}));
+      EXPECT_EQ(config.rope_original_max_positions, 6);
+      // sqrt(1 + ln(64 / 6) / ln(6)).
+      EXPECT_DOUBLE_EQ(config.rope_attention_factor,
+                       std::sqrt(1.0 + std::log(64.0 / 6.0) / std::log(6.0)));
+      break;
     case Architecture::kGpt2:
       // GPT2Config's names: n_embd, n_layer, n_head, n_inner null (4 * n_embd), n_positions.
       EXPECT_EQ(config.hidden_size, 16);
@@ -221,13 +250,20 @@ TEST_P(DecoderFamilyTest, GreedyGenerationThroughTheCacheMatchesTheReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Members, DecoderFamilyTest,
-    ::testing::Values(Member{"qwen2", Architecture::kQwen2}, Member{"qwen3", Architecture::kQwen3},
-                      Member{"mistral", Architecture::kMistral},
-                      Member{"gemma2", Architecture::kGemma2},
-                      Member{"gemma3", Architecture::kGemma3}, Member{"gpt2", Architecture::kGpt2}),
-    [](const ::testing::TestParamInfo<Member>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Members, DecoderFamilyTest,
+                         ::testing::Values(Member{"qwen2", Architecture::kQwen2},
+                                           Member{"qwen3", Architecture::kQwen3},
+                                           Member{"mistral", Architecture::kMistral},
+                                           Member{"gemma2", Architecture::kGemma2},
+                                           Member{"gemma3", Architecture::kGemma3},
+                                           Member{"phi3", Architecture::kPhi3},
+                                           Member{"gpt2", Architecture::kGpt2},
+                                           Member{"gpt-neox", Architecture::kGptNeox}),
+                         [](const ::testing::TestParamInfo<Member>& info) {
+                           std::string name = info.param.name;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 // A copy of tiny-<name> with `patch` merged into its config.json, loaded.
 absl::Status LoadPatched(const std::string& name, const Json& patch) {
@@ -272,6 +308,58 @@ TEST(DecoderCheckpointTest, ConfigVariantsItCannotComputeAreRefusedNamingTheFiel
   // Qwen3 with attention_bias has biases on q/k/v and o_proj, which this checkpoint lacks.
   status = LoadPatched("qwen3", {{"attention_bias", true}});
   EXPECT_THAT(status.message(), HasSubstr("model.layers.0.self_attn.o_proj.bias"));
+}
+
+TEST(DecoderCheckpointTest, Phi3RefusesWhatPhi3ConfigRefuses) {
+  // Phi3Config validates rope_scaling as "longrope" only, with a factor per rotated pair.
+  absl::Status status =
+      LoadPatched("phi3", {{"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}}});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("field 'rope_scaling': expected null or {\"type\": "
+                                          "\"longrope\""));
+  status = LoadPatched(
+      "phi3",
+      {{"rope_scaling",
+        {{"type", "longrope"}, {"short_factor", {1.0, 1.0, 1.0}}, {"long_factor", {1.0, 1.0}}}}});
+  EXPECT_THAT(status.message(),
+              HasSubstr("expected rope_scaling's \"short_factor\" as a list of 2 finite numbers"));
+  status = LoadPatched("phi3", {{"partial_rotary_factor", 0.375}});
+  EXPECT_THAT(status.message(), HasSubstr("field 'partial_rotary_factor': expected a factor of at "
+                                          "most 1 that rotates an even number"));
+  // The fused tensors are named when missing.
+  std::map<std::string, torch::Tensor> tensors = testing::ReadCheckpointTensors(ModelDir("phi3"));
+  tensors.erase("model.layers.1.mlp.gate_up_proj.weight");
+  const std::string dir = testing::CopyToTempDir(ModelDir("phi3"));
+  testing::WriteSafetensors(dir + "/model.safetensors", tensors);
+  status = LoadTransformerModel({.model_dir = dir}).status();
+  EXPECT_THAT(status.message(), HasSubstr("model.layers.1.mlp.gate_up_proj.weight"));
+}
+
+// Without use_parallel_residual the MLP reads the attention's sum (GPT-2's order): another model,
+// whose attentions from layer 1 on, hidden states and logits all move.
+TEST(DecoderCheckpointTest, GptNeoxSequentialResidualIsAnotherModel) {
+  const std::string dir = testing::CopyToTempDir(ModelDir("gpt-neox"));
+  testing::PatchJsonFile(dir + "/config.json", {{"use_parallel_residual", false}});
+  absl::StatusOr<std::unique_ptr<TransformerModel>> sequential =
+      LoadTransformerModel({.model_dir = dir});
+  ASSERT_TRUE(sequential.ok()) << sequential.status();
+  absl::StatusOr<std::unique_ptr<TransformerModel>> parallel =
+      LoadTransformerModel({.model_dir = ModelDir("gpt-neox")});
+  ASSERT_TRUE(parallel.ok()) << parallel.status();
+  ForwardInput input;
+  input.input_ids = torch::tensor({0, 50, 700, 3999, 12}, torch::kInt64).unsqueeze(0);
+  absl::StatusOr<ForwardOutput> a = (*sequential)->Forward(input, ForwardOptions());
+  absl::StatusOr<ForwardOutput> b = (*parallel)->Forward(input, ForwardOptions());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(torch::equal(a->attentions[0], b->attentions[0]));
+  EXPECT_GT(MaxDifference(a->attentions[1], b->attentions[1]), 1e-3);
+  EXPECT_GT(MaxDifference(a->logits, b->logits), 1e-2);
+
+  // rotary_pct (or its newer name) that rotates an odd number of dimensions is refused.
+  const absl::Status status = LoadPatched("gpt-neox", {{"partial_rotary_factor", 0.2}});
+  EXPECT_THAT(status.message(),
+              HasSubstr("field 'partial_rotary_factor': expected a fraction of at most 1 that "
+                        "rotates an even number of the 16 dimensions of a head, got 0.2"));
 }
 
 TEST(DecoderCheckpointTest, LayerTypesChooseTheWindowedLayers) {

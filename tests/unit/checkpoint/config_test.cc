@@ -73,11 +73,11 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
     const char* message;
   };
   const Case cases[] = {
-      {R"({"model_type": "gpt_neox", "vocab_size": 5})",
+      {R"({"model_type": "gptj", "vocab_size": 5})",
        "field 'model_type': expected one of the supported architectures \"bert\", \"roberta\", "
        "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"gemma2\", "
-       "\"gemma3_text\" (Gemma 3's text model; the multimodal \"gemma3\" is not served), \"gpt2\", "
-       "\"distilbert\", \"marian\", \"bart\", \"t5\", got \"gpt_neox\""},
+       "\"gemma3_text\" (Gemma 3's text model, not the multimodal \"gemma3\"), \"phi3\", "
+       "\"gpt2\", \"gpt_neox\", \"distilbert\", \"marian\", \"bart\", \"t5\", got \"gptj\""},
       {"{not json", "malformed JSON"},
       {R"({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
            "num_attention_heads": 4, "intermediate_size": 8})",
@@ -268,7 +268,7 @@ TEST(ConfigTest, MissingFileIsNotFound) {
 // A checkpoint of an unsupported architecture (with a tokenizer file LoadTokenizer cannot read):
 // loading must name the unsupported architecture, not the tokenizer file.
 TEST(ConfigTest, LoadingReportsTheArchitectureBeforeTheTokenizer) {
-  for (const std::string model_type : {"xlnet", "gpt_neox"}) {
+  for (const std::string model_type : {"xlnet", "gptj"}) {
     const std::string dir = testing::MakeTempDir();
     testing::WriteFileBytes(dir + "/config.json",
                             R"({"model_type": ")" + model_type + R"(", "vocab_size": 10})");
@@ -529,6 +529,106 @@ TEST(ConfigTest, ReadsGemmaConfigsWithTheirClassesDefaults) {
       ParseModelConfig(R"({"model_type": "gemma3", )" + common + "}", "g3/config.json").status();
   EXPECT_THAT(std::string(multimodal.message()),
               HasSubstr("\"gemma3_text\" (Gemma 3's text model"));
+}
+
+// Phi-3-mini-4k-instruct's config.json as published (sizes shrunk): Phi3Config's fields and
+// defaults; then Phi-4-mini-instruct's partial rotary and LongRoPE.
+TEST(ConfigTest, ReadsPhi3ConfigsWithTheirClassDefaults) {
+  absl::StatusOr<ModelConfig> mini = ParseModelConfig(
+      R"({"architectures": ["Phi3ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1,
+          "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 96,
+          "intermediate_size": 256, "max_position_embeddings": 4096, "model_type": "phi3",
+          "num_attention_heads": 3, "num_hidden_layers": 2, "num_key_value_heads": 3,
+          "original_max_position_embeddings": 4096, "pad_token_id": 32000, "resid_pdrop": 0.0,
+          "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 10000.0,
+          "sliding_window": 2047, "tie_word_embeddings": false, "vocab_size": 32064})",
+      "phi3/config.json");
+  ASSERT_TRUE(mini.ok()) << mini.status();
+  EXPECT_EQ(mini->architecture, Architecture::kPhi3);
+  EXPECT_EQ(ArchitectureName(mini->architecture), "phi3");
+  EXPECT_TRUE(mini->fused_projections);
+  EXPECT_FALSE(mini->qkv_bias || mini->o_proj_bias || mini->qk_norm);
+  EXPECT_EQ(mini->head_dim, 32);
+  EXPECT_EQ(mini->rotary_dim, 32);
+  EXPECT_TRUE(mini->rope_short_factors.empty());
+  EXPECT_EQ(mini->rope_attention_factor, 1.0);
+  EXPECT_EQ(mini->layer_sliding_windows, (std::vector<int64_t>{2047, 2047}));
+  EXPECT_EQ(mini->eos_token_id, 32000);
+  EXPECT_FALSE(mini->tie_word_embeddings);
+
+  std::vector<double> short_factors(48, 1.0);
+  std::vector<double> long_factors(48, 2.0);
+  Json phi4_mini = {
+      {"model_type", "phi3"},
+      {"vocab_size", 200064},
+      {"hidden_size", 3072},
+      {"intermediate_size", 8192},
+      {"num_hidden_layers", 2},
+      {"num_attention_heads", 24},
+      {"num_key_value_heads", 8},
+      {"partial_rotary_factor", 0.75},
+      {"max_position_embeddings", 131072},
+      {"original_max_position_embeddings", 4096},
+      {"rope_scaling",
+       {{"type", "longrope"}, {"short_factor", short_factors}, {"long_factor", long_factors}}},
+      {"sliding_window", 262144},
+      {"tie_word_embeddings", true},
+      {"bos_token_id", 199999},
+      {"eos_token_id", 199999},
+      {"pad_token_id", 199999}};
+  absl::StatusOr<ModelConfig> phi4 = ParseModelConfig(phi4_mini.dump(), "phi4/config.json");
+  ASSERT_TRUE(phi4.ok()) << phi4.status();
+  EXPECT_EQ(phi4->head_dim, 128);
+  EXPECT_EQ(phi4->rotary_dim, 96);
+  EXPECT_EQ(phi4->rope_short_factors, short_factors);
+  EXPECT_EQ(phi4->rope_long_factors, long_factors);
+  EXPECT_EQ(phi4->rope_original_max_positions, 4096);
+  // sqrt(1 + ln(131072 / 4096) / ln(4096)) = sqrt(1 + 5 / 12).
+  EXPECT_DOUBLE_EQ(phi4->rope_attention_factor, std::sqrt(1.0 + 5.0 / 12.0));
+  EXPECT_TRUE(phi4->tie_word_embeddings);
+  // rope_scaling's own attention_factor wins.
+  phi4_mini["rope_scaling"]["attention_factor"] = 1.5;
+  phi4 = ParseModelConfig(phi4_mini.dump(), "phi4/config.json");
+  ASSERT_TRUE(phi4.ok()) << phi4.status();
+  EXPECT_EQ(phi4->rope_attention_factor, 1.5);
+}
+
+// EleutherAI/pythia-70m's config.json as published: GPTNeoXConfig's older field names.
+TEST(ConfigTest, ReadsPythiaConfigs) {
+  const std::string pythia =
+      R"({"architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0, "eos_token_id": 0,
+          "hidden_act": "gelu", "hidden_size": 512, "initializer_range": 0.02,
+          "intermediate_size": 2048, "layer_norm_eps": 1e-05, "max_position_embeddings": 2048,
+          "model_type": "gpt_neox", "num_attention_heads": 8, "num_hidden_layers": 6,
+          "rotary_emb_base": 10000, "rotary_pct": 0.25, "tie_word_embeddings": false,
+          "torch_dtype": "float16", "use_cache": true, "use_parallel_residual": true,
+          "vocab_size": 50304})";
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(pythia, "pythia/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->architecture, Architecture::kGptNeox);
+  EXPECT_EQ(ArchitectureName(config->architecture), "gpt_neox");
+  EXPECT_TRUE(IsDecoderOnly(config->architecture));
+  EXPECT_EQ(config->head_dim, 64);
+  EXPECT_EQ(config->num_key_value_heads, 8);
+  EXPECT_EQ(config->rotary_dim, 16);
+  EXPECT_EQ(config->rope_theta, 10000.0);
+  EXPECT_TRUE(config->parallel_residual);
+  EXPECT_TRUE(config->qkv_bias && config->o_proj_bias);
+  EXPECT_EQ(config->eos_token_id, 0);
+  EXPECT_EQ(config->max_position_embeddings, 2048);
+  // The newer names win over the older ones.
+  Json renamed = Json::parse(pythia);
+  renamed["partial_rotary_factor"] = 0.5;
+  renamed["rope_theta"] = 500000;
+  renamed["attention_bias"] = false;
+  config = ParseModelConfig(renamed.dump(), "pythia/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->rotary_dim, 32);
+  EXPECT_EQ(config->rope_theta, 500000.0);
+  EXPECT_FALSE(config->qkv_bias || config->o_proj_bias);
+  renamed["hidden_act"] = "gelu_fast";
+  EXPECT_THAT(std::string(ParseModelConfig(renamed.dump(), "p/config.json").status().message()),
+              HasSubstr("field 'hidden_act': expected \"gelu\", \"gelu_new\""));
 }
 
 // What an error quotes from the file is a short excerpt on one line, never the file's megabytes.

@@ -1,0 +1,235 @@
+// GPT-NeoX (Black et al. 2022, "GPT-NeoX-20B") as Hugging Face transformers' GPTNeoXForCausalLM
+// computes it: the architecture of EleutherAI's Pythia suite (Biderman et al. 2023), which
+// interpretability work reads across sizes and training steps. Pre-LayerNorm blocks with biases
+// as GPT-2's, rotary position embeddings (Su et al. 2021) on the first rotary_pct of each head's
+// dimensions (rotate_half layout, base rotary_emb_base), one fused query_key_value projection
+// whose rows are grouped by head (head h's query, key and value rows side by side), and, with
+// use_parallel_residual (Pythia's default), the attention and the MLP reading the same layer
+// input: x + attention(input_layernorm(x)) + mlp(post_attention_layernorm(x)). A final LayerNorm
+// and an untied embed_out give the logits. The fused projection runs as one product and its
+// heads' queries, keys and values are taken apart after it, so the weights are read in place.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "models/architectures/model_util.h"
+#include "models/architectures/transformer.h"
+#include "models/kernels/fused_ops.h"
+#include "models/kernels/gemm.h"
+
+namespace attnscope {
+namespace {
+
+struct GptNeoxLayer {
+  torch::Tensor input_norm_weight, input_norm_bias;
+  torch::Tensor qkv_weight, qkv_bias;  // [N * 3 * head_dim, H]: per head, query, key, value rows
+  torch::Tensor dense_weight, dense_bias;
+  torch::Tensor post_attention_norm_weight, post_attention_norm_bias;
+  torch::Tensor fc_in_weight, fc_in_bias, fc_out_weight, fc_out_bias;
+};
+
+class GptNeoxModel : public DecoderOnlyModel {
+ public:
+  GptNeoxModel(ModelConfig config, const Checkpoint& checkpoint, const std::string& prefix,
+               bool separate_lm_head)
+      : DecoderOnlyModel(std::move(config)) {
+    const ModelConfig& cfg = this->config();
+    auto get = [&](const std::string& name) { return checkpoint.Get(prefix + name); };
+    // Undefined without attention_bias.
+    auto bias = [&](const std::string& name) { return cfg.qkv_bias ? get(name) : torch::Tensor(); };
+    embed_in_ = get("embed_in.weight");
+    for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
+      const std::string layer = absl::StrCat("layers.", i, ".");
+      GptNeoxLayer loaded;
+      loaded.input_norm_weight = get(layer + "input_layernorm.weight");
+      loaded.input_norm_bias = get(layer + "input_layernorm.bias");
+      loaded.qkv_weight = get(layer + "attention.query_key_value.weight");
+      loaded.qkv_bias = bias(layer + "attention.query_key_value.bias");
+      loaded.dense_weight = get(layer + "attention.dense.weight");
+      loaded.dense_bias = bias(layer + "attention.dense.bias");
+      loaded.post_attention_norm_weight = get(layer + "post_attention_layernorm.weight");
+      loaded.post_attention_norm_bias = get(layer + "post_attention_layernorm.bias");
+      loaded.fc_in_weight = get(layer + "mlp.dense_h_to_4h.weight");
+      loaded.fc_in_bias = get(layer + "mlp.dense_h_to_4h.bias");
+      loaded.fc_out_weight = get(layer + "mlp.dense_4h_to_h.weight");
+      loaded.fc_out_bias = get(layer + "mlp.dense_4h_to_h.bias");
+      layers_.push_back(std::move(loaded));
+    }
+    final_norm_weight_ = get("final_layer_norm.weight");
+    final_norm_bias_ = get("final_layer_norm.bias");
+    embed_out_ = separate_lm_head ? checkpoint.Get("embed_out.weight") : embed_in_;
+    // theta^(-2i/d) over the d = rotary_dim rotated dimensions, in float32 as
+    // GPTNeoXRotaryEmbedding computes them, divided by a linear rope_scaling's factor.
+    const int64_t dim = cfg.rotary_dim;
+    inv_freq_ =
+        1.0 /
+        torch::pow(cfg.rope_theta, torch::arange(0, dim, 2, torch::kInt64).to(torch::kFloat32) /
+                                       static_cast<double>(dim)) /
+        cfg.rope_linear_factor;
+  }
+
+ private:
+  torch::Tensor Norm(const torch::Tensor& x, const torch::Tensor& weight,
+                     const torch::Tensor& bias) const {
+    return LayerNorm(x, weight, bias, config().layer_norm_eps);
+  }
+
+  absl::StatusOr<ForwardOutput> Layers(const torch::Tensor& input_ids, const torch::Tensor& visible,
+                                       KvCache* cache,
+                                       const ForwardOptions& options) const override {
+    const ModelConfig& cfg = config();
+    const int64_t batch = input_ids.size(0);
+    const int64_t length = input_ids.size(1);
+    const int64_t past = cache == nullptr ? 0 : cache->length();
+    const int64_t heads = cfg.num_attention_heads;
+    const int64_t head_dim = cfg.head_dim;
+    const int64_t hidden_size = cfg.hidden_size;
+    const auto [cos, sin] = RopeTables(inv_freq_, past, length);
+    const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    auto split_heads = [&](const torch::Tensor& x) {
+      return x.view({batch, length, heads, head_dim}).transpose(1, 2);
+    };
+    // A whole sequence (no cache) takes the fast attention; decoding steps over a cache take
+    // LibTorch's batched products.
+    const torch::Tensor prefixes =
+        cache == nullptr ? VisiblePrefixes(visible, batch) : torch::Tensor();
+
+    ForwardOutput out;
+    torch::Tensor hidden = torch::embedding(embed_in_, input_ids);
+    if (options.output_hidden_states) out.hidden_states.push_back(hidden);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const GptNeoxLayer& layer = layers_[i];
+      // [B, T, N, 3, head_dim]: GPTNeoXAttention views the projection as [..., N, 3 * head_dim]
+      // and chunks each head's row into query, key and value.
+      const torch::Tensor qkv = Linear(Norm(hidden, layer.input_norm_weight, layer.input_norm_bias),
+                                       layer.qkv_weight, layer.qkv_bias)
+                                    .view({batch, length, heads, 3, head_dim});
+      const torch::Tensor query =
+          ApplyRotary(qkv.select(3, 0), cos, sin).reshape({batch, length, hidden_size});
+      const torch::Tensor key =
+          ApplyRotary(qkv.select(3, 1), cos, sin).reshape({batch, length, hidden_size});
+      const torch::Tensor value = qkv.select(3, 2).reshape({batch, length, hidden_size});
+      torch::Tensor probs;
+      torch::Tensor scores;
+      torch::Tensor context;
+      if (prefixes.defined()) {
+        PrefixAttentionOutput attention =
+            PrefixAttention(query, key, value, heads, /*kv_heads=*/heads, head_dim, scale, prefixes,
+                            options.output_attention_scores);
+        probs = std::move(attention.probs);
+        scores = std::move(attention.scores);
+        context = std::move(attention.context);
+      } else {
+        torch::Tensor all_keys = split_heads(key);
+        torch::Tensor all_values = split_heads(value);
+        if (cache != nullptr) {
+          std::tie(all_keys, all_values) = AppendToCache(cache, i, all_keys, all_values);
+        }
+        scores = torch::matmul(split_heads(query), all_keys.transpose(-1, -2)).mul_(scale);
+        probs = torch::softmax(
+            scores.masked_fill(visible.logical_not(), std::numeric_limits<float>::lowest()), -1);
+        context =
+            torch::matmul(probs, all_values).transpose(1, 2).reshape({batch, length, hidden_size});
+      }
+      if (cfg.parallel_residual) {
+        // Both branches read the layer's input; the MLP's adds to the attention's sum.
+        const torch::Tensor mlp_input =
+            Norm(hidden, layer.post_attention_norm_weight, layer.post_attention_norm_bias);
+        hidden =
+            TwoLayerMlp(mlp_input, cfg.hidden_act, layer.fc_in_weight, layer.fc_in_bias,
+                        layer.fc_out_weight, layer.fc_out_bias,
+                        /*residual=*/
+                        Linear(context, layer.dense_weight, layer.dense_bias, /*residual=*/hidden));
+      } else {
+        hidden = Linear(context, layer.dense_weight, layer.dense_bias, /*residual=*/hidden);
+        hidden = TwoLayerMlp(
+            Norm(hidden, layer.post_attention_norm_weight, layer.post_attention_norm_bias),
+            cfg.hidden_act, layer.fc_in_weight, layer.fc_in_bias, layer.fc_out_weight,
+            layer.fc_out_bias, /*residual=*/hidden);
+      }
+      if (options.output_attentions) out.attentions.push_back(std::move(probs));
+      if (options.output_attention_scores) out.attention_scores.push_back(std::move(scores));
+      if (options.output_hidden_states && i + 1 < layers_.size())
+        out.hidden_states.push_back(hidden);
+      if (options.on_layer_done) {
+        ATTNSCOPE_RETURN_IF_ERROR(options.on_layer_done(static_cast<int64_t>(i)));
+      }
+    }
+    // transformers' GPTNeoXModel reports final_layer_norm's output as the last hidden state.
+    out.last_hidden_state = Norm(hidden, final_norm_weight_, final_norm_bias_);
+    if (options.output_hidden_states) out.hidden_states.push_back(out.last_hidden_state);
+    if (options.output_logits) {
+      out.logits = Linear(out.last_hidden_state, embed_out_, /*bias=*/torch::Tensor());
+    }
+    return out;
+  }
+
+  torch::Tensor embed_in_;
+  std::vector<GptNeoxLayer> layers_;
+  torch::Tensor final_norm_weight_;
+  torch::Tensor final_norm_bias_;
+  torch::Tensor embed_out_;
+  torch::Tensor inv_freq_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TransformerModel>> CreateGptNeoxModel(ModelConfig config,
+                                                                     Checkpoint& checkpoint) {
+  // GPTNeoXForCausalLM nests GPTNeoXModel under "gpt_neox."; a saved GPTNeoXModel has no prefix.
+  const std::string prefix = checkpoint.Contains("gpt_neox.embed_in.weight") ? "gpt_neox." : "";
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckBlockCount(
+      "num_hidden_layers", config.num_hidden_layers, prefix + "layers."));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckConfigSize("vocab_size", config.vocab_size, prefix + "embed_in.weight", 0));
+  ATTNSCOPE_RETURN_IF_ERROR(
+      checkpoint.CheckConfigSize("hidden_size", config.hidden_size, prefix + "embed_in.weight", 1));
+  const int64_t hidden = config.hidden_size;
+  const int64_t inner = config.intermediate_size;
+  std::vector<TensorSpec> specs;
+  specs.push_back({prefix + "embed_in.weight", {config.vocab_size, hidden}});
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    const std::string layer = absl::StrCat(prefix, "layers.", i, ".");
+    for (const char* norm : {"input_layernorm", "post_attention_layernorm"}) {
+      specs.push_back({layer + norm + ".weight", {hidden}});
+      specs.push_back({layer + norm + ".bias", {hidden}});
+    }
+    specs.push_back({layer + "attention.query_key_value.weight", {3 * hidden, hidden}});
+    specs.push_back({layer + "attention.dense.weight", {hidden, hidden}});
+    if (config.qkv_bias) {
+      specs.push_back({layer + "attention.query_key_value.bias", {3 * hidden}});
+      specs.push_back({layer + "attention.dense.bias", {hidden}});
+    }
+    specs.push_back({layer + "mlp.dense_h_to_4h.weight", {inner, hidden}});
+    specs.push_back({layer + "mlp.dense_h_to_4h.bias", {inner}});
+    specs.push_back({layer + "mlp.dense_4h_to_h.weight", {hidden, inner}});
+    specs.push_back({layer + "mlp.dense_4h_to_h.bias", {hidden}});
+  }
+  specs.push_back({prefix + "final_layer_norm.weight", {hidden}});
+  specs.push_back({prefix + "final_layer_norm.bias", {hidden}});
+  const bool separate_lm_head = checkpoint.Contains("embed_out.weight");
+  if (separate_lm_head) {
+    specs.push_back({"embed_out.weight", {config.vocab_size, hidden}});
+  } else if (!config.tie_word_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint '", checkpoint.model_dir(),
+        "': tensor 'embed_out.weight': expected (config.json has tie_word_embeddings false), got "
+        "nothing"));
+  }
+  // Pythia's checkpoints keep each layer's causal-mask buffers and rotary frequencies.
+  const std::vector<std::string> ignored = {".attention.bias", ".attention.masked_bias",
+                                            ".rotary_emb.inv_freq"};
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.Load(specs, ignored));
+  const Architecture architecture = config.architecture;
+  return BuildModel(architecture, [&] {
+    return new GptNeoxModel(std::move(config), checkpoint, prefix, separate_lm_head);
+  });
+}
+
+}  // namespace attnscope
