@@ -155,8 +155,9 @@ ABSL_FLAG(int64_t, max_tokens, 0,
           "capped to it).");
 ABSL_FLAG(std::string, compute_dtype, "float32",
           "Arithmetic of every model's projections: float32, or bfloat16 (weights converted at "
-          "load, float32 sums; needs a CPU with AVX512_BF16 and a model of the BERT or Llama "
-          "families; attention probabilities within about 0.03 of float32's, see docs/models.md).");
+          "load, float32 sums; needs a CPU with AVX512_BF16 and a BERT-family or decoder-only "
+          "model; attention probabilities within about 0.03 of float32's on trained weights, "
+          "see docs/models.md).");
 ABSL_FLAG(int, worker_threads, kDefaults.worker_threads,
           "Most gRPC threads serving calls, and HTTP/2 streams one connection may hold open (at "
           "least 100); calls beyond it get RESOURCE_EXHAUSTED. 0 = --max_concurrent_requests + "

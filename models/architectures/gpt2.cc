@@ -67,6 +67,17 @@ class Gpt2Model : public DecoderOnlyModel {
     lm_head_ = separate_lm_head ? checkpoint.Get("lm_head.weight") : wte_;
   }
 
+ protected:
+  absl::Status ConvertProjections(torch::ScalarType dtype) override {
+    for (Gpt2Layer& layer : layers_) {
+      for (torch::Tensor* weight : {&layer.c_attn_weight, &layer.attn_proj_weight,
+                                    &layer.c_fc_weight, &layer.mlp_proj_weight}) {
+        *weight = weight->to(dtype);
+      }
+    }
+    return absl::OkStatus();
+  }
+
  private:
   torch::Tensor Norm(const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias) const {

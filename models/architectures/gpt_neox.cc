@@ -74,6 +74,17 @@ class GptNeoxModel : public DecoderOnlyModel {
         cfg.rope_linear_factor;
   }
 
+ protected:
+  absl::Status ConvertProjections(torch::ScalarType dtype) override {
+    for (GptNeoxLayer& layer : layers_) {
+      for (torch::Tensor* weight :
+           {&layer.qkv_weight, &layer.dense_weight, &layer.fc_in_weight, &layer.fc_out_weight}) {
+        *weight = weight->to(dtype);
+      }
+    }
+    return absl::OkStatus();
+  }
+
  private:
   torch::Tensor Norm(const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias) const {
@@ -213,18 +224,22 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateGptNeoxModel(ModelConfig
   }
   specs.push_back({prefix + "final_layer_norm.weight", {hidden}});
   specs.push_back({prefix + "final_layer_norm.bias", {hidden}});
-  const bool separate_lm_head = checkpoint.Contains("embed_out.weight");
-  if (separate_lm_head) {
-    specs.push_back({"embed_out.weight", {config.vocab_size, hidden}});
-  } else if (!config.tie_word_embeddings) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint '", checkpoint.model_dir(),
-        "': tensor 'embed_out.weight': expected (config.json has tie_word_embeddings false), got "
-        "nothing"));
-  }
   // Pythia's checkpoints keep each layer's causal-mask buffers and rotary frequencies.
-  const std::vector<std::string> ignored = {".attention.bias", ".attention.masked_bias",
-                                            ".rotary_emb.inv_freq"};
+  std::vector<std::string> ignored = {".attention.bias", ".attention.masked_bias",
+                                      ".rotary_emb.inv_freq"};
+  // With tie_word_embeddings transformers ties embed_out to embed_in whatever the file stores.
+  const bool separate_lm_head = !config.tie_word_embeddings;
+  if (separate_lm_head) {
+    if (!checkpoint.Contains("embed_out.weight")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint '", checkpoint.model_dir(),
+                       "': tensor 'embed_out.weight': expected (config.json has "
+                       "tie_word_embeddings false, GPTNeoXConfig's default), got nothing"));
+    }
+    specs.push_back({"embed_out.weight", {config.vocab_size, hidden}});
+  } else {
+    ignored.push_back("embed_out.weight");
+  }
   ATTNSCOPE_RETURN_IF_ERROR(checkpoint.Load(specs, ignored));
   const Architecture architecture = config.architecture;
   return BuildModel(architecture, [&] {

@@ -20,6 +20,7 @@
 // cos and sin scaled.
 #include <cmath>
 #include <limits>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -406,18 +407,23 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateLlamaModel(ModelConfig c
     specs.push_back({layer + "mlp.down_proj.weight", {hidden, inner}});
   }
   specs.push_back({"model.norm.weight", {hidden}});
-  // A tied checkpoint may still store lm_head.weight (stories260K does); use it when present, it
-  // equals the embeddings then.
-  const bool separate_lm_head = checkpoint.Contains("lm_head.weight");
+  // A tied checkpoint may still store lm_head.weight (stories260K does, equal to the
+  // embeddings): transformers ties it to the embeddings all the same, and so does this.
+  const bool separate_lm_head = !config.tie_word_embeddings;
+  std::vector<std::string> ignored = {".rotary_emb.inv_freq"};
   if (separate_lm_head) {
+    if (!checkpoint.Contains("lm_head.weight")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint '", checkpoint.model_dir(),
+          "': tensor 'lm_head.weight': expected (config.json has tie_word_embeddings false, or "
+          "omits it and ",
+          config.model_type, "'s default is false), got nothing"));
+    }
     specs.push_back({"lm_head.weight", {config.vocab_size, hidden}});
-  } else if (!config.tie_word_embeddings) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint '", checkpoint.model_dir(),
-        "': tensor 'lm_head.weight': expected (config.json has tie_word_embeddings false), got "
-        "nothing"));
+  } else {
+    ignored.push_back("lm_head.weight");
   }
-  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.Load(specs, /*ignored_prefixes=*/{".rotary_emb.inv_freq"}));
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.Load(specs, ignored));
   const Architecture architecture = config.architecture;
   return BuildModel(architecture, [&] {
     return new LlamaModel(std::move(config), checkpoint, separate_lm_head);

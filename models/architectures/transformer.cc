@@ -256,8 +256,9 @@ absl::StatusOr<KvCache> TransformerModel::RunEncoderImpl(const ForwardInput& /*s
 
 absl::Status TransformerModel::ConvertProjections(torch::ScalarType /*dtype*/) {
   return absl::InvalidArgumentError(absl::StrCat(
-      "compute_dtype 'bfloat16': expected a model of the BERT or Llama families (bert, roberta, "
-      "xlm-roberta, distilbert, llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3), got "
+      "compute_dtype 'bfloat16': expected a decoder-only model or one of the BERT family (bert, "
+      "roberta, xlm-roberta, distilbert, gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma2, "
+      "gemma3_text, phi3), got "
       "model_type '",
       config_.model_type, "'; serve it with --compute_dtype=float32"));
 }

@@ -221,7 +221,7 @@ struct ModelOptions {
   // model loaded in a process sets it (see ConfigureIntraOpThreads in gemm.h).
   int intra_op_threads = 0;
   // kBfloat16 needs a CPU with AVX512_BF16 (HasAvx512Bf16 in row_kernel.h) and an architecture of
-  // the BERT or Llama families.
+  // the BERT family or a decoder-only one (IsDecoderOnly).
   ComputeDtype compute_dtype = ComputeDtype::kFloat32;
 };
 

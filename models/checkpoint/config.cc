@@ -511,14 +511,26 @@ absl::StatusOr<double> ReadLinearRopeScaling(const FieldReader& reader, const Js
   return factor->get<double>();
 }
 
-// A number config.json may give under either of two names (transformers renamed GPT-NeoX's
-// rotary_pct to partial_rotary_factor and rotary_emb_base to rope_theta): `name` wins.
+// A number config.json may give under either of two names (GPTNeoXConfig's rotary_pct and
+// rotary_emb_base, which newer transformers calls partial_rotary_factor and rope_theta). Given
+// under both, the values must agree: transformers 4's GPTNeoXConfig overwrites the newer name
+// with the older one, and later versions read the newer one.
 absl::StatusOr<double> PositiveUnderEither(const FieldReader& reader, const Json& json,
                                            const char* name, const char* old_name, double fallback,
                                            double low = 0) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(const double old_value, reader.Positive(old_name, fallback, low));
   auto it = json.find(name);
-  if (it != json.end() && !it->is_null()) return reader.Positive(name, fallback, low);
-  return reader.Positive(old_name, fallback, low);
+  if (it == json.end() || it->is_null()) return old_value;
+  ATTNSCOPE_ASSIGN_OR_RETURN(const double value, reader.Positive(name, fallback, low));
+  auto old_it = json.find(old_name);
+  if (old_it != json.end() && !old_it->is_null() && value != old_value) {
+    return reader.Error(name,
+                        absl::StrCat(old_name, "'s value ", old_value,
+                                     " (both are given; transformers versions read different "
+                                     "ones), or only one of the two"),
+                        absl::StrCat(value));
+  }
+  return value;
 }
 
 // GPTNeoXConfig (transformers' configuration_gpt_neox.py: Pythia, GPT-NeoX-20B).
@@ -581,13 +593,17 @@ absl::StatusOr<ModelConfig> ParseGptNeox(const FieldReader& reader, const Json& 
   return config;
 }
 
-// One of LongRoPE's factor lists: `pairs` finite numbers > 0.
+// The smallest LongRoPE factor: below it a frequency 1 / (factor * theta^(2i/d)) times a position
+// (up to kMaxPositions) overflows float32's angles, and RoPE's cos and sin become NaN.
+constexpr double kMinRopeFactor = 1e-30;
+
+// One of LongRoPE's factor lists: `pairs` finite numbers of at least kMinRopeFactor.
 absl::StatusOr<std::vector<double>> ReadRopeFactors(const FieldReader& reader, const Json& scaling,
                                                     const char* name, int64_t pairs) {
-  const std::string expected =
-      absl::StrCat("rope_scaling's \"", name, "\" as a list of ", pairs,
-                   " finite numbers > 0 (one per rotated pair: partial_rotary_factor * head_dim / "
-                   "2)");
+  const std::string expected = absl::StrCat(
+      "rope_scaling's \"", name, "\" as a list of ", pairs,
+      " finite numbers of at least 1e-30 (one per rotated pair: partial_rotary_factor * head_dim / "
+      "2; a smaller factor overflows RoPE's angles)");
   auto it = scaling.find(name);
   if (it == scaling.end() || !it->is_array() || static_cast<int64_t>(it->size()) != pairs) {
     return reader.Error("rope_scaling", expected,
@@ -595,7 +611,8 @@ absl::StatusOr<std::vector<double>> ReadRopeFactors(const FieldReader& reader, c
   }
   std::vector<double> factors;
   for (const Json& factor : *it) {
-    if (!factor.is_number() || !std::isfinite(factor.get<double>()) || factor.get<double>() <= 0) {
+    if (!factor.is_number() || !std::isfinite(factor.get<double>()) ||
+        factor.get<double>() < kMinRopeFactor) {
       return reader.Error("rope_scaling", expected, FieldReader::Got(*it));
     }
     factors.push_back(factor.get<double>());
@@ -637,6 +654,13 @@ absl::Status ReadPhi3Variant(const FieldReader& reader, const Json& json, ModelC
                         "null or {\"type\": \"longrope\", \"short_factor\": [...], "
                         "\"long_factor\": [...]} (Phi3Config's only scaling)",
                         FieldReader::Got(*it));
+  }
+  if (config.rope_original_max_positions < 2) {
+    // The attention factor's ln(original) would divide by zero (transformers raises there).
+    return reader.Error("original_max_position_embeddings",
+                        "at least 2 with rope_scaling \"longrope\" (its attention factor divides "
+                        "by ln(original_max_position_embeddings))",
+                        std::to_string(config.rope_original_max_positions));
   }
   ATTNSCOPE_ASSIGN_OR_RETURN(config.rope_short_factors,
                              ReadRopeFactors(reader, *it, "short_factor", rotary_dim / 2));
@@ -859,9 +883,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act,
                                reader.StringOr("hidden_act", is_bert ? "gelu" : "silu"));
   }
-  ATTNSCOPE_ASSIGN_OR_RETURN(
-      config.tie_word_embeddings,
-      reader.BoolOr("tie_word_embeddings", /*fallback=*/!is_bert && !is_phi3));
+  // The configuration classes' defaults: Gemma's tie the lm_head, LlamaConfig's, Qwen2Config's,
+  // Qwen3Config's, MistralConfig's and Phi3Config's do not.
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
+                             reader.BoolOr("tie_word_embeddings", /*fallback=*/is_gemma));
   if (is_gemma) {
     // Gemma2Config's and Gemma3TextConfig's own defaults.
     ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/0, /*bos=*/2, /*eos=*/1, config));

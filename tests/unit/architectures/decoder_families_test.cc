@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -326,6 +327,17 @@ TEST(DecoderCheckpointTest, Phi3RefusesWhatPhi3ConfigRefuses) {
   status = LoadPatched("phi3", {{"partial_rotary_factor", 0.375}});
   EXPECT_THAT(status.message(), HasSubstr("field 'partial_rotary_factor': expected a factor of at "
                                           "most 1 that rotates an even number"));
+  // LongRoPE's attention factor divides by ln(original_max_position_embeddings), and a factor
+  // too small for float32 gives RoPE infinite angles: both would serve NaN.
+  status = LoadPatched("phi3", {{"original_max_position_embeddings", 1}});
+  EXPECT_THAT(status.message(), HasSubstr("field 'original_max_position_embeddings': expected at "
+                                          "least 2 with rope_scaling \"longrope\""));
+  status = LoadPatched(
+      "phi3",
+      {{"rope_scaling",
+        {{"type", "longrope"}, {"short_factor", {1.0, 1.0}}, {"long_factor", {1e-320, 1.0}}}}});
+  EXPECT_THAT(status.message(), HasSubstr("expected rope_scaling's \"long_factor\" as a list of 2 "
+                                          "finite numbers of at least 1e-30"));
   // The fused tensors are named when missing.
   std::map<std::string, torch::Tensor> tensors = testing::ReadCheckpointTensors(ModelDir("phi3"));
   tensors.erase("model.layers.1.mlp.gate_up_proj.weight");
@@ -355,11 +367,49 @@ TEST(DecoderCheckpointTest, GptNeoxSequentialResidualIsAnotherModel) {
   EXPECT_GT(MaxDifference(a->attentions[1], b->attentions[1]), 1e-3);
   EXPECT_GT(MaxDifference(a->logits, b->logits), 1e-2);
 
-  // rotary_pct (or its newer name) that rotates an odd number of dimensions is refused.
-  const absl::Status status = LoadPatched("gpt-neox", {{"partial_rotary_factor", 0.2}});
+  // A rotary_pct that rotates an odd number of dimensions is refused.
+  const absl::Status status = LoadPatched("gpt-neox", {{"rotary_pct", 0.2}});
   EXPECT_THAT(status.message(),
-              HasSubstr("field 'partial_rotary_factor': expected a fraction of at most 1 that "
+              HasSubstr("field 'rotary_pct': expected a fraction of at most 1 that "
                         "rotates an even number of the 16 dimensions of a head, got 0.2"));
+}
+
+// tie_word_embeddings true ties the output head to the input embeddings even where the file also
+// stores a head of its own, as transformers ties it; false needs the stored one.
+TEST(DecoderCheckpointTest, TiedHeadsAreTheEmbeddingsWhateverTheFileStores) {
+  for (const auto& [name, embeddings, head] :
+       {std::tuple<std::string, std::string, std::string>{"phi3", "model.embed_tokens.weight",
+                                                          "lm_head.weight"},
+        {"gpt-neox", "gpt_neox.embed_in.weight", "embed_out.weight"}}) {
+    SCOPED_TRACE(name);
+    const std::map<std::string, torch::Tensor> tensors =
+        testing::ReadCheckpointTensors(ModelDir(name));
+    ASSERT_TRUE(tensors.count(head) && tensors.count(embeddings));
+    const std::string dir = testing::CopyToTempDir(ModelDir(name));
+    testing::PatchJsonFile(dir + "/config.json", {{"tie_word_embeddings", true}});
+    absl::StatusOr<std::unique_ptr<TransformerModel>> tied =
+        LoadTransformerModel({.model_dir = dir});
+    ASSERT_TRUE(tied.ok()) << tied.status();
+    ForwardInput input;
+    input.input_ids = torch::tensor({1, 50, 700, 3999, 12}, torch::kInt64).unsqueeze(0);
+    absl::StatusOr<ForwardOutput> out = (*tied)->Forward(input, ForwardOptions());
+    ASSERT_TRUE(out.ok()) << out.status();
+    const torch::Tensor last = out->last_hidden_state.to(torch::kFloat64);
+    EXPECT_LE(
+        MaxDifference(out->logits, last.matmul(tensors.at(embeddings).to(torch::kFloat64).t())),
+        1e-5);
+    EXPECT_GT(MaxDifference(out->logits, last.matmul(tensors.at(head).to(torch::kFloat64).t())),
+              1e-2);
+
+    std::map<std::string, torch::Tensor> headless = tensors;
+    headless.erase(head);
+    const std::string untied = testing::CopyToTempDir(ModelDir(name));
+    testing::WriteSafetensors(untied + "/model.safetensors", headless);
+    const absl::Status status = LoadTransformerModel({.model_dir = untied}).status();
+    EXPECT_THAT(status.message(), HasSubstr("tensor '" + head +
+                                            "': expected (config.json has "
+                                            "tie_word_embeddings false"));
+  }
 }
 
 TEST(DecoderCheckpointTest, LayerTypesChooseTheWindowedLayers) {

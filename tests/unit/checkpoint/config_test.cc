@@ -616,9 +616,16 @@ TEST(ConfigTest, ReadsPythiaConfigs) {
   EXPECT_TRUE(config->qkv_bias && config->o_proj_bias);
   EXPECT_EQ(config->eos_token_id, 0);
   EXPECT_EQ(config->max_position_embeddings, 2048);
-  // The newer names win over the older ones.
+  // Newer configs' names for the same fields; both given, they must agree (transformers
+  // versions read different ones).
   Json renamed = Json::parse(pythia);
   renamed["partial_rotary_factor"] = 0.5;
+  EXPECT_THAT(std::string(ParseModelConfig(renamed.dump(), "p/config.json").status().message()),
+              HasSubstr("field 'partial_rotary_factor': expected rotary_pct's value 0.25 (both are "
+                        "given; transformers versions read different ones), or only one of the "
+                        "two, got 0.5"));
+  renamed.erase("rotary_pct");
+  renamed.erase("rotary_emb_base");
   renamed["rope_theta"] = 500000;
   renamed["attention_bias"] = false;
   config = ParseModelConfig(renamed.dump(), "pythia/config.json");
