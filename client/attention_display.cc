@@ -71,7 +71,11 @@ std::vector<Entry> TopEntries(const std::vector<std::string>& column_labels,
                    [&](size_t a, size_t b) { return weights[a] > weights[b]; });
   order.resize(std::min(order.size(), static_cast<size_t>(std::max(top, 1))));
   std::vector<Entry> entries;
-  for (size_t key : order) entries.emplace_back(column_labels[key], weights[key]);
+  for (size_t key : order) {
+    // Exactly 0 is a key the row could not see (a later token of a causal model, one outside a
+    // sliding window, padding): listing it as attended would mislead.
+    if (weights[key] != 0.0f) entries.emplace_back(column_labels[key], weights[key]);
+  }
   return entries;
 }
 
@@ -317,6 +321,7 @@ absl::Status AppendBlockText(const BlockView& block, v1::HeadAggregation aggrega
             return absl::InvalidArgumentError(absl::StrCat(
                 "attention text: expected top_k_indices in [0, ", column_tokens, "), got ", key));
           }
+          if (attentions.values[at] == 0.0f) continue;  // a key the row could not see
           entries[r].emplace_back(TokenLabel(*block.column_tokens, key), attentions.values[at]);
         }
       }

@@ -42,7 +42,9 @@ absl::StatusOr<render::Heatmap> AttentionHeatmap(const AttentionResult& result,
                                                  v1::HeadAggregation aggregation);
 
 // Rows of one [query, key] matrix for a terminal: for each query token its `top` most attended key
-// tokens, largest weight first (equal weights in key order), weights with two decimals, and the
+// tokens, largest weight first (equal weights in key order), leaving out keys of weight exactly 0
+// (keys the row could not see: a causal model's later tokens, keys outside a sliding window,
+// padding), weights with two decimals, and the
 // query labels padded to one display width (Hangul counts two columns) so the arrows line up:
 //   Tôi   -> yêu 0.41, Việt 0.22, [SEP] 0.10
 // `weights` holds row_labels.size() x column_labels.size() values, row-major; each line ends in

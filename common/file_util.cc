@@ -113,8 +113,19 @@ bool FileExists(const std::string& path) {
 absl::StatusOr<bool> OptionalFileExists(const std::string& path) {
   struct stat info;
   if (stat(path.c_str(), &info) != 0) {
-    if (errno == ENOENT) return false;
-    return OpenError(path, errno);
+    const int error = errno;
+    // A symbolic link to nothing (a folder copied without the files its links name) is there,
+    // only broken: "no such file" would hide where the file went.
+    char target[4096];
+    const ssize_t length = readlink(path.c_str(), target, sizeof(target) - 1);
+    if (error == ENOENT && length >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "file '", path, "': expected a regular file, got a broken symbolic link to '",
+          absl::string_view(target, static_cast<size_t>(length)),
+          "'; copy the folder with cp -rL, or make the link point at the file"));
+    }
+    if (error == ENOENT) return false;
+    return OpenError(path, error);
   }
   if (!S_ISREG(info.st_mode)) {
     return absl::InvalidArgumentError(

@@ -38,8 +38,8 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path,
 bool FileExists(const std::string& path);
 
 // Whether an optional file is there: false when nothing is at `path`, true for a regular file.
-// InvalidArgument when something else is there (see CheckRegularFile), which must not be taken for
-// an absent file.
+// InvalidArgument when something else is there (see CheckRegularFile) or a symbolic link to
+// nothing (naming its target), which must not be taken for an absent file.
 absl::StatusOr<bool> OptionalFileExists(const std::string& path);
 
 // `dir` + "/" + `name`, without doubling the slash.

@@ -589,15 +589,18 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& opt
   std::string root;
   char resolved[PATH_MAX];
   struct stat info {};
+  // A folder without index.html (a source or CMake folder given by mistake) is no dashboard.
   if (!options.dashboard_dir.empty() && realpath(options.dashboard_dir.c_str(), resolved) &&
-      stat(resolved, &info) == 0 && S_ISDIR(info.st_mode)) {
+      stat(resolved, &info) == 0 && S_ISDIR(info.st_mode) &&
+      stat(absl::StrCat(resolved, "/index.html").c_str(), &info) == 0 && S_ISREG(info.st_mode)) {
     root = resolved;
   }
   const std::string missing =
       options.dashboard_dir.empty()
           ? std::string("attnscope-server runs without the dashboard (--dashboard_dir is empty)")
           : absl::StrCat("the dashboard is not built: --dashboard_dir '", options.dashboard_dir,
-                         "' is not a directory (scripts/build.sh builds it)");
+                         "' is not a directory holding index.html (scripts/build.sh builds it "
+                         "into build/dashboard)");
   // Said at start too: a mistyped folder otherwise shows only as a 404 at "/".
   if (!options.dashboard_dir.empty() && root.empty()) {
     std::fprintf(stderr, "attnscope-server: warning: %s; HTTP serves the API alone\n",

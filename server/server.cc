@@ -101,6 +101,13 @@ std::string BoundAddress(const std::string& listen, int port) {
   return absl::StrCat(colon == std::string::npos ? listen : listen.substr(0, colon), ":", port);
 }
 
+// --metrics_host as the start-up line shows it before ":PORT": empty (every interface) as nothing,
+// an IPv6 address in brackets.
+std::string MetricsAddress(const std::string& host) {
+  const bool bare_ipv6 = host.find(':') != std::string::npos && host.front() != '[';
+  return bare_ipv6 ? absl::StrCat("[", host, "]") : host;
+}
+
 // The handler of a second SIGTERM or SIGINT (RunServer): async-signal-safe calls only.
 void StopNow(int signal_number) {
   static constexpr char kTerm[] = "attnscope-server: second SIGTERM received, stopping now\n";
@@ -608,8 +615,10 @@ absl::Status RunServer(const ServerOptions& options) {
   core.SetModels(std::move(models));
   health->SetServingStatus(true);
   std::cout << "attnscope-server listening on " << BoundAddress(options.listen, port)
-            << (metrics_port > 0 ? absl::StrCat(" (metrics on :", metrics_port, ")")
-                                 : std::string(" (metrics disabled)"))
+            << (metrics_port > 0
+                    ? absl::StrCat(" (metrics on ", MetricsAddress(options.metrics_host), ":",
+                                   metrics_port, ")")
+                    : std::string(" (metrics disabled)"))
             << (http != nullptr
                     ? absl::StrCat(" (HTTP and dashboard on ",
                                    options.tls.enabled() ? "https://" : "http://",

@@ -90,7 +90,7 @@ int WorkerThreads(const ServerOptions& options);
 
 // Runs the server until SIGTERM or SIGINT, then drains and returns OK. The caller must block both
 // signals in every thread first (BlockShutdownSignals, before any thread starts). Prints
-// "attnscope-server listening on HOST:PORT (metrics on :PORT) (HTTP and dashboard on
+// "attnscope-server listening on HOST:PORT (metrics on HOST:PORT) (HTTP and dashboard on
 // http://HOST:PORT/)" to stdout once every model is loaded and health reports SERVING. Errors:
 // Unavailable for an address that cannot be bound (in use by any process, this server included, or
 // not local), naming its flag; a model that fails to load.

@@ -224,6 +224,16 @@ int Main(int argc, char** argv) {
     std::cout << Usage(app);
     return 0;
   }
+  // Connection flags belong after the command: a whole usage text would bury that.
+  if (!stray.empty() && absl::StartsWith(stray.front(), "-")) {
+    return PrintMistake(
+        {absl::StrCat("'", stray.front(),
+                      "' before the command: write the command first, then its flags "
+                      "(attnscope attention --server HOST:PORT ...); attnscope help lists the "
+                      "commands"),
+         /*show_usage=*/false},
+        app);
+  }
   if (app.get_subcommands().empty() || !stray.empty()) {
     return PrintMistake(
         {stray.empty() ? "missing COMMAND" : absl::StrCat("unknown command '", stray.front(), "'"),

@@ -376,6 +376,11 @@ TEST_F(CliTest, ErrorsPrintTheServersCodeAndMessageAndExitNonZero) {
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.stderr_text, HasSubstr("unknown command 'attend'"));
   EXPECT_THAT(result.stderr_text, HasSubstr("usage:")) << "an unknown command shows the commands";
+  // A connection flag before the command: one line saying the command comes first.
+  result = RunCommand({CliBinary(), server, "attention", "--text=paris"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.stderr_text, HasSubstr("before the command: write the command first"));
+  EXPECT_THAT(result.stderr_text, Not(HasSubstr("usage:")));
 
   // The client's own receive limit names the flag that raises it.
   // (stories260K, 5 layers x 8 heads over about 200 tokens: several MB of float32.)

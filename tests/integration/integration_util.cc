@@ -196,9 +196,13 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Option
     if (line_end != std::string::npos) {
       const std::string line = out.substr(at + kPrefix.size(), line_end - at - kPrefix.size());
       server->address_ = line.substr(0, line.find(' '));
-      const size_t metrics = line.find("(metrics on :");
-      if (metrics != std::string::npos) {
-        server->metrics_port_ = std::atoi(line.c_str() + metrics + strlen("(metrics on :"));
+      // "(metrics on HOST:PORT)", HOST empty for every interface.
+      const size_t metrics = line.find("(metrics on ");
+      const size_t metrics_end = metrics == std::string::npos ? metrics : line.find(')', metrics);
+      const size_t port_colon =
+          metrics_end == std::string::npos ? metrics_end : line.rfind(':', metrics_end);
+      if (port_colon != std::string::npos && port_colon > metrics) {
+        server->metrics_port_ = std::atoi(line.c_str() + port_colon + 1);
       }
       // "http://" or, with TLS, "https://".
       const std::string kHttp = "(HTTP and dashboard on http";

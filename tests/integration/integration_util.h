@@ -98,7 +98,7 @@ class ServerProcess {
   };
 
   // Starts the server on 127.0.0.1:0 (gRPC and HTTP) and waits until it prints
-  // "attnscope-server listening on ADDR (metrics on :PORT) (HTTP and dashboard on
+  // "attnscope-server listening on ADDR (metrics on HOST:PORT) (HTTP and dashboard on
   // http://127.0.0.1:PORT/)" (https:// with TLS). Unavailable when the binary exits or times out
   // first; the message includes the server's stderr.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(const Options& options);

@@ -447,11 +447,12 @@ TEST(AttentionDisplayTest, TopAttendedLinesSortAndAlign) {
   const std::vector<float> weights = {0.1f, 0.4f, 0.4f,  0.1f,  //
                                       0.7f, 0.1f, 0.1f,  0.1f,  //
                                       0.0f, 0.0f, 0.25f, 0.75f};
-  // Equal weights keep key order; Hangul takes two columns of the label width.
+  // Equal weights keep key order; Hangul takes two columns of the label width; keys of weight
+  // exactly 0 (the row could not see them) are left out.
   EXPECT_EQ(TopAttendedLines(rows, columns, weights, 3),
             "[CLS] -> b 0.40, c 0.40, a 0.10\n"
             "랭    -> a 0.70, b 0.10, c 0.10\n"
-            "Việt  -> d 0.75, c 0.25, a 0.00\n");
+            "Việt  -> d 0.75, c 0.25\n");
   EXPECT_EQ(TopAttendedLines({"x"}, {"a", "b"}, {0.5f, 0.5f}, 9), "x -> a 0.50, b 0.50\n");
   EXPECT_EQ(TopAttendedLines({"x"}, {"a", "b"}, {0.2f, 0.8f}, 0), "x -> b 0.80\n");
 }

@@ -684,6 +684,19 @@ TEST(TokenizerLoaderTest, EmptyOrMissingDirectoryIsNotFound) {
   EXPECT_EQ(LoadTokenizer(dir + "/missing").status().code(), absl::StatusCode::kNotFound);
 }
 
+// A folder copied without the files its links point at (cp -r of tests/data/tiny-phi3): the
+// broken link is named with its target, not reported as no tokenizer at all.
+TEST(TokenizerLoaderTest, ABrokenLinkIsNamedWithItsTarget) {
+  const std::string dir = MakeTempDir();
+  ASSERT_EQ(symlink("../tiny-llama2-tokenizer/tokenizer.json", (dir + "/tokenizer.json").c_str()),
+            0);
+  const absl::Status status = LoadTokenizer(dir).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("tokenizer.json': expected a regular file, got a broken "
+                                          "symbolic link to '../tiny-llama2-tokenizer/"
+                                          "tokenizer.json'; copy the folder with cp -rL"));
+}
+
 TEST(TokenizerLoaderTest, VocabTxtWithTokenizerConfig) {
   const std::string dir = MakeTempDir();
   // The shared vocabulary is linked, not copied.
