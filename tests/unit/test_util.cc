@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <sstream>
 
 #include "gtest/gtest.h"
@@ -17,6 +18,31 @@ std::string EnvOr(const char* name, const std::string& fallback) {
   return value != nullptr && *value != '\0' ? std::string(value) : fallback;
 }
 
+// Removes the directories MakeTempDir made when the binary exits; a static object rather than a
+// gtest Environment so that binaries with their own main() clean up too.
+class TempDirRegistry {
+ public:
+  ~TempDirRegistry() {
+    for (const std::string& dir : dirs_) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  }
+  void Add(const std::string& dir) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dirs_.push_back(dir);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> dirs_;
+};
+
+TempDirRegistry& Registry() {
+  static TempDirRegistry registry;
+  return registry;
+}
+
 }  // namespace
 
 std::string SharedDir() { return EnvOr("ATTNSCOPE_SHARED_DIR", ATTNSCOPE_DEFAULT_SHARED_DIR); }
@@ -27,6 +53,7 @@ std::string MakeTempDir() {
   std::string pattern = ::testing::TempDir() + "attnscope_XXXXXX";
   char* made = mkdtemp(pattern.data());
   EXPECT_NE(made, nullptr) << "mkdtemp failed for " << pattern;
+  if (made != nullptr) Registry().Add(pattern);
   return pattern;
 }
 

@@ -18,7 +18,8 @@ namespace attnscope::testing {
 std::string SharedDir();
 // tests/data, or ATTNSCOPE_TEST_DATA when set.
 std::string TestDataDir();
-// A fresh, empty temporary directory, removed by the OS eventually.
+// A fresh, empty directory under ::testing::TempDir(), removed with its contents when the test
+// binary exits (a run of every test makes thousands of them).
 std::string MakeTempDir();
 // Every line of a JSON-lines file; fails the current test when the file cannot be read.
 std::vector<nlohmann::json> ReadJsonLines(const std::string& path);
