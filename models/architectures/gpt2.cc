@@ -101,9 +101,6 @@ class Gpt2Model : public DecoderOnlyModel {
     const int64_t hidden_size = cfg.hidden_size;
     const int64_t heads = cfg.num_attention_heads;
     const int64_t head_dim = cfg.head_dim;
-    auto split_heads = [&](const torch::Tensor& x) {
-      return x.view({batch, length, heads, head_dim}).transpose(1, 2);
-    };
     // A whole sequence (no cache) takes the fast attention; decoding steps over a cache, a few
     // queries against many keys, take LibTorch's batched products.
     const torch::Tensor prefixes =
@@ -122,30 +119,16 @@ class Gpt2Model : public DecoderOnlyModel {
       // scale_attn_by_inverse_layer_idx also by the layer's 1-based index.
       double scale = cfg.scale_attn_weights ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : 1.0;
       if (cfg.scale_attn_by_inverse_layer_idx) scale /= static_cast<double>(i + 1);
-      torch::Tensor probs;
-      torch::Tensor scores;
-      torch::Tensor context;
-      if (prefixes.defined()) {
-        PrefixAttentionOutput attention =
-            PrefixAttention(parts[0], parts[1], parts[2], heads, /*kv_heads=*/heads, head_dim,
-                            static_cast<float>(scale), prefixes, options.output_attention_scores);
-        probs = std::move(attention.probs);
-        scores = std::move(attention.scores);
-        context = std::move(attention.context);
-      } else {
-        const torch::Tensor query = split_heads(parts[0]);
-        torch::Tensor key = split_heads(parts[1]);
-        torch::Tensor value = split_heads(parts[2]);
-        if (cache != nullptr) std::tie(key, value) = AppendToCache(cache, i, key, value);
-        scores = torch::matmul(query, key.transpose(-1, -2)).mul_(scale);
-        probs = torch::softmax(
-            scores.masked_fill(visible.logical_not(), std::numeric_limits<float>::lowest()), -1);
-        context = torch::matmul(probs, value).transpose(1, 2).reshape({batch, length, hidden_size});
-      }
-      hidden = Linear(context, layer.attn_proj_weight, layer.attn_proj_bias, /*residual=*/hidden);
+      PrefixAttentionOutput attention = CausalSelfAttention(
+          parts[0], parts[1], parts[2], heads, head_dim, static_cast<float>(scale), prefixes,
+          visible, cache, i, options.output_attention_scores);
+      hidden = Linear(attention.context, layer.attn_proj_weight, layer.attn_proj_bias,
+                      /*residual=*/hidden);
       hidden = Mlp(layer, Norm(hidden, layer.ln_2_weight, layer.ln_2_bias), /*residual=*/hidden);
-      if (options.output_attentions) out.attentions.push_back(std::move(probs));
-      if (options.output_attention_scores) out.attention_scores.push_back(std::move(scores));
+      if (options.output_attentions) out.attentions.push_back(std::move(attention.probs));
+      if (options.output_attention_scores) {
+        out.attention_scores.push_back(std::move(attention.scores));
+      }
       if (options.output_hidden_states && i + 1 < layers_.size())
         out.hidden_states.push_back(hidden);
       if (options.on_layer_done) {

@@ -64,14 +64,7 @@ class GptNeoxModel : public DecoderOnlyModel {
     final_norm_weight_ = get("final_layer_norm.weight");
     final_norm_bias_ = get("final_layer_norm.bias");
     embed_out_ = separate_lm_head ? checkpoint.Get("embed_out.weight") : embed_in_;
-    // theta^(-2i/d) over the d = rotary_dim rotated dimensions, in float32 as
-    // GPTNeoXRotaryEmbedding computes them, divided by a linear rope_scaling's factor.
-    const int64_t dim = cfg.rotary_dim;
-    inv_freq_ =
-        1.0 /
-        torch::pow(cfg.rope_theta, torch::arange(0, dim, 2, torch::kInt64).to(torch::kFloat32) /
-                                       static_cast<double>(dim)) /
-        cfg.rope_linear_factor;
+    inv_freq_ = RopeInverseFrequencies(cfg.rope_theta, cfg.rotary_dim) / cfg.rope_linear_factor;
   }
 
  protected:
@@ -103,9 +96,6 @@ class GptNeoxModel : public DecoderOnlyModel {
     const int64_t hidden_size = cfg.hidden_size;
     const auto [cos, sin] = RopeTables(inv_freq_, past, length);
     const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-    auto split_heads = [&](const torch::Tensor& x) {
-      return x.view({batch, length, heads, head_dim}).transpose(1, 2);
-    };
     // A whole sequence (no cache) takes the fast attention; decoding steps over a cache take
     // LibTorch's batched products.
     const torch::Tensor prefixes =
@@ -126,28 +116,10 @@ class GptNeoxModel : public DecoderOnlyModel {
       const torch::Tensor key =
           ApplyRotary(qkv.select(3, 1), cos, sin).reshape({batch, length, hidden_size});
       const torch::Tensor value = qkv.select(3, 2).reshape({batch, length, hidden_size});
-      torch::Tensor probs;
-      torch::Tensor scores;
-      torch::Tensor context;
-      if (prefixes.defined()) {
-        PrefixAttentionOutput attention =
-            PrefixAttention(query, key, value, heads, /*kv_heads=*/heads, head_dim, scale, prefixes,
-                            options.output_attention_scores);
-        probs = std::move(attention.probs);
-        scores = std::move(attention.scores);
-        context = std::move(attention.context);
-      } else {
-        torch::Tensor all_keys = split_heads(key);
-        torch::Tensor all_values = split_heads(value);
-        if (cache != nullptr) {
-          std::tie(all_keys, all_values) = AppendToCache(cache, i, all_keys, all_values);
-        }
-        scores = torch::matmul(split_heads(query), all_keys.transpose(-1, -2)).mul_(scale);
-        probs = torch::softmax(
-            scores.masked_fill(visible.logical_not(), std::numeric_limits<float>::lowest()), -1);
-        context =
-            torch::matmul(probs, all_values).transpose(1, 2).reshape({batch, length, hidden_size});
-      }
+      PrefixAttentionOutput attention =
+          CausalSelfAttention(query, key, value, heads, head_dim, scale, prefixes, visible, cache,
+                              i, options.output_attention_scores);
+      const torch::Tensor& context = attention.context;
       if (cfg.parallel_residual) {
         // Both branches read the layer's input; the MLP's adds to the attention's sum.
         const torch::Tensor mlp_input =
@@ -164,8 +136,10 @@ class GptNeoxModel : public DecoderOnlyModel {
             cfg.hidden_act, layer.fc_in_weight, layer.fc_in_bias, layer.fc_out_weight,
             layer.fc_out_bias, /*residual=*/hidden);
       }
-      if (options.output_attentions) out.attentions.push_back(std::move(probs));
-      if (options.output_attention_scores) out.attention_scores.push_back(std::move(scores));
+      if (options.output_attentions) out.attentions.push_back(std::move(attention.probs));
+      if (options.output_attention_scores) {
+        out.attention_scores.push_back(std::move(attention.scores));
+      }
       if (options.output_hidden_states && i + 1 < layers_.size())
         out.hidden_states.push_back(hidden);
       if (options.on_layer_done) {

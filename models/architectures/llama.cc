@@ -112,12 +112,14 @@ class LlamaModel : public DecoderOnlyModel {
     norm_ = norm("model.norm.weight");
     lm_head_ = separate_lm_head ? checkpoint.Get("lm_head.weight") : embed_tokens_;
     if (cfg.rope_short_factors.empty()) {
-      inv_freq_ = InverseFrequencies(cfg.rope_theta) / cfg.rope_linear_factor;
+      inv_freq_ = RopeInverseFrequencies(cfg.rope_theta, cfg.rotary_dim) / cfg.rope_linear_factor;
     } else {
-      inv_freq_ = InverseFrequencies(cfg.rope_theta, cfg.rope_short_factors);
-      long_inv_freq_ = InverseFrequencies(cfg.rope_theta, cfg.rope_long_factors);
+      inv_freq_ = RopeInverseFrequencies(cfg.rope_theta, cfg.rotary_dim, cfg.rope_short_factors);
+      long_inv_freq_ =
+          RopeInverseFrequencies(cfg.rope_theta, cfg.rotary_dim, cfg.rope_long_factors);
     }
-    if (cfg.rope_local_theta > 0) local_inv_freq_ = InverseFrequencies(cfg.rope_local_theta);
+    if (cfg.rope_local_theta > 0)
+      local_inv_freq_ = RopeInverseFrequencies(cfg.rope_local_theta, cfg.rotary_dim);
   }
 
  protected:
@@ -132,18 +134,6 @@ class LlamaModel : public DecoderOnlyModel {
   }
 
  private:
-  // RoPE inverse frequencies theta^(-2i/d) over the d = rotary_dim rotated dimensions, computed
-  // in float32 like transformers' LlamaRotaryEmbedding; with LongRoPE's factors, 1 / (factor_i *
-  // theta^(2i/d)) as _compute_longrope_parameters computes them.
-  torch::Tensor InverseFrequencies(double theta, const std::vector<double>& factors = {}) const {
-    const int64_t dim = config().rotary_dim;
-    const torch::Tensor powers =
-        torch::pow(theta, torch::arange(0, dim, 2, torch::kInt64).to(torch::kFloat32) /
-                              static_cast<double>(dim));
-    if (factors.empty()) return 1.0 / powers;
-    return 1.0 / (torch::tensor(factors, torch::kFloat64).to(torch::kFloat32) * powers);
-  }
-
   // cap * tanh(x / cap), in place (Gemma 2's soft-capping).
   static torch::Tensor SoftCap(torch::Tensor x, double cap) {
     return x.div_(cap).tanh_().mul_(cap);

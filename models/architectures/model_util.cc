@@ -3,8 +3,10 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <limits>
 #include <new>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -177,6 +179,15 @@ torch::Tensor BatchMatmul(const torch::Tensor& a, const torch::Tensor& b) {
       .transpose(0, 1);
 }
 
+torch::Tensor RopeInverseFrequencies(double theta, int64_t rotary_dim,
+                                     const std::vector<double>& factors) {
+  const torch::Tensor powers =
+      torch::pow(theta, torch::arange(0, rotary_dim, 2, torch::kInt64).to(torch::kFloat32) /
+                            static_cast<double>(rotary_dim));
+  if (factors.empty()) return 1.0 / powers;
+  return 1.0 / (torch::tensor(factors, torch::kFloat64).to(torch::kFloat32) * powers);
+}
+
 std::pair<torch::Tensor, torch::Tensor> RopeTables(const torch::Tensor& inv_freq, int64_t past,
                                                    int64_t length, double attention_factor) {
   const torch::Tensor positions = torch::arange(past, past + length, torch::kFloat32);
@@ -212,6 +223,33 @@ torch::Tensor TwoLayerMlp(const torch::Tensor& x, const std::string& act,
   return FeedForward(x, fc_in_weight, fc_in_bias,
                      act == "gelu" ? Activation::kGelu : Activation::kGeluTanh, fc_out_weight,
                      fc_out_bias, residual);
+}
+
+PrefixAttentionOutput CausalSelfAttention(const torch::Tensor& query, const torch::Tensor& key,
+                                          const torch::Tensor& value, int64_t heads,
+                                          int64_t head_dim, float scale,
+                                          const torch::Tensor& prefixes,
+                                          const torch::Tensor& visible, KvCache* cache,
+                                          size_t layer, bool keep_scores) {
+  if (prefixes.defined()) {
+    return PrefixAttention(query, key, value, heads, /*kv_heads=*/heads, head_dim, scale, prefixes,
+                           keep_scores);
+  }
+  const int64_t batch = query.size(0);
+  const int64_t length = query.size(1);
+  auto split_heads = [&](const torch::Tensor& x) {
+    return x.view({batch, length, heads, head_dim}).transpose(1, 2);
+  };
+  torch::Tensor keys = split_heads(key);
+  torch::Tensor values = split_heads(value);
+  if (cache != nullptr) std::tie(keys, values) = AppendToCache(cache, layer, keys, values);
+  PrefixAttentionOutput out;
+  out.scores = torch::matmul(split_heads(query), keys.transpose(-1, -2)).mul_(scale);
+  out.probs = torch::softmax(
+      out.scores.masked_fill(visible.logical_not(), std::numeric_limits<float>::lowest()), -1);
+  out.context =
+      torch::matmul(out.probs, values).transpose(1, 2).reshape({batch, length, heads * head_dim});
+  return out;
 }
 
 std::pair<torch::Tensor, torch::Tensor> AppendToCache(KvCache* cache, size_t layer,

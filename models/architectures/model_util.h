@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "models/architectures/transformer.h"
 
@@ -57,6 +58,13 @@ PrefixAttentionOutput PrefixAttention(const torch::Tensor& query, const torch::T
 // broadcast does); the result is then a permuted view.
 torch::Tensor BatchMatmul(const torch::Tensor& a, const torch::Tensor& b);
 
+// RoPE's inverse frequencies [rotary_dim / 2] float32, theta^(-2i/d) over the d = rotary_dim
+// rotated dimensions, computed in float32 as transformers' LlamaRotaryEmbedding and
+// GPTNeoXRotaryEmbedding compute them; with `factors` (one of LongRoPE's lists, one per pair)
+// 1 / (factor_i * theta^(2i/d)) as its _compute_longrope_parameters computes them.
+torch::Tensor RopeInverseFrequencies(double theta, int64_t rotary_dim,
+                                     const std::vector<double>& factors = {});
+
 // RoPE's [T, 1, rotary_dim] cos and sin tables (Su et al. 2021, RoFormer) for positions past ..
 // past + length - 1 and inverse frequencies `inv_freq` [rotary_dim / 2] float32, each angle
 // repeated in both halves (transformers' rotate_half layout) and computed in float32 as
@@ -80,6 +88,20 @@ torch::Tensor TwoLayerMlp(const torch::Tensor& x, const std::string& act,
                           const torch::Tensor& fc_in_weight, const torch::Tensor& fc_in_bias,
                           const torch::Tensor& fc_out_weight, const torch::Tensor& fc_out_bias,
                           const torch::Tensor& residual);
+
+// Causal self-attention without extras (GPT-2's and GPT-NeoX's: every head its own keys, no window,
+// no bias on the scores). Over a whole sequence (`prefixes` defined, as VisiblePrefixes gives it)
+// PrefixAttention; otherwise the new keys and values are appended to layer `layer` of `cache` (when
+// there is one) and LibTorch's batched products run over every position so far, a key hidden by
+// `visible` ([B or 1, 1, T, past + T] bool) at probability exactly 0, as transformers' eager
+// attention. query, key and value [B, T, heads * head_dim] with unit stride in the last dimension;
+// scores there whether or not `keep_scores` asks for them.
+PrefixAttentionOutput CausalSelfAttention(const torch::Tensor& query, const torch::Tensor& key,
+                                          const torch::Tensor& value, int64_t heads,
+                                          int64_t head_dim, float scale,
+                                          const torch::Tensor& prefixes,
+                                          const torch::Tensor& visible, KvCache* cache,
+                                          size_t layer, bool keep_scores);
 
 // Adds the new positions' keys and values [B, N, T, head_dim] of layer `layer` to `cache` (a
 // layer seen the first time, in order, gets its entry) and returns that layer's keys and values
