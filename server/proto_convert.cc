@@ -125,6 +125,12 @@ void ToProto(const LoadedModel& model, v1::ModelInfo* info) {
   info->set_is_encoder_decoder(config.is_encoder_decoder);
   info->set_decoder_layers(static_cast<int32_t>(config.decoder_layers));
   info->set_decoder_attention_heads(static_cast<int32_t>(config.decoder_attention_heads));
+  if (std::any_of(config.layer_sliding_windows.begin(), config.layer_sliding_windows.end(),
+                  [](int64_t window) { return window > 0; })) {
+    for (const int64_t window : config.layer_sliding_windows) {
+      info->add_layer_sliding_windows(static_cast<int32_t>(window));
+    }
+  }
   const TokenizerNormalization normalization = model.tokenizer().normalization();
   v1::TokenizerNormalization* out = info->mutable_normalization();
   out->set_lowercase(normalization.lowercase);

@@ -71,6 +71,8 @@ json ModelInfoToJson(const v1::ModelInfo& info) {
       {"is_encoder_decoder", info.is_encoder_decoder()},
       {"decoder_layers", info.decoder_layers()},
       {"decoder_attention_heads", info.decoder_attention_heads()},
+      {"layer_sliding_windows", std::vector<int32_t>(info.layer_sliding_windows().begin(),
+                                                     info.layer_sliding_windows().end())},
   };
 }
 

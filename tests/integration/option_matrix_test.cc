@@ -35,6 +35,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "attnscope/v1/attnscope.grpc.pb.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/integration_util.h"
 
@@ -477,6 +478,25 @@ TEST(OptionMatrixTest, EveryRpcOptionAndArchitectureAnswersOrGivesADocumentedErr
     EXPECT_EQ(info.head_dim(), 8);
     EXPECT_EQ(info.hidden_size(), 16);
     EXPECT_TRUE(info.is_causal());
+  }
+  // Each layer's window as its configuration class reads config.json: Mistral's and Phi-3's on
+  // every layer, Gemma 2's on every other one (and Gemma 3's with sliding_window_pattern 2),
+  // Qwen2's from max_window_layers (1) on; none without one.
+  for (const auto& [name, windows] :
+       std::vector<std::pair<std::string, std::vector<int32_t>>>{{"mistral", {4, 4}},
+                                                                 {"phi3", {5, 5}},
+                                                                 {"gemma2", {4, 0}},
+                                                                 {"gemma3", {4, 0}},
+                                                                 {"qwen2", {0, 4}},
+                                                                 {"qwen3", {}},
+                                                                 {"gpt2", {}},
+                                                                 {"bert", {}}}) {
+    grpc::ClientContext context;
+    v1::GetModelInfoRequest request;
+    request.set_model(name);
+    v1::ModelInfo info;
+    ASSERT_TRUE(stub->GetModelInfo(&context, request, &info).ok()) << name;
+    EXPECT_THAT(info.layer_sliding_windows(), ::testing::ElementsAreArray(windows)) << name;
   }
 
   const std::map<std::string, Caller> callers = Callers();

@@ -35,8 +35,8 @@ export function labelStep(cell, fontSize = Math.max(MIN_LABEL_SIZE, Math.min(12,
   return Math.max(1, Math.ceil((fontSize + 1) / cell));
 }
 
-// Colour of cells a causal mask hides (keys after the query): not the colour of 0, which the
-// scale gives to attention the model could have paid and did not.
+// Colour of cells a mask hides (keys after the query, keys outside a sliding window): not the
+// colour of 0, which the scale gives to attention the model could have paid and did not.
 export const MASKED_FILL = '#d9d9d9';
 
 // Cells at least this many pixels wide carry their value as text.
@@ -100,7 +100,8 @@ function paintCells(values, rows, cols, color, factor, masked) {
 // colLabels (one DOM <text> per token, so that they can be selected, searched and read aloud),
 // rowHeight (pixels a row, default `cell`: a few rows over many columns get taller rows), title, asImage (paint the cells instead of one <rect class="cell"> each with data-row, data-col
 // and data-value), describe(row, col, value) -> tooltip lines (none: no hover), masked(row, col)
-// -> whether a causal mask hid the cell (drawn grey, data-masked), dividers {row, col}: the index
+// -> why a mask hid the cell (masks.js' keyMask: a tooltip line) or null (hidden cells are drawn
+// grey, data-masked), dividers {row, col}: the index
 // where a pair's second text starts on each axis (a line before it).
 // Returns {g, width, cellsRight, height, top, left, update(values, color)}.
 export function drawHeatmap(parent, options) {
@@ -219,7 +220,8 @@ export function drawHeatmap(parent, options) {
           return this.classList.contains('row-label') ? index === row : index === col;
         });
         const lines = describe(row, col, values[row * cols + col]);
-        showTooltip(event, masked?.(row, col) ? [...lines.slice(0, -1), 'masked: the causal mask hides keys after the query'] : lines);
+        const hidden = masked?.(row, col);
+        showTooltip(event, hidden ? [...lines.slice(0, -1), hidden] : lines);
       })
       .on('pointerleave', () => {
         labels.classed('hot', false);

@@ -15,19 +15,21 @@ export function formatFloat32(value) {
 // softmax(scores / T) of each row of a rows x cols matrix. With `causal`, keys after the query
 // (absolute key position > absolute query position) are masked out, as the causal model's own
 // mask does: the scores the server returns are taken before the mask.
-export function temperedSoftmax(scores, rows, cols, temperature, { causal = false, queryStart = 0, keyStart = 0 } = {}) {
+export function temperedSoftmax(scores, rows, cols, temperature, { causal = false, window = 0, queryStart = 0, keyStart = 0 } = {}) {
   const out = new Float64Array(rows * cols);
   for (let r = 0; r < rows; ++r) {
-    const last = causal ? Math.min(cols, queryStart + r - keyStart + 1) : cols;
+    const query = queryStart + r;
+    const last = causal ? Math.min(cols, query - keyStart + 1) : cols;
+    const first = causal && window > 0 ? Math.max(0, query - window + 1 - keyStart) : 0;
     let max = -Infinity;
-    for (let c = 0; c < last; ++c) max = Math.max(max, scores[r * cols + c] / temperature);
+    for (let c = first; c < last; ++c) max = Math.max(max, scores[r * cols + c] / temperature);
     let sum = 0;
-    for (let c = 0; c < last; ++c) {
+    for (let c = first; c < last; ++c) {
       const e = Math.exp(scores[r * cols + c] / temperature - max);
       out[r * cols + c] = e;
       sum += e;
     }
-    for (let c = 0; c < last; ++c) out[r * cols + c] /= sum;
+    for (let c = first; c < last; ++c) out[r * cols + c] /= sum;
   }
   return out;
 }

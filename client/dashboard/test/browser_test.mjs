@@ -428,6 +428,38 @@ describe('dashboard in headless Chromium', () => {
     assert.ok(masked.every((c) => Number(c.col) > Number(c.row)));
   });
 
+  it('sliding window (mistral, 4 keys): keys outside it are grey and exactly 0 in the heatmap, model and temperature views', async () => {
+    const text = 'Once upon a time, there was a little girl';
+    const info = (await api('ListModels', {})).models.find((m) => m.name === 'mistral');
+    assert.deepEqual(info.layerSlidingWindows, [4, 4]);
+    const answer = await api('GetAttention', { model: 'mistral', text, layers: [1], heads: [2], includeScores: true });
+    const n = answer.tokens.tokens.length;
+    assert.ok(n > 6, `${n} tokens: too few for the window to hide anything`);
+    // Query q sees key k when q - 4 < k <= q (transformers' sliding_window).
+    const hidden = (row, col) => col > row || row - col >= 4;
+    let count = 0;
+    for (let r = 0; r < n; ++r) for (let c = 0; c < n; ++c) count += hidden(r, c) ? 1 : 0;
+    const check = async (scope) => {
+      const masked = await datasets(`${scope} rect.cell[data-masked]`);
+      assert.equal(masked.length, count);
+      assert.ok(masked.every((c) => hidden(Number(c.row), Number(c.col))));
+    };
+    await open({ model: 'mistral', text, layer: 1, head: 2 });
+    await expectCells('g.heatmap[data-head]', float32(answer.attentions), n, 1e-6);
+    await check('g.heatmap[data-head]');
+    const values = float32(answer.attentions);
+    for (let r = 0; r < n; ++r) for (let c = 0; c < n; ++c) if (hidden(r, c)) assert.equal(values[r * n + c], 0);
+
+    await open({ model: 'mistral', text, view: 'model' });
+    await check('g.thumbnail[data-layer="1"][data-head="2"]');
+
+    // T = 1 is the server's attention only if the page's softmax leaves out the same keys.
+    await open({ model: 'mistral', text, view: 'temperature', layer: 1, head: 2 });
+    await expectCells('g.heatmap[data-t="1"]', float32(answer.attentions), n, 1e-6);
+    await check('g.heatmap[data-block="scores"]');
+    assert.match((await labels('p.note')).join(' '), /and 4 or more before it \(layer 1's sliding window\) are masked/);
+  });
+
   it('query and documents: ranked by the server relevance score, query-to-document cells the server values', async () => {
     await open({ model: 'default', view: 'documents', layer: 3, head: 'mean' });
     const check = async (queryText, docs, withBackward, model = 'default', layer = 3) => {

@@ -6,6 +6,7 @@
 import { fit, labelled, newFigure, note, numberInput, paintEvery, scrollBox } from '../figure.js';
 import { CELL_ELEMENT_LIMIT, colorTable, drawColorBar, drawHeatmap, rowHeightFor, sequentialScale } from '../heatmap.js';
 import { tokenLabels } from '../labels.js';
+import { keyMask, slidingWindow } from '../masks.js';
 import { formatFloat32 } from '../numbers.js';
 import { headRequest, headTitle } from '../requests.js';
 import { crossAttentionDefaults } from '../state.js';
@@ -93,8 +94,9 @@ const PAINT_EVERY_MS = 100;
 // While tokens arrive, each one's row is painted once, a pixel a cell, into a canvas with room for
 // every row the request allows: drawing the labelled heatmap again at each token took time
 // quadratic in the tokens per token (150 tokens: one 25 s task). The labelled heatmap, with its
-// hover, is drawn once the stream has ended. Returns paint(row, attention).
-function rowPainter(box, rows, cols, cell, rowHeight) {
+// hover, is drawn once the stream has ended. `windowSize`: the layer's sliding window (0: none).
+// Returns paint(row, attention).
+function rowPainter(box, rows, cols, cell, rowHeight, windowSize) {
   const canvas = document.createElement('canvas');
   canvas.className = 'generate-rows';
   canvas.width = cols;
@@ -110,8 +112,8 @@ function rowPainter(box, rows, cols, cell, rowHeight) {
     for (let c = 0; c < cols; ++c) {
       const at = c * 4;
       image.data[at + 3] = 255;
-      // Keys after the row's own position: the causal mask's grey.
-      if (c >= attention.length) {
+      // Keys after the row's own position or outside the window: the masks' grey.
+      if (c >= attention.length || (windowSize > 0 && attention.length - 1 - c >= windowSize)) {
         image.data.set([0xd9, 0xd9, 0xd9], at);
         continue;
       }
@@ -187,9 +189,11 @@ export default {
     const box = scrollBox(ctx.root);
     let header;
     let context;
+    let windowSize = 0;
     const rows = [];
     const draw = () => {
       box.replaceChildren();
+      const hide = keyMask({ causal: true, window: windowSize, layer: header.layers[0] });
       const cols = context.length + (header.encoderDecoder ? 0 : Math.max(0, rows.length - 1));
       const values = new Float32Array(rows.length * cols);
       rows.forEach((row, r) => values.set(row.attention.subarray(0, cols), r * cols));
@@ -208,8 +212,9 @@ export default {
         rowHeight: rowHeightFor(rows.length, cell),
         asImage: rows.length * cols > CELL_ELEMENT_LIMIT,
         title: `${info.name} · ${header.encoderDecoder ? 'cross-attention of decoder' : ''} layer ${header.layers[0]} · ${headTitle(state.head)}`,
-        // A row attends to the tokens before it: the prompt's and the ones written before.
-        masked: (r, c) => c >= rows[r].attention.length,
+        // A row attends to the tokens before it (the prompt's and the ones written before), within
+        // the layer's sliding window if it has one; its own position is its attention's last key.
+        masked: (r, c) => hide(rows[r].attention.length - 1, c),
         describe: (r, c, v) => [`${rows[r].label} (new token ${r}) → ${colLabels[c]}`, `key ${c}: ${formatFloat32(v)}`],
       });
       map.g.attr('data-block', header.encoderDecoder ? 'cross' : 'self');
@@ -231,7 +236,8 @@ export default {
         context = tokenLabels(header.promptTokens);
         const cols = context.length + (header.encoderDecoder ? 0 : state.max - 1);
         const cell = fittedCell(ctx.root, state.max, cols, { max: 28 });
-        paintRow = rowPainter(box, state.max, cols, cell, rowHeightFor(state.max, cell));
+        windowSize = header.encoderDecoder ? 0 : slidingWindow(info, header.layers[0]);
+        paintRow = rowPainter(box, state.max, cols, cell, rowHeightFor(state.max, cell), windowSize);
         summary.textContent = header.encoderDecoder
           ? `${info.name} translates the text (${context.length} source tokens); each row is the decoder's cross-attention over the source while it wrote that token.`
           : `${info.name} continues the text (${context.length} prompt tokens); each row is the new token's attention over the tokens before it.`;

@@ -5,6 +5,7 @@ import * as d3 from 'd3';
 import { fit, labelled, newFigure, note, numberInput, scrollBox } from '../figure.js';
 import { CELL_ELEMENT_LIMIT, cellSize, drawColorBar, drawHeatmap, rowHeightFor, sequentialScale, stickLabels } from '../heatmap.js';
 import { axisLabels, cutAt, maskablePosition, maskedTexts, secondTextStart, tokenLabels } from '../labels.js';
+import { keyMask, slidingWindow } from '../masks.js';
 import { formatFloat32 } from '../numbers.js';
 import { headRequest, headTitle, textRequest } from '../requests.js';
 import { decodeTensor, matrix } from '../tensor.js';
@@ -57,16 +58,18 @@ function pickMatrix(tensor, layers, heads, layer, head) {
 }
 
 // What one panel draws from an answer: the matrix, its axes (labels and tokens), where the
-// window starts, whether keys after the query are masked, and the pair's divider.
+// window starts, which keys are masked (after the query in a causal model, outside a layer's
+// sliding window), and the pair's divider.
 export function attentionBlock(answer, panel, info) {
   const block = blockOf(panel, info);
   if (block === 'encoder') {
     const labels = axisLabels(answer);
     const tokens = answer.words?.length ? null : answer.tokens.tokens;
     const second = secondTextStart(answer);
+    const layer = answer.layers[0] ?? panel.layer;
     return {
       block,
-      layer: answer.layers[0] ?? panel.layer,
+      layer,
       ...pickMatrix(answer.attentions, answer.layers, answer.heads, panel.layer, panel.head),
       rowLabels: labels.slice(answer.queryStart),
       colLabels: labels.slice(answer.keyStart),
@@ -75,6 +78,8 @@ export function attentionBlock(answer, panel, info) {
       queryStart: answer.queryStart,
       keyStart: answer.keyStart,
       causal: info.isCausal,
+      window: slidingWindow(info, layer),
+      words: Boolean(answer.words?.length),
       dividers: second > 0 ? { row: second - answer.queryStart, col: second - answer.keyStart } : null,
     };
   }
@@ -153,7 +158,7 @@ export function attentionFigure(parent, answer, { panel, info, color, cellFor = 
     rowHeight: part.block === 'cross' ? rowHeightFor(rows, cell) : cell,
     title,
     asImage: rows * cols > CELL_ELEMENT_LIMIT,
-    masked: part.causal ? (r, c) => part.keyStart + c > part.queryStart + r : null,
+    masked: keyMask(part),
     dividers: part.dividers,
     describe: (r, c, v) => [
       `${rowLabels[r]} → ${colLabels[c]}`,
@@ -266,7 +271,7 @@ async function masking(ctx) {
 export default {
   id: 'heatmap',
   title: 'Heatmap',
-  help: 'Attention of one layer and head (or the mean or max of the heads): each row is a query token, its cells how much it attends to each key token; grey cells are hidden by a causal mask. Hover a cell for its value and its labels; "words" sums a word\'s tokens; click a row\'s label to mask that token (BERT, RoBERTa). For an encoder-decoder, give a decoder text (or press "Translate first") to see the cross-attention: target tokens down, source tokens across.',
+  help: 'Attention of one layer and head (or the mean or max of the heads): each row is a query token, its cells how much it attends to each key token; grey cells are hidden by a causal mask or a sliding window. Hover a cell for its value and its labels; "words" sums a word\'s tokens; click a row\'s label to mask that token (BERT, RoBERTa). For an encoder-decoder, give a decoder text (or press "Translate first") to see the cross-attention: target tokens down, source tokens across.',
   controls: ['text', 'layer', 'head', 'words'],
   // Takes an encoder-decoder's decoder text; draws the decoder's layers unless the encoder's.
   decoderText: true,

@@ -4,6 +4,7 @@
 import { fit, newFigure, paintEvery } from '../figure.js';
 import { CELL_ELEMENT_LIMIT, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
 import { axisLabels, tokenLabels } from '../labels.js';
+import { keyMask, slidingWindow } from '../masks.js';
 import { textRequest } from '../requests.js';
 import { StreamAssembler } from '../stream.js';
 import { attentionDtype, matrix } from '../tensor.js';
@@ -39,7 +40,7 @@ const PAINT_EVERY_MS = 500;
 export default {
   id: 'model',
   title: 'Model view',
-  help: 'Every layer and head at once, streamed one layer at a time; grey cells are hidden by a causal mask. Click a small heatmap to open it in the heatmap view. For an encoder-decoder with a decoder text: its encoder self-, decoder self- or cross-attention.',
+  help: 'Every layer and head at once, streamed one layer at a time; grey cells are hidden by a causal mask or a sliding window. Click a small heatmap to open it in the heatmap view. For an encoder-decoder with a decoder text: its encoder self-, decoder self- or cross-attention.',
   controls: ['text', 'words'],
   // Takes an encoder-decoder's decoder text; draws the decoder's layers unless the encoder's.
   decoderText: true,
@@ -116,7 +117,8 @@ export default {
         const { values } = matrix(tensor, h);
         const { rows, cols, cell, asImage } = grid;
         const [queryStart, keyStart] = grid.starts;
-        const masked = causal ? (r, c) => keyStart + c > queryStart + r : null;
+        const windowSize = block === 'encoder' ? slidingWindow(info, layer) : 0;
+        const masked = keyMask({ causal, window: windowSize, layer, queryStart, keyStart, words: state.words });
         drawHeatmap(g, { values, rows, cols, cell, asImage, color, masked }).g.attr('data-layer', layer).attr('data-head', head);
         g.append('rect')
           .attr('class', 'open')

@@ -9,6 +9,7 @@ import { formatFloat32, rowEntropies, temperedSoftmax } from '../numbers.js';
 import { textRequest } from '../requests.js';
 import { decodeTensor, matrix } from '../tensor.js';
 import { encoderOnlyNote, fittedCell, windowControl, windowOf } from './heatmap.js';
+import { keyMask, slidingWindow } from '../masks.js';
 
 // Temperatures of the side-by-side sweep.
 const SWEEP = [0.25, 0.5, 1, 2, 4];
@@ -36,9 +37,10 @@ export default {
     const attention = matrix(decodeTensor(answer.attentions), 0, 0);
     const { rows, cols } = scores;
     const labels = axisLabels(answer);
-    const mask = { causal: info.isCausal, queryStart: answer.queryStart, keyStart: answer.keyStart };
+    const windowSize = slidingWindow(info, answer.layers[0]);
+    const mask = { causal: info.isCausal, window: windowSize, queryStart: answer.queryStart, keyStart: answer.keyStart };
     const at = (t) => temperedSoftmax(scores.values, rows, cols, t, mask);
-    const masked = info.isCausal ? (r, c) => answer.keyStart + c > answer.queryStart + r : null;
+    const masked = keyMask({ ...mask, layer: answer.layers[0] });
 
     // What T = 1 reproduces: the check that the scores and the mask are read right.
     const atOne = at(1);
@@ -48,7 +50,7 @@ export default {
     note.textContent =
       `${answer.model} · layer ${answer.layers[0]} · head ${head}${typeof state.head === 'number' ? '' : ' (temperature needs one head)'}. ` +
       `At T = 1, softmax(scores) differs from the server's attention by at most ${difference.toExponential(1)}` +
-      `${info.isCausal ? '; keys after each query are masked, as the causal model does' : ''}. ` +
+      `${info.isCausal ? `; keys after each query${windowSize ? ` and ${windowSize} or more before it (layer ${answer.layers[0]}'s sliding window)` : ''} are masked, as the model does` : ''}. ` +
       `Entropy in bits; uniform over ${cols} keys would be ${Math.log2(cols).toFixed(2)}.`;
     ctx.root.append(note);
 

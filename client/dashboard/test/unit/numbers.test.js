@@ -34,6 +34,17 @@ test('the causal mask drops keys after each query, by absolute position', () => 
   assert.deepEqual([...windowed], [0.5, 0.5, 0]);
 });
 
+test('a sliding window of 2 drops keys 2 or more positions back, as transformers masks them', () => {
+  // Query q sees key k when q - 2 < k <= q.
+  const p = temperedSoftmax(Array(16).fill(0), 4, 4, 1, { causal: true, window: 2 });
+  assert.deepEqual([...p], [1, 0, 0, 0, 0.5, 0.5, 0, 0, 0, 0.5, 0.5, 0, 0, 0, 0.5, 0.5]);
+  // Rows of queries 2 and 3 over keys 1 to 3: query 2 sees keys 1 and 2, query 3 keys 2 and 3.
+  const cut = temperedSoftmax([0, 5, 9, 0, 0, 0], 2, 3, 1, { causal: true, window: 2, queryStart: 2, keyStart: 1 });
+  const z = Math.exp(0) + Math.exp(5);
+  assert.ok(Math.abs(cut[0] - 1 / z) < 1e-15 && Math.abs(cut[1] - Math.exp(5) / z) < 1e-15);
+  assert.deepEqual([cut[2], ...cut.slice(3)], [0, 0, 0.5, 0.5]);
+});
+
 test('row entropy is in bits and rises as the temperature flattens a row', () => {
   const h = rowEntropies([1, 0, 0, 0, 0.25, 0.25, 0.25, 0.25], 2, 4);
   assert.equal(h[0], 0);
