@@ -87,7 +87,7 @@ ABSL_FLAG(ModelSpecs, model, {},
           "no --model and no --model_repository, the built-in checkpoints/default is served.");
 ABSL_FLAG(std::string, model_repository, "",
           "A folder whose subdirectories containing a config.json are served, each named after "
-          "its subdirectory.");
+          "its subdirectory; hidden ones (.ipynb_checkpoints, .git) are skipped.");
 ABSL_FLAG(std::string, listen, kDefaults.listen,
           "gRPC listen address host:port; port 0 picks a free port (printed at start-up).");
 ABSL_FLAG(int, metrics_port, kDefaults.metrics_port,

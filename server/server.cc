@@ -87,13 +87,21 @@ int64_t ResidentBytes() {
   return statm ? resident_pages * sysconf(_SC_PAGESIZE) : 0;
 }
 
+// SIGTERM and SIGINT drain and stop. SIGHUP, SIGUSR1 and SIGUSR2 would otherwise end the process
+// at once with no word (their default action): an ssh session closing on a server started without
+// nohup, or an operator trying a reload, took the service down. They are logged and ignored.
+constexpr int kIgnoredSignals[] = {SIGHUP, SIGUSR1, SIGUSR2};
+
 sigset_t ShutdownSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  for (const int ignored : kIgnoredSignals) sigaddset(&signals, ignored);
   return signals;
 }
+
+bool IsStopSignal(int signal_number) { return signal_number == SIGTERM || signal_number == SIGINT; }
 
 // "HOST:PORT" with the port replaced by the one actually bound (--listen may ask for port 0).
 std::string BoundAddress(const std::string& listen, int port) {
@@ -173,6 +181,9 @@ absl::StatusOr<std::vector<LoadedModel::Options>> ResolveModels(const ModelSourc
     }
     std::vector<std::filesystem::path> dirs;
     for (const auto& entry : std::filesystem::directory_iterator(sources.repository, error)) {
+      // Hidden folders are tools' (.ipynb_checkpoints, .git, .cache), not models, and a name
+      // starting with '.' is no model name: one stopped the whole server from starting.
+      if (entry.path().filename().string().front() == '.') continue;
       if (entry.is_directory() && FileExists(JoinPath(entry.path().string(), "config.json"))) {
         dirs.push_back(entry.path());
       }
@@ -635,8 +646,14 @@ absl::Status RunServer(const ServerOptions& options) {
   malloc_trim(0);
   const int64_t idle_resident = ResidentBytes();
   int signal_number = -1;
-  while (signal_number < 0) {
+  while (!IsStopSignal(signal_number)) {
     signal_number = sigtimedwait(&signals, nullptr, &trim_every);
+    if (signal_number > 0 && !IsStopSignal(signal_number)) {
+      std::fprintf(stderr,
+                   "attnscope-server: SIG%s received and ignored (nothing reloads: restart to "
+                   "change models or flags; SIGTERM drains and stops)\n",
+                   sigabbrev_np(signal_number));
+    }
     if (signal_number < 0 && ResidentBytes() > idle_resident + kRetainedAboveTrimmedBytes) {
       malloc_trim(0);
     }
@@ -651,6 +668,7 @@ absl::Status RunServer(const ServerOptions& options) {
   stop_now.sa_handler = StopNow;
   sigaction(SIGTERM, &stop_now, nullptr);
   sigaction(SIGINT, &stop_now, nullptr);
+  for (const int ignored : kIgnoredSignals) signal(ignored, SIG_IGN);
   pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
   health->SetServingStatus(false);
   core.StartDraining();

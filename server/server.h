@@ -88,16 +88,17 @@ inline constexpr int kMinStreamsPerConnection = 100;
 // The gRPC thread bound of `options` (ServerOptions::worker_threads).
 int WorkerThreads(const ServerOptions& options);
 
-// Runs the server until SIGTERM or SIGINT, then drains and returns OK. The caller must block both
-// signals in every thread first (BlockShutdownSignals, before any thread starts). Prints
+// Runs the server until SIGTERM or SIGINT, then drains and returns OK; SIGHUP, SIGUSR1 and SIGUSR2
+// are logged and ignored (nothing reloads). The caller must block these signals in every thread
+// first (BlockShutdownSignals, before any thread starts). Prints
 // "attnscope-server listening on HOST:PORT (metrics on HOST:PORT) (HTTP and dashboard on
 // http://HOST:PORT/)" to stdout once every model is loaded and health reports SERVING. Errors:
 // Unavailable for an address that cannot be bound (in use by any process, this server included, or
 // not local), naming its flag; a model that fails to load.
 absl::Status RunServer(const ServerOptions& options);
 
-// Blocks SIGTERM and SIGINT in the calling thread (and the threads it starts later) so that
-// RunServer can wait for them synchronously.
+// Blocks SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 in the calling thread (and the threads it
+// starts later) so that RunServer can wait for them synchronously.
 void BlockShutdownSignals();
 
 // Makes writes to a connection the peer has closed fail with EPIPE instead of raising SIGPIPE,

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -308,6 +309,37 @@ TEST(ShutdownTest, ASecondSigtermDuringTheGraceStopsAtOnce) {
   while (reader->Read(&response)) {
   }
   EXPECT_FALSE(reader->Finish().ok());
+}
+
+// SIGHUP (an ssh session closing on a server started without nohup) and SIGUSR1/2 ended the
+// process at once, their default action, with no word in the log.
+TEST(ShutdownTest, SighupAndSigusrAreLoggedAndIgnored) {
+  ServerProcess::Options options;
+  options.models = {"llama=" + Stories260kDir()};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  std::unique_ptr<v1::AttentionService::Stub> stub = v1::AttentionService::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  for (const int signal_number : {SIGHUP, SIGUSR1, SIGUSR2}) {
+    server.Signal(signal_number);
+    grpc::ClientContext context;
+    v1::GetAttentionRequest request;
+    request.set_model("llama");
+    request.set_text("Once upon a time");
+    v1::GetAttentionResponse response;
+    const grpc::Status status = stub->GetAttention(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << sigabbrev_np(signal_number) << ": " << status.error_message()
+                             << server.Log();
+    EXPECT_NE(server.Log().find(absl::StrCat("SIG", sigabbrev_np(signal_number),
+                                             " received and ignored (nothing reloads")),
+              std::string::npos)
+        << server.Log();
+  }
+  server.Signal(SIGTERM);
+  absl::StatusOr<int> exit_status = server.Wait(absl::Seconds(30));
+  ASSERT_TRUE(exit_status.ok()) << exit_status.status() << server.Log();
+  EXPECT_TRUE(WIFEXITED(*exit_status) && WEXITSTATUS(*exit_status) == 0) << server.Log();
 }
 
 // The Connect envelopes of a connect+proto body: (flags, payload) pairs; a test failure when the

@@ -1,11 +1,13 @@
 // ValidateServerOptions: each flag value that cannot work is refused before anything starts, with
 // a message naming the flag, and the defaults and the documented special values pass.
 #include <cmath>
+#include <filesystem>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
+#include "tests/unit/test_util.h"
 
 namespace attnscope::server {
 namespace {
@@ -90,6 +92,23 @@ TEST(ResolveModelsTest, NamesArePlainNeverPaths) {
   }
   sources.specs = {"bert=/a", "bert=/b"};
   EXPECT_THAT(std::string(ResolveModels(sources).status().message()), HasSubstr("twice"));
+}
+
+// A notebook's .ipynb_checkpoints copy of a checkpoint (or any hidden folder) stopped the whole
+// server from starting: its name is no model name.
+TEST(ResolveModelsTest, ARepositorySkipsHiddenFolders) {
+  const std::string repository = testing::MakeTempDir();
+  for (const std::string dir : {"bert", ".ipynb_checkpoints", ".git"}) {
+    std::filesystem::create_directory(repository + "/" + dir);
+    testing::WriteFileBytes(repository + "/" + dir + "/config.json", "{}");
+  }
+  ModelSources sources;
+  sources.repository = repository;
+  absl::StatusOr<std::vector<LoadedModel::Options>> models = ResolveModels(sources);
+  ASSERT_TRUE(models.ok()) << models.status();
+  ASSERT_EQ(models->size(), 1u);
+  EXPECT_EQ((*models)[0].name, "bert");
+  EXPECT_EQ((*models)[0].model_dir, repository + "/bert");
 }
 
 }  // namespace
