@@ -377,6 +377,32 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromVoca
     return absl::InvalidArgumentError(
         absl::StrCat("vocab.txt '", vocab_path, "': expected one token per line, got no tokens"));
   }
+  // HF's load_vocab reads the file as UTF-8 and fails on anything else.
+  for (size_t line = 0; line < vocab.size(); ++line) {
+    if (const absl::Status utf8 = unicode::CheckUtf8(vocab[line]); !utf8.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("vocab.txt '", vocab_path, "': line ", line + 1, ": ", utf8.message()));
+    }
+  }
+  // HF would add a special token the file lacks past its last line, where the model's embeddings
+  // hold no trained row for it (or another token's): [UNK] (the fast tokenizer's WordPiece refuses
+  // to build without it) and the tokens BERT's template puts in every input must be in the file.
+  // A vocab.txt without them is another model's or no vocabulary.
+  std::vector<std::pair<const char*, const std::string*>> required = {
+      {"unk_token", &options.unk_token}};
+  if (!options.post_processor.has_value()) {
+    required.push_back({"cls_token", &options.cls_token});
+    required.push_back({"sep_token", &options.sep_token});
+  }
+  for (const auto& [name, token] : required) {
+    if (!token->empty() && std::find(vocab.begin(), vocab.end(), *token) == vocab.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("vocab.txt '", vocab_path, "': special token '", *token, "' (", name,
+                       "): expected a line of the file, got none among its ", vocab.size(),
+                       " lines (the vocabulary of another model? tokenizer_config.json's ", name,
+                       " names the token the model was trained with)"));
+    }
+  }
   auto tokenizer = Create(std::move(vocab), std::move(options));
   if (!tokenizer.ok()) {
     return absl::Status(

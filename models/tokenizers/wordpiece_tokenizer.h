@@ -60,7 +60,10 @@ class WordPieceTokenizer : public Tokenizer {
                                                                     WordPieceOptions options);
 
   // Reads a vocab.txt: one token per line, its id the 0-based line number (HF load_vocab; a
-  // trailing "\r" is dropped too). NotFound/InvalidArgument as Create, naming the file.
+  // trailing "\r" is dropped too). NotFound/InvalidArgument as Create, naming the file; also
+  // InvalidArgument for a line that is not UTF-8 and for an unk_token (or, without a
+  // post_processor, a cls_token or sep_token) that is not one of the file's lines: appended past
+  // the file, it would read an embedding row the model never trained for it.
   static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> FromVocabFile(
       const std::string& vocab_path, WordPieceOptions options);
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/tokenizers/tokenizer.h"
@@ -695,6 +696,38 @@ TEST(TokenizerLoaderTest, ABrokenLinkIsNamedWithItsTarget) {
   EXPECT_THAT(status.message(), HasSubstr("tokenizer.json': expected a regular file, got a broken "
                                           "symbolic link to '../tiny-llama2-tokenizer/"
                                           "tokenizer.json'; copy the folder with cp -rL"));
+}
+
+// A vocab.txt that is not UTF-8, or that lacks a special token BERT puts in every input, was read
+// with the missing tokens appended past its lines: their ids then read other tokens' embedding
+// rows (or a text with an unknown character was refused naming "[UNK]", which nobody typed).
+TEST(TokenizerLoaderTest, AVocabTxtWithoutItsSpecialTokensOrNotUtf8IsRefused) {
+  const std::string bert = ReadFileBytes(VocabPath(false));
+  const auto without = [&](const std::string& token) {
+    return absl::StrReplaceAll(bert, {{"\n" + token + "\n", "\n"}});
+  };
+  const struct {
+    std::string vocab;
+    std::string message;
+  } cases[] = {
+      {"[PAD]\n[UNK]\n[CLS]\n[SEP]\nok\nbad\xff\n",
+       "line 6: expected valid UTF-8, got a byte that never occurs in UTF-8 at byte offset 3"},
+      {without("[UNK]"),
+       "special token '[UNK]' (unk_token): expected a line of the file, got none among its 28995 "
+       "lines"},
+      {without("[CLS]"), "special token '[CLS]' (cls_token)"},
+      {without("[SEP]"), "special token '[SEP]' (sep_token)"}};
+  for (const auto& c : cases) {
+    const std::string dir = MakeTempDir();
+    WriteFileBytes(dir + "/vocab.txt", c.vocab);
+    const absl::Status status = LoadTokenizer(dir).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(status.message(), HasSubstr("vocab.txt '" + dir + "/vocab.txt': " + c.message));
+  }
+  // Without [MASK] (a model that never masks) it loads, [MASK] appended as HF does.
+  const std::string dir = MakeTempDir();
+  WriteFileBytes(dir + "/vocab.txt", without("[MASK]"));
+  EXPECT_TRUE(LoadTokenizer(dir).ok());
 }
 
 TEST(TokenizerLoaderTest, VocabTxtWithTokenizerConfig) {
