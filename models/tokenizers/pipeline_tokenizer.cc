@@ -175,9 +175,10 @@ std::string Utf8Lossy(const std::string& bytes) {
 }
 
 // The matches of `regex` in a run of characters (anything with a char32_t `c`), as [first, last)
-// character indices.
+// character indices; Regex::FindAll's error when PCRE2 gives up.
 template <typename Chars>
-std::vector<std::pair<int64_t, int64_t>> MatchesInChars(const Regex& regex, const Chars& chars) {
+absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> MatchesInChars(const Regex& regex,
+                                                                        const Chars& chars) {
   std::string utf8;
   std::vector<size_t> byte_starts;
   byte_starts.reserve(chars.size() + 1);
@@ -190,8 +191,9 @@ std::vector<std::pair<int64_t, int64_t>> MatchesInChars(const Regex& regex, cons
     return static_cast<int64_t>(std::lower_bound(byte_starts.begin(), byte_starts.end(), byte) -
                                 byte_starts.begin());
   };
+  ATTNSCOPE_ASSIGN_OR_RETURN(const auto found, regex.FindAll(utf8));
   std::vector<std::pair<int64_t, int64_t>> matches;
-  for (const auto& [start, end] : regex.FindAll(utf8)) {
+  for (const auto& [start, end] : found) {
     matches.emplace_back(index_of(start), index_of(end));
   }
   return matches;
@@ -420,7 +422,8 @@ absl::StatusOr<TokenizedText> PipelineTokenizer::Tokenize(std::string_view text)
   int64_t word_index = 0;
   for (const Segment& segment : FindAddedTokens(text, decoded, /*normalized=*/false)) {
     if (segment.added < 0) {
-      TokenizeStretch(decoded, segment.begin, segment.end, &word_index, &out, &edges);
+      ATTNSCOPE_RETURN_IF_ERROR(
+          TokenizeStretch(decoded, segment.begin, segment.end, &word_index, &out, &edges));
       continue;
     }
     // The token is the text matched, stripped whitespace included (`tokenizers` shows " <mask>"),
@@ -438,30 +441,32 @@ absl::StatusOr<TokenizedText> PipelineTokenizer::Tokenize(std::string_view text)
   return out;
 }
 
-void PipelineTokenizer::TokenizeStretch(const unicode::DecodedText& decoded, int64_t begin,
-                                        int64_t end, int64_t* word_index, TokenizedText* out,
-                                        std::vector<std::pair<int32_t, int32_t>>* edges) const {
+absl::Status PipelineTokenizer::TokenizeStretch(
+    const unicode::DecodedText& decoded, int64_t begin, int64_t end, int64_t* word_index,
+    TokenizedText* out, std::vector<std::pair<int32_t, int32_t>>* edges) const {
   std::vector<NormChar> chars;
   chars.reserve(end - begin);
   for (int64_t k = begin; k < end; ++k) chars.push_back({decoded.code_points[k], k, k + 1});
-  chars = Normalize(pipeline_.normalizer, std::move(chars));
-  if (chars.empty()) return;
+  ATTNSCOPE_ASSIGN_OR_RETURN(chars, Normalize(pipeline_.normalizer, std::move(chars)));
+  if (chars.empty()) return absl::OkStatus();
 
   // Each stretch to pre-tokenize, and whether it starts the text (Metaspace's prepend_scheme
   // "first" asks the library's split for its original offset 0).
   std::vector<std::pair<std::vector<NormChar>, bool>> stretches;
-  const auto flush = [&] {
+  const auto flush = [&]() -> absl::Status {
     for (auto& [stretch, starts_text] : stretches) {
-      for (const std::vector<NormChar>& piece : PreTokenize(std::move(stretch), starts_text)) {
+      ATTNSCOPE_ASSIGN_OR_RETURN(const std::vector<std::vector<NormChar>> pieces,
+                                 PreTokenize(std::move(stretch), starts_text));
+      for (const std::vector<NormChar>& piece : pieces) {
         TokenizeWord(piece, (*word_index)++, out, edges);
       }
     }
     stretches.clear();
+    return absl::OkStatus();
   };
   if (!has_normalized_added_) {
     stretches.push_back({std::move(chars), begin == 0});
-    flush();
-    return;
+    return flush();
   }
   std::string normalized;
   for (const NormChar& c : chars) unicode::AppendUtf8(c.c, &normalized);
@@ -475,7 +480,7 @@ void PipelineTokenizer::TokenizeStretch(const unicode::DecodedText& decoded, int
       continue;
     }
     // The stretches before it, then the token itself.
-    flush();
+    ATTNSCOPE_RETURN_IF_ERROR(flush());
     int64_t start = chars[segment.begin].start;
     int64_t stop = chars[segment.begin].end;
     for (int64_t k = segment.begin; k < segment.end; ++k) {
@@ -491,10 +496,10 @@ void PipelineTokenizer::TokenizeStretch(const unicode::DecodedText& decoded, int
     out->offsets.push_back({start, stop});
     out->word_ids.push_back((*word_index)++);
   }
-  flush();
+  return flush();
 }
 
-std::vector<PipelineTokenizer::NormChar> PipelineTokenizer::Normalize(
+absl::StatusOr<std::vector<PipelineTokenizer::NormChar>> PipelineTokenizer::Normalize(
     const std::vector<NormalizerStep>& normalizer, std::vector<NormChar> chars) {
   for (const NormalizerStep& step : normalizer) {
     std::vector<NormChar> next;
@@ -548,7 +553,8 @@ std::vector<PipelineTokenizer::NormChar> PipelineTokenizer::Normalize(
       case NormalizerStep::Kind::kReplace: {
         absl::StatusOr<unicode::DecodedText> content = unicode::DecodeUtf8(step.content);
         int64_t kept = 0;
-        for (const auto& [first, last] : MatchesInChars(*step.pattern, chars)) {
+        ATTNSCOPE_ASSIGN_OR_RETURN(const auto found, MatchesInChars(*step.pattern, chars));
+        for (const auto& [first, last] : found) {
           if (first == last) continue;
           next.insert(next.end(), chars.begin() + kept, chars.begin() + first);
           // NormalizedString::replace: the new characters are inserted ones, aligned with the
@@ -594,8 +600,8 @@ std::vector<PipelineTokenizer::NormChar> PipelineTokenizer::Normalize(
   return chars;
 }
 
-std::vector<std::vector<PipelineTokenizer::NormChar>> PipelineTokenizer::PreTokenize(
-    std::vector<NormChar> chars, bool starts_text) const {
+absl::StatusOr<std::vector<std::vector<PipelineTokenizer::NormChar>>>
+PipelineTokenizer::PreTokenize(std::vector<NormChar> chars, bool starts_text) const {
   std::vector<std::vector<NormChar>> pieces;
   if (chars.empty()) return pieces;
   pieces.push_back(std::move(chars));
@@ -669,7 +675,8 @@ std::vector<std::vector<PipelineTokenizer::NormChar>> PipelineTokenizer::PreToke
         matches = CharMatches(piece, IsPunctuationChar);
       } else {
         int64_t previous = 0;
-        for (const auto& [start, stop] : MatchesInChars(*step.regex, piece)) {
+        ATTNSCOPE_ASSIGN_OR_RETURN(const auto found, MatchesInChars(*step.regex, piece));
+        for (const auto& [start, stop] : found) {
           if (previous != start) matches.push_back({{previous, start}, step.invert});
           matches.push_back({{start, stop}, !step.invert});
           previous = stop;

@@ -197,9 +197,10 @@ class PipelineTokenizer : public Tokenizer {
   // The id of `pad_token` in `id_to_token`, else 0 (transformers pads with id 0 then).
   static int64_t PadId(const std::vector<std::string>& id_to_token, const std::string& pad_token);
 
-  // `chars` through `normalizer`, each character keeping the alignment the library gives it.
-  static std::vector<NormChar> Normalize(const std::vector<NormalizerStep>& normalizer,
-                                         std::vector<NormChar> chars);
+  // `chars` through `normalizer`, each character keeping the alignment the library gives it;
+  // Regex::FindAll's error when a Replace pattern gives up on them.
+  static absl::StatusOr<std::vector<NormChar>> Normalize(
+      const std::vector<NormalizerStep>& normalizer, std::vector<NormChar> chars);
   // GPT-2's bytes_to_unicode: each byte's character in the ByteLevel alphabet.
   static const std::array<char32_t, 256>& ByteChars();
 
@@ -236,14 +237,16 @@ class PipelineTokenizer : public Tokenizer {
                                        bool normalized) const;
   // Normalizes original code points [begin, end), then splits out the normalized added tokens,
   // pre-tokenizes and tokenizes each piece, appending to `out` (`edges` gets each token's edge
-  // spaces); `word_index` counts words across calls.
-  void TokenizeStretch(const unicode::DecodedText& decoded, int64_t begin, int64_t end,
-                       int64_t* word_index, TokenizedText* out,
-                       std::vector<std::pair<int32_t, int32_t>>* edges) const;
+  // spaces); `word_index` counts words across calls. Regex::FindAll's error when a pattern of the
+  // normalizer or pre-tokenizer gives up on the stretch.
+  absl::Status TokenizeStretch(const unicode::DecodedText& decoded, int64_t begin, int64_t end,
+                               int64_t* word_index, TokenizedText* out,
+                               std::vector<std::pair<int32_t, int32_t>>* edges) const;
   // The pre-tokenizer's pieces of one normalized stretch, empty ones dropped; `starts_text` when
-  // the stretch starts at the text's first character (Metaspace's prepend_scheme "first").
-  std::vector<std::vector<NormChar>> PreTokenize(std::vector<NormChar> chars,
-                                                 bool starts_text) const;
+  // the stretch starts at the text's first character (Metaspace's prepend_scheme "first");
+  // Regex::FindAll's error when a Split pattern gives up on it.
+  absl::StatusOr<std::vector<std::vector<NormChar>>> PreTokenize(std::vector<NormChar> chars,
+                                                                 bool starts_text) const;
   // Applies the post-processor's offset trimming, then fills byte_offsets.
   void FinishOffsets(const unicode::DecodedText& decoded,
                      const std::vector<std::pair<int32_t, int32_t>>& edges,

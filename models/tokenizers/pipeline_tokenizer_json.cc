@@ -269,10 +269,16 @@ absl::Status PipelineTokenizer::ReadComponents(const json& root, const std::stri
       if (!decoded.ok()) continue;  // nlohmann_json has checked the UTF-8 already.
       std::vector<NormChar> chars;
       for (char32_t c : decoded->code_points) chars.push_back({c, 0, 0});
-      std::string normalized;
-      for (const NormChar& c : Normalize(pipeline.normalizer, std::move(chars))) {
-        unicode::AppendUtf8(c.c, &normalized);
+      absl::StatusOr<std::vector<NormChar>> normalized_chars =
+          Normalize(pipeline.normalizer, std::move(chars));
+      if (!normalized_chars.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tokenizer.json '", path, "': added token '", added.content,
+                         "': expected the normalizer to normalize it, got: ",
+                         normalized_chars.status().message()));
       }
+      std::string normalized;
+      for (const NormChar& c : *normalized_chars) unicode::AppendUtf8(c.c, &normalized);
       id_to_token[static_cast<size_t>(added.id)] = normalized;
       added.content = std::move(normalized);
     }

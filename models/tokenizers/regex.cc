@@ -94,7 +94,7 @@ absl::StatusOr<std::unique_ptr<Regex>> Regex::Create(std::string_view pattern, b
   return std::unique_ptr<Regex>(new Regex(std::string(pattern), code));
 }
 
-std::vector<std::pair<size_t, size_t>> Regex::FindAll(std::string_view text) const {
+absl::StatusOr<std::vector<std::pair<size_t, size_t>>> Regex::FindAll(std::string_view text) const {
   std::vector<std::pair<size_t, size_t>> matches;
   pcre2_match_data* data = pcre2_match_data_create_from_pattern(Code(code_), nullptr);
   const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
@@ -109,7 +109,20 @@ std::vector<std::pair<size_t, size_t>> Regex::FindAll(std::string_view text) con
       rc = pcre2_match(Code(code_), subject, text.size(), offset, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
                        data, nullptr);
     }
-    if (rc < 0) break;
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      pcre2_match_data_free(data);
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(rc, message, sizeof(message));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tokenizer pattern '", pattern_,
+          "': expected to split the text within PCRE2's limits, "
+          "got \"",
+          reinterpret_cast<const char*>(message), "\" searching from byte ", offset, " of ",
+          text.size(),
+          " (the pattern backtracks catastrophically on this text; a shorter text, or a "
+          "tokenizer.json whose pattern does not, avoids it)"));
+    }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data);
     const size_t start = ovector[0];
     const size_t end = ovector[1];

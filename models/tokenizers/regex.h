@@ -34,7 +34,11 @@ class Regex {
 
   // Every leftmost match in `text` (valid UTF-8), in order, as [start, end) byte offsets. After
   // an empty match the search resumes one character later, as Oniguruma's iteration does.
-  std::vector<std::pair<size_t, size_t>> FindAll(std::string_view text) const;
+  // InvalidArgument, naming the pattern and where in `text` it stopped: PCRE2 gave up on a
+  // search (its match limit of 10^7 backtracking steps, or its heap limit: a pattern that
+  // backtracks catastrophically on this text). Splitting the rest as one piece instead would give
+  // other tokens than the pattern asks for, silently.
+  absl::StatusOr<std::vector<std::pair<size_t, size_t>>> FindAll(std::string_view text) const;
 
   const std::string& pattern() const { return pattern_; }
 

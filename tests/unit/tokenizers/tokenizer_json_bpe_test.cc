@@ -348,6 +348,35 @@ TEST(TokenizerJsonBpeTest, DigitsPunctuationRunsAndALongerPrepend) {
   EXPECT_TRUE(empty->ids.empty());
 }
 
+// A pattern that backtracks catastrophically ((a+)+ before a "b" that never comes) makes PCRE2
+// give up at its match limit: the text is refused with the pattern named, where splitting the
+// rest as one piece, as PCRE2's error read as "no more matches" did, gave other tokens silently.
+TEST(TokenizerJsonBpeTest, APatternPcre2GivesUpOnRefusesTheTextNamingIt) {
+  const json split = {{"type", "Split"},
+                      {"pattern", {{"Regex", "(?:a+)+b|."}}},
+                      {"behavior", "Isolated"},
+                      {"invert", false}};
+  const json replace = {
+      {"type", "Replace"}, {"pattern", {{"Regex", "(?:a+)+b"}}}, {"content", "c"}};
+  for (const auto& [what, patch] : std::vector<std::pair<std::string, json>>{
+           {"pre_tokenizer Split", {{"pre_tokenizer", split}}},
+           {"normalizer Replace", {{"normalizer", replace}}}}) {
+    SCOPED_TRACE(what);
+    absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+        LoadTokenizer(FolderWith(SmallTokenizerJson(patch)));
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    // Short runs stay within the limit: each "a" a piece of its own.
+    absl::StatusOr<TokenizedText> short_run = (*tokenizer)->Tokenize(std::string(12, 'a') + "xyb");
+    ASSERT_TRUE(short_run.ok()) << short_run.status();
+    EXPECT_EQ(short_run->tokens.front(), "a");
+    absl::StatusOr<TokenizedText> long_run = (*tokenizer)->Tokenize(std::string(40, 'a') + "xyb");
+    ASSERT_FALSE(long_run.ok());
+    EXPECT_EQ(long_run.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(long_run.status().message(), HasSubstr("tokenizer pattern '(?:a+)+b"));
+    EXPECT_THAT(long_run.status().message(), HasSubstr("backtracks catastrophically"));
+  }
+}
+
 // The Whitespace pre-tokenizer's classes where Unicode's categories alone would mislead: circled
 // letters (So) and letter numbers (Nl) are word characters, other numbers (No) are not, nor is
 // U+180E; connector punctuation and the joiners are; U+00A0 is whitespace.
