@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -236,11 +237,14 @@ absl::StatusOr<torch::Tensor> AttentionBlock(const torch::Tensor& layer,
 }
 
 std::vector<WordSpan> WordSpans(absl::Span<const int64_t> word_ids,
-                                absl::Span<const int64_t> sequence_ids) {
+                                absl::Span<const int64_t> sequence_ids,
+                                absl::Span<const std::string> tokens) {
+  constexpr absl::string_view kWordStart = "\xE2\x96\x81";  // U+2581
   std::vector<WordSpan> words;
   for (size_t i = 0; i < word_ids.size(); ++i) {
+    const bool starts_word = i < tokens.size() && absl::StartsWith(tokens[i], kWordStart);
     const bool continues = i > 0 && word_ids[i] >= 0 && word_ids[i] == word_ids[i - 1] &&
-                           sequence_ids[i] == sequence_ids[i - 1];
+                           sequence_ids[i] == sequence_ids[i - 1] && !starts_word;
     if (continues) {
       words.back().token_end = static_cast<int64_t>(i) + 1;
     } else {

@@ -119,8 +119,13 @@ struct WordSpan {
 
 // The words of an encoding, in order: runs of consecutive tokens with the same (sequence id, word
 // id); every token with word id -1 (special tokens) alone. Each token belongs to exactly one word.
+// With `tokens` (the encoding's token strings), a token that begins with U+2581 "▁"
+// (SentencePiece's mark of a word's start) begins a word too: Llama 2's, Mistral's and Gemma's
+// tokenizer.json have no pre-tokenizer, and their word ids (Hugging Face's word_ids) count a whole
+// text as one word.
 std::vector<WordSpan> WordSpans(absl::Span<const int64_t> word_ids,
-                                absl::Span<const int64_t> sequence_ids);
+                                absl::Span<const int64_t> sequence_ids,
+                                absl::Span<const std::string> tokens = {});
 
 // Word-level attention (Clark et al. 2019, "What Does BERT Look At?", section 4.1): of `layer`
 // [N, S, S] (S = the tokens the spans cover), the rows of each word's tokens are averaged

@@ -54,7 +54,8 @@ std::vector<std::string> OriginalTexts(const Encoding& encoding, absl::string_vi
 std::vector<Word> WordsOf(const EncodedText& tokens, const TextInput& input) {
   const Encoding& encoding = tokens.encoding;
   std::vector<Word> words;
-  for (const WordSpan& span : WordSpans(encoding.word_ids, encoding.sequence_ids)) {
+  for (const WordSpan& span :
+       WordSpans(encoding.word_ids, encoding.sequence_ids, encoding.tokens)) {
     Word& word = words.emplace_back();
     word.tokens = span;
     const int64_t first = span.token_start;

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace attnscope {
@@ -188,6 +190,28 @@ TEST(CrossAttentionTest, BlockOfQueryRowsAndDocumentColumns) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(AttentionBlock(layer, {8}, document).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// [start, end) of each word.
+std::vector<std::pair<int64_t, int64_t>> Spans(const std::vector<WordSpan>& words) {
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (const WordSpan& word : words) spans.emplace_back(word.token_start, word.token_end);
+  return spans;
+}
+
+TEST(WordSpansTest, RunsOfAWordIdSpecialTokensAloneAndEachWordMarkStartsAWord) {
+  using Spans_ = std::vector<std::pair<int64_t, int64_t>>;
+  // [CLS] un ##able to [SEP] go [SEP]: a pair's second text numbers its words from 0 again.
+  EXPECT_EQ(Spans(WordSpans({-1, 0, 0, 1, -1, 0, -1}, {-1, 0, 0, 0, -1, 1, -1})),
+            (Spans_{{0, 1}, {1, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}}));
+  // <s> ▁Once ▁up on ▁a, one word id for the whole text (a tokenizer.json without a
+  // pre-tokenizer): without the tokens one word, with them a word at each "▁".
+  const std::vector<int64_t> word_ids = {-1, 0, 0, 0, 0};
+  const std::vector<int64_t> sequence_ids = {-1, 0, 0, 0, 0};
+  EXPECT_EQ(Spans(WordSpans(word_ids, sequence_ids)), (Spans_{{0, 1}, {1, 5}}));
+  const std::vector<std::string> tokens = {"<s>", "\u2581Once", "\u2581up", "on", "\u2581a"};
+  EXPECT_EQ(Spans(WordSpans(word_ids, sequence_ids, tokens)),
+            (Spans_{{0, 1}, {1, 2}, {2, 4}, {4, 5}}));
 }
 
 }  // namespace

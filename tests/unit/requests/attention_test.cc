@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/requests/request_test_util.h"
+#include "tests/unit/test_util.h"
 
 namespace attnscope {
 namespace {
@@ -81,6 +82,27 @@ TEST(RequestAttentionTest, IndicesOutsideTheModelNameTheField) {
   answer = runner->RunAttention(query, NoCheck(), Delivery::kUnary);
   ASSERT_FALSE(answer.ok());
   EXPECT_THAT(answer.status().message(), HasSubstr(" words; an end of 0 means the end"));
+}
+
+// Llama 2's tokenizer.json layout (tiny-mistral's) has no pre-tokenizer: Hugging Face's word_ids
+// count a whole text as one word, and its words were "<s>" and the text. A token beginning with
+// "▁" begins a word, as the same tokenizer read from tokenizer.model splits them.
+TEST(RequestAttentionTest, WordsOfASentencePieceTokenizerJsonStartAtEachWordMark) {
+  std::vector<std::unique_ptr<LoadedModel>> models;
+  models.push_back(testing::LoadModel("mistral", testing::TestDataDir() + "/tiny-mistral"));
+  RequestRunner runner(RequestRunner::Options(), std::move(models), /*observer=*/nullptr);
+  AttentionQuery query;
+  query.model = "mistral";
+  query.input.text = "Once upon a time there was a dog";
+  query.aggregate_words = true;
+  absl::StatusOr<AttentionAnswer> answer = runner.RunAttention(query, NoCheck(), Delivery::kUnary);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  std::vector<std::string> words;
+  for (const Word& word : answer->words) words.push_back(word.text);
+  EXPECT_THAT(words, ::testing::ElementsAre("<s>", "Once", " upon", " a", " time", " there", " was",
+                                            " a", " dog"));
+  ASSERT_FALSE(answer->attentions.empty());
+  EXPECT_EQ(answer->attentions.front().size(-1), 9);
 }
 
 // The bytes an answer puts on the wire: every tensor at the answer's dtype, top-k indices as int32.
