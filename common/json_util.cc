@@ -79,4 +79,20 @@ std::string JsonExcerpt(const nlohmann::json& value, size_t max_bytes) {
   return Excerpt(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), max_bytes);
 }
 
+std::string DescribeJsonText(absl::string_view text) {
+  try {
+    const nlohmann::json value = nlohmann::json::parse(text.begin(), text.end());
+    if (value.is_object() && value.empty()) return "an empty JSON object";
+    const std::string type = value.type_name();
+    return absl::StrCat(type == "array" || type == "object" ? "a JSON " : "JSON ", type);
+  } catch (const nlohmann::json::exception& error) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." without its id.
+    absl::string_view reason = error.what();
+    if (const size_t id_end = reason.find("] "); id_end != absl::string_view::npos) {
+      reason.remove_prefix(id_end + 2);
+    }
+    return absl::StrCat("malformed JSON (", Excerpt(reason, 200), ")");
+  }
+}
+
 }  // namespace attnscope

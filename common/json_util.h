@@ -38,6 +38,13 @@ std::string Excerpt(absl::string_view text, size_t max_bytes = 80);
 // Excerpt of `value`'s JSON text. Invalid UTF-8 in strings is replaced, never thrown about.
 std::string JsonExcerpt(const nlohmann::json& value, size_t max_bytes = 80);
 
+// What a file's JSON text is, for an error that expected something else of it: "malformed JSON
+// (<nlohmann's reason with its line and column>)", e.g. "(parse error at line 3, column 14: number
+// overflow parsing '-1e999')", or the type of the value it holds ("a JSON array", "an empty JSON
+// object"), never its text (dumping a deeply nested value recurses once per level). It parses
+// `text` again: for error paths only.
+std::string DescribeJsonText(absl::string_view text);
+
 }  // namespace attnscope
 
 #endif  // ATTNSCOPE_MODELS_JSON_UTIL_H_

@@ -90,8 +90,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                                              absl::string_view source) {
   Json json = Json::parse(json_text, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config '", source, "': expected a JSON object, got malformed JSON"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config '", source, "': expected a JSON object, got ", DescribeJsonText(json_text)));
   }
   ATTNSCOPE_RETURN_IF_ERROR(CheckJsonDepth(json, absl::StrCat("config '", source, "'")));
   FieldReader reader(json, source);

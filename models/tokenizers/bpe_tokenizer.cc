@@ -48,10 +48,9 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromFiles(
                              ReadFileToString(vocab_path, kMaxTokenizerFileBytes));
   const json vocab = json::parse(vocab_contents, nullptr, /*allow_exceptions=*/false);
   if (vocab.is_discarded() || !vocab.is_object() || vocab.empty()) {
-    return VocabError(
-        vocab_path,
-        absl::StrCat("expected a non-empty JSON object of token -> id, got ",
-                     vocab.is_discarded() ? "unparsable text" : vocab.dump().substr(0, 100)));
+    return VocabError(vocab_path,
+                      absl::StrCat("expected a non-empty JSON object of token -> id, got ",
+                                   DescribeJsonText(vocab_contents)));
   }
   ATTNSCOPE_RETURN_IF_ERROR(CheckJsonDepth(vocab, absl::StrCat("vocab.json '", vocab_path, "'")));
   std::vector<std::string> id_to_token(vocab.size());

@@ -101,9 +101,9 @@ absl::StatusOr<std::unique_ptr<MarianTokenizer>> MarianTokenizer::Load(
                              ReadFileToString(vocab_path, kMaxTokenizerFileBytes));
   const json vocab = json::parse(contents, nullptr, /*allow_exceptions=*/false);
   if (vocab.is_discarded() || !vocab.is_object() || vocab.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("vocab.json '", vocab_path, "': expected a JSON object of piece -> id, got ",
-                     vocab.is_discarded() ? "unparsable text" : vocab.dump().substr(0, 100)));
+    return absl::InvalidArgumentError(absl::StrCat("vocab.json '", vocab_path,
+                                                   "': expected a JSON object of piece -> id, got ",
+                                                   DescribeJsonText(contents)));
   }
   std::vector<std::string> pieces(vocab.size());
   std::vector<bool> seen(vocab.size(), false);

@@ -13,8 +13,8 @@ absl::StatusOr<json> Read(const std::string& path) {
   ATTNSCOPE_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(path, kMaxTokenizerFileBytes));
   json root = json::parse(contents, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tokenizer.json '", path, "': expected a JSON object, got unparsable text"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokenizer.json '", path, "': expected a JSON object, got ", DescribeJsonText(contents)));
   }
   ATTNSCOPE_RETURN_IF_ERROR(CheckJsonDepth(root, absl::StrCat("tokenizer.json '", path, "'")));
   return root;

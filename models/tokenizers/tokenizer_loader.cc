@@ -42,8 +42,8 @@ absl::StatusOr<json> ReadOptionalJson(const std::string& path, const std::string
   ATTNSCOPE_ASSIGN_OR_RETURN(std::string contents, ReadFileToString(path, max_bytes));
   json parsed = json::parse(contents, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded() || !parsed.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " '", path, "': expected a JSON object, got unparsable text"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " '", path, "': expected a JSON object, got ", DescribeJsonText(contents)));
   }
   ATTNSCOPE_RETURN_IF_ERROR(CheckJsonDepth(parsed, absl::StrCat(what, " '", path, "'")));
   return parsed;

@@ -78,7 +78,13 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
        "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"gemma2\", "
        "\"gemma3_text\" (Gemma 3's text model, not the multimodal \"gemma3\"), \"phi3\", "
        "\"gpt2\", \"gpt_neox\", \"distilbert\", \"marian\", \"bart\", \"t5\", got \"gptj\""},
-      {"{not json", "malformed JSON"},
+      {"{not json",
+       "expected a JSON object, got malformed JSON (parse error at line 1, column 3: "
+       "syntax error while parsing object key - invalid literal; last read: '{no'; "
+       "expected string literal)"},
+      {"{\n  \"vocab_size\": -1e999\n}",
+       "expected a JSON object, got malformed JSON (number overflow parsing '-1e999')"},
+      {"[[[1]]]", "expected a JSON object, got a JSON array"},
       {R"({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
            "num_attention_heads": 4, "intermediate_size": 8})",
        "field 'vocab_size': expected 1 to 16777216, got nothing (field missing)"},

@@ -260,9 +260,16 @@ TEST(BpeTokenizerTest, MalformedVocabularyNamesTheFile) {
   const std::string dir = MakeTempDir();
   const std::string vocab_path = dir + "/vocab.json";
   for (const auto& [vocab, message] : std::vector<std::pair<std::string, std::string>>{
-           {"[\"<s>\", \"</s>\"]", "expected a non-empty JSON object of token -> id, got [\"<s>\""},
-           {"{\"<s>\": 0,", "expected a non-empty JSON object of token -> id, got unparsable"},
-           {"{}", "expected a non-empty JSON object of token -> id, got {}"},
+           {"[\"<s>\", \"</s>\"]",
+            "expected a non-empty JSON object of token -> id, got a JSON array"},
+           {"{\"<s>\": 0,",
+            "expected a non-empty JSON object of token -> id, got malformed JSON (parse error at "
+            "line 1, column 11: syntax error while parsing object key - unexpected end of input; "
+            "expected string literal)"},
+           {"{}", "expected a non-empty JSON object of token -> id, got an empty JSON object"},
+           // A deeply nested array was dumped into the message, recursing once per level.
+           {std::string(1 << 20, '[') + std::string(1 << 20, ']'),
+            "expected a non-empty JSON object of token -> id, got a JSON array"},
            {R"({"<s>": 0, "a": 0})", "token 'a': expected a distinct id in [0, 2), got 0"},
            {R"({"<s>": 0, "a": 5})", "token 'a': expected a distinct id in [0, 2), got 5"},
            {R"({"<s>": 0, "a": "1"})", "token 'a': expected a distinct id in [0, 2), got \"1\""}}) {
