@@ -136,8 +136,9 @@ absl::StatusOr<TokenizedText> TokenizeUpTo(
           "text of ", text.size(), " bytes: expected at least one token per ", kMaxBytesPerToken,
           " bytes in a text over ", most_bytes, " bytes, got ", prefix.size(),
           " tokens in its first ", cut,
-          " bytes (a long run of characters the tokenizer does not know, of letters without a "
-          "break, or of whitespace, which makes no token); split the text or remove the run"));
+          " bytes (a long run that makes few tokens: characters the tokenizer does not know, "
+          "letters without a break or one repeated that its merges join, or whitespace, which "
+          "makes none); split the text or remove the run"));
     }
     // Invalid UTF-8 past the cut: the whole text's refusal, with its byte offset.
     if (!unicode::CheckUtf8(ToStd(text.substr(cut))).ok()) break;

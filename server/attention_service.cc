@@ -187,8 +187,8 @@ grpc::ServerGenericBidiReactor* UnknownMethodService::CreateReactor(
       Finish(ToGrpcStatus(absl::UnimplementedError(absl::StrCat(
           "method '", method, "': not a method of this server; attnscope.v1.AttentionService has ",
           absl::StrJoin(Metrics::RpcNames(), ", "),
-          " (proto/attnscope/v1/attnscope.proto); grpc.health.v1.Health and server reflection are "
-          "served too"))));
+          " (proto/attnscope/v1/attnscope.proto); grpc.health.v1.Health and server reflection "
+          "(grpc.reflection.v1alpha: grpcurl and grpcui fall back to it) are served too"))));
     }
     void OnDone() override { delete this; }
   };

@@ -460,6 +460,16 @@ describe('dashboard in headless Chromium', () => {
     assert.match((await labels('p.note')).join(' '), /and 4 or more before it \(layer 1's sliding window\) are masked/);
   });
 
+  it('generate: a text that nearly fills a decoder asks for only the tokens it leaves room for', async () => {
+    const text = 'Once upon a time, there was a little girl who lived in a village near the forest. She liked to play with her friends and her dog every day';
+    const used = (await api('Tokenize', { model: 'mistral', text })).tokens.tokens.length;
+    const room = 64 - used;
+    assert.ok(room > 0 && room < 20, `${used} tokens`);
+    await open({ model: 'mistral', view: 'generate', text, max: 20, method: 'greedy', layer: 0, head: 0 });
+    assert.ok((await labels('p.note')).join(' ').includes(`At most ${room} new tokens: mistral's 64 positions less the text's ${used} tokens.`));
+    assert.ok((await page.$$('ol.generated li')).length >= 1);
+  });
+
   it('query and documents: ranked by the server relevance score, query-to-document cells the server values', async () => {
     await open({ model: 'default', view: 'documents', layer: 3, head: 'mean' });
     const check = async (queryText, docs, withBackward, model = 'default', layer = 3) => {

@@ -49,11 +49,11 @@ function toolbar(ctx) {
   }
 }
 
-function generateRequest(state) {
+function generateRequest(state, max) {
   const request = {
     model: state.model,
     prompt: state.text,
-    maxNewTokens: state.max,
+    maxNewTokens: max,
     method: METHODS[state.method][1],
     outputAttentions: true,
     layers: [state.layer],
@@ -87,6 +87,9 @@ function tokenList(root) {
     list.append(item);
   };
 }
+
+// GenerateRequest.max_new_tokens' upper bound (models/generation.h kMaxNewTokens).
+const MAX_NEW_TOKENS = 1024;
 
 // How often the stream stops for the browser to paint the rows drawn so far.
 const PAINT_EVERY_MS = 100;
@@ -181,6 +184,22 @@ export default {
       return;
     }
     toolbar(ctx);
+    // A decoder-only model writes within its positions: the new tokens are cut to what the text
+    // leaves (the server refuses more). A count the API refuses whatever the text (outside 1 to
+    // MAX_NEW_TOKENS) is left for the server's error to name.
+    let max = state.max;
+    if (info.isCausal && max >= 1 && max <= MAX_NEW_TOKENS) {
+      const used = (await ctx.tokenize()).tokens.tokens.length;
+      const room = info.maxPositionEmbeddings - used;
+      if (room < 1) {
+        note(ctx.root, `The text's ${used} tokens fill ${info.name}'s ${info.maxPositionEmbeddings} positions: there is no room to write. Shorten the text.`);
+        return;
+      }
+      if (room < max) {
+        max = room;
+        note(ctx.root, `At most ${room} new tokens: ${info.name}'s ${info.maxPositionEmbeddings} positions less the text's ${used} tokens.`);
+      }
+    }
     if (state.method === 'beam') {
       note(ctx.root, 'Beam search keeps several candidates to the end: its tokens and their attention arrive when the search has finished.');
     }
@@ -228,16 +247,16 @@ export default {
     let outcome = '';
     let paintRow;
     const paint = paintEvery(PAINT_EVERY_MS);
-    ctx.progress(0, state.max, 'Generate');
-    await ctx.stream('Generate', generateRequest(state), (message) => {
+    ctx.progress(0, max, 'Generate');
+    await ctx.stream('Generate', generateRequest(state, max), (message) => {
       if (message.header) {
         header = message.header;
         header.encoderDecoder ??= false;
         context = tokenLabels(header.promptTokens);
-        const cols = context.length + (header.encoderDecoder ? 0 : state.max - 1);
-        const cell = fittedCell(ctx.root, state.max, cols, { max: 28 });
+        const cols = context.length + (header.encoderDecoder ? 0 : max - 1);
+        const cell = fittedCell(ctx.root, max, cols, { max: 28 });
         windowSize = header.encoderDecoder ? 0 : slidingWindow(info, header.layers[0]);
-        paintRow = rowPainter(box, state.max, cols, cell, rowHeightFor(state.max, cell), windowSize);
+        paintRow = rowPainter(box, max, cols, cell, rowHeightFor(max, cell), windowSize);
         summary.textContent = header.encoderDecoder
           ? `${info.name} translates the text (${context.length} source tokens); each row is the decoder's cross-attention over the source while it wrote that token.`
           : `${info.name} continues the text (${context.length} prompt tokens); each row is the new token's attention over the tokens before it.`;
@@ -250,13 +269,13 @@ export default {
         const attention = decodeTensor(token.attention);
         rows.push({ label, logprob: token.logprob ?? 0, attention: attention.data.subarray(0, attention.shape[attention.shape.length - 1]) });
         paintRow(rows.length - 1, rows.at(-1).attention);
-        ctx.progress(rows.length, state.max, `Generate: ${label}`);
+        ctx.progress(rows.length, max, `Generate: ${label}`);
         return paint();
       }
       if (message.done) {
         const { done } = message;
         stoppedAtLength = done.finishReason !== 'FINISH_REASON_EOS';
-        const reason = stoppedAtLength ? `${state.max} new tokens` : 'the end-of-text token';
+        const reason = stoppedAtLength ? `${max} new tokens` : 'the end-of-text token';
         outcome = `Stopped at ${reason}; score ${(done.score ?? 0).toFixed(4)} (${METHODS[state.method][0]}). Text: ${done.text ?? ''}`;
         const result = note(ctx.root, outcome);
         result.classList.add('generated-text');
