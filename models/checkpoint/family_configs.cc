@@ -47,6 +47,22 @@ absl::StatusOr<double> ReadSoftcap(const FieldReader& reader, const Json& json, 
   return reader.Positive(field, fallback);
 }
 
+// An encoder-decoder's decoder_start_token_id, pad_token_id when config.json has none
+// (MarianConfig, BartConfig and T5Config alike); the decoder needs one.
+absl::Status ReadDecoderStartTokenId(const FieldReader& reader, ModelConfig& config) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      config.decoder_start_token_id,
+      reader.TokenId("decoder_start_token_id", config.pad_token_id, config.vocab_size,
+                     /*allow_none=*/false));
+  if (config.decoder_start_token_id < 0) {
+    return reader.Error("decoder_start_token_id",
+                        absl::StrCat("an id in [0, ", config.vocab_size,
+                                     ") (the decoder's first token; it defaults to pad_token_id)"),
+                        std::to_string(config.decoder_start_token_id));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ParseEncoderDecoder(const FieldReader& reader, ModelConfig config) {
@@ -73,16 +89,7 @@ absl::StatusOr<ModelConfig> ParseEncoderDecoder(const FieldReader& reader, Model
   ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
                              reader.BoolOr("tie_word_embeddings", true));
   ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/1, /*bos=*/0, /*eos=*/2, config));
-  ATTNSCOPE_ASSIGN_OR_RETURN(
-      config.decoder_start_token_id,
-      reader.TokenId("decoder_start_token_id", config.pad_token_id, config.vocab_size,
-                     /*allow_none=*/false));
-  if (config.decoder_start_token_id < 0) {
-    return reader.Error("decoder_start_token_id",
-                        absl::StrCat("an id in [0, ", config.vocab_size,
-                                     ") (the decoder's first token; it defaults to pad_token_id)"),
-                        std::to_string(config.decoder_start_token_id));
-  }
+  ATTNSCOPE_RETURN_IF_ERROR(ReadDecoderStartTokenId(reader, config));
   config.layer_norm_eps = 1e-5;  // nn.LayerNorm's default, which both classes use
   config.type_vocab_size = 0;
   config.num_key_value_heads = config.num_attention_heads;
@@ -135,16 +142,7 @@ absl::StatusOr<ModelConfig> ParseT5(const FieldReader& reader, ModelConfig confi
   ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
                              reader.BoolOr("tie_word_embeddings", true));
   ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/0, /*bos=*/-1, /*eos=*/1, config));
-  ATTNSCOPE_ASSIGN_OR_RETURN(
-      config.decoder_start_token_id,
-      reader.TokenId("decoder_start_token_id", config.pad_token_id, config.vocab_size,
-                     /*allow_none=*/false));
-  if (config.decoder_start_token_id < 0) {
-    return reader.Error("decoder_start_token_id",
-                        absl::StrCat("an id in [0, ", config.vocab_size,
-                                     ") (the decoder's first token; it defaults to pad_token_id)"),
-                        std::to_string(config.decoder_start_token_id));
-  }
+  ATTNSCOPE_RETURN_IF_ERROR(ReadDecoderStartTokenId(reader, config));
   // Relative positions need no table, so T5Config has no limit; n_positions (512 in the original
   // checkpoints' config.json) bounds what the service accepts.
   ATTNSCOPE_ASSIGN_OR_RETURN(config.max_position_embeddings,
