@@ -452,6 +452,8 @@ describe('dashboard in headless Chromium', () => {
 
     await open({ model: 'mistral', text, view: 'model' });
     await check('g.thumbnail[data-layer="1"][data-head="2"]');
+    await open({ model: 'mistral', text, view: 'layers' });
+    await check('g.heatmap[data-layer="1"]');
 
     // T = 1 is the server's attention only if the page's softmax leaves out the same keys.
     await open({ model: 'mistral', text, view: 'temperature', layer: 1, head: 2 });
@@ -465,7 +467,8 @@ describe('dashboard in headless Chromium', () => {
     const used = (await api('Tokenize', { model: 'mistral', text })).tokens.tokens.length;
     const room = 64 - used;
     assert.ok(room > 0 && room < 20, `${used} tokens`);
-    await open({ model: 'mistral', view: 'generate', text, max: 20, method: 'greedy', layer: 0, head: 0 });
+    // The pair box's text is no part of a prompt: Generate sends none.
+    await open({ model: 'mistral', view: 'generate', text, pair: 'dog '.repeat(30), max: 20, method: 'greedy', layer: 0, head: 0 });
     assert.ok((await labels('p.note')).join(' ').includes(`At most ${room} new tokens: mistral's 64 positions less the text's ${used} tokens.`));
     assert.ok((await page.$$('ol.generated li')).length >= 1);
   });

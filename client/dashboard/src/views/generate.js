@@ -189,7 +189,8 @@ export default {
     // MAX_NEW_TOKENS) is left for the server's error to name.
     let max = state.max;
     if (info.isCausal && max >= 1 && max <= MAX_NEW_TOKENS) {
-      const used = (await ctx.tokenize()).tokens.tokens.length;
+      // The prompt alone: Generate sends no pair.
+      const used = (await ctx.call('Tokenize', { model: state.model, text: state.text })).tokens.tokens.length;
       const room = info.maxPositionEmbeddings - used;
       if (room < 1) {
         note(ctx.root, `The text's ${used} tokens fill ${info.name}'s ${info.maxPositionEmbeddings} positions: there is no room to write. Shorten the text.`);

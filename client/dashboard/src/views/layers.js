@@ -4,6 +4,7 @@ import * as d3 from 'd3';
 import { fit, newFigure, paintEvery } from '../figure.js';
 import { CELL_ELEMENT_LIMIT, cellSize, drawColorBar, drawHeatmap, sequentialScale } from '../heatmap.js';
 import { axisLabels } from '../labels.js';
+import { keyMask, slidingWindow } from '../masks.js';
 import { formatFloat32 } from '../numbers.js';
 import { textRequest } from '../requests.js';
 import { StreamAssembler } from '../stream.js';
@@ -65,6 +66,15 @@ export default {
         cell,
         title: panel.title,
         asImage,
+        // Rollout multiplies the layers' attentions: only the causal mask's zeros stay zeros.
+        masked: keyMask({
+          causal: info.isCausal,
+          window: panel.layer === 'rollout' ? 0 : slidingWindow(info, panel.layer),
+          layer: panel.layer,
+          queryStart,
+          keyStart,
+          words: state.words,
+        }),
         describe: (r, c, v) => [panel.title, `${rowLabels[r]} → ${colLabels[c]}`, formatFloat32(v)],
       });
       if (x > 0 && x + map.width > rowWidth) {

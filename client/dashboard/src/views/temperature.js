@@ -41,6 +41,8 @@ export default {
     const mask = { causal: info.isCausal, window: windowSize, queryStart: answer.queryStart, keyStart: answer.keyStart };
     const at = (t) => temperedSoftmax(scores.values, rows, cols, t, mask);
     const masked = keyMask({ ...mask, layer: answer.layers[0] });
+    // The most keys one row sees: a window caps it.
+    const seen = info.isCausal && windowSize > 0 ? Math.min(cols, windowSize) : cols;
 
     // What T = 1 reproduces: the check that the scores and the mask are read right.
     const atOne = at(1);
@@ -51,7 +53,7 @@ export default {
       `${answer.model} · layer ${answer.layers[0]} · head ${head}${typeof state.head === 'number' ? '' : ' (temperature needs one head)'}. ` +
       `At T = 1, softmax(scores) differs from the server's attention by at most ${difference.toExponential(1)}` +
       `${info.isCausal ? `; keys after each query${windowSize ? ` and ${windowSize} or more before it (layer ${answer.layers[0]}'s sliding window)` : ''} are masked, as the model does` : ''}. ` +
-      `Entropy in bits; uniform over ${cols} keys would be ${Math.log2(cols).toFixed(2)}.`;
+      `Entropy in bits; uniform over ${seen} keys${seen < cols ? ' (the most a row sees)' : ''} would be ${Math.log2(seen).toFixed(2)}.`;
     ctx.root.append(note);
 
     const slider = document.createElement('input');
