@@ -20,6 +20,10 @@ inline constexpr uint64_t kMaxSettingsFileBytes = 16ull << 20;
 // SentencePiece models. The largest real ones are under 20 MB (a 256,000-token tokenizer.json).
 inline constexpr uint64_t kMaxTokenizerFileBytes = 64ull << 20;
 
+// UTF-8's byte-order mark (U+FEFF), which some editors write at the start of a text file; the
+// line-based tokenizer files read it as part of their first entry.
+inline constexpr char kByteOrderMark[] = "\xEF\xBB\xBF";
+
 // OK when `path` is a regular file (symlinks followed) of at most `max_bytes` bytes.
 // NotFound: nothing there. InvalidArgument: something else there (a FIFO, a device, a directory, a
 // socket: reading those blocks or never ends) or a larger file; the message names the path, what

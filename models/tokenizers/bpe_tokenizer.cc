@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -71,6 +72,11 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromFiles(
 
   ATTNSCOPE_ASSIGN_OR_RETURN(std::string merges_contents,
                              ReadFileToString(merges_path, kMaxTokenizerFileBytes));
+  if (absl::StartsWith(merges_contents, kByteOrderMark)) {
+    return MergesError(merges_path, 1,
+                       "expected text without a byte-order mark, got one (U+FEFF, an editor's "
+                       "mark, read as part of the first token); save the file as UTF-8 without it");
+  }
   std::vector<absl::string_view> lines = absl::StrSplit(merges_contents, '\n');
   // The newline that ends the last line does not start another.
   if (!lines.empty() && lines.back().empty()) lines.pop_back();

@@ -116,7 +116,7 @@ absl::StatusOr<std::vector<std::pair<size_t, size_t>>> Regex::FindAll(std::strin
       pcre2_get_error_message(rc, message, sizeof(message));
       return absl::InvalidArgumentError(absl::StrCat(
           "tokenizer pattern '", pattern_,
-          "': expected to split the text within PCRE2's limits, "
+          "': expected to match within PCRE2's limits, "
           "got \"",
           reinterpret_cast<const char*>(message), "\" searching from byte ", offset, " of ",
           text.size(),

@@ -377,6 +377,12 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromVoca
     return absl::InvalidArgumentError(
         absl::StrCat("vocab.txt '", vocab_path, "': expected one token per line, got no tokens"));
   }
+  if (absl::StartsWith(contents, kByteOrderMark)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vocab.txt '", vocab_path,
+        "': line 1: expected a token, got a byte-order mark before it (U+FEFF, an editor's mark, "
+        "read as part of the token); save the file as UTF-8 without it"));
+  }
   // HF's load_vocab reads the file as UTF-8 and fails on anything else.
   for (size_t line = 0; line < vocab.size(); ++line) {
     if (const absl::Status utf8 = unicode::CheckUtf8(vocab[line]); !utf8.ok()) {

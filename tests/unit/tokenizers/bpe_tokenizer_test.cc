@@ -246,8 +246,9 @@ TEST(BpeTokenizerTest, MalformedMergesNameFileAndLine) {
            {"#version: 0.2\nh e\nq z\n",
             "line 3: merged token 'qz': expected an entry in "
             "vocab.json, got none"},
-           {"#version: 0.2\nh \xE2\x82\xAC\n",
-            "line 2: token '\xE2\x82\xAC': expected an entry"}}) {
+           {"#version: 0.2\nh \xE2\x82\xAC\n", "line 2: token '\xE2\x82\xAC': expected an entry"},
+           {"\xEF\xBB\xBF#version: 0.2\nh e\n",
+            "line 1: expected text without a byte-order mark, got one"}}) {
     SCOPED_TRACE(merges);
     WriteTokenizer(dir, vocab, merges);
     const absl::Status status = LoadTokenizer(dir).status();

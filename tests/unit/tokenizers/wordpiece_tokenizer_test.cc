@@ -716,7 +716,8 @@ TEST(TokenizerLoaderTest, AVocabTxtWithoutItsSpecialTokensOrNotUtf8IsRefused) {
        "special token '[UNK]' (unk_token): expected a line of the file, got none among its 28995 "
        "lines"},
       {without("[CLS]"), "special token '[CLS]' (cls_token)"},
-      {without("[SEP]"), "special token '[SEP]' (sep_token)"}};
+      {without("[SEP]"), "special token '[SEP]' (sep_token)"},
+      {"\xEF\xBB\xBF" + bert, "line 1: expected a token, got a byte-order mark before it"}};
   for (const auto& c : cases) {
     const std::string dir = MakeTempDir();
     WriteFileBytes(dir + "/vocab.txt", c.vocab);
