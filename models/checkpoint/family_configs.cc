@@ -337,11 +337,18 @@ absl::Status ReadDecoderVariant(const FieldReader& reader, const Json& json, Mod
 
   int64_t window = 0;
   int64_t first_windowed_layer = 0;
+  // An explicit null is no window (the configuration classes keep None, and the attention then
+  // masks nothing); only an absent field takes the class's default.
+  const bool no_window = json.contains("sliding_window") && json["sliding_window"].is_null();
+  const auto read_window = [&](int64_t fallback) -> absl::StatusOr<int64_t> {
+    if (no_window) return 0;
+    return reader.Int("sliding_window", 1, kMaxPositions, fallback);
+  };
   // Gemma's layers alternate without layer_types: Gemma 2's every other one has the window, Gemma
   // 3's all but every sliding_window_pattern-th (Gemma2Config, Gemma3TextConfig).
   int64_t full_attention_every = 0;
   if (architecture == Architecture::kGemma2 || architecture == Architecture::kGemma3) {
-    ATTNSCOPE_ASSIGN_OR_RETURN(window, reader.Int("sliding_window", 1, kMaxPositions, 4096));
+    ATTNSCOPE_ASSIGN_OR_RETURN(window, read_window(4096));
     full_attention_every = 2;
     if (architecture == Architecture::kGemma3) {
       ATTNSCOPE_ASSIGN_OR_RETURN(full_attention_every,
@@ -350,14 +357,14 @@ absl::Status ReadDecoderVariant(const FieldReader& reader, const Json& json, Mod
   } else if (architecture == Architecture::kMistral || architecture == Architecture::kPhi3) {
     // Phi3Model masks with the window on every layer when sliding_window is set (Phi-3-mini-4k:
     // 2047).
-    ATTNSCOPE_ASSIGN_OR_RETURN(window, reader.Int("sliding_window", 1, kMaxPositions, 0));
+    ATTNSCOPE_ASSIGN_OR_RETURN(window, read_window(0));
   } else if (architecture == Architecture::kQwen2 || architecture == Architecture::kQwen3) {
     // Qwen2Config: sliding_window counts only with use_sliding_window (Qwen2.5 and Qwen3 ship it
     // false), and then on the layers from max_window_layers on.
     ATTNSCOPE_ASSIGN_OR_RETURN(const bool use_sliding_window,
                                reader.BoolOr("use_sliding_window", false));
     if (use_sliding_window) {
-      ATTNSCOPE_ASSIGN_OR_RETURN(window, reader.Int("sliding_window", 1, kMaxPositions, 4096));
+      ATTNSCOPE_ASSIGN_OR_RETURN(window, read_window(4096));
       ATTNSCOPE_ASSIGN_OR_RETURN(first_windowed_layer,
                                  reader.Int("max_window_layers", 0, kMaxLayers, 28));
     }

@@ -512,6 +512,18 @@ TEST(ConfigTest, ReadsGemmaConfigsWithTheirClassesDefaults) {
   EXPECT_EQ(gemma3->layer_sliding_windows,
             (std::vector<int64_t>{512, 512, 512, 512, 512, 0, 512, 512}));
 
+  // An explicit null window is none (the class keeps None), an absent one the class's default.
+  gemma2 = ParseModelConfig(R"({"model_type": "gemma2", "sliding_window": null, )" + common + "}",
+                            "g2/config.json");
+  ASSERT_TRUE(gemma2.ok()) << gemma2.status();
+  EXPECT_EQ(gemma2->layer_sliding_windows, std::vector<int64_t>(8, 0));
+  absl::StatusOr<ModelConfig> qwen2 = ParseModelConfig(
+      R"({"model_type": "qwen2", "use_sliding_window": true, "sliding_window": null, )" + common +
+          "}",
+      "q2/config.json");
+  ASSERT_TRUE(qwen2.ok()) << qwen2.status();
+  EXPECT_EQ(qwen2->layer_sliding_windows, std::vector<int64_t>(8, 0));
+
   // A null soft-cap is none even where the class has one; the activation is hidden_activation's.
   gemma2 = ParseModelConfig(
       R"({"model_type": "gemma2", "final_logit_softcapping": null, )" + common + "}",
