@@ -128,6 +128,18 @@ void StopNow(int signal_number) {
   _exit(128 + signal_number);
 }
 
+// The handler of SIGHUP, SIGUSR1 and SIGUSR2 during the drain (RunServer): the same line as before
+// it, with async-signal-safe calls only.
+void IgnoreDuringDrain(int signal_number) {
+  static constexpr char kHup[] = "attnscope-server: SIGHUP received and ignored while draining\n";
+  static constexpr char kUsr1[] = "attnscope-server: SIGUSR1 received and ignored while draining\n";
+  static constexpr char kUsr2[] = "attnscope-server: SIGUSR2 received and ignored while draining\n";
+  const char* line = signal_number == SIGHUP ? kHup : signal_number == SIGUSR1 ? kUsr1 : kUsr2;
+  size_t length = 0;
+  while (line[length] != '\0') ++length;
+  [[maybe_unused]] const ssize_t written = write(STDERR_FILENO, line, length);
+}
+
 }  // namespace
 
 void BlockShutdownSignals() {
@@ -668,7 +680,9 @@ absl::Status RunServer(const ServerOptions& options) {
   stop_now.sa_handler = StopNow;
   sigaction(SIGTERM, &stop_now, nullptr);
   sigaction(SIGINT, &stop_now, nullptr);
-  for (const int ignored : kIgnoredSignals) signal(ignored, SIG_IGN);
+  struct sigaction ignore = {};
+  ignore.sa_handler = IgnoreDuringDrain;
+  for (const int ignored : kIgnoredSignals) sigaction(ignored, &ignore, nullptr);
   pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
   health->SetServingStatus(false);
   core.StartDraining();

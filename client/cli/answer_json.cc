@@ -73,6 +73,11 @@ json ModelInfoToJson(const v1::ModelInfo& info) {
       {"decoder_attention_heads", info.decoder_attention_heads()},
       {"layer_sliding_windows", std::vector<int32_t>(info.layer_sliding_windows().begin(),
                                                      info.layer_sliding_windows().end())},
+      {"normalization",
+       {{"lowercase", info.normalization().lowercase()},
+        {"strip_accents", info.normalization().strip_accents()},
+        {"unicode_form", info.normalization().unicode_form()},
+        {"description", info.normalization().description()}}},
   };
 }
 

@@ -336,10 +336,15 @@ TEST(ShutdownTest, SighupAndSigusrAreLoggedAndIgnored) {
               std::string::npos)
         << server.Log();
   }
+  // During the drain too, and the drain still ends with status 0.
   server.Signal(SIGTERM);
+  absl::SleepFor(absl::Milliseconds(200));
+  server.Signal(SIGHUP);
   absl::StatusOr<int> exit_status = server.Wait(absl::Seconds(30));
   ASSERT_TRUE(exit_status.ok()) << exit_status.status() << server.Log();
   EXPECT_TRUE(WIFEXITED(*exit_status) && WEXITSTATUS(*exit_status) == 0) << server.Log();
+  EXPECT_NE(server.Log().find("SIGHUP received and ignored while draining"), std::string::npos)
+      << server.Log();
 }
 
 // The Connect envelopes of a connect+proto body: (flags, payload) pairs; a test failure when the
