@@ -184,7 +184,8 @@ std::vector<BlockView> BlocksOf(const AttentionResult& result) {
 }  // namespace
 
 absl::StatusOr<render::Heatmap> AttentionHeatmap(const AttentionResult& result,
-                                                 v1::HeadAggregation aggregation) {
+                                                 v1::HeadAggregation aggregation,
+                                                 const v1::ModelInfo* info) {
   // With decoder_text the picture people ask for is the alignment: target rows, source columns.
   const std::vector<BlockView> blocks = BlocksOf(result);
   const BlockView& block = blocks.back();
@@ -221,6 +222,22 @@ absl::StatusOr<render::Heatmap> AttentionHeatmap(const AttentionResult& result,
       render::HeatmapPanel panel;
       const auto begin = attentions.values.begin() + (l * heads + h) * slice;
       panel.values.assign(begin, begin + slice);
+      // A decoder-only model's self-attention; an encoder-decoder's answer draws cross-attention.
+      if (info != nullptr && info->is_causal() && !result.decoder.has_value()) {
+        const int32_t layer_index = (*block.layers)[l];
+        const int64_t window = result.words.empty() && layer_index >= 0 &&
+                                       layer_index < info->layer_sliding_windows_size()
+                                   ? info->layer_sliding_windows(layer_index)
+                                   : 0;
+        panel.masked.resize(slice);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < columns; ++c) {
+            const int64_t query = block.query_start + r;
+            const int64_t key = block.key_start + c;
+            panel.masked[r * columns + c] = key > query || (window > 0 && query - key >= window);
+          }
+        }
+      }
       const std::string layer = absl::StrCat("layer ", (*block.layers)[l]);
       const std::string head = HeadName(*block.heads, aggregation, h);
       if (layers > 1 && heads > 1) {

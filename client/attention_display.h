@@ -35,11 +35,15 @@ std::string DescribeIndices(const std::vector<int32_t>& indices);
 // With decoder_text (an encoder-decoder's answer) the cross-attention is drawn: target tokens
 // down, each row labelled by the token its position writes (decoder_labels), source tokens across,
 // titled "MODEL cross-attention: ...".
-// The colour scale is left unset (0 to the largest value). InvalidArgument for an answer with
-// top_k (not a dense matrix) or whose attention is not [layer, head, query_token, key_token] with
-// one token per row and column.
+// The colour scale is left unset (0 to the largest value). `info` (may be null: nothing masked) is
+// the model's: in a decoder-only model's self-attention (is_causal) each panel marks the cells its
+// masks hid (HeatmapPanel::masked): keys after the query, and keys at least the panel's layer's
+// window back (layer_sliding_windows; not over words, which a window may cut), the cells the
+// answer holds exactly 0 for. InvalidArgument for an answer with top_k (not a dense matrix) or
+// whose attention is not [layer, head, query_token, key_token] with one token per row and column.
 absl::StatusOr<render::Heatmap> AttentionHeatmap(const AttentionResult& result,
-                                                 v1::HeadAggregation aggregation);
+                                                 v1::HeadAggregation aggregation,
+                                                 const v1::ModelInfo* info = nullptr);
 
 // Rows of one [query, key] matrix for a terminal: for each query token its `top` most attended key
 // tokens, largest weight first (equal weights in key order), leaving out keys of weight exactly 0

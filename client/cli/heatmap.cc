@@ -41,8 +41,11 @@ absl::StatusOr<Output> RunHeatmap(const Flags& flags, const CommandContext& cont
   // (kMaxImageSide) comes first.
   ATTNSCOPE_ASSIGN_OR_RETURN(AttentionResult result,
                              context.client.StreamAttention(request, context.call));
+  // The model's masks, to draw the cells they hid grey rather than as attention of 0.
+  ATTNSCOPE_ASSIGN_OR_RETURN(const v1::ModelInfo info,
+                             context.client.GetModelInfo(result.model, context.call));
   ATTNSCOPE_ASSIGN_OR_RETURN(render::Heatmap heatmap,
-                             AttentionHeatmap(result, request.head_aggregation()));
+                             AttentionHeatmap(result, request.head_aggregation(), &info));
   heatmap.vmax = flags.vmax;
   ATTNSCOPE_ASSIGN_OR_RETURN(render::RenderedHeatmap rendered, render::WriteHeatmap(heatmap, path));
   if (!rendered.texts_with_unknown_glyphs.empty()) {
@@ -70,8 +73,9 @@ Command AddHeatmapCommand(CLI::App& app) {
       "attention drawn as a PNG or SVG heatmap, YlOrBr colours with a colour bar. One layer and "
       "one head: one panel. One layer, several heads: a grid of heads. Several layers with "
       "--aggregate mean: one panel per layer (head means). Rows are query tokens, columns key "
-      "tokens, labelled with their original text ([CLS] etc. for special tokens). Prints the "
-      "file's path and size as JSON");
+      "tokens, labelled with their original text ([CLS] etc. for special tokens); keys a causal "
+      "model's masks hid (after the query, outside a layer's sliding window) are grey. Prints "
+      "the file's path and size as JSON");
   auto flags = std::make_shared<Flags>();
   AddAttentionQueryFlags(*command, &flags->attention);
   command->option_defaults()->group("Heatmap");

@@ -218,7 +218,10 @@ void Draw(cairo_t* cr, const Heatmap& heatmap, const HeatmapLayout& layout, Pain
     cairo_set_antialias(cr, CAIRO_ANTIALIAS_NONE);
     for (int r = 0; r < rows; ++r) {
       for (int c = 0; c < columns; ++c) {
-        SetColor(cr, YlOrBr(panel.values[static_cast<size_t>(r) * columns + c] / layout.vmax));
+        const size_t index = static_cast<size_t>(r) * columns + c;
+        SetColor(cr, !panel.masked.empty() && panel.masked[index]
+                         ? kMaskedColor
+                         : YlOrBr(panel.values[index] / layout.vmax));
         const Box cell = layout.Cell(panel_index, r, c);
         cairo_rectangle(cr, cell.x, cell.y, cell.width, cell.height);
         cairo_fill(cr);
@@ -374,6 +377,12 @@ absl::StatusOr<HeatmapLayout> LayoutHeatmap(const Heatmap& heatmap) {
       return absl::InvalidArgumentError(
           absl::StrCat("heatmap panel ", p, " '", heatmap.panels[p].title, "': expected ", rows,
                        " x ", columns, " = ", rows * columns, " values, got ", values.size()));
+    }
+    const std::vector<bool>& masked = heatmap.panels[p].masked;
+    if (!masked.empty() && masked.size() != values.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "heatmap panel ", p, " '", heatmap.panels[p].title, "': expected no mask or ",
+          values.size(), " mask flags, got ", masked.size()));
     }
     for (size_t i = 0; i < values.size(); ++i) {
       if (!std::isfinite(values[i])) {

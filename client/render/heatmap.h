@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/render/colormap.h"
 
 namespace attnscope::render {
 
@@ -47,6 +48,8 @@ inline constexpr int kLabelFontPx = 12;
 inline constexpr int kTickFontPx = 11;
 // The font family of every text (fontconfig falls back per character where it lacks a glyph).
 inline constexpr char kFontFamily[] = "Noto Sans CJK KR";
+// The colour of masked cells (HeatmapPanel::masked), the dashboard's #d9d9d9.
+inline constexpr Rgb kMaskedColor = {0xd9, 0xd9, 0xd9};
 // cairo's image surfaces are limited to 32767 pixels a side.
 inline constexpr int kMaxImageSide = 32767;
 
@@ -57,6 +60,11 @@ struct HeatmapPanel {
   // row_labels.size() x column_labels.size() values, row-major (row r = query token r). Finite;
   // values below 0 take the lightest colour.
   std::vector<float> values;
+  // Empty, or one flag per value: true for a cell the model's mask hid (a key after the query in a
+  // causal model, or outside a layer's sliding window), drawn kMaskedColor instead of its value's
+  // colour (as the dashboard draws them), so that it does not read as attention the model could
+  // have paid and did not.
+  std::vector<bool> masked;
 };
 
 // What to draw. Every panel has the same rows and columns.

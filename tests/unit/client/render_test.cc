@@ -285,6 +285,36 @@ TEST(HeatmapRenderTest, PngCellsHaveTheColoursOfTheirValues) {
   cairo_surface_destroy(image);
 }
 
+// Masked cells are grey whatever their value; the others keep their value's colour.
+TEST(HeatmapRenderTest, MaskedCellsAreGrey) {
+  Heatmap heatmap = Example();
+  heatmap.panels[1].masked.assign(24, false);
+  heatmap.panels[1].masked[5] = true;   // row 0, column 5
+  heatmap.panels[1].masked[13] = true;  // row 2, column 1
+  absl::StatusOr<render::RenderedHeatmap> rendered =
+      render::RenderHeatmap(heatmap, render::ImageFormat::kPng);
+  ASSERT_TRUE(rendered.ok()) << rendered.status();
+  PngReader reader{rendered->data};
+  cairo_surface_t* image = cairo_image_surface_create_from_png_stream(ReadPng, &reader);
+  ASSERT_EQ(cairo_surface_status(image), CAIRO_STATUS_SUCCESS);
+  const HeatmapLayout& layout = rendered->layout;
+  for (int p = 0; p < 2; ++p) {
+    for (int i = 0; i < 24; ++i) {
+      const render::Box cell = layout.Cell(p, i / 6, i % 6);
+      const bool masked = p == 1 && (i == 5 || i == 13);
+      const Rgb expected =
+          masked ? render::kMaskedColor : render::YlOrBr(heatmap.panels[p].values[i] / layout.vmax);
+      EXPECT_EQ(Describe(Pixel(image, cell.x + cell.width / 2, cell.y + cell.height / 2)),
+                Describe(expected))
+          << "panel " << p << " cell " << i;
+    }
+  }
+  cairo_surface_destroy(image);
+  heatmap.panels[1].masked.pop_back();
+  EXPECT_THAT(render::LayoutHeatmap(heatmap).status().message(),
+              HasSubstr("expected no mask or 24 mask flags, got 23"));
+}
+
 std::string XmlEscaped(std::string text) {
   std::string out;
   for (char c : text) {
@@ -435,6 +465,29 @@ TEST(AttentionDisplayTest, LabelsAndTitles) {
   ASSERT_TRUE(heatmap.ok()) << heatmap.status();
   EXPECT_EQ(heatmap->row_labels, std::vector<std::string>({"Tôi", "Việt"}));
   EXPECT_EQ(heatmap->column_labels, std::vector<std::string>({"Việt", "랭", "[SEP]"}));
+
+  // A causal model's masks: keys after the query, and in layer 1 (window 2) keys two or more
+  // back; layer 0 has no window. Rows are queries 1 and 2, columns keys 0 to 4.
+  v1::ModelInfo causal;
+  causal.set_is_causal(true);
+  causal.add_layer_sliding_windows(0);
+  causal.add_layer_sliding_windows(2);
+  AttentionResult layers = Answer({0, 1}, {0}, 1);
+  layers.query_start = 1;
+  layers.key_start = 0;
+  layers.attentions.shape = {2, 1, 2, 5};
+  layers.attentions.values.assign(20, 0.1f);
+  heatmap = AttentionHeatmap(layers, v1::HEAD_AGGREGATION_NONE, &causal);
+  ASSERT_TRUE(heatmap.ok()) << heatmap.status();
+  ASSERT_EQ(heatmap->panels.size(), 2u);
+  EXPECT_EQ(heatmap->panels[0].masked,
+            std::vector<bool>({false, false, true, true, true, false, false, false, true, true}));
+  EXPECT_EQ(heatmap->panels[1].masked,
+            std::vector<bool>({false, false, true, true, true, true, false, false, true, true}));
+  // Without the model's description, or for a bidirectional one, nothing is masked.
+  heatmap = AttentionHeatmap(layers, v1::HEAD_AGGREGATION_NONE);
+  ASSERT_TRUE(heatmap.ok()) << heatmap.status();
+  EXPECT_TRUE(heatmap->panels[1].masked.empty());
 
   AttentionResult wrong = Answer({0}, {0}, 2);
   EXPECT_THAT(AttentionHeatmap(wrong, v1::HEAD_AGGREGATION_NONE).status().message(),
