@@ -136,8 +136,9 @@ function syncControls(view, info, viewState) {
   for (const name of ['text', 'layer', 'head', 'words']) {
     $(`control-${name}`).hidden = !view.controls.includes(name);
   }
-  // An encoder-decoder reads one source text; its second text is the decoder's.
-  $('control-pair').hidden = Boolean(info.isEncoderDecoder);
+  // An encoder-decoder reads one source text; its second text is the decoder's. A view that sends
+  // no pair (Generate's prompt is one text) does not offer one.
+  $('control-pair').hidden = Boolean(info.isEncoderDecoder) || view.pair === false;
   $('control-decoder').hidden = !info.isEncoderDecoder || !view.decoderText;
   // Marian's multilingual models read the target language from the source's first token.
   const examples = info.architecture === 'marian' ? TRANSLATION_PRESETS : [];

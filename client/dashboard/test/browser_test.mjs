@@ -470,6 +470,7 @@ describe('dashboard in headless Chromium', () => {
     // The pair box's text is no part of a prompt: Generate sends none.
     await open({ model: 'mistral', view: 'generate', text, pair: 'dog '.repeat(30), max: 20, method: 'greedy', layer: 0, head: 0 });
     assert.ok((await labels('p.note')).join(' ').includes(`At most ${room} new tokens: mistral's 64 positions less the text's ${used} tokens.`));
+    assert.equal(await page.$eval('#control-pair', (label) => label.hidden), true);
     assert.ok((await page.$$('ol.generated li')).length >= 1);
   });
 

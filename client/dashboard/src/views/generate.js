@@ -171,6 +171,8 @@ export default {
   title: 'Generate',
   help: 'The model writes after the text (a decoder-only model) or translates it (an encoder-decoder), token by token: each new token with its log-probability, and as one more row its attention over the context (an encoder-decoder: its cross-attention over the source, then its decoder\'s self-attention over the translation) in the chosen layer and head.',
   controls: ['text', 'layer', 'head'],
+  // The prompt is one text: no pair box.
+  pair: false,
   // An encoder-decoder writes with its decoder: the layer and head pickers count the decoder's.
   usesDecoder: () => true,
   async render(ctx) {
