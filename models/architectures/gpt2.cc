@@ -125,15 +125,9 @@ class Gpt2Model : public DecoderOnlyModel {
       hidden = Linear(attention.context, layer.attn_proj_weight, layer.attn_proj_bias,
                       /*residual=*/hidden);
       hidden = Mlp(layer, Norm(hidden, layer.ln_2_weight, layer.ln_2_bias), /*residual=*/hidden);
-      if (options.output_attentions) out.attentions.push_back(std::move(attention.probs));
-      if (options.output_attention_scores) {
-        out.attention_scores.push_back(std::move(attention.scores));
-      }
-      if (options.output_hidden_states && i + 1 < layers_.size())
-        out.hidden_states.push_back(hidden);
-      if (options.on_layer_done) {
-        ATTNSCOPE_RETURN_IF_ERROR(options.on_layer_done(static_cast<int64_t>(i)));
-      }
+      ATTNSCOPE_RETURN_IF_ERROR(AddLayerOutputs(options, i, layers_.size(),
+                                                std::move(attention.probs),
+                                                std::move(attention.scores), hidden, out));
     }
     // transformers' GPT2Model reports ln_f's output as the last hidden state.
     out.last_hidden_state = Norm(hidden, ln_f_weight_, ln_f_bias_);

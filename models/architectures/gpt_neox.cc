@@ -136,15 +136,9 @@ class GptNeoxModel : public DecoderOnlyModel {
             cfg.hidden_act, layer.fc_in_weight, layer.fc_in_bias, layer.fc_out_weight,
             layer.fc_out_bias, /*residual=*/hidden);
       }
-      if (options.output_attentions) out.attentions.push_back(std::move(attention.probs));
-      if (options.output_attention_scores) {
-        out.attention_scores.push_back(std::move(attention.scores));
-      }
-      if (options.output_hidden_states && i + 1 < layers_.size())
-        out.hidden_states.push_back(hidden);
-      if (options.on_layer_done) {
-        ATTNSCOPE_RETURN_IF_ERROR(options.on_layer_done(static_cast<int64_t>(i)));
-      }
+      ATTNSCOPE_RETURN_IF_ERROR(AddLayerOutputs(options, i, layers_.size(),
+                                                std::move(attention.probs),
+                                                std::move(attention.scores), hidden, out));
     }
     // transformers' GPTNeoXModel reports final_layer_norm's output as the last hidden state.
     out.last_hidden_state = Norm(hidden, final_norm_weight_, final_norm_bias_);

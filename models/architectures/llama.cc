@@ -317,13 +317,8 @@ class LlamaModel : public DecoderOnlyModel {
       } else {
         hidden = Linear(gated, layer.down_proj, /*bias=*/torch::Tensor(), /*residual=*/hidden);
       }
-      if (options.output_attentions) out.attentions.push_back(std::move(probs));
-      if (options.output_attention_scores) out.attention_scores.push_back(std::move(scores));
-      if (options.output_hidden_states && i + 1 < layers_.size())
-        out.hidden_states.push_back(hidden);
-      if (options.on_layer_done) {
-        ATTNSCOPE_RETURN_IF_ERROR(options.on_layer_done(static_cast<int64_t>(i)));
-      }
+      ATTNSCOPE_RETURN_IF_ERROR(AddLayerOutputs(options, i, layers_.size(), std::move(probs),
+                                                std::move(scores), hidden, out));
     }
     // transformers' LlamaModel reports the final RMSNorm output as the last hidden state.
     out.last_hidden_state = RmsNorm(hidden, norm_);

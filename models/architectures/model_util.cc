@@ -267,6 +267,17 @@ std::pair<torch::Tensor, torch::Tensor> AppendToCache(KvCache* cache, size_t lay
   return {cache->keys[layer], cache->values[layer]};
 }
 
+absl::Status DecoderOnlyModel::AddLayerOutputs(const ForwardOptions& options, size_t layer,
+                                               size_t layers, torch::Tensor probs,
+                                               torch::Tensor scores, const torch::Tensor& hidden,
+                                               ForwardOutput& out) {
+  if (options.output_attentions) out.attentions.push_back(std::move(probs));
+  if (options.output_attention_scores) out.attention_scores.push_back(std::move(scores));
+  if (options.output_hidden_states && layer + 1 < layers) out.hidden_states.push_back(hidden);
+  if (options.on_layer_done) return options.on_layer_done(static_cast<int64_t>(layer));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ForwardOutput> DecoderOnlyModel::Run(const ForwardInput& input,
                                                     const ForwardOptions& options) const {
   // Right padding keeps positions 0..S-1 for every real token.

@@ -126,6 +126,13 @@ class DecoderOnlyModel : public TransformerModel {
                                                const torch::Tensor& visible, KvCache* cache,
                                                const ForwardOptions& options) const = 0;
 
+  // Adds layer `layer`'s outputs to `out` as `options` asks (its attention probabilities and
+  // scores; its output `hidden` unless it is the last of `layers`, whose hidden state is the final
+  // norm's, which Layers adds after the stack), then calls options.on_layer_done.
+  static absl::Status AddLayerOutputs(const ForwardOptions& options, size_t layer, size_t layers,
+                                      torch::Tensor probs, torch::Tensor scores,
+                                      const torch::Tensor& hidden, ForwardOutput& out);
+
  private:
   absl::StatusOr<ForwardOutput> Run(const ForwardInput& input,
                                     const ForwardOptions& options) const override;
