@@ -1,6 +1,7 @@
 // The attnscope_sentencepiece module (see sentencepiece_module.h). Must not include Abseil.
 #include "models/tokenizers/sentencepiece_module.h"
 
+#include <cmath>
 #include <cstdint>
 
 #include "models/tokenizers/sentencepiece_bridge.h"
@@ -54,8 +55,21 @@ class LibSentencePieceProcessor : public ModuleProcessor {
  public:
   bool Load(const std::string& path, std::string* error) override {
     const sentencepiece::util::Status status = impl_.Load(path);
-    if (!status.ok()) *error = status.ToString();
-    return status.ok();
+    if (!status.ok()) {
+      *error = status.ToString();
+      return false;
+    }
+    // SentencePiece accepts any float: a NaN score compares false with every other, which leaves
+    // the best segmentation undefined (it then depends on the order pieces are tried in).
+    for (int id = 0; id < impl_.GetPieceSize(); ++id) {
+      const float score = impl_.GetScore(id);
+      if (!std::isfinite(score)) {
+        *error = "piece " + std::to_string(id) + " '" + impl_.IdToPiece(id) +
+                 "': expected a finite score, got " + std::to_string(score);
+        return false;
+      }
+    }
+    return true;
   }
 
   bool Encode(std::string_view text, std::vector<Piece>* pieces,

@@ -16,6 +16,7 @@ namespace attnscope {
 namespace {
 
 using ::attnscope::testing::MakeTempDir;
+using ::attnscope::testing::ReadFileBytes;
 using ::attnscope::testing::ReadJsonLines;
 using ::attnscope::testing::SharedDir;
 using ::attnscope::testing::WriteFileBytes;
@@ -181,6 +182,23 @@ TEST(SentencePieceTokenizerTest, CorruptModelFileIsInvalidArgument) {
   ASSERT_FALSE(tokenizer.ok());
   EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(tokenizer.status().message(), HasSubstr("tokenizer.model"));
+}
+
+TEST(SentencePieceTokenizerTest, NonFiniteScoreIsInvalidArgument) {
+  // The stories tokenizer with the score of its piece "▁the" (a float after its string in the
+  // serialized ModelProto.SentencePiece) replaced by NaN.
+  std::string bytes = ReadFileBytes(StoriesDir() + "/tokenizer.model");
+  const std::string piece = "\x0a\x06\xe2\x96\x81the\x15";
+  const size_t at = bytes.find(piece);
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at + piece.size(), 4, std::string("\x00\x00\xc0\x7f", 4));
+  const std::string dir = MakeTempDir();
+  WriteFileBytes(dir + "/tokenizer.model", bytes);
+  auto tokenizer = LoadTokenizer(dir);
+  ASSERT_FALSE(tokenizer.ok());
+  EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(tokenizer.status().message(),
+              HasSubstr("'\xe2\x96\x81the': expected a finite score, got nan"));
 }
 
 }  // namespace
