@@ -6,9 +6,11 @@
 // Qwen2ForCausalLM adds biases to q/k/v, Qwen3ForCausalLM an RMSNorm of each head's queries and
 // keys before RoPE (q_norm, k_norm), MistralForCausalLM (Jiang et al. 2023) a sliding window
 // (query i sees keys i - W < j <= i), which Qwen2 and Qwen3 may also set per layer.
-// Gemma2ForCausalLM (Gemma Team 2024, "Gemma 2") and Gemma3ForCausalLM ("Gemma 3", 2025) keep that
-// skeleton with RMSNorms that scale by (1 + weight), embeddings scaled by sqrt(hidden_size), a
-// second RMSNorm after the attention and after the MLP before each joins the residual, a
+// GemmaForCausalLM (Gemma Team 2024, "Gemma") is Llama with RMSNorms that scale by (1 + weight),
+// embeddings scaled by sqrt(hidden_size) and a GELU-gated MLP.
+// Gemma2ForCausalLM ("Gemma 2", 2024) and Gemma3ForCausalLM ("Gemma 3", 2025) keep that
+// skeleton with those RMSNorms that scale by (1 + weight), embeddings scaled by sqrt(hidden_size),
+// a second RMSNorm after the attention and after the MLP before each joins the residual, a
 // GELU-gated MLP, scores scaled by query_pre_attn_scalar^-1/2, layers alternating between a
 // sliding window and the whole prefix; Gemma 2 soft-caps scores and logits (cap * tanh(x / cap)),
 // Gemma 3 normalises queries and keys as Qwen3 does and gives its windowed layers a RoPE base of

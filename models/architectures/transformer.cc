@@ -257,7 +257,8 @@ absl::StatusOr<KvCache> TransformerModel::RunEncoderImpl(const ForwardInput& /*s
 absl::Status TransformerModel::ConvertProjections(torch::ScalarType /*dtype*/) {
   return absl::InvalidArgumentError(absl::StrCat(
       "compute_dtype 'bfloat16': expected a decoder-only model or one of the BERT family (bert, "
-      "roberta, xlm-roberta, distilbert, gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma2, "
+      "roberta, xlm-roberta, distilbert, gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, "
+      "gemma2, "
       "gemma3_text, phi3), got "
       "model_type '",
       config_.model_type, "'; serve it with --compute_dtype=float32"));
@@ -291,6 +292,7 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
     case Architecture::kQwen2:
     case Architecture::kQwen3:
     case Architecture::kMistral:
+    case Architecture::kGemma:
     case Architecture::kGemma2:
     case Architecture::kGemma3:
     case Architecture::kPhi3:

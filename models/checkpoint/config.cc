@@ -61,6 +61,8 @@ absl::string_view ArchitectureName(Architecture architecture) {
       return "gpt2";
     case Architecture::kDistilBert:
       return "distilbert";
+    case Architecture::kGemma:
+      return "gemma";
     case Architecture::kGemma2:
       return "gemma2";
     case Architecture::kGemma3:
@@ -81,9 +83,9 @@ bool IsBertFamily(Architecture architecture) {
 bool IsDecoderOnly(Architecture architecture) {
   return architecture == Architecture::kLlama || architecture == Architecture::kQwen2 ||
          architecture == Architecture::kQwen3 || architecture == Architecture::kMistral ||
-         architecture == Architecture::kGemma2 || architecture == Architecture::kGemma3 ||
-         architecture == Architecture::kPhi3 || architecture == Architecture::kGpt2 ||
-         architecture == Architecture::kGptNeox;
+         architecture == Architecture::kGemma || architecture == Architecture::kGemma2 ||
+         architecture == Architecture::kGemma3 || architecture == Architecture::kPhi3 ||
+         architecture == Architecture::kGpt2 || architecture == Architecture::kGptNeox;
 }
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
@@ -120,6 +122,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     config.architecture = Architecture::kGpt2;
   } else if (config.model_type == "distilbert") {
     config.architecture = Architecture::kDistilBert;
+  } else if (config.model_type == "gemma") {
+    config.architecture = Architecture::kGemma;
   } else if (config.model_type == "gemma2") {
     config.architecture = Architecture::kGemma2;
   } else if (config.model_type == "gemma3_text") {
@@ -132,7 +136,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     return reader.Error("model_type",
                         "one of the supported architectures \"bert\", \"roberta\", "
                         "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", "
-                        "\"gemma2\", \"gemma3_text\" (Gemma 3's text model, not the "
+                        "\"gemma\", \"gemma2\", \"gemma3_text\" (Gemma 3's text model, not the "
                         "multimodal \"gemma3\"), \"phi3\", \"gpt2\", \"gpt_neox\", "
                         "\"distilbert\", \"marian\", "
                         "\"bart\", \"t5\"",
@@ -159,8 +163,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   const bool is_roberta = config.architecture == Architecture::kRoberta;
   // RoBERTa is a BERT in everything config.json describes but its token ids' defaults.
   const bool is_bert = config.architecture == Architecture::kBert || is_roberta;
-  const bool is_gemma =
-      config.architecture == Architecture::kGemma2 || config.architecture == Architecture::kGemma3;
+  const bool is_gemma = config.architecture == Architecture::kGemma ||
+                        config.architecture == Architecture::kGemma2 ||
+                        config.architecture == Architecture::kGemma3;
   const bool is_phi3 = config.architecture == Architecture::kPhi3;
 
   ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.Size("vocab_size", kMaxVocabSize));
@@ -203,7 +208,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
                              reader.BoolOr("tie_word_embeddings", /*fallback=*/is_gemma));
   if (is_gemma) {
-    // Gemma2Config's and Gemma3TextConfig's own defaults.
+    // GemmaConfig's, Gemma2Config's and Gemma3TextConfig's own defaults.
     ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/0, /*bos=*/2, /*eos=*/1, config));
   } else if (is_phi3) {
     // Phi3Config's own defaults (Phi-3's Llama 2 vocabulary with <|endoftext|> at 32000).
@@ -237,9 +242,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                         std::to_string(config.pad_token_id));
   }
 
-  // Qwen3 and Mistral give head_dim, which need not be hidden_size / num_attention_heads.
+  // Qwen3 and Mistral give head_dim, which need not be hidden_size / num_attention_heads; Gemma's
+  // configuration classes default it to 256.
   const bool has_head_dim = json.contains("head_dim") && !json["head_dim"].is_null();
-  if (!has_head_dim && config.hidden_size % config.num_attention_heads != 0) {
+  if (!has_head_dim && !is_gemma && config.hidden_size % config.num_attention_heads != 0) {
     return reader.Error(
         "hidden_size",
         absl::StrCat("a multiple of num_attention_heads (", config.num_attention_heads, ")"),
@@ -247,7 +253,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   }
   ATTNSCOPE_ASSIGN_OR_RETURN(
       config.head_dim,
-      reader.Size("head_dim", kMaxHeadDim, config.hidden_size / config.num_attention_heads));
+      reader.Size("head_dim", kMaxHeadDim,
+                  is_gemma ? 256 : config.hidden_size / config.num_attention_heads));
   if (config.num_attention_heads % config.num_key_value_heads != 0) {
     return reader.Error("num_key_value_heads",
                         absl::StrCat("a positive divisor of num_attention_heads (",

@@ -23,11 +23,11 @@ namespace attnscope {
 // positions, pre-LayerNorm blocks, a fused c_attn. kGptNeox is GPT-NeoX (GPTNeoXForCausalLM,
 // EleutherAI's Pythia): GPT-2's LayerNorms and biases with partial RoPE and, by default, the
 // attention and the MLP side by side on the same input (use_parallel_residual). kLlama, kQwen2,
-// kQwen3, kMistral, kGemma2 and kGemma3 are the decoder-only Llama family (transformers'
-// LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, Gemma2ForCausalLM and
-// Gemma3ForCausalLM, the text model of Gemma 3) and kPhi3 (Phi3ForCausalLM: Phi-3, Phi-3.5 and
-// Phi-4's text models): one implementation, told apart by the ModelConfig fields qkv_bias,
-// o_proj_bias, qk_norm, layer_sliding_windows, Gemma's and Phi-3's.
+// kQwen3, kMistral, kGemma, kGemma2 and kGemma3 are the decoder-only Llama family (transformers'
+// LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, GemmaForCausalLM,
+// Gemma2ForCausalLM and Gemma3ForCausalLM, the text model of Gemma 3) and kPhi3 (Phi3ForCausalLM:
+// Phi-3, Phi-3.5 and Phi-4's text models): one implementation, told apart by the ModelConfig fields
+// qkv_bias, o_proj_bias, qk_norm, layer_sliding_windows, Gemma's and Phi-3's.
 enum class Architecture {
   kBert,
   kRoberta,
@@ -43,11 +43,12 @@ enum class Architecture {
   kGemma2,
   kGemma3,
   kPhi3,
-  kGptNeox
+  kGptNeox,
+  kGemma
 };
 
 // "bert", "roberta", "llama", "marian", "bart", "t5", "qwen2", "qwen3", "mistral", "gpt2",
-// "distilbert", "gemma2", "gemma3_text", "phi3" or "gpt_neox".
+// "distilbert", "gemma", "gemma2", "gemma3_text", "phi3" or "gpt_neox".
 absl::string_view ArchitectureName(Architecture architecture);
 
 // True for the BERT family's encoders (BERT, RoBERTa, DistilBERT), which bert.cc serves and whose
@@ -135,12 +136,14 @@ struct ModelConfig {
   // divided by f (transformers' _compute_linear_scaling_rope_parameters), in every layer but those
   // with a RoPE base of their own (rope_local_theta); 1 for none.
   double rope_linear_factor = 1.0;
-  // Gemma 2 and 3 (Gemma2Config, Gemma3TextConfig). gemma_norms: every RMSNorm scales by
+  // Gemma 1, 2 and 3 (GemmaConfig, Gemma2Config, Gemma3TextConfig). gemma_norms: every RMSNorm
+  // scales by
   // (1 + weight), the stored weight being the offset from 1 (Gemma's RMSNorm), and the token
   // embeddings are multiplied by sqrt(hidden_size) rounded to float32 (the embedding's
   // normalizer). sandwich_norms: the attention's output passes post_attention_layernorm before it
   // joins the residual, and the MLP's input pre_feedforward_layernorm and its output
-  // post_feedforward_layernorm. attention_scale: the scores' factor, query_pre_attn_scalar^-1/2;
+  // post_feedforward_layernorm (Gemma 2 and 3; Gemma 1's layers are Llama's). attention_scale:
+  // the scores' factor, query_pre_attn_scalar^-1/2 (Gemma 2 and 3);
   // 0 for head_dim^-1/2. attn_logit_softcapping and final_logit_softcapping: the scores (before
   // the mask) and the logits become cap * tanh(x / cap) (Gemma 2); 0 for none.
   // rope_local_theta: the RoPE base of the layers with a sliding window (Gemma 3's

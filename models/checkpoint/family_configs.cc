@@ -308,6 +308,7 @@ int64_t DefaultMaxPositions(Architecture architecture) {
       return 32768;
     case Architecture::kMistral:
       return 4096 * 32;
+    case Architecture::kGemma:
     case Architecture::kGemma2:
       return 8192;
     case Architecture::kGemma3:
@@ -464,9 +465,14 @@ absl::Status ReadPhi3Variant(const FieldReader& reader, const Json& json, ModelC
 absl::Status ReadGemmaVariant(const FieldReader& reader, const Json& json, ModelConfig& config) {
   const bool gemma2 = config.architecture == Architecture::kGemma2;
   config.gemma_norms = true;
-  config.sandwich_norms = true;
+  // GemmaMLP reads hidden_activation and takes the tanh GELU when it is absent or null, whatever
+  // hidden_act says: Gemma 1's released config.json files have "hidden_act": "gelu" and were
+  // trained with the approximation (transformers 4.39's fix of GemmaMLP).
   ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act,
                              reader.StringOr("hidden_activation", "gelu_pytorch_tanh"));
+  // Gemma 1's layers are Llama's, its scores scaled by head_dim^-1/2 and never soft-capped.
+  if (config.architecture == Architecture::kGemma) return absl::OkStatus();
+  config.sandwich_norms = true;
   ATTNSCOPE_ASSIGN_OR_RETURN(const double query_pre_attn_scalar,
                              reader.Positive("query_pre_attn_scalar", 256.0));
   config.attention_scale = 1.0 / std::sqrt(query_pre_attn_scalar);

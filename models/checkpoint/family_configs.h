@@ -44,8 +44,8 @@ absl::Status ReadDecoderVariant(const FieldReader& reader, const Json& json, Mod
 // (Phi3Config refuses every other type).
 absl::Status ReadPhi3Variant(const FieldReader& reader, const Json& json, ModelConfig& config);
 
-// What Gemma 2 and 3 add to the Llama family (ModelConfig's Gemma fields), as Gemma2Config and
-// Gemma3TextConfig read config.json.
+// What Gemma 1, 2 and 3 add to the Llama family (ModelConfig's Gemma fields), as GemmaConfig,
+// Gemma2Config and Gemma3TextConfig read config.json.
 absl::Status ReadGemmaVariant(const FieldReader& reader, const Json& json, ModelConfig& config);
 
 }  // namespace attnscope::config_internal

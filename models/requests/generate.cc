@@ -39,14 +39,14 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   const ModelConfig& config = model.config();
   const bool seq2seq = config.is_encoder_decoder;
   if (!model.model().is_decoder() && !seq2seq) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model '", model.name(),
-                     "': expected a decoder-only (gpt2, gpt_neox, llama, qwen2, qwen3, mistral, "
-                     "gemma2, gemma3_text, phi3) or encoder-decoder (marian, bart, t5) model to "
-                     "generate with, got an encoder-only ",
-                     ArchitectureName(config.architecture),
-                     " model; set `model` to one of those (ListModels says each model's "
-                     "architecture)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", model.name(),
+        "': expected a decoder-only (gpt2, gpt_neox, llama, qwen2, qwen3, mistral, "
+        "gemma, gemma2, gemma3_text, phi3) or encoder-decoder (marian, bart, t5) model to "
+        "generate with, got an encoder-only ",
+        ArchitectureName(config.architecture),
+        " model; set `model` to one of those (ListModels says each model's "
+        "architecture)"));
   }
   // An encoder-decoder writes from a source text, which must not be empty.
   if (!query.prompt.empty() || seq2seq) {

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Builds tests/data/tiny-qwen2, tiny-qwen3, tiny-mistral, tiny-gemma2, tiny-gemma3, tiny-phi3
-(small random checkpoints of the Llama family's other members), tiny-gpt2 and tiny-gpt-neox, and
+"""Builds tests/data/tiny-qwen2, tiny-qwen3, tiny-mistral, tiny-gemma, tiny-gemma2, tiny-gemma3,
+tiny-phi3 (small random checkpoints of the Llama family's other members), tiny-gpt2 and tiny-gpt-neox, and
 each one's golden.json.
 
 The reference is written with PyTorch's own modules (nn.Embedding, nn.Linear, nn.SiLU; RMSNorm
@@ -22,6 +22,11 @@ recomputes the whole sequence at every generation step (no cache). What each mem
     before the mask and the logits (cap * tanh(x / cap)); gemma3 has q_norm and k_norm, a RoPE
     base of rope_local_base_freq in its windowed layers and linear rope_scaling (the frequencies
     divided by the factor) in the others. Both tie lm_head.
+  - gemma (GemmaForCausalLM: modeling_gemma.py, Gemma 1): Llama's layers with Gemma's RMSNorms,
+    scaled embeddings and GELU-gated MLP (tanh approximation whatever hidden_act says: GemmaMLP
+    reads hidden_activation, absent here as in the released config.json files, which say
+    "hidden_act": "gelu"), scores scaled by head_dim^-1/2, one key/value head (multi-query, as
+    gemma-2b), tied lm_head.
   - phi3 (Phi3ForCausalLM: modeling_phi3.py): q, k and v as row ranges of one qkv_proj and gate
     and up as the two halves of gate_up_proj (gate first), a sliding window on every layer, RoPE
     on the first partial_rotary_factor * head_dim dimensions of each head (the rest pass
@@ -128,6 +133,9 @@ CONFIGS = {
                  rope_scaling={"type": "longrope", "short_factor": [1.0, 1.7],
                                "long_factor": [2.5, 6.0]},
                  tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "gemma": dict(GEMMA_BASE, architectures=["GemmaForCausalLM"], model_type="gemma", head_dim=8,
+                  num_key_value_heads=1, hidden_act="gelu", attention_bias=False,
+                  tie_word_embeddings=True, pad_token_id=0, bos_token_id=1, eos_token_id=2),
 }
 
 
@@ -278,8 +286,11 @@ class GemmaLayer(nn.Module):
         self.head_dim = c["head_dim"]
         self.window = window
         self.gemma3 = c["model_type"] == "gemma3_text"
-        self.scaling = c["query_pre_attn_scalar"] ** -0.5
-        self.softcap = c.get("attn_logit_softcapping")
+        # Gemma 1's layer is Llama's: no norm after the attention or around the MLP but the one
+        # before it (its post_attention_layernorm), no soft-capping.
+        self.gemma1 = c["model_type"] == "gemma"
+        self.scaling = (self.head_dim if self.gemma1 else c["query_pre_attn_scalar"]) ** -0.5
+        self.softcap = None if self.gemma1 else c.get("attn_logit_softcapping")
         hidden, inner, eps = c["hidden_size"], c["intermediate_size"], c["rms_norm_eps"]
         self.input_layernorm = GemmaRMSNorm(hidden, eps)
         self.q_proj = nn.Linear(hidden, self.heads * self.head_dim, bias=False)
@@ -290,8 +301,9 @@ class GemmaLayer(nn.Module):
             self.q_norm = GemmaRMSNorm(self.head_dim, eps)
             self.k_norm = GemmaRMSNorm(self.head_dim, eps)
         self.post_attention_layernorm = GemmaRMSNorm(hidden, eps)
-        self.pre_feedforward_layernorm = GemmaRMSNorm(hidden, eps)
-        self.post_feedforward_layernorm = GemmaRMSNorm(hidden, eps)
+        if not self.gemma1:
+            self.pre_feedforward_layernorm = GemmaRMSNorm(hidden, eps)
+            self.post_feedforward_layernorm = GemmaRMSNorm(hidden, eps)
         self.gate_proj = nn.Linear(hidden, inner, bias=False)
         self.up_proj = nn.Linear(hidden, inner, bias=False)
         self.down_proj = nn.Linear(inner, hidden, bias=False)
@@ -319,6 +331,10 @@ class GemmaLayer(nn.Module):
         hidden = hidden_keys(length, self.window, key_padding)
         probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), -1).nan_to_num(0.0)
         attended = self.o_proj((probs @ v).transpose(1, 2).reshape(batch, length, -1))
+        if self.gemma1:
+            x = x + attended
+            h = self.post_attention_layernorm(x)
+            return x + self.down_proj(self.act(self.gate_proj(h)) * self.up_proj(h)), probs
         x = x + self.post_attention_layernorm(attended)
         h = self.pre_feedforward_layernorm(x)
         mlp = self.down_proj(self.act(self.gate_proj(h)) * self.up_proj(h))
@@ -351,7 +367,7 @@ class Gemma(nn.Module):
         last = self.norm(x)
         hidden_states[-1] = last
         logits = last @ self.embed_tokens.weight.T
-        cap = c.get("final_logit_softcapping")
+        cap = None if c["model_type"] == "gemma" else c.get("final_logit_softcapping")
         if cap is not None:
             logits = torch.tanh(logits / cap) * cap
         return last, hidden_states, attentions, logits
@@ -627,7 +643,7 @@ def greedy(model, prompt, max_new, eos):
 def make(name, config, seed):
     torch.manual_seed(seed)
     gpt2 = config["model_type"] == "gpt2"
-    gemma = config["model_type"] in ("gemma2", "gemma3_text")
+    gemma = config["model_type"] in ("gemma", "gemma2", "gemma3_text")
     phi3 = config["model_type"] == "phi3"
     neox = config["model_type"] == "gpt_neox"
     model = (Gpt2(config) if gpt2 else Gemma(config) if gemma else Phi3(config) if phi3

@@ -438,6 +438,7 @@ TEST(OptionMatrixTest, EveryRpcOptionAndArchitectureAnswersOrGivesADocumentedErr
       {"qwen2", data + "/tiny-qwen2", "Once upon a time", "there was a cat"},
       {"qwen3", data + "/tiny-qwen3", "Once upon a time", "there was a cat"},
       {"mistral", data + "/tiny-mistral", "Once upon a time, there was a little girl", "a cat"},
+      {"gemma", data + "/tiny-gemma", "Once upon a time, there was a little girl", "a cat"},
       {"gemma2", data + "/tiny-gemma2", "Once upon a time, there was a little girl", "a cat"},
       {"gemma3", data + "/tiny-gemma3", "Once upon a time, there was a little girl", "a cat"},
       {"phi3", data + "/tiny-phi3", "Once upon a time, there was a little girl", "a cat"},
@@ -485,6 +486,7 @@ TEST(OptionMatrixTest, EveryRpcOptionAndArchitectureAnswersOrGivesADocumentedErr
   for (const auto& [name, windows] :
        std::vector<std::pair<std::string, std::vector<int32_t>>>{{"mistral", {4, 4}},
                                                                  {"phi3", {5, 5}},
+                                                                 {"gemma", {}},
                                                                  {"gemma2", {4, 0}},
                                                                  {"gemma3", {4, 0}},
                                                                  {"qwen2", {0, 4}},

@@ -84,8 +84,9 @@ TEST_P(DecoderFamilyTest, ReadsTheMembersConfig) {
   const bool phi3 = config.architecture == Architecture::kPhi3;
   const bool neox = config.architecture == Architecture::kGptNeox;
   EXPECT_EQ(config.num_attention_heads, phi3 || neox ? 2 : 4);
+  const bool multi_query = phi3 || config.architecture == Architecture::kGemma;
   EXPECT_EQ(config.num_key_value_heads, config.architecture == Architecture::kGpt2 ? 4
-                                        : phi3                                     ? 1
+                                        : multi_query                              ? 1
                                                                                    : 2);
   if (config.architecture != Architecture::kGpt2) {
     EXPECT_EQ(config.rotary_dim, phi3 || neox ? 4 : config.head_dim);
@@ -133,6 +134,18 @@ TEST_P(DecoderFamilyTest, ReadsTheMembersConfig) {
       EXPECT_TRUE(config.qk_norm);
       // head_dim from config.json, twice hidden_size / num_attention_heads.
       EXPECT_EQ(config.head_dim, 8);
+      EXPECT_EQ(config.layer_sliding_windows, (std::vector<int64_t>{0, 0}));
+      break;
+    case Architecture::kGemma:
+      // Gemma 1: Gemma's norms and tanh-gated MLP (hidden_act "gelu" ignored, as GemmaMLP does)
+      // on Llama's layers.
+      EXPECT_TRUE(config.gemma_norms);
+      EXPECT_FALSE(config.sandwich_norms);
+      EXPECT_FALSE(config.qk_norm);
+      EXPECT_EQ(config.hidden_act, "gelu_pytorch_tanh");
+      EXPECT_EQ(config.attention_scale, 0.0);
+      EXPECT_EQ(config.attn_logit_softcapping, 0.0);
+      EXPECT_EQ(config.final_logit_softcapping, 0.0);
       EXPECT_EQ(config.layer_sliding_windows, (std::vector<int64_t>{0, 0}));
       break;
     case Architecture::kGemma2:
@@ -255,6 +268,7 @@ INSTANTIATE_TEST_SUITE_P(Members, DecoderFamilyTest,
                          ::testing::Values(Member{"qwen2", Architecture::kQwen2},
                                            Member{"qwen3", Architecture::kQwen3},
                                            Member{"mistral", Architecture::kMistral},
+                                           Member{"gemma", Architecture::kGemma},
                                            Member{"gemma2", Architecture::kGemma2},
                                            Member{"gemma3", Architecture::kGemma3},
                                            Member{"phi3", Architecture::kPhi3},

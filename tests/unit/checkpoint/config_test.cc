@@ -75,8 +75,9 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
   const Case cases[] = {
       {R"({"model_type": "gptj", "vocab_size": 5})",
        "field 'model_type': expected one of the supported architectures \"bert\", \"roberta\", "
-       "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"gemma2\", "
-       "\"gemma3_text\" (Gemma 3's text model, not the multimodal \"gemma3\"), \"phi3\", "
+       "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"gemma\", "
+       "\"gemma2\", \"gemma3_text\" (Gemma 3's text model, not the multimodal \"gemma3\"), "
+       "\"phi3\", "
        "\"gpt2\", \"gpt_neox\", \"distilbert\", \"marian\", \"bart\", \"t5\", got \"gptj\""},
       {"{not json",
        "expected a JSON object, got malformed JSON (parse error at line 1, column 3: "
@@ -287,7 +288,7 @@ TEST(ConfigTest, LoadingReportsTheArchitectureBeforeTheTokenizer) {
     EXPECT_THAT(status.message(),
                 HasSubstr("expected one of the supported architectures \"bert\", \"roberta\", "
                           "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", "
-                          "\"gemma2\", \"gemma3_text\""));
+                          "\"gemma\", \"gemma2\", \"gemma3_text\""));
     EXPECT_THAT(status.message(), HasSubstr("\"bart\", \"t5\", got \"" + model_type + "\""));
     EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("tokenizer")));
   }
@@ -468,6 +469,48 @@ TEST(ConfigTest, RefusesRopeScalingOtherThanLinear) {
       ParseModelConfig(llama + R"({"type": "linear", "factor": 8.0}})", "l/config.json");
   ASSERT_TRUE(linear.ok()) << linear.status();
   EXPECT_EQ(linear->rope_linear_factor, 8.0);
+}
+
+// Gemma 1's config.json as GemmaConfig and GemmaMLP read it: google/gemma-2b's fields, whose
+// "hidden_act": "gelu" GemmaMLP ignores for hidden_activation (absent: the tanh approximation).
+TEST(ConfigTest, ReadsGemmaOneConfigAsGemmaConfig) {
+  absl::StatusOr<ModelConfig> gemma = ParseModelConfig(
+      R"({"architectures": ["GemmaForCausalLM"], "attention_bias": false, "bos_token_id": 2,
+          "eos_token_id": 1, "head_dim": 256, "hidden_act": "gelu", "hidden_size": 2048,
+          "intermediate_size": 16384, "max_position_embeddings": 8192, "model_type": "gemma",
+          "num_attention_heads": 8, "num_hidden_layers": 18, "num_key_value_heads": 1,
+          "pad_token_id": 0, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 10000.0,
+          "torch_dtype": "bfloat16", "vocab_size": 256000})",
+      "gemma-2b/config.json");
+  ASSERT_TRUE(gemma.ok()) << gemma.status();
+  EXPECT_EQ(gemma->architecture, Architecture::kGemma);
+  EXPECT_EQ(ArchitectureName(gemma->architecture), "gemma");
+  EXPECT_TRUE(gemma->gemma_norms);
+  EXPECT_FALSE(gemma->sandwich_norms);
+  EXPECT_EQ(gemma->hidden_act, "gelu_pytorch_tanh");
+  EXPECT_EQ(gemma->head_dim, 256);
+  EXPECT_EQ(gemma->attention_scale, 0.0);  // head_dim^-1/2
+  EXPECT_EQ(gemma->attn_logit_softcapping, 0.0);
+  EXPECT_EQ(gemma->final_logit_softcapping, 0.0);
+  EXPECT_EQ(gemma->layer_sliding_windows, std::vector<int64_t>(18, 0));
+  EXPECT_TRUE(gemma->tie_word_embeddings);
+  EXPECT_EQ(gemma->bos_token_id, 2);
+  EXPECT_EQ(gemma->eos_token_id, 1);
+
+  // GemmaConfig's default head_dim is 256, not hidden_size / num_attention_heads.
+  const std::string small =
+      R"("vocab_size": 300, "hidden_size": 30, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "intermediate_size": 64)";
+  gemma = ParseModelConfig(R"({"model_type": "gemma", )" + small + "}", "g1/config.json");
+  ASSERT_TRUE(gemma.ok()) << gemma.status();
+  EXPECT_EQ(gemma->head_dim, 256);
+  EXPECT_EQ(gemma->max_position_embeddings, 8192);
+
+  gemma = ParseModelConfig(R"({"model_type": "gemma", "hidden_activation": "gelu", )" + small + "}",
+                           "g1/config.json");
+  ASSERT_FALSE(gemma.ok());
+  EXPECT_THAT(gemma.status().message(), HasSubstr("hidden_activation"));
+  EXPECT_THAT(gemma.status().message(), HasSubstr("gelu_pytorch_tanh"));
 }
 
 // Gemma 2 and Gemma 3's config.json as their configuration classes read it: the defaults of the
@@ -656,14 +699,15 @@ TEST(ConfigTest, ReadsPythiaConfigs) {
               HasSubstr("field 'hidden_act': expected \"gelu\", \"gelu_new\""));
 }
 
-// What an error quotes from the file is a short excerpt on one line, never the file's megabytes.
+// What an error quotes from the file is a short excerpt on one line, never the file's megabytes
+// (the longest message, model_type's, lists every supported architecture before it).
 TEST(ConfigTest, QuotesOnlyAShortExcerptOfWhatItRefuses) {
   const std::string huge(1 << 20, 'x');
   for (const Json& patch : {Json{{"hidden_act", huge + "\nsecond line"}},
                             Json{{"vocab_size", huge}}, Json{{"model_type", huge}}}) {
     const absl::Status status = ParseBertWith(patch).status();
     ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_LT(status.message().size(), 400u) << status.message().substr(0, 400);
+    EXPECT_LT(status.message().size(), 500u) << status.message().substr(0, 500);
     EXPECT_EQ(status.message().find('\n'), absl::string_view::npos);
   }
 }

@@ -29,7 +29,7 @@ export function sinusoids(positions, dim) {
 // BART's learned `*.embed_positions.weight` (its first two rows an offset no position uses),
 // GPT-2's `wpe.weight`; T5's learned relative-position buckets per head.
 const TABLES = [/position_embeddings\.weight$/, /embed_positions\.weight$/, /(^|\.)wpe\.weight$/];
-const ROPE = ['llama', 'qwen2', 'qwen3', 'mistral', 'gemma2', 'gemma3_text', 'phi3', 'gpt_neox'];
+const ROPE = ['llama', 'qwen2', 'qwen3', 'mistral', 'gemma', 'gemma2', 'gemma3_text', 'phi3', 'gpt_neox'];
 
 function drawTable(ctx, { title, name, rows, cols, data, rowAxis, colAxis }) {
   const extent = d3.max(data, Math.abs) || 1;
