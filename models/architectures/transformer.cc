@@ -257,7 +257,7 @@ absl::StatusOr<KvCache> TransformerModel::RunEncoderImpl(const ForwardInput& /*s
 absl::Status TransformerModel::ConvertProjections(torch::ScalarType /*dtype*/) {
   return absl::InvalidArgumentError(absl::StrCat(
       "compute_dtype 'bfloat16': expected a decoder-only model or one of the BERT family (bert, "
-      "roberta, xlm-roberta, distilbert, gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, "
+      "roberta, xlm-roberta, distilbert, gpt2, gpt_neox, opt, llama, mistral, qwen2, qwen3, gemma, "
       "gemma2, "
       "gemma3_text, phi3), got "
       "model_type '",
@@ -307,6 +307,9 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
       break;
     case Architecture::kGptNeox:
       model = CreateGptNeoxModel(std::move(config), *checkpoint);
+      break;
+    case Architecture::kOpt:
+      model = CreateOptModel(std::move(config), *checkpoint);
       break;
     case Architecture::kT5:
       model = CreateT5Model(std::move(config), *checkpoint);

@@ -252,6 +252,8 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateGpt2Model(ModelConfig co
                                                                   Checkpoint& checkpoint);
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateGptNeoxModel(ModelConfig config,
                                                                      Checkpoint& checkpoint);
+absl::StatusOr<std::unique_ptr<TransformerModel>> CreateOptModel(ModelConfig config,
+                                                                 Checkpoint& checkpoint);
 
 }  // namespace attnscope
 

@@ -29,6 +29,7 @@ using config_internal::ParseDistilBert;
 using config_internal::ParseEncoderDecoder;
 using config_internal::ParseGpt2;
 using config_internal::ParseGptNeox;
+using config_internal::ParseOpt;
 using config_internal::ParseT5;
 using config_internal::ReadDecoderVariant;
 using config_internal::ReadGemmaVariant;
@@ -71,6 +72,8 @@ absl::string_view ArchitectureName(Architecture architecture) {
       return "phi3";
     case Architecture::kGptNeox:
       return "gpt_neox";
+    case Architecture::kOpt:
+      return "opt";
   }
   return "unknown";
 }
@@ -85,7 +88,8 @@ bool IsDecoderOnly(Architecture architecture) {
          architecture == Architecture::kQwen3 || architecture == Architecture::kMistral ||
          architecture == Architecture::kGemma || architecture == Architecture::kGemma2 ||
          architecture == Architecture::kGemma3 || architecture == Architecture::kPhi3 ||
-         architecture == Architecture::kGpt2 || architecture == Architecture::kGptNeox;
+         architecture == Architecture::kGpt2 || architecture == Architecture::kGptNeox ||
+         architecture == Architecture::kOpt;
 }
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
@@ -132,12 +136,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     config.architecture = Architecture::kPhi3;
   } else if (config.model_type == "gpt_neox") {
     config.architecture = Architecture::kGptNeox;
+  } else if (config.model_type == "opt") {
+    config.architecture = Architecture::kOpt;
   } else {
     return reader.Error("model_type",
                         "one of the supported architectures \"bert\", \"roberta\", "
                         "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", "
                         "\"gemma\", \"gemma2\", \"gemma3_text\" (Gemma 3's text model, not the "
-                        "multimodal \"gemma3\"), \"phi3\", \"gpt2\", \"gpt_neox\", "
+                        "multimodal \"gemma3\"), \"phi3\", \"gpt2\", \"gpt_neox\", \"opt\", "
                         "\"distilbert\", \"marian\", "
                         "\"bart\", \"t5\"",
                         FieldReader::Quoted(config.model_type));
@@ -152,6 +158,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   }
   if (config.architecture == Architecture::kT5) return ParseT5(reader, std::move(config));
   if (config.architecture == Architecture::kGpt2) return ParseGpt2(reader, std::move(config));
+  if (config.architecture == Architecture::kOpt) return ParseOpt(reader, std::move(config));
   if (config.architecture == Architecture::kGptNeox) {
     return ParseGptNeox(reader, json, std::move(config));
   }

@@ -22,7 +22,9 @@ namespace attnscope {
 // kGpt2 is GPT-2 (transformers' GPT2LMHeadModel): learned
 // positions, pre-LayerNorm blocks, a fused c_attn. kGptNeox is GPT-NeoX (GPTNeoXForCausalLM,
 // EleutherAI's Pythia): GPT-2's LayerNorms and biases with partial RoPE and, by default, the
-// attention and the MLP side by side on the same input (use_parallel_residual). kLlama, kQwen2,
+// attention and the MLP side by side on the same input (use_parallel_residual). kOpt is OPT
+// (Zhang et al. 2022, OPTForCausalLM): GPT-2's layout with separate q/k/v projections, ReLU, and
+// learned positions offset by 2. kLlama, kQwen2,
 // kQwen3, kMistral, kGemma, kGemma2 and kGemma3 are the decoder-only Llama family (transformers'
 // LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, GemmaForCausalLM,
 // Gemma2ForCausalLM and Gemma3ForCausalLM, the text model of Gemma 3) and kPhi3 (Phi3ForCausalLM:
@@ -44,11 +46,12 @@ enum class Architecture {
   kGemma3,
   kPhi3,
   kGptNeox,
-  kGemma
+  kGemma,
+  kOpt
 };
 
 // "bert", "roberta", "llama", "marian", "bart", "t5", "qwen2", "qwen3", "mistral", "gpt2",
-// "distilbert", "gemma", "gemma2", "gemma3_text", "phi3" or "gpt_neox".
+// "distilbert", "gemma", "gemma2", "gemma3_text", "phi3", "gpt_neox" or "opt".
 absl::string_view ArchitectureName(Architecture architecture);
 
 // True for the BERT family's encoders (BERT, RoBERTa, DistilBERT), which bert.cc serves and whose
@@ -77,7 +80,9 @@ bool IsDecoderOnly(Architecture architecture);
 //   * head_dim -> rotary_dim; rotary_emb_base (or rope_theta) -> rope_theta; attention_bias ->
 //   qkv_bias and o_proj_bias (query_key_value's and dense's). DistilBertConfig's: dim ->
 //   hidden_size; n_layers -> num_hidden_layers; n_heads -> num_attention_heads; hidden_dim ->
-//   intermediate_size; activation -> hidden_act.
+//   intermediate_size; activation -> hidden_act. OPTConfig's: ffn_dim -> intermediate_size;
+//   activation_function -> hidden_act; do_layer_norm_before and _remove_final_layer_norm ->
+//   final_layer_norm.
 struct ModelConfig {
   std::string model_type;  // as written in config.json, e.g. "bert" or "xlm-roberta"
   Architecture architecture = Architecture::kBert;
@@ -177,6 +182,9 @@ struct ModelConfig {
   // mlp(post_attention_layernorm(x)) to x, both reading the layer's input; false: the MLP reads
   // the sum after the attention, as in GPT-2.
   bool parallel_residual = false;
+  // OPT (OPTDecoder): a final_layer_norm after the last layer (do_layer_norm_before and not
+  // _remove_final_layer_norm).
+  bool final_layer_norm = true;
   // GPT-2 (GPT2Config): scores divided by sqrt(head_dim) (scale_attn_weights), and also by the
   // layer's 1-based index (scale_attn_by_inverse_layer_idx).
   bool scale_attn_weights = true;

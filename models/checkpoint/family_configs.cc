@@ -210,6 +210,66 @@ absl::StatusOr<ModelConfig> ParseGpt2(const FieldReader& reader, ModelConfig con
   return config;
 }
 
+absl::StatusOr<ModelConfig> ParseOpt(const FieldReader& reader, ModelConfig config) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.Size("vocab_size", kMaxVocabSize, 50272));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_size, reader.Size("hidden_size", kMaxHiddenSize, 768));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_hidden_layers,
+                             reader.Size("num_hidden_layers", kMaxLayers, 12));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_attention_heads,
+                             reader.Size("num_attention_heads", kMaxHeads, 12));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.intermediate_size,
+                             reader.Size("ffn_dim", kMaxIntermediateSize, 3072));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.max_position_embeddings,
+                             reader.Size("max_position_embeddings", kMaxPositions, 2048));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act, reader.StringOr("activation_function", "relu"));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.tie_word_embeddings,
+                             reader.BoolOr("tie_word_embeddings", true));
+  ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/1, /*bos=*/2, /*eos=*/2, config));
+  // OPT's nn.LayerNorm modules keep PyTorch's default epsilon; OPTConfig has no field for it.
+  config.layer_norm_eps = 1e-5;
+  ATTNSCOPE_ASSIGN_OR_RETURN(
+      const int64_t word_embed_proj_dim,
+      reader.Size("word_embed_proj_dim", kMaxHiddenSize, config.hidden_size));
+  if (word_embed_proj_dim != config.hidden_size) {
+    return reader.Error("word_embed_proj_dim",
+                        absl::StrCat("hidden_size (", config.hidden_size,
+                                     "; opt-350m's project_in / project_out are not implemented)"),
+                        std::to_string(word_embed_proj_dim));
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool layer_norm_before,
+                             reader.BoolOr("do_layer_norm_before", true));
+  if (!layer_norm_before) {
+    return reader.Error("do_layer_norm_before",
+                        "true (opt-350m's post-LayerNorm layers are not implemented)", "false");
+  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(const bool remove_final_layer_norm,
+                             reader.BoolOr("_remove_final_layer_norm", false));
+  config.final_layer_norm = !remove_final_layer_norm;
+  for (const char* field : {"enable_bias", "layer_norm_elementwise_affine"}) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(const bool on, reader.BoolOr(field, true));
+    if (!on) return reader.Error(field, "true (every OPT checkpoint's setting)", "false");
+  }
+  if (config.hidden_size % config.num_attention_heads != 0) {
+    return reader.Error(
+        "hidden_size",
+        absl::StrCat("a multiple of num_attention_heads (", config.num_attention_heads, ")"),
+        std::to_string(config.hidden_size));
+  }
+  config.head_dim = config.hidden_size / config.num_attention_heads;
+  config.num_key_value_heads = config.num_attention_heads;
+  config.type_vocab_size = 0;
+  config.qkv_bias = true;
+  config.o_proj_bias = true;
+  if (config.hidden_act != "relu" && config.hidden_act != "gelu" &&
+      config.hidden_act != "gelu_new" && config.hidden_act != "gelu_pytorch_tanh" &&
+      config.hidden_act != "silu") {
+    return reader.Error("activation_function",
+                        "\"relu\", \"gelu\", \"gelu_new\", \"gelu_pytorch_tanh\" or \"silu\"",
+                        FieldReader::Quoted(config.hidden_act));
+  }
+  return config;
+}
+
 absl::StatusOr<ModelConfig> ParseDistilBert(const FieldReader& reader, ModelConfig config) {
   ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.Size("vocab_size", kMaxVocabSize, 30522));
   ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_size, reader.Size("dim", kMaxHiddenSize, 768));

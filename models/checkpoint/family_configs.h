@@ -23,6 +23,10 @@ absl::StatusOr<ModelConfig> ParseT5(const FieldReader& reader, ModelConfig confi
 // ones.
 absl::StatusOr<ModelConfig> ParseGpt2(const FieldReader& reader, ModelConfig config);
 
+// OPTConfig (transformers' configuration_opt.py). The layout of opt-350m alone
+// (word_embed_proj_dim other than hidden_size, do_layer_norm_before false) is refused.
+absl::StatusOr<ModelConfig> ParseOpt(const FieldReader& reader, ModelConfig config);
+
 // DistilBertConfig (transformers' configuration_distilbert.py): its own field names, mapped onto
 // the common ones.
 absl::StatusOr<ModelConfig> ParseDistilBert(const FieldReader& reader, ModelConfig config);

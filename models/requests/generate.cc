@@ -41,7 +41,7 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   if (!model.model().is_decoder() && !seq2seq) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model '", model.name(),
-        "': expected a decoder-only (gpt2, gpt_neox, llama, qwen2, qwen3, mistral, "
+        "': expected a decoder-only (gpt2, gpt_neox, opt, llama, qwen2, qwen3, mistral, "
         "gemma, gemma2, gemma3_text, phi3) or encoder-decoder (marian, bart, t5) model to "
         "generate with, got an encoder-only ",
         ArchitectureName(config.architecture),

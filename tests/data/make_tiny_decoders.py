@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Builds tests/data/tiny-qwen2, tiny-qwen3, tiny-mistral, tiny-gemma, tiny-gemma2, tiny-gemma3,
-tiny-phi3 (small random checkpoints of the Llama family's other members), tiny-gpt2 and tiny-gpt-neox, and
-each one's golden.json.
+tiny-phi3 (small random checkpoints of the Llama family's other members), tiny-gpt2, tiny-gpt-neox
+and tiny-opt, and each one's golden.json.
 
 The reference is written with PyTorch's own modules (nn.Embedding, nn.Linear, nn.SiLU; RMSNorm
 and the rotary embedding as transformers' modeling_qwen2.py, modeling_qwen3.py and
@@ -52,6 +52,12 @@ recomputes the whole sequence at every generation step (no cache). What each mem
     attention(input_layernorm(x)) + mlp(post_attention_layernorm(x)); final_layer_norm and an
     untied embed_out; the checkpoint keeps the attention.bias, attention.masked_bias and
     attention.rotary_emb.inv_freq buffers Pythia's checkpoints store, which a loader must ignore.
+  - opt (OPTForCausalLM: modeling_opt.py): nn.LayerNorm before the attention
+    (self_attn_layer_norm) and before the MLP (the layer's final_layer_norm), q, k, v and out
+    projections with biases, queries scaled by head_dim^-1/2 after their bias, the MLP
+    fc2(relu(fc1 x)), learned positions looked up at the mask's running count - 1 + 2
+    (OPTLearnedPositionalEmbedding's offset), the decoder's final_layer_norm, lm_head tied to
+    embed_tokens; the weights under model.decoder.
 A window W lets query i see key j when i - W < j <= i (transformers' sliding_window_overlay and
 causal_mask_function, masking_utils.py); padding keys are hidden too; inputs are right-padded, and
 only the rows of real tokens are goldens (a padding query may see no key at all in a window).
@@ -136,6 +142,13 @@ CONFIGS = {
     "gemma": dict(GEMMA_BASE, architectures=["GemmaForCausalLM"], model_type="gemma", head_dim=8,
                   num_key_value_heads=1, hidden_act="gelu", attention_bias=False,
                   tie_word_embeddings=True, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "opt": {"architectures": ["OPTForCausalLM"], "model_type": "opt", "vocab_size": VOCAB,
+            "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4, "ffn_dim": 32,
+            "max_position_embeddings": 64, "activation_function": "relu",
+            "do_layer_norm_before": True, "word_embed_proj_dim": 16, "enable_bias": True,
+            "layer_norm_elementwise_affine": True, "_remove_final_layer_norm": False,
+            "tie_word_embeddings": True, "pad_token_id": 1, "bos_token_id": 2, "eos_token_id": 2,
+            "torch_dtype": "float32"},
 }
 
 
@@ -551,6 +564,69 @@ class Neox(nn.Module):
         return last, hidden_states, attentions, self.embed_out(last)
 
 
+class OptLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        hidden, self.heads = c["hidden_size"], c["num_attention_heads"]
+        self.head_dim = hidden // self.heads
+        self.self_attn_layer_norm = nn.LayerNorm(hidden)
+        self.q_proj = nn.Linear(hidden, hidden)
+        self.k_proj = nn.Linear(hidden, hidden)
+        self.v_proj = nn.Linear(hidden, hidden)
+        self.out_proj = nn.Linear(hidden, hidden)
+        self.final_layer_norm = nn.LayerNorm(hidden)
+        self.fc1 = nn.Linear(hidden, c["ffn_dim"])
+        self.fc2 = nn.Linear(c["ffn_dim"], hidden)
+        self.act = nn.ReLU()
+
+    def forward(self, x, key_padding):
+        batch, length = x.shape[:2]
+
+        def heads(t):  # [B, S, N * d] -> [B, N, S, d]
+            return t.view(batch, length, self.heads, self.head_dim).transpose(1, 2)
+
+        h = self.self_attn_layer_norm(x)
+        q = heads(self.q_proj(h) * self.head_dim ** -0.5)
+        k, v = heads(self.k_proj(h)), heads(self.v_proj(h))
+        scores = q @ k.transpose(-1, -2)
+        hidden = hidden_keys(length, None, key_padding)
+        probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), -1)
+        x = x + self.out_proj((probs @ v).transpose(1, 2).reshape(batch, length, -1))
+        return x + self.fc2(self.act(self.fc1(self.final_layer_norm(x)))), probs
+
+
+class Opt(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        self.embed_positions = nn.Embedding(c["max_position_embeddings"] + 2, c["hidden_size"])
+        self.layers = nn.ModuleList(OptLayer(c) for _ in range(c["num_hidden_layers"]))
+        self.final_layer_norm = nn.LayerNorm(c["hidden_size"])
+
+    def forward(self, input_ids, attention_mask):
+        positions = torch.cumsum(attention_mask, 1) * attention_mask - 1 + 2
+        x = self.embed_tokens(input_ids) + self.embed_positions(positions)
+        hidden_states, attentions = [x], []
+        for layer in self.layers:
+            x, probs = layer(x, attention_mask == 0)
+            hidden_states.append(x)
+            attentions.append(probs)
+        last = self.final_layer_norm(x)
+        hidden_states[-1] = last
+        return last, hidden_states, attentions, last @ self.embed_tokens.weight.T
+
+
+def opt_state_dict(model):
+    """The weights under OPTForCausalLM's names (lm_head tied: not stored)."""
+    tensors = {}
+    for name, param in model.named_parameters():
+        parts = name.split(".")
+        if parts[0] == "layers" and parts[2] in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            parts.insert(2, "self_attn")
+        tensors["model.decoder." + ".".join(parts)] = param.detach().to(torch.float32).contiguous()
+    return tensors
+
+
 def neox_state_dict(model, c):
     """The weights under GPTNeoXForCausalLM's names, with the buffers Pythia's checkpoints keep."""
     tensors = {"embed_out.weight": model.embed_out.weight}
@@ -646,8 +722,9 @@ def make(name, config, seed):
     gemma = config["model_type"] in ("gemma", "gemma2", "gemma3_text")
     phi3 = config["model_type"] == "phi3"
     neox = config["model_type"] == "gpt_neox"
+    opt = config["model_type"] == "opt"
     model = (Gpt2(config) if gpt2 else Gemma(config) if gemma else Phi3(config) if phi3
-             else Neox(config) if neox else Decoder(config))
+             else Neox(config) if neox else Opt(config) if opt else Decoder(config))
     with torch.no_grad():
         # Large query and key weights give peaked, head-specific attention; the others are
         # smaller so that the residual stream stays near unit scale, where float32 holds 1e-5.
@@ -655,7 +732,7 @@ def make(name, config, seed):
             if gemma and "norm" in param_name:
                 # Gemma's norm weights are offsets from 1.
                 param.copy_(0.1 * torch.randn_like(param))
-            elif "norm" in param_name or "ln_" in param_name:
+            elif "norm" in param_name or "ln_" in param_name or "layer_norm" in param_name:
                 # LayerNorm and RMSNorm weights near 1, LayerNorm biases near 0.
                 if param_name.endswith("bias"):
                     param.copy_(0.1 * torch.randn_like(param))
@@ -676,7 +753,8 @@ def make(name, config, seed):
     os.makedirs(out, exist_ok=True)
     write_safetensors(os.path.join(out, "model.safetensors"),
                       gpt2_state_dict(model, config) if gpt2 else
-                      neox_state_dict(model, config) if neox else hf_state_dict(model))
+                      neox_state_dict(model, config) if neox else
+                      opt_state_dict(model) if opt else hf_state_dict(model))
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
         f.write("\n")

@@ -444,6 +444,7 @@ TEST(OptionMatrixTest, EveryRpcOptionAndArchitectureAnswersOrGivesADocumentedErr
       {"phi3", data + "/tiny-phi3", "Once upon a time, there was a little girl", "a cat"},
       {"gpt2", data + "/tiny-gpt2", "Once upon a time", "there was a cat"},
       {"gpt-neox", data + "/tiny-gpt-neox", "Once upon a time", "there was a cat"},
+      {"opt", data + "/tiny-opt", "Once upon a time", "there was a cat"},
       {"marian", data + "/tiny-marian", ">>vie<< Insert a table", "Chèn bảng"},
       {"bart", data + "/tiny-bart", "Insert a table", "the table"},
       {"t5", data + "/tiny-t5", "translate: insert a table", "a table"},
@@ -492,6 +493,7 @@ TEST(OptionMatrixTest, EveryRpcOptionAndArchitectureAnswersOrGivesADocumentedErr
                                                                  {"qwen2", {0, 4}},
                                                                  {"qwen3", {}},
                                                                  {"gpt2", {}},
+                                                                 {"opt", {}},
                                                                  {"bert", {}}}) {
     grpc::ClientContext context;
     v1::GetModelInfoRequest request;

@@ -85,10 +85,10 @@ TEST_P(DecoderFamilyTest, ReadsTheMembersConfig) {
   const bool neox = config.architecture == Architecture::kGptNeox;
   EXPECT_EQ(config.num_attention_heads, phi3 || neox ? 2 : 4);
   const bool multi_query = phi3 || config.architecture == Architecture::kGemma;
-  EXPECT_EQ(config.num_key_value_heads, config.architecture == Architecture::kGpt2 ? 4
-                                        : multi_query                              ? 1
-                                                                                   : 2);
-  if (config.architecture != Architecture::kGpt2) {
+  const bool learned_positions =
+      config.architecture == Architecture::kGpt2 || config.architecture == Architecture::kOpt;
+  EXPECT_EQ(config.num_key_value_heads, learned_positions ? 4 : multi_query ? 1 : 2);
+  if (!learned_positions) {
     EXPECT_EQ(config.rotary_dim, phi3 || neox ? 4 : config.head_dim);
   }
   switch (config.architecture) {
@@ -112,6 +112,18 @@ TEST_P(DecoderFamilyTest, ReadsTheMembersConfig) {
       // sqrt(1 + ln(64 / 6) / ln(6)).
       EXPECT_DOUBLE_EQ(config.rope_attention_factor,
                        std::sqrt(1.0 + std::log(64.0 / 6.0) / std::log(6.0)));
+      break;
+    case Architecture::kOpt:
+      // OPTConfig's names: ffn_dim, activation_function; biases everywhere, LayerNorm at 1e-5.
+      EXPECT_EQ(config.head_dim, 4);
+      EXPECT_EQ(config.intermediate_size, 32);
+      EXPECT_EQ(config.hidden_act, "relu");
+      EXPECT_TRUE(config.qkv_bias && config.o_proj_bias);
+      EXPECT_TRUE(config.final_layer_norm);
+      EXPECT_EQ(config.layer_norm_eps, 1e-5);
+      EXPECT_TRUE(config.tie_word_embeddings);
+      EXPECT_EQ(config.pad_token_id, 1);
+      EXPECT_TRUE(config.layer_sliding_windows.empty());
       break;
     case Architecture::kGpt2:
       // GPT2Config's names: n_embd, n_layer, n_head, n_inner null (4 * n_embd), n_positions.
@@ -273,7 +285,8 @@ INSTANTIATE_TEST_SUITE_P(Members, DecoderFamilyTest,
                                            Member{"gemma3", Architecture::kGemma3},
                                            Member{"phi3", Architecture::kPhi3},
                                            Member{"gpt2", Architecture::kGpt2},
-                                           Member{"gpt-neox", Architecture::kGptNeox}),
+                                           Member{"gpt-neox", Architecture::kGptNeox},
+                                           Member{"opt", Architecture::kOpt}),
                          [](const ::testing::TestParamInfo<Member>& info) {
                            std::string name = info.param.name;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -78,7 +78,8 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
        "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"gemma\", "
        "\"gemma2\", \"gemma3_text\" (Gemma 3's text model, not the multimodal \"gemma3\"), "
        "\"phi3\", "
-       "\"gpt2\", \"gpt_neox\", \"distilbert\", \"marian\", \"bart\", \"t5\", got \"gptj\""},
+       "\"gpt2\", \"gpt_neox\", \"opt\", \"distilbert\", \"marian\", \"bart\", \"t5\", got "
+       "\"gptj\""},
       {"{not json",
        "expected a JSON object, got malformed JSON (parse error at line 1, column 3: "
        "syntax error while parsing object key - invalid literal; last read: '{no'; "
@@ -469,6 +470,53 @@ TEST(ConfigTest, RefusesRopeScalingOtherThanLinear) {
       ParseModelConfig(llama + R"({"type": "linear", "factor": 8.0}})", "l/config.json");
   ASSERT_TRUE(linear.ok()) << linear.status();
   EXPECT_EQ(linear->rope_linear_factor, 8.0);
+}
+
+// OPT's config.json as OPTConfig reads it: facebook/opt-125m's fields; opt-350m's layout (a
+// projection around a narrower embedding, post-LayerNorm layers) is refused naming the field.
+TEST(ConfigTest, ReadsOptConfigsAsOptConfig) {
+  const Json opt_125m = Json::parse(
+      R"({"_remove_final_layer_norm": false, "activation_dropout": 0.0,
+          "activation_function": "relu", "architectures": ["OPTForCausalLM"],
+          "attention_dropout": 0.0, "bos_token_id": 2, "do_layer_norm_before": true,
+          "dropout": 0.1, "eos_token_id": 2, "ffn_dim": 3072, "hidden_size": 768,
+          "init_std": 0.02, "layerdrop": 0.0, "max_position_embeddings": 2048,
+          "model_type": "opt", "num_attention_heads": 12, "num_hidden_layers": 12,
+          "pad_token_id": 1, "prefix": "</s>", "torch_dtype": "float16", "use_cache": true,
+          "vocab_size": 50272, "word_embed_proj_dim": 768})");
+  absl::StatusOr<ModelConfig> opt = ParseModelConfig(opt_125m.dump(), "opt-125m/config.json");
+  ASSERT_TRUE(opt.ok()) << opt.status();
+  EXPECT_EQ(opt->architecture, Architecture::kOpt);
+  EXPECT_EQ(ArchitectureName(opt->architecture), "opt");
+  EXPECT_EQ(opt->intermediate_size, 3072);
+  EXPECT_EQ(opt->head_dim, 64);
+  EXPECT_EQ(opt->num_key_value_heads, 12);
+  EXPECT_EQ(opt->hidden_act, "relu");
+  EXPECT_EQ(opt->layer_norm_eps, 1e-5);
+  EXPECT_TRUE(opt->final_layer_norm);
+  EXPECT_TRUE(opt->tie_word_embeddings);
+  EXPECT_EQ(opt->bos_token_id, 2);
+  EXPECT_EQ(opt->pad_token_id, 1);
+
+  Json removed = opt_125m;
+  removed["_remove_final_layer_norm"] = true;
+  opt = ParseModelConfig(removed.dump(), "opt/config.json");
+  ASSERT_TRUE(opt.ok()) << opt.status();
+  EXPECT_FALSE(opt->final_layer_norm);
+
+  Json opt_350m = opt_125m;
+  opt_350m["hidden_size"] = 1024;
+  opt_350m["num_attention_heads"] = 16;
+  opt_350m["word_embed_proj_dim"] = 512;
+  opt_350m["do_layer_norm_before"] = false;
+  EXPECT_THAT(
+      std::string(ParseModelConfig(opt_350m.dump(), "opt-350m/config.json").status().message()),
+      HasSubstr("field 'word_embed_proj_dim': expected hidden_size (1024; opt-350m's "
+                "project_in / project_out are not implemented), got 512"));
+  opt_350m["word_embed_proj_dim"] = 1024;
+  EXPECT_THAT(
+      std::string(ParseModelConfig(opt_350m.dump(), "opt-350m/config.json").status().message()),
+      HasSubstr("field 'do_layer_norm_before': expected true"));
 }
 
 // Gemma 1's config.json as GemmaConfig and GemmaMLP read it: google/gemma-2b's fields, whose
