@@ -4,6 +4,11 @@
 // template and offset trimming, and the decoders. Each component keeps the alignment of normalized
 // characters with the original text as the library's NormalizedString does, so that a token's
 // offsets are the library's.
+//
+// One file per component: pipeline_tokenizer.cc (the encode loop, offsets, the constructor),
+// pipeline_added_tokens.cc, pipeline_normalizers.cc, pipeline_pre_tokenizers.cc,
+// pipeline_decoders.cc, pipeline_tokenizer_json.cc (reading them all from tokenizer.json), and
+// pipeline_chars.h (the character classes and pattern matches they share).
 #ifndef ATTNSCOPE_MODELS_TOKENIZERS_PIPELINE_TOKENIZER_H_
 #define ATTNSCOPE_MODELS_TOKENIZERS_PIPELINE_TOKENIZER_H_
 
