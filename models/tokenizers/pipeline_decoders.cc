@@ -75,6 +75,24 @@ std::string Utf8Lossy(const std::string& bytes) {
   return out;
 }
 
+// decoders/wordpiece.rs cleanup: the replacements one after another, on one token.
+std::string WordPieceCleanUp(std::string text) {
+  for (const auto& [from, to] : {std::pair<const char*, const char*>{" .", "."},
+                                 {" ?", "?"},
+                                 {" !", "!"},
+                                 {" ,", ","},
+                                 {" ' ", "'"},
+                                 {" n't", "n't"},
+                                 {" 'm", "'m"},
+                                 {" do not", " don't"},
+                                 {" 's", "'s"},
+                                 {" 've", "'ve"},
+                                 {" 're", "'re"}}) {
+    text = absl::StrReplaceAll(text, {{from, to}});
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string PipelineTokenizer::Decode(const std::vector<int64_t>& ids,
@@ -155,6 +173,26 @@ std::string PipelineTokenizer::Decode(const std::vector<int64_t>& ids,
         for (size_t k = 0; k < tokens.size(); ++k) {
           tokens[k] =
               absl::StrReplaceAll(tokens[k], {{step.content, k == 0 && step.prepend ? "" : " "}});
+        }
+        break;
+      case DecoderStep::Kind::kBpeSuffix:
+        // decoders/bpe.rs: every suffix of a token, not only a trailing one.
+        for (size_t k = 0; k < tokens.size(); ++k) {
+          tokens[k] =
+              absl::StrReplaceAll(tokens[k], {{step.content, k + 1 == tokens.size() ? "" : " "}});
+        }
+        break;
+      case DecoderStep::Kind::kWordPiece:
+        for (size_t k = 0; k < tokens.size(); ++k) {
+          std::string& token = tokens[k];
+          if (k != 0) {
+            if (absl::StartsWith(token, step.content)) {
+              token.erase(0, step.content.size());
+            } else {
+              token.insert(0, " ");
+            }
+          }
+          if (step.cleanup) token = WordPieceCleanUp(token);
         }
         break;
       case DecoderStep::Kind::kStrip:

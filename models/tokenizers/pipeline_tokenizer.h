@@ -66,10 +66,14 @@ class PipelineTokenizer : public Tokenizer {
   // as UTF-8 with each maximal invalid subsequence replaced by U+FFFD, Rust's
   // String::from_utf8_lossy), Replace (a plain string), ByteFallback (runs of "<0xXX>" tokens read
   // as UTF-8, one U+FFFD per token when they are not), Fuse, Strip, Metaspace (the replacement
-  // becomes ' ', except in the first token, where it is dropped unless prepend_scheme is "never").
-  // Without a decoder the tokens are joined with spaces, as the library does. Special tokens (added
-  // tokens marked special) are dropped when `skip_special_tokens`; unknown ids are skipped. No
-  // clean-up of spaces before punctuation (clean_up_tokenization_spaces false).
+  // becomes ' ', except in the first token, where it is dropped unless prepend_scheme is "never"),
+  // BPEDecoder (the suffix becomes ' ', except in the last token, where it is dropped), WordPiece
+  // (each token after the first loses the prefix it starts with, else gets a ' ' before it; with
+  // cleanup, " ." " ?" " !" " ," " ' " " n't" " 'm" " do not" " 's" " 've" " 're" are then
+  // fixed in each token as the library's decoders/wordpiece.rs does). Without a decoder the tokens
+  // are joined with spaces, as the library does. Special tokens (added tokens marked special) are
+  // dropped when `skip_special_tokens`; unknown ids are skipped. No clean-up of spaces before
+  // punctuation (clean_up_tokenization_spaces false).
   std::string Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const final;
   // Includes the added tokens.
   int64_t vocab_size() const final { return static_cast<int64_t>(id_to_token_.size()); }
@@ -149,7 +153,16 @@ class PipelineTokenizer : public Tokenizer {
   };
   // One decoder of a (flattened) Sequence, applied to the list of token strings.
   struct DecoderStep {
-    enum class Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip, kMetaspace };
+    enum class Kind {
+      kByteLevel,
+      kReplace,
+      kByteFallback,
+      kFuse,
+      kStrip,
+      kMetaspace,
+      kBpeSuffix,
+      kWordPiece
+    };
     Kind kind = Kind::kByteLevel;
     // kReplace: `pattern` (a plain string) becomes `content` in each token.
     std::string pattern;
@@ -160,6 +173,10 @@ class PipelineTokenizer : public Tokenizer {
     // kMetaspace: `content` (the replacement) becomes ' ', dropped in the first token when
     // `prepend`.
     bool prepend = true;
+    // kBpeSuffix: `content` (the end_of_word_suffix) becomes ' ', or nothing in the last token.
+    // kWordPiece: a token after the first loses `content` (the continuing prefix) when it starts
+    // with it, else gets a ' ' before it; then each token is cleaned up when `cleanup`.
+    bool cleanup = true;
   };
   // Everything between the model and the template: what a tokenizer.json configures.
   struct Pipeline {
@@ -192,7 +209,8 @@ class PipelineTokenizer : public Tokenizer {
   // StripAccents), pre_tokenizer (ByteLevel, Split, Metaspace, WhitespaceSplit, Whitespace,
   // Digits, Punctuation),
   // post_processor (ByteLevel, RobertaProcessing, TemplateProcessing) and decoder (ByteLevel,
-  // Replace, ByteFallback, Fuse, Strip, Metaspace), each one of those or a Sequence of them.
+  // Replace, ByteFallback, Fuse, Strip, Metaspace, BPEDecoder, WordPiece), each one of those or a
+  // Sequence of them.
   // Unimplemented: a component type or setting not supported, naming it and what is.
   // InvalidArgument, naming the field: anything malformed (a regex PCRE2 cannot compile, a
   // precompiled_charsmap that is not base64 or whose trie is broken).

@@ -36,7 +36,8 @@ constexpr char kPreTokenizers[] =
 constexpr char kPostProcessors[] =
     "ByteLevel, RobertaProcessing, TemplateProcessing, Sequence (of those), null";
 constexpr char kDecoders[] =
-    "ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence (of those), null";
+    "ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, BPEDecoder, WordPiece, Sequence (of "
+    "those), null";
 
 // The components of a normalizer, pre-tokenizer, post-processor or decoder in order: nested
 // Sequences (whose list is under `list_key`) opened, nulls left out.
@@ -448,6 +449,22 @@ absl::Status PipelineTokenizer::ReadComponents(const json& root, const std::stri
       step.content.clear();
       unicode::AppendUtf8(metaspace.replacement, &step.content);
       step.prepend = metaspace.prepend_scheme != "never";
+    } else if (type == "BPEDecoder") {
+      step.kind = DecoderStep::Kind::kBpeSuffix;
+      step.content = "</w>";  // the library's default
+      if (decoder.contains("suffix")) {
+        ATTNSCOPE_ASSIGN_OR_RETURN(step.content,
+                                   GetString(decoder, "suffix", path, "decoder.suffix"));
+      }
+    } else if (type == "WordPiece") {
+      step.kind = DecoderStep::Kind::kWordPiece;
+      step.content = "##";  // the library's default
+      if (decoder.contains("prefix")) {
+        ATTNSCOPE_ASSIGN_OR_RETURN(step.content,
+                                   GetString(decoder, "prefix", path, "decoder.prefix"));
+      }
+      ATTNSCOPE_ASSIGN_OR_RETURN(step.cleanup,
+                                 GetBool(decoder, "cleanup", true, path, "decoder.cleanup"));
     } else {
       return Unsupported(path, "decoder", type, kDecoders);
     }

@@ -1,4 +1,4 @@
-// BPE tokenizer.json files (GPT-2, RoBERTa, Llama 3, Qwen3, Gemma 3, Llama 2 layouts) read by
+// BPE tokenizer.json files (GPT-2, RoBERTa, Llama 3, Qwen3, Gemma 3, Llama 2, CLIP layouts) read by
 // LoadTokenizer, against Hugging Face tokenizers' own output on every text of the multilingual
 // corpus (tokenizer_json_goldens.h), and the reader's refusals.
 #include <algorithm>
@@ -42,7 +42,8 @@ TEST_P(TokenizerJsonGoldenTest, MatchesTheLibraryOnEveryCorpusLine) {
 INSTANTIATE_TEST_SUITE_P(Layouts, TokenizerJsonGoldenTest,
                          ::testing::Values("gpt2", "roberta", "llama3", "qwen3", "gemma3",
                                            "bpe-components", "bpe-roberta-prefix", "llama2-spm-bpe",
-                                           "bpe-char-components"),
+                                           "bpe-char-components", "bpe-clip-suffix",
+                                           "bpe-chars-prefix", "bpe-chars-suffix"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -137,10 +138,13 @@ TEST(TokenizerJsonBpeTest, RefusesAnUnsupportedComponentByName) {
             "field 'normalizer.prepend': expected a string, got 1"},
            {{{"post_processor", {{"type", "BertProcessing"}}}},
             "post_processor type 'BertProcessing' is not supported"},
-           {{{"decoder", {{"type", "WordPiece"}}}},
-            "decoder type 'WordPiece' is not supported; supported: ByteLevel, Replace"},
-           {{{"model", {{"continuing_subword_prefix", "##"}}}},
-            "field 'model.continuing_subword_prefix' = \"##\" is not supported"},
+           {{{"decoder", {{"type", "CTC"}}}},
+            "decoder type 'CTC' is not supported; supported: ByteLevel, Replace"},
+           {{{"model", {{"continuing_subword_prefix", "##"}, {"byte_fallback", true}}}},
+            "field 'model.byte_fallback' = true is not supported; supported: false when "
+            "model.continuing_subword_prefix or model.end_of_word_suffix is set"},
+           {{{"model", {{"end_of_word_suffix", 1}}}},
+            "field 'model.end_of_word_suffix': expected null or a string, got 1"},
            {{{"model", {{"type", "WordLevel"}}}},
             "model.type': expected \"WordPiece\", \"BPE\" or \"Unigram\""}}) {
     absl::StatusOr<std::unique_ptr<Tokenizer>> refused =
