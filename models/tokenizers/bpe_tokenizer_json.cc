@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
   const json model = root.value("model", json());
   if (TypeOf(model) != "BPE") {
     return Unsupported(path, "model", TypeOf(model),
-                       "BPE (here), WordPiece, Unigram (LoadTokenizer)");
+                       "BPE (here), WordPiece, Unigram, WordLevel (LoadTokenizer)");
   }
 
   // --- model ---

