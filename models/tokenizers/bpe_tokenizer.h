@@ -72,17 +72,20 @@ class BpeTokenizer : public PipelineTokenizer {
   //     (after the last symbol of a piece: CLIP's and openai-gpt's "</w>"), neither with
   //     byte_fallback; no dropout.
   //   normalizer: null, NFC, NFD, NFKC, NFKD, Replace (a "String" or "Regex" pattern), Prepend,
-  //     Precompiled, Strip, Lowercase, StripAccents, or a Sequence of those.
+  //     Precompiled, Strip, Lowercase, StripAccents, BertNormalizer (openai-gpt's), Nmt, or a
+  //     Sequence of those.
   //   pre_tokenizer: null, ByteLevel (add_prefix_space, use_regex with GPT-2's pattern), Split (a
   //     "Regex" or "String" pattern; behavior Isolated, Removed, MergedWithPrevious,
-  //     MergedWithNext or Contiguous; invert), Metaspace, WhitespaceSplit, Whitespace, Digits
-  //     (individual_digits), Punctuation (behavior), or a Sequence of those.
+  //     MergedWithNext or Contiguous; invert), Metaspace, WhitespaceSplit, Whitespace,
+  //     BertPreTokenizer, CharDelimiterSplit, Digits (individual_digits), Punctuation (behavior),
+  //     or a Sequence of those.
   //   added_tokens: content, id, special, lstrip, rstrip, single_word, normalized. The
   //     non-normalized ones are matched in the raw text before normalization, the normalized ones
   //     (by their normalized content) in each normalized stretch between them; leftmost, then
   //     longest, as the library's Aho-Corasick does.
   //   post_processor: null, ByteLevel (trim_offsets, add_prefix_space), RobertaProcessing (cls,
-  //     sep, trim_offsets, add_prefix_space), TemplateProcessing (single, pair, special_tokens),
+  //     sep, trim_offsets, add_prefix_space), BertProcessing (cls, sep), TemplateProcessing
+  //     (single, pair, special_tokens),
   //     or a Sequence of at most one offset trimmer and one template.
   //   decoder: ByteLevel, Replace (a "String" pattern), ByteFallback, Fuse, Strip, Metaspace,
   //     BPEDecoder (suffix), WordPiece (prefix, cleanup), a Sequence of those, or null (tokens

