@@ -82,6 +82,7 @@ const TOKENIZERS = {
   'bpe-chars-prefix': [path.join(args.built || '', 'bpe-chars-prefix/tokenizer.json'), 'make_tokenizer_json.py: a character-level BPE with continuing_subword_prefix "##" trained on the corpus, WordPiece decoder'],
   'bpe-openai-gpt': [path.join(args.built || '', 'bpe-openai-gpt/tokenizer.json'), 'make_tokenizer_json.py: openai-gpt\'s layout around a BPE with end_of_word_suffix trained on the corpus'],
   'bpe-bert-components': [path.join(args.built || '', 'bpe-bert-components/tokenizer.json'), 'make_tokenizer_json.py: a BPE with Nmt, BertNormalizer, CharDelimiterSplit, BertPreTokenizer, BertProcessing and the WordPiece decoder'],
+  'xlmr-byte-fallback': [path.join(args.built || '', 'xlmr-byte-fallback/tokenizer.json'), 'make_tokenizer_json.py: xlmr with byte pieces and the Unigram model\'s byte_fallback'],
   wordlevel: [path.join(args.built || '', 'wordlevel/tokenizer.json'), 'make_tokenizer_json.py: a WordLevel model of the corpus\' words seen twice'],
   'bpe-chars-suffix': [path.join(args.built || '', 'bpe-chars-suffix/tokenizer.json'), 'make_tokenizer_json.py: a character-level BPE with end_of_word_suffix "</w>" trained on the corpus, BPEDecoder'],
 }

