@@ -439,7 +439,9 @@ TEST(TokenizerJsonBpeTest, SaysWhatTheNormalizerDoes) {
 // inside the reader rather than at its first refusal.
 TEST(TokenizerJsonBpeTest, TheFuzzSeedsLoad) {
   for (const char* seed :
-       {"bpe_llama3_layout", "bpe_roberta_layout", "bpe_gemma_layout", "bpe_llama2_layout"}) {
+       {"bpe_llama3_layout", "bpe_roberta_layout", "bpe_gemma_layout", "bpe_llama2_layout",
+        "bpe_openai_gpt_layout", "bpe_bert_components_layout", "wordlevel_layout",
+        "unigram_byte_fallback"}) {
     const std::string dir = MakeTempDir();
     std::filesystem::copy_file(
         absl::StrCat(ATTNSCOPE_SOURCE_DIR, "/fuzz/corpus/tokenizer_json/", seed),
