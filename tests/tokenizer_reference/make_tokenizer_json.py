@@ -53,7 +53,7 @@ the goldens (make_goldens.js) can run Hugging Face's tokenizers library on them:
                       pre-tokenizer, Digits one by one, Punctuation, unknown characters fused into
                       <unk> without byte fallback
   bpe-clip-suffix/    CLIP's layout (CLIPConverter: NFC, \s+ as " ", Lowercase; CLIP's Split
-                      pattern then ByteLevel without regex; RobertaProcessing without trimming)
+                      pattern then ByteLevel; RobertaProcessing without trimming)
                       around a byte-level BPE with end_of_word_suffix "</w>" trained here on the
                       corpus (train_bpe)
   bpe-chars-prefix/   no model's layout: a character-level BPE trained here with
@@ -608,11 +608,10 @@ def corpus_words(pattern, transform=lambda text: text):
 
 
 def clip_suffix():
-    """CLIP's layout (transformers' CLIPConverter, as openai/clip-vit-base-patch32's tokenizer.json
-    has it) around a byte-level BPE with end_of_word_suffix "</w>" trained here on the corpus:
+    """CLIP's layout (transformers' CLIPConverter) around a byte-level BPE with end_of_word_suffix "</w>" trained here on the corpus:
     every byte character alone and with "</w>" in the vocabulary, <|startoftext|> and
     <|endoftext|> (also the unk token); normalizer Sequence [NFC, Replace \s+ -> " ", Lowercase],
-    pre-tokenizer Sequence [Split of CLIP's pattern (Removed, inverted), ByteLevel without regex],
+    pre-tokenizer Sequence [Split of CLIP's pattern (Removed, inverted), ByteLevel],
     RobertaProcessing without trimming, the ByteLevel decoder."""
     import unicodedata
     byte_chars = byte_level_alphabet()
@@ -627,8 +626,7 @@ def clip_suffix():
     vocab["<|endoftext|>"] = len(vocab)
     model = bpe_model(vocab, merges)
     model.update(unk_token="<|endoftext|>", end_of_word_suffix="</w>")
-    pattern = ("<\\|startoftext\\|>|<\\|endoftext\\|>|'s|'t|'re|'ve|'m|'ll|'d|[\\p{L}]+|"
-               "[\\p{N}]|[^\\s\\p{L}\\p{N}]+")
+    pattern = "'s|'t|'re|'ve|'m|'ll|'d|[\\p{L}]+|[\\p{N}]|[^\\s\\p{L}\\p{N}]+"
     return tokenizer(
         [added_token(vocab[t], t, normalized=True) for t in ["<|startoftext|>", "<|endoftext|>"]],
         {"type": "Sequence", "normalizers": [
@@ -637,7 +635,7 @@ def clip_suffix():
         {"type": "Sequence", "pretokenizers": [
             split(pattern, "Removed", invert=True),
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
-             "use_regex": False}]},
+             "use_regex": True}]},
         {"type": "RobertaProcessing", "sep": ["<|endoftext|>", vocab["<|endoftext|>"]],
          "cls": ["<|startoftext|>", vocab["<|startoftext|>"]], "trim_offsets": False,
          "add_prefix_space": False},
