@@ -376,6 +376,53 @@ def make_unigram_tokenizer_json():
             {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": "\u2581"}]}))
 
 
+def make_more_layouts():
+    """The tokenizer.json kinds that need no charsmap and no layout above has: WordLevel,
+    openai-gpt's BPE with end_of_word_suffix (BertNormalizer, BertPreTokenizer, BPEDecoder), a BPE
+    with continuing_subword_prefix among Nmt, CharDelimiterSplit and BertProcessing, and a Unigram
+    model with byte_fallback; vocabularies of the words of kText."""
+    from collections import Counter
+    words = ["tôi", "yêu", "việt", "nam", "the", "capital", "of", "paris", "is", "what", "i", "'",
+             "ll", "see", ".", "<", ">", "mask", "北", "京"]
+    specials = ["<unk>", "<s>", "</s>"]
+    template = layouts.template(
+        [("S", "<s>", 0), ("Q", "A", 0), ("S", "</s>", 0)],
+        [("S", "<s>", 0), ("Q", "A", 0), ("S", "</s>", 0), ("Q", "B", 1), ("S", "</s>", 1)],
+        [("<s>", 1), ("</s>", 2)])
+    added = [layouts.added_token(i, t) for i, t in enumerate(specials)]
+    vocab = {t: i for i, t in enumerate(specials + words)}
+    write("tokenizer_json", "wordlevel_layout", json.dumps(layouts.tokenizer(
+        added, {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]},
+        {"type": "Whitespace"}, template, None,
+        {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"}), ensure_ascii=False, indent=2))
+    counts = Counter(tuple(w) for w in words)
+    for name, prefix, suffix in [("bpe_openai_gpt_layout", "", "</w>"),
+                                 ("bpe_bert_components_layout", "##", "")]:
+        alphabet, merges = layouts.train_bpe(counts, 40, prefix=prefix, suffix=suffix)
+        vocab = layouts.bpe_vocab(specials, alphabet, merges, prefix=prefix)
+        model = layouts.bpe_model(vocab, merges)
+        model.update(unk_token="<unk>", continuing_subword_prefix=prefix, end_of_word_suffix=suffix)
+        if suffix:
+            root = layouts.tokenizer(
+                added, {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                        "strip_accents": None, "lowercase": True},
+                {"type": "BertPreTokenizer"}, None, {"type": "BPEDecoder", "suffix": suffix}, model)
+        else:
+            root = layouts.tokenizer(
+                added, {"type": "Sequence", "normalizers": [
+                    {"type": "Nmt"}, {"type": "BertNormalizer", "lowercase": True}]},
+                {"type": "Sequence", "pretokenizers": [
+                    {"type": "CharDelimiterSplit", "delimiter": "/"}, {"type": "BertPreTokenizer"}]},
+                {"type": "BertProcessing", "sep": ["</s>", 2], "cls": ["<s>", 1]},
+                {"type": "WordPiece", "prefix": prefix, "cleanup": True}, model)
+        write("tokenizer_json", name, json.dumps(root, ensure_ascii=False, indent=2))
+    root = json.loads(unigram_tokenizer_json(None))
+    root["model"]["vocab"] += [[f"<0x{b:02X}>", 0.0] for b in range(256)]
+    root["model"]["byte_fallback"] = True
+    root["decoder"] = {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, root["decoder"]]}
+    write("tokenizer_json", "unigram_byte_fallback", json.dumps(root, ensure_ascii=False, indent=2))
+
+
 def make_texts(shared):
     goldens = shared / "testdata/tokenizer"
     texts = []
@@ -515,6 +562,7 @@ def main():
     make_tokenizer_json()
     make_bpe_tokenizer_json()
     make_unigram_tokenizer_json()
+    make_more_layouts()
     make_texts(shared)
     make_request_run(make_request_proto(args.protoc))
     make_http_body()

@@ -219,20 +219,33 @@ void BpeTokenizer::TokenizeWord(const std::vector<NormChar>& chars, int64_t word
   // The piece as the vocabulary spells it, for ignore_merges.
   std::string word;
   bool previous_unk = false;
-  for (const NormChar& c : chars) {
+  const bool affixed =
+      !model_.continuing_subword_prefix.empty() || !model_.end_of_word_suffix.empty();
+  // The symbol as BPE::merge_word looks it up: the prefix unless it is the piece's first, the
+  // suffix when it is its last.
+  const auto with_affixes = [&](const std::string& symbol, bool first, bool last) {
+    return absl::StrCat(first ? "" : model_.continuing_subword_prefix, symbol,
+                        last ? model_.end_of_word_suffix : "");
+  };
+  // Byte-level: the symbol bytes, for the lookup with affixes once the last one is known.
+  std::vector<unsigned char> symbol_bytes;
+  for (size_t k = 0; k < chars.size(); ++k) {
+    const NormChar& c = chars[k];
     bytes.clear();
     unicode::AppendUtf8(c.c, &bytes);
     if (model_.byte_level) {
       for (unsigned char byte : bytes) {
         symbols.push_back({byte_ids_[byte], c.start, c.end, 0, 0});
         unicode::AppendUtf8(ByteChars()[byte], &word);
+        symbol_bytes.push_back(byte);
       }
       continue;
     }
     // BPE::merge_word over characters: the character's token, else its bytes' tokens (byte
     // fallback), else unk (one for a run of them with fuse_unk), else nothing.
     word.append(bytes);
-    const auto it = token_to_id_.find(bytes);
+    const auto it = token_to_id_.find(
+        affixed ? with_affixes(bytes, /*first=*/k == 0, /*last=*/k + 1 == chars.size()) : bytes);
     if (it != token_to_id_.end()) {
       symbols.push_back({it->second, c.start, c.end, 0, 0});
       previous_unk = false;
@@ -254,6 +267,16 @@ void BpeTokenizer::TokenizeWord(const std::vector<NormChar>& chars, int64_t word
     previous_unk = true;
   }
   if (chars.empty()) return;
+  if (model_.byte_level && affixed) {
+    std::string symbol;
+    for (size_t k = 0; k < symbols.size(); ++k) {
+      symbol.clear();
+      unicode::AppendUtf8(ByteChars()[symbol_bytes[k]], &symbol);
+      const auto it = token_to_id_.find(
+          with_affixes(symbol, /*first=*/k == 0, /*last=*/k + 1 == symbols.size()));
+      symbols[k].id = it != token_to_id_.end() ? it->second : model_.unk_id;
+    }
+  }
   const auto emit = [&](int64_t id, int64_t start, int64_t end) {
     Emit(id, id_to_token()[id], start, end, word_index, out, edges);
   };

@@ -67,22 +67,29 @@ class BpeTokenizer : public PipelineTokenizer {
   //     repeated pair takes its last rank, as the library's map does), ignore_merges (a pre-token
   //     that is whole in the vocabulary is one token: Llama 3), unk_token and fuse_unk (else a
   //     symbol with no token is dropped), byte_fallback (a character the vocabulary lacks becomes
-  //     its bytes' "<0xXX>" tokens); no dropout, continuing_subword_prefix or end_of_word_suffix.
+  //     its bytes' "<0xXX>" tokens), continuing_subword_prefix (before every symbol of a piece but
+  //     the first; a merge "a ##b" makes "a" + "b", the library's rule) and end_of_word_suffix
+  //     (after the last symbol of a piece: CLIP's and openai-gpt's "</w>"), neither with
+  //     byte_fallback; no dropout.
   //   normalizer: null, NFC, NFD, NFKC, NFKD, Replace (a "String" or "Regex" pattern), Prepend,
-  //     Precompiled, Strip, Lowercase, StripAccents, or a Sequence of those.
+  //     Precompiled, Strip, Lowercase, StripAccents, BertNormalizer (openai-gpt's), Nmt, or a
+  //     Sequence of those.
   //   pre_tokenizer: null, ByteLevel (add_prefix_space, use_regex with GPT-2's pattern), Split (a
   //     "Regex" or "String" pattern; behavior Isolated, Removed, MergedWithPrevious,
-  //     MergedWithNext or Contiguous; invert), Metaspace, WhitespaceSplit, Whitespace, Digits
-  //     (individual_digits), Punctuation (behavior), or a Sequence of those.
+  //     MergedWithNext or Contiguous; invert), Metaspace, WhitespaceSplit, Whitespace,
+  //     BertPreTokenizer, CharDelimiterSplit, Digits (individual_digits), Punctuation (behavior),
+  //     or a Sequence of those.
   //   added_tokens: content, id, special, lstrip, rstrip, single_word, normalized. The
   //     non-normalized ones are matched in the raw text before normalization, the normalized ones
   //     (by their normalized content) in each normalized stretch between them; leftmost, then
   //     longest, as the library's Aho-Corasick does.
   //   post_processor: null, ByteLevel (trim_offsets, add_prefix_space), RobertaProcessing (cls,
-  //     sep, trim_offsets, add_prefix_space), TemplateProcessing (single, pair, special_tokens),
+  //     sep, trim_offsets, add_prefix_space), BertProcessing (cls, sep), TemplateProcessing
+  //     (single, pair, special_tokens),
   //     or a Sequence of at most one offset trimmer and one template.
-  //   decoder: ByteLevel, Replace (a "String" pattern), ByteFallback, Fuse, Strip, Metaspace, a
-  //     Sequence of those, or null (tokens joined by spaces).
+  //   decoder: ByteLevel, Replace (a "String" pattern), ByteFallback, Fuse, Strip, Metaspace,
+  //     BPEDecoder (suffix), WordPiece (prefix, cleanup), a Sequence of those, or null (tokens
+  //     joined by spaces).
   //   truncation and padding are not read: the caller's EncodeOptions decide, as transformers'
   //     fast tokenizers set them per call.
   // `model_max_length` comes from tokenizer_config.json (LoadTokenizer); the pad token is the
@@ -115,6 +122,11 @@ class BpeTokenizer : public PipelineTokenizer {
     // A byte (character) without a token becomes this one; -1: it is dropped (the library's BPE
     // without unk_token).
     int64_t unk_id = -1;
+    // BPE::merge_word: the prefix is put before every symbol of a piece but the first ("##"), the
+    // suffix after its last one ("</w>": CLIP's and openai-gpt's), before the symbol is looked up
+    // and the merges run. Empty: none.
+    std::string continuing_subword_prefix;
+    std::string end_of_word_suffix;
   };
   // The rank of a merge and the id of the token it makes.
   struct Merge {
@@ -137,7 +149,9 @@ class BpeTokenizer : public PipelineTokenizer {
   // unk token (vocab.json + merges.txt, as transformers' BartTokenizer maps it; tokenizer.json
   // with an unk_token) or is dropped (tokenizer.json without); a vocabulary with all 256 byte
   // characters, as every GPT-2-derived one has, never needs either. A token spans the characters
-  // its bytes came from (a piece of a multi-byte character spans the whole character).
+  // its bytes came from (a piece of a multi-byte character spans the whole character). With a
+  // continuing_subword_prefix or end_of_word_suffix each symbol (byte character or character) is
+  // looked up with them, as BPE::merge_word does; the offsets leave them out.
   void TokenizeWord(const std::vector<NormChar>& chars, int64_t word_index, TokenizedText* out,
                     std::vector<std::pair<int32_t, int32_t>>* edges) const override;
 

@@ -37,15 +37,19 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
   const json model = root.value("model", json());
   if (TypeOf(model) != "BPE") {
     return Unsupported(path, "model", TypeOf(model),
-                       "BPE (here), WordPiece, Unigram (LoadTokenizer)");
+                       "BPE (here), WordPiece, Unigram, WordLevel (LoadTokenizer)");
   }
 
   // --- model ---
-  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+  Model settings;
+  for (auto [key, affix] :
+       {std::pair{"continuing_subword_prefix", &settings.continuing_subword_prefix},
+        std::pair{"end_of_word_suffix", &settings.end_of_word_suffix}}) {
     const json value = model.value(key, json());
-    if (!value.is_null() && value != "") {
-      return UnsupportedValue(path, absl::StrCat("model.", key), value, "null or \"\"");
+    if (!value.is_null() && !value.is_string()) {
+      return FieldError(path, absl::StrCat("model.", key), "null or a string", value);
     }
+    if (value.is_string()) *affix = value.get<std::string>();
   }
   if (!model.value("dropout", json()).is_null() && model["dropout"] != 0.0) {
     return UnsupportedValue(path, "model.dropout", model["dropout"],
@@ -57,6 +61,13 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
                              GetBool(model, "byte_fallback", false, path, "model.byte_fallback"));
   ATTNSCOPE_ASSIGN_OR_RETURN(const bool fuse_unk,
                              GetBool(model, "fuse_unk", false, path, "model.fuse_unk"));
+  if (byte_fallback &&
+      !(settings.continuing_subword_prefix.empty() && settings.end_of_word_suffix.empty())) {
+    // The library would spell the affixes' bytes as "<0xXX>" tokens too, with offsets of their own.
+    return UnsupportedValue(path, "model.byte_fallback", true,
+                            "false when model.continuing_subword_prefix or "
+                            "model.end_of_word_suffix is set");
+  }
 
   const json& vocab = model.value("vocab", json());
   if (!vocab.is_object() || vocab.empty()) {
@@ -118,7 +129,16 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
     } else {
       return FieldError(path, field, "\"a b\" or [\"a\", \"b\"]", merge);
     }
-    const std::string merged = parts[0] + parts[1];
+    // The library's BPE builder: the right token's first prefix-length bytes are dropped ("a"
+    // and "##b" make "ab"), whatever they are.
+    const size_t prefix_size = settings.continuing_subword_prefix.size();
+    if (parts[1].size() < prefix_size) {
+      return FieldError(path, field,
+                        absl::StrCat("a right token at least as long as the continuing prefix '",
+                                     settings.continuing_subword_prefix, "'"),
+                        merge);
+    }
+    const std::string merged = parts[0] + parts[1].substr(prefix_size);
     int64_t ids[3];
     const std::string* names[3] = {&parts[0], &parts[1], &merged};
     for (int k = 0; k < 3; ++k) {
@@ -136,7 +156,6 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
                             Merge{static_cast<int64_t>(rank), ids[2]});
   }
 
-  Model settings;
   settings.ignore_merges = ignore_merges;
   settings.byte_fallback = byte_fallback;
   settings.fuse_unk = fuse_unk;

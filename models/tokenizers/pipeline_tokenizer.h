@@ -4,6 +4,11 @@
 // template and offset trimming, and the decoders. Each component keeps the alignment of normalized
 // characters with the original text as the library's NormalizedString does, so that a token's
 // offsets are the library's.
+//
+// One file per component: pipeline_tokenizer.cc (the encode loop, offsets, the constructor),
+// pipeline_added_tokens.cc, pipeline_normalizers.cc, pipeline_pre_tokenizers.cc,
+// pipeline_decoders.cc, pipeline_tokenizer_json.cc (reading them all from tokenizer.json), and
+// pipeline_chars.h (the character classes and pattern matches they share).
 #ifndef ATTNSCOPE_MODELS_TOKENIZERS_PIPELINE_TOKENIZER_H_
 #define ATTNSCOPE_MODELS_TOKENIZERS_PIPELINE_TOKENIZER_H_
 
@@ -38,12 +43,18 @@ class PipelineTokenizer : public Tokenizer {
   // characters are aligned with the last one replaced; Prepend: the new characters, put before a
   // stretch that is not empty, are aligned with its first character; Precompiled: see
   // PrecompiledCharsmap; Strip, StripAccents: the whitespace or marks cut are aligned with
-  // nothing), normalized added tokens are matched in it, and the rest is pre-tokenized: Split
-  // patterns on PCRE2; WhitespaceSplit (pieces between whitespace, which is dropped); Whitespace
-  // (runs of word characters and runs of other non-space characters, Oniguruma's \w+|[^\w\s]+;
-  // whitespace dropped); Digits (each number character alone, or runs of them); Punctuation (each
-  // punctuation character alone, or as its behavior says); ByteLevel (a prefix space when asked,
-  // the space aligned with the first character; GPT-2's pattern
+  // nothing; BertNormalizer: its clean_text drops NUL, U+FFFD and C* but \t \n \r and makes
+  // whitespace ' ', its handle_chinese_chars puts a ' ' aligned with a CJK ideograph on each side
+  // of it, then NFD with Mn dropped (strip_accents, lowercase's default) and Lowercase; Nmt: the
+  // ASCII controls but \t \n \f \r, U+008F and U+009F dropped, \t \n \f \r U+1680
+  // U+200B-U+200F U+2028 U+2029 U+2581 U+FEFF U+FFFD made ' '), normalized added tokens are matched
+  // in it, and the rest is pre-tokenized: Split patterns on PCRE2; WhitespaceSplit (pieces between
+  // whitespace, which is dropped); Whitespace (runs of word characters and runs of other non-space
+  // characters, Oniguruma's \w+|[^\w\s]+; whitespace dropped); BertPreTokenizer (WhitespaceSplit
+  // then Punctuation, each punctuation character alone); CharDelimiterSplit (pieces between the
+  // delimiter, which is dropped); Digits (each number character alone, or runs of them);
+  // Punctuation (each punctuation character alone, or as its behavior says); ByteLevel (a prefix
+  // space when asked, the space aligned with the first character; GPT-2's pattern
   // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ when use_regex,
   // case sensitive: "I'LL" is "I" "'" "LL"); Metaspace (each ' ' becomes the
   // replacement, aligned with the space; the replacement prepended, aligned with the first
@@ -61,10 +72,14 @@ class PipelineTokenizer : public Tokenizer {
   // as UTF-8 with each maximal invalid subsequence replaced by U+FFFD, Rust's
   // String::from_utf8_lossy), Replace (a plain string), ByteFallback (runs of "<0xXX>" tokens read
   // as UTF-8, one U+FFFD per token when they are not), Fuse, Strip, Metaspace (the replacement
-  // becomes ' ', except in the first token, where it is dropped unless prepend_scheme is "never").
-  // Without a decoder the tokens are joined with spaces, as the library does. Special tokens (added
-  // tokens marked special) are dropped when `skip_special_tokens`; unknown ids are skipped. No
-  // clean-up of spaces before punctuation (clean_up_tokenization_spaces false).
+  // becomes ' ', except in the first token, where it is dropped unless prepend_scheme is "never"),
+  // BPEDecoder (the suffix becomes ' ', except in the last token, where it is dropped), WordPiece
+  // (each token after the first loses the prefix it starts with, else gets a ' ' before it; with
+  // cleanup, " ." " ?" " !" " ," " ' " " n't" " 'm" " do not" " 's" " 've" " 're" are then
+  // fixed in each token as the library's decoders/wordpiece.rs does). Without a decoder the tokens
+  // are joined with spaces, as the library does. Special tokens (added tokens marked special) are
+  // dropped when `skip_special_tokens`; unknown ids are skipped. No clean-up of spaces before
+  // punctuation (clean_up_tokenization_spaces false).
   std::string Decode(const std::vector<int64_t>& ids, bool skip_special_tokens) const final;
   // Includes the added tokens.
   int64_t vocab_size() const final { return static_cast<int64_t>(id_to_token_.size()); }
@@ -129,7 +144,10 @@ class PipelineTokenizer : public Tokenizer {
       kPrecompiled,
       kStrip,
       kLowercase,
-      kStripAccents
+      kStripAccents,
+      kBertCleanText,
+      kBertChineseChars,
+      kNmt
     };
     Kind kind = Kind::kNfc;
     // kReplace: every match of `pattern` becomes `content`. kPrepend: `content` is put before a
@@ -141,10 +159,21 @@ class PipelineTokenizer : public Tokenizer {
     // kStrip: the whitespace at the start / the end is removed.
     bool strip_left = false;
     bool strip_right = false;
+    // kStripAccents: only nonspacing marks (Mn) go, as BertNormalizer strips them; else M*.
+    bool nonspacing_only = false;
   };
   // One decoder of a (flattened) Sequence, applied to the list of token strings.
   struct DecoderStep {
-    enum class Kind { kByteLevel, kReplace, kByteFallback, kFuse, kStrip, kMetaspace };
+    enum class Kind {
+      kByteLevel,
+      kReplace,
+      kByteFallback,
+      kFuse,
+      kStrip,
+      kMetaspace,
+      kBpeSuffix,
+      kWordPiece
+    };
     Kind kind = Kind::kByteLevel;
     // kReplace: `pattern` (a plain string) becomes `content` in each token.
     std::string pattern;
@@ -155,6 +184,10 @@ class PipelineTokenizer : public Tokenizer {
     // kMetaspace: `content` (the replacement) becomes ' ', dropped in the first token when
     // `prepend`.
     bool prepend = true;
+    // kBpeSuffix: `content` (the end_of_word_suffix) becomes ' ', or nothing in the last token.
+    // kWordPiece: a token after the first loses `content` (the continuing prefix) when it starts
+    // with it, else gets a ' ' before it; then each token is cleaned up when `cleanup`.
+    bool cleanup = true;
   };
   // Everything between the model and the template: what a tokenizer.json configures.
   struct Pipeline {
@@ -184,10 +217,12 @@ class PipelineTokenizer : public Tokenizer {
   // Reads the components of tokenizer.json `root` (from `path`, for errors) that are not the
   // model: added_tokens (ids below `id_limit`, each written into `id_to_token`, grown as needed),
   // normalizer (NFC, NFD, NFKC, NFKD, Replace, Prepend, Precompiled, Strip, Lowercase,
-  // StripAccents), pre_tokenizer (ByteLevel, Split, Metaspace, WhitespaceSplit, Whitespace,
-  // Digits, Punctuation),
-  // post_processor (ByteLevel, RobertaProcessing, TemplateProcessing) and decoder (ByteLevel,
-  // Replace, ByteFallback, Fuse, Strip, Metaspace), each one of those or a Sequence of them.
+  // StripAccents, BertNormalizer, Nmt), pre_tokenizer (ByteLevel, Split, Metaspace,
+  // WhitespaceSplit, Whitespace, BertPreTokenizer, CharDelimiterSplit, Digits, Punctuation),
+  // post_processor (ByteLevel, RobertaProcessing, BertProcessing: "[CLS] $A [SEP]" and
+  // "[CLS] $A [SEP] $B:1 [SEP]:1", TemplateProcessing) and decoder (ByteLevel,
+  // Replace, ByteFallback, Fuse, Strip, Metaspace, BPEDecoder, WordPiece), each one of those or a
+  // Sequence of them.
   // Unimplemented: a component type or setting not supported, naming it and what is.
   // InvalidArgument, naming the field: anything malformed (a regex PCRE2 cannot compile, a
   // precompiled_charsmap that is not base64 or whose trie is broken).

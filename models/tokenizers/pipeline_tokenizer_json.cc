@@ -28,15 +28,16 @@ using tokenizer_json::Unsupported;
 using tokenizer_json::UnsupportedValue;
 
 constexpr char kNormalizers[] =
-    "NFC, NFD, NFKC, NFKD, Replace, Prepend, Precompiled, Strip, Lowercase, StripAccents, Sequence "
-    "(of those), null";
+    "NFC, NFD, NFKC, NFKD, Replace, Prepend, Precompiled, Strip, Lowercase, StripAccents, "
+    "BertNormalizer, Nmt, Sequence (of those), null";
 constexpr char kPreTokenizers[] =
-    "ByteLevel, Split, Metaspace, WhitespaceSplit, Whitespace, Digits, Punctuation, Sequence (of "
-    "those), null";
+    "ByteLevel, Split, Metaspace, WhitespaceSplit, Whitespace, BertPreTokenizer, "
+    "CharDelimiterSplit, Digits, Punctuation, Sequence (of those), null";
 constexpr char kPostProcessors[] =
-    "ByteLevel, RobertaProcessing, TemplateProcessing, Sequence (of those), null";
+    "ByteLevel, RobertaProcessing, BertProcessing, TemplateProcessing, Sequence (of those), null";
 constexpr char kDecoders[] =
-    "ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence (of those), null";
+    "ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, BPEDecoder, WordPiece, Sequence (of "
+    "those), null";
 
 // The components of a normalizer, pre-tokenizer, post-processor or decoder in order: nested
 // Sequences (whose list is under `list_key`) opened, nulls left out.
@@ -254,6 +255,36 @@ absl::Status PipelineTokenizer::ReadComponents(const json& root, const std::stri
           step.strip_left, GetBool(normalizer, "strip_left", true, path, "normalizer.strip_left"));
       ATTNSCOPE_ASSIGN_OR_RETURN(step.strip_right, GetBool(normalizer, "strip_right", true, path,
                                                            "normalizer.strip_right"));
+    } else if (type == "Nmt") {
+      step.kind = NormalizerStep::Kind::kNmt;
+    } else if (type == "BertNormalizer") {
+      // normalizers/bert.rs: its stages in order, as steps of their own.
+      ATTNSCOPE_ASSIGN_OR_RETURN(const bool clean_text, GetBool(normalizer, "clean_text", true,
+                                                                path, "normalizer.clean_text"));
+      ATTNSCOPE_ASSIGN_OR_RETURN(const bool chinese_chars,
+                                 GetBool(normalizer, "handle_chinese_chars", true, path,
+                                         "normalizer.handle_chinese_chars"));
+      ATTNSCOPE_ASSIGN_OR_RETURN(const bool lowercase, GetBool(normalizer, "lowercase", true, path,
+                                                               "normalizer.lowercase"));
+      const json strip = normalizer.value("strip_accents", json());
+      if (!strip.is_null() && !strip.is_boolean()) {
+        return FieldError(path, "normalizer.strip_accents", "null or a boolean", strip);
+      }
+      const bool strip_accents = strip.is_null() ? lowercase : strip.get<bool>();
+      const auto push = [&](NormalizerStep::Kind kind, bool nonspacing_only) {
+        NormalizerStep stage;
+        stage.kind = kind;
+        stage.nonspacing_only = nonspacing_only;
+        pipeline.normalizer.push_back(std::move(stage));
+      };
+      if (clean_text) push(NormalizerStep::Kind::kBertCleanText, /*nonspacing_only=*/false);
+      if (chinese_chars) push(NormalizerStep::Kind::kBertChineseChars, /*nonspacing_only=*/false);
+      if (strip_accents) {
+        push(NormalizerStep::Kind::kNfd, /*nonspacing_only=*/false);
+        push(NormalizerStep::Kind::kStripAccents, /*nonspacing_only=*/true);
+      }
+      if (!lowercase) continue;
+      step.kind = NormalizerStep::Kind::kLowercase;
     } else {
       return Unsupported(path, "normalizer", type, kNormalizers);
     }
@@ -332,6 +363,30 @@ absl::Status PipelineTokenizer::ReadComponents(const json& root, const std::stri
       step.kind = PreTokenizerStep::Kind::kWhitespaceSplit;
     } else if (type == "Whitespace") {
       step.kind = PreTokenizerStep::Kind::kWhitespace;
+    } else if (type == "BertPreTokenizer") {
+      // pre_tokenizers/bert.rs: whitespace removed, then each punctuation character alone.
+      PreTokenizerStep whitespace;
+      whitespace.kind = PreTokenizerStep::Kind::kWhitespaceSplit;
+      pipeline.pre_tokenizer.push_back(std::move(whitespace));
+      step.kind = PreTokenizerStep::Kind::kPunctuation;
+      step.behavior = SplitBehavior::kIsolated;
+    } else if (type == "CharDelimiterSplit") {
+      // pre_tokenizers/delimiter.rs: a split on the one character, Removed.
+      ATTNSCOPE_ASSIGN_OR_RETURN(
+          const std::string delimiter,
+          GetString(pre_tokenizer, "delimiter", path, "pre_tokenizer.delimiter"));
+      absl::StatusOr<unicode::DecodedText> decoded = unicode::DecodeUtf8(delimiter);
+      if (!decoded.ok() || decoded->size() != 1) {
+        return FieldError(path, "pre_tokenizer.delimiter", "one character", delimiter);
+      }
+      absl::StatusOr<std::unique_ptr<Regex>> regex = Regex::Create(delimiter, /*literal=*/true);
+      if (!regex.ok()) {
+        return FieldError(path, "pre_tokenizer.delimiter", "a character PCRE2 matches",
+                          absl::StrCat(delimiter, " (", regex.status().message(), ")"));
+      }
+      step.kind = PreTokenizerStep::Kind::kSplit;
+      step.regex = std::move(regex).value();
+      step.behavior = SplitBehavior::kRemoved;
     } else if (type == "Digits") {
       step.kind = PreTokenizerStep::Kind::kDigits;
       ATTNSCOPE_ASSIGN_OR_RETURN(const bool individual,
@@ -357,6 +412,7 @@ absl::Status PipelineTokenizer::ReadComponents(const json& root, const std::stri
   for (const json& processor : Flatten(root.value("post_processor", json()), "processors")) {
     const json type = TypeOf(processor);
     const bool roberta = type == "RobertaProcessing";
+    const bool bert = type == "BertProcessing";
     if (type == "ByteLevel" || roberta) {
       if (has_trimmer) {
         return Unsupported(path, "post_processor", type,
@@ -370,13 +426,13 @@ absl::Status PipelineTokenizer::ReadComponents(const json& root, const std::stri
           pipeline.trim_add_prefix_space,
           GetBool(processor, "add_prefix_space", true, path, "post_processor.add_prefix_space"));
     }
-    if (roberta || type == "TemplateProcessing") {
+    if (roberta || bert || type == "TemplateProcessing") {
       if (has_template) {
         return Unsupported(path, "post_processor", type, "at most one template in a Sequence");
       }
       has_template = true;
     }
-    if (roberta) {
+    if (roberta || bert) {
       TemplatePiece special[2];
       for (int k = 0; k < 2; ++k) {
         const char* key = k == 0 ? "cls" : "sep";
@@ -388,10 +444,18 @@ absl::Status PipelineTokenizer::ReadComponents(const json& root, const std::stri
         special[k] = {Kind::kSpecial, value[1].get<int64_t>(), value[0].get<std::string>(), 0};
       }
       const auto& [cls, sep] = special;
-      // Every type id 0, also in pairs (RobertaProcessing).
       post_processor.single = {cls, {Kind::kFirst, 0, "", 0}, sep};
-      post_processor.pair = {cls, {Kind::kFirst, 0, "", 0},  sep,
-                             sep, {Kind::kSecond, 0, "", 0}, sep};
+      if (bert) {
+        // processors/bert.rs: the second text and its [SEP] have type id 1.
+        TemplatePiece second_sep = sep;
+        second_sep.type_id = 1;
+        post_processor.pair = {
+            cls, {Kind::kFirst, 0, "", 0}, sep, {Kind::kSecond, 0, "", 1}, second_sep};
+      } else {
+        // Every type id 0, also in pairs (RobertaProcessing).
+        post_processor.pair = {cls, {Kind::kFirst, 0, "", 0},  sep,
+                               sep, {Kind::kSecond, 0, "", 0}, sep};
+      }
     } else if (type == "TemplateProcessing") {
       const json special_tokens = processor.value("special_tokens", json::object());
       post_processor.single.clear();
@@ -448,6 +512,22 @@ absl::Status PipelineTokenizer::ReadComponents(const json& root, const std::stri
       step.content.clear();
       unicode::AppendUtf8(metaspace.replacement, &step.content);
       step.prepend = metaspace.prepend_scheme != "never";
+    } else if (type == "BPEDecoder") {
+      step.kind = DecoderStep::Kind::kBpeSuffix;
+      step.content = "</w>";  // the library's default
+      if (decoder.contains("suffix")) {
+        ATTNSCOPE_ASSIGN_OR_RETURN(step.content,
+                                   GetString(decoder, "suffix", path, "decoder.suffix"));
+      }
+    } else if (type == "WordPiece") {
+      step.kind = DecoderStep::Kind::kWordPiece;
+      step.content = "##";  // the library's default
+      if (decoder.contains("prefix")) {
+        ATTNSCOPE_ASSIGN_OR_RETURN(step.content,
+                                   GetString(decoder, "prefix", path, "decoder.prefix"));
+      }
+      ATTNSCOPE_ASSIGN_OR_RETURN(step.cleanup,
+                                 GetBool(decoder, "cleanup", true, path, "decoder.cleanup"));
     } else {
       return Unsupported(path, "decoder", type, kDecoders);
     }

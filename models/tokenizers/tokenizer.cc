@@ -140,6 +140,8 @@ std::string_view TokenizerKindName(TokenizerKind kind) {
       return "sentencepiece";
     case TokenizerKind::kByteLevelBpe:
       return "bpe";
+    case TokenizerKind::kWordLevel:
+      return "wordlevel";
   }
   return "unknown";
 }

@@ -104,9 +104,9 @@ struct TokenizerNormalization {
 };
 
 // Which file format a tokenizer was loaded from.
-enum class TokenizerKind { kWordPiece, kSentencePiece, kByteLevelBpe };
+enum class TokenizerKind { kWordPiece, kSentencePiece, kByteLevelBpe, kWordLevel };
 
-// "wordpiece", "sentencepiece" or "bpe" (ModelInfo.tokenizer_kind).
+// "wordpiece", "sentencepiece", "bpe" or "wordlevel" (ModelInfo.tokenizer_kind).
 std::string_view TokenizerKindName(TokenizerKind kind);
 
 // One position of a post-processing template (Hugging Face TemplateProcessing).
@@ -189,10 +189,10 @@ class Tokenizer {
 };
 
 // Loads the tokenizer of a Hugging Face checkpoint directory, trying in order: tokenizer.json with
-// a WordPiece model, a BPE one (GPT-2, RoBERTa, Llama 3, Qwen3, Gemma 3, Llama 2) or a Unigram one
-// (XLM-RoBERTa, T5, ALBERT; + tokenizer_config.json's model_max_length and pad_token; one with a
-// component
-// BpeTokenizer::FromTokenizerJson or UnigramTokenizer::FromTokenizerJson does not support is
+// a WordPiece model, a BPE one (GPT-2, RoBERTa, Llama 3, Qwen3, Gemma 3, Llama 2, CLIP), a Unigram
+// one (XLM-RoBERTa, T5, ALBERT) or a WordLevel one (+ tokenizer_config.json's model_max_length and
+// pad_token; one with a component BpeTokenizer, UnigramTokenizer or WordLevelTokenizer's
+// FromTokenizerJson does not support is
 // passed over for the files below, its refusal returned when none is there), source.spm +
 // target.spm + vocab.json (Marian, + tokenizer_config.json's special tokens), spiece.model (T5, +
 // tokenizer_config.json's extra_ids), vocab.json + merges.txt (byte-level BPE of GPT-2, RoBERTa and

@@ -18,6 +18,7 @@
 #include "models/tokenizers/tokenizer.h"
 #include "models/tokenizers/tokenizer_json.h"
 #include "models/tokenizers/unigram_tokenizer.h"
+#include "models/tokenizers/wordlevel_tokenizer.h"
 #include "models/tokenizers/wordpiece_tokenizer.h"
 #include "nlohmann/json.hpp"
 
@@ -222,11 +223,17 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
       if (unigram.ok()) return std::unique_ptr<Tokenizer>(std::move(unigram).value());
       if (!absl::IsUnimplemented(unigram.status())) return unigram.status();
       unsupported_json = absl::InvalidArgumentError(unigram.status().message());
+    } else if (type == "WordLevel") {
+      absl::StatusOr<std::unique_ptr<WordLevelTokenizer>> word_level =
+          WordLevelTokenizer::FromTokenizerJson(root, json_path, model_max_length, pad_token);
+      if (word_level.ok()) return std::unique_ptr<Tokenizer>(std::move(word_level).value());
+      if (!absl::IsUnimplemented(word_level.status())) return word_level.status();
+      unsupported_json = absl::InvalidArgumentError(word_level.status().message());
     } else {
-      unsupported_json = FieldError(
-          "tokenizer.json", json_path, "model.type",
-          "\"WordPiece\", \"BPE\" or \"Unigram\" (or a vocab.txt or tokenizer.model beside it)",
-          type);
+      unsupported_json = FieldError("tokenizer.json", json_path, "model.type",
+                                    "\"WordPiece\", \"BPE\", \"Unigram\" or \"WordLevel\" (or a "
+                                    "vocab.txt or tokenizer.model beside it)",
+                                    type);
     }
   }
 
@@ -338,7 +345,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
   if (!unsupported_json.ok()) return unsupported_json;
   return absl::NotFoundError(absl::StrCat(
       "tokenizer files in '", model_dir,
-      "': expected tokenizer.json (WordPiece, BPE or Unigram), source.spm + target.spm + "
+      "': expected tokenizer.json (WordPiece, BPE, Unigram or WordLevel), source.spm + target.spm "
+      "+ "
       "vocab.json (Marian), "
       "spiece.model (T5), vocab.json + merges.txt (byte-level BPE), vocab.txt or tokenizer.model, "
       "got none of them"));

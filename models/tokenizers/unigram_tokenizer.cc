@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "models/tokenizers/tokenizer_json.h"
 #include "models/tokenizers/unicode.h"
@@ -30,13 +31,11 @@ absl::StatusOr<std::unique_ptr<UnigramTokenizer>> UnigramTokenizer::FromTokenize
   const json model = root.value("model", json());
   const json type = model.is_object() ? model.value("type", json()) : model;
   if (type != "Unigram") {
-    return Unsupported(path, "model", type, "Unigram (here), WordPiece, BPE (LoadTokenizer)");
+    return Unsupported(path, "model", type,
+                       "Unigram (here), WordPiece, BPE, WordLevel (LoadTokenizer)");
   }
   ATTNSCOPE_ASSIGN_OR_RETURN(const bool byte_fallback,
                              GetBool(model, "byte_fallback", false, path, "model.byte_fallback"));
-  if (byte_fallback) {
-    return UnsupportedValue(path, "model.byte_fallback", true, "false");
-  }
   const json& vocab = model.value("vocab", json());
   if (!vocab.is_array() || vocab.empty()) {
     return FieldError(path, "model.vocab", "a non-empty array of [piece, score]", vocab);
@@ -114,13 +113,13 @@ absl::StatusOr<std::unique_ptr<UnigramTokenizer>> UnigramTokenizer::FromTokenize
   const int64_t pad_id = PadId(id_to_token, pad_token);
   return std::unique_ptr<UnigramTokenizer>(
       new UnigramTokenizer(std::move(id_to_token), std::move(scores), std::move(nodes),
-                           std::move(edges), unk.get<int64_t>(), std::move(pipeline),
+                           std::move(edges), unk.get<int64_t>(), byte_fallback, std::move(pipeline),
                            std::move(post_processor), pad_id, model_max_length));
 }
 
 UnigramTokenizer::UnigramTokenizer(std::vector<std::string> id_to_token, std::vector<double> scores,
                                    std::vector<TrieNode> nodes, std::vector<TrieEdge> edges,
-                                   int64_t unk_id, Pipeline pipeline,
+                                   int64_t unk_id, bool byte_fallback, Pipeline pipeline,
                                    PostProcessorTemplate post_processor, int64_t pad_token_id,
                                    int64_t model_max_length)
     : PipelineTokenizer(std::move(id_to_token), std::move(pipeline), std::move(post_processor),
@@ -129,7 +128,11 @@ UnigramTokenizer::UnigramTokenizer(std::vector<std::string> id_to_token, std::ve
       nodes_(std::move(nodes)),
       edges_(std::move(edges)),
       unk_id_(unk_id),
-      unk_score_(*std::min_element(scores_.begin(), scores_.end()) - kUnkPenalty) {}
+      unk_score_(*std::min_element(scores_.begin(), scores_.end()) - kUnkPenalty) {
+  byte_ids_.fill(-1);
+  if (!byte_fallback) return;
+  for (int b = 0; b < 256; ++b) byte_ids_[b] = PieceId(absl::StrFormat("<0x%02X>", b));
+}
 
 TokenizerNormalization UnigramTokenizer::normalization() const {
   TokenizerNormalization normalization = NormalizerFlags();
@@ -230,8 +233,18 @@ void UnigramTokenizer::TokenizeWord(const std::vector<NormChar>& chars, int64_t 
     const auto [start, end] = *it;
     std::string token = sentence.substr(start, end - start);
     const int64_t id = PieceId(token);
-    Emit(id >= 0 ? id : unk_id_, std::move(token), chars[char_of_byte[start]].start,
-         chars[char_of_byte[end - 1]].end, word_index, out, edges);
+    const int64_t first = chars[char_of_byte[start]].start;
+    const int64_t last = chars[char_of_byte[end - 1]].end;
+    if (id < 0 && std::all_of(token.begin(), token.end(), [&](char byte) {
+          return byte_ids_[static_cast<unsigned char>(byte)] >= 0;
+        })) {
+      for (unsigned char byte : token) {
+        const int64_t byte_id = byte_ids_[byte];
+        Emit(byte_id, id_to_token()[byte_id], first, last, word_index, out, edges);
+      }
+      continue;
+    }
+    Emit(id >= 0 ? id : unk_id_, std::move(token), first, last, word_index, out, edges);
   }
 }
 

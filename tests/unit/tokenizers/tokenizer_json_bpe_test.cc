@@ -1,6 +1,6 @@
-// BPE tokenizer.json files (GPT-2, RoBERTa, Llama 3, Qwen3, Gemma 3, Llama 2 layouts) read by
-// LoadTokenizer, against Hugging Face tokenizers' own output on every text of the multilingual
-// corpus (tokenizer_json_goldens.h), and the reader's refusals.
+// BPE tokenizer.json files (GPT-2, RoBERTa, Llama 3, Qwen3, Gemma 3, Llama 2, CLIP, openai-gpt
+// layouts) read by LoadTokenizer, against Hugging Face tokenizers' own output on every text of the
+// multilingual corpus (tokenizer_json_goldens.h), and the reader's refusals.
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -42,7 +42,9 @@ TEST_P(TokenizerJsonGoldenTest, MatchesTheLibraryOnEveryCorpusLine) {
 INSTANTIATE_TEST_SUITE_P(Layouts, TokenizerJsonGoldenTest,
                          ::testing::Values("gpt2", "roberta", "llama3", "qwen3", "gemma3",
                                            "bpe-components", "bpe-roberta-prefix", "llama2-spm-bpe",
-                                           "bpe-char-components"),
+                                           "bpe-char-components", "bpe-clip-suffix",
+                                           "bpe-chars-prefix", "bpe-chars-suffix", "bpe-openai-gpt",
+                                           "bpe-bert-components"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -116,16 +118,17 @@ TEST(TokenizerJsonBpeTest, ReadsBothMergeFormatsAndTheAddedTokens) {
 }
 
 TEST(TokenizerJsonBpeTest, RefusesAnUnsupportedComponentByName) {
-  const std::string dir = FolderWith(SmallTokenizerJson({{"normalizer", {{"type", "Nmt"}}}}));
+  const std::string dir = FolderWith(SmallTokenizerJson({{"normalizer", {{"type", "ByteLevel"}}}}));
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(dir);
   ASSERT_FALSE(tokenizer.ok());
   // Nothing else in the folder: the refusal is the answer, as InvalidArgument.
   EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(tokenizer.status().message(),
             absl::StrCat("tokenizer.json '", dir,
-                         "/tokenizer.json': normalizer type 'Nmt' is not supported; supported: "
-                         "NFC, NFD, NFKC, NFKD, Replace, Prepend, Precompiled, Strip, Lowercase, "
-                         "StripAccents, Sequence (of those), null"));
+                         "/tokenizer.json': normalizer type 'ByteLevel' is not supported; "
+                         "supported: NFC, NFD, NFKC, NFKD, Replace, Prepend, Precompiled, Strip, "
+                         "Lowercase, StripAccents, BertNormalizer, Nmt, Sequence (of those), "
+                         "null"));
 
   for (const auto& [patch, expected] : std::vector<std::pair<json, std::string>>{
            {{{"pre_tokenizer", {{"type", "UnicodeScripts"}}}},
@@ -136,13 +139,22 @@ TEST(TokenizerJsonBpeTest, RefusesAnUnsupportedComponentByName) {
            {{{"normalizer", {{"type", "Prepend"}, {"prepend", 1}}}},
             "field 'normalizer.prepend': expected a string, got 1"},
            {{{"post_processor", {{"type", "BertProcessing"}}}},
-            "post_processor type 'BertProcessing' is not supported"},
-           {{{"decoder", {{"type", "WordPiece"}}}},
-            "decoder type 'WordPiece' is not supported; supported: ByteLevel, Replace"},
-           {{{"model", {{"continuing_subword_prefix", "##"}}}},
-            "field 'model.continuing_subword_prefix' = \"##\" is not supported"},
+            "field 'post_processor.cls': expected [token, id], got null"},
+           {{{"pre_tokenizer", {{"type", "CharDelimiterSplit"}, {"delimiter", "ab"}}}},
+            "field 'pre_tokenizer.delimiter': expected one character, got \"ab\""},
+           {{{"normalizer", {{"type", "BertNormalizer"}, {"strip_accents", "yes"}}}},
+            "field 'normalizer.strip_accents': expected null or a boolean, got \"yes\""},
+           {{{"decoder", {{"type", "CTC"}}}},
+            "decoder type 'CTC' is not supported; supported: ByteLevel, Replace"},
+           {{{"model", {{"continuing_subword_prefix", "##"}, {"byte_fallback", true}}}},
+            "field 'model.byte_fallback' = true is not supported; supported: false when "
+            "model.continuing_subword_prefix or model.end_of_word_suffix is set"},
+           {{{"model", {{"end_of_word_suffix", 1}}}},
+            "field 'model.end_of_word_suffix': expected null or a string, got 1"},
            {{{"model", {{"type", "WordLevel"}}}},
-            "model.type': expected \"WordPiece\", \"BPE\" or \"Unigram\""}}) {
+            "field 'model.unk_token': expected a token of model.vocab"},
+           {{{"model", {{"type", "Char"}}}},
+            "model.type': expected \"WordPiece\", \"BPE\", \"Unigram\" or \"WordLevel\""}}) {
     absl::StatusOr<std::unique_ptr<Tokenizer>> refused =
         LoadTokenizer(FolderWith(SmallTokenizerJson(patch)));
     ASSERT_FALSE(refused.ok()) << patch.dump();
@@ -427,7 +439,9 @@ TEST(TokenizerJsonBpeTest, SaysWhatTheNormalizerDoes) {
 // inside the reader rather than at its first refusal.
 TEST(TokenizerJsonBpeTest, TheFuzzSeedsLoad) {
   for (const char* seed :
-       {"bpe_llama3_layout", "bpe_roberta_layout", "bpe_gemma_layout", "bpe_llama2_layout"}) {
+       {"bpe_llama3_layout", "bpe_roberta_layout", "bpe_gemma_layout", "bpe_llama2_layout",
+        "bpe_openai_gpt_layout", "bpe_bert_components_layout", "wordlevel_layout",
+        "unigram_byte_fallback"}) {
     const std::string dir = MakeTempDir();
     std::filesystem::copy_file(
         absl::StrCat(ATTNSCOPE_SOURCE_DIR, "/fuzz/corpus/tokenizer_json/", seed),

@@ -40,8 +40,8 @@ TEST_P(UnigramGoldenTest, MatchesTheLibraryOnEveryCorpusLine) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, UnigramGoldenTest,
-                         ::testing::Values("xlmr", "xlmr-converter", "t5-unigram",
-                                           "albert-unigram"),
+                         ::testing::Values("xlmr", "xlmr-converter", "t5-unigram", "albert-unigram",
+                                           "xlmr-byte-fallback"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -209,13 +209,12 @@ TEST(TokenizerJsonUnigramTest, BestSegmentationFusedUnknownsAndEachPrependScheme
 
 TEST(TokenizerJsonUnigramTest, RefusesAnUnsupportedComponentOrSettingByName) {
   for (const auto& [patch, expected] : std::vector<std::pair<json, std::string>>{
-           {{{"normalizer", {{"type", "Nmt"}}}},
-            "normalizer type 'Nmt' is not supported; supported: NFC, NFD, NFKC, NFKD, Replace, "
-            "Prepend, Precompiled, Strip, Lowercase, StripAccents, Sequence (of those), null"},
+           {{{"normalizer", {{"type", "ByteLevel"}}}},
+            "normalizer type 'ByteLevel' is not supported; supported: NFC, NFD, NFKC, NFKD, "
+            "Replace, Prepend, Precompiled, Strip, Lowercase, StripAccents, BertNormalizer, Nmt, "
+            "Sequence (of those), null"},
            {{{"pre_tokenizer", {{"type", "UnicodeScripts"}}}},
             "pre_tokenizer type 'UnicodeScripts' is not supported"},
-           {{{"model", {{"byte_fallback", true}}}},
-            "field 'model.byte_fallback' = true is not supported; supported: false"},
            {{{"model", {{"unk_id", nullptr}}}}, "field 'model.unk_id' = null is not supported"}}) {
     const std::string dir = FolderWith(SmallUnigramJson("always", true, patch));
     absl::StatusOr<std::unique_ptr<Tokenizer>> refused = LoadTokenizer(dir);
