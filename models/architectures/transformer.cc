@@ -81,7 +81,7 @@ absl::StatusOr<ForwardInput> TransformerModel::CheckInput(const ForwardInput& in
   if (shape[1] > max_positions()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "input_ids: expected at most ", max_positions(), " tokens (max_position_embeddings",
-        config_.architecture == Architecture::kRoberta ? " - pad_token_id - 1" : "", "), got ",
+        max_positions() < config_.max_position_embeddings ? " - pad_token_id - 1" : "", "), got ",
         shape[1], "; enable truncation"));
   }
   ForwardInput checked;
@@ -285,6 +285,7 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
     case Architecture::kBert:
     case Architecture::kRoberta:
     case Architecture::kDistilBert:
+    case Architecture::kMpnet:
       model = CreateBertModel(std::move(config), *checkpoint);
       break;
     case Architecture::kLlama:

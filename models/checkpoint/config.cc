@@ -29,6 +29,7 @@ using config_internal::ParseDistilBert;
 using config_internal::ParseEncoderDecoder;
 using config_internal::ParseGpt2;
 using config_internal::ParseGptNeox;
+using config_internal::ParseMpnet;
 using config_internal::ParseT5;
 using config_internal::ReadDecoderVariant;
 using config_internal::ReadGemmaVariant;
@@ -69,6 +70,8 @@ absl::string_view ArchitectureName(Architecture architecture) {
       return "phi3";
     case Architecture::kGptNeox:
       return "gpt_neox";
+    case Architecture::kMpnet:
+      return "mpnet";
   }
   return "unknown";
 }
@@ -128,13 +131,15 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     config.architecture = Architecture::kPhi3;
   } else if (config.model_type == "gpt_neox") {
     config.architecture = Architecture::kGptNeox;
+  } else if (config.model_type == "mpnet") {
+    config.architecture = Architecture::kMpnet;
   } else {
     return reader.Error("model_type",
                         "one of the supported architectures \"bert\", \"roberta\", "
                         "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", "
                         "\"gemma2\", \"gemma3_text\" (Gemma 3's text model, not the "
                         "multimodal \"gemma3\"), \"phi3\", \"gpt2\", \"gpt_neox\", "
-                        "\"distilbert\", \"marian\", "
+                        "\"distilbert\", \"mpnet\", \"marian\", "
                         "\"bart\", \"t5\"",
                         FieldReader::Quoted(config.model_type));
   }
@@ -150,6 +155,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   if (config.architecture == Architecture::kGpt2) return ParseGpt2(reader, std::move(config));
   if (config.architecture == Architecture::kGptNeox) {
     return ParseGptNeox(reader, json, std::move(config));
+  }
+  if (config.architecture == Architecture::kMpnet) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(config, ParseMpnet(reader, std::move(config)));
+    ATTNSCOPE_RETURN_IF_ERROR(ReadLabels(reader, json, config));
+    return config;
   }
   if (config.architecture == Architecture::kDistilBert) {
     ATTNSCOPE_ASSIGN_OR_RETURN(config, ParseDistilBert(reader, std::move(config)));
@@ -286,8 +296,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
 }
 
 int64_t ModelConfig::max_input_tokens() const {
-  return architecture == Architecture::kRoberta ? max_position_embeddings - pad_token_id - 1
-                                                : max_position_embeddings;
+  return architecture == Architecture::kRoberta || architecture == Architecture::kMpnet
+             ? max_position_embeddings - pad_token_id - 1
+             : max_position_embeddings;
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {

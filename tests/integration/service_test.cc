@@ -586,6 +586,62 @@ TEST(RerankerTest, XlmRobertaScoresTheTutorialPairsAsThePyTorchReference) {
   }
 }
 
+// attnscope-server serving an MPNet cross-encoder (tests/data/make_tiny_mpnet.py's
+// tests/data/tiny-mpnet): its tokenizer.json's template, every layer's and head's attention (the
+// relative position bias included) and the relevance score as the PyTorch reference gives them.
+TEST(MpnetServedTest, AttentionOfEveryLayerAndHeadAndTheScoreAreThePyTorchReferences) {
+  const std::string dir = TestDataDir() + "/tiny-mpnet";
+  ServerProcess::Options options;
+  options.models = {"mpnet=" + dir};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<Client> client = (*server)->NewClient();
+  std::ifstream file(dir + "/golden.json");
+  const nlohmann::json golden = nlohmann::json::parse(file);
+  const nlohmann::json& pair = golden["pair"];
+  const std::string text = pair["texts"][0][0].get<std::string>();
+  const std::string text_pair = pair["texts"][0][1].get<std::string>();
+
+  absl::StatusOr<v1::ModelInfo> info = client->GetModelInfo("mpnet");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->architecture(), "mpnet");
+  EXPECT_TRUE(info->has_classifier());
+  EXPECT_EQ(info->max_position_embeddings(), 62);
+
+  v1::GetAttentionRequest request;
+  request.set_model("mpnet");
+  request.set_text(text);
+  request.set_text_pair(text_pair);
+  absl::StatusOr<AttentionResult> result = client->GetAttention(request);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(result->tokens.input_ids(),
+              ElementsAreArray(pair["input_ids"][0].get<std::vector<int64_t>>()));
+  EXPECT_THAT(result->layers, ElementsAre(0, 1, 2));
+  EXPECT_THAT(result->heads, ElementsAre(0, 1, 2, 3));
+  // The goldens are [layer][batch, head, query, key]; the answer [layer, head, query, key].
+  std::vector<float> values;
+  for (const nlohmann::json& layer : pair["attentions"]) {
+    for (const nlohmann::json& head : layer[0]) {
+      for (const nlohmann::json& row : head) {
+        for (const nlohmann::json& value : row) values.push_back(value.get<float>());
+      }
+    }
+  }
+  const int64_t tokens = static_cast<int64_t>(pair["input_ids"][0].size());
+  EXPECT_TRUE(TensorNear(result->attentions, torch::tensor(values).view({3, 4, tokens, tokens}),
+                         /*abs_tol=*/1e-5));
+
+  v1::CrossAttentionRequest cross;
+  cross.set_model("mpnet");
+  cross.set_query(text);
+  cross.add_documents(text_pair);
+  absl::StatusOr<CrossAttentionResult> scored = client->CrossAttention(cross);
+  ASSERT_TRUE(scored.ok()) << scored.status();
+  ASSERT_EQ(scored->documents.size(), 1u);
+  ASSERT_TRUE(scored->documents[0].relevance_score.has_value());
+  EXPECT_NEAR(*scored->documents[0].relevance_score, pair["logits"][0][0].get<double>(), 1e-5);
+}
+
 TEST_F(ServiceTest, CrossAttentionForDecoderPutsTheDocumentFirst) {
   const Reference& ref = Ref("llama");
   v1::CrossAttentionRequest request;
