@@ -9,7 +9,10 @@
 // (bert.h); MPNet (MPNetModel, MPNetForSequenceClassification; Song et al. 2020) RoBERTa's
 // positions and head without token types, plus one relative position bias [heads, S, S] from T5's
 // bidirectional buckets added to every layer's scaled scores before the mask (modeling_mpnet's
-// MPNetEncoder.compute_position_bias): one model class serves all four, on one attention loop.
+// MPNetEncoder.compute_position_bias); ELECTRA (ElectraModel, ElectraForSequenceClassification;
+// Clark et al. 2020) BERT's embeddings embedding_size wide, then embeddings_project to hidden_size,
+// BERT's layers, no pooler, its head out_proj(GELU(dense(h_[CLS]))): one model class serves all
+// five, on one attention loop.
 #include "models/architectures/bert.h"
 
 #include <ATen/Parallel.h>
@@ -76,6 +79,7 @@ class BertModel : public TransformerModel {
       token_type_embeddings_ = get(prefix + l.token_type_embeddings + ".weight");
     }
     embedding_norm_ = norm(prefix + l.embedding_norm);
+    if (!l.embeddings_project.empty()) embeddings_project_ = linear(prefix + l.embeddings_project);
     if (!l.relative_attention_bias.empty()) {
       relative_attention_bias_ = get(prefix + l.relative_attention_bias + ".weight");
     }
@@ -106,6 +110,7 @@ class BertModel : public TransformerModel {
         convert(*dense);
       }
     }
+    convert(embeddings_project_);
     convert(pooler_);
     convert(classifier_dense_);
     convert(classifier_);
@@ -130,6 +135,8 @@ class BertModel : public TransformerModel {
       hidden.add_(torch::embedding(token_type_embeddings_, input.token_type_ids));
     }
     hidden = embedding_norm_(hidden, eps);
+    // ELECTRA's encoder starts from the projection, which transformers' hidden_states[0] is too.
+    if (embeddings_project_.weight.defined()) hidden = embeddings_project_(hidden);
     if (options.output_hidden_states) out.hidden_states.push_back(hidden);
 
     // [B, 1, 1, S]: 0 for real keys, float32's lowest value for padding, as transformers'
@@ -258,13 +265,15 @@ class BertModel : public TransformerModel {
     const torch::Tensor first = hidden.select(/*dim=*/1, /*index=*/0).contiguous();
     if (!layout_.pooler.empty()) out.pooler_output = torch::tanh(pooler_(first));
     if (layout_.has_classifier() && options.output_logits) {
-      // BERT's classifier reads the pooler output; RoBERTa's, MPNet's and DistilBERT's heads have a
-      // dense layer of their own.
+      // BERT's classifier reads the pooler output; RoBERTa's, MPNet's, ELECTRA's and DistilBERT's
+      // heads have a dense layer of their own.
       torch::Tensor features;
       if (layout_.classifier_dense == layout_.pooler) {
         features = out.pooler_output;
       } else if (layout_.classifier_relu) {
         features = torch::relu(classifier_dense_(first));
+      } else if (layout_.classifier_gelu) {
+        features = torch::gelu(classifier_dense_(first));
       } else {
         features = torch::tanh(classifier_dense_(first));
       }
@@ -278,6 +287,7 @@ class BertModel : public TransformerModel {
   torch::Tensor position_embeddings_;
   torch::Tensor token_type_embeddings_;
   Norm embedding_norm_;
+  Dense embeddings_project_;               // ELECTRA's, when embedding_size != hidden_size
   torch::Tensor relative_attention_bias_;  // MPNet's [num_buckets, heads]
   std::vector<BertLayer> layers_;
   Dense pooler_;
@@ -348,6 +358,23 @@ BertLayout BertLayoutOf(const ModelConfig& config, const Checkpoint& checkpoint)
     layout.ignored_prefixes = {layout.prefix + "embeddings.position_ids", "lm_head."};
     return layout;
   }
+  if (config.architecture == Architecture::kElectra) {
+    layout.prefix =
+        checkpoint.Contains("electra.embeddings.word_embeddings.weight") ? "electra." : "";
+    // ElectraModel has the projection exactly when the sizes differ.
+    if (config.embedding_size != config.hidden_size)
+      layout.embeddings_project = "embeddings_project";
+    if (checkpoint.Contains("classifier.out_proj.weight") ||
+        checkpoint.Contains("classifier.dense.weight")) {
+      layout.classifier_dense = "classifier.dense";
+      layout.classifier_output = "classifier.out_proj";
+      layout.classifier_gelu = true;
+    }
+    layout.ignored_prefixes = {layout.prefix + "embeddings.position_ids",
+                               "discriminator_predictions.", "generator_predictions.",
+                               "generator_lm_head."};
+    return layout;
+  }
   if (config.architecture == Architecture::kRoberta) {
     layout.prefix =
         checkpoint.Contains("roberta.embeddings.word_embeddings.weight") ? "roberta." : "";
@@ -393,13 +420,15 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig co
   BertLayout layout = BertLayoutOf(config, checkpoint);
   const std::string& prefix = layout.prefix;
   const int64_t hidden = config.hidden_size;
+  const int64_t embedding_size = config.embedding_size > 0 ? config.embedding_size : hidden;
   // config.json against the file's shapes, before any per-layer work.
   const std::string embeddings = prefix + layout.word_embeddings + ".weight";
   ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckBlockCount(
       "num_hidden_layers", config.num_hidden_layers, prefix + layout.layers));
   ATTNSCOPE_RETURN_IF_ERROR(
       checkpoint.CheckConfigSize("vocab_size", config.vocab_size, embeddings, 0));
-  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckConfigSize("hidden_size", hidden, embeddings, 1));
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckConfigSize(
+      config.embedding_size > 0 ? "embedding_size" : "hidden_size", embedding_size, embeddings, 1));
   ATTNSCOPE_RETURN_IF_ERROR(
       checkpoint.CheckConfigSize("max_position_embeddings", config.max_position_embeddings,
                                  prefix + layout.position_embeddings + ".weight", 0));
@@ -425,14 +454,17 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig co
   }
 
   std::vector<TensorSpec> specs;
-  specs.push_back({embeddings, {config.vocab_size, hidden}});
-  specs.push_back(
-      {prefix + layout.position_embeddings + ".weight", {config.max_position_embeddings, hidden}});
+  specs.push_back({embeddings, {config.vocab_size, embedding_size}});
+  specs.push_back({prefix + layout.position_embeddings + ".weight",
+                   {config.max_position_embeddings, embedding_size}});
   if (!layout.token_type_embeddings.empty()) {
-    specs.push_back(
-        {prefix + layout.token_type_embeddings + ".weight", {config.type_vocab_size, hidden}});
+    specs.push_back({prefix + layout.token_type_embeddings + ".weight",
+                     {config.type_vocab_size, embedding_size}});
   }
-  AddNorm(specs, prefix + layout.embedding_norm, hidden);
+  AddNorm(specs, prefix + layout.embedding_norm, embedding_size);
+  if (!layout.embeddings_project.empty()) {
+    AddLinear(specs, prefix + layout.embeddings_project, hidden, embedding_size);
+  }
   if (!layout.relative_attention_bias.empty()) {
     specs.push_back({prefix + layout.relative_attention_bias + ".weight",
                      {config.relative_attention_num_buckets, config.num_attention_heads}});

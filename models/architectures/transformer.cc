@@ -286,6 +286,7 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
     case Architecture::kRoberta:
     case Architecture::kDistilBert:
     case Architecture::kMpnet:
+    case Architecture::kElectra:
       model = CreateBertModel(std::move(config), *checkpoint);
       break;
     case Architecture::kLlama:

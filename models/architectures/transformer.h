@@ -239,7 +239,7 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(const Mod
 // InvalidArgument: config.json and the weights disagree (naming the field, the tensor and the
 // file), a tensor is missing, mis-shaped or unexpected, or holds NaN or infinite values.
 // ResourceExhausted: memory ran out while building. CreateBertModel builds kBert, kRoberta,
-// kDistilBert and kMpnet (bert.h).
+// kDistilBert, kMpnet and kElectra (bert.h).
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig config,
                                                                   Checkpoint& checkpoint);
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateLlamaModel(ModelConfig config,

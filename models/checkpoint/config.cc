@@ -72,6 +72,8 @@ absl::string_view ArchitectureName(Architecture architecture) {
       return "gpt_neox";
     case Architecture::kMpnet:
       return "mpnet";
+    case Architecture::kElectra:
+      return "electra";
   }
   return "unknown";
 }
@@ -133,13 +135,15 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     config.architecture = Architecture::kGptNeox;
   } else if (config.model_type == "mpnet") {
     config.architecture = Architecture::kMpnet;
+  } else if (config.model_type == "electra") {
+    config.architecture = Architecture::kElectra;
   } else {
     return reader.Error("model_type",
                         "one of the supported architectures \"bert\", \"roberta\", "
                         "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", "
                         "\"gemma2\", \"gemma3_text\" (Gemma 3's text model, not the "
                         "multimodal \"gemma3\"), \"phi3\", \"gpt2\", \"gpt_neox\", "
-                        "\"distilbert\", \"mpnet\", \"marian\", "
+                        "\"distilbert\", \"mpnet\", \"electra\", \"marian\", "
                         "\"bart\", \"t5\"",
                         FieldReader::Quoted(config.model_type));
   }
@@ -167,8 +171,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     return config;
   }
   const bool is_roberta = config.architecture == Architecture::kRoberta;
-  // RoBERTa is a BERT in everything config.json describes but its token ids' defaults.
-  const bool is_bert = config.architecture == Architecture::kBert || is_roberta;
+  const bool is_electra = config.architecture == Architecture::kElectra;
+  // RoBERTa is a BERT in everything config.json describes but its token ids' defaults; ELECTRA
+  // adds embedding_size.
+  const bool is_bert = config.architecture == Architecture::kBert || is_roberta || is_electra;
   const bool is_gemma =
       config.architecture == Architecture::kGemma2 || config.architecture == Architecture::kGemma3;
   const bool is_phi3 = config.architecture == Architecture::kPhi3;
@@ -289,6 +295,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     return reader.Error(is_gemma ? "hidden_activation" : "hidden_act",
                         absl::StrCat("\"", activation, "\""),
                         FieldReader::Quoted(config.hidden_act));
+  }
+
+  if (is_electra) {
+    // ElectraConfig's default; every published checkpoint states it.
+    ATTNSCOPE_ASSIGN_OR_RETURN(config.embedding_size,
+                               reader.Size("embedding_size", kMaxHiddenSize, 128));
   }
 
   ATTNSCOPE_RETURN_IF_ERROR(ReadLabels(reader, json, config));

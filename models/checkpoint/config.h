@@ -21,7 +21,10 @@ namespace attnscope {
 // DistilBertModel / DistilBertForSequenceClassification): BERT without token types or pooler.
 // kMpnet is MPNet (Song et al. 2020; transformers' MPNetModel / MPNetForSequenceClassification,
 // sentence-transformers' all-mpnet-base-v2): RoBERTa's positions and head without token types, and
-// one relative position bias, T5's bidirectional buckets, added to every layer's scores.
+// one relative position bias, T5's bidirectional buckets, added to every layer's scores. kElectra
+// is ELECTRA (Clark et al. 2020; transformers' ElectraModel / ElectraForSequenceClassification):
+// BERT's layers behind embeddings of embedding_size, projected to hidden_size when the two differ,
+// and a GELU classifier head.
 // kGpt2 is GPT-2 (transformers' GPT2LMHeadModel): learned
 // positions, pre-LayerNorm blocks, a fused c_attn. kGptNeox is GPT-NeoX (GPTNeoXForCausalLM,
 // EleutherAI's Pythia): GPT-2's LayerNorms and biases with partial RoPE and, by default, the
@@ -47,7 +50,8 @@ enum class Architecture {
   kGemma3,
   kPhi3,
   kGptNeox,
-  kMpnet
+  kMpnet,
+  kElectra
 };
 
 // MPNetEncoder.compute_position_bias's buckets (relative_position_bucket's defaults, which
@@ -57,7 +61,7 @@ constexpr int64_t kMpnetPositionBuckets = 32;
 constexpr int64_t kMpnetMaxDistance = 128;
 
 // "bert", "roberta", "llama", "marian", "bart", "t5", "qwen2", "qwen3", "mistral", "gpt2",
-// "distilbert", "gemma2", "gemma3_text", "phi3", "gpt_neox" or "mpnet".
+// "distilbert", "gemma2", "gemma3_text", "phi3", "gpt_neox", "mpnet" or "electra".
 absl::string_view ArchitectureName(Architecture architecture);
 
 // True for the BERT family's encoders (BERT, RoBERTa, DistilBERT), which bert.cc serves and whose
@@ -71,7 +75,7 @@ bool IsDecoderOnly(Architecture architecture);
 // The fields of config.json that the supported architectures read, with the defaults of the
 // transformers configuration classes (BertConfig, RobertaConfig, LlamaConfig, Qwen2Config,
 // Qwen3Config, MistralConfig, Gemma2Config, Gemma3TextConfig, Phi3Config, GPT2Config,
-// GPTNeoXConfig, DistilBertConfig, MPNetConfig, MarianConfig, BartConfig, T5Config)
+// GPTNeoXConfig, DistilBertConfig, MPNetConfig, ElectraConfig, MarianConfig, BartConfig, T5Config)
 // where config.json omits a field. For the encoder-decoders the common fields hold the encoder's
 // sizes (d_model, encoder_layers, encoder_attention_heads, encoder_ffn_dim, activation_function)
 // and the decoder_* fields the decoder's. T5Config's fields map onto them as:
@@ -101,6 +105,9 @@ struct ModelConfig {
   int64_t intermediate_size = 0;
   int64_t max_position_embeddings = 0;
   int64_t type_vocab_size = 0;    // BERT and RoBERTa token type embeddings
+  // ELECTRA's embeddings' width (embedding_size), which embeddings_project maps to hidden_size
+  // when the two differ; 0 for the other architectures, whose embeddings are hidden_size wide.
+  int64_t embedding_size = 0;
   double layer_norm_eps = 1e-12;  // BERT and RoBERTa LayerNorm (1e-5 for marian and bart)
   double rms_norm_eps = 1e-6;     // Llama RMSNorm, T5LayerNorm
   // "gelu" (exact erf) for BERT, RoBERTa and bart, "silu" for Llama and marian; "relu" or

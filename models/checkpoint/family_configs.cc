@@ -357,6 +357,7 @@ int64_t DefaultMaxPositions(Architecture architecture) {
     case Architecture::kBert:
     case Architecture::kRoberta:
     case Architecture::kMpnet:
+    case Architecture::kElectra:
       return 512;
     case Architecture::kQwen2:
     case Architecture::kQwen3:

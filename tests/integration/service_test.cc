@@ -586,30 +586,30 @@ TEST(RerankerTest, XlmRobertaScoresTheTutorialPairsAsThePyTorchReference) {
   }
 }
 
-// attnscope-server serving an MPNet cross-encoder (tests/data/make_tiny_mpnet.py's
-// tests/data/tiny-mpnet): its tokenizer.json's template, every layer's and head's attention (the
-// relative position bias included) and the relevance score as the PyTorch reference gives them.
-TEST(MpnetServedTest, AttentionOfEveryLayerAndHeadAndTheScoreAreThePyTorchReferences) {
-  const std::string dir = TestDataDir() + "/tiny-mpnet";
+// attnscope-server serving the cross-encoder `dir` of `architecture` alone, whose golden.json
+// (from PyTorch modules) has the case "pair" for `text` and `text_pair`: the tokens, every layer's
+// and head's attention of GetAttention and the relevance score of CrossAttention (the last label's
+// logit) are the reference's.
+void ExpectServedAsTheReference(const std::string& architecture, const std::string& dir,
+                                const std::string& text, const std::string& text_pair,
+                                int max_positions) {
   ServerProcess::Options options;
-  options.models = {"mpnet=" + dir};
+  options.models = {"model=" + dir};
   absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   std::unique_ptr<Client> client = (*server)->NewClient();
   std::ifstream file(dir + "/golden.json");
   const nlohmann::json golden = nlohmann::json::parse(file);
   const nlohmann::json& pair = golden["pair"];
-  const std::string text = pair["texts"][0][0].get<std::string>();
-  const std::string text_pair = pair["texts"][0][1].get<std::string>();
 
-  absl::StatusOr<v1::ModelInfo> info = client->GetModelInfo("mpnet");
+  absl::StatusOr<v1::ModelInfo> info = client->GetModelInfo("model");
   ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_EQ(info->architecture(), "mpnet");
+  EXPECT_EQ(info->architecture(), architecture);
   EXPECT_TRUE(info->has_classifier());
-  EXPECT_EQ(info->max_position_embeddings(), 62);
+  EXPECT_EQ(info->max_position_embeddings(), max_positions);
 
   v1::GetAttentionRequest request;
-  request.set_model("mpnet");
+  request.set_model("model");
   request.set_text(text);
   request.set_text_pair(text_pair);
   absl::StatusOr<AttentionResult> result = client->GetAttention(request);
@@ -632,14 +632,28 @@ TEST(MpnetServedTest, AttentionOfEveryLayerAndHeadAndTheScoreAreThePyTorchRefere
                          /*abs_tol=*/1e-5));
 
   v1::CrossAttentionRequest cross;
-  cross.set_model("mpnet");
+  cross.set_model("model");
   cross.set_query(text);
   cross.add_documents(text_pair);
   absl::StatusOr<CrossAttentionResult> scored = client->CrossAttention(cross);
   ASSERT_TRUE(scored.ok()) << scored.status();
   ASSERT_EQ(scored->documents.size(), 1u);
   ASSERT_TRUE(scored->documents[0].relevance_score.has_value());
-  EXPECT_NEAR(*scored->documents[0].relevance_score, pair["logits"][0][0].get<double>(), 1e-5);
+  EXPECT_NEAR(*scored->documents[0].relevance_score, pair["logits"][0].back().get<double>(), 1e-5);
+}
+
+// tests/data/make_tiny_mpnet.py's MPNet cross-encoder: its tokenizer.json's template
+// (<s> A </s> </s> B </s>) and the relative position bias in every layer.
+TEST(FamilyServedTest, MpnetAttentionOfEveryLayerAndHeadAndTheScoreAreThePyTorchReferences) {
+  ExpectServedAsTheReference("mpnet", TestDataDir() + "/tiny-mpnet", "capital of france",
+                             "paris is the capital", /*max_positions=*/62);
+}
+
+// tests/data/make_tiny_electra.py's ELECTRA cross-encoder: embeddings projected to the layers'
+// width, the GELU head.
+TEST(FamilyServedTest, ElectraAttentionOfEveryLayerAndHeadAndTheScoreAreThePyTorchReferences) {
+  ExpectServedAsTheReference("electra", TestDataDir() + "/tiny-electra", "capital of france",
+                             "paris is the capital", /*max_positions=*/64);
 }
 
 TEST_F(ServiceTest, CrossAttentionForDecoderPutsTheDocumentFirst) {

@@ -79,8 +79,8 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
        "field 'model_type': expected one of the supported architectures \"bert\", \"roberta\", "
        "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"gemma2\", "
        "\"gemma3_text\" (Gemma 3's text model, not the multimodal \"gemma3\"), \"phi3\", "
-       "\"gpt2\", \"gpt_neox\", \"distilbert\", \"mpnet\", \"marian\", \"bart\", \"t5\", got "
-       "\"gptj\""},
+       "\"gpt2\", \"gpt_neox\", \"distilbert\", \"mpnet\", \"electra\", \"marian\", \"bart\", "
+       "\"t5\", got \"gptj\""},
       {"{not json",
        "expected a JSON object, got malformed JSON (parse error at line 1, column 3: "
        "syntax error while parsing object key - invalid literal; last read: '{no'; "
@@ -188,6 +188,39 @@ TEST(ConfigTest, ReadsMpnetConfig) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(status.message()), HasSubstr(message));
   }
+}
+
+// ElectraConfig (transformers' configuration_electra.py): BertConfig's fields and embedding_size;
+// cross-encoder/ms-marco-electra-base's config.json, and ElectraConfig's default embedding_size.
+TEST(ConfigTest, ReadsElectraConfig) {
+  const Json base = Json::parse(R"({"model_type": "electra", "vocab_size": 30522,
+      "embedding_size": 768, "hidden_size": 768, "num_hidden_layers": 12,
+      "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512,
+      "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_act": "gelu",
+      "architectures": ["ElectraForSequenceClassification"], "id2label": {"0": "LABEL_0"}})");
+  auto config = ParseModelConfig(base.dump(), "dir/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->architecture, Architecture::kElectra);
+  EXPECT_EQ(ArchitectureName(config->architecture), "electra");
+  EXPECT_EQ(config->embedding_size, 768);
+  EXPECT_EQ(config->type_vocab_size, 2);
+  EXPECT_EQ(config->pad_token_id, 0);
+  EXPECT_EQ(config->max_input_tokens(), 512);
+  EXPECT_EQ(config->num_labels, 1);
+
+  Json small = base;
+  small.erase("embedding_size");
+  config = ParseModelConfig(small.dump(), "dir/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->embedding_size, 128);
+
+  small["hidden_act"] = "relu";
+  EXPECT_THAT(std::string(ParseModelConfig(small.dump(), "dir/config.json").status().message()),
+              HasSubstr("field 'hidden_act': expected \"gelu\", got \"relu\""));
+  // BERT's configurations have no embedding_size: their embeddings are hidden_size wide.
+  auto bert = ParseBertWith({{"embedding_size", 8}});
+  ASSERT_TRUE(bert.ok()) << bert.status();
+  EXPECT_EQ(bert->embedding_size, 0);
 }
 
 TEST(ConfigTest, RefusesRobertaWithoutRoomForPositions) {
