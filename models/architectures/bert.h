@@ -1,7 +1,6 @@
 // The checkpoint layouts of the BERT family (Architecture::kBert, kRoberta, kDistilBert, kMpnet
-// and kElectra), shared by the inference model (bert.cc) and the autograd passes of attribution.h
-// (BERT, RoBERTa and DistilBERT), which must read the same tensors and number positions the same
-// way.
+// and kElectra), shared by the inference model (bert.cc) and the autograd passes of attribution.h,
+// which must read the same tensors and number positions the same way.
 #ifndef ATTNSCOPE_MODELS_ARCHITECTURES_BERT_H_
 #define ATTNSCOPE_MODELS_ARCHITECTURES_BERT_H_
 

@@ -80,7 +80,8 @@ absl::string_view ArchitectureName(Architecture architecture) {
 
 bool IsBertFamily(Architecture architecture) {
   return architecture == Architecture::kBert || architecture == Architecture::kRoberta ||
-         architecture == Architecture::kDistilBert;
+         architecture == Architecture::kDistilBert || architecture == Architecture::kMpnet ||
+         architecture == Architecture::kElectra;
 }
 
 bool IsDecoderOnly(Architecture architecture) {

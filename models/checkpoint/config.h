@@ -64,8 +64,8 @@ constexpr int64_t kMpnetMaxDistance = 128;
 // "distilbert", "gemma2", "gemma3_text", "phi3", "gpt_neox", "mpnet" or "electra".
 absl::string_view ArchitectureName(Architecture architecture);
 
-// True for the BERT family's encoders (BERT, RoBERTa, DistilBERT), which bert.cc serves and whose
-// cross-encoders Attribute explains.
+// True for the BERT family's encoders (BERT, RoBERTa, DistilBERT, MPNet, ELECTRA), which bert.cc
+// serves and whose cross-encoders Attribute explains.
 bool IsBertFamily(Architecture architecture);
 
 // True for the decoder-only architectures (GPT-2 and the Llama family, Gemma included), whose
