@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "models/architectures/bert.h"
+#include "models/architectures/model_util.h"
 
 namespace attnscope {
 namespace {
@@ -34,8 +35,9 @@ struct Layer {
   Norm attention_norm, output_norm;
 };
 
-// The target logit of a BERT or RoBERTa cross-encoder (BertForSequenceClassification,
-// XLMRobertaForSequenceClassification, ...) as a differentiable function of the word embeddings of
+// The target logit of a BERT-family cross-encoder (BertForSequenceClassification,
+// XLMRobertaForSequenceClassification, MPNetForSequenceClassification, ...) as a differentiable
+// function of the word embeddings of
 // one input, in LibTorch's own operations. Holds the input's position and token type embeddings and
 // attention mask, which every pass shares (RoBERTa's positions, which follow the ids, are made
 // again for the ids of an occlusion pass).
@@ -63,15 +65,30 @@ class BertScore {
     word_embeddings_ = get(prefix + l.word_embeddings + ".weight");
     const int64_t length = input.input_ids.size(1);
     position_table_ = get(prefix + l.position_embeddings + ".weight");
-    // DistilBERT has no token type embeddings: zeros stand for them.
+    // DistilBERT and MPNet have no token type embeddings: zeros stand for them. ELECTRA's
+    // embeddings are embedding_size wide.
+    const int64_t embedding_size =
+        config.embedding_size > 0 ? config.embedding_size : config.hidden_size;
     token_type_embeddings_ =
         l.token_type_embeddings.empty()
-            ? torch::zeros({1, length, config.hidden_size}, torch::kFloat32)
+            ? torch::zeros({1, length, embedding_size}, torch::kFloat32)
             : torch::embedding(get(prefix + l.token_type_embeddings + ".weight"),
                                input.token_type_ids);
     other_embeddings_ =
         BertPositionEmbeddings(layout_, position_table_, input.input_ids) + token_type_embeddings_;
     embedding_norm_ = norm(prefix + l.embedding_norm);
+    if (!l.embeddings_project.empty()) embeddings_project_ = dense(prefix + l.embeddings_project);
+    // MPNet's bias on every layer's scores, as bert.cc computes it.
+    if (!l.relative_attention_bias.empty()) {
+      const torch::Tensor positions = torch::arange(length, torch::kInt64);
+      position_bias_ =
+          torch::embedding(get(prefix + l.relative_attention_bias + ".weight"),
+                           RelativePositionBucket(positions.unsqueeze(0) - positions.unsqueeze(1),
+                                                  /*bidirectional=*/true, kMpnetPositionBuckets,
+                                                  kMpnetMaxDistance))
+              .permute({2, 0, 1})
+              .unsqueeze(0);
+    }
     for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
       auto at = [&](const std::string& name) { return l.LayerTensor(i, name); };
       layers_.push_back(Layer{dense(at(l.query)), dense(at(l.key)), dense(at(l.value)),
@@ -108,6 +125,7 @@ class BertScore {
             ? BertPositionEmbeddings(layout_, position_table_, ids) + token_type_embeddings_
             : other_embeddings_;
     torch::Tensor hidden = Normalize(embedding_norm_, word_embeddings + other_embeddings);
+    if (embeddings_project_.weight.defined()) hidden = embeddings_project_(hidden);
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
     for (const Layer& layer : layers_) {
       // [B, S, H] -> [B, heads, S, head_dim].
@@ -116,6 +134,7 @@ class BertScore {
       };
       torch::Tensor scores =
           torch::matmul(split_heads(layer.query), split_heads(layer.key).transpose(-1, -2)) * scale;
+      if (position_bias_.defined()) scores = scores + position_bias_;
       if (additive_mask_.defined()) scores = scores + additive_mask_;
       const torch::Tensor context =
           torch::matmul(torch::softmax(scores, /*dim=*/-1), split_heads(layer.value))
@@ -127,17 +146,18 @@ class BertScore {
       hidden = Normalize(layer.output_norm,
                          layer.output(torch::gelu(layer.intermediate(attended))) + attended);
     }
-    // BERT's pooler, RoBERTa's classifier.dense or DistilBERT's pre_classifier, then the output
-    // layer.
+    // BERT's pooler, RoBERTa's, MPNet's and ELECTRA's classifier.dense or DistilBERT's
+    // pre_classifier, then the output layer.
     const torch::Tensor dense = classifier_dense_(hidden.select(/*dim=*/1, /*index=*/0));
-    const torch::Tensor features =
-        layout_.classifier_relu ? torch::relu(dense) : torch::tanh(dense);
+    const torch::Tensor features = layout_.classifier_relu   ? torch::relu(dense)
+                                   : layout_.classifier_gelu ? torch::gelu(dense)
+                                                             : torch::tanh(dense);
     return classifier_(features).select(/*dim=*/1, target_);
   }
 
  private:
   torch::Tensor Normalize(const Norm& norm, const torch::Tensor& x) const {
-    return torch::layer_norm(x, {hidden_size_}, norm.weight, norm.bias, eps_);
+    return torch::layer_norm(x, {norm.weight.size(0)}, norm.weight, norm.bias, eps_);
   }
 
   int64_t hidden_size_;
@@ -151,6 +171,8 @@ class BertScore {
   torch::Tensor token_type_embeddings_;  // [1, S, H]: the input's token types
   torch::Tensor other_embeddings_;       // [1, S, H]: position + token type of the input
   Norm embedding_norm_;
+  Dense embeddings_project_;     // ELECTRA's, when embedding_size != hidden_size
+  torch::Tensor position_bias_;  // MPNet's [1, heads, S, S]
   std::vector<Layer> layers_;
   Dense classifier_dense_;
   Dense classifier_;
@@ -258,8 +280,9 @@ absl::StatusOr<Attributions> Attribute(const TransformerModel& model, const Attr
   if (!IsBertFamily(config.architecture)) {
     return absl::UnimplementedError(absl::StrCat(
         "model '", config.model_type,
-        "': token attributions support BERT, RoBERTa and DistilBERT cross-encoders "
-        "(BertForSequenceClassification, XLMRobertaForSequenceClassification) only for now, got "
+        "': token attributions support BERT, RoBERTa, DistilBERT, MPNet and ELECTRA "
+        "cross-encoders (BertForSequenceClassification, XLMRobertaForSequenceClassification, ...) "
+        "only for now, got "
         "architecture ",
         ArchitectureName(config.architecture)));
   }

@@ -102,7 +102,8 @@ struct Attributions {
   double baseline_score = 0.0;
 };
 
-// Attributes the target logit of a BERT or RoBERTa cross-encoder to the tokens of `input`. Safe to
+// Attributes the target logit of a BERT-family cross-encoder (BERT, RoBERTa, DistilBERT, MPNet,
+// ELECTRA) to the tokens of `input`. Safe to
 // call from many threads at once: autograd is enabled only inside the call (also when the caller
 // runs under torch::InferenceMode), on graphs of its own; the checkpoint's tensors
 // (TransformerModel::checkpoint()) are read as constants.

@@ -6,7 +6,13 @@
 // positions counted from pad_token_id + 1 and a classifier head of its own; DistilBERT
 // (DistilBertModel, DistilBertForSequenceClassification; Sanh et al. 2019) the same again with
 // other tensor names, no token types and no pooler, its head pre_classifier -> ReLU -> classifier
-// (bert.h): one model class serves all three, on one attention loop.
+// (bert.h); MPNet (MPNetModel, MPNetForSequenceClassification; Song et al. 2020) RoBERTa's
+// positions and head without token types, plus one relative position bias [heads, S, S] from T5's
+// bidirectional buckets added to every layer's scaled scores before the mask (modeling_mpnet's
+// MPNetEncoder.compute_position_bias); ELECTRA (ElectraModel, ElectraForSequenceClassification;
+// Clark et al. 2020) BERT's embeddings embedding_size wide, then embeddings_project to hidden_size,
+// BERT's layers, no pooler, its head out_proj(GELU(dense(h_[CLS]))): one model class serves all
+// five, on one attention loop.
 #include "models/architectures/bert.h"
 
 #include <ATen/Parallel.h>
@@ -73,6 +79,10 @@ class BertModel : public TransformerModel {
       token_type_embeddings_ = get(prefix + l.token_type_embeddings + ".weight");
     }
     embedding_norm_ = norm(prefix + l.embedding_norm);
+    if (!l.embeddings_project.empty()) embeddings_project_ = linear(prefix + l.embeddings_project);
+    if (!l.relative_attention_bias.empty()) {
+      relative_attention_bias_ = get(prefix + l.relative_attention_bias + ".weight");
+    }
     for (int64_t i = 0; i < this->config().num_hidden_layers; ++i) {
       auto at = [&](const std::string& name) { return l.LayerTensor(i, name); };
       layers_.push_back(BertLayer{linear(at(l.query)), linear(at(l.key)), linear(at(l.value)),
@@ -100,6 +110,7 @@ class BertModel : public TransformerModel {
         convert(*dense);
       }
     }
+    convert(embeddings_project_);
     convert(pooler_);
     convert(classifier_dense_);
     convert(classifier_);
@@ -124,6 +135,8 @@ class BertModel : public TransformerModel {
       hidden.add_(torch::embedding(token_type_embeddings_, input.token_type_ids));
     }
     hidden = embedding_norm_(hidden, eps);
+    // ELECTRA's encoder starts from the projection, which transformers' hidden_states[0] is too.
+    if (embeddings_project_.weight.defined()) hidden = embeddings_project_(hidden);
     if (options.output_hidden_states) out.hidden_states.push_back(hidden);
 
     // [B, 1, 1, S]: 0 for real keys, float32's lowest value for padding, as transformers'
@@ -135,6 +148,20 @@ class BertModel : public TransformerModel {
     // Adding the mask's zeros changes nothing: skip the pass over the scores when nothing is
     // padded.
     const bool has_padding = !input.attention_mask.all().item<bool>();
+    // MPNet's [heads, S, S] bias, the same for every sequence and layer: from positions 0 .. S - 1,
+    // not the padding-aware positions of the embeddings, as MPNetEncoder computes it.
+    torch::Tensor position_bias;
+    if (relative_attention_bias_.defined()) {
+      const torch::Tensor positions = torch::arange(length, torch::kInt64);
+      const torch::Tensor buckets =
+          RelativePositionBucket(positions.unsqueeze(0) - positions.unsqueeze(1),
+                                 /*bidirectional=*/true, kMpnetPositionBuckets, kMpnetMaxDistance);
+      position_bias = torch::embedding(relative_attention_bias_, buckets)
+                          .permute({2, 0, 1})
+                          .to(torch::kFloat32)
+                          .contiguous();
+    }
+    const float* bias = position_bias.defined() ? position_bias.data_ptr<float>() : nullptr;
 
     for (size_t i = 0; i < layers_.size(); ++i) {
       const BertLayer& layer = layers_[i];
@@ -182,12 +209,22 @@ class BertModel : public TransformerModel {
         while (claims.Next(&bh, &end)) {
           const int64_t block = bh * length * length;
           const float* key_mask = mask == nullptr ? nullptr : mask + (bh / heads) * length;
+          const float* head_bias =
+              bias == nullptr ? nullptr : bias + (bh % heads) * length * length;
+          // Adds query t's bias row to its scores, which the kept scores include: they are the
+          // softmax's input before the mask.
+          auto add_bias = [&](float* row, int64_t t) {
+            if (head_bias == nullptr) return;
+            const float* bias_row = head_bias + t * length;
+            for (int64_t j = 0; j < length; ++j) row[j] += bias_row[j];
+          };
           if (row_kernel) {
             RowKernelScores(q + head_offset(bh), hidden_size, k + head_offset(bh), hidden_size,
                             /*queries=*/length, /*keys=*/length, head_dim, scale, scratch.data(),
                             scores_stride);
             for (int64_t t = 0; t < length; ++t) {
-              const float* row = scratch.data() + t * scores_stride;
+              float* row = scratch.data() + t * scores_stride;
+              add_bias(row, t);
               if (keep_scores) std::copy(row, row + length, s + block + t * length);
               SoftmaxRows(row, key_mask, /*rows=*/1, /*columns=*/length,
                           head_probs.data() + t * length);
@@ -200,6 +237,7 @@ class BertModel : public TransformerModel {
             Sgemm(/*transpose_a=*/false, /*transpose_b=*/true, length, length, head_dim, scale,
                   q + head_offset(bh), hidden_size, k + head_offset(bh), hidden_size,
                   /*beta=*/0.0f, head_scores, length);
+            for (int64_t t = 0; t < length; ++t) add_bias(head_scores + t * length, t);
             SoftmaxRows(head_scores, key_mask, /*rows=*/length, /*columns=*/length,
                         head_probs.data());
             Sgemm(/*transpose_a=*/false, /*transpose_b=*/false, length, head_dim, length, 1.0f,
@@ -227,13 +265,15 @@ class BertModel : public TransformerModel {
     const torch::Tensor first = hidden.select(/*dim=*/1, /*index=*/0).contiguous();
     if (!layout_.pooler.empty()) out.pooler_output = torch::tanh(pooler_(first));
     if (layout_.has_classifier() && options.output_logits) {
-      // BERT's classifier reads the pooler output; RoBERTa's and DistilBERT's heads have a dense
-      // layer of their own.
+      // BERT's classifier reads the pooler output; RoBERTa's, MPNet's, ELECTRA's and DistilBERT's
+      // heads have a dense layer of their own.
       torch::Tensor features;
       if (layout_.classifier_dense == layout_.pooler) {
         features = out.pooler_output;
       } else if (layout_.classifier_relu) {
         features = torch::relu(classifier_dense_(first));
+      } else if (layout_.classifier_gelu) {
+        features = torch::gelu(classifier_dense_(first));
       } else {
         features = torch::tanh(classifier_dense_(first));
       }
@@ -247,6 +287,8 @@ class BertModel : public TransformerModel {
   torch::Tensor position_embeddings_;
   torch::Tensor token_type_embeddings_;
   Norm embedding_norm_;
+  Dense embeddings_project_;               // ELECTRA's, when embedding_size != hidden_size
+  torch::Tensor relative_attention_bias_;  // MPNet's [num_buckets, heads]
   std::vector<BertLayer> layers_;
   Dense pooler_;
   Dense classifier_dense_;
@@ -295,6 +337,44 @@ BertLayout BertLayoutOf(const ModelConfig& config, const Checkpoint& checkpoint)
                                "vocab_layer_norm.", "vocab_projector."};
     return layout;
   }
+  if (config.architecture == Architecture::kMpnet) {
+    layout.prefix = checkpoint.Contains("mpnet.embeddings.word_embeddings.weight") ? "mpnet." : "";
+    layout.token_type_embeddings.clear();
+    layout.query = "attention.attn.q";
+    layout.key = "attention.attn.k";
+    layout.value = "attention.attn.v";
+    layout.attention_output = "attention.attn.o";
+    layout.attention_norm = "attention.LayerNorm";
+    layout.relative_attention_bias = "encoder.relative_attention_bias";
+    layout.padding_idx = config.pad_token_id;
+    if (checkpoint.Contains(layout.prefix + "pooler.dense.weight")) {
+      layout.pooler = layout.prefix + "pooler.dense";
+    }
+    if (checkpoint.Contains("classifier.out_proj.weight") ||
+        checkpoint.Contains("classifier.dense.weight")) {
+      layout.classifier_dense = "classifier.dense";
+      layout.classifier_output = "classifier.out_proj";
+    }
+    layout.ignored_prefixes = {layout.prefix + "embeddings.position_ids", "lm_head."};
+    return layout;
+  }
+  if (config.architecture == Architecture::kElectra) {
+    layout.prefix =
+        checkpoint.Contains("electra.embeddings.word_embeddings.weight") ? "electra." : "";
+    // ElectraModel has the projection exactly when the sizes differ.
+    if (config.embedding_size != config.hidden_size)
+      layout.embeddings_project = "embeddings_project";
+    if (checkpoint.Contains("classifier.out_proj.weight") ||
+        checkpoint.Contains("classifier.dense.weight")) {
+      layout.classifier_dense = "classifier.dense";
+      layout.classifier_output = "classifier.out_proj";
+      layout.classifier_gelu = true;
+    }
+    layout.ignored_prefixes = {layout.prefix + "embeddings.position_ids",
+                               "discriminator_predictions.", "generator_predictions.",
+                               "generator_lm_head."};
+    return layout;
+  }
   if (config.architecture == Architecture::kRoberta) {
     layout.prefix =
         checkpoint.Contains("roberta.embeddings.word_embeddings.weight") ? "roberta." : "";
@@ -340,13 +420,15 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig co
   BertLayout layout = BertLayoutOf(config, checkpoint);
   const std::string& prefix = layout.prefix;
   const int64_t hidden = config.hidden_size;
+  const int64_t embedding_size = config.embedding_size > 0 ? config.embedding_size : hidden;
   // config.json against the file's shapes, before any per-layer work.
   const std::string embeddings = prefix + layout.word_embeddings + ".weight";
   ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckBlockCount(
       "num_hidden_layers", config.num_hidden_layers, prefix + layout.layers));
   ATTNSCOPE_RETURN_IF_ERROR(
       checkpoint.CheckConfigSize("vocab_size", config.vocab_size, embeddings, 0));
-  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckConfigSize("hidden_size", hidden, embeddings, 1));
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.CheckConfigSize(
+      config.embedding_size > 0 ? "embedding_size" : "hidden_size", embedding_size, embeddings, 1));
   ATTNSCOPE_RETURN_IF_ERROR(
       checkpoint.CheckConfigSize("max_position_embeddings", config.max_position_embeddings,
                                  prefix + layout.position_embeddings + ".weight", 0));
@@ -372,14 +454,21 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig co
   }
 
   std::vector<TensorSpec> specs;
-  specs.push_back({embeddings, {config.vocab_size, hidden}});
-  specs.push_back(
-      {prefix + layout.position_embeddings + ".weight", {config.max_position_embeddings, hidden}});
+  specs.push_back({embeddings, {config.vocab_size, embedding_size}});
+  specs.push_back({prefix + layout.position_embeddings + ".weight",
+                   {config.max_position_embeddings, embedding_size}});
   if (!layout.token_type_embeddings.empty()) {
-    specs.push_back(
-        {prefix + layout.token_type_embeddings + ".weight", {config.type_vocab_size, hidden}});
+    specs.push_back({prefix + layout.token_type_embeddings + ".weight",
+                     {config.type_vocab_size, embedding_size}});
   }
-  AddNorm(specs, prefix + layout.embedding_norm, hidden);
+  AddNorm(specs, prefix + layout.embedding_norm, embedding_size);
+  if (!layout.embeddings_project.empty()) {
+    AddLinear(specs, prefix + layout.embeddings_project, hidden, embedding_size);
+  }
+  if (!layout.relative_attention_bias.empty()) {
+    specs.push_back({prefix + layout.relative_attention_bias + ".weight",
+                     {config.relative_attention_num_buckets, config.num_attention_heads}});
+  }
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     auto at = [&](const std::string& name) { return layout.LayerTensor(i, name); };
     AddLinear(specs, at(layout.query), hidden, hidden);

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <new>
 #include <string>
@@ -168,6 +169,29 @@ torch::Tensor WriteAfter(torch::Tensor* storage, int64_t past, const torch::Tens
 }
 
 }  // namespace
+
+torch::Tensor RelativePositionBucket(torch::Tensor relative, bool bidirectional,
+                                     int64_t num_buckets, int64_t max_distance) {
+  torch::Tensor buckets = torch::zeros_like(relative);
+  if (bidirectional) {
+    num_buckets /= 2;
+    buckets = buckets + relative.gt(0).to(torch::kInt64) * num_buckets;
+    relative = relative.abs();
+  } else {
+    relative = -torch::min(relative, torch::zeros_like(relative));
+  }
+  const int64_t max_exact = num_buckets / 2;
+  const torch::Tensor is_small = relative.lt(max_exact);
+  // Distance 0 would take log(0); it is always an exact bucket, so any finite stand-in will do.
+  const torch::Tensor large =
+      (torch::log(relative.clamp_min(1).to(torch::kFloat32) / max_exact) /
+       std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact)) *
+       (num_buckets - max_exact))
+          .to(torch::kInt64)
+          .add(max_exact)
+          .clamp_max(num_buckets - 1);
+  return buckets + torch::where(is_small, relative, large);
+}
 
 torch::Tensor BatchMatmul(const torch::Tensor& a, const torch::Tensor& b) {
   const int64_t batch = a.size(0);

@@ -1,8 +1,8 @@
 // Pieces the transformer implementations (bert.cc, gpt2.cc, gpt_neox.cc, llama.cc,
 // encoder_decoder.cc, t5.cc) share: the boolean attention masks their softmax reads (true = the key
 // is visible; a hidden key's score is set to the lowest float, so its probability is exactly 0),
-// rotary position embeddings, the two-layer MLP, the KV cache's growth, and the guard around
-// building a model.
+// rotary position embeddings, T5's relative position buckets, the two-layer MLP, the KV cache's
+// growth, and the guard around building a model.
 #ifndef ATTNSCOPE_MODELS_MODEL_UTIL_H_
 #define ATTNSCOPE_MODELS_MODEL_UTIL_H_
 
@@ -57,6 +57,16 @@ PrefixAttentionOutput PrefixAttention(const torch::Tensor& query, const torch::T
 // taken as rows of one product per head instead, so that b is not copied B times (as matmul's
 // broadcast does); the result is then a permuted view.
 torch::Tensor BatchMatmul(const torch::Tensor& a, const torch::Tensor& b);
+
+// T5Attention._relative_position_bucket (Raffel et al. 2020) on `relative` = key position - query
+// position (int64, any shape): half the buckets (per direction when bidirectional, keys after the
+// query in the upper half) for exact distances, the rest for logarithmically growing ones up to
+// max_distance, the last bucket for everything beyond. The logarithm runs in float32 like
+// transformers' code, so that the same distances land in the same buckets. MPNet's
+// relative_position_bucket (modeling_mpnet.py) is the bidirectional case. int64 buckets in
+// [0, num_buckets), the shape of `relative`.
+torch::Tensor RelativePositionBucket(torch::Tensor relative, bool bidirectional,
+                                     int64_t num_buckets, int64_t max_distance);
 
 // RoPE's inverse frequencies [rotary_dim / 2] float32, theta^(-2i/d) over the d = rotary_dim
 // rotated dimensions, computed in float32 as transformers' LlamaRotaryEmbedding and

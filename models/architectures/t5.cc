@@ -55,34 +55,6 @@ struct DecoderBlock {
   torch::Tensor ff_norm;
 };
 
-// T5Attention._relative_position_bucket on `relative` = key position - query position (int64):
-// half the buckets (per direction when bidirectional) for exact distances, the rest for
-// logarithmically growing ones up to max_distance, the last bucket for everything beyond. The
-// logarithm runs in float32 like transformers' code, so that the same distances land in the same
-// buckets.
-torch::Tensor RelativePositionBucket(torch::Tensor relative, bool bidirectional,
-                                     int64_t num_buckets, int64_t max_distance) {
-  torch::Tensor buckets = torch::zeros_like(relative);
-  if (bidirectional) {
-    num_buckets /= 2;
-    buckets = buckets + relative.gt(0).to(torch::kInt64) * num_buckets;
-    relative = relative.abs();
-  } else {
-    relative = -torch::min(relative, torch::zeros_like(relative));
-  }
-  const int64_t max_exact = num_buckets / 2;
-  const torch::Tensor is_small = relative.lt(max_exact);
-  // Distance 0 would take log(0); it is always an exact bucket, so any finite stand-in will do.
-  const torch::Tensor large =
-      (torch::log(relative.clamp_min(1).to(torch::kFloat32) / max_exact) /
-       std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact)) *
-       (num_buckets - max_exact))
-          .to(torch::kInt64)
-          .add(max_exact)
-          .clamp_max(num_buckets - 1);
-  return buckets + torch::where(is_small, relative, large);
-}
-
 class T5Model : public TransformerModel {
  public:
   T5Model(ModelConfig config, const Checkpoint& checkpoint) : TransformerModel(std::move(config)) {

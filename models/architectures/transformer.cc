@@ -81,7 +81,7 @@ absl::StatusOr<ForwardInput> TransformerModel::CheckInput(const ForwardInput& in
   if (shape[1] > max_positions()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "input_ids: expected at most ", max_positions(), " tokens (max_position_embeddings",
-        config_.architecture == Architecture::kRoberta ? " - pad_token_id - 1" : "", "), got ",
+        max_positions() < config_.max_position_embeddings ? " - pad_token_id - 1" : "", "), got ",
         shape[1], "; enable truncation"));
   }
   ForwardInput checked;
@@ -256,11 +256,9 @@ absl::StatusOr<KvCache> TransformerModel::RunEncoderImpl(const ForwardInput& /*s
 
 absl::Status TransformerModel::ConvertProjections(torch::ScalarType /*dtype*/) {
   return absl::InvalidArgumentError(absl::StrCat(
-      "compute_dtype 'bfloat16': expected a decoder-only model or one of the BERT family (bert, "
-      "roberta, xlm-roberta, distilbert, gpt2, gpt_neox, opt, llama, mistral, qwen2, qwen3, gemma, "
-      "gemma2, "
-      "gemma3_text, phi3), got "
-      "model_type '",
+      "compute_dtype 'bfloat16': expected one of the BERT family (bert, roberta, xlm-roberta, "
+      "distilbert, mpnet, electra) or a decoder-only model (gpt2, gpt_neox, opt, llama, mistral, "
+      "qwen2, qwen3, gemma, gemma2, gemma3_text, phi3), got model_type '",
       config_.model_type, "'; serve it with --compute_dtype=float32"));
 }
 
@@ -286,6 +284,8 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(
     case Architecture::kBert:
     case Architecture::kRoberta:
     case Architecture::kDistilBert:
+    case Architecture::kMpnet:
+    case Architecture::kElectra:
       model = CreateBertModel(std::move(config), *checkpoint);
       break;
     case Architecture::kLlama:

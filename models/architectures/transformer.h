@@ -238,8 +238,8 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> LoadTransformerModel(const Mod
 // tensors it uses (Checkpoint::Load: converted once, checked finite) and builds the model.
 // InvalidArgument: config.json and the weights disagree (naming the field, the tensor and the
 // file), a tensor is missing, mis-shaped or unexpected, or holds NaN or infinite values.
-// ResourceExhausted: memory ran out while building. CreateBertModel builds kBert, kRoberta and
-// kDistilBert (bert.h).
+// ResourceExhausted: memory ran out while building. CreateBertModel builds kBert, kRoberta,
+// kDistilBert, kMpnet and kElectra (bert.h).
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateBertModel(ModelConfig config,
                                                                   Checkpoint& checkpoint);
 absl::StatusOr<std::unique_ptr<TransformerModel>> CreateLlamaModel(ModelConfig config,

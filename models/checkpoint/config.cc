@@ -29,6 +29,7 @@ using config_internal::ParseDistilBert;
 using config_internal::ParseEncoderDecoder;
 using config_internal::ParseGpt2;
 using config_internal::ParseGptNeox;
+using config_internal::ParseMpnet;
 using config_internal::ParseOpt;
 using config_internal::ParseT5;
 using config_internal::ReadDecoderVariant;
@@ -74,13 +75,18 @@ absl::string_view ArchitectureName(Architecture architecture) {
       return "gpt_neox";
     case Architecture::kOpt:
       return "opt";
+    case Architecture::kMpnet:
+      return "mpnet";
+    case Architecture::kElectra:
+      return "electra";
   }
   return "unknown";
 }
 
 bool IsBertFamily(Architecture architecture) {
   return architecture == Architecture::kBert || architecture == Architecture::kRoberta ||
-         architecture == Architecture::kDistilBert;
+         architecture == Architecture::kDistilBert || architecture == Architecture::kMpnet ||
+         architecture == Architecture::kElectra;
 }
 
 bool IsDecoderOnly(Architecture architecture) {
@@ -138,13 +144,17 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     config.architecture = Architecture::kGptNeox;
   } else if (config.model_type == "opt") {
     config.architecture = Architecture::kOpt;
+  } else if (config.model_type == "mpnet") {
+    config.architecture = Architecture::kMpnet;
+  } else if (config.model_type == "electra") {
+    config.architecture = Architecture::kElectra;
   } else {
     return reader.Error("model_type",
                         "one of the supported architectures \"bert\", \"roberta\", "
                         "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", "
                         "\"gemma\", \"gemma2\", \"gemma3_text\" (Gemma 3's text model, not the "
                         "multimodal \"gemma3\"), \"phi3\", \"gpt2\", \"gpt_neox\", \"opt\", "
-                        "\"distilbert\", \"marian\", "
+                        "\"distilbert\", \"mpnet\", \"electra\", \"marian\", "
                         "\"bart\", \"t5\"",
                         FieldReader::Quoted(config.model_type));
   }
@@ -162,14 +172,21 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   if (config.architecture == Architecture::kGptNeox) {
     return ParseGptNeox(reader, json, std::move(config));
   }
+  if (config.architecture == Architecture::kMpnet) {
+    ATTNSCOPE_ASSIGN_OR_RETURN(config, ParseMpnet(reader, std::move(config)));
+    ATTNSCOPE_RETURN_IF_ERROR(ReadLabels(reader, json, config));
+    return config;
+  }
   if (config.architecture == Architecture::kDistilBert) {
     ATTNSCOPE_ASSIGN_OR_RETURN(config, ParseDistilBert(reader, std::move(config)));
     ATTNSCOPE_RETURN_IF_ERROR(ReadLabels(reader, json, config));
     return config;
   }
   const bool is_roberta = config.architecture == Architecture::kRoberta;
-  // RoBERTa is a BERT in everything config.json describes but its token ids' defaults.
-  const bool is_bert = config.architecture == Architecture::kBert || is_roberta;
+  const bool is_electra = config.architecture == Architecture::kElectra;
+  // RoBERTa is a BERT in everything config.json describes but its token ids' defaults; ELECTRA
+  // adds embedding_size.
+  const bool is_bert = config.architecture == Architecture::kBert || is_roberta || is_electra;
   const bool is_gemma = config.architecture == Architecture::kGemma ||
                         config.architecture == Architecture::kGemma2 ||
                         config.architecture == Architecture::kGemma3;
@@ -295,13 +312,20 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                         FieldReader::Quoted(config.hidden_act));
   }
 
+  if (is_electra) {
+    // ElectraConfig's default; every published checkpoint states it.
+    ATTNSCOPE_ASSIGN_OR_RETURN(config.embedding_size,
+                               reader.Size("embedding_size", kMaxHiddenSize, 128));
+  }
+
   ATTNSCOPE_RETURN_IF_ERROR(ReadLabels(reader, json, config));
   return config;
 }
 
 int64_t ModelConfig::max_input_tokens() const {
-  return architecture == Architecture::kRoberta ? max_position_embeddings - pad_token_id - 1
-                                                : max_position_embeddings;
+  return architecture == Architecture::kRoberta || architecture == Architecture::kMpnet
+             ? max_position_embeddings - pad_token_id - 1
+             : max_position_embeddings;
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {

@@ -19,6 +19,12 @@ namespace attnscope {
 // et al. 2020 (transformers' T5ForConditionalGeneration): pre-RMSNorm blocks and relative position
 // buckets instead of absolute positions. kDistilBert is DistilBERT (transformers'
 // DistilBertModel / DistilBertForSequenceClassification): BERT without token types or pooler.
+// kMpnet is MPNet (Song et al. 2020; transformers' MPNetModel / MPNetForSequenceClassification,
+// sentence-transformers' all-mpnet-base-v2): RoBERTa's positions and head without token types, and
+// one relative position bias, T5's bidirectional buckets, added to every layer's scores. kElectra
+// is ELECTRA (Clark et al. 2020; transformers' ElectraModel / ElectraForSequenceClassification):
+// BERT's layers behind embeddings of embedding_size, projected to hidden_size when the two differ,
+// and a GELU classifier head.
 // kGpt2 is GPT-2 (transformers' GPT2LMHeadModel): learned
 // positions, pre-LayerNorm blocks, a fused c_attn. kGptNeox is GPT-NeoX (GPTNeoXForCausalLM,
 // EleutherAI's Pythia): GPT-2's LayerNorms and biases with partial RoPE and, by default, the
@@ -47,15 +53,24 @@ enum class Architecture {
   kPhi3,
   kGptNeox,
   kGemma,
-  kOpt
+  kOpt,
+  kMpnet,
+  kElectra
 };
 
+// MPNetEncoder.compute_position_bias's buckets (relative_position_bucket's defaults, which
+// transformers passes whatever config.json says): 32 buckets, exact below 8 tokens of distance
+// per direction, logarithmic up to 128.
+constexpr int64_t kMpnetPositionBuckets = 32;
+constexpr int64_t kMpnetMaxDistance = 128;
+
 // "bert", "roberta", "llama", "marian", "bart", "t5", "qwen2", "qwen3", "mistral", "gpt2",
-// "distilbert", "gemma", "gemma2", "gemma3_text", "phi3", "gpt_neox" or "opt".
+// "distilbert", "gemma", "gemma2", "gemma3_text", "phi3", "gpt_neox", "opt", "mpnet" or
+// "electra".
 absl::string_view ArchitectureName(Architecture architecture);
 
-// True for the BERT family's encoders (BERT, RoBERTa, DistilBERT), which bert.cc serves and whose
-// cross-encoders Attribute explains.
+// True for the BERT family's encoders (BERT, RoBERTa, DistilBERT, MPNet, ELECTRA), which bert.cc
+// serves and whose cross-encoders Attribute explains.
 bool IsBertFamily(Architecture architecture);
 
 // True for the decoder-only architectures (GPT-2 and the Llama family, Gemma included), whose
@@ -65,7 +80,7 @@ bool IsDecoderOnly(Architecture architecture);
 // The fields of config.json that the supported architectures read, with the defaults of the
 // transformers configuration classes (BertConfig, RobertaConfig, LlamaConfig, Qwen2Config,
 // Qwen3Config, MistralConfig, Gemma2Config, Gemma3TextConfig, Phi3Config, GPT2Config,
-// GPTNeoXConfig, DistilBertConfig, MarianConfig, BartConfig, T5Config)
+// GPTNeoXConfig, DistilBertConfig, MPNetConfig, ElectraConfig, MarianConfig, BartConfig, T5Config)
 // where config.json omits a field. For the encoder-decoders the common fields hold the encoder's
 // sizes (d_model, encoder_layers, encoder_attention_heads, encoder_ffn_dim, activation_function)
 // and the decoder_* fields the decoder's. T5Config's fields map onto them as:
@@ -97,6 +112,9 @@ struct ModelConfig {
   int64_t intermediate_size = 0;
   int64_t max_position_embeddings = 0;
   int64_t type_vocab_size = 0;    // BERT and RoBERTa token type embeddings
+  // ELECTRA's embeddings' width (embedding_size), which embeddings_project maps to hidden_size
+  // when the two differ; 0 for the other architectures, whose embeddings are hidden_size wide.
+  int64_t embedding_size = 0;
   double layer_norm_eps = 1e-12;  // BERT and RoBERTa LayerNorm (1e-5 for marian and bart)
   double rms_norm_eps = 1e-6;     // Llama RMSNorm, T5LayerNorm
   // "gelu" (exact erf) for BERT, RoBERTa and bart, "silu" for Llama and marian; "relu" or
@@ -123,6 +141,8 @@ struct ModelConfig {
   // * wi_1 x), "gated-gelu") rather than wo(act(wi x)), and the relative position buckets of
   // T5Attention. With tie_word_embeddings the decoder output is scaled by d_model^-1/2 before the
   // shared embeddings turn it into logits.
+  // MPNet's relative_attention_num_buckets sizes its bias table only (at least
+  // kMpnetPositionBuckets rows; its max distance is kMpnetMaxDistance).
   bool gated_feed_forward = false;
   int64_t relative_attention_num_buckets = 0;
   int64_t relative_attention_max_distance = 0;
@@ -194,10 +214,10 @@ struct ModelConfig {
   int64_t num_labels = 0;  // id2label size, or num_labels, or 0 when there is no classifier
 
   int64_t num_queries_per_kv() const { return num_attention_heads / num_key_value_heads; }
-  // The longest input in tokens. RoBERTa gives padding the position pad_token_id and numbers real
-  // tokens from pad_token_id + 1 (transformers' create_position_ids_from_input_ids), so its table
-  // of max_position_embeddings rows holds max_position_embeddings - pad_token_id - 1 tokens (512 of
-  // XLM-R's 514); every other architecture's limit is max_position_embeddings.
+  // The longest input in tokens. RoBERTa (and MPNet) gives padding the position pad_token_id and
+  // numbers real tokens from pad_token_id + 1 (transformers' create_position_ids_from_input_ids),
+  // so its table of max_position_embeddings rows holds max_position_embeddings - pad_token_id - 1
+  // tokens (512 of XLM-R's 514); every other architecture's limit is max_position_embeddings.
   int64_t max_input_tokens() const;
 };
 

@@ -299,6 +299,60 @@ absl::StatusOr<ModelConfig> ParseDistilBert(const FieldReader& reader, ModelConf
   return config;
 }
 
+absl::StatusOr<ModelConfig> ParseMpnet(const FieldReader& reader, ModelConfig config) {
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.Size("vocab_size", kMaxVocabSize, 30527));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_size, reader.Size("hidden_size", kMaxHiddenSize, 768));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_hidden_layers,
+                             reader.Size("num_hidden_layers", kMaxLayers, 12));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.num_attention_heads,
+                             reader.Size("num_attention_heads", kMaxHeads, 12));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.intermediate_size,
+                             reader.Size("intermediate_size", kMaxIntermediateSize, 3072));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.max_position_embeddings,
+                             reader.Size("max_position_embeddings", kMaxPositions, 512));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.layer_norm_eps, reader.Positive("layer_norm_eps", 1e-12));
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.hidden_act, reader.StringOr("hidden_act", "gelu"));
+  // MPNetEncoder.compute_position_bias buckets with its default num_buckets = 32 and max_distance
+  // = 128 whatever config.json says; relative_attention_num_buckets only sizes the table, so a
+  // smaller one would be indexed past its end.
+  ATTNSCOPE_ASSIGN_OR_RETURN(config.relative_attention_num_buckets,
+                             reader.Int("relative_attention_num_buckets", 1, kMaxRelativeBuckets,
+                                        /*fallback=*/kMpnetPositionBuckets));
+  if (config.relative_attention_num_buckets < kMpnetPositionBuckets) {
+    return reader.Error(
+        "relative_attention_num_buckets",
+        absl::StrCat("at least ", kMpnetPositionBuckets, " (MPNet looks up ", kMpnetPositionBuckets,
+                     " buckets in relative_attention_bias whatever this says)"),
+        std::to_string(config.relative_attention_num_buckets));
+  }
+  config.relative_attention_max_distance = kMpnetMaxDistance;
+  ATTNSCOPE_RETURN_IF_ERROR(ReadTokenIds(reader, /*pad=*/1, /*bos=*/0, /*eos=*/2, config));
+  if (config.hidden_size % config.num_attention_heads != 0) {
+    return reader.Error(
+        "hidden_size",
+        absl::StrCat("a multiple of num_attention_heads (", config.num_attention_heads, ")"),
+        std::to_string(config.hidden_size));
+  }
+  // Positions count from pad_token_id + 1, as RoBERTa's (MPNetEmbeddings).
+  if (config.pad_token_id < 0 || config.pad_token_id + 1 >= config.max_position_embeddings) {
+    return reader.Error("pad_token_id",
+                        absl::StrCat("an id in [0, ", config.max_position_embeddings - 1,
+                                     ") (MPNet numbers tokens from pad_token_id + 1, below "
+                                     "max_position_embeddings ",
+                                     config.max_position_embeddings, ")"),
+                        std::to_string(config.pad_token_id));
+  }
+  // bert.cc's fused kernels apply the exact erf GELU, MPNetConfig's default.
+  if (config.hidden_act != "gelu") {
+    return reader.Error("hidden_act", "\"gelu\"", FieldReader::Quoted(config.hidden_act));
+  }
+  config.head_dim = config.hidden_size / config.num_attention_heads;
+  config.num_key_value_heads = config.num_attention_heads;
+  config.type_vocab_size = 0;
+  config.tie_word_embeddings = false;
+  return config;
+}
+
 absl::StatusOr<ModelConfig> ParseGptNeox(const FieldReader& reader, const Json& json,
                                          ModelConfig config) {
   ATTNSCOPE_ASSIGN_OR_RETURN(config.vocab_size, reader.Size("vocab_size", kMaxVocabSize, 50432));
@@ -362,6 +416,8 @@ int64_t DefaultMaxPositions(Architecture architecture) {
   switch (architecture) {
     case Architecture::kBert:
     case Architecture::kRoberta:
+    case Architecture::kMpnet:
+    case Architecture::kElectra:
       return 512;
     case Architecture::kQwen2:
     case Architecture::kQwen3:

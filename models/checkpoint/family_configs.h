@@ -1,7 +1,7 @@
 // How each family's configuration class reads config.json, where it differs from the BERT and
 // Llama fields config.cc reads: the families with field names of their own (BART and Marian, T5,
-// GPT-2, DistilBERT, GPT-NeoX) and what sets the Llama family's members apart (Qwen, Mistral,
-// Gemma, Phi-3). Internal to models/checkpoint; errors in FieldReader's style.
+// GPT-2, DistilBERT, MPNet, GPT-NeoX) and what sets the Llama family's members apart (Qwen,
+// Mistral, Gemma, Phi-3). Internal to models/checkpoint; errors in FieldReader's style.
 #ifndef ATTNSCOPE_MODELS_CHECKPOINT_FAMILY_CONFIGS_H_
 #define ATTNSCOPE_MODELS_CHECKPOINT_FAMILY_CONFIGS_H_
 
@@ -30,6 +30,10 @@ absl::StatusOr<ModelConfig> ParseOpt(const FieldReader& reader, ModelConfig conf
 // DistilBertConfig (transformers' configuration_distilbert.py): its own field names, mapped onto
 // the common ones.
 absl::StatusOr<ModelConfig> ParseDistilBert(const FieldReader& reader, ModelConfig config);
+
+// MPNetConfig (transformers' configuration_mpnet.py): BERT's field names without type_vocab_size,
+// RoBERTa's token ids, and relative_attention_num_buckets for the encoder's position bias table.
+absl::StatusOr<ModelConfig> ParseMpnet(const FieldReader& reader, ModelConfig config);
 
 // GPTNeoXConfig (transformers' configuration_gpt_neox.py: Pythia, GPT-NeoX-20B).
 absl::StatusOr<ModelConfig> ParseGptNeox(const FieldReader& reader, const Json& json,

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -26,16 +27,24 @@ using requests_internal::WordsOf;
 namespace {
 
 // The id of the first of `spellings` among the first `embeddings` ids of the tokenizer, or -1: a
-// tokenizer may add special tokens beyond the model's embedding table. A scan: tokenizers look
-// texts up, not token names, and one scan costs far less than the attribution it serves.
+// tokenizer may add special tokens beyond the model's embedding table. One the tokenizer matches
+// in a text as a token of its own (a special token) comes first: MPNet's vocabulary holds BERT's
+// [MASK] as a plain word beside its own <mask>. A scan: tokenizers look texts up, not token names,
+// and one scan costs far less than the attribution it serves.
 int64_t FindTokenId(const Tokenizer& tokenizer, const std::vector<absl::string_view>& spellings,
                     int64_t embeddings) {
+  int64_t found = -1;
   for (const absl::string_view token : spellings) {
     for (int64_t id = 0; id < std::min(tokenizer.vocab_size(), embeddings); ++id) {
-      if (tokenizer.IdToToken(id) == token) return id;
+      if (tokenizer.IdToToken(id) != token) continue;
+      const absl::StatusOr<TokenizedText> alone =
+          tokenizer.Tokenize(std::string_view(token.data(), token.size()));
+      if (alone.ok() && alone->ids == std::vector<int64_t>{id}) return id;
+      if (found < 0) found = id;
+      break;
     }
   }
-  return -1;
+  return found;
 }
 
 // A word's value per method: the WordSums entry of (sequence id, word id).
@@ -62,7 +71,8 @@ absl::StatusOr<AttributeAnswer> RequestRunner::RunAttribute(const AttributeQuery
   if (!IsBertFamily(config.architecture)) {
     return absl::UnimplementedError(absl::StrCat(
         "model '", model.name(),
-        "': token attributions support BERT, RoBERTa and DistilBERT cross-encoders only, got a ",
+        "': token attributions support BERT, RoBERTa, DistilBERT, MPNet and ELECTRA "
+        "cross-encoders only, got a ",
         IsDecoderOnly(config.architecture) ? "decoder-only " : "",
         ArchitectureName(config.architecture),
         " model (next-token log-probabilities are not attributed yet); set `model` to a "

@@ -205,8 +205,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
     const json model = root.value("model", json());
     const json type = model.is_object() ? model.value("type", json()) : json();
     if (type == "WordPiece") {
-      ATTNSCOPE_ASSIGN_OR_RETURN(
-          auto tokenizer, WordPieceTokenizer::FromTokenizerJson(root, json_path, model_max_length));
+      ATTNSCOPE_ASSIGN_OR_RETURN(auto tokenizer, WordPieceTokenizer::FromTokenizerJson(
+                                                     root, json_path, model_max_length, pad_token));
       return std::unique_ptr<Tokenizer>(std::move(tokenizer));
     }
     // A malformed file is an error; a well-formed one a reader does not support (a component or

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -419,13 +420,14 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromVoca
 }
 
 absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromTokenizerJson(
-    const std::string& path, int64_t model_max_length) {
+    const std::string& path, int64_t model_max_length, const std::string& pad_token) {
   ATTNSCOPE_ASSIGN_OR_RETURN(const json root, tokenizer_json::Read(path));
-  return FromTokenizerJson(root, path, model_max_length);
+  return FromTokenizerJson(root, path, model_max_length, pad_token);
 }
 
 absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromTokenizerJson(
-    const json& root, const std::string& path, int64_t model_max_length) {
+    const json& root, const std::string& path, int64_t model_max_length,
+    const std::string& pad_token) {
   const json model = root.value("model", json());
   if (!model.is_object() || model.value("type", json()) != "WordPiece") {
     return FieldError(path, "model.type", "\"WordPiece\"",
@@ -493,6 +495,12 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromToke
                         absl::StrCat(expected_id, " (its vocabulary id or the next free id)"), id);
     }
     if (existing == vocab.end()) vocab.push_back(content);
+    ATTNSCOPE_ASSIGN_OR_RETURN(const bool lstrip,
+                               GetBool(added, "lstrip", false, path, "added_tokens[].lstrip"));
+    ATTNSCOPE_ASSIGN_OR_RETURN(const bool rstrip,
+                               GetBool(added, "rstrip", false, path, "added_tokens[].rstrip"));
+    if (lstrip) options.lstrip_tokens.push_back(content);
+    if (rstrip) options.rstrip_tokens.push_back(content);
     options.additional_special_tokens.push_back(content);
   }
   // tokenizers fails every text with an unknown word when its unk_token has no id ("Missing [UNK]
@@ -501,12 +509,25 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromToke
     return FieldError(path, "model.unk_token", "a token of model.vocab or added_tokens",
                       model["unk_token"]);
   }
+  const json post_processor = root.value("post_processor", json());
+  const auto listed = [&](const std::string& token) {
+    return std::find(options.additional_special_tokens.begin(),
+                     options.additional_special_tokens.end(),
+                     token) != options.additional_special_tokens.end();
+  };
   for (std::string* name :
        {&options.cls_token, &options.sep_token, &options.pad_token, &options.mask_token}) {
-    if (std::find(vocab.begin(), vocab.end(), *name) == vocab.end()) name->clear();
+    const bool for_template =
+        post_processor.is_null() && (name == &options.cls_token || name == &options.sep_token);
+    if (std::find(vocab.begin(), vocab.end(), *name) == vocab.end() ||
+        (!listed(*name) && !for_template)) {
+      name->clear();
+    }
   }
   const json padding = root.value("padding", json());
-  if (padding.is_object() && padding.contains("pad_token")) {
+  if (!pad_token.empty() && std::find(vocab.begin(), vocab.end(), pad_token) != vocab.end()) {
+    options.pad_token = pad_token;
+  } else if (padding.is_object() && padding.contains("pad_token")) {
     ATTNSCOPE_ASSIGN_OR_RETURN(options.pad_token,
                                GetString(padding, "pad_token", path, "padding.pad_token"));
   }
@@ -515,8 +536,7 @@ absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> WordPieceTokenizer::FromToke
     ATTNSCOPE_ASSIGN_OR_RETURN(options.model_max_length,
                                GetInt(truncation, "max_length", path, "truncation.max_length"));
   }
-  ATTNSCOPE_ASSIGN_OR_RETURN(options.post_processor,
-                             ParsePostProcessor(root.value("post_processor", json()), path));
+  ATTNSCOPE_ASSIGN_OR_RETURN(options.post_processor, ParsePostProcessor(post_processor, path));
   auto tokenizer = Create(std::move(vocab), std::move(options));
   if (!tokenizer.ok()) {
     return absl::Status(
@@ -584,12 +604,24 @@ absl::StatusOr<TokenizedText> WordPieceTokenizer::Tokenize(std::string_view text
       ++i;
       continue;
     }
-    TokenizeSegment(decoded, segment_start, i, &word_index, &out);
-    const int64_t end = decoded.CodePointsBeforeByte(decoded.ByteOffset(i) + match->size());
+    int64_t start = i;
+    int64_t end = decoded.CodePointsBeforeByte(decoded.ByteOffset(i) + match->size());
+    // lstrip takes no whitespace a previous match took; the token is then the text matched,
+    // whitespace included (`tokenizers` shows " <mask>").
+    if (absl::c_linear_search(options_.lstrip_tokens, *match)) {
+      while (start > segment_start && unicode::IsWhiteSpace(decoded.code_points[start - 1])) {
+        --start;
+      }
+    }
+    if (absl::c_linear_search(options_.rstrip_tokens, *match)) {
+      while (end < decoded.size() && unicode::IsWhiteSpace(decoded.code_points[end])) ++end;
+    }
+    TokenizeSegment(decoded, segment_start, start, &word_index, &out);
     out.ids.push_back(token_to_id_.at(*match));
-    out.tokens.push_back(*match);
-    out.offsets.push_back({i, end});
-    out.byte_offsets.push_back({decoded.ByteOffset(i), decoded.ByteOffset(end)});
+    out.tokens.push_back(std::string(text.substr(
+        decoded.ByteOffset(start), decoded.ByteOffset(end) - decoded.ByteOffset(start))));
+    out.offsets.push_back({start, end});
+    out.byte_offsets.push_back({decoded.ByteOffset(start), decoded.ByteOffset(end)});
     out.word_ids.push_back(word_index++);
     i = end;
     segment_start = end;

@@ -44,6 +44,11 @@ struct WordPieceOptions {
   // Further special tokens (tokenizer_config.json additional_special_tokens, tokenizer.json
   // added_tokens). Tokens missing from the vocabulary get the next free ids, as HF adds them.
   std::vector<std::string> additional_special_tokens;
+  // Special tokens that take the whitespace before them (lstrip) or after them (rstrip) into
+  // their match, token and offsets, as `tokenizers` matches added tokens with those flags (MPNet's
+  // and RoBERTa's <mask> has lstrip).
+  std::vector<std::string> lstrip_tokens;
+  std::vector<std::string> rstrip_tokens;
 
   // Default: the length has no limit (kNoMaxLength).
   int64_t model_max_length = kNoMaxLength;
@@ -69,14 +74,20 @@ class WordPieceTokenizer : public Tokenizer {
 
   // Reads a tokenizer.json whose model is WordPiece: normalizer BertNormalizer (or null, or a
   // Sequence of NFC and BertNormalizer), pre_tokenizer BertPreTokenizer, added_tokens (special ones
-  // only), post_processor TemplateProcessing or BertProcessing (or null: BERT's template).
-  // `model_max_length` is used unless the file's "truncation" sets max_length. InvalidArgument
-  // naming the field for anything else.
+  // only, with lstrip and rstrip), post_processor TemplateProcessing or BertProcessing (or null:
+  // BERT's template). As `tokenizers`, only added_tokens are matched in the text: BERT's [CLS],
+  // [SEP], [PAD] and [MASK] are special only when listed there (MPNet's vocabulary holds them as
+  // plain words; with a null post_processor [CLS] and [SEP] stay, for BERT's template).
+  // `model_max_length` is used unless the file's "truncation" sets max_length. The pad token is
+  // `pad_token` (tokenizer_config.json's, as transformers pads with it) when it is in the
+  // vocabulary, else padding.pad_token, else [PAD] when listed, else id 0. InvalidArgument naming
+  // the field for anything else.
   static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> FromTokenizerJson(
-      const std::string& path, int64_t model_max_length);
+      const std::string& path, int64_t model_max_length, const std::string& pad_token = "");
   // The same, from the parsed file (tokenizer_json::Read); `path` names it in errors.
   static absl::StatusOr<std::unique_ptr<WordPieceTokenizer>> FromTokenizerJson(
-      const nlohmann::json& root, const std::string& path, int64_t model_max_length);
+      const nlohmann::json& root, const std::string& path, int64_t model_max_length,
+      const std::string& pad_token = "");
 
   absl::StatusOr<TokenizedText> Tokenize(std::string_view text) const override;
   // Joins tokens with spaces, glues "##" pieces to the one before, then applies transformers'

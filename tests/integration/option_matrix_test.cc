@@ -434,6 +434,8 @@ TEST(OptionMatrixTest, EveryRpcOptionAndArchitectureAnswersOrGivesADocumentedErr
       {"cross-encoder", TinyBertDir(), "what is the capital", "paris is the capital"},
       {"xlm-roberta", data + "/tiny-roberta", "how do I insert a table", "Insert a table here"},
       {"distilbert", data + "/tiny-distilbert", "what is the capital", "paris is the capital"},
+      {"mpnet", data + "/tiny-mpnet", "what is the capital of france", "paris is the capital"},
+      {"electra", data + "/tiny-electra", "what is the capital", "paris is the capital"},
       {"llama", Stories260kDir(), "Once upon a time", "there was a cat"},
       {"qwen2", data + "/tiny-qwen2", "Once upon a time", "there was a cat"},
       {"qwen3", data + "/tiny-qwen3", "Once upon a time", "there was a cat"},

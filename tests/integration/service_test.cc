@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -584,6 +585,105 @@ TEST(RerankerTest, XlmRobertaScoresTheTutorialPairsAsThePyTorchReference) {
       EXPECT_NEAR(*document.relevance_score, pairs[d]["score"].get<double>(), 1e-5);
     }
   }
+}
+
+// attnscope-server serving the cross-encoder `dir` of `architecture` alone, whose golden.json
+// (from PyTorch modules) has the case "pair" for `words` and `text_pair`: the tokens, every
+// layer's and head's attention of GetAttention and the relevance score of CrossAttention (the last
+// label's logit) are the reference's. Attribute's occlusion of each of `words` (one token each) is
+// the drop of that score when the word is written as the model's mask token `mask`.
+void ExpectServedAsTheReference(const std::string& architecture, const std::string& dir,
+                                const std::vector<std::string>& words, const std::string& text_pair,
+                                int max_positions, const std::string& mask) {
+  const std::string text = absl::StrJoin(words, " ");
+  ServerProcess::Options options;
+  options.models = {"model=" + dir};
+  absl::StatusOr<std::unique_ptr<ServerProcess>> server = ServerProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<Client> client = (*server)->NewClient();
+  std::ifstream file(dir + "/golden.json");
+  const nlohmann::json golden = nlohmann::json::parse(file);
+  const nlohmann::json& pair = golden["pair"];
+
+  absl::StatusOr<v1::ModelInfo> info = client->GetModelInfo("model");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->architecture(), architecture);
+  EXPECT_TRUE(info->has_classifier());
+  EXPECT_EQ(info->max_position_embeddings(), max_positions);
+
+  v1::GetAttentionRequest request;
+  request.set_model("model");
+  request.set_text(text);
+  request.set_text_pair(text_pair);
+  absl::StatusOr<AttentionResult> result = client->GetAttention(request);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(result->tokens.input_ids(),
+              ElementsAreArray(pair["input_ids"][0].get<std::vector<int64_t>>()));
+  EXPECT_THAT(result->layers, ElementsAre(0, 1, 2));
+  EXPECT_THAT(result->heads, ElementsAre(0, 1, 2, 3));
+  // The goldens are [layer][batch, head, query, key]; the answer [layer, head, query, key].
+  std::vector<float> values;
+  for (const nlohmann::json& layer : pair["attentions"]) {
+    for (const nlohmann::json& head : layer[0]) {
+      for (const nlohmann::json& row : head) {
+        for (const nlohmann::json& value : row) values.push_back(value.get<float>());
+      }
+    }
+  }
+  const int64_t tokens = static_cast<int64_t>(pair["input_ids"][0].size());
+  EXPECT_TRUE(TensorNear(result->attentions, torch::tensor(values).view({3, 4, tokens, tokens}),
+                         /*abs_tol=*/1e-5));
+
+  v1::CrossAttentionRequest cross;
+  cross.set_model("model");
+  cross.set_query(text);
+  cross.add_documents(text_pair);
+  absl::StatusOr<CrossAttentionResult> scored = client->CrossAttention(cross);
+  ASSERT_TRUE(scored.ok()) << scored.status();
+  ASSERT_EQ(scored->documents.size(), 1u);
+  ASSERT_TRUE(scored->documents[0].relevance_score.has_value());
+  const double score = *scored->documents[0].relevance_score;
+  EXPECT_NEAR(score, pair["logits"][0].back().get<double>(), 1e-5);
+
+  v1::AttributeRequest attribute;
+  attribute.set_model("model");
+  attribute.set_text(text);
+  attribute.set_text_pair(text_pair);
+  attribute.set_target(static_cast<int32_t>(pair["logits"][0].size()) - 1);
+  attribute.add_methods(v1::ATTRIBUTION_METHOD_OCCLUSION);
+  absl::StatusOr<v1::AttributeResponse> attributed = client->Attribute(attribute);
+  ASSERT_TRUE(attributed.ok()) << attributed.status();
+  EXPECT_NEAR(attributed->score(), score, 1e-5);
+  ASSERT_EQ(attributed->occlusion_size(), tokens);
+  for (size_t w = 0; w < words.size(); ++w) {
+    std::vector<std::string> occluded = words;
+    occluded[w] = mask;
+    v1::CrossAttentionRequest masked = cross;
+    masked.set_query(absl::StrJoin(occluded, " "));
+    absl::StatusOr<CrossAttentionResult> drop = client->CrossAttention(masked);
+    ASSERT_TRUE(drop.ok()) << drop.status();
+    ASSERT_TRUE(drop->documents[0].relevance_score.has_value());
+    // Token 0 is the template's first special token.
+    EXPECT_NEAR(attributed->occlusion(static_cast<int>(w) + 1),
+                score - *drop->documents[0].relevance_score, 1e-4)
+        << words[w];
+  }
+}
+
+// tests/data/make_tiny_mpnet.py's MPNet cross-encoder: its tokenizer.json's template
+// (<s> A </s> </s> B </s>) and the relative position bias in every layer; occlusion writes its
+// <mask>, not the BERT [MASK] its vocabulary also holds.
+TEST(FamilyServedTest, MpnetAttentionOfEveryLayerAndHeadAndTheScoreAreThePyTorchReferences) {
+  ExpectServedAsTheReference("mpnet", TestDataDir() + "/tiny-mpnet", {"capital", "of", "france"},
+                             "paris is the capital", /*max_positions=*/62, /*mask=*/"<mask>");
+}
+
+// tests/data/make_tiny_electra.py's ELECTRA cross-encoder: embeddings projected to the layers'
+// width, the GELU head.
+TEST(FamilyServedTest, ElectraAttentionOfEveryLayerAndHeadAndTheScoreAreThePyTorchReferences) {
+  ExpectServedAsTheReference("electra", TestDataDir() + "/tiny-electra",
+                             {"capital", "of", "france"}, "paris is the capital",
+                             /*max_positions=*/64, /*mask=*/"[MASK]");
 }
 
 TEST_F(ServiceTest, CrossAttentionForDecoderPutsTheDocumentFirst) {

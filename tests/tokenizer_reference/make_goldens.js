@@ -73,6 +73,7 @@ const TOKENIZERS = {
   'bpe-components': [path.join(args.built || '', 'bpe-components/tokenizer.json'), 'make_tokenizer_json.py: GPT-2\'s files with every byte-level BPE component the C++ reader supports'],
   'bpe-roberta-prefix': [path.join(args.built || '', 'bpe-roberta-prefix/tokenizer.json'), 'make_tokenizer_json.py: RoBERTa with add_prefix_space, an rstrip token and no decoder'],
   'bert-base-uncased': [path.join(args.built || '', 'bert-base-uncased/tokenizer.json'), 'make_tokenizer_json.py from ../shared/vocab/bert-base-uncased/vocab.txt'],
+  mpnet: [path.join(args.built || '', 'mpnet/tokenizer.json'), 'make_tokenizer_json.py: MPNet\'s layout around ../shared/vocab/bert-base-uncased/vocab.txt'],
   default: [path.join(ROOT, 'checkpoints/default/tokenizer.json'), 'committed: the built-in default model'],
   'llama2-spm-bpe': [path.join(ROOT, 'tests/data/tiny-llama2-tokenizer/tokenizer.json'), 'committed: train_llama2_spm.py + make_tokenizer_json.py (Llama 2\'s layout)'],
   't5-unigram': [path.join(args.built || '', 't5-unigram/tokenizer.json'), 'make_tokenizer_json.py: the XLM-R model\'s pieces in T5\'s layout'],

@@ -12,6 +12,10 @@ the goldens (make_goldens.js) can run Hugging Face's tokenizers library on them:
   bert-base-uncased/  BertTokenizerFast from ../shared/vocab/bert-base-uncased/vocab.txt (BertConverter:
                       BertNormalizer lowercasing, accents stripped as lowercase implies, Chinese
                       characters split; BertPreTokenizer; WordPiece; [CLS] A [SEP] B [SEP] template)
+  mpnet/              MPNetTokenizerFast around the same vocabulary (MPNetConverter): <s> <pad> </s>
+                      <unk> first, bert-base-uncased's tokens after them, <mask> last with lstrip,
+                      as MPNet's vocab.txt; WordPiece with [UNK]; BERT's normalizer and
+                      pre-tokenizer; <s> A </s> / <s> A </s> </s> B </s> template
   xlmr/               XLMRobertaTokenizerFast from the SentencePiece Unigram model that
                       train_xlmr_spm.py trains (tests/data/tiny-xlmr-tokenizer/sentencepiece.bpe.model)
                       (XLMRobertaConverter: fairseq ids <s> <pad> </s> <unk>, the pieces after
@@ -92,7 +96,7 @@ import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-NAMES = ["gpt2", "roberta", "bert-base-uncased", "xlmr", "xlmr-converter", "bpe-components",
+NAMES = ["gpt2", "roberta", "bert-base-uncased", "mpnet", "xlmr", "xlmr-converter", "bpe-components",
          "bpe-roberta-prefix", "llama2-spm-bpe", "t5-unigram", "albert-unigram", "bpe-char-components",
          "bpe-clip-suffix", "bpe-chars-prefix", "bpe-chars-suffix", "wordlevel",
          "bpe-openai-gpt", "bpe-bert-components", "xlmr-byte-fallback"]
@@ -266,6 +270,31 @@ def bert(vocab_txt, lowercase=True):
                  [("S", "[CLS]", 0), ("Q", "A", 0), ("S", "[SEP]", 0), ("Q", "B", 1),
                   ("S", "[SEP]", 1)],
                  [("[CLS]", cls), ("[SEP]", sep)]),
+        {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+         "max_input_chars_per_word": 100, "vocab": vocab})
+
+
+def mpnet(vocab_txt):
+    with open(vocab_txt, encoding="utf-8") as f:
+        tokens = ["<s>", "<pad>", "</s>", "<unk>"] + [line.rstrip("\n") for line in f] + ["<mask>"]
+    vocab = {}
+    for t in tokens:
+        vocab.setdefault(t, len(vocab))
+    # MPNetTokenizer's special tokens; its unk_token is BERT's [UNK], and <mask> strips the space
+    # before it.
+    added = sorted((added_token(vocab[t], t, lstrip=t == "<mask>")
+                    for t in ["<s>", "<pad>", "</s>", "<unk>", "[UNK]", "<mask>"]),
+                   key=lambda a: a["id"])
+    return tokenizer(
+        added,
+        {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+         "strip_accents": None, "lowercase": True},
+        {"type": "BertPreTokenizer"},
+        template([("S", "<s>", 0), ("Q", "A", 0), ("S", "</s>", 0)],
+                 [("S", "<s>", 0), ("Q", "A", 0), ("S", "</s>", 0), ("S", "</s>", 0),
+                  ("Q", "B", 1), ("S", "</s>", 1)],
+                 [("<s>", vocab["<s>"]), ("</s>", vocab["</s>"])]),
         {"type": "WordPiece", "prefix": "##", "cleanup": True},
         {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
          "max_input_chars_per_word": 100, "vocab": vocab})
@@ -786,6 +815,8 @@ def main():
     from_models = {
         "bert-base-uncased": lambda: (
             bert(os.path.join(args.shared, "vocab", "bert-base-uncased", "vocab.txt")), None),
+        "mpnet": lambda: (
+            mpnet(os.path.join(args.shared, "vocab", "bert-base-uncased", "vocab.txt")), None),
         "xlmr": lambda: (xlmr(args.xlmr_model), xlmr_config()),
         "xlmr-converter": lambda: (xlmr(args.xlmr_model, converter_normalizer=True), xlmr_config()),
         "llama2-spm-bpe": lambda: (llama2(args.llama2_model), llama2_config()),

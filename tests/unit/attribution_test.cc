@@ -337,6 +337,51 @@ TEST(AttributionRobertaTest, ScoresAndOccludesAsTheForwardPass) {
   }
 }
 
+// MPNet's and ELECTRA's cross-encoders (tests/data/tiny-mpnet and tiny-electra, whose forward
+// passes mpnet_test and electra_test check against PyTorch modules): the score is the goldens'
+// logit (MPNet's position bias, ELECTRA's projected embeddings and GELU head included), occluding
+// a token is the logit's drop when it becomes the mask token, and integrated gradients complete.
+TEST(AttributionFamiliesTest, MpnetAndElectraScoreAndOccludeAsTheForwardPass) {
+  struct Family {
+    const char* name;
+    int64_t mask_id;
+    int64_t target;
+  };
+  // tiny-mpnet's <mask> is its last id; tiny-electra has tiny-bert's [MASK].
+  for (const Family& family : {Family{"mpnet", 141, 0}, Family{"electra", kMaskId, 1}}) {
+    SCOPED_TRACE(family.name);
+    const std::string dir = testing::TestDataDir() + "/tiny-" + family.name;
+    auto model = LoadTransformerModel({.model_dir = dir});
+    ASSERT_TRUE(model.ok()) << model.status();
+    const Json golden = Json::parse(testing::ReadFileBytes(dir + "/golden.json"));
+    const Json& c = golden["pair"];
+    AttributionInput input;
+    input.input_ids = Row(c["input_ids"][0]);
+    input.attention_mask = Row(c["attention_mask"][0]);
+    if (c.contains("token_type_ids")) input.token_type_ids = Row(c["token_type_ids"][0]);
+    AttributionOptions options;
+    options.target = family.target;
+    options.occlusion_token_id = family.mask_id;
+    absl::StatusOr<Attributions> out = Attribute(**model, input, options);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_NEAR(out->score, c["logits"][0][family.target].get<double>(), 1e-5);
+    const int64_t length = input.input_ids.size(1);
+    ASSERT_EQ(out->occlusion.size(0), length);
+    for (int64_t i = 0; i < length; ++i) {
+      ForwardInput occluded;
+      occluded.input_ids = input.input_ids.clone();
+      occluded.input_ids[0][i] = family.mask_id;
+      occluded.token_type_ids = input.token_type_ids;
+      absl::StatusOr<ForwardOutput> forward = (*model)->Forward(occluded, ForwardOptions());
+      ASSERT_TRUE(forward.ok()) << forward.status();
+      EXPECT_NEAR(out->occlusion[i].item<double>(),
+                  out->score - forward->logits[0][family.target].item<double>(), 1e-5)
+          << "token " << i;
+    }
+    EXPECT_LE(CompletenessError(*out), 0.01);
+  }
+}
+
 TEST(AttributionArchitectureTest, LlamaIsNotSupportedYet) {
   const std::string dir = testing::SharedDir() + "/models/stories260K";
   if (!FileExists(JoinPath(dir, "model.safetensors"))) GTEST_SKIP() << dir << " is missing";
@@ -346,7 +391,8 @@ TEST(AttributionArchitectureTest, LlamaIsNotSupportedYet) {
   input.input_ids = Row(std::vector<int64_t>{1, 2, 3});
   const absl::Status status = Attribute(**model, input, AttributionOptions()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(status.message(), HasSubstr("BERT, RoBERTa and DistilBERT cross-encoders"));
+  EXPECT_THAT(status.message(),
+              HasSubstr("BERT, RoBERTa, DistilBERT, MPNet and ELECTRA cross-encoders"));
 }
 
 // The trained default model (checkpoints/default) on held-out query-document pairs in its three

@@ -2,8 +2,8 @@
 // model against itself in float32 on the same inputs: the built-in cross-encoder
 // (checkpoints/default, BERT) on held-out query/document pairs in three languages, and
 // stories260K (Llama, ../shared/models/stories260K) on a story prompt. The figures printed here
-// are the error table of docs/models.md; then each decoder family's tiny checkpoint. Where the CPU
-// has no AVX512_BF16, or on the portable path
+// are the error table of docs/models.md; then each decoder family's tiny checkpoint, and MPNet's
+// and ELECTRA's. Where the CPU has no AVX512_BF16, or on the portable path
 // (ATTNSCOPE_DISABLE_AVX512), the load must be refused instead, saying which.
 #include <torch/types.h>
 #include <torch/utils.h>
@@ -214,6 +214,39 @@ TEST_F(Bfloat16Test, DecoderFamiliesRunTheirProjectionsInBfloat16) {
     ForwardInput input;
     input.input_ids =
         torch::tensor({1, 50, 700, 3999, 12, 345, 2001, 17, 88, 1500}, torch::kInt64).unsqueeze(0);
+    ForwardOptions options;
+    options.output_attentions = true;
+    absl::StatusOr<ForwardOutput> expected = float_model->Forward(input, options);
+    absl::StatusOr<ForwardOutput> got = bf16_model->Forward(input, options);
+    ASSERT_TRUE(expected.ok() && got.ok());
+    const double logit_error = (got->logits - expected->logits).abs().max().item<double>();
+    const double attention_error = AttentionError(*got, *expected);
+    std::printf("%s: logits max |bf16 - float32| %.2e, attention probabilities max %.2e\n", name,
+                logit_error, attention_error);
+    EXPECT_LT(attention_error, 0.1);
+    EXPECT_LT(logit_error, 0.5);
+    EXPECT_GT(logit_error, 1e-5) << "the projections did not run in bfloat16";
+  }
+}
+
+// MPNet (its position bias added in float32 to the scores) and ELECTRA (its embeddings_project
+// converted with the layers' projections) run their projections in bfloat16 too, each within
+// bfloat16's error of its own float32 forward on its golden pair.
+TEST_F(Bfloat16Test, MpnetAndElectraRunTheirProjectionsInBfloat16) {
+  for (const char* name : {"mpnet", "electra"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = testing::TestDataDir() + "/tiny-" + name;
+    std::unique_ptr<TransformerModel> float_model = Load(dir, ComputeDtype::kFloat32);
+    std::unique_ptr<TransformerModel> bf16_model = Load(dir, ComputeDtype::kBfloat16);
+    ASSERT_TRUE(float_model && bf16_model);
+    const nlohmann::json golden =
+        nlohmann::json::parse(testing::ReadFileBytes(dir + "/golden.json"));
+    ForwardInput input;
+    input.input_ids = testing::TensorFromJson(golden["pair"]["input_ids"], torch::kInt64);
+    if (golden["pair"].contains("token_type_ids")) {
+      input.token_type_ids =
+          testing::TensorFromJson(golden["pair"]["token_type_ids"], torch::kInt64);
+    }
     ForwardOptions options;
     options.output_attentions = true;
     absl::StatusOr<ForwardOutput> expected = float_model->Forward(input, options);

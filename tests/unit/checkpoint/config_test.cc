@@ -6,7 +6,9 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -77,9 +79,8 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentConfigs) {
        "field 'model_type': expected one of the supported architectures \"bert\", \"roberta\", "
        "\"xlm-roberta\", \"llama\", \"qwen2\", \"qwen3\", \"mistral\", \"gemma\", "
        "\"gemma2\", \"gemma3_text\" (Gemma 3's text model, not the multimodal \"gemma3\"), "
-       "\"phi3\", "
-       "\"gpt2\", \"gpt_neox\", \"opt\", \"distilbert\", \"marian\", \"bart\", \"t5\", got "
-       "\"gptj\""},
+       "\"phi3\", \"gpt2\", \"gpt_neox\", \"opt\", \"distilbert\", \"mpnet\", \"electra\", "
+       "\"marian\", \"bart\", \"t5\", got \"gptj\""},
       {"{not json",
        "expected a JSON object, got malformed JSON (parse error at line 1, column 3: "
        "syntax error while parsing object key - invalid literal; last read: '{no'; "
@@ -142,6 +143,84 @@ TEST(ConfigTest, RobertaAndXlmRobertaAreOneArchitecture) {
   auto bert = ParseBertWith({{"max_position_embeddings", 514}});
   ASSERT_TRUE(bert.ok()) << bert.status();
   EXPECT_EQ(bert->max_input_tokens(), 514);
+}
+
+// MPNetConfig (transformers' configuration_mpnet.py): BERT's names without type_vocab_size,
+// RoBERTa's token ids and positions; all-mpnet-base-v2's config.json.
+TEST(ConfigTest, ReadsMpnetConfig) {
+  auto config = ParseModelConfig(R"({"model_type": "mpnet", "vocab_size": 30527,
+      "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+      "intermediate_size": 3072, "max_position_embeddings": 514, "layer_norm_eps": 1e-05,
+      "relative_attention_num_buckets": 32, "architectures": ["MPNetForMaskedLM"]})",
+                                 "dir/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->architecture, Architecture::kMpnet);
+  EXPECT_EQ(config->pad_token_id, 1);
+  EXPECT_EQ(config->bos_token_id, 0);
+  EXPECT_EQ(config->eos_token_id, 2);
+  EXPECT_EQ(config->type_vocab_size, 0);
+  EXPECT_EQ(config->head_dim, 64);
+  EXPECT_EQ(config->relative_attention_num_buckets, 32);
+  EXPECT_EQ(config->relative_attention_max_distance, 128);
+  EXPECT_DOUBLE_EQ(config->layer_norm_eps, 1e-5);
+  EXPECT_EQ(config->max_input_tokens(), 512);
+  EXPECT_EQ(config->num_labels, 0);
+
+  const Json base = Json::parse(R"({"model_type": "mpnet", "vocab_size": 100, "hidden_size": 32,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
+      "max_position_embeddings": 10})");
+  const std::pair<Json, std::string> refused[] = {
+      {{{"relative_attention_num_buckets", 31}},
+       "field 'relative_attention_num_buckets': expected at least 32 (MPNet looks up 32 buckets "
+       "in relative_attention_bias whatever this says), got 31"},
+      {{{"pad_token_id", 9}},
+       "field 'pad_token_id': expected an id in [0, 9) (MPNet numbers tokens from pad_token_id + "
+       "1, below max_position_embeddings 10), got 9"},
+      {{{"hidden_act", "gelu_new"}}, "field 'hidden_act': expected \"gelu\", got \"gelu_new\""},
+      {{{"hidden_size", 30}},
+       "field 'hidden_size': expected a multiple of num_attention_heads (4), got 30"},
+  };
+  for (const auto& [patch, message] : refused) {
+    SCOPED_TRACE(patch.dump());
+    Json json = base;
+    json.merge_patch(patch);
+    auto status = ParseModelConfig(json.dump(), "dir/config.json").status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(status.message()), HasSubstr(message));
+  }
+}
+
+// ElectraConfig (transformers' configuration_electra.py): BertConfig's fields and embedding_size;
+// cross-encoder/ms-marco-electra-base's config.json, and ElectraConfig's default embedding_size.
+TEST(ConfigTest, ReadsElectraConfig) {
+  const Json base = Json::parse(R"({"model_type": "electra", "vocab_size": 30522,
+      "embedding_size": 768, "hidden_size": 768, "num_hidden_layers": 12,
+      "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512,
+      "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_act": "gelu",
+      "architectures": ["ElectraForSequenceClassification"], "id2label": {"0": "LABEL_0"}})");
+  auto config = ParseModelConfig(base.dump(), "dir/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->architecture, Architecture::kElectra);
+  EXPECT_EQ(ArchitectureName(config->architecture), "electra");
+  EXPECT_EQ(config->embedding_size, 768);
+  EXPECT_EQ(config->type_vocab_size, 2);
+  EXPECT_EQ(config->pad_token_id, 0);
+  EXPECT_EQ(config->max_input_tokens(), 512);
+  EXPECT_EQ(config->num_labels, 1);
+
+  Json small = base;
+  small.erase("embedding_size");
+  config = ParseModelConfig(small.dump(), "dir/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->embedding_size, 128);
+
+  small["hidden_act"] = "relu";
+  EXPECT_THAT(std::string(ParseModelConfig(small.dump(), "dir/config.json").status().message()),
+              HasSubstr("field 'hidden_act': expected \"gelu\", got \"relu\""));
+  // BERT's configurations have no embedding_size: their embeddings are hidden_size wide.
+  auto bert = ParseBertWith({{"embedding_size", 8}});
+  ASSERT_TRUE(bert.ok()) << bert.status();
+  EXPECT_EQ(bert->embedding_size, 0);
 }
 
 TEST(ConfigTest, RefusesRobertaWithoutRoomForPositions) {
