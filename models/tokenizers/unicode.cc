@@ -156,7 +156,6 @@ bool IsOther(char32_t c) {
     case UTF8PROC_CATEGORY_CF:
     case UTF8PROC_CATEGORY_CS:
     case UTF8PROC_CATEGORY_CO:
-    case UTF8PROC_CATEGORY_CN:
       return true;
     default:
       return false;

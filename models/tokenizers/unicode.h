@@ -43,7 +43,8 @@ void AppendUtf8(char32_t code_point, std::string* out);
 
 // Unicode White_Space property, the definition Rust's char::is_whitespace uses.
 bool IsWhiteSpace(char32_t c);
-// General category C* (Cc, Cf, Cs, Co, Cn), Rust unicode_categories' is_other.
+// General category Cc, Cf, Cs or Co: Rust unicode_categories' is_other, whose tables, made from
+// UnicodeData.txt, hold no unassigned (Cn) code point.
 bool IsOther(char32_t c);
 // General category P* (Pc, Pd, Ps, Pe, Pi, Pf, Po).
 bool IsPunctuation(char32_t c);

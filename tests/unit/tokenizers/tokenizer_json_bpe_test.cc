@@ -456,5 +456,14 @@ TEST(TokenizerJsonBpeTest, TheFuzzSeedsLoad) {
   }
 }
 
+// The BertNormalizer of openai-gpt's layout keeps unassigned code points, as the library's
+// is_control does (TokenizerJsonWordPieceTest.UnassignedCodePointsStayAsTheLibraryKeepsThem).
+// Expected: the library's encoding of this text.
+TEST(TokenizerJsonBpeTest, OpenAiGptKeepsUnassignedCodePoints) {
+  ::attnscope::testing::ExpectEncodes("bpe-openai-gpt", "a\u0378 \uFFFE b\U0001FA89 \U0010FFFFc",
+                                      {"a", "<unk>", "<unk>", "b", "<unk>", "<unk>", "c</w>"},
+                                      {{0, 1}, {1, 2}, {3, 4}, {5, 6}, {6, 7}, {8, 9}, {9, 10}});
+}
+
 }  // namespace
 }  // namespace attnscope

@@ -130,6 +130,21 @@ inline std::string TransformersCleanUp(std::string text) {
   return text;
 }
 
+// The tokens and code-point offsets of `text` as the tokenizer.json of `name` encodes it with its
+// special tokens, loaded through LoadTokenizer.
+inline void ExpectEncodes(const std::string& name, const std::string& text,
+                          const std::vector<std::string>& tokens,
+                          const std::vector<Offset>& offsets) {
+  const std::string dir = MakeTempDir();
+  std::filesystem::copy_file(TokenizerJsonPath(ReferenceDir(), name), dir + "/tokenizer.json");
+  absl::StatusOr<std::unique_ptr<Tokenizer>> loaded = LoadTokenizer(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  absl::StatusOr<Encoding> encoding = (*loaded)->Encode(text, EncodeOptions());
+  ASSERT_TRUE(encoding.ok()) << encoding.status();
+  EXPECT_EQ(encoding->tokens, tokens);
+  EXPECT_EQ(Show(encoding->offsets), Show(offsets));
+}
+
 // Loads the tokenizer.json of `name` through LoadTokenizer, as a checkpoint folder holding only
 // it, checks that it is of `kind`, and compares it with the library's goldens on every corpus
 // line: plain, single, pair, decode and decode without special tokens (each golden decode passed

@@ -23,5 +23,15 @@ TEST(TokenizerJsonWordPieceTest, MpnetMatchesTheLibraryOnEveryCorpusLine) {
       "mpnet", TokenizerKind::kWordPiece, ::attnscope::testing::TransformersCleanUp);
 }
 
+// BertNormalizer's clean_text removes the characters of the library's is_control, general
+// category Cc, Cf, Co or Cs in its tables: never an unassigned code point (UnicodeData.txt lists
+// none as Cn), nor one assigned after its tables' Unicode version. Expected: the library's
+// encoding of this text (tokenizers 0.23.2, make_all.sh's node_modules).
+TEST(TokenizerJsonWordPieceTest, UnassignedCodePointsStayAsTheLibraryKeepsThem) {
+  ::attnscope::testing::ExpectEncodes("bert-base-uncased", "a\u0378 \uFFFE b\U0001FA89 \U0010FFFFc",
+                                      {"[CLS]", "[UNK]", "[UNK]", "[UNK]", "[UNK]", "[SEP]"},
+                                      {{0, 0}, {0, 2}, {3, 4}, {5, 7}, {8, 10}, {0, 0}});
+}
+
 }  // namespace
 }  // namespace attnscope
