@@ -203,6 +203,14 @@ absl::Status PipelineTokenizer::ReadComponents(const json& root, const std::stri
                                                          field + ".normalized"));
     const auto index = static_cast<size_t>(added.id);
     if (index >= id_to_token.size()) id_to_token.resize(index + 1);
+    // An added token repeats its vocabulary entry (the same content at the same id) or takes a
+    // free id. The library gives one whose id another token holds the next free id instead, which
+    // no converter writes: the id the file says would then not be the token's.
+    if (!id_to_token[index].empty() && id_to_token[index] != added.content) {
+      return FieldError(path, field + ".id",
+                        absl::StrCat("an id no other token has ('", id_to_token[index], "')"),
+                        entry["id"]);
+    }
     // The library looks an id up in the added tokens first.
     id_to_token[index] = added.content;
     pipeline.added_tokens.push_back(std::move(added));

@@ -153,6 +153,8 @@ TEST(TokenizerJsonBpeTest, RefusesAnUnsupportedComponentByName) {
             "field 'model.end_of_word_suffix': expected null or a string, got 1"},
            {{{"model", {{"type", "WordLevel"}}}},
             "field 'model.unk_token': expected a token of model.vocab"},
+           {{{"added_tokens", json::array({{{"id", 5}, {"content", "<zz>"}, {"special", true}}})}},
+            "field 'added_tokens[0].id': expected an id no other token has ('\u0120'), got 5"},
            {{{"model", {{"type", "Char"}}}},
             "model.type': expected \"WordPiece\", \"BPE\", \"Unigram\" or \"WordLevel\""}}) {
     absl::StatusOr<std::unique_ptr<Tokenizer>> refused =
