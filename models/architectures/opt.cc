@@ -189,7 +189,13 @@ absl::StatusOr<std::unique_ptr<TransformerModel>> CreateOptModel(ModelConfig con
   if (checkpoint.Contains("lm_head.weight") || separate_lm_head) {
     specs.push_back({"lm_head.weight", {config.vocab_size, hidden}});
   }
-  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.Load(specs, /*ignored=*/{}));
+  // With _remove_final_layer_norm, OPTDecoder has no final_layer_norm and transformers leaves the
+  // stored one unused.
+  std::vector<std::string> ignored;
+  if (!config.final_layer_norm) {
+    ignored = {prefix + "final_layer_norm.weight", prefix + "final_layer_norm.bias"};
+  }
+  ATTNSCOPE_RETURN_IF_ERROR(checkpoint.Load(specs, ignored));
   const Architecture architecture = config.architecture;
   return BuildModel(architecture, [&] {
     return new OptModel(std::move(config), checkpoint, prefix, separate_lm_head);

@@ -338,6 +338,33 @@ TEST(DecoderCheckpointTest, ConfigVariantsItCannotComputeAreRefusedNamingTheFiel
   EXPECT_THAT(status.message(), HasSubstr("model.layers.0.self_attn.o_proj.bias"));
 }
 
+// OPT with _remove_final_layer_norm has no final LayerNorm: the stored one is left unused, as
+// transformers leaves it, and the last hidden state is the last layer's output.
+TEST(DecoderCheckpointTest, OptWithoutItsFinalLayerNormIgnoresTheStoredOne) {
+  const std::string dir = testing::CopyToTempDir(ModelDir("opt"));
+  testing::PatchJsonFile(dir + "/config.json", {{"_remove_final_layer_norm", true}});
+  absl::StatusOr<std::unique_ptr<TransformerModel>> model =
+      LoadTransformerModel({.model_dir = dir});
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_FALSE((*model)->config().final_layer_norm);
+  ForwardInput input;
+  input.input_ids = torch::tensor({{1, 5, 9}}, torch::kInt64);
+  input.attention_mask = torch::ones({1, 3}, torch::kInt64);
+  ForwardOptions options;
+  options.output_hidden_states = true;
+  absl::StatusOr<ForwardOutput> out = (*model)->Forward(input, options);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->hidden_states.size(), 3u);
+  // The golden's final hidden state is the normed one: without the norm it differs.
+  absl::StatusOr<std::unique_ptr<TransformerModel>> normed =
+      LoadTransformerModel({.model_dir = ModelDir("opt")});
+  ASSERT_TRUE(normed.ok()) << normed.status();
+  absl::StatusOr<ForwardOutput> normed_out = (*normed)->Forward(input, options);
+  ASSERT_TRUE(normed_out.ok()) << normed_out.status();
+  EXPECT_FALSE(torch::allclose(normed_out->last_hidden_state, out->last_hidden_state));
+  EXPECT_TRUE(torch::equal(normed_out->hidden_states[1], out->hidden_states[1]));
+}
+
 TEST(DecoderCheckpointTest, Phi3RefusesWhatPhi3ConfigRefuses) {
   // Phi3Config validates rope_scaling as "longrope" only, with a factor per rotated pair.
   absl::Status status =
