@@ -157,6 +157,11 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   size_t read_offset = ids.size();
   std::string text_so_far;
   int64_t index = 0;
+  auto decode = [&](size_t begin, size_t end) {
+    return tokenizer.Decode(std::vector<int64_t>(ids.begin() + begin, ids.begin() + end),
+                            /*skip_special_tokens=*/true);
+  };
+  constexpr absl::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD: an incomplete character
   auto handle = [&](const GeneratedToken& token) -> absl::Status {
     GenerateStep step;
     step.index = index++;
@@ -165,13 +170,8 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
     step.token = tokenizer.IdToToken(token.id);
     step.logprob = token.logprob;
     ids.push_back(token.id);
-    auto decode = [&](size_t begin, size_t end) {
-      return tokenizer.Decode(std::vector<int64_t>(ids.begin() + begin, ids.begin() + end),
-                              /*skip_special_tokens=*/true);
-    };
     const std::string before = decode(prefix_offset, read_offset);
     const std::string now = decode(prefix_offset, ids.size());
-    constexpr absl::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD: an incomplete character
     if (now.size() > before.size() && absl::StartsWith(now, before) &&
         !absl::EndsWith(now, kReplacement)) {
       step.text = now.substr(before.size());
@@ -199,7 +199,17 @@ absl::StatusOr<GenerateSummary> RequestRunner::RunGenerate(
   summary.finish_reason = result.finish_reason;
   summary.score = result.score;
   for (const GeneratedToken& token : result.tokens) summary.ids.push_back(token.id);
-  // The streamed texts joined: a character the last tokens left incomplete is not in it.
+  // The streamed texts joined, then what the tokens held back add before the character they leave
+  // incomplete (a last token "cu" + the first bytes of "ữ" adds "cu"; the incomplete character
+  // itself, U+FFFD in the decode, never arrives).
+  std::string held_back = decode(prefix_offset, ids.size());
+  while (absl::EndsWith(held_back, kReplacement)) {
+    held_back.resize(held_back.size() - kReplacement.size());
+  }
+  const std::string streamed = decode(prefix_offset, read_offset);
+  if (held_back.size() > streamed.size() && absl::StartsWith(held_back, streamed)) {
+    text_so_far += held_back.substr(streamed.size());
+  }
   summary.text = std::move(text_so_far);
   return summary;
 }

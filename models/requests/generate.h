@@ -67,7 +67,8 @@ struct GenerateStep {
 struct GenerateSummary {
   FinishReason finish_reason = FinishReason::kLength;
   std::vector<int64_t> ids;
-  // The decoded generated text, special tokens left out.
+  // The decoded generated text, special tokens left out: the steps' texts joined, then the
+  // complete characters the last steps held back before a character they leave incomplete.
   std::string text;
   // GenerationResult::score.
   double score = 0.0;

@@ -371,7 +371,8 @@ absl::StatusOr<std::vector<std::string>> GeneratedTextsOverHttp(
 // the first k new tokens: nothing while the decode ends in an incomplete character (U+FFFD), the
 // whole character with the token that completes it, a piece's leading space as the decoders leave
 // it.
-void ExpectGenerateStreamsWholeCharacters(const std::string& name, int min_empty_pieces) {
+void ExpectGenerateStreamsWholeCharacters(const std::string& name, int min_empty_pieces,
+                                          int min_held_back_cuts) {
   const std::string reference = ReferenceDir();
   const std::string golden_path = absl::StrCat(reference, "/goldens/", name, ".generate.json");
   ASSERT_TRUE(std::filesystem::exists(golden_path))
@@ -441,14 +442,38 @@ void ExpectGenerateStreamsWholeCharacters(const std::string& name, int min_empty
   absl::StatusOr<std::vector<std::string>> over_http = GeneratedTextsOverHttp(http, request);
   ASSERT_TRUE(over_http.ok()) << over_http.status();
   EXPECT_EQ(*over_http, expected);
+
+  // Stopped where the new tokens leave a character incomplete, the final text is the library's
+  // decode without that character: the complete ones before it in the last tokens (which streamed
+  // nothing) included.
+  int held_back_cuts = 0;
+  for (size_t k = 1; k < decodes.size(); ++k) {
+    if (!absl::EndsWith(decodes[k], kReplacement)) continue;
+    SCOPED_TRACE(absl::StrCat("stopped after ", k, " new tokens"));
+    std::string complete = decodes[k];
+    while (absl::EndsWith(complete, kReplacement)) {
+      complete.resize(complete.size() - kReplacement.size());
+    }
+    complete = complete.substr(decodes[0].size());
+    std::string streamed_through_k;
+    for (size_t i = 0; i < k; ++i) streamed_through_k += expected[i];
+    if (complete != streamed_through_k) ++held_back_cuts;
+    request.set_max_new_tokens(static_cast<int32_t>(k));
+    absl::StatusOr<GenerateResult> stopped = (*server)->NewClient()->Generate(request);
+    ASSERT_TRUE(stopped.ok()) << stopped.status();
+    EXPECT_EQ(stopped->done.finish_reason(), v1::FINISH_REASON_LENGTH);
+    EXPECT_EQ(stopped->done.text(), complete);
+  }
+  EXPECT_GE(held_back_cuts, min_held_back_cuts);
 }
 
 TEST(TokenizerServedTest, GenerateStreamsWholeCharactersOfTheLlama2Layout) {
-  ExpectGenerateStreamsWholeCharacters("llama2-spm-bpe", /*min_empty_pieces=*/5);
+  ExpectGenerateStreamsWholeCharacters("llama2-spm-bpe", /*min_empty_pieces=*/5,
+                                       /*min_held_back_cuts=*/0);
 }
 
 TEST(TokenizerServedTest, GenerateStreamsWholeVietnameseAndKoreanCharactersOfQwen3) {
-  ExpectGenerateStreamsWholeCharacters("qwen3", /*min_empty_pieces=*/3);
+  ExpectGenerateStreamsWholeCharacters("qwen3", /*min_empty_pieces=*/3, /*min_held_back_cuts=*/1);
 }
 
 }  // namespace
