@@ -94,9 +94,9 @@ absl::Status CheckInputCount(size_t count, absl::string_view field, int max) {
 }
 
 // InvalidArgument for skip_special_tokens on a model with a classifier head: a cross-encoder's
-// score reads [CLS] query [SEP] document [SEP], and a score of the texts without them would be a
-// number the model was never trained to give. The specials stay in the input; special_tokens_mask
-// marks them for a display that leaves them out.
+// score reads the pair with its special tokens ([CLS] query [SEP] document [SEP] for BERT), and a
+// score of the texts without them would be a number the model was never trained to give. The
+// specials stay in the input; special_tokens_mask marks them for a display that leaves them out.
 absl::Status CheckScoredWithSpecialTokens(const LoadedModel& model,
                                           const TokenizationQuery& tokenization) {
   if (!tokenization.skip_special_tokens || !model.model().has_classifier()) {
@@ -104,8 +104,9 @@ absl::Status CheckScoredWithSpecialTokens(const LoadedModel& model,
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "tokenization.skip_special_tokens: model '", model.name(),
-      "' is a cross-encoder, whose score reads the pair with its special tokens ([CLS] query [SEP] "
-      "document [SEP]); expected false, got true; leave `skip_special_tokens` off and use "
+      "' is a cross-encoder, whose score reads the pair with its special tokens (as the template "
+      "gives them: [CLS] query [SEP] document [SEP] for BERT); expected false, got true; leave "
+      "`skip_special_tokens` off and use "
       "Tokens.special_tokens_mask to hide them in a display"));
 }
 

@@ -48,9 +48,9 @@ absl::Status CheckHasTokens(const TokenizedText& tokens, absl::string_view field
 absl::Status CheckInputCount(size_t count, absl::string_view field, int max);
 
 // InvalidArgument for skip_special_tokens on a model with a classifier head: a cross-encoder's
-// score reads [CLS] query [SEP] document [SEP], and a score of the texts without them would be a
-// number the model was never trained to give. The specials stay in the input; special_tokens_mask
-// marks them for a display that leaves them out.
+// score reads the pair with its special tokens ([CLS] query [SEP] document [SEP] for BERT), and a
+// score of the texts without them would be a number the model was never trained to give. The
+// specials stay in the input; special_tokens_mask marks them for a display that leaves them out.
 absl::Status CheckScoredWithSpecialTokens(const LoadedModel& model,
                                           const TokenizationQuery& tokenization);
 

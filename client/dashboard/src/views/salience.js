@@ -24,7 +24,7 @@ export default {
   async render(ctx) {
     const { state, info } = ctx;
     if (!info.hasClassifier || info.isCausal || info.isEncoderDecoder) {
-      note(ctx.root, `${info.name} has no classifier head to attribute: salience needs a cross-encoder (BERT, RoBERTa or XLM-R with a classifier), such as the default model.`);
+      note(ctx.root, `${info.name} has no classifier head to attribute: salience needs a cross-encoder (BERT, RoBERTa, XLM-R, DistilBERT, MPNet or ELECTRA with a classifier), such as the default model.`);
       return;
     }
     if (!state.pair) {
