@@ -22,6 +22,7 @@ using tokenizer_json::FieldError;
 using tokenizer_json::GetBool;
 using tokenizer_json::GetInt;
 using tokenizer_json::GetString;
+using tokenizer_json::ReadVocab;
 using tokenizer_json::Unsupported;
 using tokenizer_json::UnsupportedValue;
 
@@ -69,39 +70,10 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromTokenizerJson(
                             "model.end_of_word_suffix is set");
   }
 
-  const json& vocab = model.value("vocab", json());
-  if (!vocab.is_object() || vocab.empty()) {
-    return FieldError(path, "model.vocab", "a non-empty object token -> id", vocab);
-  }
-  const json added_tokens = root.value("added_tokens", json::array());
-  if (!added_tokens.is_array()) return FieldError(path, "added_tokens", "an array", added_tokens);
-  // The library keeps ids in maps, so they may leave gaps; a table indexed by id must not be made
-  // huge by one stray id, so ids stay below the number of tokens the file has (dense ids, the
-  // layout every converter writes, always do).
-  const int64_t id_limit = static_cast<int64_t>(vocab.size() + added_tokens.size());
-  const std::string id_range =
-      absl::StrCat("an id in [0, ", id_limit, "), the number of vocab and added tokens");
-  absl::flat_hash_map<std::string, int64_t> token_to_id;
-  token_to_id.reserve(vocab.size());
-  std::vector<std::string> id_to_token;
-  std::vector<bool> taken;
-  for (const auto& [token, id] : vocab.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= id_limit) {
-      return FieldError(path, "model.vocab." + token, id_range, id);
-    }
-    const auto index = static_cast<size_t>(id.get<int64_t>());
-    if (index >= id_to_token.size()) {
-      id_to_token.resize(index + 1);
-      taken.resize(index + 1, false);
-    }
-    if (taken[index]) {
-      return FieldError(path, "model.vocab." + token,
-                        absl::StrCat("an id no other token has (", id_to_token[index], ")"), id);
-    }
-    taken[index] = true;
-    id_to_token[index] = token;
-    token_to_id[token] = id.get<int64_t>();
-  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(tokenizer_json::Vocab vocab, ReadVocab(root, model, path));
+  const int64_t id_limit = vocab.id_limit;
+  std::vector<std::string>& id_to_token = vocab.id_to_token;
+  absl::flat_hash_map<std::string, int64_t>& token_to_id = vocab.token_to_id;
 
   const json& merges_json = model.value("merges", json());
   if (!merges_json.is_array()) {

@@ -20,6 +20,40 @@ absl::StatusOr<json> Read(const std::string& path) {
   return root;
 }
 
+absl::StatusOr<Vocab> ReadVocab(const json& root, const json& model, const std::string& path) {
+  const json& vocab = model.value("vocab", json());
+  if (!vocab.is_object() || vocab.empty()) {
+    return FieldError(path, "model.vocab", "a non-empty object token -> id", vocab);
+  }
+  const json added_tokens = root.value("added_tokens", json::array());
+  if (!added_tokens.is_array()) return FieldError(path, "added_tokens", "an array", added_tokens);
+  Vocab out;
+  out.id_limit = static_cast<int64_t>(vocab.size() + added_tokens.size());
+  const std::string id_range =
+      absl::StrCat("an id in [0, ", out.id_limit, "), the number of vocab and added tokens");
+  out.token_to_id.reserve(vocab.size());
+  std::vector<bool> taken;
+  for (const auto& [token, id] : vocab.items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= out.id_limit) {
+      return FieldError(path, "model.vocab." + token, id_range, id);
+    }
+    const auto index = static_cast<size_t>(id.get<int64_t>());
+    if (index >= out.id_to_token.size()) {
+      out.id_to_token.resize(index + 1);
+      taken.resize(index + 1, false);
+    }
+    if (taken[index]) {
+      return FieldError(path, "model.vocab." + token,
+                        absl::StrCat("an id no other token has (", out.id_to_token[index], ")"),
+                        id);
+    }
+    taken[index] = true;
+    out.id_to_token[index] = token;
+    out.token_to_id[token] = id.get<int64_t>();
+  }
+  return out;
+}
+
 absl::Status FieldError(const std::string& path, const std::string& field,
                         const std::string& expected, const json& got) {
   return absl::InvalidArgumentError(absl::StrCat("tokenizer.json '", path, "': field '", field,

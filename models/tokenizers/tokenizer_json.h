@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
@@ -41,6 +43,22 @@ absl::StatusOr<int64_t> GetInt(const nlohmann::json& object, const std::string& 
 // object[key] as a bool, `default_value` when missing or null.
 absl::StatusOr<bool> GetBool(const nlohmann::json& object, const std::string& key,
                              bool default_value, const std::string& path, const std::string& field);
+
+// A BPE or WordLevel model's vocabulary: model.vocab, a non-empty object token -> id, read into
+// both directions (id_to_token indexed by id; ids the file leaves out are "").
+struct Vocab {
+  absl::flat_hash_map<std::string, int64_t> token_to_id;
+  std::vector<std::string> id_to_token;
+  // The number of vocab and added tokens: every id, vocab or added, lies below it. The library
+  // keeps ids in maps, so they may leave gaps; a table indexed by id must not be made huge by one
+  // stray id (dense ids, the layout every converter writes, always fit).
+  int64_t id_limit = 0;
+};
+
+// Reads `model`'s vocab; FieldError naming model.vocab (not a non-empty object), added_tokens (not
+// an array), or the token whose id is no integer in [0, id_limit) or another token's.
+absl::StatusOr<Vocab> ReadVocab(const nlohmann::json& root, const nlohmann::json& model,
+                                const std::string& path);
 
 }  // namespace attnscope::tokenizer_json
 

@@ -13,6 +13,7 @@ namespace {
 
 using json = nlohmann::json;
 using tokenizer_json::FieldError;
+using tokenizer_json::ReadVocab;
 using tokenizer_json::Unsupported;
 
 }  // namespace
@@ -26,38 +27,9 @@ absl::StatusOr<std::unique_ptr<WordLevelTokenizer>> WordLevelTokenizer::FromToke
     return Unsupported(path, "model", type,
                        "WordLevel (here), WordPiece, BPE, Unigram (LoadTokenizer)");
   }
-  const json& vocab = model.value("vocab", json());
-  if (!vocab.is_object() || vocab.empty()) {
-    return FieldError(path, "model.vocab", "a non-empty object token -> id", vocab);
-  }
-  const json added_tokens = root.value("added_tokens", json::array());
-  if (!added_tokens.is_array()) return FieldError(path, "added_tokens", "an array", added_tokens);
-  // As BpeTokenizer: ids stay below the number of tokens the file has, so that one stray id cannot
-  // make the table huge.
-  const int64_t id_limit = static_cast<int64_t>(vocab.size() + added_tokens.size());
-  const std::string id_range =
-      absl::StrCat("an id in [0, ", id_limit, "), the number of vocab and added tokens");
-  absl::flat_hash_map<std::string, int64_t> token_to_id;
-  token_to_id.reserve(vocab.size());
-  std::vector<std::string> id_to_token;
-  std::vector<bool> taken;
-  for (const auto& [token, id] : vocab.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= id_limit) {
-      return FieldError(path, "model.vocab." + token, id_range, id);
-    }
-    const auto index = static_cast<size_t>(id.get<int64_t>());
-    if (index >= id_to_token.size()) {
-      id_to_token.resize(index + 1);
-      taken.resize(index + 1, false);
-    }
-    if (taken[index]) {
-      return FieldError(path, "model.vocab." + token,
-                        absl::StrCat("an id no other token has (", id_to_token[index], ")"), id);
-    }
-    taken[index] = true;
-    id_to_token[index] = token;
-    token_to_id[token] = id.get<int64_t>();
-  }
+  ATTNSCOPE_ASSIGN_OR_RETURN(tokenizer_json::Vocab vocab, ReadVocab(root, model, path));
+  std::vector<std::string>& id_to_token = vocab.id_to_token;
+  const absl::flat_hash_map<std::string, int64_t>& token_to_id = vocab.token_to_id;
   const json unk = model.value("unk_token", json("<unk>"));  // the library's default
   if (!unk.is_string() || !token_to_id.contains(unk.get<std::string>())) {
     return FieldError(path, "model.unk_token",
@@ -70,10 +42,10 @@ absl::StatusOr<std::unique_ptr<WordLevelTokenizer>> WordLevelTokenizer::FromToke
   Pipeline pipeline;
   PostProcessorTemplate post_processor;
   ATTNSCOPE_RETURN_IF_ERROR(
-      ReadComponents(root, path, id_limit, &id_to_token, &pipeline, &post_processor));
+      ReadComponents(root, path, vocab.id_limit, &id_to_token, &pipeline, &post_processor));
   const int64_t pad_id = PadId(id_to_token, pad_token);
   return std::unique_ptr<WordLevelTokenizer>(new WordLevelTokenizer(
-      std::move(id_to_token), std::move(token_to_id), unk_id, std::move(pipeline),
+      std::move(id_to_token), std::move(vocab.token_to_id), unk_id, std::move(pipeline),
       std::move(post_processor), pad_id, model_max_length));
 }
 
